@@ -1,0 +1,68 @@
+# batchledger — see README.md for the two commands a newcomer needs.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/...
+E2E_TIMEOUT ?= 40m
+
+.PHONY: all
+all: build
+
+##@ Development
+
+.PHONY: generate
+generate: ## Regenerate deepcopy code and CRD manifests with controller-gen.
+	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
+	$(GO) tool controller-gen crd:allowDangerousTypes=false paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
+
+.PHONY: verify-generate
+verify-generate: generate ## Fail when generated files are stale.
+	@git diff --exit-code -- pkg/apis config/crd || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
+
+.PHONY: fmt
+fmt: ## gofmt the tree.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## go vet, and a gofmt check.
+	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \
+	  [ -z "$$out" ] || { echo "gofmt needed: $$out" >&2; exit 1; }
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: vet verify-generate ## Every static check CI runs.
+
+.PHONY: build
+build: ## Build the project's commands into bin/.
+	$(GO) build ./...
+
+##@ Tests
+
+.PHONY: test
+test: lint test-unit test-e2e ## The whole suite: static checks, unit tests, e2e on a real local control plane.
+
+.PHONY: test-unit
+test-unit: ## Unit tests of the pure packages (no cluster).
+	$(GO) test -count=1 $(PKGS_UNIT)
+
+.PHONY: binaries
+binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and JobSet binaries.
+	hack/build-binaries.sh
+
+.PHONY: test-e2e
+test-e2e: binaries ## e2e tests on a local control plane started by the tests (or E2E_USE_EXISTING_CLUSTER=true with KUBECONFIG).
+	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+
+##@ Local cluster
+
+.PHONY: cluster-up
+cluster-up: binaries ## Start the local control plane with Kueue, JobSet and kwok GPU nodes; prints the kubeconfig.
+	$(GO) run ./hack/cluster up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local control plane.
+	$(GO) run ./hack/cluster down
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

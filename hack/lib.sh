@@ -1,0 +1,33 @@
+# Shared settings for hack/ scripts: pinned component versions and where their
+# binaries are cached. Sourced, not run.
+
+HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT_DIR=$(cd "$HACK_DIR/.." && pwd)
+
+# Pinned versions of the real components. Bumping one rebuilds it into a new cache entry.
+KUBE_VERSION=v1.35.4
+ETCD_VERSION=v3.6.6
+KWOK_VERSION=v0.8.0
+KUEUE_VERSION=v0.17.0
+JOBSET_VERSION=v0.11.1
+
+CACHE_DIR=${BATCHLEDGER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/batchledger}
+BIN_DIR=${BATCHLEDGER_BIN_DIR:-$ROOT_DIR/bin}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+component_dir() { echo "$CACHE_DIR/$1-$2"; }
+
+# link_binaries links every cached component binary into BIN_DIR.
+link_binaries() {
+  mkdir -p "$BIN_DIR"
+  local pair name version f
+  for pair in "etcd $ETCD_VERSION" "kubernetes $KUBE_VERSION" "kwok $KWOK_VERSION" \
+    "kueue $KUEUE_VERSION" "jobset $JOBSET_VERSION"; do
+    read -r name version <<<"$pair"
+    for f in "$(component_dir "$name" "$version")"/*; do
+      [ -x "$f" ] && ln -sf "$f" "$BIN_DIR/$(basename "$f")"
+    done
+  done
+}

@@ -1,0 +1,537 @@
+// Package account is the pure accounting core of batchledger: it turns an account's
+// mapping and the observations of its targets (Job snapshots, successful pods, Kueue
+// Workloads, reported results) into the account status and its verdicts. It makes no
+// client calls, so every rule of the batch semantics is pinned by table tests.
+//
+// The three observations stay separate: controller membership (completedIndexes),
+// terminal status (Complete/Failed conditions) and application acceptance (results).
+// Coverage never implies termination; termination never implies acceptance.
+package account
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+// Verdict reasons of the coverage, termination and acceptance conditions.
+const (
+	ReasonAllShardsCovered    = "AllShardsCovered"
+	ReasonShardsMissing       = "ShardsMissing"
+	ReasonAssignmentInvalid   = "AssignmentInvalid"
+	ReasonTargetsNotFound     = "TargetsNotFound"
+	ReasonAwaitingTermination = "AwaitingTermination"
+	ReasonComplete            = "Complete"
+	ReasonTargetFailed        = "TargetFailed"
+	ReasonResultsPending      = "ResultsPending"
+	ReasonResultRejected      = "ResultRejected"
+	ReasonResultsNotRequired  = "ResultsNotRequired"
+	ReasonAllResultsAccepted  = "AllResultsAccepted"
+	ReasonAccepted            = "Accepted"
+	ReasonAdmitted            = "Admitted"
+	ReasonPending             = "Pending"
+	ReasonEvicted             = "Evicted"
+	ReasonFinished            = "Finished"
+	ReasonNoWorkload          = "NoWorkload"
+)
+
+// Bounds that keep the account object small whatever the batch size.
+const (
+	maxHistory       = 64
+	maxLedger        = 256
+	maxCoveredBy     = 256
+	maxRejections    = 32
+	maxProblems      = 16
+	messageRunsLimit = 5
+)
+
+// Input is everything the account is computed from.
+type Input struct {
+	// Namespace of the account; targets must live there.
+	Namespace string
+	// Generation of the account's spec.
+	Generation int64
+	Spec       *v1alpha1.BatchAccountSpec
+	// Previous is the account's last written status: the durable memory of identities,
+	// attempts and condition transition times.
+	Previous *v1alpha1.BatchAccountStatus
+	// Observations of the targets by target key; a missing key means not found.
+	Observations map[string]Observation
+	// Results reported by workers, in the order they were recorded (first first).
+	Results []Result
+	// Now is the observation time, used for transitions and history.
+	Now metav1.Time
+}
+
+// Output is the computed account.
+type Output struct {
+	Status  v1alpha1.BatchAccountStatus
+	Mapping *Mapping
+	// Changed lists the condition types whose status or reason changed from Previous:
+	// the verdict changes worth an event.
+	Changed []metav1.Condition
+}
+
+// targetState is one target's current identity and what it covers.
+type targetState struct {
+	key      string
+	obs      Observation
+	facts    jobFacts
+	found    bool
+	problems []Problem
+	// mapped are the indexes the mapping assigns on this target.
+	mapped indexset.Set
+	// covered are mapped indexes the current identity completed.
+	covered indexset.Set
+}
+
+// Compute derives the account status from its input.
+func Compute(in Input) Output {
+	prev := in.Previous
+	if prev == nil {
+		prev = &v1alpha1.BatchAccountStatus{}
+	}
+	m := Compile(in.Namespace, in.Spec)
+	st := v1alpha1.BatchAccountStatus{ObservedGeneration: in.Generation, History: slices.Clone(prev.History)}
+	prevTargets := map[string]*v1alpha1.TargetStatus{}
+	for i := range prev.Targets {
+		prevTargets[prev.Targets[i].Name] = &prev.Targets[i]
+	}
+
+	problems := slices.Clone(m.Problems)
+	states := make([]*targetState, len(m.Targets))
+	for i, t := range m.Targets {
+		ts := observeTarget(t, in.Observations[t.Key])
+		states[i] = ts
+		problems = append(problems, ts.problems...)
+		status, superseded := targetStatus(ts, prevTargets[t.Key], in.Now)
+		if superseded != nil {
+			st.History = append(st.History, *superseded)
+		}
+		st.Targets = append(st.Targets, status)
+	}
+	if n := len(st.History); n > maxHistory {
+		st.History = st.History[n-maxHistory:]
+	}
+	valid := len(problems) == 0
+
+	cov := coverage(m, states)
+	st.Shards = v1alpha1.ShardSummary{
+		Total:           int32(m.Shards.Count()),
+		Covered:         int32(cov.covered.Count()),
+		Missing:         m.Shards.Describe(cov.missing, 8),
+		MissingOrdinals: cov.missing.String(),
+		CoveredBy:       cov.coveredBy,
+	}
+	res := judgeResults(m, states, in)
+	st.Shards.Accepted = int32(res.accepted.Count())
+	st.Results = res.summary
+
+	conds := []metav1.Condition{
+		assignmentCondition(problems),
+		admittedCondition(states),
+		coveredCondition(m, states, cov, valid),
+		terminatedCondition(states),
+		resultsCondition(m, in.Spec, res, cov),
+	}
+	conds = append(conds, acceptedCondition(conds, in.Spec))
+	out := Output{Mapping: m}
+	st.Conditions = slices.Clone(prev.Conditions)
+	for _, c := range conds {
+		c.ObservedGeneration = in.Generation
+		c.LastTransitionTime = in.Now
+		old := meta.FindStatusCondition(prev.Conditions, c.Type)
+		if old == nil || old.Status != c.Status || old.Reason != c.Reason {
+			out.Changed = append(out.Changed, c)
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	out.Status = st
+	return out
+}
+
+func observeTarget(t Target, obs Observation) *targetState {
+	ts := &targetState{key: t.Key, obs: obs, found: obs.Job != nil, mapped: t.Indexes}
+	if !ts.found {
+		return ts
+	}
+	ts.facts = readJob(obs.Job)
+	f := &ts.facts
+	name := DescribeTarget(t.Key)
+	if !f.indexed {
+		ts.problems = append(ts.problems, problemf(ReasonNotIndexed,
+			"%s is not an Indexed Job (completionMode Indexed): its pods have no completion index to assign", name))
+		return ts
+	}
+	if max, ok := t.Indexes.Max(); ok && max >= f.completions {
+		out := t.Indexes.Difference(indexset.Range(0, f.completions-1))
+		ts.problems = append(ts.problems, problemf(ReasonIndexOutOfRange,
+			"%s has %d completions (indexes 0-%d) but the mapping assigns indexes %s", name, f.completions, f.completions-1, out))
+	}
+	if unmapped := f.required.Difference(t.Indexes); !unmapped.IsEmpty() {
+		ts.problems = append(ts.problems, problemf(ReasonUnmappedIndexes,
+			"%s requires indexes %s but the mapping assigns no shard to %s: their work would be unaccounted", name, f.required, unmapped))
+	}
+	ts.covered = f.completed.Intersect(t.Indexes)
+	return ts
+}
+
+// targetStatus renders one target and, when its identity changed, the superseded one.
+func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time) (v1alpha1.TargetStatus, *v1alpha1.SupersededIdentity) {
+	s := v1alpha1.TargetStatus{Name: ts.key, Found: ts.found}
+	for _, p := range ts.problems {
+		if len(s.Problems) < maxProblems {
+			s.Problems = append(s.Problems, p.Message)
+		}
+	}
+	var uid types.UID
+	if ts.found {
+		uid = ts.obs.Job.UID
+	}
+	var superseded *v1alpha1.SupersededIdentity
+	if prev != nil && prev.UID != "" && prev.UID != uid {
+		superseded = &v1alpha1.SupersededIdentity{
+			Target: ts.key, Job: prev.Job, UID: prev.UID, RestartAttempt: prev.RestartAttempt,
+			CompletedIndexes: prev.CompletedIndexes, SupersededAt: now,
+		}
+		prev = nil // a new identity starts with no attempts of its own
+	}
+	if !ts.found {
+		return s, superseded
+	}
+	job, f := ts.obs.Job, &ts.facts
+	s.Job = job.Name
+	s.UID = job.UID
+	s.RestartAttempt = ts.obs.RestartAttempt
+	s.Completions = int32(f.completions)
+	s.SuccessPolicy = f.successPolicy
+	s.Required = f.required.String()
+	s.CompletedIndexes = f.completed.String()
+	s.FailedIndexes = f.failed.String()
+	s.Succeeded = job.Status.Succeeded
+	s.Terminal = f.terminal
+	s.TerminalReason = f.reason
+	s.TerminalObservedAt = f.terminalAt
+	s.SuccessCriteriaMet = f.criteriaMet
+	s.ObservedResourceVersion = job.ResourceVersion
+	s.Workload = ts.obs.Workload
+	for _, ig := range f.ignored {
+		if len(s.Problems) < maxProblems {
+			s.Problems = append(s.Problems, "ignored corrupt Job status interval "+ig)
+		}
+	}
+	s.AttemptLedger, s.SuccessfulAttempts, s.RepeatedIndexes = attempts(prev, ts.obs.SuccessfulPods, f.completed)
+	return s, superseded
+}
+
+// attempts merges the pods seen now into the ledger of repeated indexes. Attempts are
+// counted per pod, indexes per index: five pods on 0,1,1,2,2 are five attempts over {0,1,2}.
+func attempts(prev *v1alpha1.TargetStatus, pods []PodAttempt, completed indexset.Set) ([]v1alpha1.IndexAttempts, int32, string) {
+	byIndex := map[int][]types.UID{}
+	var order []int
+	add := func(i int, uid types.UID) {
+		if _, ok := byIndex[i]; !ok {
+			order = append(order, i)
+		}
+		if !slices.Contains(byIndex[i], uid) {
+			byIndex[i] = append(byIndex[i], uid)
+		}
+	}
+	if prev != nil {
+		for _, e := range prev.AttemptLedger {
+			for _, uid := range e.Pods {
+				add(int(e.Index), uid)
+			}
+		}
+	}
+	for _, p := range pods {
+		add(p.Index, p.UID)
+	}
+	slices.Sort(order)
+	var ledger []v1alpha1.IndexAttempts
+	var repeated []int
+	extra := 0
+	for _, i := range order {
+		uids := byIndex[i]
+		if len(uids) < 2 {
+			continue
+		}
+		repeated = append(repeated, i)
+		extra += len(uids) - 1
+		if len(ledger) < maxLedger {
+			ledger = append(ledger, v1alpha1.IndexAttempts{Index: int32(i), Pods: uids})
+		}
+	}
+	total := int32(completed.Union(indexset.Of(order...)).Count() + extra)
+	if prev != nil && prev.SuccessfulAttempts > total {
+		// Attempts already counted stay counted even when their pods are gone.
+		total = prev.SuccessfulAttempts
+	}
+	return ledger, total, indexset.Of(repeated...).String()
+}
+
+// coverageState is which shards the current identities cover.
+type coverageState struct {
+	covered   indexset.Set
+	missing   indexset.Set
+	coveredBy []v1alpha1.ShardCoverage
+	// byRepairOnly are shards covered only through repair identities.
+	byRepairOnly indexset.Set
+}
+
+func coverage(m *Mapping, states []*targetState) coverageState {
+	var originalIvs, repairedIvs []indexset.Interval
+	for _, ts := range states {
+		if !ts.found {
+			continue
+		}
+		originalIvs = append(originalIvs, m.ShardsOf(ts.key, ts.covered, false).Intervals()...)
+		repairedIvs = append(repairedIvs, m.ShardsOf(ts.key, ts.covered, true).Intervals()...)
+	}
+	original, repaired := indexset.FromIntervals(originalIvs...), indexset.FromIntervals(repairedIvs...)
+	all := indexset.Set{}
+	if m.Shards.Count() > 0 {
+		all = indexset.Range(0, m.Shards.Count()-1)
+	}
+	c := coverageState{covered: original.Union(repaired).Intersect(all)}
+	c.missing = all.Difference(c.covered)
+	c.byRepairOnly = repaired.Difference(original)
+	c.byRepairOnly.Each(func(o int) bool {
+		for _, r := range m.Runs {
+			if r.Repair && o >= r.FirstShard && o < r.FirstShard+r.Length {
+				c.coveredBy = append(c.coveredBy, v1alpha1.ShardCoverage{Shard: m.Shards.Name(o), Target: r.Target, Index: int32(r.FirstIndex + o - r.FirstShard)})
+				break
+			}
+		}
+		return len(c.coveredBy) < maxCoveredBy
+	})
+	return c
+}
+
+// describeMissing says which identity each missing shard waits for:
+// "D = job j index 3", "shard-3..shard-9 = job j indexes 3-9".
+func describeMissing(m *Mapping, missing indexset.Set) string {
+	var parts []string
+	described := 0
+	for _, miss := range missing.Intervals() {
+		if len(parts) == messageRunsLimit {
+			break
+		}
+		// Split the missing interval along the runs (sorted by shard) that assign it.
+		i, _ := slices.BinarySearchFunc(m.byShard, miss.First, func(r Run, o int) int { return cmp.Compare(r.FirstShard+r.Length-1, o) })
+		for ; i < len(m.byShard) && m.byShard[i].FirstShard <= miss.Last && len(parts) < messageRunsLimit; i++ {
+			r := m.byShard[i]
+			iv := indexset.Interval{First: max(miss.First, r.FirstShard), Last: min(miss.Last, r.FirstShard+r.Length-1)}
+			described += iv.Count()
+			first := r.FirstIndex + iv.First - r.FirstShard
+			last := first + iv.Last - iv.First
+			who := DescribeTarget(r.Target)
+			if iv.First == iv.Last {
+				parts = append(parts, fmt.Sprintf("%s = %s index %d", m.Shards.Name(iv.First), who, first))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s = %s indexes %s", m.Shards.Describe(indexset.FromIntervals(iv), 1), who, indexset.Range(first, last)))
+			}
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if more := missing.Count() - described; more > 0 {
+		s += fmt.Sprintf(" (+%d more shards)", more)
+	}
+	return s
+}
+
+func cond(t string, ok bool, reason, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
+}
+
+func assignmentCondition(problems []Problem) metav1.Condition {
+	if len(problems) == 0 {
+		return cond(v1alpha1.ConditionAssignmentValid, true, ReasonValid, "the mapping is a partition of the declared shards")
+	}
+	msg := problems[0].Message
+	if len(problems) > 1 {
+		var more []string
+		for _, p := range problems[1:min(len(problems), 4)] {
+			more = append(more, p.Message)
+		}
+		msg += "; " + strings.Join(more, "; ")
+		if len(problems) > 4 {
+			msg += fmt.Sprintf(" (+%d more problems)", len(problems)-4)
+		}
+	}
+	return cond(v1alpha1.ConditionAssignmentValid, false, problems[0].Reason, msg)
+}
+
+func admittedCondition(states []*targetState) metav1.Condition {
+	var pending, evicted, unqueued, notFound []string
+	finished := 0
+	for _, ts := range states {
+		name := DescribeTarget(ts.key)
+		w := ts.obs.Workload
+		switch {
+		case !ts.found:
+			notFound = append(notFound, name)
+		case w == nil:
+			unqueued = append(unqueued, name)
+		case w.Evicted:
+			evicted = append(evicted, fmt.Sprintf("%s (Workload %s)", name, w.Name))
+		case w.Finished:
+			finished++
+		case !w.Admitted:
+			pending = append(pending, fmt.Sprintf("%s (Workload %s)", name, w.Name))
+		}
+	}
+	t := v1alpha1.ConditionAdmitted
+	switch {
+	case len(notFound) > 0:
+		return cond(t, false, ReasonTargetsNotFound, "waiting for "+strings.Join(notFound, ", ")+" to exist")
+	case len(evicted) > 0:
+		return cond(t, false, ReasonEvicted, "evicted by Kueue: "+strings.Join(evicted, ", ")+"; completed indexes are kept")
+	case len(pending) > 0:
+		return cond(t, false, ReasonPending, "not admitted by Kueue yet: "+strings.Join(pending, ", "))
+	case len(unqueued) > 0:
+		c := cond(t, false, ReasonNoWorkload, "no Kueue Workload found for "+strings.Join(unqueued, ", "))
+		c.Status = metav1.ConditionUnknown
+		return c
+	case finished == len(states):
+		return cond(t, true, ReasonFinished, "every target's Workload was admitted and is Finished")
+	}
+	return cond(t, true, ReasonAdmitted, "every target's Workload is admitted")
+}
+
+func coveredCondition(m *Mapping, states []*targetState, cov coverageState, valid bool) metav1.Condition {
+	t := v1alpha1.ConditionShardsCovered
+	total := m.Shards.Count()
+	head := fmt.Sprintf("%d/%d shards covered", cov.covered.Count(), total)
+	if !valid {
+		return cond(t, false, ReasonAssignmentInvalid,
+			head+" by index only; the mapping is invalid (see AssignmentValid), so completed indexes prove nothing about the shards")
+	}
+	if cov.missing.IsEmpty() {
+		msg := head
+		if !cov.byRepairOnly.IsEmpty() {
+			msg += fmt.Sprintf("; %s covered by repair assignments", m.Shards.Describe(cov.byRepairOnly, 8))
+		}
+		return cond(t, true, ReasonAllShardsCovered, msg)
+	}
+	msg := head + "; missing " + describeMissing(m, cov.missing)
+	var notes []string
+	for _, ts := range states {
+		name := DescribeTarget(ts.key)
+		switch {
+		case !ts.found:
+			notes = append(notes, name+" not found")
+		case ts.facts.terminal == TerminalComplete && ts.facts.successPolicy != "" &&
+			!m.ShardsOf(ts.key, ts.mapped, false).Intersect(cov.missing).IsEmpty():
+			notes = append(notes, fmt.Sprintf("%s succeeded by its successPolicy (%s) with shards not covered", name, ts.facts.successPolicy))
+		case ts.facts.terminal == TerminalFailed:
+			notes = append(notes, fmt.Sprintf("%s failed (%s)", name, ts.facts.reason))
+		}
+	}
+	if len(notes) > 0 {
+		msg += "; " + strings.Join(notes, "; ")
+	}
+	reason := ReasonShardsMissing
+	if len(states) > 0 && allNotFound(states) {
+		reason = ReasonTargetsNotFound
+	}
+	return cond(t, false, reason, msg)
+}
+
+func allNotFound(states []*targetState) bool {
+	for _, ts := range states {
+		if ts.found {
+			return false
+		}
+	}
+	return true
+}
+
+func terminatedCondition(states []*targetState) metav1.Condition {
+	t := v1alpha1.ConditionTerminated
+	var waiting, failed []string
+	for _, ts := range states {
+		name := DescribeTarget(ts.key)
+		switch {
+		case !ts.found:
+			waiting = append(waiting, name+" (not found)")
+		case ts.facts.terminal == TerminalFailed:
+			failed = append(failed, fmt.Sprintf("%s Failed (%s)", name, ts.facts.reason))
+		case ts.facts.terminal == "":
+			w := name
+			if ts.facts.criteriaMet {
+				w += " (SuccessCriteriaMet, Complete not yet recorded)"
+			} else if ts.facts.failureTarget {
+				w += " (FailureTarget, Failed not yet recorded)"
+			}
+			waiting = append(waiting, w)
+		}
+	}
+	switch {
+	case len(waiting) > 0:
+		return cond(t, false, ReasonAwaitingTermination, "not terminated: "+strings.Join(waiting, ", ")+"; coverage does not imply termination")
+	case len(failed) > 0:
+		return cond(t, true, ReasonTargetFailed, strings.Join(failed, ", "))
+	}
+	return cond(t, true, ReasonComplete, "every target's Job recorded Complete")
+}
+
+func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsState, cov coverageState) metav1.Condition {
+	t := v1alpha1.ConditionResultsAccepted
+	if spec.Acceptance == nil || !spec.Acceptance.RequireResults {
+		return cond(t, true, ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
+	}
+	total := m.Shards.Count()
+	head := fmt.Sprintf("%d/%d shard results accepted", res.accepted.Count(), total)
+	if res.accepted.Count() == total {
+		return cond(t, true, ReasonAllResultsAccepted, head)
+	}
+	pending := indexset.Range(0, total-1).Difference(res.accepted)
+	if len(res.pendingRejections) > 0 {
+		return cond(t, false, ReasonResultRejected, head+"; rejected: "+strings.Join(res.pendingRejections, "; "))
+	}
+	return cond(t, false, ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8))
+}
+
+// acceptedCondition is the batch verdict, explained by the first unmet observation.
+func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec) metav1.Condition {
+	by := map[string]metav1.Condition{}
+	for _, c := range conds {
+		by[c.Type] = c
+	}
+	t := v1alpha1.ConditionAccepted
+	if c := by[v1alpha1.ConditionAssignmentValid]; c.Status != metav1.ConditionTrue {
+		return cond(t, false, ReasonAssignmentInvalid, c.Message)
+	}
+	if c := by[v1alpha1.ConditionShardsCovered]; c.Status != metav1.ConditionTrue {
+		return cond(t, false, c.Reason, c.Message)
+	}
+	if c := by[v1alpha1.ConditionTerminated]; c.Status != metav1.ConditionTrue {
+		return cond(t, false, ReasonAwaitingTermination, c.Message)
+	}
+	if c := by[v1alpha1.ConditionResultsAccepted]; c.Status != metav1.ConditionTrue {
+		return cond(t, false, c.Reason, c.Message)
+	}
+	msg := "every shard covered, every target terminated"
+	if c := by[v1alpha1.ConditionTerminated]; c.Reason == ReasonTargetFailed {
+		msg += " (" + c.Message + ", its shards covered by repair)"
+	} else {
+		msg += " Complete"
+	}
+	if spec.Acceptance != nil && spec.Acceptance.RequireResults {
+		msg += ", every shard result accepted"
+	}
+	return cond(t, true, ReasonAccepted, msg)
+}

@@ -1,0 +1,300 @@
+package account
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+func mustParse(t *testing.T, s string) indexset.Set {
+	t.Helper()
+	set, err := indexset.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// TestSuccessPolicy: the Job may succeed by its own criterion while shards are missing;
+// the batch still requires every declared shard.
+func TestSuccessPolicy(t *testing.T) {
+	eight := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
+	cases := []struct {
+		name         string
+		job          *jobWrapper
+		wantRequired string
+		wantPolicy   string
+		wantMessage  string
+	}{
+		{
+			name: "succeededIndexes 0: leader done, workers never ran",
+			job: makeJob("j", "u", 8).succeededIndexesPolicy("0").completed("0", 1).
+				condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy").condition(batchv1.JobComplete, "SuccessPolicy"),
+			wantRequired: "0",
+			wantPolicy:   "succeeds when indexes 0 succeeded",
+			wantMessage: "1/8 shards covered; missing B..H = job j indexes 1-7; " +
+				"job j succeeded by its successPolicy (succeeds when indexes 0 succeeded) with shards not covered",
+		},
+		{
+			name: "succeededCount 6 of 8",
+			job: makeJob("j", "u", 8).succeededCountPolicy(6).completed("0-5", 6).
+				condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy").condition(batchv1.JobComplete, "SuccessPolicy"),
+			wantRequired: "0-7",
+			wantPolicy:   "succeeds when 6 indexes succeeded",
+			wantMessage: "6/8 shards covered; missing G, H = job j indexes 6,7; " +
+				"job j succeeded by its successPolicy (succeeds when 6 indexes succeeded) with shards not covered",
+		},
+		{
+			name: "the seed's two rules: leader or any six",
+			job: makeJob("j", "u", 8).succeededIndexesPolicy("0").succeededCountPolicy(6).completed("0", 1).
+				condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy").condition(batchv1.JobComplete, "SuccessPolicy"),
+			wantRequired: "0-7",
+			wantPolicy:   "succeeds when indexes 0 succeeded, or when 6 indexes succeeded",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := makeSpec(eight...).assign("j", "0-7", eight...).obj()
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: tc.job.obj()}}).Status
+			tgt := st.Targets[0]
+			if tgt.Required != tc.wantRequired || tgt.SuccessPolicy != tc.wantPolicy || tgt.Terminal != TerminalComplete {
+				t.Errorf("target = required %q policy %q terminal %q", tgt.Required, tgt.SuccessPolicy, tgt.Terminal)
+			}
+			wantCond(t, st, v1alpha1.ConditionTerminated, "True", ReasonComplete, "")
+			wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, tc.wantMessage)
+			wantCond(t, st, v1alpha1.ConditionAccepted, "False", ReasonShardsMissing, "")
+		})
+	}
+}
+
+// TestCrossJobAccount: two Jobs of two indexes each carry four shards; index 0 of k is a
+// different identity from index 0 of j, never added together.
+func TestCrossJobAccount(t *testing.T) {
+	spec := makeSpec("A", "B", "C", "D").assign("j", "0-1", "A", "B").assign("k", "0-1", "C", "D").obj()
+	j := makeJob("j", "uid-j", 2).completed("0,1", 2).condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached").condition(batchv1.JobComplete, "CompletionsReached")
+	k := makeJob("k", "uid-k", 2).completed("1", 1)
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj()}, "job/k": {Job: k.obj()}}).Status
+	if st.Shards.Covered != 3 || st.Shards.Missing != "C" {
+		t.Errorf("shards = %+v, want 3 covered, C missing", st.Shards)
+	}
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, "3/4 shards covered; missing C = job k index 0")
+	wantCond(t, st, v1alpha1.ConditionTerminated, "False", ReasonAwaitingTermination, "not terminated: job k; coverage does not imply termination")
+
+	// Job k absent: its shards are missing and the account says it waits for it.
+	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj()}}).Status
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, "2/4 shards covered; missing C, D = job k indexes 0,1; job k not found")
+	wantCond(t, st, v1alpha1.ConditionAdmitted, "False", ReasonTargetsNotFound, "waiting for job k to exist")
+	if st.Targets[1].Found {
+		t.Errorf("job k reported found")
+	}
+}
+
+// TestJobSetRestart: a restart recreates child Jobs under the same names with new UIDs.
+// The old identity's coverage goes to history; the current attempt is judged alone.
+func TestJobSetRestart(t *testing.T) {
+	spec := makeCompactSpec("s", 8).assignJobSet("train", "workers", 0, "0-3", "0-3").assignJobSet("train", "workers", 1, "0-3", "4-7").obj()
+	w0 := makeJob("train-workers-0", "uid-w0-a0", 4).completed("0-3", 4)
+	w1 := makeJob("train-workers-1", "uid-w1-a0", 4).completed("0-2", 3)
+	obs := map[string]Observation{
+		"jobset/train/workers/0": {Job: w0.obj(), SuccessfulPods: pods("a", 0, 1, 2, 3)},
+		"jobset/train/workers/1": {Job: w1.obj()},
+	}
+	st := step(t, spec, nil, obs).Status
+	if st.Shards.Covered != 7 {
+		t.Fatalf("before restart covered %d, want 7", st.Shards.Covered)
+	}
+
+	// Restart attempt 1: children deleted (not found for a moment), then recreated.
+	st = step(t, spec, &st, map[string]Observation{}).Status
+	if len(st.History) != 2 || st.History[0].UID != "uid-w0-a0" || st.History[0].CompletedIndexes != "0-3" || st.History[1].CompletedIndexes != "0-2" {
+		t.Fatalf("history after deletion = %+v", st.History)
+	}
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonTargetsNotFound, "")
+
+	w0 = makeJob("train-workers-0", "uid-w0-a1", 4).completed("0", 1)
+	w1 = makeJob("train-workers-1", "uid-w1-a1", 4)
+	st = step(t, spec, &st, map[string]Observation{
+		"jobset/train/workers/0": {Job: w0.obj(), RestartAttempt: 1},
+		"jobset/train/workers/1": {Job: w1.obj(), RestartAttempt: 1},
+	}).Status
+	if len(st.History) != 2 {
+		t.Errorf("history must not grow when the new identity is first seen: %+v", st.History)
+	}
+	if st.Shards.Covered != 1 || st.Targets[0].RestartAttempt != 1 || st.Targets[0].SuccessfulAttempts != 1 {
+		t.Errorf("current attempt: covered %d attempt %d attempts %d; want 1, 1, 1", st.Shards.Covered, st.Targets[0].RestartAttempt, st.Targets[0].SuccessfulAttempts)
+	}
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing,
+		"1/8 shards covered; missing s1..s3 = jobset train workers[0] indexes 1-3, s4..s7 = jobset train workers[1] indexes 0-3")
+
+	// A Job replaced without the controller seeing the gap is superseded all the same.
+	w0b := makeJob("train-workers-0", "uid-w0-a2", 4)
+	st = step(t, spec, &st, map[string]Observation{
+		"jobset/train/workers/0": {Job: w0b.obj(), RestartAttempt: 2},
+		"jobset/train/workers/1": {Job: w1.obj(), RestartAttempt: 1},
+	}).Status
+	if len(st.History) != 3 || st.History[2].UID != "uid-w0-a1" || st.History[2].RestartAttempt != 1 {
+		t.Errorf("history = %+v", st.History)
+	}
+}
+
+// TestAttempts: attempts are pods, indexes are indexes; a pod seen twice counts once.
+func TestAttempts(t *testing.T) {
+	spec := makeSpec("A", "B", "C").assign("j", "0-2", "A", "B", "C").obj()
+	j := makeJob("j", "u", 3).completed("0-2", 3)
+	p := pods("p", 0, 1, 1, 2, 2, 2)
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj(), SuccessfulPods: p}}).Status
+	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.obj(), SuccessfulPods: p}}).Status
+	tgt := st.Targets[0]
+	if tgt.SuccessfulAttempts != 6 || tgt.RepeatedIndexes != "1,2" || tgt.Succeeded != 3 {
+		t.Errorf("attempts %d repeated %q succeeded %d; want 6, 1,2, 3", tgt.SuccessfulAttempts, tgt.RepeatedIndexes, tgt.Succeeded)
+	}
+	if len(tgt.AttemptLedger) != 2 || len(tgt.AttemptLedger[1].Pods) != 3 {
+		t.Errorf("ledger = %+v", tgt.AttemptLedger)
+	}
+}
+
+// TestRepair: a repair Job's index gives missing shard D a further identity; the account
+// says D was covered by the repair.
+func TestRepair(t *testing.T) {
+	spec := makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "B", "C", "D").repair("j-repair", "0", "D").obj()
+	j := makeJob("j", "uid-j", 4).completed("0-2", 3).failedIndexes("3").condition(batchv1.JobFailureTarget, "FailedIndexes").condition(batchv1.JobFailed, "FailedIndexes")
+	r := makeJob("j-repair", "uid-r", 1).completed("0", 1).condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached").condition(batchv1.JobComplete, "CompletionsReached")
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj()}, "job/j-repair": {Job: r.obj()}}).Status
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "True", ReasonAllShardsCovered, "4/4 shards covered; D covered by repair assignments")
+	if len(st.Shards.CoveredBy) != 1 || st.Shards.CoveredBy[0] != (v1alpha1.ShardCoverage{Shard: "D", Target: "job/j-repair", Index: 0}) {
+		t.Errorf("coveredBy = %+v", st.Shards.CoveredBy)
+	}
+	if st.Targets[0].FailedIndexes != "3" {
+		t.Errorf("failedIndexes = %q", st.Targets[0].FailedIndexes)
+	}
+	wantCond(t, st, v1alpha1.ConditionTerminated, "True", ReasonTargetFailed, "job j Failed (FailedIndexes)")
+	wantCond(t, st, v1alpha1.ConditionAccepted, "True", ReasonAccepted, "")
+
+	// Without the repair Job's completion, D is missing and the failure is named.
+	r = makeJob("j-repair", "uid-r", 1)
+	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj()}, "job/j-repair": {Job: r.obj()}}).Status
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3; job j failed (FailedIndexes)")
+}
+
+// TestResults pins result verification: forged claims, stale identities, conflicts.
+func TestResults(t *testing.T) {
+	spec := makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "B", "C", "D").requireResults("").obj()
+	j := makeJob("j", "uid-j", 4).completed("0-3", 4).condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached").condition(batchv1.JobComplete, "CompletionsReached")
+	obs := map[string]Observation{"job/j": {Job: j.obj()}}
+	good := func(i int, s string) Result { return result("job/j", "uid-j", i, s) }
+
+	t.Run("forged claim: index 1 reports shard D", func(t *testing.T) {
+		forged := good(1, "D")
+		st := step(t, spec, nil, obs, good(0, "A"), forged, good(2, "C")).Status
+		if st.Shards.Accepted != 2 || st.Results.Rejected != 1 || st.Results.Rejections[0].Reason != ResultForgedClaim {
+			t.Fatalf("accepted %d results %+v", st.Shards.Accepted, st.Results)
+		}
+		wantCond(t, st, v1alpha1.ConditionResultsAccepted, "False", ReasonResultRejected,
+			`2/4 shard results accepted; rejected: B (ForgedClaim): pod j-1 (job j index 1) claims shard "D" but its identity is assigned shard B`)
+	})
+	t.Run("conflicting digests: the first stands", func(t *testing.T) {
+		second := good(2, "C")
+		second.Digest, second.Pod = "sha256:other", "j-2-b"
+		st := step(t, spec, nil, obs, good(0, "A"), good(1, "B"), good(2, "C"), second, good(3, "D")).Status
+		if st.Shards.Accepted != 4 || st.Results.Conflicts != 1 || st.Results.Rejections[0].Reason != ResultConflict || st.Results.Rejections[0].Pod != "j-2-b" {
+			t.Fatalf("accepted %d results %+v", st.Shards.Accepted, st.Results)
+		}
+		wantCond(t, st, v1alpha1.ConditionAccepted, "True", ReasonAccepted, "")
+	})
+	t.Run("same digest twice is no conflict", func(t *testing.T) {
+		st := step(t, spec, nil, obs, good(0, "A"), good(0, "A")).Status
+		if st.Results.Conflicts != 0 || st.Results.Rejected != 0 {
+			t.Fatalf("results %+v", st.Results)
+		}
+	})
+	t.Run("result of a superseded identity", func(t *testing.T) {
+		st := step(t, spec, nil, obs, result("job/j", "uid-old", 0, "A")).Status
+		if st.Shards.Accepted != 0 || st.Results.Rejections[0].Reason != ResultStaleIdentity {
+			t.Fatalf("results %+v", st.Results)
+		}
+	})
+	t.Run("decode or criterion failure passed through", func(t *testing.T) {
+		r := good(0, "A")
+		r.RejectReason, r.RejectMessage = ResultCriterionNotMet, "result.valid == result.records is false"
+		st := step(t, spec, nil, obs, r).Status
+		wantCond(t, st, v1alpha1.ConditionResultsAccepted, "False", ReasonResultRejected,
+			"0/4 shard results accepted; rejected: A (CriterionNotMet): pod j-0 (job j index 0): result.valid == result.records is false")
+	})
+	t.Run("pod of an unassigned index", func(t *testing.T) {
+		st := step(t, spec, nil, obs, result("job/other", "u", 0, "A")).Status
+		if st.Results.Rejections[0].Reason != ResultUnassigned {
+			t.Fatalf("results %+v", st.Results)
+		}
+	})
+}
+
+// TestWorkloadAdmission maps Kueue observations onto the Admitted condition.
+func TestWorkloadAdmission(t *testing.T) {
+	spec := makeSpec("A").assign("j", "0", "A").obj()
+	j := makeJob("j", "u", 1)
+	cases := []struct {
+		name   string
+		w      *v1alpha1.WorkloadObservation
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"admitted", &v1alpha1.WorkloadObservation{Name: "w", Admitted: true, ClusterQueue: "ml-team", Flavors: []string{"main=nvidia.com/gpu:h100"}}, "True", ReasonAdmitted},
+		{"pending", &v1alpha1.WorkloadObservation{Name: "w"}, "False", ReasonPending},
+		{"evicted", &v1alpha1.WorkloadObservation{Name: "w", Evicted: true}, "False", ReasonEvicted},
+		{"finished", &v1alpha1.WorkloadObservation{Name: "w", Finished: true}, "True", ReasonFinished},
+		{"not queued", nil, "Unknown", ReasonNoWorkload},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj(), Workload: tc.w}}).Status
+			wantCond(t, st, v1alpha1.ConditionAdmitted, tc.status, tc.reason, "")
+		})
+	}
+}
+
+// TestConditionTransitions: an unchanged verdict keeps its transition time and is not
+// reported again for an event.
+func TestConditionTransitions(t *testing.T) {
+	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").obj()
+	j := makeJob("j", "u", 2).completed("0", 1)
+	obs := map[string]Observation{"job/j": {Job: j.obj()}}
+	first := step(t, spec, nil, obs)
+	if len(first.Changed) != 6 {
+		t.Errorf("first computation reports %d changes, want all 6 conditions", len(first.Changed))
+	}
+	later := Compute(Input{Namespace: "ml-team", Generation: 1, Spec: spec, Previous: &first.Status, Observations: obs, Now: metav1.NewTime(time0.Add(3600e9))})
+	if len(later.Changed) != 0 {
+		t.Errorf("unchanged verdicts reported as changes: %+v", later.Changed)
+	}
+	c := meta.FindStatusCondition(later.Status.Conditions, v1alpha1.ConditionShardsCovered)
+	if !c.LastTransitionTime.Time.Equal(time0) {
+		t.Errorf("transition time moved to %v", c.LastTransitionTime)
+	}
+}
+
+// TestLargeAccountMessagesStayBounded: 100,000 shards over 100 Jobs with scattered gaps.
+func TestLargeAccountMessagesStayBounded(t *testing.T) {
+	in := largeInput(100, 1000)
+	out := Compute(in)
+	st := out.Status
+	if st.Shards.Total != 100000 {
+		t.Fatalf("total %d", st.Shards.Total)
+	}
+	if want := int32(100000 - 100*1000/7 - 100); st.Shards.Covered < want-200 || st.Shards.Covered > want+200 {
+		t.Errorf("covered %d, expected about %d", st.Shards.Covered, want)
+	}
+	for _, c := range st.Conditions {
+		if len(c.Message) > 2048 {
+			t.Errorf("%s message is %d bytes; messages must stay bounded", c.Type, len(c.Message))
+		}
+	}
+	if !strings.Contains(st.Shards.Missing, "more") {
+		t.Errorf("missing summary not bounded: %q", st.Shards.Missing[:min(80, len(st.Shards.Missing))])
+	}
+}

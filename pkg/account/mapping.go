@@ -1,0 +1,420 @@
+package account
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+// Reasons an assignment mapping is invalid. Each way a mapping can fail has its own
+// reason so that a person (and a test) can tell them apart.
+const (
+	ReasonValid                = "Valid"
+	ReasonNoShards             = "NoShards"
+	ReasonDuplicateShardName   = "DuplicateShardName"
+	ReasonUnknownShard         = "UnknownShard"
+	ReasonMalformedIndexes     = "MalformedIndexes"
+	ReasonShardCountMismatch   = "ShardCountMismatch"
+	ReasonDuplicateShard       = "DuplicateShard"
+	ReasonUnassignedShard      = "UnassignedShard"
+	ReasonDuplicateIndex       = "DuplicateIndex"
+	ReasonInvalidTarget        = "InvalidTarget"
+	ReasonCrossNamespaceTarget = "CrossNamespaceTarget"
+	ReasonRepairOfUnassigned   = "RepairOfUnassignedShard"
+	ReasonUnmappedIndexes      = "UnmappedIndexes"
+	ReasonIndexOutOfRange      = "IndexOutOfRange"
+	ReasonNotIndexed           = "NotIndexedJob"
+)
+
+// Problem is one reason the mapping or an observation is unusable, with a message a
+// person can act on.
+type Problem struct {
+	Reason  string
+	Message string
+}
+
+func problemf(reason, format string, args ...any) Problem {
+	return Problem{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Shards is the declared shard population: names by ordinal, in either the explicit or
+// the compact form. Compact populations are never expanded, so 100,000 shards cost a
+// prefix and a count.
+type Shards struct {
+	names   []string
+	ordinal map[string]int
+	prefix  string
+	count   int
+}
+
+// Count is the number of declared shards.
+func (s *Shards) Count() int { return s.count }
+
+// Name is the name of the shard with ordinal o.
+func (s *Shards) Name(o int) string {
+	if s.names != nil {
+		return s.names[o]
+	}
+	return s.prefix + strconv.Itoa(o)
+}
+
+// Ordinal returns the ordinal of the shard called name.
+func (s *Shards) Ordinal(name string) (int, bool) {
+	if s.names != nil {
+		o, ok := s.ordinal[name]
+		return o, ok
+	}
+	rest, ok := strings.CutPrefix(name, s.prefix)
+	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
+		return 0, false
+	}
+	o, err := strconv.Atoi(rest)
+	if err != nil || o < 0 || o >= s.count {
+		return 0, false
+	}
+	return o, true
+}
+
+// Describe renders a set of shard ordinals compactly by name: "D", "A, C..F". At most
+// limit runs are written; the rest is summarized so that the text stays bounded.
+func (s *Shards) Describe(ordinals indexset.Set, limit int) string {
+	var b strings.Builder
+	ivs := ordinals.Intervals()
+	for i, iv := range ivs {
+		if i == limit {
+			fmt.Fprintf(&b, ", … (+%d more)", ordinals.Count()-countIntervals(ivs[:i]))
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s.Name(iv.First))
+		switch {
+		case iv.Last == iv.First+1:
+			b.WriteString(", " + s.Name(iv.Last))
+		case iv.Last > iv.First:
+			b.WriteString(".." + s.Name(iv.Last))
+		}
+	}
+	return b.String()
+}
+
+func countIntervals(ivs []indexset.Interval) int {
+	n := 0
+	for _, iv := range ivs {
+		n += iv.Count()
+	}
+	return n
+}
+
+// Run maps Length consecutive completion indexes of one target, from FirstIndex, onto
+// Length consecutive shard ordinals from FirstShard. Any assignment is a list of runs,
+// so coverage costs O(runs), never O(indexes).
+type Run struct {
+	Target     string
+	FirstIndex int
+	FirstShard int
+	Length     int
+	Repair     bool
+	// Entry is the position of the assignment in spec.assignments, for messages.
+	Entry int
+}
+
+// indexes is the run's index interval.
+func (r Run) indexes() indexset.Interval {
+	return indexset.Interval{First: r.FirstIndex, Last: r.FirstIndex + r.Length - 1}
+}
+
+// shards is the run's shard-ordinal interval.
+func (r Run) shards() indexset.Interval {
+	return indexset.Interval{First: r.FirstShard, Last: r.FirstShard + r.Length - 1}
+}
+
+// Target is one distinct assignment target and the indexes mapped on it.
+type Target struct {
+	// Key is "job/<name>" or "jobset/<name>/<replicatedJob>/<jobIndex>".
+	Key string
+	Ref v1alpha1.TargetRef
+	// Indexes are all indexes mapped on this target (original and repair).
+	Indexes indexset.Set
+}
+
+// Mapping is a compiled spec: the shard population, the targets and the runs. It is
+// usable for coverage even when invalid, so that an invalid account still shows what it
+// observed.
+type Mapping struct {
+	Shards  Shards
+	Targets []Target
+	Runs    []Run
+	// byShard are the original (non-repair) runs sorted by first shard ordinal.
+	byShard []Run
+	// Problems found statically, without looking at any Job.
+	Problems []Problem
+}
+
+// TargetKey is the stable key of a target reference.
+func TargetKey(ref v1alpha1.TargetRef) string {
+	if ref.JobSet != "" {
+		idx := int32(0)
+		if ref.JobIndex != nil {
+			idx = *ref.JobIndex
+		}
+		return fmt.Sprintf("jobset/%s/%s/%d", ref.JobSet, ref.ReplicatedJob, idx)
+	}
+	return "job/" + ref.Job
+}
+
+// DescribeTarget renders a target key for messages: "job j", "jobset train workers[0]".
+func DescribeTarget(key string) string {
+	parts := strings.Split(key, "/")
+	if len(parts) == 4 && parts[0] == "jobset" {
+		return fmt.Sprintf("jobset %s %s[%s]", parts[1], parts[2], parts[3])
+	}
+	return strings.Replace(key, "/", " ", 1)
+}
+
+// Compile checks the spec of an account in namespace and compiles it into runs.
+func Compile(namespace string, spec *v1alpha1.BatchAccountSpec) *Mapping {
+	m := &Mapping{}
+	m.compileShards(&spec.Shards)
+	targets := map[string]int{}
+	var targetIndexes [][]indexset.Interval
+	for i := range spec.Assignments {
+		a := &spec.Assignments[i]
+		key, ok := m.checkTarget(namespace, i, a.Target)
+		if !ok {
+			continue
+		}
+		runs, ok := m.compileAssignment(i, key, a)
+		if !ok {
+			continue
+		}
+		ti, seen := targets[key]
+		if !seen {
+			ti = len(m.Targets)
+			targets[key] = ti
+			m.Targets = append(m.Targets, Target{Key: key, Ref: a.Target})
+			targetIndexes = append(targetIndexes, nil)
+		}
+		m.Runs = append(m.Runs, runs...)
+		for _, r := range runs {
+			targetIndexes[ti] = append(targetIndexes[ti], r.indexes())
+		}
+	}
+	for i, ivs := range targetIndexes {
+		m.Targets[i].Indexes = indexset.FromIntervals(ivs...)
+	}
+	for _, r := range m.Runs {
+		if !r.Repair {
+			m.byShard = append(m.byShard, r)
+		}
+	}
+	slices.SortFunc(m.byShard, func(a, b Run) int { return cmp.Compare(a.FirstShard, b.FirstShard) })
+	m.checkPartition()
+	return m
+}
+
+func (m *Mapping) compileShards(p *v1alpha1.ShardPopulation) {
+	switch {
+	case len(p.Names) > 0:
+		m.Shards.names = p.Names
+		m.Shards.count = len(p.Names)
+		m.Shards.ordinal = make(map[string]int, len(p.Names))
+		for i, n := range p.Names {
+			if _, dup := m.Shards.ordinal[n]; dup {
+				m.Problems = append(m.Problems, problemf(ReasonDuplicateShardName, "shard %q is declared twice in spec.shards.names", n))
+				continue
+			}
+			m.Shards.ordinal[n] = i
+		}
+	case p.Count != nil && *p.Count > 0:
+		m.Shards.prefix = p.Prefix
+		m.Shards.count = int(*p.Count)
+	default:
+		m.Problems = append(m.Problems, problemf(ReasonNoShards, "spec.shards declares no shards: give names or a count"))
+	}
+}
+
+func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRef) (string, bool) {
+	switch {
+	case ref.Namespace != "" && ref.Namespace != namespace:
+		m.Problems = append(m.Problems, problemf(ReasonCrossNamespaceTarget,
+			"assignments[%d] names a target in namespace %q; targets must be in the account's namespace %q", entry, ref.Namespace, namespace))
+		return "", false
+	case (ref.Job == "") == (ref.JobSet == ""):
+		m.Problems = append(m.Problems, problemf(ReasonInvalidTarget, "assignments[%d].target must name exactly one of job or jobSet", entry))
+		return "", false
+	case ref.JobSet != "" && ref.ReplicatedJob == "":
+		m.Problems = append(m.Problems, problemf(ReasonInvalidTarget, "assignments[%d].target names jobSet %q without a replicatedJob", entry, ref.JobSet))
+		return "", false
+	}
+	return TargetKey(ref), true
+}
+
+// compileAssignment turns one assignment into runs: the k-th index onto the k-th shard.
+func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignment) ([]Run, bool) {
+	idx, err := indexset.Parse(a.Indexes)
+	if err != nil {
+		m.Problems = append(m.Problems, problemf(ReasonMalformedIndexes, "assignments[%d].indexes %q: %v", entry, a.Indexes, err))
+		return nil, false
+	}
+	var ordinals []indexset.Interval // shard ordinals in assignment order
+	switch {
+	case len(a.Shards) > 0:
+		for _, name := range a.Shards {
+			o, ok := m.Shards.Ordinal(name)
+			if !ok {
+				m.Problems = append(m.Problems, problemf(ReasonUnknownShard, "assignments[%d] maps onto shard %q, which spec.shards does not declare", entry, name))
+				return nil, false
+			}
+			if n := len(ordinals); n > 0 && ordinals[n-1].Last+1 == o {
+				ordinals[n-1].Last = o
+			} else {
+				ordinals = append(ordinals, indexset.Interval{First: o, Last: o})
+			}
+		}
+	default:
+		so, err := indexset.Parse(a.ShardOrdinals)
+		if err != nil {
+			m.Problems = append(m.Problems, problemf(ReasonMalformedIndexes, "assignments[%d].shardOrdinals %q: %v", entry, a.ShardOrdinals, err))
+			return nil, false
+		}
+		if max, ok := so.Max(); ok && max >= m.Shards.Count() {
+			m.Problems = append(m.Problems, problemf(ReasonUnknownShard, "assignments[%d].shardOrdinals reaches ordinal %d; spec.shards declares %d shards (0-%d)", entry, max, m.Shards.Count(), m.Shards.Count()-1))
+			return nil, false
+		}
+		ordinals = so.Intervals()
+	}
+	nShards := countIntervals(ordinals)
+	if nShards != idx.Count() {
+		m.Problems = append(m.Problems, problemf(ReasonShardCountMismatch,
+			"assignments[%d] maps %d indexes (%s) onto %d shards: give one shard per index", entry, idx.Count(), idx, nShards))
+		return nil, false
+	}
+	return zipRuns(entry, key, a.Repair, idx.Intervals(), ordinals), true
+}
+
+// zipRuns walks index intervals and shard intervals together, emitting a run for each
+// stretch where both advance by one.
+func zipRuns(entry int, key string, repair bool, idx, shards []indexset.Interval) []Run {
+	var runs []Run
+	i, s := 0, 0
+	ii, ss := idx[0], shards[0]
+	for {
+		n := min(ii.Count(), ss.Count())
+		runs = append(runs, Run{Target: key, FirstIndex: ii.First, FirstShard: ss.First, Length: n, Repair: repair, Entry: entry})
+		ii.First += n
+		ss.First += n
+		if ii.First > ii.Last {
+			if i++; i == len(idx) {
+				return runs
+			}
+			ii = idx[i]
+		}
+		if ss.First > ss.Last {
+			s++
+			ss = shards[s]
+		}
+	}
+}
+
+// checkPartition verifies that original (non-repair) runs assign every declared shard
+// exactly once, that no (target, index) is assigned twice, and that repairs only add
+// identities to shards that already have one.
+func (m *Mapping) checkPartition() {
+	// Shards assigned twice: in shard order, any overlap shows between neighbours.
+	byShard := m.byShard
+	for i, r := range byShard {
+		if i > 0 {
+			prev := byShard[i-1]
+			if prev.shards().Last >= r.FirstShard {
+				o := r.FirstShard
+				m.Problems = append(m.Problems, problemf(ReasonDuplicateShard,
+					"shard %s is assigned twice: %s index %d (assignments[%d]) and %s index %d (assignments[%d]); a mapping must be a partition",
+					m.Shards.Name(o), DescribeTarget(prev.Target), prev.FirstIndex+(o-prev.FirstShard), prev.Entry,
+					DescribeTarget(r.Target), r.FirstIndex, r.Entry))
+				break
+			}
+		}
+	}
+	shardIvs := make([]indexset.Interval, len(byShard))
+	for i, r := range byShard {
+		shardIvs[i] = r.shards()
+	}
+	assigned := indexset.FromIntervals(shardIvs...)
+	if m.Shards.Count() > 0 {
+		if missing := indexset.Range(0, m.Shards.Count()-1).Difference(assigned); !missing.IsEmpty() {
+			m.Problems = append(m.Problems, problemf(ReasonUnassignedShard,
+				"%d of %d declared shards are assigned to no index: %s", missing.Count(), m.Shards.Count(), m.Shards.Describe(missing, 8)))
+		}
+	}
+	// (target, index) assigned twice, repairs included.
+	byIndex := slices.Clone(m.Runs)
+	slices.SortFunc(byIndex, func(a, b Run) int {
+		return cmp.Or(strings.Compare(a.Target, b.Target), cmp.Compare(a.FirstIndex, b.FirstIndex))
+	})
+	for i := 1; i < len(byIndex); i++ {
+		prev, r := byIndex[i-1], byIndex[i]
+		if prev.Target == r.Target && prev.indexes().Last >= r.FirstIndex {
+			m.Problems = append(m.Problems, problemf(ReasonDuplicateIndex,
+				"%s index %d is assigned twice (assignments[%d] and assignments[%d]): one completion identity can stand for one shard",
+				DescribeTarget(r.Target), r.FirstIndex, prev.Entry, r.Entry))
+			break
+		}
+	}
+	for _, r := range m.Runs {
+		if !r.Repair {
+			continue
+		}
+		if missing := indexset.FromIntervals(r.shards()).Difference(assigned); !missing.IsEmpty() {
+			m.Problems = append(m.Problems, problemf(ReasonRepairOfUnassigned,
+				"repair assignments[%d] maps onto %s, which no original assignment has: a repair gives an assigned shard a further identity",
+				r.Entry, m.Shards.Describe(missing, 8)))
+			break
+		}
+	}
+}
+
+// ShardsOf maps a set of a target's indexes onto shard ordinals through the runs
+// (repair runs included when repair is true, original runs otherwise).
+func (m *Mapping) ShardsOf(target string, indexes indexset.Set, repair bool) indexset.Set {
+	var out []indexset.Interval
+	for _, r := range m.Runs {
+		if r.Target != target || r.Repair != repair {
+			continue
+		}
+		for _, iv := range indexes.Intersect(indexset.FromIntervals(r.indexes())).Intervals() {
+			shift := r.FirstShard - r.FirstIndex
+			out = append(out, indexset.Interval{First: iv.First + shift, Last: iv.Last + shift})
+		}
+	}
+	return indexset.FromIntervals(out...)
+}
+
+// IdentityOf names the original identity assigned shard ordinal o: target key and index.
+func (m *Mapping) IdentityOf(o int) (string, int, bool) {
+	i, _ := slices.BinarySearchFunc(m.byShard, o, func(r Run, o int) int { return cmp.Compare(r.FirstShard, o) })
+	for _, j := range []int{i, i - 1} {
+		if j >= 0 && j < len(m.byShard) {
+			if r := m.byShard[j]; o >= r.FirstShard && o < r.FirstShard+r.Length {
+				return r.Target, r.FirstIndex + (o - r.FirstShard), true
+			}
+		}
+	}
+	return "", 0, false
+}
+
+// ShardOf returns the shard ordinal a (target, index) identity is assigned, if any.
+func (m *Mapping) ShardOf(target string, index int) (int, bool) {
+	for _, r := range m.Runs {
+		if r.Target == target && index >= r.FirstIndex && index < r.FirstIndex+r.Length {
+			return r.FirstShard + (index - r.FirstIndex), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,204 @@
+package account
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// TestCompileProblems pins one reason per way a mapping can fail statically.
+func TestCompileProblems(t *testing.T) {
+	cases := []struct {
+		name       string
+		spec       *v1alpha1.BatchAccountSpec
+		wantReason string // "" means valid
+		wantText   string
+	}{
+		{
+			name: "partition by names",
+			spec: makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "B", "C", "D").obj(),
+		},
+		{
+			name: "partition over two jobs, out of order shards",
+			spec: makeSpec("A", "B", "C", "D").assign("j", "0,1", "B", "A").assign("k", "0,1", "D", "C").obj(),
+		},
+		{
+			name: "compact population by ordinals",
+			spec: makeCompactSpec("shard-", 100).assignOrdinals("j", "0-49", "0-49").assignOrdinals("k", "0-49", "50-99").obj(),
+		},
+		{
+			name:       "every index to shard A",
+			spec:       makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "A", "A", "A").obj(),
+			wantReason: ReasonDuplicateShard,
+			wantText:   "shard A is assigned twice: job j index 0 (assignments[0]) and job j index 1 (assignments[0])",
+		},
+		{
+			name:       "shard never assigned",
+			spec:       makeSpec("A", "B", "C", "D").assign("j", "0-2", "A", "B", "C").obj(),
+			wantReason: ReasonUnassignedShard,
+			wantText:   "1 of 4 declared shards are assigned to no index: D",
+		},
+		{
+			name:       "unknown shard name",
+			spec:       makeSpec("A", "B").assign("j", "0-1", "A", "Z").obj(),
+			wantReason: ReasonUnknownShard,
+			wantText:   `maps onto shard "Z", which spec.shards does not declare`,
+		},
+		{
+			name:       "ordinal beyond the population",
+			spec:       makeCompactSpec("s", 4).assignOrdinals("j", "0-4", "0-4").obj(),
+			wantReason: ReasonUnknownShard,
+			wantText:   "reaches ordinal 4; spec.shards declares 4 shards (0-3)",
+		},
+		{
+			name:       "more indexes than shards",
+			spec:       makeSpec("A", "B", "C", "D").assign("j", "0-4", "A", "B", "C", "D").obj(),
+			wantReason: ReasonShardCountMismatch,
+			wantText:   "maps 5 indexes (0-4) onto 4 shards",
+		},
+		{
+			name:       "malformed indexes",
+			spec:       makeSpec("A").assign("j", "3-1", "A").obj(),
+			wantReason: ReasonMalformedIndexes,
+		},
+		{
+			name:       "same index twice",
+			spec:       makeSpec("A", "B").assign("j", "0", "A").assign("j", "0", "B").obj(),
+			wantReason: ReasonDuplicateIndex,
+			wantText:   "job j index 0 is assigned twice (assignments[0] and assignments[1])",
+		},
+		{
+			name:       "duplicate declared name",
+			spec:       makeSpec("A", "A").assign("j", "0", "A").obj(),
+			wantReason: ReasonDuplicateShardName,
+		},
+		{
+			name:       "no shards",
+			spec:       makeSpec().assign("j", "0", "A").obj(),
+			wantReason: ReasonNoShards,
+		},
+		{
+			name: "target in another namespace",
+			spec: makeSpec("A").assign("j", "0", "A").
+				target(0, v1alpha1.TargetRef{Job: "j", Namespace: "other"}).obj(),
+			wantReason: ReasonCrossNamespaceTarget,
+			wantText:   `names a target in namespace "other"; targets must be in the account's namespace "ml-team"`,
+		},
+		{
+			name:       "target naming job and jobSet",
+			spec:       makeSpec("A").assign("j", "0", "A").target(0, v1alpha1.TargetRef{Job: "j", JobSet: "s", ReplicatedJob: "w"}).obj(),
+			wantReason: ReasonInvalidTarget,
+		},
+		{
+			name:       "jobSet without replicatedJob",
+			spec:       makeSpec("A").assign("j", "0", "A").target(0, v1alpha1.TargetRef{JobSet: "s"}).obj(),
+			wantReason: ReasonInvalidTarget,
+		},
+		{
+			name:       "repair of a shard no original assignment has",
+			spec:       makeSpec("A", "B").assign("j", "0", "A").repair("r", "0", "B").obj(),
+			wantReason: ReasonUnassignedShard,
+		},
+		{
+			name: "repair adds an identity to an assigned shard",
+			spec: makeSpec("A", "B").assign("j", "0-1", "A", "B").repair("r", "0", "B").obj(),
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := Compile("ml-team", tc.spec)
+			if tc.wantReason == "" {
+				if len(m.Problems) != 0 {
+					t.Fatalf("want valid, got %+v", m.Problems)
+				}
+				return
+			}
+			if len(m.Problems) == 0 {
+				t.Fatalf("want %s, mapping accepted", tc.wantReason)
+			}
+			var found *Problem
+			for i := range m.Problems {
+				if m.Problems[i].Reason == tc.wantReason {
+					found = &m.Problems[i]
+				}
+			}
+			if found == nil {
+				t.Fatalf("want reason %s, got %+v", tc.wantReason, m.Problems)
+			}
+			if !strings.Contains(found.Message, tc.wantText) {
+				t.Errorf("message %q lacks %q", found.Message, tc.wantText)
+			}
+		})
+	}
+}
+
+// TestObservationProblems pins the mapping problems only a Job observation reveals.
+func TestObservationProblems(t *testing.T) {
+	cases := []struct {
+		name       string
+		spec       *v1alpha1.BatchAccountSpec
+		job        *jobWrapper
+		wantReason string
+		wantText   string
+	}{
+		{
+			name:       "required index without a shard",
+			spec:       makeSpec("A", "B", "C").assign("j", "0-2", "A", "B", "C").obj(),
+			job:        makeJob("j", "u", 4),
+			wantReason: ReasonUnmappedIndexes,
+			wantText:   "job j requires indexes 0-3 but the mapping assigns no shard to 3",
+		},
+		{
+			name:       "mapped index beyond completions",
+			spec:       makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "B", "C", "D").obj(),
+			job:        makeJob("j", "u", 3),
+			wantReason: ReasonIndexOutOfRange,
+			wantText:   "job j has 3 completions (indexes 0-2) but the mapping assigns indexes 3",
+		},
+		{
+			name:       "non-indexed job",
+			spec:       makeSpec("A").assign("j", "0", "A").obj(),
+			job:        makeJob("j", "u", 1).nonIndexed(),
+			wantReason: ReasonNotIndexed,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, tc.spec, nil, map[string]Observation{"job/j": {Job: tc.job.obj()}}).Status
+			wantCond(t, st, v1alpha1.ConditionAssignmentValid, "False", tc.wantReason, "")
+			wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonAssignmentInvalid, "")
+			if len(st.Targets[0].Problems) == 0 || !strings.Contains(st.Targets[0].Problems[0], tc.wantText) {
+				t.Errorf("target problems %q lack %q", st.Targets[0].Problems, tc.wantText)
+			}
+		})
+	}
+}
+
+func TestShardsDescribeAndOrdinal(t *testing.T) {
+	m := Compile("ns", makeCompactSpec("shard-", 100000).assignOrdinals("j", "0-99999", "0-99999").obj())
+	if o, ok := m.Shards.Ordinal("shard-99999"); !ok || o != 99999 {
+		t.Errorf("Ordinal(shard-99999) = %d, %v", o, ok)
+	}
+	for _, bad := range []string{"shard-100000", "shard-01", "shard-", "x-1", "shard--1"} {
+		if _, ok := m.Shards.Ordinal(bad); ok {
+			t.Errorf("Ordinal(%q) accepted", bad)
+		}
+	}
+	if got, want := m.Shards.Describe(mustParse(t, "0,2,3,5-9,20-30"), 2), "shard-0, shard-2, shard-3, … (+16 more)"; got != want {
+		t.Errorf("Describe = %q, want %q", got, want)
+	}
+	if len(m.Runs) != 1 || m.Runs[0].Length != 100000 {
+		t.Errorf("a compact mapping must compile to one run, got %d", len(m.Runs))
+	}
+	n := Compile("ns", makeSpec("A", "B", "C", "D").assign("j", "0-3", "D", "C", "B", "A").obj())
+	if len(n.Runs) != 4 {
+		t.Errorf("reversed mapping compiles to %d runs, want 4", len(n.Runs))
+	}
+	if o, ok := n.ShardOf("job/j", 0); !ok || n.Shards.Name(o) != "D" {
+		t.Errorf("ShardOf(j,0) = %d", o)
+	}
+	_ = ptr.To(0)
+}

@@ -1,0 +1,156 @@
+package account
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+// Terminal conditions, as the Job controller names them.
+const (
+	TerminalComplete = "Complete"
+	TerminalFailed   = "Failed"
+)
+
+// Observation is what the controller saw of one target at one point. A nil Job means the
+// target does not exist (yet, or any more).
+type Observation struct {
+	Job *batchv1.Job
+	// RestartAttempt is the JobSet restart attempt of a child Job.
+	RestartAttempt int32
+	// SuccessfulPods are the successful pods of the Job seen now (the Job controller may
+	// delete repeats of an index, so the account keeps a ledger of what it saw).
+	SuccessfulPods []PodAttempt
+	// Workload is the Kueue Workload the target runs under, if known.
+	Workload *v1alpha1.WorkloadObservation
+}
+
+// PodAttempt is one successful pod of an index.
+type PodAttempt struct {
+	UID   types.UID
+	Index int
+}
+
+// SuccessfulAttempts extracts the successful index pods of job from pods. Pods of another
+// Job UID (a recreated Job's predecessor) are not attempts of this identity.
+func SuccessfulAttempts(job *batchv1.Job, pods []corev1.Pod) []PodAttempt {
+	var out []PodAttempt
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase != corev1.PodSucceeded || !metav1.IsControlledBy(p, job) {
+			continue
+		}
+		idx, ok := CompletionIndex(p)
+		if !ok {
+			continue
+		}
+		out = append(out, PodAttempt{UID: p.UID, Index: idx})
+	}
+	return out
+}
+
+// CompletionIndex reads a pod's completion index annotation, as the Job controller does.
+func CompletionIndex(p *corev1.Pod) (int, bool) {
+	v, ok := p.Annotations[batchv1.JobCompletionIndexAnnotation]
+	if !ok {
+		return 0, false
+	}
+	s, err := indexset.Parse(v)
+	if err != nil || s.Count() != 1 {
+		return 0, false
+	}
+	i, _ := s.Min()
+	return i, true
+}
+
+// jobFacts are the pieces of a Job the account reads, already interpreted.
+type jobFacts struct {
+	completions   int
+	indexed       bool
+	required      indexset.Set
+	successPolicy string
+	completed     indexset.Set
+	failed        indexset.Set
+	ignored       []string
+	terminal      string
+	reason        string
+	terminalAt    *metav1.Time
+	criteriaMet   bool
+	failureTarget bool
+}
+
+func readJob(job *batchv1.Job) jobFacts {
+	f := jobFacts{indexed: job.Spec.CompletionMode != nil && *job.Spec.CompletionMode == batchv1.IndexedCompletion}
+	if job.Spec.Completions != nil {
+		f.completions = int(*job.Spec.Completions)
+	}
+	var ign []string
+	f.completed, ign = indexset.ParseJobStatus(job.Status.CompletedIndexes, f.completions)
+	f.ignored = append(f.ignored, prefixAll("completedIndexes: ", ign)...)
+	if job.Status.FailedIndexes != nil {
+		f.failed, ign = indexset.ParseJobStatus(*job.Status.FailedIndexes, f.completions)
+		f.ignored = append(f.ignored, prefixAll("failedIndexes: ", ign)...)
+	}
+	f.required, f.successPolicy = requiredPopulation(job, f.completions)
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobFailed:
+			f.terminal, f.reason = string(c.Type), c.Reason
+			f.terminalAt = c.LastTransitionTime.DeepCopy()
+		case batchv1.JobSuccessCriteriaMet:
+			f.criteriaMet = true
+		case batchv1.JobFailureTarget:
+			f.failureTarget = true
+		}
+	}
+	return f
+}
+
+func prefixAll(p string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = p + s
+	}
+	return out
+}
+
+// requiredPopulation is the index population the Job's own criterion requires, and the
+// criterion in words. Without a successPolicy every index 0..completions-1 is required.
+// A policy of a single succeededIndexes rule requires exactly those indexes; policies
+// with a count, or several rules (any of which suffices), have no fixed population, so
+// every index stays required for mapping purposes and the words say what the Job
+// itself will accept.
+func requiredPopulation(job *batchv1.Job, completions int) (indexset.Set, string) {
+	all := indexset.Range(0, completions-1)
+	sp := job.Spec.SuccessPolicy
+	if sp == nil || len(sp.Rules) == 0 {
+		return all, ""
+	}
+	var words []string
+	for _, r := range sp.Rules {
+		var parts []string
+		if r.SucceededIndexes != nil {
+			parts = append(parts, fmt.Sprintf("indexes %s succeeded", *r.SucceededIndexes))
+		}
+		if r.SucceededCount != nil {
+			parts = append(parts, fmt.Sprintf("%d indexes succeeded", *r.SucceededCount))
+		}
+		words = append(words, strings.Join(parts, " and "))
+	}
+	text := "succeeds when " + strings.Join(words, ", or when ")
+	if r := sp.Rules[0]; len(sp.Rules) == 1 && r.SucceededIndexes != nil && r.SucceededCount == nil {
+		set, _ := indexset.ParseJobStatus(*r.SucceededIndexes, completions)
+		return set, text
+	}
+	return all, text
+}

@@ -1,0 +1,463 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Condition types of a BatchAccount. Each is a separate observation: coverage never
+// implies termination, and termination never implies accepted results.
+const (
+	// ConditionAssignmentValid says whether the assignment mapping is a partition of the
+	// declared shards over the targets' required indexes.
+	ConditionAssignmentValid = "AssignmentValid"
+	// ConditionAdmitted says whether Kueue admitted every target's Workload.
+	ConditionAdmitted = "Admitted"
+	// ConditionShardsCovered says whether every declared shard has a completed index of
+	// the current identity assigned to it.
+	ConditionShardsCovered = "ShardsCovered"
+	// ConditionTerminated says whether every target's Job reached a terminal condition
+	// (Complete or Failed) as recorded by the Job controller.
+	ConditionTerminated = "Terminated"
+	// ConditionResultsAccepted says whether every shard has an accepted result.
+	ConditionResultsAccepted = "ResultsAccepted"
+	// ConditionAccepted is the batch verdict: valid mapping, all shards covered, every
+	// target Complete, every shard's result accepted.
+	ConditionAccepted = "Accepted"
+)
+
+// Condition types batchledger publishes on Kueue Workloads. Kueue caps a Workload at 16
+// conditions and uses up to 9 itself, so we publish only these two.
+const (
+	// WorkloadConditionShardsCovered mirrors ConditionShardsCovered on each participating Workload.
+	WorkloadConditionShardsCovered = "batchledger.dev/ShardsCovered"
+	// WorkloadConditionAccepted mirrors ConditionAccepted on each participating Workload.
+	WorkloadConditionAccepted = "batchledger.dev/Accepted"
+)
+
+// BatchAccountSpec declares a batch: its shard population under one input and one model
+// revision, and the explicit mapping from (Job, completion index) identities onto shards.
+//
+// +kubebuilder:validation:XValidation:rule="self.inputRevision == oldSelf.inputRevision",message="inputRevision is immutable: an account is about one input revision; create a new BatchAccount"
+// +kubebuilder:validation:XValidation:rule="self.modelRevision == oldSelf.modelRevision",message="modelRevision is immutable: an account is about one model revision; create a new BatchAccount"
+type BatchAccountSpec struct {
+	// InputRevision identifies the input dataset revision every shard belongs to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	InputRevision string `json:"inputRevision"`
+
+	// ModelRevision identifies the model revision every shard must be processed with.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ModelRevision string `json:"modelRevision"`
+
+	// Shards declares the shard population the batch must cover.
+	// +required
+	Shards ShardPopulation `json:"shards"`
+
+	// Assignments map completion indexes of targets onto shards. A valid mapping is a
+	// partition: every declared shard is assigned to exactly one (target, index), and no
+	// (target, index) is assigned twice. Entries marked repair may give an already
+	// assigned shard a further identity.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1024
+	Assignments []Assignment `json:"assignments"`
+
+	// Acceptance is the agreed result criterion for shard outputs.
+	// +optional
+	Acceptance *AcceptanceCriterion `json:"acceptance,omitempty"`
+}
+
+// ShardPopulation is the declared set of shards: either explicit names, or the compact
+// form Prefix+Count (shards "<prefix>0" .. "<prefix><count-1>") so that 100,000 shards fit
+// in one object. A shard's ordinal is its position in Names, or its number in the compact form.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.names) != has(self.count)",message="declare shards either by names or by count (with an optional prefix), not both"
+type ShardPopulation struct {
+	// Names lists the shards explicitly, in ordinal order.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Names []string `json:"names,omitempty"`
+
+	// Prefix is prepended to the ordinal to name each shard of the compact form.
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	Prefix string `json:"prefix,omitempty"`
+
+	// Count is the number of shards of the compact form.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Count *int32 `json:"count,omitempty"`
+}
+
+// TargetRef names the Job whose completion indexes an assignment maps: a batch/v1 Job by
+// name, or one child Job of a JobSet replicatedJob. Targets live in the account's
+// namespace; Namespace exists only so that a reference to another namespace is reported
+// instead of silently reinterpreted.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.job) != has(self.jobSet)",message="a target names either a job or a jobSet"
+// +kubebuilder:validation:XValidation:rule="!has(self.jobSet) || has(self.replicatedJob)",message="a jobSet target needs replicatedJob"
+// +kubebuilder:validation:XValidation:rule="has(self.jobSet) || (!has(self.replicatedJob) && !has(self.jobIndex))",message="replicatedJob and jobIndex apply only to jobSet targets"
+type TargetRef struct {
+	// Job is the name of a batch/v1 Job in the account's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
+
+	// JobSet is the name of a JobSet in the account's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	JobSet string `json:"jobSet,omitempty"`
+
+	// ReplicatedJob is the replicatedJob of JobSet whose child Job is meant.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ReplicatedJob string `json:"replicatedJob,omitempty"`
+
+	// JobIndex selects the child Job (label jobset.sigs.k8s.io/job-index); default 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	JobIndex *int32 `json:"jobIndex,omitempty"`
+
+	// Namespace, when set, must equal the account's namespace.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Assignment maps a target's completion indexes onto shards, in order: the k-th index of
+// Indexes is assigned the k-th shard of Shards (or of ShardOrdinals).
+//
+// +kubebuilder:validation:XValidation:rule="has(self.shards) != has(self.shardOrdinals)",message="an assignment names its shards either by shards or by shardOrdinals"
+type Assignment struct {
+	// Target is the Job whose indexes are mapped.
+	// +required
+	Target TargetRef `json:"target"`
+
+	// Indexes are completion indexes of the target, in the Job controller's interval
+	// format ("0-3", "1,3-5,7").
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`
+	Indexes string `json:"indexes"`
+
+	// Shards names the shards assigned to Indexes, one per index, in order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
+	Shards []string `json:"shards,omitempty"`
+
+	// ShardOrdinals are the ordinals of the shards assigned to Indexes, in the interval
+	// format, one per index, in order; the compact way to map large batches.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`
+	ShardOrdinals string `json:"shardOrdinals,omitempty"`
+
+	// Repair marks a follow-up assignment: it gives shards that are already assigned a
+	// further identity (typically a repair Job's index). A shard is covered when any of
+	// its identities completed; the account records which one did.
+	// +optional
+	Repair bool `json:"repair,omitempty"`
+}
+
+// AcceptanceCriterion is the agreed criterion a shard's reported result must meet.
+type AcceptanceCriterion struct {
+	// RequireResults requires an accepted result for every shard before the batch is
+	// Accepted. When false, coverage and termination suffice.
+	// +optional
+	RequireResults bool `json:"requireResults,omitempty"`
+
+	// Rule is a CEL expression over `result` (the decoded termination-message result)
+	// that must evaluate to true, e.g. `result.valid == result.records && result.records > 0`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Rule string `json:"rule,omitempty"`
+}
+
+// BatchAccountStatus is the account as last observed.
+type BatchAccountStatus struct {
+	// ObservedGeneration is the spec generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Targets holds the current identity and observations of each assignment target.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Targets []TargetStatus `json:"targets,omitempty"`
+
+	// Shards summarizes coverage and acceptance over the declared shards.
+	// +optional
+	Shards ShardSummary `json:"shards,omitempty"`
+
+	// History records identities superseded by a new one (a Job recreated under the same
+	// name, e.g. by a JobSet restart) with the coverage they had, so that nothing is
+	// silently lost. The current verdict is about the current identities only.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	History []SupersededIdentity `json:"history,omitempty"`
+
+	// Results summarizes reported shard results that were rejected or conflicted.
+	// +optional
+	Results ResultSummary `json:"results,omitempty"`
+
+	// Conditions are AssignmentValid, Admitted, ShardsCovered, Terminated,
+	// ResultsAccepted and Accepted.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// TargetStatus is what was observed of one target.
+type TargetStatus struct {
+	// Name is the target's key: "job/<name>" or "jobset/<name>/<replicatedJob>/<jobIndex>".
+	Name string `json:"name"`
+
+	// Job is the name of the observed batch/v1 Job (for JobSet targets, the child Job).
+	// +optional
+	Job string `json:"job,omitempty"`
+
+	// UID of the observed Job: with the completion index, the completion identity.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
+
+	// RestartAttempt is the JobSet restart attempt of the observed child Job.
+	// +optional
+	RestartAttempt int32 `json:"restartAttempt,omitempty"`
+
+	// Found is false while the target does not exist (yet).
+	Found bool `json:"found"`
+
+	// Completions is the Job's spec.completions.
+	// +optional
+	Completions int32 `json:"completions,omitempty"`
+
+	// SuccessPolicy describes the Job's own success criterion in words; empty means
+	// every index 0..completions-1 must succeed.
+	// +optional
+	SuccessPolicy string `json:"successPolicy,omitempty"`
+
+	// Required is the index population the Job's own criterion requires, interval format.
+	// +optional
+	Required string `json:"required,omitempty"`
+
+	// CompletedIndexes is the Job controller's status.completedIndexes as observed.
+	// +optional
+	CompletedIndexes string `json:"completedIndexes,omitempty"`
+
+	// FailedIndexes is the Job controller's status.failedIndexes as observed.
+	// +optional
+	FailedIndexes string `json:"failedIndexes,omitempty"`
+
+	// Succeeded is the Job controller's status.succeeded: distinct succeeded indexes,
+	// never attempts.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+
+	// SuccessfulAttempts counts successful pods seen, including repeats of an index.
+	// +optional
+	SuccessfulAttempts int32 `json:"successfulAttempts,omitempty"`
+
+	// RepeatedIndexes are indexes with more than one successful pod, interval format.
+	// +optional
+	RepeatedIndexes string `json:"repeatedIndexes,omitempty"`
+
+	// AttemptLedger records the pods of repeated indexes so that attempts are counted
+	// once across reconciles and after the Job controller deleted the extra pods.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	AttemptLedger []IndexAttempts `json:"attemptLedger,omitempty"`
+
+	// Terminal is the Job's terminal condition: "", Complete or Failed.
+	// +optional
+	Terminal string `json:"terminal,omitempty"`
+
+	// TerminalReason is the reason of the terminal condition (e.g. CompletionsReached,
+	// SuccessPolicy, BackoffLimitExceeded).
+	// +optional
+	TerminalReason string `json:"terminalReason,omitempty"`
+
+	// SuccessCriteriaMet records the Job's SuccessCriteriaMet condition.
+	// +optional
+	SuccessCriteriaMet bool `json:"successCriteriaMet,omitempty"`
+
+	// ObservedResourceVersion is the Job resourceVersion the membership was read at.
+	// +optional
+	ObservedResourceVersion string `json:"observedResourceVersion,omitempty"`
+
+	// TerminalObservedAt is when the Job controller recorded the terminal condition.
+	// +optional
+	TerminalObservedAt *metav1.Time `json:"terminalObservedAt,omitempty"`
+
+	// Workload is the Kueue Workload the target runs under.
+	// +optional
+	Workload *WorkloadObservation `json:"workload,omitempty"`
+
+	// Problems lists what is wrong with this target's mapping or observation.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Problems []string `json:"problems,omitempty"`
+}
+
+// IndexAttempts lists the successful pods of one completion index.
+type IndexAttempts struct {
+	// Index is the completion index.
+	Index int32 `json:"index"`
+	// Pods are the UIDs of its successful pods, first success first.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Pods []types.UID `json:"pods"`
+}
+
+// WorkloadObservation is what was observed of a target's Kueue Workload.
+type WorkloadObservation struct {
+	// Name of the Workload.
+	Name string `json:"name"`
+	// UID of the Workload; Kueue may recreate a Workload under the same name.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
+	// Admitted is whether the Workload is currently admitted.
+	Admitted bool `json:"admitted"`
+	// ClusterQueue the Workload was admitted to.
+	// +optional
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// Flavors lists "<podset>=<resource>:<flavor>" assignments of the admission.
+	// +optional
+	// +listType=atomic
+	Flavors []string `json:"flavors,omitempty"`
+	// Evicted is whether the Workload is currently evicted (e.g. preempted).
+	// +optional
+	Evicted bool `json:"evicted,omitempty"`
+	// Finished is whether Kueue marked the Workload Finished.
+	// +optional
+	Finished bool `json:"finished,omitempty"`
+	// ObservedResourceVersion is the Workload resourceVersion these were read at.
+	// +optional
+	ObservedResourceVersion string `json:"observedResourceVersion,omitempty"`
+}
+
+// SupersededIdentity is an identity a target had before it was replaced.
+type SupersededIdentity struct {
+	// Target is the target key.
+	Target string `json:"target"`
+	// Job is the name of the superseded Job.
+	Job string `json:"job"`
+	// UID of the superseded Job: its completions are a different identity.
+	UID types.UID `json:"uid"`
+	// RestartAttempt of the superseded JobSet child.
+	// +optional
+	RestartAttempt int32 `json:"restartAttempt,omitempty"`
+	// CompletedIndexes the superseded identity had covered when last observed.
+	// +optional
+	CompletedIndexes string `json:"completedIndexes,omitempty"`
+	// SupersededAt is when the replacement was observed.
+	SupersededAt metav1.Time `json:"supersededAt"`
+}
+
+// ShardSummary counts shards; sets are in compact forms, never unbounded lists.
+type ShardSummary struct {
+	// Total declared shards.
+	Total int32 `json:"total"`
+	// Covered shards: a current identity assigned to the shard completed.
+	Covered int32 `json:"covered"`
+	// Accepted shards: an accepted result is recorded for the shard.
+	Accepted int32 `json:"accepted"`
+	// Missing names the shards not covered, compactly ("D", "shard-3..shard-9").
+	// +optional
+	Missing string `json:"missing,omitempty"`
+	// MissingOrdinals are the ordinals of the missing shards, interval format.
+	// +optional
+	MissingOrdinals string `json:"missingOrdinals,omitempty"`
+	// CoveredBy says, for shards covered only through a repair assignment, which identity covered them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	CoveredBy []ShardCoverage `json:"coveredBy,omitempty"`
+}
+
+// ShardCoverage records the identity that covered a shard.
+type ShardCoverage struct {
+	// Shard name.
+	Shard string `json:"shard"`
+	// Target is the key of the target whose index covered the shard.
+	Target string `json:"target"`
+	// Index is the completion index that covered the shard.
+	Index int32 `json:"index"`
+}
+
+// ResultSummary counts result rejections and keeps a bounded sample of them; per-shard
+// results of large batches live outside the account object.
+type ResultSummary struct {
+	// Rejected counts results that were not accepted.
+	// +optional
+	Rejected int32 `json:"rejected,omitempty"`
+	// Conflicts counts later results for an accepted shard that disagree with it (other digest).
+	// +optional
+	Conflicts int32 `json:"conflicts,omitempty"`
+	// Rejections is a bounded sample of rejected or conflicting results, newest last.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Rejections []ResultRejection `json:"rejections,omitempty"`
+}
+
+// ResultRejection records one result that was not accepted, and why.
+type ResultRejection struct {
+	// Pod that reported the result.
+	Pod string `json:"pod"`
+	// Target key of the pod's Job.
+	Target string `json:"target"`
+	// Index is the pod's completion index.
+	Index int32 `json:"index"`
+	// Shard the result claimed, if it could be read.
+	// +optional
+	Shard string `json:"shard,omitempty"`
+	// Reason is a CamelCase reason: Malformed, ForgedClaim, RevisionMismatch, Conflict, CriterionNotMet, ...
+	Reason string `json:"reason"`
+	// Message says what was wrong in words.
+	Message string `json:"message"`
+}
+
+// BatchAccount joins Kueue-admitted Indexed Jobs and JobSets to a batch's declared shards
+// and publishes whether the batch was processed and accepted.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ba;bacct,categories=batchledger
+// +kubebuilder:printcolumn:name="Covered",type=integer,JSONPath=`.status.shards.covered`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.shards.total`
+// +kubebuilder:printcolumn:name="Accepted",type=integer,JSONPath=`.status.shards.accepted`
+// +kubebuilder:printcolumn:name="Missing",type=string,JSONPath=`.status.shards.missing`,priority=1
+// +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type BatchAccount struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   BatchAccountSpec   `json:"spec,omitempty"`
+	Status BatchAccountStatus `json:"status,omitempty"`
+}
+
+// BatchAccountList is a list of BatchAccounts.
+//
+// +kubebuilder:object:root=true
+type BatchAccountList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BatchAccount `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BatchAccount{}, &BatchAccountList{})
+}
