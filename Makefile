@@ -14,10 +14,12 @@ all: build
 generate: ## Regenerate deepcopy code and CRD manifests with controller-gen.
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
 	$(GO) tool controller-gen crd:allowDangerousTypes=false paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
+	$(GO) tool controller-gen rbac:roleName=batchledger-manager paths=./pkg/controller/... output:rbac:artifacts:config=config/rbac
+	$(GO) tool controller-gen webhook paths=./pkg/webhook/... output:webhook:artifacts:config=config/webhook
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.
-	@git diff --exit-code -- pkg/apis config/crd || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
+	@git diff --exit-code -- pkg/apis config/crd config/rbac config/webhook && [ -z "$$(git ls-files --others --exclude-standard pkg/apis config)" ] || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
 
 .PHONY: fmt
 fmt: ## gofmt the tree.
@@ -32,9 +34,16 @@ vet: ## go vet, and a gofmt check.
 .PHONY: lint
 lint: vet verify-generate ## Every static check CI runs.
 
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 .PHONY: build
-build: ## Build the project's commands into bin/.
+build: ## Build the manager into bin/ exactly as the Dockerfile's build stage does.
 	$(GO) build ./...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/batchledger ./cmd/batchledger
+
+.PHONY: docker-build
+docker-build: ## Build the container image (needs a Docker engine).
+	docker build --build-arg VERSION=$(VERSION) -t batchledger:$(VERSION) .
 
 ##@ Tests
 

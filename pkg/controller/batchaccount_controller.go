@@ -1,0 +1,159 @@
+// Package controller holds batchledger's reconcilers: they observe Jobs, JobSet children,
+// pods and Kueue Workloads, hand the observations to the pure account package, write
+// the BatchAccount status once per reconcile and publish the verdict on Workloads.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// FieldManager is the server-side apply field manager batchledger writes under; Kueue's
+// own managers keep their conditions.
+const FieldManager = "batchledger"
+
+// Reconciler keeps each BatchAccount true to the cluster.
+type Reconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+	// Metrics, when set, counts the reconciler's writes.
+	Metrics *Metrics
+}
+
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;patch
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile observes the account's targets, computes the account and writes its status
+// at most once; events follow only a successful write.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var ba v1alpha1.BatchAccount
+	if err := r.Get(ctx, req.NamespacedName, &ba); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Metrics.reconciled()
+	m := account.Compile(ba.Namespace, &ba.Spec)
+	obs := make(map[string]account.Observation, len(m.Targets))
+	workloads := map[types.UID]*kueue.Workload{}
+	for _, t := range m.Targets {
+		o, err := r.observeTarget(ctx, ba.Namespace, t)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("observing %s: %w", t.Key, err)
+		}
+		if o.obs.Job != nil {
+			obs[t.Key] = o.obs
+		}
+		if o.workload != nil {
+			workloads[o.workload.UID] = o.workload
+		}
+	}
+	out := account.Compute(account.Input{
+		Namespace:    ba.Namespace,
+		Generation:   ba.Generation,
+		Spec:         &ba.Spec,
+		Previous:     &ba.Status,
+		Observations: obs,
+		Now:          metav1.NewTime(r.now()),
+	})
+	if !equality.Semantic.DeepEqual(out.Status, ba.Status) {
+		ba.Status = out.Status
+		if err := r.Status().Update(ctx, &ba); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{Requeue: true}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		r.Metrics.statusWritten()
+		for _, c := range out.Changed {
+			kind := corev1.EventTypeNormal
+			if c.Status == metav1.ConditionFalse && c.Reason != account.ReasonAwaitingTermination && c.Reason != account.ReasonResultsPending && c.Reason != account.ReasonShardsMissing {
+				kind = corev1.EventTypeWarning
+			}
+			r.Recorder.Eventf(&ba, nil, kind, c.Type+c.Reason, "Verdict", "%s=%s: %s", c.Type, c.Status, c.Message)
+		}
+		log.V(2).Info("account written", "covered", out.Status.Shards.Covered, "total", out.Status.Shards.Total)
+	}
+	for _, wl := range workloads {
+		if err := r.publish(ctx, wl, &ba); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager registers the reconciler and its watches. Jobs, pods and Workloads
+// wake only the accounts that name them, through field indexes; there is no periodic
+// resync of all accounts.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.BatchAccount{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.jobToAccounts), builder.WithPredicates(jobChanged)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podToAccounts), builder.WithPredicates(podSucceeded)).
+		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(r.workloadToAccounts)).
+		Named("batchaccount").
+		Complete(r)
+}
+
+// jobChanged passes creation, deletion and changes of what the account reads: status
+// and the labels that resolve JobSet children.
+var jobChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*batchv1.Job), e.ObjectNew.(*batchv1.Job)
+		return !equality.Semantic.DeepEqual(o.Status, n.Status) || o.DeletionTimestamp != n.DeletionTimestamp ||
+			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Generation != n.Generation
+	},
+}
+
+// podSucceeded passes pods of Indexed Jobs whose phase became Succeeded, and deletions;
+// other pod churn (scheduling, readiness) never wakes an account.
+var podSucceeded = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return isSucceededIndexPod(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !isSucceededIndexPod(e.ObjectOld) && isSucceededIndexPod(e.ObjectNew)
+	},
+	DeleteFunc:  func(e event.DeleteEvent) bool { return isSucceededIndexPod(e.Object) },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func isSucceededIndexPod(obj client.Object) bool {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	_, indexed := p.Annotations[batchv1.JobCompletionIndexAnnotation]
+	return indexed && p.Status.Phase == corev1.PodSucceeded
+}

@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+func TestShortFormJob(t *testing.T) {
+	job := wrappers.MakeJob("j", "ml").Indexed(4).
+		Annotation(AnnotationInputRev, "D").Annotation(AnnotationModelRev, "m-2026-11").
+		Annotation(AnnotationShards, "A, B, C, D").Annotation(AnnotationRequire, "true").Obj()
+	spec, err := ShortFormJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := account.Compile("ml", &spec)
+	if len(m.Problems) != 0 {
+		t.Fatalf("short form compiles to an invalid mapping: %+v", m.Problems)
+	}
+	if o, ok := m.ShardOf("job/j", 3); !ok || m.Shards.Name(o) != "D" {
+		t.Errorf("index 3 maps to %d", o)
+	}
+	if spec.Acceptance == nil || !spec.Acceptance.RequireResults {
+		t.Errorf("acceptance = %+v", spec.Acceptance)
+	}
+}
+
+func TestShortFormJobSet(t *testing.T) {
+	worker := wrappers.MakeJob("", "").Indexed(4).Obj()
+	js := wrappers.MakeJobSet("train", "ml").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(worker).Obj()).Obj()
+	js.Annotations = map[string]string{AnnotationInputRev: "D", AnnotationModelRev: "m", AnnotationShardCount: "8", AnnotationShardPrefix: "s", AnnotationReplicatedJob: "workers"}
+	spec, err := ShortFormJobSet(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := account.Compile("ml", &spec)
+	if len(m.Problems) != 0 || len(m.Targets) != 2 {
+		t.Fatalf("problems %+v targets %d", m.Problems, len(m.Targets))
+	}
+	if o, _ := m.ShardOf("jobset/train/workers/1", 0); m.Shards.Name(o) != "s4" {
+		t.Errorf("workers[1] index 0 maps to %s, want s4", m.Shards.Name(o))
+	}
+
+	js.Annotations[AnnotationShardCount] = "9"
+	if _, err := ShortFormJobSet(js); err == nil || !strings.Contains(err.Error(), "2 replicas x 4 completions = 8 indexes for 9 shards") {
+		t.Errorf("count mismatch: %v", err)
+	}
+	js.Annotations[AnnotationReplicatedJob] = "leader"
+	if _, err := ShortFormJobSet(js); err == nil || !strings.Contains(err.Error(), `names replicatedJob "leader"`) {
+		t.Errorf("unknown replicatedJob: %v", err)
+	}
+}
+
+func TestShortFormErrors(t *testing.T) {
+	for name, ann := range map[string]map[string]string{
+		"no revisions": {AnnotationShards: "A"},
+		"no shards":    {AnnotationInputRev: "D", AnnotationModelRev: "m"},
+		"bad count":    {AnnotationInputRev: "D", AnnotationModelRev: "m", AnnotationShardCount: "-3"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := wrappers.MakeJob("j", "ml").Indexed(1).Obj()
+			job.Annotations = ann
+			if _, err := ShortFormJob(job); err == nil {
+				t.Errorf("accepted %v", ann)
+			}
+		})
+	}
+}
+
+func TestShortFormSingleIndex(t *testing.T) {
+	job := wrappers.MakeJob("one", "ml").Indexed(1).Obj()
+	job.Annotations = map[string]string{AnnotationInputRev: "D", AnnotationModelRev: "m", AnnotationShards: "A"}
+	spec, err := ShortFormJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := account.Compile("ml", &spec); len(m.Problems) != 0 {
+		t.Errorf("single-shard short form is invalid: %+v", m.Problems)
+	}
+}

@@ -1,0 +1,90 @@
+// Package webhook holds batchledger's admission webhooks. The BatchAccount validator
+// rejects mappings that are not a partition before they reach the cluster, with the same
+// reasons the account status would show.
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// ValidatePath is where the BatchAccount validating webhook is served.
+const ValidatePath = "/validate-batchledger-dev-v1alpha1-batchaccount"
+
+// BatchAccountValidator validates BatchAccount creates and updates.
+type BatchAccountValidator struct{}
+
+var _ admission.Validator[*v1alpha1.BatchAccount] = BatchAccountValidator{}
+
+// +kubebuilder:webhook:path=/validate-batchledger-dev-v1alpha1-batchaccount,mutating=false,failurePolicy=fail,sideEffects=None,groups=batchledger.dev,resources=batchaccounts,verbs=create;update,versions=v1alpha1,name=vbatchaccount.batchledger.dev,admissionReviewVersions=v1
+
+// SetupWithManager registers the validator on the manager's webhook server.
+func (v BatchAccountValidator) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.BatchAccount{}).WithValidator(v).Complete()
+}
+
+// ValidateCreate rejects a mapping that is not a partition of the declared shards.
+func (BatchAccountValidator) ValidateCreate(_ context.Context, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
+	return nil, validateSpec(ba)
+}
+
+// ValidateUpdate additionally freezes the revisions and the mapping once any target was
+// admitted by Kueue: work done under a mapping must be judged by that mapping. Appending
+// repair assignments stays allowed, since that is how a team re-runs missing shards.
+func (BatchAccountValidator) ValidateUpdate(_ context.Context, old, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
+	if err := validateSpec(ba); err != nil {
+		return nil, err
+	}
+	if !anyAdmitted(old) {
+		return nil, nil
+	}
+	switch {
+	case old.Spec.InputRevision != ba.Spec.InputRevision || old.Spec.ModelRevision != ba.Spec.ModelRevision:
+		return nil, fmt.Errorf("BatchAccount %s: revisions are immutable once a target was admitted", ba.Name)
+	case !equality.Semantic.DeepEqual(old.Spec.Shards, ba.Spec.Shards):
+		return nil, fmt.Errorf("BatchAccount %s: spec.shards is immutable once a target was admitted", ba.Name)
+	case len(ba.Spec.Assignments) < len(old.Spec.Assignments) ||
+		!equality.Semantic.DeepEqual(old.Spec.Assignments, ba.Spec.Assignments[:len(old.Spec.Assignments)]):
+		return nil, fmt.Errorf("BatchAccount %s: assignments are immutable once a target was admitted; only repair assignments may be appended", ba.Name)
+	}
+	for i, a := range ba.Spec.Assignments[len(old.Spec.Assignments):] {
+		if !a.Repair {
+			return nil, fmt.Errorf("BatchAccount %s: assignments[%d] must be marked repair: a target was already admitted under this mapping", ba.Name, len(old.Spec.Assignments)+i)
+		}
+	}
+	return nil, nil
+}
+
+// ValidateDelete allows every delete.
+func (BatchAccountValidator) ValidateDelete(context.Context, *v1alpha1.BatchAccount) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func validateSpec(ba *v1alpha1.BatchAccount) error {
+	m := account.Compile(ba.Namespace, &ba.Spec)
+	if len(m.Problems) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, len(m.Problems))
+	for _, p := range m.Problems {
+		msgs = append(msgs, fmt.Sprintf("%s: %s", p.Reason, p.Message))
+	}
+	return fmt.Errorf("BatchAccount %s: the assignment mapping is not a partition: %s", ba.Name, strings.Join(msgs, "; "))
+}
+
+func anyAdmitted(ba *v1alpha1.BatchAccount) bool {
+	for _, t := range ba.Status.Targets {
+		if w := t.Workload; w != nil && (w.Admitted || w.Finished) {
+			return true
+		}
+	}
+	return false
+}
