@@ -1,0 +1,88 @@
+// Package result decodes, verifies and judges the shard result a batchledger worker
+// reports, and turns it into the account.Result the accounting core checks against the
+// (Job UID, completion index) assignment and the account's revisions.
+//
+// # Why the termination message
+//
+// A worker reports its result in its container termination message: the file
+// /dev/termination-log (the container's terminationMessagePath). The kubelet copies it
+// into the pod status when the container exits, so the worker needs no API credentials
+// and no extra RBAC, and the result lives exactly as long as the pod object that proves
+// the completion.
+//
+// The result is read from the container named by the pod annotation
+// batchledger.dev/result-container (AnnotationResultContainer), else from the pod's
+// first container, and only once the pod has Succeeded: a failed or running pod has not
+// completed its index, whatever it wrote.
+//
+// # Schema batchledger.dev/v1
+//
+// The message is one JSON object, UTF-8, smaller than 4096 bytes:
+//
+//	{
+//	  "version": "batchledger.dev/v1",
+//	  "shard": "part-00017",
+//	  "inputRevision": "dataset@2024-06-01",
+//	  "modelRevision": "model-v3.2",
+//	  "output": "s3://bucket/run-42/part-00017.parquet",
+//	  "digest": "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+//	  "records": 120000,
+//	  "valid": 119998,
+//	  "durationSeconds": 812.5
+//	}
+//
+// Fields:
+//
+//   - version (string, required): the schema version, exactly "batchledger.dev/v1".
+//     A message of any other version is rejected as UnknownSchemaVersion, never guessed at.
+//   - shard (string, required): the name of the data shard the worker processed. It must
+//     be the shard the account assigns to the pod's (Job, completion index); a result
+//     claiming another shard is rejected as ForgedClaim.
+//   - inputRevision (string, required): the revision of the input data the worker read.
+//     It must equal the account's spec.inputRevision.
+//   - modelRevision (string, required): the revision of the code or model the worker
+//     ran. It must equal the account's spec.modelRevision.
+//   - output (string, optional): where the output is, e.g. an object-store URL. It is
+//     recorded, not fetched.
+//   - digest (string, required): a content digest of the output, e.g. "sha256:<hex>".
+//     The first accepted result of a shard stands; a later result for the same shard with
+//     another digest is recorded as a Conflict.
+//   - records (integer, optional, default 0): records processed.
+//   - valid (integer, optional, default 0): valid records; 0 <= valid <= records.
+//   - any other field (any JSON value): kept and offered to the acceptance rule as
+//     result.<name>, e.g. result.durationSeconds above. Integers become CEL int, other
+//     numbers CEL double.
+//
+// Field names are case-sensitive and appear at most once. Required strings must be
+// non-empty; a JSON null counts as absent.
+//
+// # Limits and rejections
+//
+// The kubelet truncates a termination message at 4096 bytes, so a message of 4096 bytes
+// or more may have been cut short and is rejected as Oversized; keep results well below
+// that and put large outputs in storage, reporting their location in output. The node
+// also caps the messages of all of a pod's containers together at 12 KiB, so in a pod
+// of many containers a shorter message may be cut: a cut JSON object is incomplete and
+// rejected as Malformed, never read as a shorter result. Each
+// rejection carries a reason (see the Reason constants) and a message that says what is
+// wrong; they are recorded in the account's status.results.
+//
+// # Acceptance rule
+//
+// An account may declare spec.acceptance.rule, a CEL expression over the variable
+// result that must evaluate to true, e.g.
+//
+//	result.valid == result.records && result.records > 0
+//
+// result.version, result.shard, result.inputRevision, result.modelRevision,
+// result.output and result.digest are strings, result.records and result.valid are
+// ints, and other reported fields are dynamically typed (test with has(result.name)
+// before using a field a worker may omit: reading an absent field fails the
+// evaluation, recorded as CriterionError). A rule may be a bare reported boolean such
+// as result.approved; a non-bool value at run time is a CriterionError. Rules are
+// cost-limited (CostLimit): a rule whose worst case exceeds the limit, such as nested
+// comprehensions over reported lists, is refused when the account is admitted, and
+// evaluation stops at the limit in any case.
+//
+// Workers written in Go can build the message with Encode; others write the JSON above.
+package result

@@ -1,0 +1,111 @@
+package result
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"batchledger.dev/batchledger/pkg/account"
+)
+
+// AnnotationResultContainer on a worker pod (set it in the Job's pod template) names the
+// container whose termination message carries the result, for pods whose first
+// container is not the worker (e.g. an injected proxy listed first).
+const AnnotationResultContainer = "batchledger.dev/result-container"
+
+// ResultContainer returns the name of the container that reports pod's result: the one
+// named by AnnotationResultContainer, else the first container of the spec.
+func ResultContainer(pod *corev1.Pod) string {
+	if pod == nil {
+		return ""
+	}
+	if name := pod.Annotations[AnnotationResultContainer]; name != "" {
+		return name
+	}
+	if len(pod.Spec.Containers) > 0 {
+		return pod.Spec.Containers[0].Name
+	}
+	// A pod object stripped of its spec (e.g. a trimmed cache) still has statuses.
+	if len(pod.Status.ContainerStatuses) > 0 {
+		return pod.Status.ContainerStatuses[0].Name
+	}
+	return ""
+}
+
+// MessageOf returns the termination message of pod's result container (see
+// ResultContainer) and whether there is one. It reads the container's current
+// terminated state; only when the container has no current terminated state does it
+// fall back to lastTerminationState, and then only to an attempt that exited 0: the
+// message of an earlier failed attempt must not stand in for the run that succeeded.
+func MessageOf(pod *corev1.Pod) (string, bool) {
+	name := ResultContainer(pod)
+	if name == "" {
+		return "", false
+	}
+	for i := range pod.Status.ContainerStatuses {
+		cs := &pod.Status.ContainerStatuses[i]
+		if cs.Name != name {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil {
+			return t.Message, t.Message != ""
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {
+			return t.Message, t.Message != ""
+		}
+		return "", false
+	}
+	return "", false
+}
+
+// FromPod turns pod's reported result into the account.Result the account core judges:
+// it fills the completion identity (target, Job UID, index) and the pod, decodes the
+// termination message, copies the claim (shard, revisions, digest) and evaluates crit
+// (nil accepts every result). Any failure sets RejectReason and RejectMessage, and the
+// claim is still filled as far as it was read, so the rejection is recorded against
+// the shard the pod claimed. It does not check the claim against the assignment: the
+// account core does, and rejects a forged shard there.
+//
+// Only a Succeeded pod's message counts as a result: a pod that failed or is still
+// running has not completed its index, whatever it wrote.
+func FromPod(target string, jobUID types.UID, index int, pod *corev1.Pod, crit *Criterion) account.Result {
+	res := account.Result{Target: target, JobUID: jobUID, Index: index}
+	reject := func(e *Error) account.Result {
+		res.RejectReason, res.RejectMessage = e.Reason, e.Message
+		return res
+	}
+	if pod == nil {
+		return reject(newError(ReasonMissing, "no pod to read a result from"))
+	}
+	res.Pod, res.PodUID = pod.Name, pod.UID
+	if pod.Status.Phase != corev1.PodSucceeded {
+		return reject(newError(ReasonMissing, "the pod is %s, not Succeeded: only a succeeded pod reports a result", phaseOf(pod)))
+	}
+	container := ResultContainer(pod)
+	msg, ok := MessageOf(pod)
+	if !ok {
+		if container == "" {
+			return reject(newError(ReasonMissing, "the pod has no containers to read a result from"))
+		}
+		return reject(newError(ReasonMissing, "container %q has no termination message: the worker must write its result (JSON, version %q) to /dev/termination-log", container, SchemaVersion))
+	}
+	r, derr := decode(msg)
+	if r != nil {
+		res.Shard, res.InputRevision, res.ModelRevision, res.Digest = r.Shard, r.InputRevision, r.ModelRevision, r.Digest
+	}
+	if derr != nil {
+		return reject(&Error{Reason: derr.Reason, Message: fmt.Sprintf("container %q: %s", container, derr.Message)})
+	}
+	if cerr := crit.Check(r); cerr != nil {
+		return reject(cerr)
+	}
+	return res
+}
+
+func phaseOf(pod *corev1.Pod) string {
+	if pod.Status.Phase == "" {
+		return "in no phase yet"
+	}
+	return string(pod.Status.Phase)
+}

@@ -1,0 +1,186 @@
+package result
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+func terminated(msg string, exit int32) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg}}
+}
+
+// workerPod is a succeeded pod with a proxy and a worker container.
+func workerPod(annotations map[string]string, statuses ...corev1.ContainerStatus) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "job-1-abcde", UID: "pod-uid", Annotations: annotations},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "worker"}, {Name: "proxy"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: statuses},
+	}
+}
+
+func TestMessageOf(t *testing.T) {
+	named := map[string]string{AnnotationResultContainer: "proxy"}
+	tests := []struct {
+		name   string
+		pod    *corev1.Pod
+		want   string
+		wantOK bool
+	}{
+		{"first container", workerPod(nil,
+			corev1.ContainerStatus{Name: "proxy", State: terminated("proxy says", 0)},
+			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)}), "worker says", true},
+		{"annotation names the container", workerPod(named,
+			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)},
+			corev1.ContainerStatus{Name: "proxy", State: terminated("proxy says", 0)}), "proxy says", true},
+		{"annotation names a missing container", workerPod(map[string]string{AnnotationResultContainer: "nope"},
+			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)}), "", false},
+		{"lastTerminationState fallback", workerPod(nil,
+			corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}, LastTerminationState: terminated("earlier run", 0)}), "earlier run", true},
+		{"no fallback to a failed attempt", workerPod(nil,
+			corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}, LastTerminationState: terminated("crashed", 1)}), "", false},
+		{"current state wins over the last one", workerPod(nil,
+			corev1.ContainerStatus{Name: "worker", State: terminated("", 0), LastTerminationState: terminated("earlier run", 0)}), "", false},
+		{"no message", workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated("", 0)}), "", false},
+		{"not terminated", workerPod(nil, corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), "", false},
+		{"no statuses", workerPod(nil), "", false},
+		{"spec stripped: first status", &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "w", State: terminated("m", 0)}}}}, "m", true},
+		{"no containers at all", &corev1.Pod{}, "", false},
+		{"nil pod", nil, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := MessageOf(tc.pod)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("MessageOf = %q, %v; want %q, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestFromPod(t *testing.T) {
+	seed, err := Compile(seedRule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(shard string, records, valid int64) string {
+		s, err := Encode(Report{Shard: shard, InputRevision: "in-1", ModelRevision: "m-3", Digest: "sha256:ab", Records: records, Valid: valid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	withMessage := func(m string) *corev1.Pod {
+		return workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated(m, 0)})
+	}
+	identity := account.Result{Target: "job/ns/train", JobUID: "job-uid", Index: 7, Pod: "job-1-abcde", PodUID: "pod-uid"}
+	claim := func(r account.Result, shard string) account.Result {
+		r.Shard, r.InputRevision, r.ModelRevision, r.Digest = shard, "in-1", "m-3", "sha256:ab"
+		return r
+	}
+	rejected := func(r account.Result, reason string) account.Result {
+		r.RejectReason = reason
+		return r
+	}
+	running := withMessage(msg("part-7", 5, 5))
+	running.Status.Phase = corev1.PodRunning
+
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		crit *Criterion
+		want account.Result
+		say  string // in RejectMessage
+	}{
+		{"good result", withMessage(msg("part-7", 5, 5)), seed, claim(identity, "part-7"), ""},
+		{"good result, no criterion", withMessage(msg("part-7", 0, 0)), nil, claim(identity, "part-7"), ""},
+		// The claim passes through: the account core judges it against the assignment.
+		{"forged shard passes the claim through", withMessage(msg("part-8", 5, 5)), seed, claim(identity, "part-8"), ""},
+		{"malformed message", withMessage(`{"version":"batchledger.dev/v1",`), seed, rejected(identity, ReasonMalformed), `container "worker": the JSON ends`},
+		{"missing field keeps the claim read so far", withMessage(`{"version":"batchledger.dev/v1","shard":"part-7","inputRevision":"in-1","modelRevision":"m-3"}`), seed,
+			func() account.Result {
+				r := rejected(claim(identity, "part-7"), ReasonMissingField)
+				r.Digest = ""
+				return r
+			}(), `"digest"`},
+		{"criterion not met", withMessage(msg("part-7", 5, 4)), seed, rejected(claim(identity, "part-7"), ReasonCriterionNotMet), seedRule},
+		{"no message", withMessage(""), seed, rejected(identity, ReasonMissing), `container "worker" has no termination message`},
+		{"pod not succeeded", running, seed, rejected(identity, ReasonMissing), "Running, not Succeeded"},
+		{"nil pod", nil, seed, func() account.Result { r := rejected(identity, ReasonMissing); r.Pod, r.PodUID = "", ""; return r }(), "no pod"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FromPod("job/ns/train", "job-uid", 7, tc.pod, tc.crit)
+			if got.RejectMessage == "" && got.RejectReason != "" || got.RejectReason == "" && got.RejectMessage != "" {
+				t.Fatalf("reason and message must come together: %+v", got)
+			}
+			if !strings.Contains(got.RejectMessage, tc.say) {
+				t.Errorf("RejectMessage %q does not say %q", got.RejectMessage, tc.say)
+			}
+			got.RejectMessage = ""
+			if got != tc.want {
+				t.Errorf("FromPod =\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFromPodThroughAccount feeds FromPod's results to the account core: the good one is
+// accepted, the forged claim and the malformed one are rejected and recorded.
+func TestFromPodThroughAccount(t *testing.T) {
+	spec := &v1alpha1.BatchAccountSpec{
+		InputRevision: "in-1", ModelRevision: "m-3",
+		Shards:      v1alpha1.ShardPopulation{Names: []string{"A", "B", "C"}},
+		Assignments: []v1alpha1.Assignment{{Target: v1alpha1.TargetRef{Job: "j"}, Indexes: "0-2", Shards: []string{"A", "B", "C"}}},
+		Acceptance:  &v1alpha1.AcceptanceCriterion{RequireResults: true, Rule: seedRule},
+	}
+	crit, err := NewCache(0).Get(spec.Acceptance.Rule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "uid-j"},
+		Spec:   batchv1.JobSpec{Completions: ptr.To[int32](3), CompletionMode: ptr.To(batchv1.IndexedCompletion)},
+		Status: batchv1.JobStatus{CompletedIndexes: "0-2", Succeeded: 3}}
+	pod := func(name, m string) *corev1.Pod {
+		p := workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated(m, 0)})
+		p.Name, p.UID = name, types.UID(name)
+		return p
+	}
+	enc := func(shard string) string {
+		s, err := Encode(Report{Shard: shard, InputRevision: "in-1", ModelRevision: "m-3", Digest: "sha256:" + shard, Records: 3, Valid: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	results := []account.Result{
+		FromPod("job/j", "uid-j", 0, pod("p0", enc("A")), crit),
+		FromPod("job/j", "uid-j", 1, pod("p1", enc("A")), crit), // index 1 is assigned B
+		FromPod("job/j", "uid-j", 2, pod("p2", "{"), crit),
+	}
+	out := account.Compute(account.Input{Namespace: "ns", Generation: 1, Spec: spec,
+		Observations: map[string]account.Observation{"job/j": {Job: job, SuccessfulPods: []account.PodAttempt{{UID: "p0", Index: 0}, {UID: "p1", Index: 1}, {UID: "p2", Index: 2}}}},
+		Results:      results, Now: metav1.Now()})
+	rs := out.Status.Results
+	if rs.Rejected != 2 || len(rs.Rejections) != 2 {
+		t.Fatalf("results summary = %+v; want 2 rejections", rs)
+	}
+	if r := rs.Rejections[0]; r.Pod != "p1" || r.Reason != account.ResultForgedClaim || r.Shard != "A" {
+		t.Errorf("first rejection = %+v; want p1 ForgedClaim of shard A", r)
+	}
+	if r := rs.Rejections[1]; r.Pod != "p2" || r.Reason != ReasonMalformed {
+		t.Errorf("second rejection = %+v; want p2 Malformed", r)
+	}
+}
+
+func workerStatus(msg string) corev1.ContainerStatus {
+	return corev1.ContainerStatus{Name: "worker", State: terminated(msg, 0)}
+}
