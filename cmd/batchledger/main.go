@@ -25,6 +25,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/result"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
 )
 
@@ -78,14 +79,20 @@ func main() {
 		log.Error(err, "registering field indexes")
 		os.Exit(1)
 	}
-	r := &controller.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Metrics: controller.NewMetrics()}
+	metrics := controller.NewMetrics()
+	r := &controller.Reconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"),
+		Metrics: metrics, Criteria: result.NewCache(result.DefaultCacheSize),
+	}
 	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
 		r,
+		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "Job"},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "JobSet"},
 	}
 	if enableWebhooks {
-		setups = append(setups, blwebhook.BatchAccountValidator{})
+		setups = append(setups, blwebhook.BatchAccountValidator{},
+			&blwebhook.PodResultHolder{Reader: mgr.GetClient(), TargetIndex: controller.IndexAccountTarget})
 	}
 	for _, s := range setups {
 		if err := s.SetupWithManager(mgr); err != nil {

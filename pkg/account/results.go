@@ -35,6 +35,10 @@ type Result struct {
 	InputRevision string
 	ModelRevision string
 	Digest        string
+	// Output, Records and Valid are what the result reports of the shard's output; kept
+	// with the result, not judged by the account.
+	Output         string
+	Records, Valid int64
 	// RejectReason and RejectMessage are set when the result could not be decoded or
 	// did not meet the acceptance rule.
 	RejectReason  string

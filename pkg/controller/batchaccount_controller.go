@@ -25,6 +25,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
 )
 
 // FieldManager is the server-side apply field manager batchledger writes under; Kueue's
@@ -39,12 +40,15 @@ type Reconciler struct {
 	Now func() time.Time
 	// Metrics, when set, counts the reconciler's writes.
 	Metrics *Metrics
+	// Criteria caches compiled acceptance rules; created on first use when nil.
+	Criteria *result.Cache
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batchledger.dev,resources=shardresults,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;patch
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch
@@ -61,6 +65,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.Metrics.reconciled()
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	obs := make(map[string]account.Observation, len(m.Targets))
+	seen := make(map[string]observed, len(m.Targets))
 	workloads := map[types.UID]*kueue.Workload{}
 	for _, t := range m.Targets {
 		o, err := r.observeTarget(ctx, ba.Namespace, t)
@@ -69,10 +74,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if o.obs.Job != nil {
 			obs[t.Key] = o.obs
+			seen[t.Key] = o
 		}
 		if o.workload != nil {
 			workloads[o.workload.UID] = o.workload
 		}
+	}
+	results, err := r.captureResults(ctx, &ba, m, seen)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	out := account.Compute(account.Input{
 		Namespace:    ba.Namespace,
@@ -80,6 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Spec:         &ba.Spec,
 		Previous:     &ba.Status,
 		Observations: obs,
+		Results:      results,
 		Now:          metav1.NewTime(r.now()),
 	})
 	if !equality.Semantic.DeepEqual(out.Status, ba.Status) {

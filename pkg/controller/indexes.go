@@ -65,6 +65,9 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	if err := fi.IndexField(ctx, &kueue.Workload{}, IndexOwnerUID, ownerUID); err != nil {
 		return err
 	}
+	if err := fi.IndexField(ctx, &v1alpha1.ShardResults{}, IndexResultPod, resultPods); err != nil {
+		return err
+	}
 	return fi.IndexField(ctx, &corev1.Pod{}, IndexOwnerUID, ownerUID)
 }
 

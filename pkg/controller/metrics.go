@@ -11,6 +11,8 @@ type Metrics struct {
 	Reconciles     prometheus.Counter
 	StatusWrites   prometheus.Counter
 	WorkloadWrites prometheus.Counter
+	ResultWrites   prometheus.Counter
+	PodReleases    prometheus.Counter
 }
 
 // NewMetrics creates the counters and registers them with controller-runtime's registry,
@@ -26,8 +28,14 @@ func NewMetrics() *Metrics {
 		WorkloadWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "batchledger_workload_condition_writes_total", Help: "Server-side applies of batchledger conditions on Kueue Workloads.",
 		}),
+		ResultWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "batchledger_result_chunk_writes_total", Help: "Writes of ShardResults chunks recording captured results.",
+		}),
+		PodReleases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "batchledger_pod_releases_total", Help: "Result-capture finalizers removed from pods.",
+		}),
 	}
-	metrics.Registry.MustRegister(m.Reconciles, m.StatusWrites, m.WorkloadWrites)
+	metrics.Registry.MustRegister(m.Reconciles, m.StatusWrites, m.WorkloadWrites, m.ResultWrites, m.PodReleases)
 	return m
 }
 
@@ -46,5 +54,17 @@ func (m *Metrics) statusWritten() {
 func (m *Metrics) workloadWritten() {
 	if m != nil {
 		m.WorkloadWrites.Inc()
+	}
+}
+
+func (m *Metrics) resultsWritten() {
+	if m != nil {
+		m.ResultWrites.Inc()
+	}
+}
+
+func (m *Metrics) podReleased() {
+	if m != nil {
+		m.PodReleases.Inc()
 	}
 }

@@ -93,6 +93,7 @@ func FromPod(target string, jobUID types.UID, index int, pod *corev1.Pod, crit *
 	r, derr := decode(msg)
 	if r != nil {
 		res.Shard, res.InputRevision, res.ModelRevision, res.Digest = r.Shard, r.InputRevision, r.ModelRevision, r.Digest
+		res.Output, res.Records, res.Valid = r.Output, r.Records, r.Valid
 	}
 	if derr != nil {
 		return reject(&Error{Reason: derr.Reason, Message: fmt.Sprintf("container %q: %s", container, derr.Message)})

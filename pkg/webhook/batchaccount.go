@@ -14,6 +14,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
 )
 
 // ValidatePath is where the BatchAccount validating webhook is served.
@@ -69,6 +70,11 @@ func (BatchAccountValidator) ValidateDelete(context.Context, *v1alpha1.BatchAcco
 }
 
 func validateSpec(ba *v1alpha1.BatchAccount) error {
+	if a := ba.Spec.Acceptance; a != nil && a.Rule != "" {
+		if _, err := result.Compile(a.Rule); err != nil {
+			return fmt.Errorf("BatchAccount %s: spec.acceptance.rule: %w", ba.Name, err)
+		}
+	}
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	if len(m.Problems) == 0 {
 		return nil

@@ -1,0 +1,105 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Labels and finalizers of result capture.
+const (
+	// LabelAccount names the BatchAccount a ShardResults chunk belongs to.
+	LabelAccount = "batchledger.dev/account"
+	// ResultFinalizer holds a succeeded pod of an accounted Job until its reported result
+	// is recorded, so that a pod deleted right after it succeeded, while the controller
+	// was down, still has its result read (the pattern of the Job controller's
+	// batch.kubernetes.io/job-tracking finalizer).
+	ResultFinalizer = "batchledger.dev/result-capture"
+	// ResultsPerChunk is the span of shard ordinals one ShardResults object covers, so a
+	// 100,000-shard batch spreads its results over 400 objects far below etcd's limit.
+	ResultsPerChunk = 256
+)
+
+// RecordedResult is one reported result as captured from a pod, with the verdict of the
+// decoder and the acceptance rule at capture time. Whether it stands (assignment,
+// revisions, first-result-wins) is decided by the account.
+type RecordedResult struct {
+	// Ordinal is the shard ordinal assigned to the pod's (Job, index); -1 when none is.
+	Ordinal int32 `json:"ordinal"`
+	// Shard is the shard the result claims.
+	// +optional
+	Shard string `json:"shard,omitempty"`
+	// Target is the account target key of the pod's Job.
+	Target string `json:"target"`
+	// JobUID and Index are the pod's completion identity.
+	JobUID types.UID `json:"jobUID"`
+	// Index is the pod's completion index.
+	Index int32 `json:"index"`
+	// Pod is the name of the pod that reported the result.
+	Pod string `json:"pod"`
+	// PodUID is the UID of that pod.
+	PodUID types.UID `json:"podUID"`
+	// InputRevision the result claims.
+	// +optional
+	InputRevision string `json:"inputRevision,omitempty"`
+	// ModelRevision the result claims.
+	// +optional
+	ModelRevision string `json:"modelRevision,omitempty"`
+	// Output is where the worker wrote the shard's output.
+	// +optional
+	Output string `json:"output,omitempty"`
+	// Digest of the output.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Records processed.
+	// +optional
+	Records int64 `json:"records,omitempty"`
+	// Valid records.
+	// +optional
+	Valid int64 `json:"valid,omitempty"`
+	// RejectReason is set when the message could not be decoded or failed the rule.
+	// +optional
+	RejectReason string `json:"rejectReason,omitempty"`
+	// RejectMessage says why, in words.
+	// +optional
+	RejectMessage string `json:"rejectMessage,omitempty"`
+	// RecordedAt is when the result was captured; results are judged in this order.
+	RecordedAt metav1.Time `json:"recordedAt"`
+}
+
+// ShardResults holds the captured results of one span of shard ordinals of an account
+// (ResultsPerChunk of them), owned by the account. Results live here, not in the account
+// status, so that a batch of 100,000 shards never overflows one object.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:categories=batchledger
+// +kubebuilder:printcolumn:name="Account",type=string,JSONPath=`.account`
+// +kubebuilder:printcolumn:name="First",type=integer,JSONPath=`.firstOrdinal`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ShardResults struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Account is the BatchAccount the results belong to.
+	Account string `json:"account"`
+	// FirstOrdinal is the first shard ordinal of the chunk's span; -1 for results of
+	// identities that are assigned no shard.
+	FirstOrdinal int32 `json:"firstOrdinal"`
+	// Results in capture order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4096
+	Results []RecordedResult `json:"results,omitempty"`
+}
+
+// ShardResultsList is a list of ShardResults.
+//
+// +kubebuilder:object:root=true
+type ShardResultsList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ShardResults `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ShardResults{}, &ShardResultsList{})
+}

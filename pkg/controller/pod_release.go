@@ -1,0 +1,148 @@
+package controller
+
+import (
+	"context"
+	"strconv"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// PodReleaser removes the result-capture finalizer from a pod as soon as holding it
+// serves no purpose: its result is recorded, it did not succeed (no result to read), or
+// no account requiring results names its Job any more. Pods are held only while a
+// result would otherwise be lost.
+type PodReleaser struct {
+	client.Client
+	Metrics *Metrics
+}
+
+// Reconcile releases one pod when it may go.
+func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pod corev1.Pod
+	if err := r.Get(ctx, req.NamespacedName, &pod); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	hold, err := r.mustHold(ctx, &pod)
+	if err != nil || hold {
+		return ctrl.Result{}, err
+	}
+	// A JSON patch with a test on the finalizer list: never drop a finalizer another
+	// controller added in between (the Job controller's job-tracking one above all).
+	i := slices.Index(pod.Finalizers, v1alpha1.ResultFinalizer)
+	patch := client.RawPatch(types.JSONPatchType, []byte(`[`+
+		`{"op":"test","path":"/metadata/finalizers/`+strconv.Itoa(i)+`","value":"`+v1alpha1.ResultFinalizer+`"},`+
+		`{"op":"remove","path":"/metadata/finalizers/`+strconv.Itoa(i)+`"}]`))
+	if err := r.Patch(ctx, &pod, patch); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Metrics.podReleased()
+	return ctrl.Result{}, nil
+}
+
+// mustHold is whether the pod's result still has to be recorded before it may go.
+func (r *PodReleaser) mustHold(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	if pod.Status.Phase != corev1.PodSucceeded {
+		// Failed, or deleted before it finished: there is no result to wait for.
+		return pod.Status.Phase != corev1.PodFailed && pod.DeletionTimestamp == nil, nil
+	}
+	var recorded v1alpha1.ShardResultsList
+	if err := r.List(ctx, &recorded, client.InNamespace(pod.Namespace), client.MatchingFields{IndexResultPod: string(pod.UID)}); err != nil {
+		return false, err
+	}
+	if len(recorded.Items) > 0 {
+		return false, nil
+	}
+	accounts, err := accountsRequiringResults(ctx, r.Client, pod.Namespace, podTargetKeys(pod))
+	return len(accounts) > 0, err
+}
+
+func podTargetKeys(pod *corev1.Pod) []string {
+	name := pod.Labels[batchv1.JobNameLabel]
+	if name == "" {
+		return nil
+	}
+	return targetKeysOfJob(pod.Labels, name)
+}
+
+// accountsRequiringResults lists the accounts naming one of keys that capture results.
+func accountsRequiringResults(ctx context.Context, c client.Client, namespace string, keys []string) ([]v1alpha1.BatchAccount, error) {
+	var out []v1alpha1.BatchAccount
+	for _, k := range keys {
+		var list v1alpha1.BatchAccountList
+		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexAccountTarget: k}); err != nil {
+			return nil, err
+		}
+		for _, ba := range list.Items {
+			if requiresResults(&ba) && ba.DeletionTimestamp == nil {
+				out = append(out, ba)
+			}
+		}
+	}
+	return out, nil
+}
+
+// SetupWithManager watches held pods, the result chunks that record them, and account
+// deletions that leave pods held for nothing.
+func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
+	held := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return slices.Contains(o.GetFinalizers(), v1alpha1.ResultFinalizer)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}, builder.WithPredicates(held)).
+		Watches(&v1alpha1.ShardResults{}, handler.EnqueueRequestsFromMapFunc(recordedPods)).
+		Watches(&v1alpha1.BatchAccount{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfAccount),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(_ event.CreateEvent) bool { return false },
+				UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectNew.GetDeletionTimestamp() != nil },
+			})).
+		Named("pod-release").
+		Complete(r)
+}
+
+func recordedPods(_ context.Context, obj client.Object) []reconcile.Request {
+	sr := obj.(*v1alpha1.ShardResults)
+	reqs := make([]reconcile.Request, 0, len(sr.Results))
+	for _, res := range sr.Results {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sr.Namespace, Name: res.Pod}})
+	}
+	return reqs
+}
+
+// heldPodsOfAccount wakes the held pods of a deleted account's targets.
+func (r *PodReleaser) heldPodsOfAccount(ctx context.Context, obj client.Object) []reconcile.Request {
+	ba := obj.(*v1alpha1.BatchAccount)
+	var reqs []reconcile.Request
+	for _, a := range ba.Spec.Assignments {
+		sel := client.MatchingLabels{batchv1.JobNameLabel: a.Target.Job}
+		if a.Target.JobSet != "" {
+			sel = client.MatchingLabels{jobsetapi.JobSetNameKey: a.Target.JobSet}
+		}
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), sel); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing held pods of a deleted account")
+			continue
+		}
+		for _, p := range pods.Items {
+			if slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+			}
+		}
+	}
+	return reqs
+}

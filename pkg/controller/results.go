@@ -1,0 +1,163 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
+)
+
+// IndexResultPod indexes ShardResults by the UIDs of the pods whose results they hold, so
+// that the pod releaser can tell in O(1) whether a held pod's result is recorded.
+const IndexResultPod = "batchledger.dev/result-pod"
+
+func resultPods(obj client.Object) []string {
+	sr := obj.(*v1alpha1.ShardResults)
+	out := make([]string, len(sr.Results))
+	for i, r := range sr.Results {
+		out[i] = string(r.PodUID)
+	}
+	return out
+}
+
+// requiresResults is whether an account captures results at all; accounts that do not
+// never hold pods nor record messages.
+func requiresResults(ba *v1alpha1.BatchAccount) bool {
+	return ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults
+}
+
+// chunkName names the ShardResults object holding results of a shard ordinal.
+func chunkName(account string, ordinal int) (string, int32) {
+	if ordinal < 0 {
+		return account + "-unassigned", -1
+	}
+	first := ordinal / v1alpha1.ResultsPerChunk * v1alpha1.ResultsPerChunk
+	return fmt.Sprintf("%s-%d", account, first/v1alpha1.ResultsPerChunk), int32(first)
+}
+
+// captureResults records the result of every succeeded pod of the account's targets that
+// is not recorded yet, writing only the chunks that changed, and returns every recorded
+// result in capture order. A result is recorded before the pod that reported it is
+// released (see PodReleaser), so none is lost.
+func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping, obs map[string]observed) ([]account.Result, error) {
+	if !requiresResults(ba) {
+		return nil, nil
+	}
+	var list v1alpha1.ShardResultsList
+	if err := r.List(ctx, &list, client.InNamespace(ba.Namespace), client.MatchingLabels{v1alpha1.LabelAccount: ba.Name}); err != nil {
+		return nil, err
+	}
+	chunks := map[string]*v1alpha1.ShardResults{}
+	recorded := map[types.UID]bool{}
+	for i := range list.Items {
+		c := &list.Items[i]
+		chunks[c.Name] = c
+		for _, res := range c.Results {
+			recorded[res.PodUID] = true
+		}
+	}
+	crit, critErr := r.criteria().Get(ba.Spec.Acceptance.Rule)
+	dirty := map[string]bool{}
+	now := metav1.NewTime(r.now())
+	for _, t := range m.Targets {
+		o, ok := obs[t.Key]
+		if !ok {
+			continue
+		}
+		for i := range o.pods {
+			pod := &o.pods[i]
+			idx, indexed := account.CompletionIndex(pod)
+			if pod.Status.Phase != corev1.PodSucceeded || !indexed || recorded[pod.UID] || !metav1.IsControlledBy(pod, o.obs.Job) {
+				continue
+			}
+			res := result.FromPod(t.Key, o.obs.Job.UID, idx, pod, crit)
+			if critErr != nil && res.RejectReason == "" {
+				res.RejectReason, res.RejectMessage = result.ReasonCriterionError, critErr.Error()
+			}
+			ordinal, assigned := m.ShardOf(t.Key, idx)
+			if !assigned {
+				ordinal = -1
+			}
+			name, first := chunkName(ba.Name, ordinal)
+			c := chunks[name]
+			if c == nil {
+				c = newChunk(ba, name, first)
+				chunks[name] = c
+			}
+			c.Results = append(c.Results, recordedResult(res, ordinal, now))
+			recorded[pod.UID] = true
+			dirty[name] = true
+		}
+	}
+	for name := range dirty {
+		c := chunks[name]
+		var err error
+		if c.ResourceVersion == "" {
+			err = r.Create(ctx, c)
+		} else {
+			err = r.Update(ctx, c)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("recording results in ShardResults %s: %w", name, err)
+		}
+		r.Metrics.resultsWritten()
+	}
+	var all []v1alpha1.RecordedResult
+	for _, c := range chunks {
+		all = append(all, c.Results...)
+	}
+	slices.SortStableFunc(all, func(a, b v1alpha1.RecordedResult) int {
+		return cmp.Or(a.RecordedAt.Compare(b.RecordedAt.Time), cmp.Compare(a.Pod, b.Pod))
+	})
+	out := make([]account.Result, len(all))
+	for i, rr := range all {
+		out[i] = accountResult(rr)
+	}
+	return out, nil
+}
+
+func newChunk(ba *v1alpha1.BatchAccount, name string, first int32) *v1alpha1.ShardResults {
+	return &v1alpha1.ShardResults{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ba.Namespace,
+			Labels:          map[string]string{v1alpha1.LabelAccount: ba.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ba, v1alpha1.GroupVersion.WithKind("BatchAccount"))},
+		},
+		Account:      ba.Name,
+		FirstOrdinal: first,
+	}
+}
+
+func recordedResult(r account.Result, ordinal int, at metav1.Time) v1alpha1.RecordedResult {
+	return v1alpha1.RecordedResult{
+		Ordinal: int32(ordinal), Shard: r.Shard, Target: r.Target, JobUID: r.JobUID, Index: int32(r.Index),
+		Pod: r.Pod, PodUID: r.PodUID, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision,
+		Output: r.Output, Digest: r.Digest, Records: r.Records, Valid: r.Valid,
+		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: at,
+	}
+}
+
+func accountResult(r v1alpha1.RecordedResult) account.Result {
+	return account.Result{
+		Target: r.Target, JobUID: r.JobUID, Index: int(r.Index), Pod: r.Pod, PodUID: r.PodUID,
+		Shard: r.Shard, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision, Digest: r.Digest,
+		Output: r.Output, Records: r.Records, Valid: r.Valid,
+		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage,
+	}
+}
+
+func (r *Reconciler) criteria() *result.Cache {
+	if r.Criteria == nil {
+		r.Criteria = result.NewCache(result.DefaultCacheSize)
+	}
+	return r.Criteria
+}
