@@ -82,8 +82,11 @@ func TestFromPod(t *testing.T) {
 		return workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated(m, 0)})
 	}
 	identity := account.Result{Target: "job/ns/train", JobUID: "job-uid", Index: 7, Pod: "job-1-abcde", PodUID: "pod-uid"}
-	claim := func(r account.Result, shard string) account.Result {
+	claim := func(r account.Result, shard string, counts ...int64) account.Result {
 		r.Shard, r.InputRevision, r.ModelRevision, r.Digest = shard, "in-1", "m-3", "sha256:ab"
+		if len(counts) == 2 {
+			r.Records, r.Valid = counts[0], counts[1]
+		}
 		return r
 	}
 	rejected := func(r account.Result, reason string) account.Result {
@@ -100,10 +103,10 @@ func TestFromPod(t *testing.T) {
 		want account.Result
 		say  string // in RejectMessage
 	}{
-		{"good result", withMessage(msg("part-7", 5, 5)), seed, claim(identity, "part-7"), ""},
+		{"good result", withMessage(msg("part-7", 5, 5)), seed, claim(identity, "part-7", 5, 5), ""},
 		{"good result, no criterion", withMessage(msg("part-7", 0, 0)), nil, claim(identity, "part-7"), ""},
 		// The claim passes through: the account core judges it against the assignment.
-		{"forged shard passes the claim through", withMessage(msg("part-8", 5, 5)), seed, claim(identity, "part-8"), ""},
+		{"forged shard passes the claim through", withMessage(msg("part-8", 5, 5)), seed, claim(identity, "part-8", 5, 5), ""},
 		{"malformed message", withMessage(`{"version":"batchledger.dev/v1",`), seed, rejected(identity, ReasonMalformed), `container "worker": the JSON ends`},
 		{"missing field keeps the claim read so far", withMessage(`{"version":"batchledger.dev/v1","shard":"part-7","inputRevision":"in-1","modelRevision":"m-3"}`), seed,
 			func() account.Result {
@@ -111,7 +114,7 @@ func TestFromPod(t *testing.T) {
 				r.Digest = ""
 				return r
 			}(), `"digest"`},
-		{"criterion not met", withMessage(msg("part-7", 5, 4)), seed, rejected(claim(identity, "part-7"), ReasonCriterionNotMet), seedRule},
+		{"criterion not met", withMessage(msg("part-7", 5, 4)), seed, rejected(claim(identity, "part-7", 5, 4), ReasonCriterionNotMet), seedRule},
 		{"no message", withMessage(""), seed, rejected(identity, ReasonMissing), `container "worker" has no termination message`},
 		{"pod not succeeded", running, seed, rejected(identity, ReasonMissing), "Running, not Succeeded"},
 		{"nil pod", nil, seed, func() account.Result { r := rejected(identity, ReasonMissing); r.Pod, r.PodUID = "", ""; return r }(), "no pod"},

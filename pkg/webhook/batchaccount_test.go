@@ -22,6 +22,9 @@ func TestValidateCreate(t *testing.T) {
 		{"IJ245", wrappers.MakeBatchAccount("ij245", "ml").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj(), ""},
 		{"all to A", wrappers.MakeBatchAccount("a", "ml").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").Obj(), "DuplicateShard: shard A is assigned twice"},
 		{"other namespace", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").TargetNamespace("prod").Obj(), `CrossNamespaceTarget: assignments[0] names a target in namespace "prod"`},
+		{"acceptance rule that does not compile", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").RequireResults("result.valid ==").Obj(), "spec.acceptance.rule"},
+		{"acceptance rule that is not boolean", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").RequireResults("result.records + 1").Obj(), "spec.acceptance.rule"},
+		{"the seed's acceptance rule", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").RequireResults("result.valid == result.records && result.records > 0").Obj(), ""},
 		{"same namespace spelled out", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").TargetNamespace("ml").Obj(), ""},
 	}
 	for _, tc := range cases {
