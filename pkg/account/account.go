@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -229,7 +230,31 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 		}
 	}
 	s.AttemptLedger, s.SuccessfulAttempts, s.RepeatedIndexes = attempts(prev, ts.obs.SuccessfulPods, f.completed)
+	keepObservationPoints(&s, prev)
 	return s, superseded
+}
+
+// keepObservationPoints keeps the previous resourceVersions when nothing the account
+// reports of the Job or the Workload changed. An observation point is where the reported
+// facts were read; a newer resourceVersion with the same facts (a label, a finalizer, or
+// batchledger's own conditions on the Workload) is no new observation, and recording it
+// would turn every write of ours into another status write.
+func keepObservationPoints(s *v1alpha1.TargetStatus, prev *v1alpha1.TargetStatus) {
+	if prev == nil {
+		return
+	}
+	if prev.Workload != nil && s.Workload != nil {
+		w := *s.Workload
+		w.ObservedResourceVersion = prev.Workload.ObservedResourceVersion
+		if equality.Semantic.DeepEqual(&w, prev.Workload) {
+			s.Workload = &w
+		}
+	}
+	cur := *s
+	cur.ObservedResourceVersion = prev.ObservedResourceVersion
+	if equality.Semantic.DeepEqual(&cur, prev) {
+		s.ObservedResourceVersion = prev.ObservedResourceVersion
+	}
 }
 
 // attempts merges the pods seen now into the ledger of repeated indexes. Attempts are

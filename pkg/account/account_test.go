@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -296,5 +297,24 @@ func TestLargeAccountMessagesStayBounded(t *testing.T) {
 	}
 	if !strings.Contains(st.Shards.Missing, "more") {
 		t.Errorf("missing summary not bounded: %q", st.Shards.Missing[:min(80, len(st.Shards.Missing))])
+	}
+}
+
+// TestObservationPointsMoveOnlyWithFacts: a new resourceVersion of the Job or Workload
+// that changes nothing the account reports (our own Workload conditions, a label) keeps
+// the recorded observation point, so the status is not rewritten; a real change moves it.
+func TestObservationPointsMoveOnlyWithFacts(t *testing.T) {
+	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").obj()
+	wl := func(rv string, admitted bool) *v1alpha1.WorkloadObservation {
+		return &v1alpha1.WorkloadObservation{Name: "w", Admitted: admitted, ObservedResourceVersion: rv}
+	}
+	first := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).completed("0", 1).resourceVersion("10").obj(), Workload: wl("100", true)}}).Status
+	same := step(t, spec, &first, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).completed("0", 1).resourceVersion("11").obj(), Workload: wl("101", true)}}).Status
+	if !equality.Semantic.DeepEqual(first, same) {
+		t.Errorf("status changed without a new fact:\n%+v\n%+v", first.Targets[0], same.Targets[0])
+	}
+	moved := step(t, spec, &same, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).completed("0,1", 2).resourceVersion("12").obj(), Workload: wl("102", false)}}).Status
+	if tg := moved.Targets[0]; tg.ObservedResourceVersion != "12" || tg.Workload.ObservedResourceVersion != "102" {
+		t.Errorf("observation points did not move with the facts: job %q workload %q", tg.ObservedResourceVersion, tg.Workload.ObservedResourceVersion)
 	}
 }

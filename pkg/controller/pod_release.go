@@ -2,8 +2,8 @@ package controller
 
 import (
 	"context"
-	"strconv"
 	"slices"
+	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"

@@ -1,0 +1,373 @@
+package batchledger
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/e2e/framework"
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestCrossJobAccountSurvivesPreemption: two low-priority Jobs of two indexes carry four
+// shards; a high-priority batch preempts one of them mid-run. Kueue suspends the evicted
+// Job, its completed index stays, and after re-admission the batch completes.
+func TestCrossJobAccountSurvivesPreemption(t *testing.T) {
+	f := framework.New(t)
+	framework.EnsureGPUFlavors(t)
+	cq := wrappers.MakeClusterQueue(f.Namespace + "-pq").WithinClusterQueue(kueue.PreemptionPolicyLowerPriority).
+		ResourceGroup(wrappers.GPUFlavorQuotas("h100", "64", "512Gi", "4")).Obj()
+	f.Create(cq)
+	f.Create(wrappers.MakeLocalQueue("default", f.Namespace).ClusterQueue(cq.Name).Obj())
+	framework.WaitForClusterQueueActive(t, cq.Name)
+	f.Create(wrappers.MakeWorkloadPriorityClass(f.Namespace + "-low").PriorityValue(10).Obj())
+	f.Create(wrappers.MakeWorkloadPriorityClass(f.Namespace + "-high").PriorityValue(1000).Obj())
+
+	j := wrappers.MakeJob("j", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).PriorityClass(f.Namespace + "-low").Obj()
+	k := wrappers.MakeJob("k", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).PriorityClass(f.Namespace + "-low").Obj()
+	f.Create(j)
+	f.Create(k)
+	f.Create(wrappers.MakeBatchAccount("cross", f.Namespace).Shards("A", "B", "C", "D").
+		AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").Obj())
+	framework.RunningPods(t, j, 2)
+	framework.RunningPods(t, k, 2)
+	framework.FinishIndexPod(t, j, 0, 0, "")
+	framework.FinishIndexPod(t, k, 0, 0, "")
+	waitAccount(t, f, "cross", "2/4 shards covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 2 })
+
+	// Kueue counts succeeded pods as reclaimable quota, so j and k hold 2 GPUs now: the
+	// urgent batch needs 3 and must preempt one of them.
+	high := wrappers.MakeJob("urgent", f.Namespace).Indexed(3).Parallelism(3).Queue("default").GPU(1).PriorityClass(f.Namespace + "-high").Obj()
+	f.Create(high)
+	var evicted *batchv1.Job
+	var evictedWl *kueue.Workload
+	framework.Eventually(t, framework.DefaultTimeout, "one of j, k evicted by the urgent batch", func() (bool, string, error) {
+		for _, job := range []*batchv1.Job{j, k} {
+			wl := framework.WorkloadFor(t, job)
+			if apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadEvicted) {
+				evicted, evictedWl = job, wl
+				return true, "", nil
+			}
+		}
+		return false, "no eviction yet", nil
+	})
+	framework.WaitFor(t, evicted, framework.DefaultTimeout, "suspended by Kueue", func(job *batchv1.Job) bool {
+		return job.Spec.Suspend != nil && *job.Spec.Suspend
+	})
+	if evicted.Status.CompletedIndexes != "0" {
+		t.Errorf("evicted Job %s completedIndexes = %q, want 0 kept", evicted.Name, evicted.Status.CompletedIndexes)
+	}
+	ba := waitAccount(t, f, "cross", "eviction recorded", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/"+evicted.Name)
+		return tg != nil && tg.Workload != nil && tg.Workload.Evicted
+	})
+	if ba.Status.Shards.Covered != 2 {
+		t.Errorf("coverage after eviction = %d, want 2 kept", ba.Status.Shards.Covered)
+	}
+	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionAdmitted, metav1.ConditionFalse, ""); !ok {
+		t.Errorf("Admitted after eviction: %s", s)
+	}
+
+	// The urgent batch finishes; the evicted Job is re-admitted and resumes only index 1.
+	framework.RunningPods(t, high, 3)
+	for i := range 3 {
+		framework.FinishIndexPod(t, high, i, 0, "")
+	}
+	framework.WaitForWorkloadCondition(t, evictedWl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
+	for _, job := range []*batchv1.Job{j, k} {
+		framework.FinishIndexPod(t, job, 1, 0, "")
+	}
+	ba = waitAccount(t, f, "cross", "all four shards covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 4 })
+	waitAccountCondition(t, f, "cross", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	if tg := target(ba, "job/"+evicted.Name); tg.CompletedIndexes != "0,1" || tg.UID != evicted.UID {
+		t.Errorf("evicted target after re-admission = %+v; same identity, both indexes", tg)
+	}
+}
+
+// TestJobSetRestartMovesCoverageToHistory: a JobSet (workers: 2 replicas x 4 indexes =
+// 8 shards) restarts after a failure. Every child Job is recreated with a new UID; the
+// old identities and their coverage go to history and the verdict is about the new attempt.
+func TestJobSetRestartMovesCoverageToHistory(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "16")
+	worker := wrappers.MakeJob("", "").Indexed(4).Parallelism(4).GPU(1).BackoffLimit(0).Obj()
+	js := wrappers.MakeJobSet("train", f.Namespace).Queue("default").MaxRestarts(1).
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(worker).Obj()).Obj()
+	f.Create(js)
+	f.Create(wrappers.MakeBatchAccount("train", f.Namespace).ShardCount("s", 8).
+		AssignJobSet("train", "workers", 0, "0-3", "0-3").AssignJobSet("train", "workers", 1, "0-3", "4-7").Obj())
+
+	w0, w1 := childJob(t, f, "train-workers-0", ""), childJob(t, f, "train-workers-1", "")
+	framework.RunningPods(t, w0, 4)
+	framework.RunningPods(t, w1, 4)
+	oldUIDs := map[types.UID]bool{w0.UID: true, w1.UID: true}
+	for i := range 4 {
+		framework.FinishIndexPod(t, w0, i, 0, "")
+	}
+	framework.FinishIndexPod(t, w1, 0, 0, "")
+	waitAccount(t, f, "train", "5/8 covered before the restart", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 5 })
+
+	// Index 1 of workers-1 fails: backoffLimit 0 fails the Job and the JobSet restarts.
+	framework.FinishIndexPod(t, w1, 1, 1, "")
+	ba := waitAccount(t, f, "train", "both identities superseded", func(ba *v1alpha1.BatchAccount) bool {
+		t0, t1 := target(ba, "jobset/train/workers/0"), target(ba, "jobset/train/workers/1")
+		return len(ba.Status.History) >= 2 && t0 != nil && t1 != nil && t0.RestartAttempt == 1 && t1.RestartAttempt == 1
+	})
+	for _, h := range ba.Status.History {
+		if !oldUIDs[h.UID] {
+			t.Errorf("history holds %s (%s), not a superseded identity", h.UID, h.Job)
+		}
+	}
+	var hist []string
+	for _, h := range ba.Status.History {
+		hist = append(hist, h.Job+"="+h.CompletedIndexes)
+	}
+	if got := strings.Join(hist, " "); !strings.Contains(got, "train-workers-0=0-3") {
+		t.Errorf("history %q must keep workers-0's coverage 0-3", got)
+	}
+	if ba.Status.Shards.Covered != 0 {
+		t.Errorf("covered %d after the restart; the current attempt covered nothing yet", ba.Status.Shards.Covered)
+	}
+	for _, key := range []string{"jobset/train/workers/0", "jobset/train/workers/1"} {
+		if oldUIDs[target(ba, key).UID] {
+			t.Errorf("%s still judged on its superseded identity", key)
+		}
+	}
+
+	// The new attempt runs every index again.
+	w0, w1 = childJob(t, f, "train-workers-0", w0.UID), childJob(t, f, "train-workers-1", w1.UID)
+	framework.RunningPods(t, w0, 4)
+	framework.RunningPods(t, w1, 4)
+	for i := range 4 {
+		framework.FinishIndexPod(t, w0, i, 0, "")
+		framework.FinishIndexPod(t, w1, i, 0, "")
+	}
+	waitAccountCondition(t, f, "train", v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, account.ReasonAllShardsCovered)
+	framework.WaitFor(t, js, framework.DefaultTimeout, "JobSet Completed", func(js *jobset.JobSet) bool {
+		return apimeta.IsStatusConditionTrue(js.Status.Conditions, string(jobset.JobSetCompleted))
+	})
+	wl := framework.WorkloadFor(t, js)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+}
+
+// TestControllerRestartRebuildsTheAccount: the controller is down while the batch
+// progresses; after restart it reaches the account a running controller would have.
+func TestControllerRestartRebuildsTheAccount(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	job := wrappers.MakeJob("j", f.Namespace).Indexed(4).Parallelism(4).Queue("default").GPU(1).Obj()
+	f.Create(job)
+	f.Create(wrappers.MakeBatchAccount("restart", f.Namespace).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj())
+	framework.RunningPods(t, job, 4)
+	framework.FinishIndexPod(t, job, 0, 0, "")
+	framework.FinishIndexPod(t, job, 1, 0, "")
+	framework.CopyIndexPodAsSucceeded(t, job, 1, "")
+	waitAccount(t, f, "restart", "3 attempts over 0,1", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/j")
+		return tg != nil && tg.CompletedIndexes == "0,1" && tg.SuccessfulAttempts == 3
+	})
+
+	framework.StopBatchledger(t)
+	framework.FinishIndexPod(t, job, 2, 0, "")
+	framework.FinishIndexPod(t, job, 3, 0, "")
+	framework.WaitFor(t, job, framework.DefaultTimeout, "Complete", func(j *batchv1.Job) bool {
+		return apimeta.IsStatusConditionTrue(jobConds(j), string(batchv1.JobComplete))
+	})
+	framework.StartBatchledger(t)
+
+	ba := waitAccount(t, f, "restart", "account rebuilt to Accepted", func(ba *v1alpha1.BatchAccount) bool {
+		ok, _ := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+		return ok
+	})
+	tg := target(ba, "job/j")
+	if tg.CompletedIndexes != "0-3" || tg.SuccessfulAttempts != 5 || tg.RepeatedIndexes != "1" || tg.Terminal != "Complete" {
+		t.Errorf("target after restart = completed %q attempts %d repeated %q terminal %q; want 0-3, 5 (the ledger kept index 1's repeat), 1, Complete",
+			tg.CompletedIndexes, tg.SuccessfulAttempts, tg.RepeatedIndexes, tg.Terminal)
+	}
+	wl := framework.WorkloadFor(t, job)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+}
+
+// childJob waits for a JobSet child Job of that name whose UID is not old, and returns it.
+func childJob(t *testing.T, f *framework.Framework, name string, old types.UID) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	framework.Eventually(t, framework.DefaultTimeout, "child Job "+name, func() (bool, string, error) {
+		err := f.Client.Get(f.Ctx, client.ObjectKey{Namespace: f.Namespace, Name: name}, job)
+		if apierrors.IsNotFound(err) {
+			return false, "not created yet", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return job.UID != old && job.DeletionTimestamp == nil, "still the old identity " + string(job.UID), nil
+	})
+	return job
+}
+
+func jobConds(j *batchv1.Job) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range j.Status.Conditions {
+		out = append(out, metav1.Condition{Type: string(c.Type), Status: metav1.ConditionStatus(c.Status)})
+	}
+	return out
+}
+
+// TestBadAccounts: each malformed account is rejected or reported with its own reason.
+func TestBadAccounts(t *testing.T) {
+	f := framework.New(t)
+	cases := []struct {
+		name string
+		ba   *v1alpha1.BatchAccount
+		want string
+	}{
+		{"target in another namespace", wrappers.MakeBatchAccount("other-ns", f.Namespace).Shards("A").AssignJob("j", "0", "A").TargetNamespace("kube-system").Obj(), account.ReasonCrossNamespaceTarget},
+		{"every index to shard A", wrappers.MakeBatchAccount("all-a", f.Namespace).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").Obj(), account.ReasonDuplicateShard},
+		{"shard never assigned", wrappers.MakeBatchAccount("unassigned", f.Namespace).Shards("A", "B").AssignJob("j", "0", "A").Obj(), account.ReasonUnassignedShard},
+		{"names and count together", wrappers.MakeBatchAccount("both", f.Namespace).Shards("A").ShardCount("s", 1).AssignJob("j", "0", "A").Obj(), "declare shards either by names or by count"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "names and count together" {
+				tc.ba.Spec.Shards.Names = []string{"A"}
+			}
+			err := f.Client.Create(f.Ctx, tc.ba)
+			if err == nil {
+				t.Fatalf("account %s accepted, want rejection with %s", tc.ba.Name, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("rejection %q lacks %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("target that never appears", func(t *testing.T) {
+		f.Create(wrappers.MakeBatchAccount("ghost", f.Namespace).Shards("A", "B").AssignJob("ghost", "0-1", "A", "B").Obj())
+		c := waitAccountCondition(t, f, "ghost", v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonTargetsNotFound)
+		if c.Message != "0/2 shards covered; missing A, B = job ghost indexes 0,1; job ghost not found" {
+			t.Errorf("message %q", c.Message)
+		}
+		a := waitAccountCondition(t, f, "ghost", v1alpha1.ConditionAdmitted, metav1.ConditionFalse, account.ReasonTargetsNotFound)
+		if a.Message != "waiting for job ghost to exist" {
+			t.Errorf("Admitted message %q", a.Message)
+		}
+	})
+
+	t.Run("mapping frozen once admitted", func(t *testing.T) {
+		h100Queue(f, "8")
+		job := wrappers.MakeJob("frozen", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+		f.Create(job)
+		f.Create(wrappers.MakeBatchAccount("frozen", f.Namespace).Shards("A", "B").AssignJob("frozen", "0-1", "A", "B").Obj())
+		ba := waitAccount(t, f, "frozen", "target admitted", func(ba *v1alpha1.BatchAccount) bool {
+			tg := target(ba, "job/frozen")
+			return tg != nil && tg.Workload != nil && tg.Workload.Admitted
+		})
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			f.Get(ba)
+			ba.Spec.Assignments[0].Shards = []string{"B", "A"}
+			return f.Client.Update(f.Ctx, ba)
+		})
+		if err == nil || !strings.Contains(err.Error(), "immutable once a target was admitted") {
+			t.Errorf("remapping an admitted account: %v", err)
+		}
+	})
+}
+
+// TestWorkloadConditionsFollowKueue: our conditions pass Kueue's webhook, survive Kueue's
+// own status writes (deactivation and reactivation), follow the Workload's generation, and
+// come back when Kueue replaces the Workload under the same name.
+func TestWorkloadConditionsFollowKueue(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	job := wrappers.MakeJob("j", f.Namespace).Indexed(4).Parallelism(4).Queue("default").GPU(1).Obj()
+	f.Create(job)
+	f.Create(wrappers.MakeBatchAccount("follow", f.Namespace).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj())
+	wl := framework.WorkloadFor(t, job)
+	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
+	framework.RunningPods(t, job, 4)
+	framework.FinishIndexPod(t, job, 0, 0, "")
+	before := waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionShardsCovered, metav1.ConditionFalse, account.ReasonShardsMissing)
+	framework.Eventually(t, framework.DefaultTimeout, "1/4 covered on the Workload", func() (bool, string, error) {
+		f.Get(wl)
+		c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
+		return strings.Contains(c.Message, "1/4 shards covered"), c.Message, nil
+	})
+	if fm := managerOf(wl, v1alpha1.WorkloadConditionShardsCovered); fm != "batchledger" {
+		t.Errorf("our condition is managed by %q, want batchledger", fm)
+	}
+
+	// Deactivate and reactivate: Kueue rewrites its conditions and bumps the generation.
+	setActive(t, f, wl, false)
+	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadEvicted, metav1.ConditionTrue)
+	setActive(t, f, wl, true)
+	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
+	framework.WaitFor(t, wl, framework.DefaultTimeout, "our condition at the new generation", func(wl *kueue.Workload) bool {
+		c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
+		return c != nil && c.ObservedGeneration == wl.Generation
+	})
+	after := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
+	if after.Status != before.Status || after.Reason != before.Reason || !after.LastTransitionTime.Equal(&before.LastTransitionTime) {
+		t.Errorf("our condition changed through Kueue's writes: %+v -> %+v", before, *after)
+	}
+
+	// Changing a running Job's parallelism makes Kueue replace its Workload (new UID).
+	oldUID := wl.UID
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f.Get(job)
+		job.Spec.Parallelism = new(int32(2))
+		return f.Client.Update(f.Ctx, job)
+	}); err != nil {
+		t.Fatalf("update parallelism: %v", err)
+	}
+	var replaced *kueue.Workload
+	framework.Eventually(t, framework.DefaultTimeout, "a new Workload with our condition", func() (bool, string, error) {
+		var wls kueue.WorkloadList
+		if err := f.Client.List(f.Ctx, &wls, client.InNamespace(f.Namespace)); err != nil {
+			return false, "", err
+		}
+		for i := range wls.Items {
+			w := &wls.Items[i]
+			if w.UID != oldUID && metav1.IsControlledBy(w, job) {
+				replaced = w
+				c := apimeta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
+				return c != nil, "new Workload " + w.Name + " without our condition yet", nil
+			}
+		}
+		return false, "Workload not replaced yet", nil
+	})
+	c := apimeta.FindStatusCondition(replaced.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
+	if c.Reason != account.ReasonShardsMissing || !strings.Contains(c.Message, "1/4 shards covered") {
+		t.Errorf("condition on the replacement Workload: %+v", c)
+	}
+}
+
+// managerOf names the field manager that owns a condition type of a Workload's status.
+func managerOf(wl *kueue.Workload, condType string) string {
+	for _, mf := range wl.ManagedFields {
+		// The key sits JSON-escaped in FieldsV1: k:{\"type\":\"<condType>\"}.
+		if mf.Subresource == "status" && mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), condType) {
+			return mf.Manager
+		}
+	}
+	return ""
+}
+
+func setActive(t *testing.T, f *framework.Framework, wl *kueue.Workload, active bool) {
+	t.Helper()
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"active": active}})
+	if err := f.Client.Patch(f.Ctx, wl, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("set Workload active=%v: %v", active, err)
+	}
+}

@@ -1,0 +1,214 @@
+package framework
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/e2e/framework/localcluster"
+)
+
+// UseDeployedControllerEnv: with an existing cluster, the batchledger controller is expected
+// to be deployed there already (kind, a real cluster); its metrics are then not read.
+const UseDeployedControllerEnv = "E2E_BATCHLEDGER_DEPLOYED"
+
+// batchledger is the controller process of a local cluster.
+var batchledger struct {
+	mu      sync.Mutex
+	manager localcluster.Manager
+	running bool
+}
+
+// SetupWithBatchledger is Setup for suites that need the batchledger controller: on the
+// local cluster it builds cmd/batchledger and runs it as one more manager (CRD, webhooks on
+// loopback, metrics); on an existing cluster it expects the controller deployed.
+func SetupWithBatchledger(m *testing.M) {
+	withBatchledger = true
+	Setup(m)
+}
+
+// startBatchledger builds and starts the controller on the local cluster.
+func startBatchledger(ctx context.Context, c *localcluster.Cluster) error {
+	dir, err := os.MkdirTemp("", "batchledger-bin-")
+	if err != nil {
+		return err
+	}
+	bin, err := localcluster.BuildBatchledger(dir)
+	if err != nil {
+		return err
+	}
+	m, err := localcluster.BatchledgerManager(bin)
+	if err != nil {
+		return err
+	}
+	batchledger.manager = m
+	if err := c.StartManager(ctx, m); err != nil {
+		return err
+	}
+	batchledger.running = true
+	return nil
+}
+
+// StopBatchledger stops the controller (local cluster only; the test is skipped elsewhere).
+// Its webhooks stay registered, so account writes fail until StartBatchledger.
+func StopBatchledger(t testing.TB) {
+	t.Helper()
+	c := localOnly(t)
+	batchledger.mu.Lock()
+	defer batchledger.mu.Unlock()
+	if err := c.StopManager(localcluster.BatchledgerName); err != nil {
+		t.Fatalf("stop batchledger: %v", err)
+	}
+	batchledger.running = false
+	t.Cleanup(func() {
+		batchledger.mu.Lock()
+		defer batchledger.mu.Unlock()
+		if !batchledger.running {
+			if err := c.StartManager(context.Background(), batchledger.manager); err != nil {
+				t.Errorf("restart batchledger after the test: %v", err)
+			}
+			batchledger.running = true
+		}
+	})
+}
+
+// StartBatchledger starts the controller again after StopBatchledger.
+func StartBatchledger(t testing.TB) {
+	t.Helper()
+	c := localOnly(t)
+	batchledger.mu.Lock()
+	defer batchledger.mu.Unlock()
+	if err := c.StartManager(t.Context(), batchledger.manager); err != nil {
+		t.Fatalf("start batchledger: %v", err)
+	}
+	batchledger.running = true
+}
+
+func localOnly(t testing.TB) *localcluster.Cluster {
+	t.Helper()
+	if env.cluster == nil {
+		t.Skip("needs the local cluster: the controller process is stopped and started by the test")
+	}
+	return env.cluster
+}
+
+// ControllerMetrics are batchledger's own counters, read from its metrics endpoint.
+type ControllerMetrics struct {
+	Reconciles, StatusWrites, WorkloadWrites float64
+}
+
+// BatchledgerMetrics reads the controller's counters (local cluster only).
+func BatchledgerMetrics(t testing.TB) ControllerMetrics {
+	t.Helper()
+	c := localOnly(t)
+	env, ok := c.ManagerEnv(localcluster.BatchledgerName)
+	if !ok {
+		t.Fatal("batchledger is not running")
+	}
+	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort))
+	if err != nil {
+		t.Fatalf("read batchledger metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var m ControllerMetrics
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		v, _ := strconv.ParseFloat(value, 64)
+		switch name {
+		case "batchledger_account_reconciles_total":
+			m.Reconciles = v
+		case "batchledger_account_status_writes_total":
+			m.StatusWrites = v
+		case "batchledger_workload_condition_writes_total":
+			m.WorkloadWrites = v
+		}
+	}
+	return m
+}
+
+// StatusWatch counts the status changes of one object as the API server reports them,
+// leaving out batchledger's own conditions: they are what the controller writes, not
+// what it observes.
+type StatusWatch struct {
+	mu      sync.Mutex
+	changes int
+}
+
+// Changes is the number of status changes seen so far.
+func (w *StatusWatch) Changes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changes
+}
+
+// WatchStatus starts counting status changes of obj (a Job, a Workload, ...) until the
+// test ends.
+func WatchStatus(t testing.TB, obj client.Object) *StatusWatch {
+	t.Helper()
+	gvk, err := env.client.GroupVersionKindFor(obj)
+	if err != nil {
+		t.Fatalf("watch %T: %v", obj, err)
+	}
+	wc, err := client.NewWithWatch(env.config, client.Options{Scheme: Scheme})
+	if err != nil {
+		t.Fatalf("watch client: %v", err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	w, err := wc.Watch(t.Context(), list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{"metadata.name": obj.GetName()})
+	if err != nil {
+		t.Fatalf("watch %s: %v", describe(obj), err)
+	}
+	sw := &StatusWatch{}
+	go func() {
+		defer w.Stop()
+		var last any
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type == watch.Bookmark {
+				continue
+			}
+			status := observedStatus(u)
+			if last != nil && !equality.Semantic.DeepEqual(last, status) {
+				sw.mu.Lock()
+				sw.changes++
+				sw.mu.Unlock()
+			}
+			last = status
+		}
+	}()
+	return sw
+}
+
+// observedStatus is an object's status without batchledger's conditions.
+func observedStatus(u *unstructured.Unstructured) any {
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	conds, _, _ := unstructured.NestedSlice(status, "conditions")
+	kept := conds[:0:0]
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && strings.HasPrefix(fmt.Sprint(m["type"]), "batchledger.dev/") {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	if status != nil {
+		status["conditions"] = kept
+	}
+	return status
+}
