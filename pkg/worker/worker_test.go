@@ -1,0 +1,54 @@
+package worker
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"batchledger.dev/batchledger/pkg/result"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestWorkerReportsItsShard(t *testing.T) {
+	cfg, err := ConfigFromEnv(env(map[string]string{
+		EnvIndex: "3", EnvShards: "A, B, C, D", EnvInputRevision: "D", EnvModelRevision: "m-2026-11",
+		EnvOutputPrefix: "s3://b/", EnvRecords: "10",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Process(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Shard != "D" || r.Output != "s3://b/D" || r.Records != 10 || r.Valid != 10 {
+		t.Errorf("report = %+v", r)
+	}
+	path := filepath.Join(t.TempDir(), "termination-log")
+	if err := WriteTerminationMessage(path, r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	back, err := result.Decode(string(b))
+	if err != nil || back.Shard != "D" || back.Digest != r.Digest {
+		t.Errorf("the message does not decode to the report: %v %+v", err, back)
+	}
+	// Another attempt of the same shard reports the same digest; another revision does not.
+	again, _ := Process(cfg)
+	cfg.ModelRevision = "m-2026-10"
+	other, _ := Process(cfg)
+	if again.Digest != r.Digest || other.Digest == r.Digest {
+		t.Errorf("digests: %s %s %s", r.Digest, again.Digest, other.Digest)
+	}
+}
+
+func TestWorkerErrors(t *testing.T) {
+	if _, err := ConfigFromEnv(env(map[string]string{EnvShards: "A"})); err == nil {
+		t.Error("missing completion index accepted")
+	}
+	cfg, _ := ConfigFromEnv(env(map[string]string{EnvIndex: "4", EnvShards: "A,B,C,D"}))
+	if _, err := Process(cfg); err == nil {
+		t.Error("index without a shard accepted")
+	}
+}
