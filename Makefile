@@ -64,6 +64,10 @@ test-e2e: binaries ## e2e tests on a local control plane started by the tests (o
 
 ##@ Local cluster
 
+.PHONY: demo
+demo: binaries ## The main job: local cluster + controller, then the IJ245 batch and a JobSet run, step by step (DEMO_FLAGS=--down tears down).
+	$(GO) run ./hack/demo $(DEMO_FLAGS)
+
 .PHONY: cluster-up
 cluster-up: binaries ## Start the local control plane with Kueue, JobSet and kwok GPU nodes; prints the kubeconfig.
 	$(GO) run ./hack/cluster up

@@ -1,17 +1,13 @@
 package framework
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/hack/kwok"
@@ -23,7 +19,7 @@ import (
 
 // JobTrackingFinalizer is the finalizer with which the Job controller counts a pod exactly
 // once before letting it go.
-const JobTrackingFinalizer = "batch.kubernetes.io/job-tracking"
+const JobTrackingFinalizer = kwok.JobTrackingFinalizer
 
 // podFinished reports a pod in a terminal phase.
 func podFinished(p *corev1.Pod) bool {
@@ -110,15 +106,11 @@ func FinishIndexPod(t testing.TB, job *batchv1.Job, index int, exitCode int32, m
 // once kwok has reported it finished.
 func FinishPod(t testing.TB, pod *corev1.Pod, exitCode int32, message string) *corev1.Pod {
 	t.Helper()
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		kwok.ExitCodeAnnotation:           strconv.Itoa(int(exitCode)),
-		kwok.TerminationMessageAnnotation: message,
-	}}})
+	if err := kwok.Finish(t.Context(), env.client, pod, exitCode, message); err != nil {
+		t.Fatal(err)
+	}
 	p := &corev1.Pod{}
 	p.Namespace, p.Name = pod.Namespace, pod.Name
-	if err := env.client.Patch(t.Context(), p, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatalf("annotate pod %s/%s to finish: %v", pod.Namespace, pod.Name, err)
-	}
 	WaitFor(t, p, DefaultTimeout, fmt.Sprintf("finished with exit code %d", exitCode), func(p *corev1.Pod) bool {
 		return podFinished(p)
 	})
@@ -160,81 +152,11 @@ func CopyIndexPodAsSucceeded(t testing.TB, job *batchv1.Job, index int, message 
 	if src == nil {
 		t.Fatalf("Job %s/%s has no pod of index %d to copy", job.Namespace, job.Name, index)
 	}
-	ctrl := metav1.GetControllerOf(src)
-	if ctrl == nil {
-		t.Fatalf("pod %s/%s has no controller reference", src.Namespace, src.Name)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: fmt.Sprintf("%s-%d-", job.Name, index),
-			Namespace:    job.Namespace,
-			Annotations:  map[string]string{kwok.UnmanagedAnnotation: "true"},
-		},
-		Spec: *src.Spec.DeepCopy(),
-	}
-	for k, v := range src.Annotations {
-		if !strings.HasPrefix(k, "kwok.batchledger.dev/") {
-			pod.Annotations[k] = v
-		}
-	}
-	dropServiceAccountToken(&pod.Spec)
-	if err := env.client.Create(t.Context(), pod); err != nil {
-		t.Fatalf("create extra pod for Job %s/%s index %d: %v", job.Namespace, job.Name, index, err)
-	}
-	now := metav1.NewTime(time.Now())
-	pod.Status = corev1.PodStatus{
-		Phase:     corev1.PodSucceeded,
-		StartTime: &now,
-		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: now},
-			{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "PodCompleted", LastTransitionTime: now},
-		},
-	}
-	for _, c := range pod.Spec.Containers {
-		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name:  c.Name,
-			Image: c.Image,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Reason: "Completed", Message: message, StartedAt: now, FinishedAt: now,
-			}},
-		})
-	}
-	if err := env.client.Status().Update(t.Context(), pod); err != nil {
-		t.Fatalf("mark extra pod %s/%s Succeeded: %v", pod.Namespace, pod.Name, err)
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":          src.Labels,
-		"ownerReferences": []metav1.OwnerReference{*ctrl},
-		"finalizers":      []string{JobTrackingFinalizer},
-	}})
-	if err := env.client.Patch(t.Context(), pod, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatalf("hand extra pod %s/%s to Job %s: %v", pod.Namespace, pod.Name, job.Name, err)
+	pod, err := kwok.AddSucceededAttempt(t.Context(), env.client, src, message)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return pod
-}
-
-// dropServiceAccountToken removes the token volume admission added to the source pod; the
-// ServiceAccount admission plugin adds a fresh one to the copy.
-func dropServiceAccountToken(spec *corev1.PodSpec) {
-	const prefix = "kube-api-access-"
-	var vols []corev1.Volume
-	for _, v := range spec.Volumes {
-		if !strings.HasPrefix(v.Name, prefix) {
-			vols = append(vols, v)
-		}
-	}
-	spec.Volumes = vols
-	for i := range spec.Containers {
-		var mounts []corev1.VolumeMount
-		for _, m := range spec.Containers[i].VolumeMounts {
-			if !strings.HasPrefix(m.Name, prefix) {
-				mounts = append(mounts, m)
-			}
-		}
-		spec.Containers[i].VolumeMounts = mounts
-	}
 }
 
 // SummarizePods renders pods one per line for failure messages.

@@ -26,12 +26,21 @@ const (
 	EnvModelRevision = "BATCH_MODEL_REVISION" // e.g. "m-2026-11"
 	EnvOutputPrefix  = "BATCH_OUTPUT_PREFIX"  // e.g. "s3://batches/ij245/"
 	EnvRecords       = "BATCH_RECORDS"        // records in a shard (the demo's stand-in for real input)
+	// Without BATCH_SHARDS, a compact population: shard BATCH_SHARD_PREFIX<n> with
+	// n = BATCH_JOB_INDEX * BATCH_INDEXES_PER_JOB + index, for the child Jobs of a JobSet
+	// replicatedJob (BATCH_JOB_INDEX from the jobset.sigs.k8s.io/job-index label).
+	EnvShardPrefix   = "BATCH_SHARD_PREFIX"
+	EnvJobIndex      = "BATCH_JOB_INDEX"
+	EnvIndexesPerJob = "BATCH_INDEXES_PER_JOB"
 )
 
 // Config is what one worker pod knows about its task.
 type Config struct {
 	Index         int
 	Shards        []string
+	// ShardPrefix, JobIndex and IndexesPerJob name the shard of a compact population.
+	ShardPrefix             string
+	JobIndex, IndexesPerJob int
 	InputRevision string
 	ModelRevision string
 	OutputPrefix  string
@@ -56,6 +65,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			c.Shards = append(c.Shards, s)
 		}
 	}
+	c.ShardPrefix = getenv(EnvShardPrefix)
+	for name, dst := range map[string]*int{EnvJobIndex: &c.JobIndex, EnvIndexesPerJob: &c.IndexesPerJob} {
+		if v := getenv(name); v != "" {
+			if *dst, err = strconv.Atoi(v); err != nil {
+				return c, fmt.Errorf("%s=%q: %v", name, v, err)
+			}
+		}
+	}
 	if v := getenv(EnvRecords); v != "" {
 		if c.Records, err = strconv.ParseInt(v, 10, 64); err != nil {
 			return c, fmt.Errorf("%s=%q: %v", EnvRecords, v, err)
@@ -67,6 +84,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 // Shard is the shard this worker's index is assigned: the index gives the position, the
 // application gives the meaning.
 func (c Config) Shard() (string, error) {
+	if len(c.Shards) == 0 && c.ShardPrefix != "" {
+		return c.ShardPrefix + strconv.Itoa(c.JobIndex*c.IndexesPerJob+c.Index), nil
+	}
 	if c.Index < 0 || c.Index >= len(c.Shards) {
 		return "", fmt.Errorf("index %d has no shard in %s (%d shards)", c.Index, EnvShards, len(c.Shards))
 	}

@@ -52,3 +52,15 @@ func TestWorkerErrors(t *testing.T) {
 		t.Error("index without a shard accepted")
 	}
 }
+
+func TestWorkerOfAJobSetChild(t *testing.T) {
+	cfg, err := ConfigFromEnv(env(map[string]string{
+		EnvIndex: "2", EnvShardPrefix: "part-", EnvJobIndex: "1", EnvIndexesPerJob: "4",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := cfg.Shard(); err != nil || s != "part-6" {
+		t.Errorf("shard = %q, %v; want part-6 (child 1, index 2, 4 indexes per child)", s, err)
+	}
+}
