@@ -36,15 +36,15 @@ const (
 
 // Config is what one worker pod knows about its task.
 type Config struct {
-	Index         int
-	Shards        []string
+	Index  int
+	Shards []string
 	// ShardPrefix, JobIndex and IndexesPerJob name the shard of a compact population.
 	ShardPrefix             string
 	JobIndex, IndexesPerJob int
-	InputRevision string
-	ModelRevision string
-	OutputPrefix  string
-	Records       int64
+	InputRevision           string
+	ModelRevision           string
+	OutputPrefix            string
+	Records                 int64
 }
 
 // ConfigFromEnv reads the worker's configuration from the environment.
