@@ -1,0 +1,37 @@
+package batchledger
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/e2e/framework"
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestShortFormJob: annotations on a queued Job make the controller create the account,
+// owned by the Job, and follow it like any other.
+func TestShortFormJob(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	job := wrappers.MakeJob("short", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).
+		Annotation(controller.AnnotationInputRev, "D").Annotation(controller.AnnotationModelRev, "m-2026-11").
+		Annotation(controller.AnnotationShards, "A,B").Obj()
+	f.Create(job)
+	ba := waitAccount(t, f, "short", "the account created from the annotations", func(ba *v1alpha1.BatchAccount) bool {
+		return len(ba.Status.Targets) == 1 && ba.Status.Targets[0].Found
+	})
+	if !metav1.IsControlledBy(ba, job) {
+		t.Errorf("account owners = %+v; want the Job", ba.OwnerReferences)
+	}
+	if len(ba.Spec.Assignments) != 1 || ba.Spec.Assignments[0].Indexes != "0,1" || ba.Spec.Assignments[0].ShardOrdinals != "0,1" {
+		t.Errorf("assignments = %+v", ba.Spec.Assignments)
+	}
+	framework.RunningPods(t, job, 2)
+	framework.FinishIndexPod(t, job, 0, 0, "")
+	framework.FinishIndexPod(t, job, 1, 0, "")
+	waitAccountCondition(t, f, "short", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+}
