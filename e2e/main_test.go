@@ -6,4 +6,6 @@ import (
 	"batchledger.dev/batchledger/e2e/framework"
 )
 
-func TestMain(m *testing.M) { framework.Setup(m) }
+// The seed's Jobs, JobSets and Kueue objects must behave as written once batchledger is
+// installed: the suite runs with the controller and its webhooks in the cluster.
+func TestMain(m *testing.M) { framework.SetupWithBatchledger(m) }
