@@ -98,8 +98,8 @@ func run(ctx context.Context, stateDir string, down bool) error {
 		fmt.Fprintf(d.out, "\nThe cluster is still up. Look around:\n"+
 			"  export KUBECONFIG=%s\n"+
 			"  %s get batchaccounts,workloads -n %s\n"+
-			"  go run ./cmd/kubectl-batchledger explain account ij245 -n %s\n"+
-			"Tear it down with: make cluster-down\n", kubeconfig, filepath.Join("bin", "kubectl"), namespace, namespace)
+			"  bin/kubectl-batchledger explain account ij245 -n %s   (or: %s batchledger ..., with bin/ on PATH)\n"+
+			"Tear it down with: make cluster-down\n", kubeconfig, filepath.Join("bin", "kubectl"), namespace, namespace, filepath.Join("bin", "kubectl"))
 	}
 	return nil
 }

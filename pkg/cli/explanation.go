@@ -1,0 +1,616 @@
+package cli
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+// Explanation is a whole batch account as `explain -o json|yaml` prints it: the named
+// Jobs with their release and success policy, the required and completed populations,
+// the missing shards and the identity each waits for, attempts versus indexes, the
+// observation points, the Kueue Workloads, the accepted results per shard, rejections,
+// history and what is still needed for acceptance. Lists that grow with the batch are
+// bounded (see the *More counts); timestamps are RFC3339 in UTC.
+type Explanation struct {
+	// Account is the BatchAccount's name.
+	Account string `json:"account"`
+	// Namespace of the account and of all its targets.
+	Namespace string `json:"namespace"`
+	// Generation is the account's spec generation; ObservedGeneration the one its status
+	// was computed from. They differ while the controller has not caught up.
+	Generation         int64 `json:"generation"`
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// Release is the input and model revision every shard must be processed under.
+	Release Release `json:"release"`
+	// Verdict is the account's Accepted condition.
+	Verdict Verdict `json:"verdict"`
+	// Jobs are the assignment targets: the named Jobs (or JobSet children).
+	Jobs []JobExplanation `json:"jobs"`
+	// Shards are coverage and acceptance over the declared shards.
+	Shards ShardsExplanation `json:"shards"`
+	// Results are the accepted shard results and the rejections.
+	Results ResultsExplanation `json:"results"`
+	// History lists identities superseded by a new one (a Job recreated under its name).
+	History []HistoryEntry `json:"history,omitempty"`
+	// Conditions are the account's conditions, in the order they build the verdict.
+	Conditions []ConditionEntry `json:"conditions"`
+	// StillNeeded says, derived from the conditions, what must happen before the batch is
+	// Accepted; empty when it is.
+	StillNeeded []string `json:"stillNeeded,omitempty"`
+}
+
+// ExplanationList is what `-o json|yaml` prints when an object concerns several accounts.
+type ExplanationList struct {
+	Items []Explanation `json:"items"`
+}
+
+// Release is the pair of revisions an account is about.
+type Release struct {
+	InputRevision string `json:"inputRevision"`
+	ModelRevision string `json:"modelRevision"`
+}
+
+// Verdict is the batch verdict.
+type Verdict struct {
+	// Accepted is true only when the Accepted condition is True.
+	Accepted bool `json:"accepted"`
+	// Reason of the Accepted condition ("Unknown" before the controller wrote one).
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+}
+
+// JobExplanation is one assignment target as observed.
+type JobExplanation struct {
+	// Target is the target key: job/<name> or jobset/<name>/<replicatedJob>/<jobIndex>.
+	Target string `json:"target"`
+	// Description is the target in words: "job j", "jobset train workers[0]".
+	Description string `json:"description"`
+	// Job is the observed Job's name (a JobSet child's own name).
+	Job string `json:"job,omitempty"`
+	// UID of the observed Job: with a completion index, a completion identity.
+	UID string `json:"uid,omitempty"`
+	// RestartAttempt is the JobSet restart attempt of a child Job.
+	RestartAttempt int32 `json:"restartAttempt"`
+	// Found is false while the Job does not exist.
+	Found bool `json:"found"`
+	// Repair is true when the target is only a repair (follow-up) identity.
+	Repair bool `json:"repair,omitempty"`
+	// Assigned lists the target's assignments: "indexes 0-3 → shards A, B, C, D".
+	Assigned []string `json:"assigned"`
+	// Completions is the Job's spec.completions.
+	Completions int32 `json:"completions"`
+	// SuccessPolicy is the Job's own success criterion in words.
+	SuccessPolicy string `json:"successPolicy"`
+	// Required is the index population the Job's own criterion requires.
+	Required IndexSet `json:"required"`
+	// Completed is the Job controller's status.completedIndexes.
+	Completed IndexSet `json:"completed"`
+	// Failed is the Job controller's status.failedIndexes.
+	Failed IndexSet `json:"failed"`
+	// NotCompleted are required indexes not completed.
+	NotCompleted IndexSet `json:"notCompleted"`
+	// Attempts contrasts successful pods with distinct indexes.
+	Attempts Attempts `json:"attempts"`
+	// Membership is where completedIndexes was read: the Job's resourceVersion.
+	Membership ObservationPoint `json:"membership"`
+	// Terminal is the Job's terminal condition and when it was recorded.
+	Terminal Terminal `json:"terminal"`
+	// Workload is the Kueue Workload the Job runs under.
+	Workload *WorkloadExplanation `json:"workload,omitempty"`
+	// Problems are what is wrong with this target's mapping or observation.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// IndexSet is a set of completion indexes in the Job controller's interval format, with
+// its size.
+type IndexSet struct {
+	Indexes string `json:"indexes"`
+	Count   int    `json:"count"`
+}
+
+// Attempts are successful pods versus distinct completed indexes: attempts are not indexes.
+type Attempts struct {
+	// Successful counts successful pods seen, repeats of an index included.
+	Successful int32 `json:"successful"`
+	// Indexes counts distinct completed indexes.
+	Indexes int `json:"indexes"`
+	// Repeated are indexes with more than one successful pod.
+	Repeated string `json:"repeated,omitempty"`
+	// Summary says it in words: "5 successful attempts over 3 indexes {0,1,2}; repeated: 1,2".
+	Summary string `json:"summary"`
+}
+
+// ObservationPoint is where an observation was read.
+type ObservationPoint struct {
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+// Terminal is a Job's terminal observation.
+type Terminal struct {
+	// Condition is Complete, Failed, or empty while none is recorded.
+	Condition string `json:"condition,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	// RecordedAt is when the Job controller recorded the condition.
+	RecordedAt string `json:"recordedAt,omitempty"`
+	// SuccessCriteriaMet is recorded before Complete.
+	SuccessCriteriaMet bool `json:"successCriteriaMet,omitempty"`
+	// Summary says it in words.
+	Summary string `json:"summary"`
+}
+
+// WorkloadExplanation is a target's Kueue Workload.
+type WorkloadExplanation struct {
+	Name         string   `json:"name"`
+	UID          string   `json:"uid,omitempty"`
+	Admitted     bool     `json:"admitted"`
+	ClusterQueue string   `json:"clusterQueue,omitempty"`
+	Flavors      []string `json:"flavors,omitempty"`
+	Evicted      bool     `json:"evicted,omitempty"`
+	Finished     bool     `json:"finished,omitempty"`
+	// ResourceVersion is where the Workload was read.
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Summary says it in words.
+	Summary string `json:"summary"`
+}
+
+// ShardsExplanation is coverage and acceptance over the declared shards.
+type ShardsExplanation struct {
+	Total    int32 `json:"total"`
+	Covered  int32 `json:"covered"`
+	Accepted int32 `json:"accepted"`
+	// Missing names the missing shards compactly ("D", "s3..s9").
+	Missing string `json:"missing,omitempty"`
+	// MissingShards are the first missing shards with the identities each waits for.
+	MissingShards []MissingShard `json:"missingShards,omitempty"`
+	// MissingMore counts missing shards left out of MissingShards.
+	MissingMore int `json:"missingMore,omitempty"`
+	// CoveredByRepair are shards covered only by a repair identity, and which one.
+	CoveredByRepair []ShardIdentity `json:"coveredByRepair,omitempty"`
+}
+
+// MissingShard is a shard no identity has covered yet.
+type MissingShard struct {
+	Shard   string `json:"shard"`
+	Ordinal int    `json:"ordinal"`
+	// WaitsFor are the identities assigned the shard: the original first, then repairs.
+	WaitsFor []Identity `json:"waitsFor"`
+}
+
+// Identity is a (Job, completion index) assigned a shard, and whether it can still complete.
+type Identity struct {
+	Target string `json:"target"`
+	Index  int    `json:"index"`
+	// Repair is true for an identity of a repair assignment.
+	Repair bool `json:"repair,omitempty"`
+	// State says where the identity stands: "not completed yet", "index failed", ...
+	State string `json:"state"`
+	// Final is true when the identity can no longer complete (its Job terminated, or the
+	// index failed, or the Job is gone): only a repair can cover the shard then.
+	Final bool `json:"final"`
+}
+
+// ShardIdentity names the identity that covered a shard.
+type ShardIdentity struct {
+	Shard  string `json:"shard"`
+	Target string `json:"target"`
+	Index  int    `json:"index"`
+}
+
+// ResultsExplanation is the application-acceptance observation.
+type ResultsExplanation struct {
+	// Required mirrors spec.acceptance.requireResults.
+	Required bool `json:"required"`
+	// Rule is the agreed CEL criterion over `result`.
+	Rule string `json:"rule,omitempty"`
+	// Accepted are the first accepted results per shard, in shard order (bounded).
+	Accepted []AcceptedResult `json:"accepted,omitempty"`
+	// AcceptedMore counts accepted results left out of Accepted.
+	AcceptedMore int `json:"acceptedMore,omitempty"`
+	// Rejected and Conflicts are the account's counts.
+	Rejected  int32 `json:"rejected"`
+	Conflicts int32 `json:"conflicts"`
+	// Rejections are the newest rejections the account keeps (bounded).
+	Rejections []v1alpha1.ResultRejection `json:"rejections,omitempty"`
+	// RejectionsMore counts rejections kept by the account but left out here.
+	RejectionsMore int `json:"rejectionsMore,omitempty"`
+}
+
+// AcceptedResult is the result that stands for a shard.
+type AcceptedResult struct {
+	Shard string `json:"shard"`
+	// Identity is the (Job, index) that reported it: "job j index 0".
+	Identity   string `json:"identity"`
+	Pod        string `json:"pod"`
+	Digest     string `json:"digest,omitempty"`
+	Output     string `json:"output,omitempty"`
+	Records    int64  `json:"records,omitempty"`
+	Valid      int64  `json:"valid,omitempty"`
+	RecordedAt string `json:"recordedAt"`
+}
+
+// HistoryEntry is a superseded identity.
+type HistoryEntry struct {
+	Target           string `json:"target"`
+	Job              string `json:"job"`
+	UID              string `json:"uid"`
+	RestartAttempt   int32  `json:"restartAttempt"`
+	CompletedIndexes string `json:"completedIndexes"`
+	SupersededAt     string `json:"supersededAt"`
+}
+
+// ConditionEntry is one account condition.
+type ConditionEntry struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	Since   string `json:"since,omitempty"`
+}
+
+// conditionOrder is the order in which the conditions build the verdict.
+var conditionOrder = []string{
+	v1alpha1.ConditionAssignmentValid, v1alpha1.ConditionAdmitted, v1alpha1.ConditionShardsCovered,
+	v1alpha1.ConditionTerminated, v1alpha1.ConditionResultsAccepted, v1alpha1.ConditionAccepted,
+}
+
+// DefaultMaxRows bounds the rows of each table, so that explaining a batch of 100,000
+// shards prints a page, not a book.
+const DefaultMaxRows = 20
+
+// timestamp renders a time deterministically: RFC3339 in UTC.
+func timestamp(t metav1.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func indexSet(s string) IndexSet {
+	set, err := indexset.Parse(s)
+	if err != nil {
+		return IndexSet{Indexes: s}
+	}
+	return IndexSet{Indexes: set.String(), Count: set.Count()}
+}
+
+// BuildExplanation explains an account from its spec, its status and the recorded
+// results of its ShardResults chunks. It reads nothing else: the status is the record.
+// maxRows bounds each list that grows with the batch (<= 0 means DefaultMaxRows).
+func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults, maxRows int) Explanation {
+	if maxRows <= 0 {
+		maxRows = DefaultMaxRows
+	}
+	st := &ba.Status
+	m := account.Compile(ba.Namespace, &ba.Spec)
+	ex := Explanation{
+		Account: ba.Name, Namespace: ba.Namespace,
+		Generation: ba.Generation, ObservedGeneration: st.ObservedGeneration,
+		Release: Release{InputRevision: ba.Spec.InputRevision, ModelRevision: ba.Spec.ModelRevision},
+		Verdict: Verdict{Reason: "Unknown", Message: "the controller has not written a verdict yet"},
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil {
+		ex.Verdict = Verdict{Accepted: c.Status == metav1.ConditionTrue, Reason: c.Reason, Message: c.Message}
+	}
+	targets := newObservedTargets(st)
+	for _, t := range m.Targets {
+		ex.Jobs = append(ex.Jobs, explainTarget(m, t, targets.byKey[t.Key]))
+	}
+	ex.Shards = explainShards(m, st, targets, maxRows)
+	ex.Results = explainResults(ba, m, targets, chunks, maxRows)
+	for _, h := range st.History {
+		ex.History = append(ex.History, HistoryEntry{
+			Target: h.Target, Job: h.Job, UID: string(h.UID), RestartAttempt: h.RestartAttempt,
+			CompletedIndexes: h.CompletedIndexes, SupersededAt: timestamp(h.SupersededAt),
+		})
+	}
+	for _, typ := range conditionOrder {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c != nil {
+			ex.Conditions = append(ex.Conditions, ConditionEntry{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, Since: timestamp(c.LastTransitionTime)})
+		}
+	}
+	ex.StillNeeded = stillNeeded(ba, &ex)
+	return ex
+}
+
+// observedTargets are the account's observed targets by key, with their failedIndexes
+// parsed once: judging 100,000 missing shards must not parse them once per shard.
+type observedTargets struct {
+	byKey  map[string]*v1alpha1.TargetStatus
+	failed map[string]indexset.Set
+}
+
+func newObservedTargets(st *v1alpha1.BatchAccountStatus) observedTargets {
+	o := observedTargets{byKey: make(map[string]*v1alpha1.TargetStatus, len(st.Targets)), failed: map[string]indexset.Set{}}
+	for i := range st.Targets {
+		ts := &st.Targets[i]
+		o.byKey[ts.Name] = ts
+		o.failed[ts.Name], _ = indexset.Parse(ts.FailedIndexes)
+	}
+	return o
+}
+
+// maxAssignedRuns bounds the "indexes → shards" lines of one target.
+const maxAssignedRuns = 8
+
+func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStatus) JobExplanation {
+	je := JobExplanation{Target: t.Key, Description: account.DescribeTarget(t.Key), Repair: true}
+	var runs int
+	for _, r := range m.Runs {
+		if r.Target != t.Key {
+			continue
+		}
+		je.Repair = je.Repair && r.Repair
+		if runs++; runs > maxAssignedRuns {
+			continue
+		}
+		line := fmt.Sprintf("%s %s → %s %s", plural(r.Length, "index", "indexes"), indexset.Range(r.FirstIndex, r.FirstIndex+r.Length-1),
+			plural(r.Length, "shard", "shards"), m.Shards.Describe(indexset.Range(r.FirstShard, r.FirstShard+r.Length-1), 1))
+		if r.Repair {
+			line += " (repair)"
+		}
+		je.Assigned = append(je.Assigned, line)
+	}
+	if runs > maxAssignedRuns {
+		je.Assigned = append(je.Assigned, fmt.Sprintf("… (+%d more runs)", runs-maxAssignedRuns))
+	}
+	if ts == nil {
+		je.Terminal.Summary = "not observed by the controller yet"
+		je.Attempts.Summary = je.Terminal.Summary
+		return je
+	}
+	je.Found = ts.Found
+	je.Problems = ts.Problems
+	if !ts.Found {
+		je.Terminal.Summary = "the Job does not exist (yet, or any more)"
+		je.Attempts.Summary = "none: the Job does not exist"
+		return je
+	}
+	je.Job, je.UID, je.RestartAttempt = ts.Job, string(ts.UID), ts.RestartAttempt
+	je.Completions = ts.Completions
+	je.Required, je.Completed, je.Failed = indexSet(ts.Required), indexSet(ts.CompletedIndexes), indexSet(ts.FailedIndexes)
+	je.SuccessPolicy = ts.SuccessPolicy
+	if je.SuccessPolicy == "" {
+		je.SuccessPolicy = fmt.Sprintf("none: every index %s must succeed", je.Required.Indexes)
+	}
+	req, _ := indexset.Parse(ts.Required)
+	done, _ := indexset.Parse(ts.CompletedIndexes)
+	je.NotCompleted = indexSet(req.Difference(done).String())
+	je.Attempts = attemptsOf(ts, done)
+	je.Membership = ObservationPoint{ResourceVersion: ts.ObservedResourceVersion}
+	je.Terminal = terminalOf(ts)
+	if w := ts.Workload; w != nil {
+		je.Workload = &WorkloadExplanation{
+			Name: w.Name, UID: string(w.UID), Admitted: w.Admitted, ClusterQueue: w.ClusterQueue,
+			Flavors: w.Flavors, Evicted: w.Evicted, Finished: w.Finished, ResourceVersion: w.ObservedResourceVersion,
+			Summary: workloadSummary(w),
+		}
+	}
+	return je
+}
+
+// braceLimit is the size up to which an index set is spelled out ("{0,1,2}") rather
+// than written in interval form.
+const braceLimit = 16
+
+func attemptsOf(ts *v1alpha1.TargetStatus, done indexset.Set) Attempts {
+	a := Attempts{Successful: ts.SuccessfulAttempts, Indexes: done.Count(), Repeated: ts.RepeatedIndexes}
+	if a.Successful == 0 && a.Indexes == 0 {
+		a.Summary = "no successful attempts yet"
+		return a
+	}
+	set := done.String()
+	if done.Count() <= braceLimit {
+		var each []string
+		for i := range done.All() {
+			each = append(each, strconv.Itoa(i))
+		}
+		set = strings.Join(each, ",")
+	}
+	a.Summary = fmt.Sprintf("%d successful %s over %d %s {%s}", a.Successful, plural(int(a.Successful), "attempt", "attempts"),
+		a.Indexes, plural(a.Indexes, "index", "indexes"), set)
+	if a.Repeated != "" {
+		a.Summary += "; repeated: " + a.Repeated
+	} else {
+		a.Summary += "; no index repeated"
+	}
+	return a
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func terminalOf(ts *v1alpha1.TargetStatus) Terminal {
+	t := Terminal{Condition: ts.Terminal, Reason: ts.TerminalReason, SuccessCriteriaMet: ts.SuccessCriteriaMet}
+	if ts.TerminalObservedAt != nil {
+		t.RecordedAt = timestamp(*ts.TerminalObservedAt)
+	}
+	switch {
+	case ts.Terminal != "":
+		t.Summary = ts.Terminal
+		if ts.TerminalReason != "" {
+			t.Summary += " (" + ts.TerminalReason + ")"
+		}
+		if t.RecordedAt != "" {
+			t.Summary += " recorded at " + t.RecordedAt
+		}
+	case ts.SuccessCriteriaMet:
+		t.Summary = "not terminated: SuccessCriteriaMet recorded, Complete not yet (pods still terminating)"
+	default:
+		t.Summary = "not terminated: no Complete or Failed condition recorded"
+	}
+	return t
+}
+
+func workloadSummary(w *v1alpha1.WorkloadObservation) string {
+	var s string
+	switch {
+	case w.Evicted:
+		s = "evicted (completed indexes are kept; the Job resumes when re-admitted)"
+	case w.Admitted:
+		s = "admitted"
+	case w.Finished:
+		s = "was admitted"
+	default:
+		s = "not admitted yet"
+	}
+	if w.ClusterQueue != "" {
+		s += " to ClusterQueue " + w.ClusterQueue
+	}
+	if len(w.Flavors) > 0 {
+		s += " on " + strings.Join(w.Flavors, ", ")
+	}
+	if w.Finished {
+		s += "; Finished"
+	}
+	return s
+}
+
+// stateNotFound is the state of an identity whose Job does not exist.
+const stateNotFound = "Job not found"
+
+// state says where a (target, index) identity stands and whether it can still
+// complete. An identity that cannot is final: only a further (repair) identity can cover
+// its shard.
+func (o observedTargets) state(key string, index int) (string, bool) {
+	ts := o.byKey[key]
+	switch {
+	case ts == nil:
+		// The status predates the assignment: the controller will observe it.
+		return "not observed by the controller yet", false
+	case !ts.Found:
+		return stateNotFound, true
+	}
+	name := "job " + ts.Job
+	switch {
+	case o.failed[key].Contains(index):
+		if ts.Terminal != "" {
+			return fmt.Sprintf("index failed; %s %s (%s)", name, ts.Terminal, ts.TerminalReason), true
+		}
+		return "index failed", true
+	case ts.Terminal == account.TerminalFailed:
+		return fmt.Sprintf("%s Failed (%s) without completing it", name, ts.TerminalReason), true
+	case ts.Terminal == account.TerminalComplete:
+		return fmt.Sprintf("%s Complete (%s) without completing it", name, ts.TerminalReason), true
+	case ts.Workload != nil && ts.Workload.Evicted:
+		return "not completed; evicted by Kueue, resumes when re-admitted", false
+	case ts.Workload != nil && !ts.Workload.Admitted && !ts.Workload.Finished:
+		return "not completed; waiting for Kueue admission", false
+	}
+	return "not completed yet; the Job is running", false
+}
+
+// repairIdentities are the repair identities assigned shard ordinal o, in spec order.
+func repairIdentities(m *account.Mapping, o int) []ShardIdentity {
+	var out []ShardIdentity
+	for _, r := range m.Runs {
+		if r.Repair && o >= r.FirstShard && o < r.FirstShard+r.Length {
+			out = append(out, ShardIdentity{Shard: m.Shards.Name(o), Target: r.Target, Index: r.FirstIndex + o - r.FirstShard})
+		}
+	}
+	return out
+}
+
+// waitsFor lists the identities a missing shard waits for, with their states.
+func waitsFor(m *account.Mapping, targets observedTargets, o int) []Identity {
+	var out []Identity
+	if key, idx, ok := m.IdentityOf(o); ok {
+		state, final := targets.state(key, idx)
+		out = append(out, Identity{Target: key, Index: idx, State: state, Final: final})
+	}
+	for _, r := range repairIdentities(m, o) {
+		state, final := targets.state(r.Target, r.Index)
+		out = append(out, Identity{Target: r.Target, Index: r.Index, Repair: true, State: state, Final: final})
+	}
+	return out
+}
+
+func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets observedTargets, maxRows int) ShardsExplanation {
+	se := ShardsExplanation{Total: st.Shards.Total, Covered: st.Shards.Covered, Accepted: st.Shards.Accepted, Missing: st.Shards.Missing}
+	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
+	missing.Each(func(o int) bool {
+		if o >= m.Shards.Count() {
+			return false
+		}
+		se.MissingShards = append(se.MissingShards, MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: waitsFor(m, targets, o)})
+		return len(se.MissingShards) < maxRows
+	})
+	se.MissingMore = missing.Count() - len(se.MissingShards)
+	for _, c := range st.Shards.CoveredBy {
+		se.CoveredByRepair = append(se.CoveredByRepair, ShardIdentity{Shard: c.Shard, Target: c.Target, Index: int(c.Index)})
+	}
+	return se
+}
+
+func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets observedTargets, chunks []v1alpha1.ShardResults, maxRows int) ResultsExplanation {
+	re := ResultsExplanation{Rejected: ba.Status.Results.Rejected, Conflicts: ba.Status.Results.Conflicts}
+	if a := ba.Spec.Acceptance; a != nil {
+		re.Required, re.Rule = a.RequireResults, a.Rule
+	}
+	accepted := acceptedResults(ba, m, targets, chunks)
+	for i, r := range accepted {
+		if i == maxRows {
+			re.AcceptedMore = len(accepted) - maxRows
+			break
+		}
+		re.Accepted = append(re.Accepted, AcceptedResult{
+			Shard: m.Shards.Name(int(r.Ordinal)), Identity: fmt.Sprintf("%s index %d", account.DescribeTarget(r.Target), r.Index),
+			Pod: r.Pod, Digest: r.Digest, Output: r.Output, Records: r.Records, Valid: r.Valid, RecordedAt: timestamp(r.RecordedAt),
+		})
+	}
+	rej := ba.Status.Results.Rejections
+	if n := len(rej); n > maxRows {
+		re.RejectionsMore = n - maxRows
+		rej = rej[n-maxRows:] // the newest, as the account keeps them
+	}
+	re.Rejections = rej
+	return re
+}
+
+// acceptedResults picks, per shard, the result that stands: the first recorded result
+// (in capture order) that decoded and met the rule, comes from the target's current
+// identity, claims the shard its identity is assigned and carries the account's
+// revisions. These are the rules account.Compute judges results by; the account status
+// keeps only counts, so the plugin reads the chunks to name the results.
+func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets observedTargets, chunks []v1alpha1.ShardResults) []v1alpha1.RecordedResult {
+	var all []v1alpha1.RecordedResult
+	for _, c := range chunks {
+		all = append(all, c.Results...)
+	}
+	slices.SortStableFunc(all, func(a, b v1alpha1.RecordedResult) int {
+		return cmp.Or(a.RecordedAt.Compare(b.RecordedAt.Time), cmp.Compare(a.Pod, b.Pod))
+	})
+	byOrdinal := map[int]v1alpha1.RecordedResult{}
+	for _, r := range all {
+		o, ok := m.ShardOf(r.Target, int(r.Index))
+		ts := targets.byKey[r.Target]
+		if !ok || r.RejectReason != "" || ts == nil || ts.UID != r.JobUID || r.Shard != m.Shards.Name(o) ||
+			r.InputRevision != ba.Spec.InputRevision || r.ModelRevision != ba.Spec.ModelRevision {
+			continue
+		}
+		if _, seen := byOrdinal[o]; !seen {
+			r.Ordinal = int32(o)
+			byOrdinal[o] = r
+		}
+	}
+	out := make([]v1alpha1.RecordedResult, 0, len(byOrdinal))
+	for _, r := range byOrdinal {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Ordinal, b.Ordinal) })
+	return out
+}

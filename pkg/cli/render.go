@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"batchledger.dev/batchledger/pkg/account"
+)
+
+// newTabWriter aligns columns two spaces apart, as kubectl's printers do.
+func newTabWriter(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+}
+
+// table writes rows under header, every line prefixed by indent.
+func table(w io.Writer, indent string, header []string, rows [][]string) {
+	tw := newTabWriter(w)
+	fmt.Fprintln(tw, indent+strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, indent+strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+// fields writes "key:  value" lines with aligned values.
+func fields(w io.Writer, indent string, kv ...string) {
+	tw := newTabWriter(w)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(tw, "%s%s:\t%s\n", indent, kv[i], kv[i+1])
+	}
+	tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func counted(s IndexSet, noun string) string {
+	if s.Indexes == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%s (%d %s)", s.Indexes, s.Count, plural(s.Count, noun, noun+"es"))
+}
+
+// RenderText writes an explanation in prose and aligned tables. The output depends only
+// on the explanation, so the same account always reads the same.
+func RenderText(w io.Writer, ex *Explanation) {
+	verdict := "NOT ACCEPTED"
+	if ex.Verdict.Accepted {
+		verdict = "ACCEPTED"
+	}
+	fmt.Fprintf(w, "BatchAccount %s/%s\n", ex.Namespace, ex.Account)
+	status := fmt.Sprintf("describes spec generation %d", ex.ObservedGeneration)
+	if ex.ObservedGeneration < ex.Generation {
+		status += fmt.Sprintf(" (STALE: the spec is at generation %d)", ex.Generation)
+	} else {
+		status += " (current)"
+	}
+	fields(w, "",
+		"Verdict", fmt.Sprintf("%s (%s): %s", verdict, ex.Verdict.Reason, ex.Verdict.Message),
+		"Release", fmt.Sprintf("input revision %s, model revision %s", ex.Release.InputRevision, ex.Release.ModelRevision),
+		"Status", status,
+	)
+
+	fmt.Fprintf(w, "\nJobs (%d)\n", len(ex.Jobs))
+	for _, j := range ex.Jobs {
+		renderJob(w, &j)
+	}
+
+	renderShards(w, ex)
+	renderResults(w, ex)
+
+	if len(ex.History) == 0 {
+		fmt.Fprintln(w, "\nHistory: no superseded identities")
+	} else {
+		fmt.Fprintf(w, "\nHistory: %d superseded %s (coverage they had; the verdict is about current identities)\n", len(ex.History), plural(len(ex.History), "identity", "identities"))
+		var rows [][]string
+		for _, h := range ex.History {
+			rows = append(rows, []string{account.DescribeTarget(h.Target), h.Job, h.UID, fmt.Sprint(h.RestartAttempt), orNone(h.CompletedIndexes), h.SupersededAt})
+		}
+		table(w, "  ", []string{"TARGET", "JOB", "UID", "RESTART", "COMPLETED", "SUPERSEDED AT"}, rows)
+	}
+
+	fmt.Fprintln(w, "\nConditions")
+	if len(ex.Conditions) == 0 {
+		fmt.Fprintln(w, "  none written yet")
+	} else {
+		var rows [][]string
+		for _, c := range ex.Conditions {
+			rows = append(rows, []string{c.Type, c.Status, c.Reason, c.Since, c.Message})
+		}
+		table(w, "  ", []string{"TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"}, rows)
+	}
+
+	fmt.Fprintln(w, "\nWhat is still needed for acceptance")
+	if len(ex.StillNeeded) == 0 {
+		fmt.Fprintln(w, "  Nothing: the batch is Accepted.")
+	}
+	for i, n := range ex.StillNeeded {
+		fmt.Fprintf(w, "  %d. %s\n", i+1, n)
+	}
+}
+
+func renderJob(w io.Writer, j *JobExplanation) {
+	title := j.Description
+	if j.Repair {
+		title += " (repair)"
+	}
+	fmt.Fprintf(w, "  %s\n", title)
+	assigned := strings.Join(j.Assigned, "; ")
+	if !j.Found {
+		fields(w, "    ", "Assigned", assigned, "Job", j.Terminal.Summary)
+		renderProblems(w, j.Problems)
+		return
+	}
+	identity := fmt.Sprintf("%s, uid %s", j.Job, j.UID)
+	if strings.HasPrefix(j.Target, "jobset/") {
+		identity += fmt.Sprintf(", restart attempt %d", j.RestartAttempt)
+	}
+	completed := counted(j.Completed, "index")
+	if j.Membership.ResourceVersion != "" {
+		completed += ", read at Job resourceVersion " + j.Membership.ResourceVersion
+	}
+	kv := []string{
+		"Job", identity,
+		"Assigned", assigned,
+		"Completions", fmt.Sprint(j.Completions),
+		"Success policy", j.SuccessPolicy,
+		"Required", counted(j.Required, "index"),
+		"Completed", completed,
+		"Failed indexes", counted(j.Failed, "index"),
+		"Not completed", orNone(j.NotCompleted.Indexes),
+		"Attempts", j.Attempts.Summary,
+		"Terminal", j.Terminal.Summary,
+	}
+	if wl := j.Workload; wl != nil {
+		s := wl.Name + ": " + wl.Summary
+		if wl.ResourceVersion != "" {
+			s += " (read at resourceVersion " + wl.ResourceVersion + ")"
+		}
+		kv = append(kv, "Kueue Workload", s)
+	} else {
+		kv = append(kv, "Kueue Workload", "none observed (not queued through Kueue?)")
+	}
+	fields(w, "    ", kv...)
+	renderProblems(w, j.Problems)
+}
+
+func renderProblems(w io.Writer, problems []string) {
+	for _, p := range problems {
+		fmt.Fprintf(w, "    PROBLEM: %s\n", p)
+	}
+}
+
+func renderShards(w io.Writer, ex *Explanation) {
+	s := &ex.Shards
+	fmt.Fprintf(w, "\nShards: %d declared, %d covered, %d accepted", s.Total, s.Covered, s.Accepted)
+	if s.Missing != "" {
+		fmt.Fprintf(w, "; missing %s", s.Missing)
+	}
+	if !ex.Results.Required {
+		fmt.Fprint(w, " (results not required)")
+	}
+	fmt.Fprintln(w)
+	if len(s.MissingShards) > 0 {
+		fmt.Fprintln(w, "  Missing shards and the identities they wait for:")
+		var rows [][]string
+		for _, ms := range s.MissingShards {
+			for i, id := range ms.WaitsFor {
+				shard := ms.Shard
+				if i > 0 {
+					shard = ""
+				}
+				who := fmt.Sprintf("%s index %d", account.DescribeTarget(id.Target), id.Index)
+				if id.Repair {
+					who += " (repair)"
+				}
+				rows = append(rows, []string{shard, who, id.State})
+			}
+		}
+		table(w, "    ", []string{"SHARD", "IDENTITY", "STATE"}, rows)
+		if s.MissingMore > 0 {
+			fmt.Fprintf(w, "    +%d more missing shards\n", s.MissingMore)
+		}
+	}
+	if len(s.CoveredByRepair) > 0 {
+		fmt.Fprintln(w, "  Covered by repair identities:")
+		var rows [][]string
+		for _, c := range s.CoveredByRepair {
+			rows = append(rows, []string{c.Shard, fmt.Sprintf("%s index %d", account.DescribeTarget(c.Target), c.Index)})
+		}
+		table(w, "    ", []string{"SHARD", "COVERED BY"}, rows)
+	}
+}
+
+func renderResults(w io.Writer, ex *Explanation) {
+	r := &ex.Results
+	switch {
+	case !r.Required:
+		fmt.Fprintln(w, "\nResults: not required (spec.acceptance.requireResults is false): coverage and termination decide")
+	case r.Rule != "":
+		fmt.Fprintf(w, "\nResults: required, each meeting `%s`\n", r.Rule)
+	default:
+		fmt.Fprintln(w, "\nResults: required (no rule beyond shard and revisions)")
+	}
+	if r.Required {
+		if len(r.Accepted) == 0 {
+			fmt.Fprintln(w, "  Accepted: none yet")
+		} else {
+			fmt.Fprintf(w, "  Accepted (%d of %d shards):\n", ex.Shards.Accepted, ex.Shards.Total)
+			var rows [][]string
+			for _, a := range r.Accepted {
+				rows = append(rows, []string{a.Shard, a.Identity, a.Pod, a.Digest, a.Output})
+			}
+			table(w, "    ", []string{"SHARD", "IDENTITY", "POD", "DIGEST", "OUTPUT"}, rows)
+			if r.AcceptedMore > 0 {
+				fmt.Fprintf(w, "    +%d more\n", r.AcceptedMore)
+			}
+		}
+	}
+	if r.Rejected == 0 && r.Conflicts == 0 {
+		if r.Required {
+			fmt.Fprintln(w, "  Rejected: none")
+		}
+		return
+	}
+	fmt.Fprintf(w, "  Rejected: %d, conflicts: %d (newest kept by the account below)\n", r.Rejected, r.Conflicts)
+	var rows [][]string
+	for _, rj := range r.Rejections {
+		rows = append(rows, []string{orNone(rj.Shard), fmt.Sprintf("%s index %d", account.DescribeTarget(rj.Target), rj.Index), rj.Pod, rj.Reason, rj.Message})
+	}
+	table(w, "    ", []string{"CLAIMED", "IDENTITY", "POD", "REASON", "MESSAGE"}, rows)
+	if r.RejectionsMore > 0 {
+		fmt.Fprintf(w, "    +%d more\n", r.RejectionsMore)
+	}
+}

@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/yaml"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+func newRepairCommand(o *Options) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "repair ACCOUNT",
+		Short: "Re-run the missing shards of failed Jobs in follow-up Jobs joined by repair assignments",
+		Long: `Repair re-runs the account's missing shards whose identities can no longer complete
+(their Job Failed or Completed without them, or the index failed). For each original Job
+with such shards it creates one follow-up Indexed Job <job>-repair-<n> from the same pod
+template, queue and priority, over as many indexes as missing shards, and appends a
+repair assignment mapping its indexes 0..k-1 onto those shards in order.
+
+The Job is created suspended; Kueue unsuspends it on admission (a Job without a queue is
+unsuspended once the account names it). Its containers get ` + EnvRepairOf + ` and
+` + EnvOriginalIndexes + ` (the original index each repair index stands for), so that
+a worker mapping its index onto a shard can find its shard.
+
+Shards assigned to JobSet children are refused: the JobSet re-runs its children itself.`,
+		Example: `  kubectl batchledger repair ij245 -n ml-team --dry-run
+  kubectl batchledger repair ij245 -n ml-team`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.clientAndNamespace()
+			if err != nil {
+				return err
+			}
+			plan, err := Repair(cmd.Context(), c, ns, args[0], dryRun)
+			if err != nil {
+				return err
+			}
+			return PrintRepairPlan(o.Out, plan, dryRun)
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Print the repair Jobs and assignments without creating anything.")
+	return cmd
+}
+
+// Repair plans the repair of account name in namespace from the cluster's state and,
+// unless dryRun, applies it: it creates the repair Jobs (suspended), appends the repair
+// assignments to the account with optimistic concurrency (re-reading it on conflict),
+// then unsuspends the Jobs Kueue does not manage. If the account cannot be updated, the
+// Jobs it created are deleted again, so that no Job runs unaccounted.
+func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun bool) (*RepairPlan, error) {
+	var ba v1alpha1.BatchAccount
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
+		return nil, describeGetError(err, "BatchAccount", namespace, name)
+	}
+	in, err := repairInput(ctx, c, &ba)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := PlanRepair(in)
+	if err != nil || dryRun {
+		return plan, err
+	}
+	var created []*batchv1.Job
+	for _, r := range plan.Repairs {
+		job := r.Job.DeepCopy()
+		if err := c.Create(ctx, job); err != nil {
+			return nil, errors.Join(fmt.Errorf("creating repair Job %q in namespace %q: %w", r.Job.Name, namespace, err), cleanup(ctx, c, created))
+		}
+		created = append(created, job)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur v1alpha1.BatchAccount
+		if err := c.Get(ctx, client.ObjectKeyFromObject(&ba), &cur); err != nil {
+			return err
+		}
+		for _, r := range plan.Repairs {
+			if slices.ContainsFunc(cur.Spec.Assignments, func(a v1alpha1.Assignment) bool { return a.Target.Job == r.Assignment.Target.Job }) {
+				return fmt.Errorf("an assignment naming Job %q appeared meanwhile (a concurrent repair?)", r.Assignment.Target.Job)
+			}
+			cur.Spec.Assignments = append(cur.Spec.Assignments, r.Assignment)
+		}
+		return c.Update(ctx, &cur)
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("appending repair assignments to BatchAccount %q in namespace %q: %w", name, namespace, err), cleanup(ctx, c, created))
+	}
+	for i, r := range plan.Repairs {
+		if r.Queued {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":false}}`))
+		if err := c.Patch(ctx, created[i], patch); err != nil {
+			return nil, fmt.Errorf("unsuspending repair Job %q in namespace %q (the account names it; unsuspend it by hand): %w", r.Job.Name, namespace, err)
+		}
+	}
+	return plan, nil
+}
+
+// cleanup deletes the repair Jobs created before a later step failed.
+func cleanup(ctx context.Context, c client.Client, jobs []*batchv1.Job) error {
+	var errs []error
+	for _, j := range jobs {
+		if err := client.IgnoreNotFound(c.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))); err != nil {
+			errs = append(errs, fmt.Errorf("deleting repair Job %q again: %w (delete it by hand)", j.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// repairInput reads what planning needs: the namespace's Jobs, and for each Job Kueue
+// manages, the pod template its Workload recorded before admission.
+func repairInput(ctx context.Context, c client.Client, ba *v1alpha1.BatchAccount) (RepairInput, error) {
+	in := RepairInput{Account: ba, Jobs: map[string]*batchv1.Job{}, QueuedTemplates: map[string]*corev1.PodTemplateSpec{}}
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.InNamespace(ba.Namespace)); err != nil {
+		return in, fmt.Errorf("listing Jobs in namespace %q: %w", ba.Namespace, err)
+	}
+	byUID := map[types.UID]string{}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		in.Jobs[j.Name] = j
+		byUID[j.UID] = j.Name
+	}
+	var wls kueue.WorkloadList
+	if err := c.List(ctx, &wls, client.InNamespace(ba.Namespace)); err != nil {
+		return in, fmt.Errorf("listing Kueue Workloads in namespace %q: %w", ba.Namespace, err)
+	}
+	// Kueue may briefly hold an old and a new Workload for a Job: the newest wins.
+	slices.SortFunc(wls.Items, func(a, b kueue.Workload) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for i := range wls.Items {
+		wl := &wls.Items[i]
+		ref := metav1.GetControllerOf(wl)
+		if ref == nil || ref.Kind != "Job" || len(wl.Spec.PodSets) != 1 {
+			continue
+		}
+		if name, ok := byUID[ref.UID]; ok {
+			in.QueuedTemplates[name] = &wl.Spec.PodSets[0].Template
+		}
+	}
+	return in, nil
+}
+
+// jobManifest is a Job as a manifest: without the empty status a create would ignore.
+type jobManifest struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              batchv1.JobSpec `json:"spec"`
+}
+
+// PrintRepairPlan says what repair did, or with dryRun, prints the Jobs and assignments
+// it would create as YAML documents, commented.
+func PrintRepairPlan(w io.Writer, plan *RepairPlan, dryRun bool) error {
+	if !dryRun {
+		fmt.Fprintf(w, "BatchAccount %s/%s:\n", plan.Namespace, plan.Account)
+		for _, r := range plan.Repairs {
+			how := "unsuspended (no Kueue queue)"
+			if r.Queued {
+				how = fmt.Sprintf("queued through LocalQueue %s; Kueue unsuspends it on admission", r.Job.Labels[QueueLabel])
+			}
+			fmt.Fprintf(w, "  created Job %s: %d %s for %s %s (%s); %s\n", r.Job.Name, r.Count, plural(r.Count, "index", "indexes"),
+				plural(r.Count, "shard", "shards"), r.Shards, r.Why, how)
+			fmt.Fprintf(w, "  appended repair assignment: job %s %s %s → %s %s\n", r.Job.Name,
+				plural(r.Count, "index", "indexes"), r.Assignment.Indexes, plural(r.Count, "shard", "shards"), r.Shards)
+		}
+		if plan.Waiting != "" {
+			fmt.Fprintf(w, "  not repaired: %s to complete\n", plan.Waiting)
+		}
+		fmt.Fprintf(w, "Follow it with: kubectl batchledger explain account %s -n %s\n", plan.Account, plan.Namespace)
+		return nil
+	}
+	fmt.Fprintf(w, "# Dry run: nothing was created. BatchAccount %s/%s would get:\n", plan.Namespace, plan.Account)
+	if plan.Waiting != "" {
+		fmt.Fprintf(w, "# not repaired: %s to complete\n", plan.Waiting)
+	}
+	for _, r := range plan.Repairs {
+		b, err := yaml.Marshal(jobManifest{TypeMeta: r.Job.TypeMeta, ObjectMeta: r.Job.ObjectMeta, Spec: r.Job.Spec})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "---\n# repair Job for %s (%s)\n%s", r.Shards, r.Why, b)
+		a, err := yaml.Marshal([]v1alpha1.Assignment{r.Assignment})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "---\n# appended to spec.assignments of BatchAccount %s\n%s", plan.Account, a)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// Kinds `explain` resolves, with the aliases kubectl users type.
+const (
+	KindAccount  = "account"
+	KindWorkload = "workload"
+	KindJob      = "job"
+	KindJobSet   = "jobset"
+)
+
+var kindAliases = map[string]string{
+	"account": KindAccount, "accounts": KindAccount, "batchaccount": KindAccount, "batchaccounts": KindAccount, "ba": KindAccount, "bacct": KindAccount,
+	"workload": KindWorkload, "workloads": KindWorkload, "wl": KindWorkload,
+	"job": KindJob, "jobs": KindJob,
+	"jobset": KindJobSet, "jobsets": KindJobSet, "js": KindJobSet,
+}
+
+// parseKindName reads "KIND NAME" or "KIND/NAME" as kubectl does.
+func parseKindName(args []string) (kind, name string, err error) {
+	switch len(args) {
+	case 1:
+		k, n, ok := strings.Cut(args[0], "/")
+		if !ok {
+			return "", "", fmt.Errorf("name the object: KIND NAME or KIND/NAME (KIND is account, workload, job or jobset)")
+		}
+		args = []string{k, n}
+	case 2:
+	default:
+		return "", "", fmt.Errorf("expected KIND NAME, got %d arguments", len(args))
+	}
+	kind, ok := kindAliases[strings.ToLower(args[0])]
+	if !ok {
+		return "", "", fmt.Errorf("unknown kind %q: use account, workload, job or jobset", args[0])
+	}
+	if args[1] == "" {
+		return "", "", fmt.Errorf("%s name is empty", kind)
+	}
+	return kind, args[1], nil
+}
+
+// ResolveAccounts finds the accounts an object concerns: an account itself; for a Kueue
+// Workload, the accounts targeting its owner Job or JobSet; for a Job, the accounts
+// targeting it (by name, or as a JobSet child); for a JobSet, the accounts targeting any
+// of its children. Accounts come sorted by name; none found is an error naming the object.
+func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name string) ([]v1alpha1.BatchAccount, error) {
+	switch kind {
+	case KindAccount:
+		var ba v1alpha1.BatchAccount
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
+			return nil, describeGetError(err, "BatchAccount", namespace, name)
+		}
+		return []v1alpha1.BatchAccount{ba}, nil
+	case KindWorkload:
+		var wl kueue.Workload
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &wl); err != nil {
+			return nil, describeGetError(err, "Workload", namespace, name)
+		}
+		owner := workloadOwner(&wl)
+		if owner == nil {
+			return nil, fmt.Errorf("Workload %q in namespace %q is owned by no Job or JobSet; batchledger accounts only for those", name, namespace)
+		}
+		kind := KindJob
+		if owner.Kind == "JobSet" {
+			kind = KindJobSet
+		}
+		accts, err := ResolveAccounts(ctx, c, namespace, kind, owner.Name)
+		if err != nil {
+			return nil, fmt.Errorf("Workload %q: %w", name, err)
+		}
+		return accts, nil
+	case KindJob:
+		var job batchv1.Job
+		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, describeGetError(err, "Job", namespace, name)
+		}
+		found := err == nil
+		accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool {
+			return t.Job == name || (found && targetsJobSetChild(t, &job))
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(accts) == 0 {
+			if !found {
+				return nil, fmt.Errorf("Job %q not found in namespace %q, and no BatchAccount there targets it", name, namespace)
+			}
+			return nil, fmt.Errorf("no BatchAccount in namespace %q targets Job %q", namespace, name)
+		}
+		return accts, nil
+	case KindJobSet:
+		accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool { return t.JobSet == name })
+		if err != nil {
+			return nil, err
+		}
+		if len(accts) == 0 {
+			return nil, fmt.Errorf("no BatchAccount in namespace %q targets JobSet %q", namespace, name)
+		}
+		return accts, nil
+	}
+	return nil, fmt.Errorf("unknown kind %q", kind)
+}
+
+// describeGetError names the object in a lookup failure.
+func describeGetError(err error, kind, namespace, name string) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s %q not found in namespace %q", kind, name, namespace)
+	}
+	return fmt.Errorf("reading %s %q in namespace %q: %w", kind, name, namespace, err)
+}
+
+// workloadOwner is the Job or JobSet a Workload belongs to: its controller, or else the
+// first Job/JobSet owner reference.
+func workloadOwner(wl *kueue.Workload) *metav1.OwnerReference {
+	if ref := metav1.GetControllerOf(wl); ref != nil && (ref.Kind == "Job" || ref.Kind == "JobSet") {
+		return ref
+	}
+	for i := range wl.OwnerReferences {
+		if ref := &wl.OwnerReferences[i]; ref.Kind == "Job" || ref.Kind == "JobSet" {
+			return ref
+		}
+	}
+	return nil
+}
+
+// targetsJobSetChild reports whether a JobSet target names this child Job.
+func targetsJobSetChild(t v1alpha1.TargetRef, job *batchv1.Job) bool {
+	if t.JobSet == "" || job.Labels[jobsetapi.JobSetNameKey] != t.JobSet || job.Labels[jobsetapi.ReplicatedJobNameKey] != t.ReplicatedJob {
+		return false
+	}
+	idx := int32(0)
+	if t.JobIndex != nil {
+		idx = *t.JobIndex
+	}
+	return job.Labels[jobsetapi.JobIndexKey] == strconv.Itoa(int(idx))
+}
+
+// accountsWhere lists the accounts of namespace with a target matching match.
+func accountsWhere(ctx context.Context, c client.Client, namespace string, match func(v1alpha1.TargetRef) bool) ([]v1alpha1.BatchAccount, error) {
+	var list v1alpha1.BatchAccountList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing BatchAccounts in namespace %q: %w", namespace, err)
+	}
+	var out []v1alpha1.BatchAccount
+	for _, ba := range list.Items {
+		if slices.ContainsFunc(ba.Spec.Assignments, func(a v1alpha1.Assignment) bool {
+			return (a.Target.Namespace == "" || a.Target.Namespace == namespace) && match(a.Target)
+		}) {
+			out = append(out, ba)
+		}
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.BatchAccount) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
