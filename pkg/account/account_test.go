@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
@@ -316,5 +317,19 @@ func TestObservationPointsMoveOnlyWithFacts(t *testing.T) {
 	moved := step(t, spec, &same, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).completed("0,1", 2).resourceVersion("12").obj(), Workload: wl("102", false)}}).Status
 	if tg := moved.Targets[0]; tg.ObservedResourceVersion != "12" || tg.Workload.ObservedResourceVersion != "102" {
 		t.Errorf("observation points did not move with the facts: job %q workload %q", tg.ObservedResourceVersion, tg.Workload.ObservedResourceVersion)
+	}
+}
+
+// TestStandingResults: readers of recorded results get the same verdict Compute applies.
+func TestStandingResults(t *testing.T) {
+	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").requireResults("").obj()
+	m := Compile("ml-team", spec)
+	first, second := result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 0, "A")
+	second.Digest, second.Pod = "sha256:other", "j-0-b"
+	forged := result("job/j", "uid-j", 1, "A")
+	stale := result("job/j", "uid-old", 1, "B")
+	got := StandingResults(m, spec, map[string]types.UID{"job/j": "uid-j"}, []Result{first, second, forged, stale})
+	if len(got) != 1 || got[0].Pod != first.Pod || got[0].Digest != first.Digest {
+		t.Errorf("standing = %+v; want only the first result of A", got)
 	}
 }

@@ -1,7 +1,8 @@
 package cli
 
 import (
-	"cmp"
+	"maps"
+
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -587,30 +589,15 @@ func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets obser
 // revisions. These are the rules account.Compute judges results by; the account status
 // keeps only counts, so the plugin reads the chunks to name the results.
 func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets observedTargets, chunks []v1alpha1.ShardResults) []v1alpha1.RecordedResult {
-	var all []v1alpha1.RecordedResult
-	for _, c := range chunks {
-		all = append(all, c.Results...)
+	current := make(map[string]types.UID, len(targets.byKey))
+	for key, ts := range targets.byKey {
+		current[key] = ts.UID
 	}
-	slices.SortStableFunc(all, func(a, b v1alpha1.RecordedResult) int {
-		return cmp.Or(a.RecordedAt.Compare(b.RecordedAt.Time), cmp.Compare(a.Pod, b.Pod))
-	})
-	byOrdinal := map[int]v1alpha1.RecordedResult{}
-	for _, r := range all {
-		o, ok := m.ShardOf(r.Target, int(r.Index))
-		ts := targets.byKey[r.Target]
-		if !ok || r.RejectReason != "" || ts == nil || ts.UID != r.JobUID || r.Shard != m.Shards.Name(o) ||
-			r.InputRevision != ba.Spec.InputRevision || r.ModelRevision != ba.Spec.ModelRevision {
-			continue
-		}
-		if _, seen := byOrdinal[o]; !seen {
-			r.Ordinal = int32(o)
-			byOrdinal[o] = r
-		}
+	standing := account.StandingResults(m, &ba.Spec, current, account.RecordedInOrder(chunks))
+	ordinals := slices.Sorted(maps.Keys(standing))
+	out := make([]v1alpha1.RecordedResult, 0, len(ordinals))
+	for _, o := range ordinals {
+		out = append(out, standing[o].Recorded(o, standing[o].RecordedAt))
 	}
-	out := make([]v1alpha1.RecordedResult, 0, len(byOrdinal))
-	for _, r := range byOrdinal {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Ordinal, b.Ordinal) })
 	return out
 }

@@ -1,10 +1,8 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,7 +91,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 				c = newChunk(ba, name, first)
 				chunks[name] = c
 			}
-			c.Results = append(c.Results, recordedResult(res, ordinal, now))
+			c.Results = append(c.Results, res.Recorded(ordinal, now))
 			recorded[pod.UID] = true
 			dirty[name] = true
 		}
@@ -111,18 +109,11 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		}
 		r.Metrics.resultsWritten()
 	}
-	var all []v1alpha1.RecordedResult
+	all := make([]v1alpha1.ShardResults, 0, len(chunks))
 	for _, c := range chunks {
-		all = append(all, c.Results...)
+		all = append(all, *c)
 	}
-	slices.SortStableFunc(all, func(a, b v1alpha1.RecordedResult) int {
-		return cmp.Or(a.RecordedAt.Compare(b.RecordedAt.Time), cmp.Compare(a.Pod, b.Pod))
-	})
-	out := make([]account.Result, len(all))
-	for i, rr := range all {
-		out[i] = accountResult(rr)
-	}
-	return out, nil
+	return account.RecordedInOrder(all), nil
 }
 
 func newChunk(ba *v1alpha1.BatchAccount, name string, first int32) *v1alpha1.ShardResults {
@@ -134,24 +125,6 @@ func newChunk(ba *v1alpha1.BatchAccount, name string, first int32) *v1alpha1.Sha
 		},
 		Account:      ba.Name,
 		FirstOrdinal: first,
-	}
-}
-
-func recordedResult(r account.Result, ordinal int, at metav1.Time) v1alpha1.RecordedResult {
-	return v1alpha1.RecordedResult{
-		Ordinal: int32(ordinal), Shard: r.Shard, Target: r.Target, JobUID: r.JobUID, Index: int32(r.Index),
-		Pod: r.Pod, PodUID: r.PodUID, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision,
-		Output: r.Output, Digest: r.Digest, Records: r.Records, Valid: r.Valid,
-		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: at,
-	}
-}
-
-func accountResult(r v1alpha1.RecordedResult) account.Result {
-	return account.Result{
-		Target: r.Target, JobUID: r.JobUID, Index: int(r.Index), Pod: r.Pod, PodUID: r.PodUID,
-		Shard: r.Shard, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision, Digest: r.Digest,
-		Output: r.Output, Records: r.Records, Valid: r.Valid,
-		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage,
 	}
 }
 
