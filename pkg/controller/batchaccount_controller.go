@@ -128,12 +128,13 @@ func (r *Reconciler) now() time.Time {
 
 // SetupWithManager registers the reconciler and its watches. Jobs, pods and Workloads
 // wake only the accounts that name them, through field indexes; there is no periodic
-// resync of all accounts.
+// resync of all accounts. Job and pod changes are batched (BatchPeriod) so that a burst
+// of pod completions costs one computation and at most one status write.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.BatchAccount{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.jobToAccounts), builder.WithPredicates(jobChanged)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podToAccounts), builder.WithPredicates(podSucceeded)).
+		Watches(&batchv1.Job{}, batched(r.jobToAccounts), builder.WithPredicates(jobChanged)).
+		Watches(&corev1.Pod{}, batched(r.podToAccounts), builder.WithPredicates(podSucceeded)).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(r.workloadToAccounts)).
 		Named("batchaccount").
 		Complete(r)

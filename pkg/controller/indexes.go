@@ -2,13 +2,17 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -128,4 +132,35 @@ func (r *Reconciler) workloadToAccounts(ctx context.Context, obj client.Object) 
 		}
 	}
 	return accountsFor(ctx, r.Client, obj.GetNamespace(), keys...)
+}
+
+// BatchPeriod is how long the reconciler lets Job and pod changes gather before it
+// recomputes an account: the Job controller itself batches pod updates (its
+// syncJobBatchPeriod), and a Job of many indexes finishing pods every few milliseconds
+// would otherwise cost one account computation and status write per pod.
+const BatchPeriod = 300 * time.Millisecond
+
+// batched is an event handler that maps an object to accounts like mapFn, but enqueues
+// them after BatchPeriod: the workqueue keeps one pending entry per account, so every
+// change within the period folds into one reconcile.
+func batched(mapFn handler.MapFunc) handler.EventHandler {
+	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range mapFn(ctx, obj) {
+			q.AddAfter(req, BatchPeriod)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
 }
