@@ -60,6 +60,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log := ctrl.LoggerFrom(ctx)
 	var ba v1alpha1.BatchAccount
 	if err := r.Get(ctx, req.NamespacedName, &ba); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.accountDeleted(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.Metrics.reconciled()
@@ -111,6 +114,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		log.V(2).Info("account written", "covered", out.Status.Shards.Covered, "total", out.Status.Shards.Total)
 	}
+	// ba.Status is now what the API server holds, written or already equal: the gauges
+	// follow it even when nothing was written (e.g. after a controller restart).
+	r.Metrics.accountObserved(&ba)
 	for _, wl := range workloads {
 		if err := r.publish(ctx, wl, &ba); err != nil {
 			return ctrl.Result{}, err

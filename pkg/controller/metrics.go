@@ -1,23 +1,54 @@
 package controller
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
+// ReasonUnsampled labels the rejected results the account's bounded sample of
+// rejections (status.results.rejections) no longer holds, so that the rejection series of
+// an account always add up to its rejected and conflicting results.
+const ReasonUnsampled = "Unsampled"
+
 // Metrics counts what the reconciler does, so that "one status write per observed
-// change" can be measured, not assumed. A nil *Metrics counts nothing.
+// change" can be measured, not assumed, and exports each account's verdict numbers so
+// that missing shards and rejected results can be alerted on. A nil *Metrics counts
+// nothing.
 type Metrics struct {
 	Reconciles     prometheus.Counter
 	StatusWrites   prometheus.Counter
 	WorkloadWrites prometheus.Counter
 	ResultWrites   prometheus.Counter
 	PodReleases    prometheus.Counter
+
+	// Per account (labels namespace, account): one series each, deleted with the
+	// account, so the series count follows the number of accounts.
+	Shards, ShardsCovered, ShardsAccepted, ShardsMissing *prometheus.GaugeVec
+	// ResultRejections (labels namespace, account, reason): the account's rejected and
+	// conflicting results by reason. Reasons are the fixed CamelCase set of the account
+	// and result packages plus ReasonUnsampled, so an account has a bounded number of series.
+	ResultRejections *prometheus.GaugeVec
+
+	mu sync.Mutex
+	// reasons remembers the reasons exported per account, to delete a reason's series
+	// once the account no longer has such rejections.
+	reasons map[types.NamespacedName]map[string]bool
 }
 
-// NewMetrics creates the counters and registers them with controller-runtime's registry,
-// served on the manager's metrics endpoint.
-func NewMetrics() *Metrics {
+// NewMetrics creates the counters and gauges and registers them with controller-runtime's
+// registry, served on the manager's metrics endpoint.
+func NewMetrics() *Metrics { return newMetrics(metrics.Registry) }
+
+func newMetrics(reg prometheus.Registerer) *Metrics {
+	account := []string{"namespace", "account"}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	}
 	m := &Metrics{
 		Reconciles: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "batchledger_account_reconciles_total", Help: "BatchAccount reconciles.",
@@ -34,8 +65,17 @@ func NewMetrics() *Metrics {
 		PodReleases: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "batchledger_pod_releases_total", Help: "Result-capture finalizers removed from pods.",
 		}),
+		Shards:         gauge("batchledger_account_shards", "Shards the BatchAccount declares.", account...),
+		ShardsCovered:  gauge("batchledger_account_shards_covered", "Declared shards whose assigned (Job, completion index) completed.", account...),
+		ShardsAccepted: gauge("batchledger_account_shards_accepted", "Declared shards with an accepted result.", account...),
+		ShardsMissing:  gauge("batchledger_account_shards_missing", "Declared shards not covered.", account...),
+		ResultRejections: gauge("batchledger_account_result_rejections",
+			"The BatchAccount's rejected or conflicting shard results, by reason (Unsampled: beyond the recorded sample).",
+			append(account, "reason")...),
+		reasons: map[types.NamespacedName]map[string]bool{},
 	}
-	metrics.Registry.MustRegister(m.Reconciles, m.StatusWrites, m.WorkloadWrites, m.ResultWrites, m.PodReleases)
+	reg.MustRegister(m.Reconciles, m.StatusWrites, m.WorkloadWrites, m.ResultWrites, m.PodReleases,
+		m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.ResultRejections)
 	return m
 }
 
@@ -67,4 +107,65 @@ func (m *Metrics) podReleased() {
 	if m != nil {
 		m.PodReleases.Inc()
 	}
+}
+
+// accountObserved exports an account's numbers from its (written) status.
+func (m *Metrics) accountObserved(ba *v1alpha1.BatchAccount) {
+	if m == nil {
+		return
+	}
+	s := ba.Status
+	l := prometheus.Labels{"namespace": ba.Namespace, "account": ba.Name}
+	m.Shards.With(l).Set(float64(s.Shards.Total))
+	m.ShardsCovered.With(l).Set(float64(s.Shards.Covered))
+	m.ShardsAccepted.With(l).Set(float64(s.Shards.Accepted))
+	m.ShardsMissing.With(l).Set(float64(s.Shards.Total - s.Shards.Covered))
+
+	counts := rejectionsByReason(s.Results)
+	key := types.NamespacedName{Namespace: ba.Namespace, Name: ba.Name}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for reason := range m.reasons[key] {
+		if _, still := counts[reason]; !still {
+			m.ResultRejections.DeleteLabelValues(ba.Namespace, ba.Name, reason)
+		}
+	}
+	seen := make(map[string]bool, len(counts))
+	for reason, n := range counts {
+		m.ResultRejections.WithLabelValues(ba.Namespace, ba.Name, reason).Set(float64(n))
+		seen[reason] = true
+	}
+	if len(seen) == 0 {
+		delete(m.reasons, key)
+	} else {
+		m.reasons[key] = seen
+	}
+}
+
+// accountDeleted drops every series of a deleted account.
+func (m *Metrics) accountDeleted(key types.NamespacedName) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"namespace": key.Namespace, "account": key.Name}
+	for _, g := range []*prometheus.GaugeVec{m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.ResultRejections} {
+		g.DeletePartialMatch(l)
+	}
+	m.mu.Lock()
+	delete(m.reasons, key)
+	m.mu.Unlock()
+}
+
+// rejectionsByReason counts an account's rejected and conflicting results by reason. The
+// status keeps only a bounded sample of rejections; the part of the total it no longer
+// holds is counted under ReasonUnsampled, so the counts add up to Rejected + Conflicts.
+func rejectionsByReason(r v1alpha1.ResultSummary) map[string]int {
+	counts := map[string]int{}
+	for _, rj := range r.Rejections {
+		counts[rj.Reason]++
+	}
+	if rest := int(r.Rejected+r.Conflicts) - len(r.Rejections); rest > 0 {
+		counts[ReasonUnsampled] += rest
+	}
+	return counts
 }
