@@ -127,5 +127,5 @@ help: ## Show the targets.
 ##@ Benchmarks
 
 .PHONY: bench
-bench: binaries ## Load benchmark on a fresh local cluster: controller vs kube-controller-manager CPU, writes per change, latency (BENCH_FLAGS=--sizes=5x10,20x50 --out=docs/benchmarks.md).
+bench: binaries build ## Load benchmark on a fresh local cluster: controller vs kube-controller-manager CPU, writes per change, latency (BENCH_FLAGS=--sizes=5x10,20x50 --out=docs/benchmarks.md).
 	$(GO) run ./hack/bench $(BENCH_FLAGS)

@@ -58,6 +58,7 @@ const (
 func main() {
 	var (
 		metricsAddr, probeAddr, webhookHost, certDir string
+		pprofAddr                                    string
 		webhookPort                                  int
 		leaderElect, enableWebhooks                  bool
 		metricsSecure, enableHTTP2                   bool
@@ -67,6 +68,7 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
 	flag.BoolVar(&metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoint, for profiling under load; empty disables it.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to.")
@@ -127,6 +129,7 @@ func main() {
 		LeaderElectionNamespace: certOpts.Namespace,
 		WebhookServer:           webhookServer,
 		Cache:                   cacheOptions(),
+		PprofBindAddress:        pprofAddr,
 	})
 	if err != nil {
 		log.Error(err, "creating manager")

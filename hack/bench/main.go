@@ -102,7 +102,7 @@ func main() {
 	flag.StringVar(&cfg.binary, "binary", "", "batchledger controller binary (default <repo>/bin/batchledger)")
 	flag.StringVar(&cfg.out, "out", "", "when set (docs/benchmarks.md), rewrite the load section of this Markdown file")
 	flag.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "limit for one size")
-	flag.StringVar(&cfg.pprofOut, "pprof", "", "when set, run a controller built with a pprof endpoint (see profiledBinary) and write a CPU profile of the last size to this file")
+	flag.StringVar(&cfg.pprofOut, "pprof", "", "when set, run the controller with --pprof-bind-address and write a CPU profile of the last size to this file")
 	flag.IntVar(&cfg.pprofSeconds, "pprof-seconds", 60, "length of the --pprof CPU profile, started when the last size's Jobs are created")
 	flag.Parse()
 	var err error
@@ -179,25 +179,13 @@ func run(ctx context.Context, cfg config) error {
 	}
 	fmt.Fprintln(os.Stderr, "starting a fresh local cluster (stopped at the end)")
 	if cfg.pprofOut != "" {
-		if cfg.binary, err = profiledBinary(root); err != nil {
-			return err
-		}
-		defer os.RemoveAll(filepath.Dir(cfg.binary))
-		if m, err = localcluster.BatchledgerManager(cfg.binary); err != nil {
-			return err
-		}
 		port, err := freePort()
 		if err != nil {
 			return err
 		}
 		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
-		command := m.Command
-		m.Command = func(env localcluster.ManagerEnv) (*localcluster.ManagerCommand, error) {
-			mc, err := command(env)
-			if mc != nil {
-				mc.Env = append(mc.Env, pprofEnv+"="+pprofAddr)
-			}
-			return mc, err
+		if m, err = localcluster.BatchledgerManager(cfg.binary, "--pprof-bind-address="+pprofAddr); err != nil {
+			return err
 		}
 	}
 	cl, err := localcluster.Start(ctx, localcluster.Options{Nodes: nodes, Managers: []localcluster.Manager{m}, Log: os.Stderr})
@@ -819,49 +807,9 @@ func machineFacts(root string) [][2]string {
 	return [][2]string{{"nproc", nproc}, {"CPU", model}, {"Go", goVersion}, {"components", strings.Join(comps, ", ") + "; batchledger " + filepath.Join("bin", "batchledger")}}
 }
 
-// pprofEnv carries the pprof bind address to a controller built by profiledBinary.
-const pprofEnv = "BATCHLEDGER_BENCH_PPROF_BIND_ADDRESS"
-
-// pprofAddr is where the profiled controller serves /debug/pprof; empty without --pprof.
+// pprofAddr is where the controller serves /debug/pprof (--pprof-bind-address); empty
+// without --pprof.
 var pprofAddr string
-
-// profiledBinary builds cmd/batchledger with controller-runtime's pprof endpoint enabled,
-// without touching the source: a build overlay replaces main.go by a copy whose
-// ctrl.Options also set PprofBindAddress from $BATCHLEDGER_BENCH_PPROF_BIND_ADDRESS. It is
-// the stand-in for a --pprof-bind-address flag until cmd/batchledger has one.
-func profiledBinary(root string) (string, error) {
-	dir, err := os.MkdirTemp("", "batchledger-bench-")
-	if err != nil {
-		return "", err
-	}
-	mainGo := filepath.Join(root, "cmd", "batchledger", "main.go")
-	src, err := os.ReadFile(mainGo)
-	if err != nil {
-		return "", err
-	}
-	const anchor = "HealthProbeBindAddress: probeAddr,"
-	if !strings.Contains(string(src), anchor) || strings.Contains(string(src), "PprofBindAddress") {
-		return "", fmt.Errorf("%s: cannot add PprofBindAddress (no %q in ctrl.Options, or it is there already)", mainGo, anchor)
-	}
-	patched := strings.Replace(string(src), anchor, anchor+"\n\t\tPprofBindAddress: os.Getenv(\""+pprofEnv+"\"),", 1)
-	copyPath := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(copyPath, []byte(patched), 0o644); err != nil {
-		return "", err
-	}
-	overlay, _ := json.Marshal(map[string]map[string]string{"Replace": {mainGo: copyPath}})
-	overlayPath := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(overlayPath, overlay, 0o644); err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "batchledger")
-	cmd := exec.Command("go", "build", "-overlay="+overlayPath, "-o", out, "./cmd/batchledger")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build (pprof overlay) ./cmd/batchledger: %v\n%s", err, b)
-	}
-	fmt.Fprintln(os.Stderr, "built a controller with a pprof endpoint:", out)
-	return out, nil
-}
 
 // cpuProfile writes a CPU profile of the controller to --pprof.
 func (b *bench) cpuProfile(ctx context.Context) error {
