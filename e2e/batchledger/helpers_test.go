@@ -56,6 +56,17 @@ func waitWorkloadVerdict(t *testing.T, wl *kueue.Workload, typ string, status me
 	return *apimeta.FindStatusCondition(wl.Status.Conditions, typ)
 }
 
+// waitWorkloadMessage waits until one of batchledger's conditions on a Workload carries
+// exactly message: the reason alone may already match an older verdict.
+func waitWorkloadMessage(t *testing.T, wl *kueue.Workload, typ, message string) metav1.Condition {
+	t.Helper()
+	framework.WaitFor(t, wl, framework.DefaultTimeout, fmt.Sprintf("%s message %q", typ, message), func(wl *kueue.Workload) bool {
+		c := apimeta.FindStatusCondition(wl.Status.Conditions, typ)
+		return c != nil && c.Message == message
+	})
+	return *apimeta.FindStatusCondition(wl.Status.Conditions, typ)
+}
+
 // target returns the account's status of a target key.
 func target(ba *v1alpha1.BatchAccount, key string) *v1alpha1.TargetStatus {
 	for i := range ba.Status.Targets {

@@ -61,11 +61,13 @@ func TestIJ245(t *testing.T) {
 	if c.Message != missingD {
 		t.Errorf("ShardsCovered message = %q, want %q", c.Message, missingD)
 	}
-	wc := waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionShardsCovered, metav1.ConditionFalse, account.ReasonShardsMissing)
-	if wc.Message != "BatchAccount ij245: "+missingD {
-		t.Errorf("Workload condition message = %q", wc.Message)
+	wc := waitWorkloadMessage(t, wl, v1alpha1.WorkloadConditionShardsCovered, "BatchAccount ij245: "+missingD)
+	if wc.Status != metav1.ConditionFalse || wc.Reason != account.ReasonShardsMissing {
+		t.Errorf("Workload condition = %+v", wc)
 	}
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionFalse, account.ReasonShardsMissing)
+	if ac := waitWorkloadMessage(t, wl, v1alpha1.WorkloadConditionAccepted, "BatchAccount ij245: "+missingD); ac.Reason != account.ReasonShardsMissing {
+		t.Errorf("Workload Accepted = %+v", ac)
+	}
 	mid := framework.BatchledgerMetrics(t)
 
 	framework.FinishIndexPod(t, job, 3, 0, "")
