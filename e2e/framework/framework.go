@@ -37,33 +37,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework/localcluster"
-	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/scheme"
 )
 
 // UseExistingClusterEnv set to "true" runs the suite against the cluster in KUBECONFIG.
 const UseExistingClusterEnv = "E2E_USE_EXISTING_CLUSTER"
 
 // Scheme knows the types e2e tests use: core, batch, Kueue v1beta2, JobSet v1alpha2 and batchledger v1alpha1.
-var Scheme = newScheme()
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kueue.AddToScheme, jobset.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
+var Scheme = scheme.Must()
 
 // withBatchledger is set by SetupWithBatchledger: the local cluster then also runs the
 // batchledger controller.

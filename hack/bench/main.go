@@ -50,7 +50,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -58,6 +57,7 @@ import (
 	"batchledger.dev/batchledger/hack/kwok"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -197,12 +197,7 @@ func run(ctx context.Context, cfg config) error {
 			fmt.Fprintln(os.Stderr, "bench: stopping the cluster:", err)
 		}
 	}()
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kueue.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			return err
-		}
-	}
+	s := scheme.Must()
 	cfg.binary, _ = filepath.Abs(cfg.binary)
 	c, err := client.NewWithWatch(cl.RESTConfig, client.Options{Scheme: s})
 	if err != nil {

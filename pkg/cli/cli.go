@@ -18,16 +18,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/scheme"
 )
 
 // Exit codes of the plugin.
@@ -43,19 +38,7 @@ const (
 
 // Scheme holds the kinds the plugin reads and writes: core, batch, Kueue v1beta2, JobSet
 // v1alpha2 and batchledger v1alpha1.
-var Scheme = newScheme()
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, batchv1.AddToScheme, kueue.AddToScheme, jobsetapi.AddToScheme, v1alpha1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
+var Scheme = scheme.Must()
 
 // CodeError is an error that carries the process exit code it should end with.
 type CodeError struct {
