@@ -37,11 +37,16 @@ func resultsJob(t *testing.T, f *framework.Framework, name string, shards ...str
 	t.Helper()
 	h100Queue(f, "8")
 	n := int32(len(shards))
-	f.Create(wrappers.MakeJob("j", f.Namespace).Indexed(n).Parallelism(n).Queue("default").GPU(1).Obj())
-	// The account exists before the Job's pods do, so every pod is held for its result.
+	// The account is created (and reaches the controller's cache) before the Job, so that
+	// every pod is held for its result: pods created before any account names their Job
+	// are not held, and on a quiet machine Kueue admits a Job within milliseconds.
 	ba := wrappers.MakeBatchAccount(name, f.Namespace).Shards(shards...).
 		AssignJob("j", indexset.Range(0, int(n)-1).String(), shards...).RequireResults(seedRule)
 	f.Create(ba.Obj())
+	waitAccount(t, f, name, "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool {
+		return len(ba.Status.Conditions) > 0
+	})
+	f.Create(wrappers.MakeJob("j", f.Namespace).Indexed(n).Parallelism(n).Queue("default").GPU(1).Obj())
 	return ba
 }
 
