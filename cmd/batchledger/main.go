@@ -148,7 +148,7 @@ func main() {
 	var webhooks []setup
 	if enableWebhooks {
 		webhooks = []setup{blwebhook.BatchAccountValidator{},
-			&blwebhook.PodResultHolder{Reader: mgr.GetClient(), TargetIndex: controller.IndexAccountTarget}}
+			&blwebhook.PodResultHolder{Reader: mgr.GetClient()}}
 	}
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})

@@ -68,11 +68,13 @@ func (r *PodReleaser) mustHold(ctx context.Context, pod *corev1.Pod) (bool, erro
 	if len(recorded.Items) > 0 {
 		return false, nil
 	}
-	accounts, err := accountsRequiringResults(ctx, r.Client, pod.Namespace, podTargetKeys(pod))
+	accounts, err := AccountsRequiringResults(ctx, r.Client, pod.Namespace, PodTargetKeys(pod))
 	return len(accounts) > 0, err
 }
 
-func podTargetKeys(pod *corev1.Pod) []string {
+// PodTargetKeys are the account target keys a Job pod answers to (its Job, and its JobSet
+// for a JobSet child); none for a pod of no Job.
+func PodTargetKeys(pod *corev1.Pod) []string {
 	name := pod.Labels[batchv1.JobNameLabel]
 	if name == "" {
 		return nil
@@ -80,8 +82,10 @@ func podTargetKeys(pod *corev1.Pod) []string {
 	return targetKeysOfJob(pod.Labels, name)
 }
 
-// accountsRequiringResults lists the accounts naming one of keys that capture results.
-func accountsRequiringResults(ctx context.Context, c client.Client, namespace string, keys []string) ([]v1alpha1.BatchAccount, error) {
+// AccountsRequiringResults lists the live accounts naming one of keys that capture
+// results, through the IndexAccountTarget field index of c. The pod webhook (holding pods)
+// and the pod releaser (letting them go) share it so that they never disagree.
+func AccountsRequiringResults(ctx context.Context, c client.Reader, namespace string, keys []string) ([]v1alpha1.BatchAccount, error) {
 	var out []v1alpha1.BatchAccount
 	for _, k := range keys {
 		var list v1alpha1.BatchAccountList

@@ -9,9 +9,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
 )
 
 // PodMutatePath is where the pod mutating webhook is served.
@@ -23,10 +23,8 @@ const PodMutatePath = "/mutate--v1-pod"
 // left untouched; the webhook's objectSelector (config/webhook) sends it only pods that
 // carry a completion index.
 type PodResultHolder struct {
-	// Reader reads BatchAccounts, indexed by IndexAccountTarget.
+	// Reader reads BatchAccounts, indexed by controller.IndexAccountTarget.
 	Reader client.Reader
-	// TargetIndex is the name of the BatchAccount field index by target key.
-	TargetIndex string
 }
 
 var _ admission.Defaulter[*corev1.Pod] = &PodResultHolder{}
@@ -43,13 +41,9 @@ func (h *PodResultHolder) Default(ctx context.Context, pod *corev1.Pod) error {
 	if _, indexed := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed || slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {
 		return nil
 	}
-	job := pod.Labels[batchv1.JobNameLabel]
-	if job == "" {
+	keys := controller.PodTargetKeys(pod)
+	if len(keys) == 0 {
 		return nil
-	}
-	keys := []string{"job/" + job}
-	if js := pod.Labels[jobsetapi.JobSetNameKey]; js != "" {
-		keys = append(keys, "jobset/"+js)
 	}
 	ns := pod.Namespace
 	if ns == "" {
@@ -57,17 +51,12 @@ func (h *PodResultHolder) Default(ctx context.Context, pod *corev1.Pod) error {
 			ns = req.Namespace
 		}
 	}
-	for _, k := range keys {
-		var list v1alpha1.BatchAccountList
-		if err := h.Reader.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{h.TargetIndex: k}); err != nil {
-			return err
-		}
-		for _, ba := range list.Items {
-			if ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults {
-				pod.Finalizers = append(pod.Finalizers, v1alpha1.ResultFinalizer)
-				return nil
-			}
-		}
+	accounts, err := controller.AccountsRequiringResults(ctx, h.Reader, ns, keys)
+	if err != nil {
+		return err
+	}
+	if len(accounts) > 0 {
+		pod.Finalizers = append(pod.Finalizers, v1alpha1.ResultFinalizer)
 	}
 	return nil
 }
