@@ -60,7 +60,7 @@ docker-build: ## Build the container image (needs a Docker engine).
 ##@ Tests
 
 .PHONY: test
-test: lint test-unit test-e2e ## The whole suite: static checks, unit tests, e2e on a real local control plane.
+test: lint test-unit test-e2e test-install ## The whole suite: static checks, unit tests, e2e on a real local control plane, the kustomize install's manager.
 
 .PHONY: test-unit
 test-unit: ## Unit tests of the pure packages (no cluster).
@@ -100,7 +100,7 @@ kustomize-build: install-tools ## Render config/default into _output/install/kus
 
 .PHONY: verify-install
 verify-install: helm-lint kustomize-build ## Check that the chart and config/default agree (CRDs, RBAC, webhooks, Deployment).
-	INSTALLCHECK_REQUIRE_TOOLS=1 HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) $(GO) test -count=1 -run '^TestChart' ./hack/installcheck/
+	INSTALLCHECK_REQUIRE_TOOLS=1 HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) $(GO) test -count=1 -run '^(TestChart|TestDocker)' ./hack/installcheck/
 
 .PHONY: test-install
 test-install: binaries install-tools ## Run config/default's manager (self-managed certificates, its own RBAC) on a local control plane.
@@ -129,3 +129,7 @@ help: ## Show the targets.
 .PHONY: bench
 bench: binaries build ## Load benchmark on a fresh local cluster: controller vs kube-controller-manager CPU, writes per change, latency (BENCH_FLAGS=--sizes=5x10,20x50 --out=docs/benchmarks.md).
 	$(GO) run ./hack/bench $(BENCH_FLAGS)
+
+.PHONY: bench-baseline
+bench-baseline: binaries build ## Kueue's scheduler-performance baseline, scaled, with and without batchledger (BASELINE_FLAGS=--scale=0.1 --rounds=2).
+	$(GO) run ./hack/bench baseline $(BASELINE_FLAGS)

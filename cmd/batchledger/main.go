@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -60,12 +61,20 @@ func main() {
 		metricsSecure, enableHTTP2                   bool
 		certManagement                               string
 		certOpts                                     certs.Options
+		leaseDuration, renewDeadline, retryPeriod    time.Duration
+		accountSyncs                                 int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
 	flag.BoolVar(&metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoint, for profiling under load; empty disables it.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
+	// Defaults are client-go's and kube-controller-manager's; tests shorten them to see a
+	// takeover within seconds.
+	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the last renewal before it takes the leader Lease.")
+	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its Lease before it gives up leading.")
+	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
+	flag.IntVar(&accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
 	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to.")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port of the webhook server.")
@@ -121,9 +130,16 @@ func main() {
 		// The Lease lives in the manager's namespace; empty lets controller-runtime read
 		// the in-cluster service account's.
 		LeaderElectionNamespace: certOpts.Namespace,
-		WebhookServer:           webhookServer,
-		Cache:                   cacheOptions(),
-		PprofBindAddress:        pprofAddr,
+		LeaseDuration:           &leaseDuration,
+		RenewDeadline:           &renewDeadline,
+		RetryPeriod:             &retryPeriod,
+		// A replica that stops normally (rollout, drain) hands the Lease over at once
+		// instead of leaving the batch unreconciled for a whole lease duration. Safe
+		// because the manager exits right after it stops leading.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhookServer,
+		Cache:                         cacheOptions(),
+		PprofBindAddress:              pprofAddr,
 	})
 	if err != nil {
 		log.Error(err, "creating manager")
@@ -138,6 +154,7 @@ func main() {
 	r := &controller.Reconciler{
 		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"),
 		Metrics: metrics, Criteria: result.NewCache(result.DefaultCacheSize),
+		MaxConcurrentReconciles: accountSyncs,
 	}
 	setups := []setup{
 		r,

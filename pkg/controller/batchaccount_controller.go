@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -42,6 +44,11 @@ type Reconciler struct {
 	Metrics *Metrics
 	// Criteria caches compiled acceptance rules; created on first use when nil.
 	Criteria *result.Cache
+	// MaxConcurrentReconciles is how many accounts are reconciled side by side (0: one).
+	// Each reconcile reads and writes only its own account, so workers never contend.
+	MaxConcurrentReconciles int
+
+	criteriaOnce sync.Once
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create;update;patch
@@ -143,6 +150,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, batched(r.podToAccounts), builder.WithPredicates(podSucceeded)).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(r.workloadToAccounts)).
 		Named("batchaccount").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
 

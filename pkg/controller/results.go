@@ -128,9 +128,12 @@ func newChunk(ba *v1alpha1.BatchAccount, name string, first int32) *v1alpha1.Sha
 	}
 }
 
+// criteria returns the rule cache, creating it once: reconcile workers run side by side.
 func (r *Reconciler) criteria() *result.Cache {
-	if r.Criteria == nil {
-		r.Criteria = result.NewCache(result.DefaultCacheSize)
-	}
+	r.criteriaOnce.Do(func() {
+		if r.Criteria == nil {
+			r.Criteria = result.NewCache(result.DefaultCacheSize)
+		}
+	})
 	return r.Criteria
 }
