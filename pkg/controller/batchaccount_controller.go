@@ -112,12 +112,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		r.Metrics.statusWritten()
-		for _, c := range out.Changed {
-			kind := corev1.EventTypeNormal
-			if c.Status == metav1.ConditionFalse && c.Reason != account.ReasonAwaitingTermination && c.Reason != account.ReasonResultsPending && c.Reason != account.ReasonShardsMissing {
-				kind = corev1.EventTypeWarning
+		// Events follow only the write that recorded the change: the update carries the
+		// resourceVersion read, so a replica with a stale cache, or a second replica
+		// after a leader change, conflicts above instead of repeating them.
+		for _, e := range accountEvents(out.Changed) {
+			r.Recorder.Eventf(&ba, nil, e.Type, e.Reason, EventActionVerdict, "%s", e.Note)
+		}
+		if evs := workloadEvents(out.Changed); len(evs) > 0 {
+			for _, wl := range workloads {
+				for _, e := range evs {
+					r.Recorder.Eventf(wl, &ba, e.Type, e.Reason, EventActionVerdict, "BatchAccount %s: %s", ba.Name, e.Note)
+				}
 			}
-			r.Recorder.Eventf(&ba, nil, kind, c.Type+c.Reason, "Verdict", "%s=%s: %s", c.Type, c.Status, c.Message)
 		}
 		log.V(2).Info("account written", "covered", out.Status.Shards.Covered, "total", out.Status.Shards.Total)
 	}

@@ -1,0 +1,64 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/account"
+)
+
+// EventActionVerdict is the action of every event batchledger emits.
+const EventActionVerdict = "Verdict"
+
+// verdictEvent is one event to emit about a verdict change.
+type verdictEvent struct {
+	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
+	Type string
+	// Reason is <Condition><Reason>, e.g. ShardsCoveredAllShardsCovered: one event
+	// series per transition, so a repeat of the same transition aggregates.
+	Reason string
+	// Note is <Condition>=<Status>: <message>.
+	Note string
+}
+
+// expectedWaits are reasons a condition is False for while a batch makes normal
+// progress; they are no cause for a Warning.
+var expectedWaits = map[string]bool{
+	account.ReasonAwaitingTermination: true,
+	account.ReasonResultsPending:      true,
+	account.ReasonShardsMissing:       true,
+	account.ReasonPending:             true,
+}
+
+// accountEvents are the events for the account's verdict changes: one per condition
+// whose status or reason changed (never on a message-only change such as one more
+// covered shard, so a batch of many shards does not flood the account's events).
+func accountEvents(changed []metav1.Condition) []verdictEvent {
+	out := make([]verdictEvent, 0, len(changed))
+	for _, c := range changed {
+		out = append(out, eventOf(c, c.Type))
+	}
+	return out
+}
+
+// workloadEvents are the events for a Workload: only the changes of the verdicts
+// published on Workloads (ShardsCovered and Accepted), named as the Workload condition
+// is, so that an admin reading `kubectl describe workload` sees the same words as in
+// its conditions.
+func workloadEvents(changed []metav1.Condition) []verdictEvent {
+	var out []verdictEvent
+	for _, c := range changed {
+		if typ, ok := workloadConditions[c.Type]; ok {
+			out = append(out, eventOf(c, typ))
+		}
+	}
+	return out
+}
+
+func eventOf(c metav1.Condition, typ string) verdictEvent {
+	kind := corev1.EventTypeNormal
+	if c.Status == metav1.ConditionFalse && !expectedWaits[c.Reason] {
+		kind = corev1.EventTypeWarning
+	}
+	return verdictEvent{Type: kind, Reason: c.Type + c.Reason, Note: typ + "=" + string(c.Status) + ": " + c.Message}
+}

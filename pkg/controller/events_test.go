@@ -1,0 +1,81 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg}
+}
+
+func TestVerdictEvents(t *testing.T) {
+	covered := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, account.ReasonAllShardsCovered, "4/4 shards covered")
+	missing := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3")
+	duplicate := cond(v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, account.ReasonAssignmentInvalid, "shard A assigned twice")
+	pending := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultsPending, "waiting for results of A-D")
+	rejected := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultRejected, "result of C rejected")
+	accepted := cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted, "4/4 shards accepted")
+	queued := cond(v1alpha1.ConditionAdmitted, metav1.ConditionFalse, account.ReasonPending, "not admitted by Kueue yet: job j")
+	terminated := cond(v1alpha1.ConditionTerminated, metav1.ConditionTrue, account.ReasonComplete, "job j Complete")
+
+	cases := map[string]struct {
+		changed      []metav1.Condition
+		wantAccount  []verdictEvent
+		wantWorkload []verdictEvent
+	}{
+		"no change, no event": {},
+		"coverage complete: Normal on both": {
+			changed: []metav1.Condition{covered},
+			wantAccount: []verdictEvent{{corev1.EventTypeNormal, "ShardsCoveredAllShardsCovered",
+				"ShardsCovered=True: 4/4 shards covered"}},
+			wantWorkload: []verdictEvent{{corev1.EventTypeNormal, "ShardsCoveredAllShardsCovered",
+				"batchledger.dev/ShardsCovered=True: 4/4 shards covered"}},
+		},
+		"expected waits are Normal": {
+			changed: []metav1.Condition{missing, pending, queued},
+			wantAccount: []verdictEvent{
+				{corev1.EventTypeNormal, "ShardsCoveredShardsMissing", "ShardsCovered=False: 3/4 shards covered; missing D = job j index 3"},
+				{corev1.EventTypeNormal, "AcceptedResultsPending", "Accepted=False: waiting for results of A-D"},
+				{corev1.EventTypeNormal, "AdmittedPending", "Admitted=False: not admitted by Kueue yet: job j"},
+			},
+			wantWorkload: []verdictEvent{
+				{corev1.EventTypeNormal, "ShardsCoveredShardsMissing", "batchledger.dev/ShardsCovered=False: 3/4 shards covered; missing D = job j index 3"},
+				{corev1.EventTypeNormal, "AcceptedResultsPending", "batchledger.dev/Accepted=False: waiting for results of A-D"},
+			},
+		},
+		"problems are Warnings; account-only conditions stay off the Workload": {
+			changed: []metav1.Condition{duplicate, rejected, terminated},
+			wantAccount: []verdictEvent{
+				{corev1.EventTypeWarning, "AssignmentValidAssignmentInvalid", "AssignmentValid=False: shard A assigned twice"},
+				{corev1.EventTypeWarning, "AcceptedResultRejected", "Accepted=False: result of C rejected"},
+				{corev1.EventTypeNormal, "TerminatedComplete", "Terminated=True: job j Complete"},
+			},
+			wantWorkload: []verdictEvent{
+				{corev1.EventTypeWarning, "AcceptedResultRejected", "batchledger.dev/Accepted=False: result of C rejected"},
+			},
+		},
+		"accepted": {
+			changed:      []metav1.Condition{accepted},
+			wantAccount:  []verdictEvent{{corev1.EventTypeNormal, "AcceptedAccepted", "Accepted=True: 4/4 shards accepted"}},
+			wantWorkload: []verdictEvent{{corev1.EventTypeNormal, "AcceptedAccepted", "batchledger.dev/Accepted=True: 4/4 shards accepted"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.wantAccount, accountEvents(tc.changed), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("account events (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWorkload, workloadEvents(tc.changed), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("workload events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
