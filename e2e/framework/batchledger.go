@@ -27,6 +27,7 @@ const UseDeployedControllerEnv = "E2E_BATCHLEDGER_DEPLOYED"
 var batchledger struct {
 	mu      sync.Mutex
 	manager localcluster.Manager
+	binary  string
 	running bool
 }
 
@@ -52,7 +53,7 @@ func startBatchledger(ctx context.Context, c *localcluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	batchledger.manager = m
+	batchledger.manager, batchledger.binary = m, bin
 	if err := c.StartManager(ctx, m); err != nil {
 		return err
 	}
@@ -103,25 +104,79 @@ func localOnly(t testing.TB) *localcluster.Cluster {
 	return env.cluster
 }
 
+// StartBatchledgerReplicas replaces the controller for the rest of the test by n
+// replicas electing a leader (Lease in namespace default, short lease timings so a
+// takeover is seen within seconds) behind one webhook address; extraArgs are added to
+// every replica's flags. The single controller comes back when the test ends.
+func StartBatchledgerReplicas(t testing.TB, n int, extraArgs ...string) *localcluster.Replicas {
+	t.Helper()
+	StopBatchledger(t)
+	c := env.cluster
+	args := append([]string{"--leader-elect", "--namespace=default",
+		"--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s"},
+		extraArgs...)
+	m, err := localcluster.BatchledgerManager(batchledger.binary, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.StartReplicas(t.Context(), m, n)
+	if err != nil {
+		t.Fatalf("start %d batchledger replicas: %v", n, err)
+	}
+	// Registered after StopBatchledger's cleanup, so it runs first: the replicas are gone
+	// before the single controller starts again and takes its webhooks back.
+	t.Cleanup(func() {
+		if err := r.Stop(); err != nil {
+			t.Errorf("stop replicas: %v", err)
+		}
+	})
+	return r
+}
+
+// KillManager SIGKILLs a manager of the local cluster (a replica, say), as a node failure would.
+func KillManager(t testing.TB, name string) {
+	t.Helper()
+	if err := localOnly(t).KillManager(name); err != nil {
+		t.Fatalf("kill %s: %v", name, err)
+	}
+}
+
 // ControllerMetrics are batchledger's own counters, read from its metrics endpoint.
 type ControllerMetrics struct {
-	Reconciles, StatusWrites, WorkloadWrites float64
+	Reconciles, StatusWrites, WorkloadWrites, ResultWrites, PodReleases float64
+	// Leader is whether the process holds the leader Lease (controller-runtime's
+	// leader_election_master_status).
+	Leader bool
 }
 
 // BatchledgerMetrics reads the controller's counters (local cluster only).
 func BatchledgerMetrics(t testing.TB) ControllerMetrics {
 	t.Helper()
-	c := localOnly(t)
-	env, ok := c.ManagerEnv(localcluster.BatchledgerName)
+	return ManagerMetrics(t, localcluster.BatchledgerName)
+}
+
+// ManagerMetrics reads the counters of the named batchledger process (the controller,
+// or one of StartBatchledgerReplicas' replicas).
+func ManagerMetrics(t testing.TB, name string) ControllerMetrics {
+	t.Helper()
+	m, err := readManagerMetrics(localOnly(t), name)
+	if err != nil {
+		t.Fatalf("read %s metrics: %v", name, err)
+	}
+	return m
+}
+
+func readManagerMetrics(c *localcluster.Cluster, name string) (ControllerMetrics, error) {
+	var m ControllerMetrics
+	env, ok := c.ManagerEnv(name)
 	if !ok {
-		t.Fatal("batchledger is not running")
+		return m, fmt.Errorf("%s is not running", name)
 	}
 	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort))
 	if err != nil {
-		t.Fatalf("read batchledger metrics: %v", err)
+		return m, err
 	}
 	defer resp.Body.Close()
-	var m ControllerMetrics
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -130,16 +185,22 @@ func BatchledgerMetrics(t testing.TB) ControllerMetrics {
 			continue
 		}
 		v, _ := strconv.ParseFloat(value, 64)
-		switch name {
-		case "batchledger_account_reconciles_total":
+		switch {
+		case name == "batchledger_account_reconciles_total":
 			m.Reconciles = v
-		case "batchledger_account_status_writes_total":
+		case name == "batchledger_account_status_writes_total":
 			m.StatusWrites = v
-		case "batchledger_workload_condition_writes_total":
+		case name == "batchledger_workload_condition_writes_total":
 			m.WorkloadWrites = v
+		case name == "batchledger_result_chunk_writes_total":
+			m.ResultWrites = v
+		case name == "batchledger_pod_releases_total":
+			m.PodReleases = v
+		case strings.HasPrefix(name, "leader_election_master_status{"):
+			m.Leader = v == 1
 		}
 	}
-	return m
+	return m, sc.Err()
 }
 
 // StatusWatch counts the status changes of one object as the API server reports them,

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -90,10 +91,23 @@ func (c *Cluster) ManagerEnv(name string) (ManagerEnv, bool) {
 	return env, ok
 }
 
+// errNoManager: no running manager of that name.
+var errNoManager = errors.New("no running manager")
+
 // StopManager stops a Manager's process, as a crash or a rollout would. Its webhook
 // configurations stay registered: calls to them fail until StartManager runs it again.
 func (c *Cluster) StopManager(name string) error {
+	victim := c.removeProcess(name)
+	if victim == nil {
+		return fmt.Errorf("%w %q", errNoManager, name)
+	}
+	return victim.kill(5 * time.Second)
+}
+
+// removeProcess forgets the running process of a manager and returns it (nil if none).
+func (c *Cluster) removeProcess(name string) *process {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	var victim *process
 	kept := c.procs[:0]
 	for _, p := range c.procs {
@@ -105,9 +119,5 @@ func (c *Cluster) StopManager(name string) error {
 	}
 	c.procs = kept
 	delete(c.managers, name)
-	c.mu.Unlock()
-	if victim == nil {
-		return fmt.Errorf("no running manager %q", name)
-	}
-	return victim.kill(5 * time.Second)
+	return victim
 }

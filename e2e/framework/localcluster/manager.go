@@ -82,46 +82,8 @@ func (c *Cluster) StartManager(ctx context.Context, m Manager) error {
 	if err := c.installCRDs(ctx, m.CRDs); err != nil {
 		return fmt.Errorf("%s: install CRDs: %w", m.Name, err)
 	}
-	ports, err := freePorts(3)
+	env, err := c.startInstance(ctx, m.Name, m)
 	if err != nil {
-		return err
-	}
-	env := ManagerEnv{
-		Dir:         filepath.Join(c.StateDir, m.Name),
-		Kubeconfig:  c.Kubeconfig,
-		CertDir:     filepath.Join(c.StateDir, m.Name, "certs"),
-		Host:        "127.0.0.1",
-		WebhookPort: ports[0], HealthPort: ports[1], MetricsPort: ports[2],
-		BinaryPath: c.bins.find,
-	}
-	c.recordManager(m.Name, env)
-	if err := c.CA.IssueServing(env.CertDir, m.Name); err != nil {
-		return err
-	}
-	mc, err := m.Command(env)
-	if err != nil {
-		return fmt.Errorf("%s: %w", m.Name, err)
-	}
-	p, err := c.startProcess(procSpec{
-		name:         m.Name,
-		args:         mc.Args,
-		env:          append([]string{"KUBECONFIG=" + c.Kubeconfig}, mc.Env...),
-		privateFiles: mc.PrivateFiles,
-	})
-	if err != nil {
-		return err
-	}
-	readyPath := m.ReadyPath
-	if readyPath == "" {
-		readyPath = "/readyz"
-	}
-	readyURL := fmt.Sprintf("http://127.0.0.1:%d%s", env.HealthPort, readyPath)
-	if err := waitReady(ctx, p, 2*time.Minute, func() error { return httpOK(ctx, plainHTTP, readyURL) }); err != nil {
-		return err
-	}
-	// The readiness probe says the webhook server listens; check it also presents a
-	// certificate the apiserver will accept before pointing failurePolicy=Fail hooks at it.
-	if err := waitReady(ctx, p, 30*time.Second, func() error { return c.tlsHandshake(env.WebhookPort) }); err != nil {
 		return err
 	}
 	base := fmt.Sprintf("https://127.0.0.1:%d", env.WebhookPort)
@@ -133,6 +95,55 @@ func (c *Cluster) StartManager(ctx context.Context, m Manager) error {
 	}
 	c.logf("%s ready (webhooks on %s)", m.Name, base)
 	return nil
+}
+
+// startInstance starts one process of m under name (its log, state directory and pid
+// file) and waits until it is ready and its webhook server presents a certificate the
+// API server accepts.
+func (c *Cluster) startInstance(ctx context.Context, name string, m Manager) (ManagerEnv, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return ManagerEnv{}, err
+	}
+	env := ManagerEnv{
+		Dir:         filepath.Join(c.StateDir, name),
+		Kubeconfig:  c.Kubeconfig,
+		CertDir:     filepath.Join(c.StateDir, name, "certs"),
+		Host:        "127.0.0.1",
+		WebhookPort: ports[0], HealthPort: ports[1], MetricsPort: ports[2],
+		BinaryPath: c.bins.find,
+	}
+	c.recordManager(name, env)
+	if err := c.CA.IssueServing(env.CertDir, name); err != nil {
+		return ManagerEnv{}, err
+	}
+	mc, err := m.Command(env)
+	if err != nil {
+		return ManagerEnv{}, fmt.Errorf("%s: %w", name, err)
+	}
+	p, err := c.startProcess(procSpec{
+		name:         name,
+		args:         mc.Args,
+		env:          append([]string{"KUBECONFIG=" + c.Kubeconfig}, mc.Env...),
+		privateFiles: mc.PrivateFiles,
+	})
+	if err != nil {
+		return ManagerEnv{}, err
+	}
+	readyPath := m.ReadyPath
+	if readyPath == "" {
+		readyPath = "/readyz"
+	}
+	readyURL := fmt.Sprintf("http://127.0.0.1:%d%s", env.HealthPort, readyPath)
+	if err := waitReady(ctx, p, 2*time.Minute, func() error { return httpOK(ctx, plainHTTP, readyURL) }); err != nil {
+		return ManagerEnv{}, err
+	}
+	// The readiness probe says the webhook server listens; check it also presents a
+	// certificate the apiserver will accept before pointing failurePolicy=Fail hooks at it.
+	if err := waitReady(ctx, p, 30*time.Second, func() error { return c.tlsHandshake(env.WebhookPort) }); err != nil {
+		return ManagerEnv{}, err
+	}
+	return env, nil
 }
 
 // registerWebhooks creates the webhook configurations, named <manager>-<name>, with URL
