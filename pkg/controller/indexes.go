@@ -62,7 +62,12 @@ func ownerUID(obj client.Object) []string {
 
 // SetupIndexes registers the field indexes the reconciler and its watches rely on.
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	fi := mgr.GetFieldIndexer()
+	return RegisterIndexes(ctx, mgr.GetFieldIndexer())
+}
+
+// RegisterIndexes registers the field indexes with fi: the manager's cache, or a fake
+// client's builder in unit tests of the webhooks.
+func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 	if err := fi.IndexField(ctx, &v1alpha1.BatchAccount{}, IndexAccountTarget, accountTargets); err != nil {
 		return err
 	}

@@ -2,10 +2,16 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"slices"
+
+	"gomodules.xyz/jsonpatch/v2"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -27,36 +33,46 @@ type PodResultHolder struct {
 	Reader client.Reader
 }
 
-var _ admission.Defaulter[*corev1.Pod] = &PodResultHolder{}
+var _ admission.Handler = &PodResultHolder{}
 
 // +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.batchledger.dev,admissionReviewVersions=v1,timeoutSeconds=5
 
-// SetupWithManager registers the pod defaulter on the manager's webhook server.
+// SetupWithManager registers the handler on the manager's webhook server.
 func (h *PodResultHolder) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &corev1.Pod{}).WithDefaulter(h).Complete()
+	mgr.GetWebhookServer().Register(PodMutatePath, &admission.Webhook{Handler: h})
+	return nil
 }
 
-// Default adds the finalizer when an account requiring results names the pod's Job.
-func (h *PodResultHolder) Default(ctx context.Context, pod *corev1.Pod) error {
-	if _, indexed := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed || slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {
-		return nil
+// Handle adds the finalizer when an account requiring results names the pod's Job. It
+// reads only the pod's metadata and answers with a one-operation JSON patch: every index
+// pod of the cluster passes here, and decoding, re-encoding and diffing whole pods (as a
+// CustomDefaulter does) was a tenth of the controller's CPU under load.
+func (h *PodResultHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
+	var pod metav1.PartialObjectMetadata
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}
-	keys := controller.PodTargetKeys(pod)
+	if _, indexed := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed || slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {
+		return admission.Allowed("")
+	}
+	keys := controller.PodTargetKeys(&corev1.Pod{ObjectMeta: pod.ObjectMeta})
 	if len(keys) == 0 {
-		return nil
+		return admission.Allowed("")
 	}
 	ns := pod.Namespace
 	if ns == "" {
-		if req, err := admission.RequestFromContext(ctx); err == nil {
-			ns = req.Namespace
-		}
+		// Pods created by the Job controller have no namespace in the object yet.
+		ns = req.Namespace
 	}
 	accounts, err := controller.AccountsRequiringResults(ctx, h.Reader, ns, keys)
 	if err != nil {
-		return err
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	if len(accounts) > 0 {
-		pod.Finalizers = append(pod.Finalizers, v1alpha1.ResultFinalizer)
+	if len(accounts) == 0 {
+		return admission.Allowed("")
 	}
-	return nil
+	if len(pod.Finalizers) == 0 {
+		return admission.Patched("", jsonpatch.NewOperation("add", "/metadata/finalizers", []string{v1alpha1.ResultFinalizer}))
+	}
+	return admission.Patched("", jsonpatch.NewOperation("add", "/metadata/finalizers/-", v1alpha1.ResultFinalizer))
 }
