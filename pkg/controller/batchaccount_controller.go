@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -154,7 +153,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.BatchAccount{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&batchv1.Job{}, batched(r.jobToAccounts), builder.WithPredicates(jobChanged)).
 		Watches(&corev1.Pod{}, batched(r.podToAccounts), builder.WithPredicates(podSucceeded)).
-		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(r.workloadToAccounts)).
+		Watches(&kueue.Workload{}, batched(r.workloadToAccounts), builder.WithPredicates(workloadChanged)).
 		Named("batchaccount").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
@@ -168,6 +167,34 @@ var jobChanged = predicate.Funcs{
 		return !equality.Semantic.DeepEqual(o.Status, n.Status) || o.DeletionTimestamp != n.DeletionTimestamp ||
 			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Generation != n.Generation
 	},
+}
+
+// workloadChanged passes creation, deletion and every Workload change except the
+// batchledger conditions this reconciler writes itself: each of its applies comes back
+// through the watch and would otherwise cost one more computation of every account of
+// the Workload for nothing.
+var workloadChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*kueue.Workload), e.ObjectNew.(*kueue.Workload)
+		if o.Generation != n.Generation || o.DeletionTimestamp != n.DeletionTimestamp ||
+			!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) {
+			return true
+		}
+		was, now := o.Status, n.Status
+		was.Conditions, now.Conditions = othersConditions(was.Conditions), othersConditions(now.Conditions)
+		return !equality.Semantic.DeepEqual(was, now)
+	},
+}
+
+// othersConditions are the conditions not written by batchledger.
+func othersConditions(conds []metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(conds))
+	for _, c := range conds {
+		if _, ours := publishedTypes[c.Type]; !ours {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // podSucceeded passes pods of Indexed Jobs whose phase became Succeeded, and deletions;

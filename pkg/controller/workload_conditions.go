@@ -22,6 +22,15 @@ var workloadConditions = map[string]string{
 	v1alpha1.ConditionAccepted:      v1alpha1.WorkloadConditionAccepted,
 }
 
+// publishedTypes are the condition types batchledger writes on Workloads.
+var publishedTypes = func() map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, typ := range workloadConditions {
+		m[typ] = struct{}{}
+	}
+	return m
+}()
+
 // desiredWorkloadConditions are the conditions the Workload should carry for the
 // account, with transition times kept from the Workload when the status is unchanged and
 // observedGeneration following the Workload's generation.

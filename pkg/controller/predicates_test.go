@@ -1,0 +1,49 @@
+package controller
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+func TestWorkloadChanged(t *testing.T) {
+	base := func() *kueue.Workload {
+		return &kueue.Workload{
+			ObjectMeta: metav1.ObjectMeta{Name: "job-j", Generation: 1},
+			Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{
+				{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved"},
+				{Type: v1alpha1.WorkloadConditionShardsCovered, Status: metav1.ConditionFalse, Reason: "ShardsMissing", Message: "1/4"},
+			}},
+		}
+	}
+	cases := map[string]struct {
+		change func(*kueue.Workload)
+		want   bool
+	}{
+		"nothing":                   {change: func(*kueue.Workload) {}, want: false},
+		"only our coverage message": {change: func(w *kueue.Workload) { w.Status.Conditions[1].Message = "2/4" }, want: false},
+		"our Accepted condition added": {change: func(w *kueue.Workload) {
+			w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: v1alpha1.WorkloadConditionAccepted})
+		}, want: false},
+		"Kueue admits": {change: func(w *kueue.Workload) {
+			w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue})
+		}, want: true},
+		"Kueue evicts (condition flips)": {change: func(w *kueue.Workload) { w.Status.Conditions[0].Status = metav1.ConditionFalse }, want: true},
+		"admission recorded":             {change: func(w *kueue.Workload) { w.Status.Admission = &kueue.Admission{ClusterQueue: "gpu"} }, want: true},
+		"spec changed":                   {change: func(w *kueue.Workload) { w.Generation = 2 }, want: true},
+		"deleted":                        {change: func(w *kueue.Workload) { now := metav1.Now(); w.DeletionTimestamp = &now }, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			old, updated := base(), base()
+			tc.change(updated)
+			if got := workloadChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated}); got != tc.want {
+				t.Errorf("workloadChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
