@@ -17,6 +17,9 @@
 // It prints a table and, with --out, rewrites the load section of docs/benchmarks.md.
 //
 //	go run ./hack/bench --sizes=5x10,20x50 --exit-delay=1s
+//
+// `go run ./hack/bench baseline` instead runs Kueue's scheduler-performance baseline,
+// scaled, with and without batchledger (see baseline.go).
 package main
 
 import (
@@ -92,6 +95,9 @@ type size struct{ jobs, indexes int }
 func (s size) String() string { return fmt.Sprintf("%dx%d", s.jobs, s.indexes) }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "baseline" {
+		os.Exit(baselineMain(os.Args[2:]))
+	}
 	var cfg config
 	sizes := flag.String("sizes", "5x10,20x50,40x100", "comma-separated sizes JOBSxINDEXES, run in order on one cluster")
 	flag.IntVar(&cfg.jobsPerAccount, "jobs-per-account", 5, "Jobs per BatchAccount (N accounts = ceil(jobs / this))")
