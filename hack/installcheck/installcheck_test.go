@@ -324,10 +324,15 @@ func deployment(t *testing.T, o Objects) *appsv1.Deployment {
 }
 
 // managerDefaults are cmd/batchledger's defaults for the flags whose values decide how the
-// manager finds its certificate and webhooks, so that a rendering that relies on a
-// default and one that passes it explicitly compare equal.
+// manager finds its certificate and webhooks, elects its leader and how many accounts it
+// reconciles at once, so that a rendering that relies on a default (config/default) and
+// one that passes it explicitly (the chart) compare equal.
 var managerDefaults = map[string]string{
 	"leader-elect":                     "false",
+	"leader-elect-lease-duration":      "15s",
+	"leader-elect-renew-deadline":      "10s",
+	"leader-elect-retry-period":        "2s",
+	"concurrent-account-syncs":         "5",
 	"metrics-bind-address":             "0",
 	"metrics-secure":                   "false",
 	"health-probe-bind-address":        ":8081",
