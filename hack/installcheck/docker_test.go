@@ -92,9 +92,10 @@ func TestDockerIgnorePatterns(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"a**", "**b/c", "[a", "!"} {
+	// What the Docker client refuses is refused here too, not silently matched.
+	for _, bad := range []string{"[a", "!"} {
 		if _, err := ParseDockerIgnore([]byte(bad)); err == nil {
-			t.Errorf("pattern %q is accepted; it is outside the syntax DockerIgnore implements faithfully", bad)
+			t.Errorf("pattern %q is accepted; docker build refuses it", bad)
 		}
 	}
 }
