@@ -284,11 +284,11 @@ func baselineMain(args []string) int {
 	fs.DurationVar(&cfg.timeout, "timeout", 6*time.Minute, "limit for one run, cluster start-up included")
 	fs.StringVar(&cfg.binary, "binary", "", "batchledger controller binary (default <repo>/bin/batchledger)")
 	fs.StringVar(&cfg.out, "out", "", "when set (docs/benchmarks.md), rewrite the baseline section of this Markdown file")
-	modes := fs.String("modes", "without,with", "modes of the first round, in order (later rounds alternate)")
+	modes := fs.String("modes", "without,with", "modes of the first round, in order (later rounds alternate); paced is a control: no batchledger, but a ConfigMap created where with creates the BatchAccount")
 	_ = fs.Parse(args)
 	for m := range strings.SplitSeq(*modes, ",") {
-		if m != "with" && m != "without" {
-			fmt.Fprintf(os.Stderr, "bench baseline: mode %q: want with or without\n", m)
+		if m != "with" && m != "without" && m != "paced" {
+			fmt.Fprintf(os.Stderr, "bench baseline: mode %q: want with, without or paced\n", m)
 			return 2
 		}
 		cfg.modes = append(cfg.modes, m)
@@ -321,6 +321,7 @@ type baselineRun struct {
 	mode                            string
 	round                           int
 	startup, wall                   time.Duration
+	submitted                       time.Duration // first create to the last Job's create call
 	workloads, finished, readmitted int
 	accounts                        int
 	// admission and jobToFinish are per class.
@@ -349,6 +350,9 @@ func runBaseline(ctx context.Context, cfg baselineConfig) error {
 		return err
 	}
 	g := full.scaled(cfg.scale, cfg.cohorts, cfg.queues)
+	if len(g.queues()) == 0 || g.workloads() == 0 {
+		return fmt.Errorf("%s: no ClusterQueues or no workloads to run", cfg.generator)
+	}
 	if cfg.binary == "" {
 		cfg.binary = filepath.Join(root, "bin", "batchledger")
 	}
@@ -371,7 +375,7 @@ func runBaseline(ctx context.Context, cfg baselineConfig) error {
 				return fmt.Errorf("round %d %s: %w", round+1, mode, err)
 			}
 			runs = append(runs, r)
-			printBaselineRuns(os.Stderr, runs[len(runs)-1:])
+			printBaselineRuns(os.Stderr, g.classes(), runs[len(runs)-1:])
 		}
 	}
 	fmt.Println()
@@ -441,7 +445,7 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 		b.metrics = fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort)
 	}
 	queues := g.queues()
-	if err := baselineQueues(ctx, c, g, queues); err != nil {
+	if err := baselineQueues(ctx, c, queues); err != nil {
 		return res, err
 	}
 
@@ -525,7 +529,7 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 					return
 				case <-time.After(p.interval):
 				}
-				if err := submitBaseline(ctx, c, p, with, func(t time.Time) {
+				if err := submitBaseline(ctx, c, p, mode, func(t time.Time) {
 					mu.Lock()
 					recs[p.ns+"/"+p.job].created = t
 					mu.Unlock()
@@ -606,6 +610,9 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 	res.wlWrites = after.wlWrites - before.wlWrites
 	mu.Lock()
 	for _, r := range recs {
+		if d := r.created.Sub(start); !r.created.IsZero() && d > res.submitted {
+			res.submitted = d
+		}
 		if r.admissions > 1 {
 			res.readmitted++
 		}
@@ -626,7 +633,7 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 
 // baselineQueues creates the ResourceFlavor, a WorkloadPriorityClass per priority, and for
 // every ClusterQueue its namespace and LocalQueue, then waits for the queues to be active.
-func baselineQueues(ctx context.Context, c client.Client, g *generatorConfig, queues []plannedQueue) error {
+func baselineQueues(ctx context.Context, c client.Client, queues []plannedQueue) error {
 	objs := []client.Object{wrappers.MakeResourceFlavor(baselineFlavor).NodeLabel(localcluster.GPUTypeLabel, baselineFlavor).Obj()}
 	prios := map[int32]bool{}
 	for _, q := range queues {
@@ -714,13 +721,21 @@ func streams(plan []plannedWorkload) [][]plannedWorkload {
 	return out
 }
 
-// submitBaseline creates the workload's Job, after its BatchAccount (one shard for the
-// Job's one index) when with is set; created gets the time of the Job's create call.
-func submitBaseline(ctx context.Context, c client.Client, p plannedWorkload, with bool, created func(time.Time)) error {
-	if with {
+// submitBaseline creates the workload's Job, in mode with after its BatchAccount (one
+// shard for the Job's one index); created gets the time of the Job's create call. Mode
+// paced creates a ConfigMap instead of the account: the same extra request before each
+// Job, which slows the submission streams as much, without batchledger.
+func submitBaseline(ctx context.Context, c client.Client, p plannedWorkload, mode string, created func(time.Time)) error {
+	switch mode {
+	case "with":
 		ba := wrappers.MakeBatchAccount(p.job, p.ns).ShardCount("s", 1).AssignJobOrdinals(p.job, "0", "0").Obj()
 		if err := c.Create(ctx, ba); err != nil {
 			return fmt.Errorf("BatchAccount %s/%s: %w", p.ns, p.job, err)
+		}
+	case "paced":
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: p.job, Namespace: p.ns}, Data: map[string]string{"shards": "s0"}}
+		if err := c.Create(ctx, cm); err != nil {
+			return fmt.Errorf("ConfigMap %s/%s: %w", p.ns, p.job, err)
 		}
 	}
 	job := wrappers.MakeJob(p.job, p.ns).Indexed(1).Queue(p.ns).PriorityClass(priorityClassName(p.priority)).
@@ -794,7 +809,7 @@ type classRow struct {
 func classRows(g *generatorConfig, runs []baselineRun) []classRow {
 	var out []classRow
 	for _, class := range g.classes() {
-		for _, mode := range []string{"without", "with"} {
+		for _, mode := range []string{"without", "paced", "with"} {
 			var adm, fin []time.Duration
 			for _, r := range runs {
 				if r.mode == mode {
@@ -813,14 +828,31 @@ func classRows(g *generatorConfig, runs []baselineRun) []classRow {
 
 var (
 	baselineClassHeader = []string{"class", "batchledger", "workloads", "admission avg ms", "admission p90 ms", "Job create → finished avg ms"}
-	baselineRunHeader   = []string{"round", "batchledger", "cluster start s", "wall s", "finished", "re-admitted", "batchledger CPU s", "kcm CPU s", "Kueue CPU s", "apiserver CPU s", "status writes", "writes/account", "Workload condition writes", "load avg (before → after)"}
+	baselineRunHeader   = []string{"round", "batchledger", "cluster start s", "submitted s", "wall s", "finished", "re-admitted", "admission avg ms (%s)", "batchledger CPU s", "kcm CPU s", "Kueue CPU s", "apiserver CPU s", "status writes", "writes/account", "Workload condition writes", "load avg (before → after)"}
 )
+
+// runHeader is baselineRunHeader with the class names in its per-class column.
+func runHeader(classes []string) []string {
+	h := slices.Clone(baselineRunHeader)
+	for i := range h {
+		if strings.Contains(h[i], "%s") {
+			h[i] = fmt.Sprintf(h[i], strings.Join(classes, " / "))
+		}
+	}
+	return h
+}
 
 func (r classRow) cells() []string {
 	return []string{r.class, r.mode, strconv.Itoa(r.n), ms(r.avg), ms(r.p90), ms(r.finish)}
 }
 
-func (r baselineRun) cells() []string {
+// cells are the run's row; its per-class admission averages show how much two runs of the
+// same mode differ, the yardstick for any difference between the modes.
+func (r baselineRun) cells(classes []string) []string {
+	var perClass []string
+	for _, c := range classes {
+		perClass = append(perClass, ms(avg(r.admission[c])))
+	}
 	bl, writes, perAccount, wl := "-", "-", "-", "-"
 	if r.mode == "with" {
 		bl = fmt.Sprintf("%.2f", r.blCPU)
@@ -834,20 +866,20 @@ func (r baselineRun) cells() []string {
 	if r.timedOut {
 		wall += " (timed out)"
 	}
-	return []string{strconv.Itoa(r.round), r.mode, fmt.Sprintf("%.1f", r.startup.Seconds()), wall,
-		fmt.Sprintf("%d/%d", r.finished, r.workloads), strconv.Itoa(r.readmitted),
+	return []string{strconv.Itoa(r.round), r.mode, fmt.Sprintf("%.1f", r.startup.Seconds()), fmt.Sprintf("%.1f", r.submitted.Seconds()), wall,
+		fmt.Sprintf("%d/%d", r.finished, r.workloads), strconv.Itoa(r.readmitted), strings.Join(perClass, " / "),
 		bl, fmt.Sprintf("%.2f", r.kcmCPU), fmt.Sprintf("%.2f", r.kueueCPU), fmt.Sprintf("%.2f", r.apiCPU),
 		writes, perAccount, wl, r.loadBefore + " → " + r.loadAfter}
 }
 
-func printBaselineRuns(w io.Writer, runs []baselineRun) {
+func printBaselineRuns(w io.Writer, classes []string, runs []baselineRun) {
 	if len(runs) == 0 {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(baselineRunHeader, "\t"))
+	fmt.Fprintln(tw, strings.Join(runHeader(classes), "\t"))
 	for _, r := range runs {
-		fmt.Fprintln(tw, strings.Join(r.cells(), "\t"))
+		fmt.Fprintln(tw, strings.Join(r.cells(classes), "\t"))
 	}
 	_ = tw.Flush()
 }
@@ -863,7 +895,7 @@ func printBaseline(w io.Writer, g *generatorConfig, runs []baselineRun) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
-	printBaselineRuns(w, runs)
+	printBaselineRuns(w, g.classes(), runs)
 }
 
 // markdownTable writes a header and rows as a Markdown table.
@@ -912,9 +944,9 @@ func writeBaselineDoc(cfg baselineConfig, root string, g, full *generatorConfig,
 	fmt.Fprintln(&b)
 	rows = nil
 	for _, r := range runs {
-		rows = append(rows, r.cells())
+		rows = append(rows, r.cells(g.classes()))
 	}
-	markdownTable(&b, baselineRunHeader, rows)
+	markdownTable(&b, runHeader(g.classes()), rows)
 	fmt.Fprintln(&b, baselineEnd)
 
 	path := cfg.out
