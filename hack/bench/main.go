@@ -52,6 +52,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -159,6 +160,7 @@ type result struct {
 	workloadWrites        float64
 	reconciles            float64
 	jobChanges            int
+	observed              int
 	p50, p99, max         time.Duration
 	samples, unmatched    int
 	loadBefore, loadAfter string
@@ -317,6 +319,12 @@ type recorder struct {
 	done       map[string]bool // jobs with a Complete or Failed condition
 	events     []coverageEvent
 	shown      map[string][]coverageShown // job name -> covered counts its Workload showed
+	// Everything else the accounts read, so that writes can be set against every observed
+	// change: Workload status changes other than batchledger's own conditions (creation
+	// included), and pods turning Succeeded (each is an attempt the account counts).
+	wlStatus     map[string]kueue.WorkloadStatus
+	wlChanges    int
+	podSucceeded map[types.UID]bool
 }
 
 var coveredRE = regexp.MustCompile(`: (\d+)/(\d+) shards covered`)
@@ -353,7 +361,33 @@ func (r *recorder) job(j *batchv1.Job, now time.Time) {
 	r.events = append(r.events, coverageEvent{job: j.Name, t: now, expected: total})
 }
 
+// observedWorkload counts a change of what the account reads from a Workload.
+func (r *recorder) observedWorkload(wl *kueue.Workload) {
+	st := *wl.Status.DeepCopy()
+	st.Conditions = slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool {
+		return strings.HasPrefix(c.Type, "batchledger.dev/")
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, seen := r.wlStatus[wl.Name]; seen && equality.Semantic.DeepEqual(prev, st) {
+		return
+	}
+	r.wlStatus[wl.Name] = st
+	r.wlChanges++
+}
+
+// pod counts a pod's first Succeeded observation.
+func (r *recorder) pod(p *corev1.Pod) {
+	if p.Status.Phase != corev1.PodSucceeded {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.podSucceeded[p.UID] = true
+}
+
 func (r *recorder) workload(wl *kueue.Workload, now time.Time) {
+	r.observedWorkload(wl)
 	job := ""
 	for _, o := range wl.OwnerReferences {
 		if o.Kind == "Job" {
@@ -413,6 +447,7 @@ func (b *bench) runSize(ctx context.Context, sz size, profile bool) (result, err
 	rec := &recorder{
 		accountOf: map[string]string{}, completed: map[string]map[string]int{},
 		jobStatus: map[string]batchv1.JobStatus{}, done: map[string]bool{}, shown: map[string][]coverageShown{},
+		wlStatus: map[string]kueue.WorkloadStatus{}, podSucceeded: map[types.UID]bool{},
 	}
 	var accounts []*v1alpha1.BatchAccount
 	var jobs []*batchv1.Job
@@ -439,7 +474,7 @@ func (b *bench) runSize(ctx context.Context, sz size, profile bool) (result, err
 	wctx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
 	for _, w := range []struct {
 		list client.ObjectList
 		fn   func(runtime.Object, time.Time)
@@ -452,6 +487,11 @@ func (b *bench) runSize(ctx context.Context, sz size, profile bool) (result, err
 		{&kueue.WorkloadList{}, func(o runtime.Object, t time.Time) {
 			if wl, ok := o.(*kueue.Workload); ok {
 				rec.workload(wl, t)
+			}
+		}},
+		{&corev1.PodList{}, func(o runtime.Object, _ time.Time) {
+			if p, ok := o.(*corev1.Pod); ok {
+				rec.pod(p)
 			}
 		}},
 	} {
@@ -527,6 +567,8 @@ func (b *bench) runSize(ctx context.Context, sz size, profile bool) (result, err
 	res.reconciles = after.reconciles - before.reconciles
 	rec.mu.Lock()
 	res.jobChanges = rec.jobChanges
+	// Every account's creation, Job status change, Workload change and pod success.
+	res.observed = len(accounts) + rec.jobChanges + rec.wlChanges + len(rec.podSucceeded)
 	rec.mu.Unlock()
 	lat, unmatched := rec.latencies()
 	res.samples, res.unmatched = len(lat), unmatched
@@ -687,15 +729,18 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 
 // tableHeader and tableRow are shared by the terminal and the Markdown table.
 var tableHeader = []string{"size", "accounts", "jobs", "indexes", "pods/s", "batchledger CPU s", "kcm CPU s",
-	"ratio", "peak RSS MiB", "status writes", "Job status changes", "writes/change", "latency p50/p99 ms", "load avg (before → after)"}
+	"ratio", "peak RSS MiB", "status writes", "Job status changes", "writes/change", "observed changes", "writes/observed", "latency p50/p99 ms", "load avg (before → after)"}
 
 func tableRow(r result) []string {
-	ratio, perChange := "-", "-"
+	ratio, perChange, perObserved := "-", "-", "-"
 	if r.kcmCPU > 0 {
 		ratio = fmt.Sprintf("%.1f%%", 100*r.blCPU/r.kcmCPU)
 	}
 	if r.jobChanges > 0 {
 		perChange = fmt.Sprintf("%.2f", r.statusWrites/float64(r.jobChanges))
+	}
+	if r.observed > 0 {
+		perObserved = fmt.Sprintf("%.2f", r.statusWrites/float64(r.observed))
 	}
 	lat := ms(r.p50) + " / " + ms(r.p99)
 	if r.unmatched > 0 {
@@ -704,7 +749,7 @@ func tableRow(r result) []string {
 	return []string{r.size.String(), strconv.Itoa(r.accounts), strconv.Itoa(r.size.jobs), strconv.Itoa(r.size.indexes),
 		fmt.Sprintf("%.1f", float64(r.pods)/r.wall.Seconds()),
 		fmt.Sprintf("%.2f", r.blCPU), fmt.Sprintf("%.2f", r.kcmCPU), ratio, fmt.Sprintf("%.1f", r.peakRSSMiB),
-		fmt.Sprintf("%.0f", r.statusWrites), strconv.Itoa(r.jobChanges), perChange, lat,
+		fmt.Sprintf("%.0f", r.statusWrites), strconv.Itoa(r.jobChanges), perChange, strconv.Itoa(r.observed), perObserved, lat,
 		r.loadBefore + " → " + r.loadAfter}
 }
 

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,13 +44,42 @@ func (h *PodResultHolder) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+// objectMeta decodes the metadata of a JSON object and stops there: the API server
+// writes metadata before spec and status, so the rest of the pod (most of its bytes) is
+// never scanned. A metadata field further down is still found, after skipping what
+// comes before it.
+func objectMeta(raw []byte) (metav1.ObjectMeta, error) {
+	var meta metav1.ObjectMeta
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil {
+		return meta, err
+	} else if tok != json.Delim('{') {
+		return meta, fmt.Errorf("not a JSON object")
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return meta, err
+		}
+		if key == "metadata" {
+			return meta, dec.Decode(&meta)
+		}
+		var skipped json.RawMessage
+		if err := dec.Decode(&skipped); err != nil {
+			return meta, err
+		}
+	}
+	return meta, nil
+}
+
 // Handle adds the finalizer when an account requiring results names the pod's Job. It
 // reads only the pod's metadata and answers with a one-operation JSON patch: every index
 // pod of the cluster passes here, and decoding, re-encoding and diffing whole pods (as a
 // CustomDefaulter does) was a tenth of the controller's CPU under load.
 func (h *PodResultHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
 	var pod metav1.PartialObjectMetadata
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+	var err error
+	if pod.ObjectMeta, err = objectMeta(req.Object.Raw); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}
 	if _, indexed := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed || slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {

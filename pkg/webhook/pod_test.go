@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,12 +105,63 @@ func TestPodResultHolder(t *testing.T) {
 		})
 	}
 
+	t.Run("metadata after spec is still read", func(t *testing.T) {
+		raw := []byte(`{"spec":{"containers":[{"name":"w","image":"w"}]},"kind":"Pod","metadata":` +
+			`{"labels":{"batch.kubernetes.io/job-name":"j"},"annotations":{"batch.kubernetes.io/job-completion-index":"1"}}}`)
+		resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: raw},
+		}})
+		if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/metadata/finalizers" {
+			t.Errorf("response: allowed=%v patches=%+v", resp.Allowed, resp.Patches)
+		}
+	})
+
 	t.Run("malformed object is refused", func(t *testing.T) {
 		resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-			Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: []byte("{")},
+			Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: []byte(`{"metadata":`)},
 		}})
 		if resp.Allowed || resp.Result.Code != 400 {
 			t.Errorf("response to a malformed pod: allowed=%v %+v", resp.Allowed, resp.Result)
+		}
+	})
+}
+
+// benchPod is an index pod as the API server sends it to the webhook: metadata first,
+// then a spec and status of realistic size.
+func benchPod(b *testing.B) []byte {
+	b.Helper()
+	p := indexPod("j")
+	p.Namespace = "ml-team"
+	for i := range 8 {
+		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("BATCH_VAR_%d", i), Value: strings.Repeat("v", 64)})
+	}
+	p.Spec.Volumes = []corev1.Volume{{Name: "data"}, {Name: "token"}}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
+// BenchmarkPodMetadata: reading only the metadata, against decoding the whole object
+// into PartialObjectMetadata (which scans every byte).
+func BenchmarkPodMetadata(b *testing.B) {
+	raw := benchPod(b)
+	b.Run("objectMeta", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := objectMeta(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Unmarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var m metav1.PartialObjectMetadata
+			if err := json.Unmarshal(raw, &m); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
