@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
-PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/...
+PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/...
 E2E_TIMEOUT ?= 40m
 CHART := charts/batchledger
 # Files of the chart that `make generate` copies from config/.
