@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,7 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 		framework.FinishIndexPod(t, job, i, 0, report(t, shards[i], "m-2026-11", "sha256:"+shards[i]))
 	}
 	framework.KillManager(t, leader)
+	killed := time.Now()
 	t.Logf("killed %s after %v status writes", leader, before.StatusWrites)
 
 	// Indexes 4-7 start now, while nobody leads: their pods pass the webhook of the
@@ -82,6 +84,7 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 		}
 	}
 	standby := leaderOf(t, replicas.Names, leader)
+	t.Logf("%s leads %s after the kill (lease 8s)", standby, time.Since(killed).Round(100*time.Millisecond))
 	for i := 4; i < len(shards); i++ {
 		framework.FinishIndexPod(t, job, i, 0, report(t, shards[i], "m-2026-11", "sha256:"+shards[i]))
 	}
