@@ -306,7 +306,7 @@ COPY --from=build /out/x /x
 	if c := stages[1].Steps[0]; c.Command != "COPY" || len(c.Flags) != 1 || c.Flags[0] != "--from=build" || c.Args != "/out/x /x" {
 		t.Errorf("COPY --from parsed as %+v", c)
 	}
-	words, err := shellWords(run.Args, map[string]string{"VERSION": "v1"})
+	words, err := shellWords(run.Args, map[string]string{"VERSION": "v1"}, stages[0].Escape)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,15 +314,23 @@ COPY --from=build /out/x /x
 	if strings.Join(words, "|") != strings.Join(want, "|") {
 		t.Errorf("shell words %q, want %q", words, want)
 	}
-	if w, err := shellWords(`a 'b $X' "c\"d" e\ f $X`, map[string]string{"X": "x"}); err != nil || strings.Join(w, "|") != `a|b $X|c"d|e f|x` {
+	if w, err := shellWords(`a 'b $X' "c\"d" e\ f $X`, map[string]string{"X": "x"}, '\\'); err != nil || strings.Join(w, "|") != `a|b $X|c"d|e f|x` {
 		t.Errorf("quoting: %q, %v", w, err)
 	}
 	for _, bad := range []string{"go build && rm -rf /", "go build $(pwd)", "go build $UNSET", `go build "x`} {
-		if w, err := shellWords(bad, nil); err == nil {
+		if w, err := shellWords(bad, nil, '\\'); err == nil {
 			t.Errorf("%q is split into %q; the replay cannot run it faithfully", bad, w)
 		}
 	}
-	if _, err := ParseDockerfile([]byte("# escape=`\nFROM x\n")); err == nil {
-		t.Error("an escape directive is accepted")
+	// A parser directive changes the escape character for continuations and quoting.
+	backtick, err := ParseDockerfile([]byte("# escape=`\nFROM x\nRUN go build `\n  -o C:\\out\\x \"a`\"b\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if backtick[0].Escape != '`' {
+		t.Fatalf("escape character %q, want a backtick", backtick[0].Escape)
+	}
+	if w, err := shellWords(backtick[0].Steps[0].Args, nil, backtick[0].Escape); err != nil || strings.Join(w, "|") != `go|build|-o|C:\out\x|a"b` {
+		t.Errorf("backtick-escaped RUN split into %q, %v", w, err)
 	}
 }

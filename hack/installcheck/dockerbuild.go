@@ -1,7 +1,6 @@
 package installcheck
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,13 +10,12 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
-)
 
-// escapeDirective is the parser directive that would change the continuation character.
-var escapeDirective = regexp.MustCompile(`(?i)^#\s*escape\s*=`)
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
+)
 
 // DockerInstruction is one instruction of a Dockerfile, continuation lines joined.
 type DockerInstruction struct {
@@ -31,75 +29,49 @@ type DockerInstruction struct {
 type DockerStage struct {
 	Name, Base string
 	Steps      []DockerInstruction
+	// Escape is the Dockerfile's escape character: a backslash, or what its escape parser directive sets.
+	Escape rune
 }
 
-// ParseDockerfile splits a Dockerfile into stages. It knows the Dockerfile syntax the
-// check needs (comments, \ continuations, instruction flags), not every directive: a
-// parser directive other than the default escape character is an error.
+// ParseDockerfile splits a Dockerfile into stages, with BuildKit's own Dockerfile parser
+// (parser directives, comments, continuations and instruction flags as docker build
+// reads them).
 func ParseDockerfile(data []byte) ([]DockerStage, error) {
+	res, err := parser.Parse(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
 	var stages []DockerStage
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	var cur strings.Builder
-	start := 0
-	flush := func() error {
-		text := strings.TrimSpace(cur.String())
-		cur.Reset()
-		if text == "" {
-			return nil
-		}
-		cmd, rest, _ := strings.Cut(text, " ")
-		in := DockerInstruction{Line: start, Command: strings.ToUpper(cmd)}
+	for _, n := range res.AST.Children {
+		in := DockerInstruction{Line: n.StartLine, Command: strings.ToUpper(n.Value), Flags: n.Flags}
+		// Args as written: the original line without its instruction word and flags.
+		_, rest, _ := strings.Cut(strings.TrimSpace(n.Original), " ")
 		rest = strings.TrimSpace(rest)
-		for strings.HasPrefix(rest, "--") {
-			flag, more, _ := strings.Cut(rest, " ")
-			in.Flags = append(in.Flags, flag)
-			rest = strings.TrimSpace(more)
+		for _, f := range n.Flags {
+			rest = strings.TrimSpace(strings.TrimPrefix(rest, f))
 		}
 		in.Args = rest
 		if in.Command == "FROM" {
-			f := strings.Fields(rest)
-			st := DockerStage{}
-			if len(f) > 0 {
-				st.Base = f[0]
+			st := DockerStage{Escape: res.EscapeToken}
+			var words []string
+			for a := n.Next; a != nil; a = a.Next {
+				words = append(words, a.Value)
 			}
-			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
-				st.Name = f[2]
+			if len(words) > 0 {
+				st.Base = words[0]
+			}
+			if len(words) == 3 && strings.EqualFold(words[1], "AS") {
+				st.Name = words[2]
 			}
 			stages = append(stages, st)
-			return nil
-		}
-		if len(stages) == 0 {
-			return fmt.Errorf("line %d: %s before the first FROM", start, in.Command)
-		}
-		stages[len(stages)-1].Steps = append(stages[len(stages)-1].Steps, in)
-		return nil
-	}
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "#") {
-			if escapeDirective.MatchString(trimmed) && len(stages) == 0 {
-				return nil, fmt.Errorf("line %d: the escape parser directive is not supported by this check", n)
-			}
-			continue // comments may sit between continuation lines too
-		}
-		if cur.Len() == 0 {
-			start = n
-		}
-		if body, ok := strings.CutSuffix(line, "\\"); ok {
-			cur.WriteString(body)
-			cur.WriteString(" ")
 			continue
 		}
-		cur.WriteString(line)
-		if err := flush(); err != nil {
-			return nil, err
+		if len(stages) == 0 {
+			return nil, fmt.Errorf("line %d: %s before the first FROM", in.Line, in.Command)
 		}
+		stages[len(stages)-1].Steps = append(stages[len(stages)-1].Steps, in)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return stages, flush()
+	return stages, nil
 }
 
 // BuildContextFiles lists the files a `docker build` of root would send: the tracked
@@ -147,6 +119,7 @@ type StageReplay struct {
 	workdir string
 	vars    map[string]string // ARG and ENV values, for $VAR expansion
 	env     []string          // ENV values, for RUN
+	escape  rune              // the Dockerfile's escape character
 }
 
 // Replay runs the stage's instructions. Only what a Go build stage needs is known:
@@ -155,7 +128,7 @@ type StageReplay struct {
 // needed). Anything else is an error, so that a changed Dockerfile makes the check say
 // what it cannot replay instead of passing without it.
 func (r *StageReplay) Replay(st DockerStage) error {
-	r.workdir, r.vars, r.env = "/", map[string]string{}, nil
+	r.workdir, r.vars, r.env, r.escape = "/", map[string]string{}, nil, st.Escape
 	for _, in := range st.Steps {
 		if err := r.step(in); err != nil {
 			return fmt.Errorf("Dockerfile line %d (%s %s): %w", in.Line, in.Command, in.Args, err)
@@ -175,7 +148,7 @@ func (r *StageReplay) step(in DockerInstruction) error {
 			r.vars[name] = def
 		}
 	case "ENV":
-		words, err := shellWords(in.Args, r.vars)
+		words, err := shellWords(in.Args, r.vars, r.escape)
 		if err != nil {
 			return err
 		}
@@ -188,7 +161,7 @@ func (r *StageReplay) step(in DockerInstruction) error {
 			r.env = append(r.env, w)
 		}
 	case "WORKDIR":
-		words, err := shellWords(in.Args, r.vars)
+		words, err := shellWords(in.Args, r.vars, r.escape)
 		if err != nil || len(words) != 1 {
 			return fmt.Errorf("want one folder (%v)", err)
 		}
@@ -198,7 +171,7 @@ func (r *StageReplay) step(in DockerInstruction) error {
 		if len(in.Flags) > 0 {
 			return fmt.Errorf("COPY flags %v are not supported in the replayed stage", in.Flags)
 		}
-		words, err := shellWords(in.Args, r.vars)
+		words, err := shellWords(in.Args, r.vars, r.escape)
 		if err != nil {
 			return err
 		}
@@ -309,7 +282,7 @@ func (r *StageReplay) run(in DockerInstruction) error {
 		}
 	} else {
 		var err error
-		if words, err = shellWords(in.Args, r.vars); err != nil {
+		if words, err = shellWords(in.Args, r.vars, r.escape); err != nil {
 			return err
 		}
 	}
@@ -370,86 +343,38 @@ func isAssignment(w string) bool {
 	return true
 }
 
-// shellWords splits a shell-form command into words as /bin/sh would for a plain
-// command: whitespace separates, '...' and "..." quote, \ escapes, $NAME and ${NAME}
-// expand from vars (inside double quotes too, not inside single ones). Operators (;, &&,
-// |, redirections) and command substitution are errors: the check replays one command.
-func shellWords(s string, vars map[string]string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord := false
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote == '\'':
-			if c == '\'' {
-				quote = 0
-			} else {
-				cur.WriteByte(c)
-			}
-		case c == '\\' && i+1 < len(s) && (quote == 0 || strings.IndexByte(`"\$`+"`", s[i+1]) >= 0):
-			i++
-			cur.WriteByte(s[i])
-			inWord = true
-		case c == '$':
-			name, n := varName(s[i+1:])
-			if n == 0 {
-				cur.WriteByte(c)
-			} else {
-				v, ok := vars[name]
-				if !ok {
-					return nil, fmt.Errorf("$%s is not set by an ARG or ENV of the stage", name)
-				}
-				cur.WriteString(v)
-				i += n
-			}
-			inWord = true
-		case quote == '"':
-			if c == '"' {
-				quote = 0
-			} else if c == '`' {
-				return nil, errors.New("command substitution is not supported")
-			} else {
-				cur.WriteByte(c)
-			}
-		case c == '\'' || c == '"':
-			quote = c
-			inWord = true
-		case c == ' ' || c == '\t' || c == '\n':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		case strings.IndexByte(";&|<>`()", c) >= 0:
-			return nil, fmt.Errorf("shell operator %q: only a single command can be replayed", c)
-		default:
-			cur.WriteByte(c)
-			inWord = true
+// shellWords splits a shell-form command into words with BuildKit's shell lexer (the
+// one docker build uses for ARG and ENV expansion): quotes, escapes, $NAME and ${NAME}
+// from vars. The replay runs one command without a shell, so shell operators, command
+// substitution and variables no ARG or ENV sets are errors rather than guesses.
+func shellWords(s string, vars map[string]string, escape rune) ([]string, error) {
+	env := make([]string, 0, len(vars))
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	if escape == 0 {
+		escape = '\\'
+	}
+	// A backtick is command substitution, unless it is the Dockerfile's escape character.
+	if strings.Contains(s, "$(") || (escape != '`' && strings.Contains(s, "`")) {
+		return nil, errors.New("command substitution is not supported")
+	}
+	lex := shell.NewLex(escape)
+	got, err := lex.ProcessWordWithMatches(s, shell.EnvsFromSlice(env))
+	if err != nil {
+		return nil, err
+	}
+	for name := range got.Unmatched {
+		return nil, fmt.Errorf("$%s is not set by an ARG or ENV of the stage", name)
+	}
+	words, err := lex.ProcessWords(s, shell.EnvsFromSlice(env))
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range words {
+		if w == "&&" || w == "||" || w == "|" || w == ";" || strings.HasSuffix(w, ";") || strings.HasPrefix(w, "<") || strings.HasPrefix(w, ">") {
+			return nil, fmt.Errorf("shell operator %q: only a single command can be replayed", w)
 		}
-	}
-	if quote != 0 {
-		return nil, errors.New("unterminated quote")
-	}
-	if inWord {
-		words = append(words, cur.String())
 	}
 	return words, nil
-}
-
-// varName reads the variable name after a $: NAME or {NAME}; n is how many bytes it
-// took, 0 if there is none.
-func varName(s string) (name string, n int) {
-	if strings.HasPrefix(s, "{") {
-		end := strings.IndexByte(s, '}')
-		if end < 0 {
-			return "", 0
-		}
-		return s[1:end], end + 1
-	}
-	for n < len(s) && (s[n] == '_' || s[n] >= 'A' && s[n] <= 'Z' || s[n] >= 'a' && s[n] <= 'z' || n > 0 && s[n] >= '0' && s[n] <= '9') {
-		n++
-	}
-	return s[:n], n
 }
