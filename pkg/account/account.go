@@ -109,15 +109,18 @@ func Compute(in Input) Output {
 
 	problems := slices.Clone(m.Problems)
 	states := make([]*targetState, len(m.Targets))
+	// prevOf[i] is the previous status of target i's current identity (nil if new).
+	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
 		ts := observeTarget(t, in.Observations[t.Key])
 		states[i] = ts
 		problems = append(problems, ts.problems...)
-		status, superseded := targetStatus(ts, prevTargets[t.Key], in.Now)
+		status, superseded, identityPrev := targetStatus(ts, prevTargets[t.Key], in.Now)
 		if superseded != nil {
 			st.History = append(st.History, *superseded)
 		}
 		st.Targets = append(st.Targets, status)
+		prevOf = append(prevOf, identityPrev)
 	}
 	if n := len(st.History); n > maxHistory {
 		st.History = st.History[n-maxHistory:]
@@ -131,6 +134,12 @@ func Compute(in Input) Output {
 		Missing:         m.Shards.Describe(cov.missing, 8),
 		MissingOrdinals: cov.missing.String(),
 		CoveredBy:       cov.coveredBy,
+	}
+	fitIndexLists(&st)
+	// Only now, with the lists as they will be written, can a target be compared with
+	// its previous status: an unchanged target keeps its observation point.
+	for i := range st.Targets {
+		keepObservationPoints(&st.Targets[i], prevOf[i])
 	}
 	res := judgeResults(m, states, in)
 	st.Shards.Accepted = int32(res.accepted.Count())
@@ -186,7 +195,9 @@ func observeTarget(t Target, obs Observation) *targetState {
 }
 
 // targetStatus renders one target and, when its identity changed, the superseded one.
-func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time) (v1alpha1.TargetStatus, *v1alpha1.SupersededIdentity) {
+// The third result is the previous status of the current identity (nil when the identity
+// is new), for keepObservationPoints.
+func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time) (v1alpha1.TargetStatus, *v1alpha1.SupersededIdentity, *v1alpha1.TargetStatus) {
 	s := v1alpha1.TargetStatus{Name: ts.key, Found: ts.found}
 	for _, p := range ts.problems {
 		if len(s.Problems) < maxProblems {
@@ -206,7 +217,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 		prev = nil // a new identity starts with no attempts of its own
 	}
 	if !ts.found {
-		return s, superseded
+		return s, superseded, prev
 	}
 	job, f := ts.obs.Job, &ts.facts
 	s.Job = job.Name
@@ -230,8 +241,36 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 		}
 	}
 	s.AttemptLedger, s.SuccessfulAttempts, s.RepeatedIndexes = attempts(prev, ts.obs.SuccessfulPods, f.completed)
-	keepObservationPoints(&s, prev)
-	return s, superseded
+	return s, superseded, prev
+}
+
+// IndexListBudget bounds the bytes of index lists (the targets' completedIndexes and
+// the missing shards' ordinals) one account status carries. Everything else in a status
+// is bounded by count; these lists grow with the gaps in coverage, and an account of a
+// million shards with scattered gaps would otherwise exceed the API server's object size
+// limit (etcd's 1.5 MiB by default) and never be written.
+const IndexListBudget = 768 << 10
+
+// fitIndexLists keeps st's index lists within IndexListBudget: first it leaves out the
+// targets' completedIndexes (copies of the Jobs' own status), then, if the missing
+// ordinals alone are too long, it keeps only their lowest intervals. Both are flagged.
+func fitIndexLists(st *v1alpha1.BatchAccountStatus) {
+	size := len(st.Shards.MissingOrdinals)
+	for i := range st.Targets {
+		size += len(st.Targets[i].CompletedIndexes)
+	}
+	if size <= IndexListBudget {
+		return
+	}
+	for i := range st.Targets {
+		if t := &st.Targets[i]; t.CompletedIndexes != "" {
+			t.CompletedIndexes, t.CompletedIndexesOmitted = "", true
+		}
+	}
+	if mo := st.Shards.MissingOrdinals; len(mo) > IndexListBudget {
+		st.Shards.MissingOrdinals = mo[:strings.LastIndexByte(mo[:IndexListBudget+1], ',')]
+		st.Shards.MissingOrdinalsTruncated = true
+	}
 }
 
 // keepObservationPoints keeps the previous resourceVersions when nothing the account

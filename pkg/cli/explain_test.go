@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +270,42 @@ func TestExplainTargetMissing(t *testing.T) {
 		if !strings.Contains(out, phrase) {
 			t.Errorf("explanation lacks %q:\n%s", phrase, out)
 		}
+	}
+}
+
+// TestHugeAccountBoundedStatus: a million shards with every other index missing make a
+// status the controller bounds (completedIndexes omitted, missing ordinals truncated).
+// explain still counts everything and says what was left out; repair refuses with a
+// reason instead of repairing a partial list.
+func TestHugeAccountBoundedStatus(t *testing.T) {
+	const n = 1000000
+	var done strings.Builder
+	for i := 0; i < n; i += 2 {
+		if i > 0 {
+			done.WriteByte(',')
+		}
+		done.WriteString(strconv.Itoa(i))
+	}
+	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Obj()
+	ba.Generation = 1
+	job := jobSnapshot("huge", "uid-huge", n, done.String(), n/2, "7")
+	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: job}})
+	if !ba.Status.Shards.MissingOrdinalsTruncated || !ba.Status.Targets[0].CompletedIndexesOmitted {
+		t.Fatalf("the status was not bounded: truncated=%v omitted=%v", ba.Status.Shards.MissingOrdinalsTruncated, ba.Status.Targets[0].CompletedIndexesOmitted)
+	}
+
+	out, _, code := run(t, fakeClient(ba, job), "explain", "account", "huge", "-n", ns, "--max-rows", "5")
+	if code != ExitOK {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, phrase := range []string{"500000/1000000 shards covered", "(500000 indexes)", "omitted from the account status", "+499995 more missing shards"} {
+		if !strings.Contains(out, phrase) {
+			t.Errorf("explanation lacks %q:\n%s", phrase, out)
+		}
+	}
+
+	_, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(job)})
+	if err == nil || !strings.Contains(err.Error(), "500000 shards are missing, more than the status can list") {
+		t.Errorf("repair of a truncated list: %v", err)
 	}
 }

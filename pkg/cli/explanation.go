@@ -386,9 +386,19 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 		je.SuccessPolicy = fmt.Sprintf("none: every index %s must succeed", je.Required.Indexes)
 	}
 	req, _ := indexset.Parse(ts.Required)
-	done, _ := indexset.Parse(ts.CompletedIndexes)
-	je.NotCompleted = indexSet(req.Difference(done).String())
-	je.Attempts = attemptsOf(ts, done)
+	if ts.CompletedIndexesOmitted {
+		// The controller left the list out to keep the status writable; the count and
+		// the Job's own status still say it.
+		je.Completed = IndexSet{Indexes: omittedIndexes, Count: int(ts.Succeeded)}
+		je.NotCompleted = IndexSet{Indexes: omittedIndexes, Count: max(0, req.Count()-int(ts.Succeeded))}
+		je.Attempts = Attempts{Successful: ts.SuccessfulAttempts, Indexes: int(ts.Succeeded), Repeated: ts.RepeatedIndexes,
+			Summary: fmt.Sprintf("%d successful %s over %d %s (list omitted)", ts.SuccessfulAttempts,
+				plural(int(ts.SuccessfulAttempts), "attempt", "attempts"), ts.Succeeded, plural(int(ts.Succeeded), "index", "indexes"))}
+	} else {
+		done, _ := indexset.Parse(ts.CompletedIndexes)
+		je.NotCompleted = indexSet(req.Difference(done).String())
+		je.Attempts = attemptsOf(ts, done)
+	}
 	je.Membership = ObservationPoint{ResourceVersion: ts.ObservedResourceVersion}
 	je.Terminal = terminalOf(ts)
 	if w := ts.Workload; w != nil {
@@ -400,6 +410,9 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 	}
 	return je
 }
+
+// omittedIndexes stands for an index list the status leaves out (too large to keep).
+const omittedIndexes = "(omitted from the account status to keep it under the object size limit; see the Job's status.completedIndexes)"
 
 // braceLimit is the size up to which an index set is spelled out ("{0,1,2}") rather
 // than written in interval form.
@@ -552,6 +565,10 @@ func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets 
 		return len(se.MissingShards) < maxRows
 	})
 	se.MissingMore = missing.Count() - len(se.MissingShards)
+	if st.Shards.MissingOrdinalsTruncated {
+		// The status lists only the lowest missing ordinals; the counts are whole.
+		se.MissingMore = int(st.Shards.Total-st.Shards.Covered) - len(se.MissingShards)
+	}
 	for _, c := range st.Shards.CoveredBy {
 		se.CoveredByRepair = append(se.CoveredByRepair, ShardIdentity{Shard: c.Shard, Target: c.Target, Index: int(c.Index)})
 	}

@@ -138,6 +138,11 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		return nil, fmt.Errorf("%s: the status describes spec generation %d but the spec is at generation %d; wait for the controller to observe it",
 			who, ba.Status.ObservedGeneration, ba.Generation)
 	}
+	if ba.Status.Shards.MissingOrdinalsTruncated {
+		return nil, fmt.Errorf("%s: %d shards are missing, more than the status can list (it names only the lowest); "+
+			"repair needs the whole list: split the batch into smaller accounts, or repair from the Jobs' own status",
+			who, ba.Status.Shards.Total-ba.Status.Shards.Covered)
+	}
 	missing, err := indexset.Parse(ba.Status.Shards.MissingOrdinals)
 	if err != nil {
 		return nil, fmt.Errorf("%s: status.shards.missingOrdinals: %w", who, err)

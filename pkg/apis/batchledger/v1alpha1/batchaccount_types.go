@@ -251,8 +251,15 @@ type TargetStatus struct {
 	Required string `json:"required,omitempty"`
 
 	// CompletedIndexes is the Job controller's status.completedIndexes as observed.
+	// Empty, with CompletedIndexesOmitted, when the account's index lists would not fit
+	// the status size budget: the Job's own status holds them.
 	// +optional
 	CompletedIndexes string `json:"completedIndexes,omitempty"`
+	// CompletedIndexesOmitted is true when CompletedIndexes was left out of the status to
+	// keep the account under the API server's object size limit (accounts of hundreds of
+	// thousands of shards with fragmented coverage). Succeeded still counts them.
+	// +optional
+	CompletedIndexesOmitted bool `json:"completedIndexesOmitted,omitempty"`
 
 	// FailedIndexes is the Job controller's status.failedIndexes as observed.
 	// +optional
@@ -376,9 +383,15 @@ type ShardSummary struct {
 	// Missing names the shards not covered, compactly ("D", "shard-3..shard-9").
 	// +optional
 	Missing string `json:"missing,omitempty"`
-	// MissingOrdinals are the ordinals of the missing shards, interval format.
+	// MissingOrdinals are the ordinals of the missing shards, interval format; only the
+	// first of them when MissingOrdinalsTruncated.
 	// +optional
 	MissingOrdinals string `json:"missingOrdinals,omitempty"`
+	// MissingOrdinalsTruncated is true when MissingOrdinals lists only the lowest missing
+	// ordinals, to keep the account under the API server's object size limit; Total
+	// minus Covered is the number missing.
+	// +optional
+	MissingOrdinalsTruncated bool `json:"missingOrdinalsTruncated,omitempty"`
 	// CoveredBy says, for shards covered only through a repair assignment, which identity covered them.
 	// +optional
 	// +listType=atomic
