@@ -22,8 +22,11 @@ type verdictEvent struct {
 }
 
 // expectedWaits are reasons a condition is False for while a batch makes normal
-// progress; they are no cause for a Warning.
+// progress; they are no cause for a Warning. TargetsNotFound is one: an account that
+// requires results is created before its Jobs on purpose (so that every pod is held),
+// and would otherwise open every such batch with Warnings.
 var expectedWaits = map[string]bool{
+	account.ReasonTargetsNotFound:     true,
 	account.ReasonAwaitingTermination: true,
 	account.ReasonResultsPending:      true,
 	account.ReasonShardsMissing:       true,

@@ -24,6 +24,7 @@ func TestVerdictEvents(t *testing.T) {
 	rejected := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultRejected, "result of C rejected")
 	accepted := cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted, "4/4 shards accepted")
 	queued := cond(v1alpha1.ConditionAdmitted, metav1.ConditionFalse, account.ReasonPending, "not admitted by Kueue yet: job j")
+	notYet := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonTargetsNotFound, "job j not found")
 	terminated := cond(v1alpha1.ConditionTerminated, metav1.ConditionTrue, account.ReasonComplete, "job j Complete")
 
 	cases := map[string]struct {
@@ -40,15 +41,17 @@ func TestVerdictEvents(t *testing.T) {
 				"batchledger.dev/ShardsCovered=True: 4/4 shards covered"}},
 		},
 		"expected waits are Normal": {
-			changed: []metav1.Condition{missing, pending, queued},
+			changed: []metav1.Condition{missing, pending, queued, notYet},
 			wantAccount: []verdictEvent{
 				{corev1.EventTypeNormal, "ShardsCoveredShardsMissing", "ShardsCovered=False: 3/4 shards covered; missing D = job j index 3"},
 				{corev1.EventTypeNormal, "AcceptedResultsPending", "Accepted=False: waiting for results of A-D"},
 				{corev1.EventTypeNormal, "AdmittedPending", "Admitted=False: not admitted by Kueue yet: job j"},
+				{corev1.EventTypeNormal, "ShardsCoveredTargetsNotFound", "ShardsCovered=False: job j not found"},
 			},
 			wantWorkload: []verdictEvent{
 				{corev1.EventTypeNormal, "ShardsCoveredShardsMissing", "batchledger.dev/ShardsCovered=False: 3/4 shards covered; missing D = job j index 3"},
 				{corev1.EventTypeNormal, "AcceptedResultsPending", "batchledger.dev/Accepted=False: waiting for results of A-D"},
+				{corev1.EventTypeNormal, "ShardsCoveredTargetsNotFound", "batchledger.dev/ShardsCovered=False: job j not found"},
 			},
 		},
 		"problems are Warnings; account-only conditions stay off the Workload": {
