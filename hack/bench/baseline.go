@@ -757,34 +757,28 @@ type baselineCounters struct {
 
 func baselineSnapshot(b *bench, with bool) (baselineCounters, error) {
 	var s baselineCounters
-	for _, p := range []struct {
+	type component struct {
 		name string
 		dst  *float64
-	}{{"kube-controller-manager", &s.kcmCPU}, {"kueue", &s.kueueCPU}, {"kube-apiserver", &s.apiCPU}} {
-		pid, err := pidOf(b.cl.StateDir, p.name)
-		if err != nil {
-			return s, err
-		}
-		if *p.dst, err = cpuSeconds(pid); err != nil {
+	}
+	components := []component{{"kube-controller-manager", &s.kcmCPU}, {"kueue", &s.kueueCPU}, {"kube-apiserver", &s.apiCPU}}
+	if with {
+		components = append(components, component{localcluster.BatchledgerName, &s.blCPU})
+	}
+	for _, p := range components {
+		var err error
+		if *p.dst, err = componentCPU(b.cl.StateDir, p.name); err != nil {
 			return s, err
 		}
 	}
 	if !with {
 		return s, nil
 	}
-	pid, err := pidOf(b.cl.StateDir, localcluster.BatchledgerName)
+	c, err := b.controllerCounters()
 	if err != nil {
 		return s, err
 	}
-	if s.blCPU, err = cpuSeconds(pid); err != nil {
-		return s, err
-	}
-	counters, err := readCounters(b.metrics)
-	if err != nil {
-		return s, err
-	}
-	s.statusWrites = counters["batchledger_account_status_writes_total"]
-	s.wlWrites = counters["batchledger_workload_condition_writes_total"]
+	s.statusWrites, s.wlWrites = c.statusWrites, c.wlWrites
 	return s, nil
 }
 

@@ -272,27 +272,45 @@ func (b *bench) snapshot() (snapshot, error) {
 	if err != nil {
 		return s, err
 	}
-	kcmPID, err := pidOf(b.cl.StateDir, "kube-controller-manager")
-	if err != nil {
-		return s, err
-	}
 	if s.blCPU, err = cpuSeconds(blPID); err != nil {
 		return s, err
 	}
-	if s.kcmCPU, err = cpuSeconds(kcmPID); err != nil {
+	if s.kcmCPU, err = componentCPU(b.cl.StateDir, "kube-controller-manager"); err != nil {
 		return s, err
 	}
 	if s.rssMiB, err = peakRSSMiB(blPID); err != nil {
 		return s, err
 	}
-	counters, err := readCounters(b.metrics)
+	c, err := b.controllerCounters()
 	if err != nil {
 		return s, err
 	}
-	s.statusWrites = counters["batchledger_account_status_writes_total"]
-	s.wlWrites = counters["batchledger_workload_condition_writes_total"]
-	s.reconciles = counters["batchledger_account_reconciles_total"]
+	s.statusWrites, s.wlWrites, s.reconciles = c.statusWrites, c.wlWrites, c.reconciles
 	return s, nil
+}
+
+// controllerCounters are the batchledger controller's write and reconcile counters.
+type controllerCounters struct{ statusWrites, wlWrites, reconciles float64 }
+
+func (b *bench) controllerCounters() (controllerCounters, error) {
+	m, err := readCounters(b.metrics)
+	if err != nil {
+		return controllerCounters{}, err
+	}
+	return controllerCounters{
+		statusWrites: m["batchledger_account_status_writes_total"],
+		wlWrites:     m["batchledger_workload_condition_writes_total"],
+		reconciles:   m["batchledger_account_reconciles_total"],
+	}, nil
+}
+
+// componentCPU is the CPU seconds so far of a cluster component, found by its pid file.
+func componentCPU(stateDir, name string) (float64, error) {
+	pid, err := pidOf(stateDir, name)
+	if err != nil {
+		return 0, err
+	}
+	return cpuSeconds(pid)
 }
 
 // coverageEvent is a Job's completedIndexes change: at t the account of job had expected
