@@ -77,19 +77,18 @@ func objectMeta(raw []byte) (metav1.ObjectMeta, error) {
 // pod of the cluster passes here, and decoding, re-encoding and diffing whole pods (as a
 // CustomDefaulter does) was a tenth of the controller's CPU under load.
 func (h *PodResultHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
-	var pod metav1.PartialObjectMetadata
-	var err error
-	if pod.ObjectMeta, err = objectMeta(req.Object.Raw); err != nil {
+	meta, err := objectMeta(req.Object.Raw)
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}
-	if _, indexed := pod.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed || slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {
+	if _, indexed := meta.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed || slices.Contains(meta.Finalizers, v1alpha1.ResultFinalizer) {
 		return admission.Allowed("")
 	}
-	keys := controller.PodTargetKeys(&corev1.Pod{ObjectMeta: pod.ObjectMeta})
+	keys := controller.PodTargetKeys(&corev1.Pod{ObjectMeta: meta})
 	if len(keys) == 0 {
 		return admission.Allowed("")
 	}
-	ns := pod.Namespace
+	ns := meta.Namespace
 	if ns == "" {
 		// Pods created by the Job controller have no namespace in the object yet.
 		ns = req.Namespace
@@ -101,7 +100,7 @@ func (h *PodResultHolder) Handle(ctx context.Context, req admission.Request) adm
 	if len(accounts) == 0 {
 		return admission.Allowed("")
 	}
-	if len(pod.Finalizers) == 0 {
+	if len(meta.Finalizers) == 0 {
 		return admission.Patched("", jsonpatch.NewOperation("add", "/metadata/finalizers", []string{v1alpha1.ResultFinalizer}))
 	}
 	return admission.Patched("", jsonpatch.NewOperation("add", "/metadata/finalizers/-", v1alpha1.ResultFinalizer))
