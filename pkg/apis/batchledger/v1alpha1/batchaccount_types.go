@@ -179,6 +179,14 @@ type AcceptanceCriterion struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Rule string `json:"rule,omitempty"`
+
+	// ResultContainer names the container whose termination message carries a worker's
+	// result, e.g. "worker" beside an injected "istio-proxy". It may name a native sidecar
+	// (an init container with restartPolicy Always). Default: the first container of the
+	// pod spec. A pod annotation batchledger.dev/result-container overrides it per pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ResultContainer string `json:"resultContainer,omitempty"`
 }
 
 // BatchAccountStatus is the account as last observed.

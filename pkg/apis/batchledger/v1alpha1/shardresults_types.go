@@ -19,6 +19,24 @@ const (
 	ResultsPerChunk = 256
 )
 
+// The opt-in scope. batchledger touches only pods whose Job's pod template carries
+// LabelScope: the pod webhook (failurePolicy Fail) sees only pods labelled ScopeResults,
+// and the controller caches only pods that carry the label at all. Users never set it by
+// hand: the Job and JobSet webhook stamps it at creation when an account names the Job
+// (or the Job carries the short-form annotations), and the controller stamps it onto a
+// suspended Job that never started when its account comes later.
+const (
+	// LabelScope on a Job's pod template (and so on its pods) opts the Job's pods into
+	// batchledger's scope; its value says how.
+	LabelScope = "batchledger.dev/scope"
+	// ScopeResults: an account naming the Job requires results, so its succeeded pods are
+	// held by the result-capture finalizer until their result is recorded ("nothing lost").
+	ScopeResults = "results"
+	// ScopeCoverage: accounts naming the Job count coverage and attempts only; its pods are
+	// never held.
+	ScopeCoverage = "coverage"
+)
+
 // RecordedResult is one reported result as captured from a pod, with the verdict of the
 // decoder and the acceptance rule at capture time. Whether it stands (assignment,
 // revisions, first-result-wins) is decided by the account.
