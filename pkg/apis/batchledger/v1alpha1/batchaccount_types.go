@@ -242,8 +242,20 @@ type TargetStatus struct {
 	// +optional
 	RestartAttempt int32 `json:"restartAttempt,omitempty"`
 
-	// Found is false while the target does not exist (yet).
+	// Found is false while the target does not exist (yet), and after its Job was
+	// deleted (then Deleted is true and the fields below are the identity's record).
 	Found bool `json:"found"`
+
+	// Deleted is true when the identity's Job was observed and later disappeared (a TTL,
+	// a cascade, by hand). The record stands: coverage, results and the verdict are still
+	// judged from what was last observed of it. A new Job under the same name (a new UID)
+	// supersedes the record into history.
+	// +optional
+	Deleted bool `json:"deleted,omitempty"`
+
+	// DeletedAt is when the Job was first observed missing.
+	// +optional
+	DeletedAt *metav1.Time `json:"deletedAt,omitempty"`
 
 	// Completions is the Job's spec.completions.
 	// +optional
@@ -272,6 +284,14 @@ type TargetStatus struct {
 	// FailedIndexes is the Job controller's status.failedIndexes as observed.
 	// +optional
 	FailedIndexes string `json:"failedIndexes,omitempty"`
+
+	// IndexesOmitted lists, when the status index budget forced it, which other index
+	// lists of this target were left out ("failedIndexes", "repeatedIndexes",
+	// "required"): an omitted list is empty here, which does not mean "none".
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4
+	IndexesOmitted []string `json:"indexesOmitted,omitempty"`
 
 	// Succeeded is the Job controller's status.succeeded: distinct succeeded indexes,
 	// never attempts.
@@ -318,11 +338,55 @@ type TargetStatus struct {
 	// +optional
 	Workload *WorkloadObservation `json:"workload,omitempty"`
 
+	// Admissions are the Kueue admissions of this identity, oldest first: where (queue,
+	// flavors) it ran, when each was first seen, why it was evicted, and which completion
+	// indexes completed under it. Bounded; AdmissionsDropped counts the oldest left out.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Admissions []Admission `json:"admissions,omitempty"`
+
+	// AdmissionsDropped counts the oldest admissions left out of Admissions.
+	// +optional
+	AdmissionsDropped int32 `json:"admissionsDropped,omitempty"`
+
 	// Problems lists what is wrong with this target's mapping or observation.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Problems []string `json:"problems,omitempty"`
+}
+
+// Admission is one Kueue admission of a target's identity.
+type Admission struct {
+	// Workload is the name of the admitted Workload.
+	// +optional
+	Workload string `json:"workload,omitempty"`
+	// ClusterQueue the Workload was admitted to.
+	// +optional
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// Flavors lists "<podset>=<resource>:<flavor>" assignments of the admission.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Flavors []string `json:"flavors,omitempty"`
+	// AdmittedAt is when the admission was first observed.
+	AdmittedAt metav1.Time `json:"admittedAt"`
+	// EvictedAt is when the eviction that ended this admission was first observed.
+	// +optional
+	EvictedAt *metav1.Time `json:"evictedAt,omitempty"`
+	// EvictionReason is the reason of the Workload's Evicted condition (e.g. Preempted).
+	// +optional
+	EvictionReason string `json:"evictionReason,omitempty"`
+	// CompletedIndexes are the completion indexes first observed completed while this
+	// admission was the identity's latest, interval format.
+	// +optional
+	CompletedIndexes string `json:"completedIndexes,omitempty"`
+	// CompletedIndexesOmitted is true when CompletedIndexes was left out to keep the
+	// status within its index budget (or could not be attributed because the target's
+	// own completed indexes were omitted); empty then does not mean "none".
+	// +optional
+	CompletedIndexesOmitted bool `json:"completedIndexesOmitted,omitempty"`
 }
 
 // IndexAttempts lists the successful pods of one completion index.
@@ -354,6 +418,9 @@ type WorkloadObservation struct {
 	// Evicted is whether the Workload is currently evicted (e.g. preempted).
 	// +optional
 	Evicted bool `json:"evicted,omitempty"`
+	// EvictionReason is the reason of the Workload's Evicted condition, when evicted.
+	// +optional
+	EvictionReason string `json:"evictionReason,omitempty"`
 	// Finished is whether Kueue marked the Workload Finished.
 	// +optional
 	Finished bool `json:"finished,omitempty"`
@@ -376,6 +443,13 @@ type SupersededIdentity struct {
 	// CompletedIndexes the superseded identity had covered when last observed.
 	// +optional
 	CompletedIndexes string `json:"completedIndexes,omitempty"`
+	// CompletedIndexesOmitted is true when CompletedIndexes was left out to keep the
+	// status within its index budget: empty then does not mean "nothing covered".
+	// +optional
+	CompletedIndexesOmitted bool `json:"completedIndexesOmitted,omitempty"`
+	// Terminal is the superseded identity's terminal condition, if it had one.
+	// +optional
+	Terminal string `json:"terminal,omitempty"`
 	// SupersededAt is when the replacement was observed.
 	SupersededAt metav1.Time `json:"supersededAt"`
 }
@@ -388,6 +462,12 @@ type ShardSummary struct {
 	Covered int32 `json:"covered"`
 	// Accepted shards: an accepted result is recorded for the shard.
 	Accepted int32 `json:"accepted"`
+	// Progress is the percentage (0-100, rounded down) of shards accepted when the
+	// account requires results, else of shards covered. 100 only when all are.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Progress int32 `json:"progress"`
 	// Missing names the shards not covered, compactly ("D", "shard-3..shard-9").
 	// +optional
 	Missing string `json:"missing,omitempty"`
@@ -426,6 +506,23 @@ type ResultSummary struct {
 	// Conflicts counts later results for an accepted shard that disagree with it (other digest).
 	// +optional
 	Conflicts int32 `json:"conflicts,omitempty"`
+	// Missing counts covered shards whose result can no longer arrive: their identity
+	// completed the index and terminated (or its Job was deleted), no result was recorded
+	// and no pod of the index is left to report one (reason MissingResult). A repair
+	// re-runs them.
+	// +optional
+	Missing int32 `json:"missing,omitempty"`
+	// MissingOrdinals are the ordinals of those shards, interval format.
+	// +optional
+	MissingOrdinals string `json:"missingOrdinals,omitempty"`
+	// RejectedOrdinals are the ordinals of shards with a rejected result and no accepted
+	// one, interval format: their identity completed, so a repair re-runs them.
+	// +optional
+	RejectedOrdinals string `json:"rejectedOrdinals,omitempty"`
+	// OrdinalsTruncated is true when MissingOrdinals or RejectedOrdinals list only their
+	// lowest ordinals, to keep the status within its index budget.
+	// +optional
+	OrdinalsTruncated bool `json:"ordinalsTruncated,omitempty"`
 	// Rejections is a bounded sample of rejected or conflicting results, newest last.
 	// +optional
 	// +listType=atomic
@@ -459,6 +556,7 @@ type ResultRejection struct {
 // +kubebuilder:printcolumn:name="Covered",type=integer,JSONPath=`.status.shards.covered`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.shards.total`
 // +kubebuilder:printcolumn:name="Accepted",type=integer,JSONPath=`.status.shards.accepted`
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.shards.progress`
 // +kubebuilder:printcolumn:name="Missing",type=string,JSONPath=`.status.shards.missing`,priority=1
 // +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -80,8 +80,15 @@ type RecordedResult struct {
 	// RejectMessage says why, in words.
 	// +optional
 	RejectMessage string `json:"rejectMessage,omitempty"`
-	// RecordedAt is when the result was captured; results are judged in this order.
+	// RecordedAt is when the result was captured.
 	RecordedAt metav1.Time `json:"recordedAt"`
+	// Sequence orders the results of one account: the controller assigns the account's
+	// highest sequence plus one when it records a result, and results are judged in this
+	// order (the first accepted result of a shard stands). Results recorded before the
+	// field existed have 0 and are ordered among themselves by RecordedAt, then Pod.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Sequence int64 `json:"sequence,omitempty"`
 }
 
 // ShardResults holds the captured results of one span of shard ordinals of an account
