@@ -1,0 +1,266 @@
+// Package release lets go of the pods batchledger holds, for a clean uninstall.
+//
+// The pod webhook adds the finalizer v1alpha1.ResultFinalizer to index pods of Jobs whose
+// account requires results, and the controller removes it once the pod's result is
+// recorded. Once batchledger is uninstalled nothing removes it any more: the pods stay
+// Terminating and block the deletion of their namespace. Release finds every pod that
+// carries the finalizer and removes that finalizer only.
+//
+// It finds them by their finalizer, not by a label: pods held by older versions may carry
+// no label of ours. It lists metadata only (PartialObjectMetadata), page by page, so a
+// cluster-wide pass over every pod costs neither the pods' specs nor unbounded memory.
+// It needs pods list and patch, nothing else: a pod is re-read with a list by name, not a
+// get, so that the uninstall hook's ClusterRole stays at those two verbs.
+package release
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+const (
+	// DefaultPageSize is how many pods one List page holds (the API server's usual chunk
+	// size for kubectl is the same).
+	DefaultPageSize = 500
+	// DefaultAttempts is how many times one pod's patch is tried before it is reported as
+	// an error: each failed attempt means another writer changed its finalizers in between.
+	DefaultAttempts = 5
+	// NameField is the field selector a pod is re-read with. The API server supports it
+	// for every resource; a fake client needs an index of that name.
+	NameField = "metadata.name"
+)
+
+// FinalizerRemovalPatch is the JSON patch that removes ResultFinalizer from obj, or false
+// when obj does not carry it. The patch first tests that the finalizer is still at the
+// index obj shows, then removes that index: if another controller changed the list in
+// between (the Job controller adds and removes batch.kubernetes.io/job-tracking), the test
+// fails with 422 Invalid instead of removing someone else's finalizer. The caller re-reads
+// the object and builds the patch again.
+func FinalizerRemovalPatch(obj metav1.Object) (client.Patch, bool) {
+	i := slices.Index(obj.GetFinalizers(), v1alpha1.ResultFinalizer)
+	if i < 0 {
+		return nil, false
+	}
+	path := "/metadata/finalizers/" + strconv.Itoa(i)
+	ops := []jsonPatchOp{
+		{Op: "test", Path: path, Value: v1alpha1.ResultFinalizer},
+		{Op: "remove", Path: path},
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		// Marshalling two structs of strings cannot fail.
+		panic(err)
+	}
+	return client.RawPatch(types.JSONPatchType, data), true
+}
+
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value string `json:"value,omitempty"`
+}
+
+// Options say where to release pods and how.
+type Options struct {
+	// Namespace is the namespace whose pods are released; "" means all namespaces.
+	Namespace string
+	// DryRun changes nothing: the report lists the held pods that would be released.
+	DryRun bool
+	// PageSize is the List page size; 0 means DefaultPageSize.
+	PageSize int64
+	// Attempts bounds the patches of one pod; 0 means DefaultAttempts.
+	Attempts int
+}
+
+// PodError is a pod that could not be released, and why.
+type PodError struct {
+	Pod types.NamespacedName
+	Err error
+}
+
+func (e PodError) Error() string { return e.Pod.String() + ": " + e.Err.Error() }
+
+func (e PodError) Unwrap() error { return e.Err }
+
+// Report is what a Release did. Every pod in Held ends in exactly one of Released,
+// AlreadyGone, AlreadyReleased or Errors (with DryRun, in none of them). Each list is
+// sorted by namespace and name.
+type Report struct {
+	// Namespace is the namespace released ("" for all namespaces).
+	Namespace string
+	// DryRun is set when nothing was changed.
+	DryRun bool
+	// Examined counts the pods listed.
+	Examined int
+	// Held are the pods that carried ResultFinalizer when listed.
+	Held []types.NamespacedName
+	// Released are the pods this run removed the finalizer from.
+	Released []types.NamespacedName
+	// AlreadyGone are held pods deleted before they were patched (NotFound).
+	AlreadyGone []types.NamespacedName
+	// AlreadyReleased are held pods that lost the finalizer before they were patched:
+	// the controller released them in between.
+	AlreadyReleased []types.NamespacedName
+	// Errors are the held pods still held, with the error that kept them.
+	Errors []PodError
+}
+
+// Done is whether no pod found held is held any more: each was released by this run,
+// gone, or released by someone else in between. A dry run changes nothing, so it is done
+// only when it found no held pod.
+func (r *Report) Done() bool {
+	if r.DryRun {
+		return len(r.Held) == 0
+	}
+	return len(r.Errors) == 0
+}
+
+// Err joins the pod errors, nil when there is none.
+func (r *Report) Err() error {
+	errs := make([]error, len(r.Errors))
+	for i, e := range r.Errors {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// Release removes ResultFinalizer from every pod of opts.Namespace (or of all namespaces)
+// that carries it, and reports what it did. Per-pod failures are in the report's Errors;
+// the error returned is a failed List, with the report of the pods handled until then.
+func Release(ctx context.Context, c client.Client, opts Options) (*Report, error) {
+	pageSize := cmp.Or(opts.PageSize, DefaultPageSize)
+	attempts := cmp.Or(opts.Attempts, DefaultAttempts)
+	rep := &Report{Namespace: opts.Namespace, DryRun: opts.DryRun}
+	defer rep.sort()
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	for cont := ""; ; {
+		if err := c.List(ctx, list, client.InNamespace(opts.Namespace), client.Limit(pageSize), client.Continue(cont)); err != nil {
+			return rep, fmt.Errorf("listing pods %s: %w", where(opts.Namespace), err)
+		}
+		rep.Examined += len(list.Items)
+		for i := range list.Items {
+			pod := &list.Items[i]
+			if !slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {
+				continue
+			}
+			key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+			rep.Held = append(rep.Held, key)
+			if opts.DryRun {
+				continue
+			}
+			pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+			switch outcome, err := releasePod(ctx, c, pod, attempts); outcome {
+			case released:
+				rep.Released = append(rep.Released, key)
+			case gone:
+				rep.AlreadyGone = append(rep.AlreadyGone, key)
+			case releasedElsewhere:
+				rep.AlreadyReleased = append(rep.AlreadyReleased, key)
+			default:
+				rep.Errors = append(rep.Errors, PodError{Pod: key, Err: err})
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			return rep, nil
+		}
+	}
+}
+
+type outcome int
+
+const (
+	failed outcome = iota
+	released
+	gone
+	releasedElsewhere
+)
+
+// releasePod patches the finalizer off pod, re-reading it after each failed test or
+// conflict, at most attempts times.
+func releasePod(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int) (outcome, error) {
+	patchedOnce := false
+	for attempt := 1; ; attempt++ {
+		patch, held := FinalizerRemovalPatch(pod)
+		if !held {
+			if patchedOnce {
+				return released, nil
+			}
+			return releasedElsewhere, nil
+		}
+		// Patch writes the pod as the server returns it into pod, so a finalizer listed
+		// twice is seen and removed by the next turn.
+		err := c.Patch(ctx, pod, patch)
+		switch {
+		case err == nil:
+			patchedOnce = true
+			continue
+		case apierrors.IsNotFound(err):
+			return gone, nil
+		case !apierrors.IsInvalid(err) && !apierrors.IsConflict(err):
+			return failed, fmt.Errorf("removing finalizer %s: %w", v1alpha1.ResultFinalizer, err)
+		case attempt >= attempts:
+			return failed, fmt.Errorf("removing finalizer %s: the finalizers kept changing, %d attempts: %w", v1alpha1.ResultFinalizer, attempts, err)
+		}
+		// The finalizers changed since we read them: read them again.
+		fresh, err := reread(ctx, c, pod)
+		if err != nil {
+			return failed, fmt.Errorf("re-reading the pod: %w", err)
+		}
+		if fresh == nil {
+			return gone, nil
+		}
+		pod = fresh
+	}
+}
+
+// reread lists the one pod named like pod, nil when it is gone. A list rather than a get,
+// so that the release needs no get permission.
+func reread(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata) (*metav1.PartialObjectMetadata, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	sel := client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(NameField, pod.Name)}
+	if err := c.List(ctx, list, client.InNamespace(pod.Namespace), sel); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if p := &list.Items[i]; p.Name == pod.Name {
+			p.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+func (r *Report) sort() {
+	for _, l := range [][]types.NamespacedName{r.Held, r.Released, r.AlreadyGone, r.AlreadyReleased} {
+		slices.SortFunc(l, compareKeys)
+	}
+	slices.SortFunc(r.Errors, func(a, b PodError) int { return compareKeys(a.Pod, b.Pod) })
+}
+
+func compareKeys(a, b types.NamespacedName) int {
+	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+}
+
+func where(namespace string) string {
+	if namespace == "" {
+		return "in all namespaces"
+	}
+	return fmt.Sprintf("in namespace %q", namespace)
+}
