@@ -42,6 +42,15 @@ const (
 	ReasonEvicted             = "Evicted"
 	ReasonFinished            = "Finished"
 	ReasonNoWorkload          = "NoWorkload"
+	// ReasonTargetDeleted: a target's Job was deleted before it terminated; it can no
+	// longer complete, and its uncovered shards need a repair.
+	ReasonTargetDeleted = "TargetDeleted"
+	// ReasonMissingResult: covered shards whose result can no longer arrive (the identity
+	// terminated or was deleted, no result was recorded, no pod is left to report one).
+	ReasonMissingResult = "MissingResult"
+	// ReasonRuleInvalid: spec.acceptance.rule does not compile in this controller, so
+	// results are kept but not judged.
+	ReasonRuleInvalid = "RuleInvalid"
 )
 
 // Bounds that keep the account object small whatever the batch size.
@@ -70,6 +79,11 @@ type Input struct {
 	Results []Result
 	// Now is the observation time, used for transitions and history.
 	Now metav1.Time
+	// RuleError, when set, is why spec.acceptance.rule does not compile in this
+	// controller (e.g. after an upgrade). Results are then not judged: ResultsAccepted
+	// and Accepted are False (RuleInvalid) until the rule is fixed; the caller keeps the
+	// results raw and the pods held meanwhile.
+	RuleError string
 }
 
 // Output is the computed account.
@@ -92,6 +106,39 @@ type targetState struct {
 	mapped indexset.Set
 	// covered are mapped indexes the current identity completed.
 	covered indexset.Set
+	// deleted is true when the identity's Job was observed before and is gone now: its
+	// record (the previous status) stands for it.
+	deleted bool
+	record  *v1alpha1.TargetStatus
+	// coverageLost is true for a deleted record whose completed indexes were left out of
+	// the status for size and cannot be reconstructed.
+	coverageLost bool
+	// everObserved is false for a target never seen by this account (no identity, no
+	// history): it may not exist yet, or may have been deleted before the account.
+	everObserved bool
+}
+
+// uid is the identity's Job UID: the observed Job's, or the record's when deleted.
+func (ts *targetState) uid() types.UID {
+	switch {
+	case ts.found:
+		return ts.obs.Job.UID
+	case ts.deleted:
+		return ts.record.UID
+	}
+	return ""
+}
+
+// final is true when the identity can report no further result: its Job was deleted, or
+// it terminated and its pods were listed (so a completed index without a pod has lost
+// its result for good).
+func (ts *targetState) final() bool {
+	return ts.deleted || (ts.found && ts.facts.terminal != "" && ts.obs.PodsListed)
+}
+
+// lostBeforeTerminal is true for a deleted identity that never terminated.
+func (ts *targetState) lostBeforeTerminal() bool {
+	return ts.deleted && ts.facts.terminal == ""
 }
 
 // Compute derives the account status from its input.
@@ -106,6 +153,10 @@ func Compute(in Input) Output {
 	for i := range prev.Targets {
 		prevTargets[prev.Targets[i].Name] = &prev.Targets[i]
 	}
+	inHistory := map[string]bool{}
+	for _, h := range prev.History {
+		inHistory[h.Target] = true
+	}
 
 	problems := slices.Clone(m.Problems)
 	states := make([]*targetState, len(m.Targets))
@@ -113,9 +164,14 @@ func Compute(in Input) Output {
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
 		ts := observeTarget(t, in.Observations[t.Key])
+		p := prevTargets[t.Key]
+		if !ts.found && keepsRecord(t, p) {
+			ts.fromRecord(p)
+		}
+		ts.everObserved = ts.found || inHistory[t.Key] || (p != nil && p.UID != "")
 		states[i] = ts
 		problems = append(problems, ts.problems...)
-		status, superseded, identityPrev := targetStatus(ts, prevTargets[t.Key], in.Now)
+		status, superseded, identityPrev := targetStatus(ts, p, in.Now)
 		if superseded != nil {
 			st.History = append(st.History, *superseded)
 		}
@@ -135,27 +191,29 @@ func Compute(in Input) Output {
 		MissingOrdinals: cov.missing.String(),
 		CoveredBy:       cov.coveredBy,
 	}
+	res := judgeResults(m, states, in)
+	st.Shards.Accepted = int32(res.accepted.Count())
+	st.Results = res.summary
+	st.Shards.Progress = progress(st.Shards, requiresResults(in.Spec))
 	fitIndexLists(&st)
 	// Only now, with the lists as they will be written, can a target be compared with
 	// its previous status: an unchanged target keeps its observation point.
 	for i := range st.Targets {
 		keepObservationPoints(&st.Targets[i], prevOf[i])
 	}
-	res := judgeResults(m, states, in)
-	st.Shards.Accepted = int32(res.accepted.Count())
-	st.Results = res.summary
 
 	conds := []metav1.Condition{
 		assignmentCondition(problems),
 		admittedCondition(states),
 		coveredCondition(m, states, cov, valid),
-		terminatedCondition(states),
+		terminatedCondition(m, states, cov),
 		resultsCondition(m, in.Spec, res, cov),
 	}
 	conds = append(conds, acceptedCondition(conds, in.Spec))
 	out := Output{Mapping: m}
 	st.Conditions = slices.Clone(prev.Conditions)
 	for _, c := range conds {
+		c.Message = boundMessage(c.Message)
 		c.ObservedGeneration = in.Generation
 		c.LastTransitionTime = in.Now
 		old := meta.FindStatusCondition(prev.Conditions, c.Type)
@@ -198,10 +256,19 @@ func observeTarget(t Target, obs Observation) *targetState {
 // The third result is the previous status of the current identity (nil when the identity
 // is new), for keepObservationPoints.
 func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time) (v1alpha1.TargetStatus, *v1alpha1.SupersededIdentity, *v1alpha1.TargetStatus) {
+	if ts.deleted {
+		// The record stands: what was last observed of the identity, marked deleted.
+		s := *prev.DeepCopy()
+		s.Found, s.Deleted = false, true
+		if s.DeletedAt == nil {
+			s.DeletedAt = now.DeepCopy()
+		}
+		return s, nil, prev
+	}
 	s := v1alpha1.TargetStatus{Name: ts.key, Found: ts.found}
 	for _, p := range ts.problems {
 		if len(s.Problems) < maxProblems {
-			s.Problems = append(s.Problems, p.Message)
+			s.Problems = append(s.Problems, boundMessage(p.Message))
 		}
 	}
 	var uid types.UID
@@ -212,7 +279,8 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 	if prev != nil && prev.UID != "" && prev.UID != uid {
 		superseded = &v1alpha1.SupersededIdentity{
 			Target: ts.key, Job: prev.Job, UID: prev.UID, RestartAttempt: prev.RestartAttempt,
-			CompletedIndexes: prev.CompletedIndexes, SupersededAt: now,
+			CompletedIndexes: prev.CompletedIndexes, CompletedIndexesOmitted: prev.CompletedIndexesOmitted,
+			Terminal: prev.Terminal, SupersededAt: now,
 		}
 		prev = nil // a new identity starts with no attempts of its own
 	}
@@ -241,36 +309,8 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 		}
 	}
 	s.AttemptLedger, s.SuccessfulAttempts, s.RepeatedIndexes = attempts(prev, ts.obs.SuccessfulPods, f.completed)
+	s.Admissions, s.AdmissionsDropped = admissions(prev, ts.obs.Workload, f.completed, job.Status.Succeeded, now)
 	return s, superseded, prev
-}
-
-// IndexListBudget bounds the bytes of index lists (the targets' completedIndexes and
-// the missing shards' ordinals) one account status carries. Everything else in a status
-// is bounded by count; these lists grow with the gaps in coverage, and an account of a
-// million shards with scattered gaps would otherwise exceed the API server's object size
-// limit (etcd's 1.5 MiB by default) and never be written.
-const IndexListBudget = 768 << 10
-
-// fitIndexLists keeps st's index lists within IndexListBudget: first it leaves out the
-// targets' completedIndexes (copies of the Jobs' own status), then, if the missing
-// ordinals alone are too long, it keeps only their lowest intervals. Both are flagged.
-func fitIndexLists(st *v1alpha1.BatchAccountStatus) {
-	size := len(st.Shards.MissingOrdinals)
-	for i := range st.Targets {
-		size += len(st.Targets[i].CompletedIndexes)
-	}
-	if size <= IndexListBudget {
-		return
-	}
-	for i := range st.Targets {
-		if t := &st.Targets[i]; t.CompletedIndexes != "" {
-			t.CompletedIndexes, t.CompletedIndexesOmitted = "", true
-		}
-	}
-	if mo := st.Shards.MissingOrdinals; len(mo) > IndexListBudget {
-		st.Shards.MissingOrdinals = mo[:strings.LastIndexByte(mo[:IndexListBudget+1], ',')]
-		st.Shards.MissingOrdinalsTruncated = true
-	}
 }
 
 // keepObservationPoints keeps the previous resourceVersions when nothing the account
@@ -354,7 +394,7 @@ type coverageState struct {
 func coverage(m *Mapping, states []*targetState) coverageState {
 	var originalIvs, repairedIvs []indexset.Interval
 	for _, ts := range states {
-		if !ts.found {
+		if !ts.found && !ts.deleted {
 			continue
 		}
 		originalIvs = append(originalIvs, m.ShardsOf(ts.key, ts.covered, false).Intervals()...)
@@ -439,12 +479,17 @@ func assignmentCondition(problems []Problem) metav1.Condition {
 }
 
 func admittedCondition(states []*targetState) metav1.Condition {
-	var pending, evicted, unqueued, notFound []string
+	var pending, evicted, unqueued, notFound, deleted []string
 	finished := 0
 	for _, ts := range states {
 		name := DescribeTarget(ts.key)
 		w := ts.obs.Workload
 		switch {
+		case ts.deleted && ts.facts.terminal != "":
+			// Its Workload went with it; it ran to its end.
+			finished++
+		case ts.deleted:
+			deleted = append(deleted, name)
 		case !ts.found:
 			notFound = append(notFound, name)
 		case w == nil:
@@ -460,13 +505,15 @@ func admittedCondition(states []*targetState) metav1.Condition {
 	t := v1alpha1.ConditionAdmitted
 	switch {
 	case len(notFound) > 0:
-		return cond(t, false, ReasonTargetsNotFound, "waiting for "+strings.Join(notFound, ", ")+" to exist")
+		return cond(t, false, ReasonTargetsNotFound, "waiting for "+listNames(notFound)+" to exist")
+	case len(deleted) > 0:
+		return cond(t, false, ReasonTargetDeleted, listNames(deleted)+" deleted before terminating: can no longer be admitted")
 	case len(evicted) > 0:
-		return cond(t, false, ReasonEvicted, "evicted by Kueue: "+strings.Join(evicted, ", ")+"; completed indexes are kept")
+		return cond(t, false, ReasonEvicted, "evicted by Kueue: "+listNames(evicted)+"; completed indexes are kept")
 	case len(pending) > 0:
-		return cond(t, false, ReasonPending, "not admitted by Kueue yet: "+strings.Join(pending, ", "))
+		return cond(t, false, ReasonPending, "not admitted by Kueue yet: "+listNames(pending))
 	case len(unqueued) > 0:
-		c := cond(t, false, ReasonNoWorkload, "no Kueue Workload found for "+strings.Join(unqueued, ", "))
+		c := cond(t, false, ReasonNoWorkload, "no Kueue Workload found for "+listNames(unqueued))
 		c.Status = metav1.ConditionUnknown
 		return c
 	case finished == len(states):
@@ -483,20 +530,39 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 		return cond(t, false, ReasonAssignmentInvalid,
 			head+" by index only; the mapping is invalid (see AssignmentValid), so completed indexes prove nothing about the shards")
 	}
+	var deleted []string
+	for _, ts := range states {
+		if ts.deleted {
+			deleted = append(deleted, DescribeTarget(ts.key))
+		}
+	}
 	if cov.missing.IsEmpty() {
 		msg := head
 		if !cov.byRepairOnly.IsEmpty() {
 			msg += fmt.Sprintf("; %s covered by repair assignments", m.Shards.Describe(cov.byRepairOnly, 8))
 		}
+		if len(deleted) > 0 {
+			msg += "; " + listNames(deleted) + " deleted, " + plural(len(deleted), "its", "their") + " record stands"
+		}
 		return cond(t, true, ReasonAllShardsCovered, msg)
 	}
 	msg := head + "; missing " + describeMissing(m, cov.missing)
 	var notes []string
+	var notFound, neverObserved []string
 	for _, ts := range states {
 		name := DescribeTarget(ts.key)
 		switch {
+		case ts.deleted && ts.coverageLost:
+			notes = append(notes, name+" deleted; its completed indexes were left out of the status for size, so its coverage is lost")
+		case ts.lostBeforeTerminal():
+			notes = append(notes, name+" deleted before it terminated: it can no longer complete; repair its missing shards")
+		case ts.deleted:
+			notes = append(notes, fmt.Sprintf("%s deleted after it recorded %s, its record stands", name, ts.facts.terminal))
 		case !ts.found:
-			notes = append(notes, name+" not found")
+			notFound = append(notFound, name)
+			if !ts.everObserved {
+				neverObserved = append(neverObserved, name)
+			}
 		case ts.facts.terminal == TerminalComplete && ts.facts.successPolicy != "" &&
 			!m.ShardsOf(ts.key, ts.mapped, false).Intersect(cov.missing).IsEmpty():
 			notes = append(notes, fmt.Sprintf("%s succeeded by its successPolicy (%s) with shards not covered", name, ts.facts.successPolicy))
@@ -504,32 +570,50 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 			notes = append(notes, fmt.Sprintf("%s failed (%s)", name, ts.facts.reason))
 		}
 	}
+	if len(notFound) > 0 {
+		notes = append(notes, listNames(notFound)+" not found")
+	}
+	notes = boundList(notes)
 	if len(notes) > 0 {
 		msg += "; " + strings.Join(notes, "; ")
 	}
 	reason := ReasonShardsMissing
 	if len(states) > 0 && allNotFound(states) {
 		reason = ReasonTargetsNotFound
+		if len(neverObserved) == len(states) {
+			// Never a false acceptance, and never a silent wait either: an account created
+			// after its Jobs finished and were deleted can count nothing of them.
+			msg += "; this account has never observed " + plural(len(states), "it", "them") +
+				": if a Job already ran and was deleted before the account existed, its completions cannot be counted; re-run its shards in a Job the assignments name"
+		}
 	}
 	return cond(t, false, reason, msg)
 }
 
 func allNotFound(states []*targetState) bool {
 	for _, ts := range states {
-		if ts.found {
+		if ts.found || ts.deleted {
 			return false
 		}
 	}
 	return true
 }
 
-func terminatedCondition(states []*targetState) metav1.Condition {
+func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) metav1.Condition {
 	t := v1alpha1.ConditionTerminated
-	var waiting, failed []string
+	var waiting, failed, lost, lostCovered []string
 	for _, ts := range states {
 		name := DescribeTarget(ts.key)
 		switch {
-		case !ts.found:
+		case ts.lostBeforeTerminal():
+			// It will never terminate. Once repairs covered its shards it stands like a
+			// failed Job; until then the batch cannot complete through it.
+			if m.ShardsOf(ts.key, ts.mapped, false).Intersect(cov.missing).IsEmpty() {
+				lostCovered = append(lostCovered, name+" deleted before it terminated")
+			} else {
+				lost = append(lost, name)
+			}
+		case !ts.found && !ts.deleted:
 			waiting = append(waiting, name+" (not found)")
 		case ts.facts.terminal == TerminalFailed:
 			failed = append(failed, fmt.Sprintf("%s Failed (%s)", name, ts.facts.reason))
@@ -544,27 +628,59 @@ func terminatedCondition(states []*targetState) metav1.Condition {
 		}
 	}
 	switch {
+	case len(lost) > 0:
+		msg := listNames(lost) + " deleted before " + plural(len(lost), "it", "they") + " terminated: can no longer complete; repair " + plural(len(lost), "its", "their") + " missing shards"
+		if len(waiting) > 0 {
+			msg += "; not terminated: " + listNames(waiting)
+		}
+		return cond(t, false, ReasonTargetDeleted, msg)
 	case len(waiting) > 0:
-		return cond(t, false, ReasonAwaitingTermination, "not terminated: "+strings.Join(waiting, ", ")+"; coverage does not imply termination")
+		return cond(t, false, ReasonAwaitingTermination, "not terminated: "+listNames(waiting)+"; coverage does not imply termination")
+	case len(lostCovered) > 0:
+		return cond(t, true, ReasonTargetDeleted, listNames(append(lostCovered, failed...)))
 	case len(failed) > 0:
-		return cond(t, true, ReasonTargetFailed, strings.Join(failed, ", "))
+		return cond(t, true, ReasonTargetFailed, listNames(failed))
 	}
 	return cond(t, true, ReasonComplete, "every target's Job recorded Complete")
 }
 
+func requiresResults(spec *v1alpha1.BatchAccountSpec) bool {
+	return spec.Acceptance != nil && spec.Acceptance.RequireResults
+}
+
 func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsState, cov coverageState) metav1.Condition {
 	t := v1alpha1.ConditionResultsAccepted
-	if spec.Acceptance == nil || !spec.Acceptance.RequireResults {
+	if !requiresResults(spec) {
 		return cond(t, true, ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
+	}
+	if res.ruleError != "" {
+		return cond(t, false, ReasonRuleInvalid, "the acceptance rule does not compile in this controller: "+res.ruleError+
+			"; results are kept but not judged, and their pods stay held: fix spec.acceptance.rule and they are judged")
 	}
 	total := m.Shards.Count()
 	head := fmt.Sprintf("%d/%d shard results accepted", res.accepted.Count(), total)
 	if res.accepted.Count() == total {
 		return cond(t, true, ReasonAllResultsAccepted, head)
 	}
+	lost := ""
+	if !res.missing.IsEmpty() {
+		lost = fmt.Sprintf("no result can arrive for %s (MissingResult: the identity completed and terminated or was deleted, no result was recorded and no pod is left to report one): re-run %s with a repair",
+			m.Shards.Describe(res.missing, 8), plural(res.missing.Count(), "it", "them"))
+	}
 	pending := indexset.Range(0, total-1).Difference(res.accepted)
 	if len(res.pendingRejections) > 0 {
-		return cond(t, false, ReasonResultRejected, head+"; rejected: "+strings.Join(res.pendingRejections, "; "))
+		msg := head + "; rejected: " + strings.Join(res.pendingRejections, "; ")
+		if lost != "" {
+			msg += "; " + lost
+		}
+		return cond(t, false, ReasonResultRejected, msg)
+	}
+	if lost != "" {
+		msg := head + "; " + lost
+		if rest := pending.Difference(res.missing); !rest.IsEmpty() {
+			msg += "; waiting for " + m.Shards.Describe(rest, 8)
+		}
+		return cond(t, false, ReasonMissingResult, msg)
 	}
 	return cond(t, false, ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8))
 }
@@ -579,6 +695,10 @@ func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec
 	if c := by[v1alpha1.ConditionAssignmentValid]; c.Status != metav1.ConditionTrue {
 		return cond(t, false, ReasonAssignmentInvalid, c.Message)
 	}
+	if c := by[v1alpha1.ConditionTerminated]; c.Status != metav1.ConditionTrue && c.Reason == ReasonTargetDeleted {
+		// A target that can never complete comes first: waiting would be a dead end.
+		return cond(t, false, ReasonTargetDeleted, c.Message+"; "+by[v1alpha1.ConditionShardsCovered].Message)
+	}
 	if c := by[v1alpha1.ConditionShardsCovered]; c.Status != metav1.ConditionTrue {
 		return cond(t, false, c.Reason, c.Message)
 	}
@@ -589,12 +709,12 @@ func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec
 		return cond(t, false, c.Reason, c.Message)
 	}
 	msg := "every shard covered, every target terminated"
-	if c := by[v1alpha1.ConditionTerminated]; c.Reason == ReasonTargetFailed {
+	if c := by[v1alpha1.ConditionTerminated]; c.Reason == ReasonTargetFailed || c.Reason == ReasonTargetDeleted {
 		msg += " (" + c.Message + ", its shards covered by repair)"
 	} else {
 		msg += " Complete"
 	}
-	if spec.Acceptance != nil && spec.Acceptance.RequireResults {
+	if requiresResults(spec) {
 		msg += ", every shard result accepted"
 	}
 	return cond(t, true, ReasonAccepted, msg)

@@ -30,6 +30,11 @@ type Observation struct {
 	SuccessfulPods []PodAttempt
 	// Workload is the Kueue Workload the target runs under, if known.
 	Workload *v1alpha1.WorkloadObservation
+	// PodsListed is true when SuccessfulPods is every successful pod of the Job that
+	// still exists (the caller listed them). Only then does a completed index of a
+	// terminated Job without a pod and without a recorded result count as a result that
+	// can no longer arrive (MissingResult); otherwise it is pending.
+	PodsListed bool
 }
 
 // PodAttempt is one successful pod of an index.

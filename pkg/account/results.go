@@ -44,6 +44,9 @@ type Result struct {
 	Records, Valid int64
 	// RecordedAt is when the result was captured, for results read back from records.
 	RecordedAt metav1.Time
+	// Sequence is the result's recording sequence in its account (0 for results
+	// recorded before sequences existed), for results read back from records.
+	Sequence int64
 	// RejectReason and RejectMessage are set when the result could not be decoded or
 	// did not meet the acceptance rule.
 	RejectReason  string
@@ -57,19 +60,62 @@ type resultsState struct {
 	summary  v1alpha1.ResultSummary
 	// pendingRejections explain rejections of shards that have no accepted result yet.
 	pendingRejections []string
+	// reported are the ordinals with any result of their current identity.
+	reported indexset.Set
+	// rejected are the ordinals with a rejected result and no accepted one.
+	rejected indexset.Set
+	// missing are covered ordinals whose result can no longer arrive.
+	missing indexset.Set
+	// ruleError is Input.RuleError: results were not judged.
+	ruleError string
 }
 
 // judgeResults verifies each result against its identity's assignment and the account's
 // revisions. The first accepted result of a shard stands; a later one with another
 // digest is a conflict, recorded, never silently dropped.
+//
+// A deleted identity's record is still its target's identity: its results stand. Covered
+// shards of identities that can report nothing more (terminated with their pods listed,
+// or deleted), with no result of theirs and no pod of the index left, are missing: a
+// result can no longer arrive, so they are counted as MissingResult, not pending.
 func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
+	if requiresResults(in.Spec) && in.RuleError != "" {
+		return resultsState{ruleError: in.RuleError}
+	}
 	current := map[string]types.UID{}
 	for _, ts := range states {
-		if ts.found {
-			current[ts.key] = ts.obs.Job.UID
+		if uid := ts.uid(); uid != "" {
+			current[ts.key] = uid
 		}
 	}
-	return judge(m, in.Spec, current, in.Results)
+	rs := judge(m, in.Spec, current, in.Results)
+	if !requiresResults(in.Spec) {
+		return rs
+	}
+	var final, open []indexset.Interval
+	var held []int
+	for _, ts := range states {
+		if ts.covered.IsEmpty() {
+			continue
+		}
+		ivs := append(m.ShardsOf(ts.key, ts.covered, false).Intervals(), m.ShardsOf(ts.key, ts.covered, true).Intervals()...)
+		if ts.final() {
+			final = append(final, ivs...)
+		} else {
+			open = append(open, ivs...)
+		}
+		for _, p := range ts.obs.SuccessfulPods {
+			if o, ok := m.ShardOf(ts.key, p.Index); ok {
+				held = append(held, o)
+			}
+		}
+	}
+	rs.missing = indexset.FromIntervals(final...).Difference(indexset.FromIntervals(open...)).
+		Difference(rs.accepted).Difference(rs.reported).Difference(indexset.Of(held...))
+	rs.summary.Missing = int32(rs.missing.Count())
+	rs.summary.MissingOrdinals = rs.missing.String()
+	rs.summary.RejectedOrdinals = rs.rejected.String()
+	return rs
 }
 
 // StandingResults returns, per shard ordinal, the result that stands for the shard: the
@@ -93,7 +139,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 		text    string
 	}
 	var rejected []rejection
-	var acceptedOrdinals []int
+	var acceptedOrdinals, reported []int
 	reject := func(r Result, ordinal int, reason, msg string) {
 		rs.summary.Rejected++
 		if reason == ResultConflict {
@@ -117,6 +163,9 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 			continue
 		}
 		assignedName := m.Shards.Name(ordinal)
+		if current[r.Target] == r.JobUID {
+			reported = append(reported, ordinal)
+		}
 		switch {
 		case r.RejectReason != "":
 			reject(r, ordinal, r.RejectReason, who+": "+r.RejectMessage)
@@ -141,11 +190,17 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 		}
 	}
 	rs.accepted = indexset.Of(acceptedOrdinals...)
+	rs.reported = indexset.Of(reported...)
+	var rejectedOrdinals []int
 	for _, rj := range rejected {
-		if _, ok := digests[rj.ordinal]; !ok && len(rs.pendingRejections) < messageRunsLimit {
-			rs.pendingRejections = append(rs.pendingRejections, rj.text)
+		if _, ok := digests[rj.ordinal]; !ok {
+			rejectedOrdinals = append(rejectedOrdinals, rj.ordinal)
+			if len(rs.pendingRejections) < messageRunsLimit {
+				rs.pendingRejections = append(rs.pendingRejections, rj.text)
+			}
 		}
 	}
+	rs.rejected = indexset.Of(rejectedOrdinals...)
 	return rs
 }
 
@@ -155,7 +210,7 @@ func FromRecorded(r v1alpha1.RecordedResult) Result {
 		Target: r.Target, JobUID: r.JobUID, Index: int(r.Index), Pod: r.Pod, PodUID: r.PodUID,
 		Shard: r.Shard, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision, Digest: r.Digest,
 		Output: r.Output, Records: r.Records, Valid: r.Valid,
-		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: r.RecordedAt,
+		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: r.RecordedAt, Sequence: r.Sequence,
 	}
 }
 
@@ -165,19 +220,22 @@ func (r Result) Recorded(ordinal int, at metav1.Time) v1alpha1.RecordedResult {
 		Ordinal: int32(ordinal), Shard: r.Shard, Target: r.Target, JobUID: r.JobUID, Index: int32(r.Index),
 		Pod: r.Pod, PodUID: r.PodUID, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision,
 		Output: r.Output, Digest: r.Digest, Records: r.Records, Valid: r.Valid,
-		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: at,
+		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: at, Sequence: r.Sequence,
 	}
 }
 
 // RecordedInOrder flattens recorded results in recording order, the order in which they
-// are judged (the first accepted result of a shard stands).
+// are judged (the first accepted result of a shard stands). The order is the results'
+// Sequence, which the controller assigns monotonically per account; results recorded
+// before sequences existed (Sequence 0) come first, among themselves by RecordedAt (one
+// second resolution) and then Pod, as they always were.
 func RecordedInOrder(chunks []v1alpha1.ShardResults) []Result {
 	var all []v1alpha1.RecordedResult
 	for _, c := range chunks {
 		all = append(all, c.Results...)
 	}
 	slices.SortStableFunc(all, func(a, b v1alpha1.RecordedResult) int {
-		return cmp.Or(a.RecordedAt.Compare(b.RecordedAt.Time), cmp.Compare(a.Pod, b.Pod))
+		return cmp.Or(cmp.Compare(a.Sequence, b.Sequence), a.RecordedAt.Compare(b.RecordedAt.Time), cmp.Compare(a.Pod, b.Pod))
 	})
 	out := make([]Result, len(all))
 	for i, r := range all {
