@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// podWithFinalizers is an index pod of namespace namespace carrying finalizers.
+func podWithFinalizers(namespace, name string, finalizers ...string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Finalizers: finalizers}}
+}
+
+// runReleaseCommand runs newReleaseCommand against c under a root that carries kubectl's
+// connection flags, as NewCommand's does, and returns stdout, stderr and the exit code.
+func runReleaseCommand(t *testing.T, c client.Client, args ...string) (string, string, int) {
+	t.Helper()
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
+	var out, errOut bytes.Buffer
+	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	o.NewClient = func() (client.Client, error) { return c, nil }
+	root := &cobra.Command{Use: "kubectl-batchledger", SilenceErrors: true, SilenceUsage: true}
+	o.ConfigFlags.AddFlags(root.PersistentFlags())
+	root.AddCommand(newReleaseCommand(o))
+	root.SetArgs(append([]string{"release"}, args...))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	code := exitCode(root.ExecuteContext(t.Context()), &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func TestReleaseCommand(t *testing.T) {
+	const tracking = batchv1.JobTrackingFinalizer
+	pods := func() []client.Object {
+		return []client.Object{
+			podWithFinalizers(ns, "j-0-abcde", tracking, v1alpha1.ResultFinalizer),
+			podWithFinalizers(ns, "j-1-fghij", v1alpha1.ResultFinalizer),
+			podWithFinalizers(ns, "j-2-klmno", tracking),
+			podWithFinalizers("vision", "v-0-pqrst", v1alpha1.ResultFinalizer),
+		}
+	}
+	heldOnly := func() []client.Object { return []client.Object{podWithFinalizers(ns, "j-2-klmno", tracking)} }
+	forbidden := interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if obj.GetName() == "j-1-fghij" {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, obj.GetName(), errors.New("denied"))
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}
+	cases := map[string]struct {
+		objs           []client.Object
+		funcs          interceptor.Funcs
+		args           []string
+		wantOut        string
+		wantErr        string
+		wantCode       int
+		wantFinalizers map[string][]string
+	}{
+		"one namespace": {
+			objs: pods(),
+			args: []string{"-n", ns},
+			wantOut: `released pod ml-team/j-0-abcde
+released pod ml-team/j-1-fghij
+released 2 pods held by batchledger in namespace ml-team
+`,
+			wantFinalizers: map[string][]string{
+				"ml-team/j-0-abcde": {tracking},
+				"ml-team/j-1-fghij": nil,
+				"ml-team/j-2-klmno": {tracking},
+				"vision/v-0-pqrst":  {v1alpha1.ResultFinalizer},
+			},
+		},
+		"all namespaces": {
+			objs: pods(),
+			args: []string{"-A"},
+			wantOut: `released pod ml-team/j-0-abcde
+released pod ml-team/j-1-fghij
+released pod vision/v-0-pqrst
+released 3 pods held by batchledger across all namespaces
+`,
+			wantFinalizers: map[string][]string{
+				"ml-team/j-0-abcde": {tracking},
+				"ml-team/j-1-fghij": nil,
+				"ml-team/j-2-klmno": {tracking},
+				"vision/v-0-pqrst":  nil,
+			},
+		},
+		"dry run": {
+			objs: pods(),
+			args: []string{"--all-namespaces", "--dry-run"},
+			wantOut: `would release pod ml-team/j-0-abcde
+would release pod ml-team/j-1-fghij
+would release pod vision/v-0-pqrst
+would release 3 pods held by batchledger across all namespaces (dry run: nothing changed)
+`,
+			wantFinalizers: map[string][]string{
+				"ml-team/j-0-abcde": {tracking, v1alpha1.ResultFinalizer},
+				"ml-team/j-1-fghij": {v1alpha1.ResultFinalizer},
+				"ml-team/j-2-klmno": {tracking},
+				"vision/v-0-pqrst":  {v1alpha1.ResultFinalizer},
+			},
+		},
+		"the kubeconfig's namespace without -n": {
+			objs: []client.Object{podWithFinalizers("default", "d-0", v1alpha1.ResultFinalizer)},
+			wantOut: `released pod default/d-0
+released 1 pod held by batchledger in namespace default
+`,
+			wantFinalizers: map[string][]string{"default/d-0": nil},
+		},
+		"nothing held in a namespace": {
+			objs:           heldOnly(),
+			args:           []string{"-n", ns},
+			wantOut:        "no pod is held by batchledger in namespace ml-team\n",
+			wantFinalizers: map[string][]string{"ml-team/j-2-klmno": {tracking}},
+		},
+		"nothing held anywhere": {
+			objs:           heldOnly(),
+			args:           []string{"-A"},
+			wantOut:        "no pod is held by batchledger in any namespace\n",
+			wantFinalizers: map[string][]string{"ml-team/j-2-klmno": {tracking}},
+		},
+		"a pod that cannot be released": {
+			objs:  pods(),
+			funcs: forbidden,
+			args:  []string{"-n", ns},
+			wantOut: `released pod ml-team/j-0-abcde
+released 1 pod held by batchledger in namespace ml-team; 1 still held
+`,
+			wantErr: `error: 1 of 2 held pods still held:
+ml-team/j-1-fghij: removing finalizer batchledger.dev/result-capture: pods "j-1-fghij" is forbidden: denied
+`,
+			wantCode: ExitError,
+			wantFinalizers: map[string][]string{
+				"ml-team/j-0-abcde": {tracking},
+				"ml-team/j-1-fghij": {v1alpha1.ResultFinalizer},
+				"ml-team/j-2-klmno": {tracking},
+				"vision/v-0-pqrst":  {v1alpha1.ResultFinalizer},
+			},
+		},
+		"a list that fails": {
+			objs: pods(),
+			funcs: interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("denied"))
+			}},
+			args:     []string{"-A"},
+			wantErr:  "error: listing pods in all namespaces: pods is forbidden: denied\n",
+			wantCode: ExitError,
+			wantFinalizers: map[string][]string{
+				"ml-team/j-0-abcde": {tracking, v1alpha1.ResultFinalizer},
+				"ml-team/j-1-fghij": {v1alpha1.ResultFinalizer},
+				"ml-team/j-2-klmno": {tracking},
+				"vision/v-0-pqrst":  {v1alpha1.ResultFinalizer},
+			},
+		},
+		"arguments are refused": {
+			objs:           heldOnly(),
+			args:           []string{"j-0-abcde"},
+			wantErr:        "error: unknown command \"j-0-abcde\" for \"kubectl-batchledger release\"\n",
+			wantCode:       ExitError,
+			wantFinalizers: map[string][]string{"ml-team/j-2-klmno": {tracking}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			base := fakeClient(tc.objs...)
+			c := interceptor.NewClient(base, tc.funcs)
+			out, errOut, code := runReleaseCommand(t, c, tc.args...)
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d", code, tc.wantCode)
+			}
+			if diff := cmp.Diff(tc.wantOut, out); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantErr, errOut); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+			got := map[string][]string{}
+			for _, o := range tc.objs {
+				var p corev1.Pod
+				if err := base.Get(t.Context(), client.ObjectKeyFromObject(o), &p); err != nil {
+					t.Fatal(err)
+				}
+				got[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}.String()] = p.Finalizers
+			}
+			if diff := cmp.Diff(tc.wantFinalizers, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("finalizers afterwards (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
