@@ -484,13 +484,15 @@ func admittedCondition(states []*targetState) metav1.Condition {
 	for _, ts := range states {
 		name := DescribeTarget(ts.key)
 		w := ts.obs.Workload
+		if ts.deleted {
+			// A record is judged by its Workload as last observed: deleting a Job that ran
+			// to its end changes nothing here either.
+			w = ts.record.Workload
+		}
 		switch {
-		case ts.deleted && ts.facts.terminal != "":
-			// Its Workload went with it; it ran to its end.
-			finished++
-		case ts.deleted:
+		case ts.lostBeforeTerminal():
 			deleted = append(deleted, name)
-		case !ts.found:
+		case !ts.found && !ts.deleted:
 			notFound = append(notFound, name)
 		case w == nil:
 			unqueued = append(unqueued, name)

@@ -1,0 +1,398 @@
+package account
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// at computes the account at time0+d, on top of prev.
+func at(spec *v1alpha1.BatchAccountSpec, prev *v1alpha1.BatchAccountStatus, d time.Duration, obs map[string]Observation, results ...Result) Output {
+	return Compute(Input{
+		Namespace: "ml-team", Generation: 1, Spec: spec, Previous: prev,
+		Observations: obs, Results: results, Now: metav1.NewTime(time0.Add(d)),
+	})
+}
+
+// wantFixedPoint: computing again from the written status, with the same observations,
+// changes nothing (no write loop).
+func wantFixedPoint(t *testing.T, spec *v1alpha1.BatchAccountSpec, st v1alpha1.BatchAccountStatus, d time.Duration, obs map[string]Observation, results ...Result) {
+	t.Helper()
+	again := at(spec, &st, d, obs, results...)
+	if !equality.Semantic.DeepEqual(again.Status, st) || len(again.Changed) != 0 {
+		t.Errorf("recomputing from the written status changed it (%d condition changes)", len(again.Changed))
+	}
+}
+
+func completeJob(name, uid string, completions int32) *jobWrapper {
+	return makeJob(name, uid, completions).completed(fmt.Sprintf("0-%d", completions-1), completions).
+		condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached").condition(batchv1.JobComplete, "CompletionsReached")
+}
+
+// TestTerminalRecords: a target's last observation is its record. Deleting the Job
+// changes neither coverage, nor results, nor the verdict; the status says it was
+// deleted and when.
+func TestTerminalRecords(t *testing.T) {
+	ab := []string{"A", "B"}
+	withResults := makeSpec(ab...).assign("j", "0-1", ab...).requireResults("").obj()
+	noResults := makeSpec(ab...).assign("j", "0-1", ab...).obj()
+	accepted := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
+	jsSpec := makeCompactSpec("s", 4).assignJobSet("train", "workers", 0, "0-3", "0-3").obj()
+	jsKey := "jobset/train/workers/0"
+
+	cases := []struct {
+		name string
+		spec *v1alpha1.BatchAccountSpec
+		// before is observed first (at time0), then nothing (at time0+10s).
+		before  map[string]Observation
+		results []Result
+		// wantCovered, the verdicts after deletion.
+		wantCovered    int32
+		wantAccepted   int32
+		wantVerdict    string
+		wantTerminated string
+		wantStatus     metav1.ConditionStatus
+		wantMessage    string
+	}{
+		{
+			name: "Accepted with results, then the Job is deleted by its TTL",
+			spec: withResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).obj(), PodsListed: true}},
+			results:     accepted,
+			wantCovered: 2, wantAccepted: 2, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
+			wantMessage: "every shard covered, every target terminated Complete, every shard result accepted",
+		},
+		{
+			name: "Accepted without results, then deleted by hand",
+			spec: noResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).obj()}},
+			wantCovered: 2, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
+		},
+		{
+			name: "deleted before it terminated: coverage kept, it can no longer complete",
+			spec: noResults, before: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).completed("0", 1).obj()}},
+			wantCovered: 1, wantVerdict: ReasonTargetDeleted, wantTerminated: ReasonTargetDeleted, wantStatus: metav1.ConditionFalse,
+			wantMessage: "job j deleted before it terminated: can no longer complete; repair its missing shards; " +
+				"1/2 shards covered; missing B = job j index 1; job j deleted before it terminated: it can no longer complete; repair its missing shards",
+		},
+		{
+			name: "a JobSet child that terminated keeps its record when the JobSet goes",
+			spec: jsSpec, before: map[string]Observation{jsKey: {Job: completeJob("train-workers-0", "uid-w0", 4).obj(), RestartAttempt: 2}},
+			wantCovered: 4, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			live := at(tc.spec, nil, 0, tc.before, tc.results...).Status
+			gone := at(tc.spec, &live, 10*time.Second, map[string]Observation{}, tc.results...)
+			st := gone.Status
+			tgt := st.Targets[0]
+			if !tgt.Deleted || tgt.Found || tgt.DeletedAt == nil || !tgt.DeletedAt.Time.Equal(time0.Add(10*time.Second)) {
+				t.Fatalf("target after deletion: deleted %v found %v deletedAt %v; want deleted at +10s", tgt.Deleted, tgt.Found, tgt.DeletedAt)
+			}
+			if tgt.UID != live.Targets[0].UID || tgt.CompletedIndexes != live.Targets[0].CompletedIndexes || tgt.Terminal != live.Targets[0].Terminal {
+				t.Errorf("record changed: %+v, was %+v", tgt, live.Targets[0])
+			}
+			if len(st.History) != 0 {
+				t.Errorf("a deleted identity is no superseded one: history %+v", st.History)
+			}
+			if st.Shards.Covered != tc.wantCovered || st.Shards.Accepted != tc.wantAccepted || st.Results.Rejected != 0 {
+				t.Errorf("covered %d accepted %d rejected %d; want %d, %d, 0", st.Shards.Covered, st.Shards.Accepted, st.Results.Rejected, tc.wantCovered, tc.wantAccepted)
+			}
+			wantCond(t, st, v1alpha1.ConditionTerminated, tc.wantStatus, tc.wantTerminated, "")
+			wantCond(t, st, v1alpha1.ConditionAccepted, tc.wantStatus, tc.wantVerdict, tc.wantMessage)
+			if tc.wantStatus == metav1.ConditionTrue {
+				for _, c := range gone.Changed {
+					t.Errorf("deletion changed %s to %s/%s", c.Type, c.Status, c.Reason)
+				}
+			}
+			// Later reconciles keep the first time it was seen missing, and write nothing.
+			wantFixedPoint(t, tc.spec, st, time.Hour, map[string]Observation{}, tc.results...)
+		})
+	}
+}
+
+// TestRecordSupersededByANewJob: a new Job under the deleted one's name is a new
+// identity; the record goes to history with its terminal condition, as any superseded
+// identity, and its results are stale.
+func TestRecordSupersededByANewJob(t *testing.T) {
+	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").requireResults("").obj()
+	old := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
+	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).obj()}}, old...).Status
+	st = at(spec, &st, time.Minute, map[string]Observation{}, old...).Status
+	st = at(spec, &st, 2*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j2", 2).obj()}}, old...).Status
+	if len(st.History) != 1 || st.History[0].UID != "uid-j" || st.History[0].Terminal != TerminalComplete || st.History[0].CompletedIndexes != "0,1" {
+		t.Fatalf("history = %+v", st.History)
+	}
+	if tgt := st.Targets[0]; tgt.Deleted || tgt.DeletedAt != nil || tgt.UID != "uid-j2" {
+		t.Errorf("target = %+v; want the new identity, not deleted", tgt)
+	}
+	if st.Shards.Covered != 0 || st.Shards.Accepted != 0 || st.Results.Rejected != 2 || st.Results.Rejections[0].Reason != ResultStaleIdentity {
+		t.Errorf("covered %d accepted %d results %+v", st.Shards.Covered, st.Shards.Accepted, st.Results)
+	}
+}
+
+// TestAccountCreatedAfterItsJobWasDeleted: never a false acceptance, and the message
+// says plainly what may have happened.
+func TestAccountCreatedAfterItsJobWasDeleted(t *testing.T) {
+	spec := makeSpec("A", "B").assign("late", "0-1", "A", "B").requireResults("").obj()
+	st := at(spec, nil, 0, map[string]Observation{}).Status
+	want := "0/2 shards covered; missing A, B = job late indexes 0,1; job late not found; this account has never observed it: " +
+		"if a Job already ran and was deleted before the account existed, its completions cannot be counted; re-run its shards in a Job the assignments name"
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonTargetsNotFound, want)
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonTargetsNotFound, want)
+}
+
+// TestMissingResult: a covered shard whose result can no longer arrive is MissingResult,
+// counted and listed, not pending.
+func TestMissingResult(t *testing.T) {
+	abc := []string{"A", "B", "C"}
+	spec := makeSpec(abc...).assign("j", "0-2", abc...).requireResults("").obj()
+	complete := completeJob("j", "uid-j", 3).obj()
+	running := makeJob("j", "uid-j", 3).completed("0-2", 3).obj()
+	a := result("job/j", "uid-j", 0, "A")
+	badB := result("job/j", "uid-j", 1, "B")
+	badB.RejectReason, badB.RejectMessage = ResultMalformed, "no JSON object in the termination message"
+	cases := []struct {
+		name         string
+		obs          map[string]Observation
+		deleteAfter  bool
+		results      []Result
+		wantReason   string
+		wantVerdict  string
+		wantMissing  string
+		wantRejected string
+		wantMessage  string
+	}{
+		{
+			name:       "Complete, pods listed, none left, no results (account created after the pods were gone)",
+			obs:        map[string]Observation{"job/j": {Job: complete, PodsListed: true}},
+			wantReason: ReasonMissingResult, wantMissing: "0-2",
+			wantMessage: "0/3 shard results accepted; no result can arrive for A..C (MissingResult: the identity completed and terminated or was deleted, " +
+				"no result was recorded and no pod is left to report one): re-run them with a repair",
+		},
+		{
+			name:    "Complete, the pod of index 2 still held: C still pending",
+			obs:     map[string]Observation{"job/j": {Job: complete, PodsListed: true, SuccessfulPods: pods("p", 2)}},
+			results: []Result{a}, wantReason: ReasonMissingResult, wantMissing: "1",
+			wantMessage: "1/3 shard results accepted; no result can arrive for B (MissingResult: the identity completed and terminated or was deleted, " +
+				"no result was recorded and no pod is left to report one): re-run it with a repair; waiting for C",
+		},
+		{
+			name:    "Complete but pods not listed: pending, as before",
+			obs:     map[string]Observation{"job/j": {Job: complete}},
+			results: []Result{a}, wantReason: ReasonResultsPending, wantMessage: "1/3 shard results accepted; waiting for B, C",
+		},
+		{
+			name:       "not terminated: pending even without pods",
+			obs:        map[string]Observation{"job/j": {Job: running, PodsListed: true}},
+			wantReason: ReasonResultsPending, wantVerdict: ReasonAwaitingTermination,
+		},
+		{
+			name: "deleted after A's result was recorded: B and C can no longer arrive",
+			obs:  map[string]Observation{"job/j": {Job: complete, SuccessfulPods: pods("p", 1, 2)}}, deleteAfter: true,
+			results: []Result{a}, wantReason: ReasonMissingResult, wantMissing: "1,2",
+		},
+		{
+			name:    "a rejected result is rejected, not missing; it is listed for repair",
+			obs:     map[string]Observation{"job/j": {Job: complete, PodsListed: true}},
+			results: []Result{a, badB}, wantReason: ReasonResultRejected, wantMissing: "2", wantRejected: "1",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := at(spec, nil, 0, tc.obs, tc.results...).Status
+			if tc.deleteAfter {
+				st = at(spec, &st, time.Minute, map[string]Observation{}, tc.results...).Status
+			}
+			wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, tc.wantReason, tc.wantMessage)
+			verdict := tc.wantVerdict
+			if verdict == "" {
+				verdict = tc.wantReason
+			}
+			wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, verdict, "")
+			if st.Results.MissingOrdinals != tc.wantMissing || st.Results.RejectedOrdinals != tc.wantRejected {
+				t.Errorf("missing %q rejected %q; want %q, %q", st.Results.MissingOrdinals, st.Results.RejectedOrdinals, tc.wantMissing, tc.wantRejected)
+			}
+			if want := int32(mustParse(t, tc.wantMissing).Count()); st.Results.Missing != want {
+				t.Errorf("missing count %d, want %d", st.Results.Missing, want)
+			}
+		})
+	}
+}
+
+// TestAdmissionHistory: a Job evicted on h100 with two indexes complete and re-admitted
+// on a100 keeps both admissions, and which indexes completed under each.
+func TestAdmissionHistory(t *testing.T) {
+	four := []string{"A", "B", "C", "D"}
+	spec := makeSpec(four...).assign("j", "0-3", four...).obj()
+	wl := func(admitted, evicted bool, flavor string) *v1alpha1.WorkloadObservation {
+		w := &v1alpha1.WorkloadObservation{Name: "job-j", Admitted: admitted, Evicted: evicted, ClusterQueue: "ml-team"}
+		if flavor != "" {
+			w.Flavors = []string{"main=nvidia.com/gpu:" + flavor}
+		}
+		if evicted {
+			w.EvictionReason = "Preempted"
+		}
+		return w
+	}
+	steps := []struct {
+		completed string
+		w         *v1alpha1.WorkloadObservation
+	}{
+		{"", wl(true, false, "h100")},
+		{"0,1", wl(true, false, "h100")},
+		{"0,1", wl(false, true, "h100")},
+		{"0,1", wl(false, false, "")},
+		{"0-2", wl(true, false, "a100")},
+		{"0-3", wl(true, false, "a100")},
+	}
+	var st v1alpha1.BatchAccountStatus
+	for i, s := range steps {
+		n := int32(mustParse(t, s.completed).Count())
+		obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).completed(s.completed, n).obj(), Workload: s.w}}
+		st = at(spec, &st, time.Duration(i)*time.Minute, obs).Status
+		if i == len(steps)-1 {
+			wantFixedPoint(t, spec, st, time.Hour, obs)
+		}
+	}
+	got := st.Targets[0].Admissions
+	minute := func(i int) metav1.Time { return metav1.NewTime(time0.Add(time.Duration(i) * time.Minute)) }
+	want := []v1alpha1.Admission{
+		{Workload: "job-j", ClusterQueue: "ml-team", Flavors: []string{"main=nvidia.com/gpu:h100"}, AdmittedAt: minute(0),
+			EvictedAt: ptr.To(minute(2)), EvictionReason: "Preempted", CompletedIndexes: "0,1"},
+		{Workload: "job-j", ClusterQueue: "ml-team", Flavors: []string{"main=nvidia.com/gpu:a100"}, AdmittedAt: minute(4), CompletedIndexes: "2,3"},
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("admissions =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestAdmissionsBounded: the oldest admissions beyond MaxAdmissions are dropped and counted.
+func TestAdmissionsBounded(t *testing.T) {
+	spec := makeSpec("A").assign("j", "0", "A").obj()
+	var st v1alpha1.BatchAccountStatus
+	for i := range 20 {
+		for _, w := range []*v1alpha1.WorkloadObservation{
+			{Name: "job-j", Admitted: true, ClusterQueue: fmt.Sprintf("cq-%d", i)},
+			{Name: "job-j", Evicted: true, EvictionReason: "Preempted"},
+		} {
+			st = at(spec, &st, time.Duration(i)*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).obj(), Workload: w}}).Status
+		}
+	}
+	tgt := st.Targets[0]
+	if len(tgt.Admissions) != MaxAdmissions || tgt.AdmissionsDropped != 20-MaxAdmissions || tgt.Admissions[0].ClusterQueue != "cq-4" {
+		t.Errorf("%d admissions (first %q), %d dropped; want %d from cq-4, %d dropped", len(tgt.Admissions), tgt.Admissions[0].ClusterQueue, tgt.AdmissionsDropped, MaxAdmissions, 20-MaxAdmissions)
+	}
+}
+
+// TestRuleInvalid: a rule that does not compile here is not used to judge results; the
+// verdict says why and how to fix it.
+func TestRuleInvalid(t *testing.T) {
+	spec := makeSpec("A").assign("j", "0", "A").requireResults("result.valid ==").obj()
+	obs := map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 1).obj(), PodsListed: true}}
+	out := Compute(Input{Namespace: "ml-team", Generation: 1, Spec: spec, Observations: obs, Now: metav1.NewTime(time0),
+		Results: []Result{result("job/j", "uid-j", 0, "A")}, RuleError: "ERROR: <input>:1:16: Syntax error"})
+	msg := "the acceptance rule does not compile in this controller: ERROR: <input>:1:16: Syntax error; " +
+		"results are kept but not judged, and their pods stay held: fix spec.acceptance.rule and they are judged"
+	wantCond(t, out.Status, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, ReasonRuleInvalid, msg)
+	wantCond(t, out.Status, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonRuleInvalid, msg)
+	if out.Status.Shards.Accepted != 0 || out.Status.Results.Missing != 0 {
+		t.Errorf("results judged under an invalid rule: %+v %+v", out.Status.Shards, out.Status.Results)
+	}
+}
+
+// TestRecordedInOrderBySequence: the sequence decides which result came first, whatever
+// the capture seconds say; results without one keep the old order, first.
+func TestRecordedInOrderBySequence(t *testing.T) {
+	sec := func(s int) metav1.Time { return metav1.NewTime(time0.Add(time.Duration(s) * time.Second)) }
+	chunks := []v1alpha1.ShardResults{
+		{Results: []v1alpha1.RecordedResult{{Pod: "late-but-first", Sequence: 1, RecordedAt: sec(5)}, {Pod: "third", Sequence: 3, RecordedAt: sec(4)}}},
+		{Results: []v1alpha1.RecordedResult{{Pod: "second", Sequence: 2, RecordedAt: sec(4)}, {Pod: "old-b", RecordedAt: sec(1)}, {Pod: "old-a", RecordedAt: sec(1)}, {Pod: "old-0", RecordedAt: sec(0)}}},
+	}
+	var got []string
+	for _, r := range RecordedInOrder(chunks) {
+		got = append(got, r.Pod)
+	}
+	if want := "old-0 old-a old-b late-but-first second third"; strings.Join(got, " ") != want {
+		t.Errorf("order = %s, want %s", strings.Join(got, " "), want)
+	}
+}
+
+// TestProgress: percent of shards accepted when results are required, else covered,
+// rounded down.
+func TestProgress(t *testing.T) {
+	three := []string{"A", "B", "C"}
+	j := makeJob("j", "uid-j", 3).completed("0-1", 2).obj()
+	cases := []struct {
+		name    string
+		spec    *v1alpha1.BatchAccountSpec
+		results []Result
+		want    int32
+	}{
+		{"covered 2 of 3", makeSpec(three...).assign("j", "0-2", three...).obj(), nil, 66},
+		{"accepted 1 of 3", makeSpec(three...).assign("j", "0-2", three...).requireResults("").obj(), []Result{result("job/j", "uid-j", 0, "A")}, 33},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := at(tc.spec, nil, 0, map[string]Observation{"job/j": {Job: j}}, tc.results...).Status
+			if st.Shards.Progress != tc.want {
+				t.Errorf("progress %d, want %d", st.Shards.Progress, tc.want)
+			}
+		})
+	}
+}
+
+// TestAnyValidSpecGetsAStatus: 1,024 assignments naming 63-character Jobs, in every
+// state that lists targets, give condition messages far under the API's 32,768 bytes,
+// and so do the Workload-facing copies (prefixed with a 253-character account name).
+func TestAnyValidSpecGetsAStatus(t *testing.T) {
+	const n = 1024
+	spec := makeCompactSpec("s", n)
+	name := func(i int) string { return fmt.Sprintf("%s-%04d", strings.Repeat("j", 58), i) }
+	for i := range n {
+		spec.assignOrdinals(name(i), "0", fmt.Sprint(i))
+	}
+	evicted := &v1alpha1.WorkloadObservation{Name: strings.Repeat("w", 63), Evicted: true}
+	cases := map[string]func(i int) (Observation, bool){
+		"none exists": func(int) (Observation, bool) { return Observation{}, false },
+		"all evicted": func(i int) (Observation, bool) {
+			return Observation{Job: makeJob(name(i), "u", 1).obj(), Workload: evicted}, true
+		},
+		"all failed": func(i int) (Observation, bool) {
+			return Observation{Job: makeJob(name(i), "u", 1).condition(batchv1.JobFailed, "BackoffLimitExceeded").obj()}, true
+		},
+		"all not found but one": func(i int) (Observation, bool) { return Observation{Job: makeJob(name(i), "u", 1).obj()}, i == 0 },
+	}
+	for cname, obsOf := range cases {
+		t.Run(cname, func(t *testing.T) {
+			obs := map[string]Observation{}
+			for i := range n {
+				if o, ok := obsOf(i); ok {
+					obs["job/"+name(i)] = o
+				}
+			}
+			st := at(spec.obj(), nil, 0, obs).Status
+			for _, c := range st.Conditions {
+				workloadFacing := "BatchAccount " + strings.Repeat("a", 253) + ": " + c.Message
+				if len(c.Message) > MaxConditionMessage || len(workloadFacing) > 32768 {
+					t.Errorf("%s message is %d bytes (Workload-facing %d)", c.Type, len(c.Message), len(workloadFacing))
+				}
+			}
+			if raw, _ := json.Marshal(st); len(raw) > etcdRequestLimit*2/3 {
+				t.Errorf("status is %d bytes of JSON", len(raw))
+			}
+			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c == nil || c.Status != metav1.ConditionFalse {
+				t.Errorf("Accepted = %+v", c)
+			}
+		})
+	}
+}
