@@ -1,0 +1,433 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// signallingClient tells the test when the watch is established, so that the changes the
+// test makes afterwards are all seen by it (the fake client replays nothing).
+type signallingClient struct {
+	client.WithWatch
+	watching chan struct{}
+}
+
+func (c *signallingClient) Watch(ctx context.Context, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+	wi, err := c.WithWatch.Watch(ctx, list, opts...)
+	c.watching <- struct{}{}
+	return wi, err
+}
+
+// watchRun is one runWatch in the background, driven step by step by a test.
+type watchRun struct {
+	t        *testing.T
+	c        *signallingClient
+	clk      *testingclock.FakeClock
+	out      bytes.Buffer
+	observed chan struct{}
+	done     chan error
+}
+
+// startWatch runs `watch account NAME` against objs with a fake clock at time0.
+func startWatch(t *testing.T, name string, wo watchOptions, objs ...client.Object) *watchRun {
+	t.Helper()
+	r := &watchRun{
+		t: t, c: &signallingClient{WithWatch: fakeClient(objs...), watching: make(chan struct{}, 4)},
+		clk: testingclock.NewFakeClock(time0), observed: make(chan struct{}, 64), done: make(chan error, 1),
+	}
+	wo.clock = r.clk
+	wo.observed = func() { r.observed <- struct{}{} }
+	if wo.jobs == 0 {
+		wo.jobs = defaultWatchJobs
+	}
+	if wo.window == 0 {
+		wo.window = defaultRateWindow
+	}
+	if wo.redraw == 0 {
+		wo.redraw = time.Hour // no redraw tick unless a test steps the clock that far
+	}
+	go func() { r.done <- runWatch(t.Context(), r.c, &r.out, ns, KindAccount, name, wo) }()
+	return r
+}
+
+// waitWatching waits until the watch is established, or the run ended before it.
+func (r *watchRun) waitWatching() {
+	r.t.Helper()
+	select {
+	case <-r.c.watching:
+	case err := <-r.done:
+		r.t.Fatalf("watch ended before watching: %v\n%s", err, r.out.String())
+	}
+}
+
+// setStatus writes the status of step onto the account after stepping the clock by d,
+// and waits until the watch processed it.
+func (r *watchRun) setStatus(d time.Duration, step *v1alpha1.BatchAccount) {
+	r.t.Helper()
+	r.clk.Step(d)
+	var cur v1alpha1.BatchAccount
+	if err := r.c.Get(r.t.Context(), client.ObjectKeyFromObject(step), &cur); err != nil {
+		r.t.Fatal(err)
+	}
+	cur.Status = step.Status
+	if err := r.c.Status().Update(r.t.Context(), &cur); err != nil {
+		r.t.Fatal(err)
+	}
+	select {
+	case <-r.observed:
+	case <-time.After(10 * time.Second):
+		r.t.Fatalf("the watch did not process the change:\n%s", r.out.String())
+	}
+}
+
+// wait returns the run's exit code as the plugin would end.
+func (r *watchRun) wait() int {
+	r.t.Helper()
+	select {
+	case err := <-r.done:
+		var stderr bytes.Buffer
+		return exitCode(err, &stderr)
+	case <-time.After(10 * time.Second):
+		r.t.Fatalf("the watch did not end:\n%s", r.out.String())
+	}
+	return -1
+}
+
+// visibleEscapes shows the in-place redraws of a terminal output in a golden file.
+func visibleEscapes(s string) string { return strings.ReplaceAll(s, "\x1b", "<ESC>") }
+
+// TestWatchIJ245Plain: without a terminal, watch prints one line per change of IJ245,
+// with the rate measured over the steps, and exits 0 once the account is Accepted.
+func TestWatchIJ245Plain(t *testing.T) {
+	s := seedSteps()
+	r := startWatch(t, "ij245", watchOptions{}, s.steps[0].DeepCopy())
+	r.waitWatching()
+	r.setStatus(5*time.Minute, s.steps[1])
+	r.setStatus(55*time.Minute, s.steps[2])
+	r.setStatus(time.Minute, s.steps[3])
+	if code := r.wait(); code != ExitOK {
+		t.Errorf("exit %d, want %d", code, ExitOK)
+	}
+	golden(t, "watch_ij245_plain", r.out.Bytes())
+}
+
+// TestWatchIJ245Terminal: on a terminal, watch redraws one frame per change in place
+// (cursor up over the previous frame, erase below), one on each redraw tick, and leaves
+// the last frame on the screen when IJ245 is Accepted.
+func TestWatchIJ245Terminal(t *testing.T) {
+	s := seedSteps()
+	r := startWatch(t, "ij245", watchOptions{tty: true, width: 110, redraw: time.Hour}, s.steps[0].DeepCopy())
+	r.waitWatching()
+	r.setStatus(5*time.Minute, s.steps[1])
+	r.clk.Step(55 * time.Minute) // a redraw tick: the elapsed time and the rate move on
+	<-r.observed
+	r.setStatus(0, s.steps[2])
+	r.setStatus(time.Minute, s.steps[3])
+	if code := r.wait(); code != ExitOK {
+		t.Errorf("exit %d, want %d", code, ExitOK)
+	}
+	out := r.out.String()
+	golden(t, "watch_ij245_terminal", []byte(visibleEscapes(out)))
+	// Five frames: the first, two changes, a tick, and the last one drawn to stay.
+	if got := strings.Count(out, "BatchAccount ml-team/ij245"); got != 5 {
+		t.Errorf("%d frames drawn, want 5", got)
+	}
+	if strings.HasSuffix(out, "\x1b[J") || !strings.HasSuffix(out, "\n") {
+		t.Errorf("the last frame must stay on the screen; the output ends in %q", out[max(0, len(out)-40):])
+	}
+}
+
+// TestWatchFrames renders the frame of each IJ245 step and of a blocked, a rejected and a
+// large account, at a fixed elapsed time, width and rate, in colour and without.
+func TestWatchFrames(t *testing.T) {
+	s := seedSteps()
+	cases := []struct {
+		name   string
+		ba     *v1alpha1.BatchAccount
+		colour bool
+		jobs   int
+		width  int
+	}{
+		{name: "ij245_1_five_attempts", ba: s.steps[0]},
+		{name: "ij245_2_all_covered", ba: s.steps[1]},
+		{name: "ij245_3_complete", ba: s.steps[2]},
+		{name: "ij245_4_accepted", ba: s.steps[3]},
+		{name: "ij245_4_accepted_colour", ba: s.steps[3], colour: true},
+		{name: "failed", ba: failedAccount()},
+		{name: "rejected", ba: rejectedAccount()},
+		{name: "big_100k", ba: bigAccount(), jobs: 3},
+		{name: "big_100k_narrow", ba: bigAccount(), jobs: 2, width: 60},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := progressOf(tc.ba)
+			width := tc.width
+			if width == 0 {
+				width = 100
+			}
+			lines := renderFrame(&p, "12.0 shards/min covered over the last 5m, ETA 5s", 7*time.Minute, max(tc.jobs, defaultWatchJobs*boolInt(tc.jobs == 0)), width, newPalette(tc.colour))
+			for i, l := range lines {
+				if w := visibleWidth(l); w >= width {
+					t.Errorf("line %d is %d cells wide, not under %d: %q", i, w, width, l)
+				}
+			}
+			golden(t, "watch_frame_"+tc.name, []byte(visibleEscapes(strings.Join(lines, "\n")+"\n")))
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// visibleWidth is the width of s in cells, colour sequences excluded.
+func visibleWidth(s string) int {
+	plain := s
+	for {
+		i := strings.Index(plain, "\x1b[")
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(plain[i:], 'm')
+		if j < 0 {
+			break
+		}
+		plain = plain[:i] + plain[i+j+1:]
+	}
+	return len([]rune(plain))
+}
+
+// rejectedAccount is IJ245 after Complete whose shard C result has the wrong model revision.
+func rejectedAccount() *v1alpha1.BatchAccount {
+	s := seedSteps()
+	var results []account.Result
+	for _, rr := range s.chunks[0].Results {
+		r := account.FromRecorded(rr)
+		if r.Shard == "C" {
+			r.ModelRevision = "m-2026-10"
+		}
+		results = append(results, r)
+	}
+	return compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: s.job, Workload: workloadObs(true)}}, results...)
+}
+
+// bigAccount is 100,000 shards over ten Jobs of 10,000 indexes: Jobs big-0..big-6 are
+// Complete, big-7 is running with runs of indexes still missing, big-8 failed with a run
+// missing, big-9 has not started.
+func bigAccount() *v1alpha1.BatchAccount {
+	w := wrappers.MakeBatchAccount("big", ns).ShardCount("shard-", 100000)
+	obs := map[string]account.Observation{}
+	for j := range 10 {
+		name := fmt.Sprintf("big-%d", j)
+		w.AssignJobOrdinals(name, "0-9999", fmt.Sprintf("%d-%d", j*10000, j*10000+9999))
+		var job *batchv1.Job
+		switch {
+		case j < 7:
+			job = withConditions(jobSnapshot(name, types.UID("uid-"+name), 10000, "0-9999", 10000, "10"), completeT, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
+		case j == 7:
+			job = jobSnapshot(name, types.UID("uid-"+name), 10000, "0-2999,3500-6999,7100-8999", 8400, "11")
+		case j == 8:
+			job = withConditions(jobSnapshot(name, types.UID("uid-"+name), 10000, "0-4999,5200-9999", 9800, "12"), completeT, batchv1.JobFailureTarget, batchv1.JobFailed)
+			job.Status.FailedIndexes = ptr.To("5000-5199")
+		default:
+			job = jobSnapshot(name, types.UID("uid-"+name), 10000, "", 0, "13")
+		}
+		obs["job/"+name] = account.Observation{Job: job}
+	}
+	ba := w.Obj()
+	ba.Generation, ba.CreationTimestamp = 1, metav1.NewTime(time0)
+	return compute(ba, time0, obs)
+}
+
+// TestWatchExitCodes: watch ends like kubectl wait: 0 once Accepted, 2 when the batch can
+// no longer be accepted without repair, 1 on --timeout; a status of an older spec
+// generation decides nothing.
+func TestWatchExitCodes(t *testing.T) {
+	s := seedSteps()
+	invalid := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B").AssignJob("j", "0-1", "A", "A").Obj()
+	invalid.Generation = 1
+	invalid = compute(invalid, time0, nil)
+	stale := failedAccount()
+	stale.Generation = 2 // a repair was appended; the controller has not judged it yet
+	cases := []struct {
+		name    string
+		ba      *v1alpha1.BatchAccount
+		code    int
+		message string
+	}{
+		{name: "accepted", ba: s.steps[3], code: ExitOK},
+		{name: "repaired and accepted", ba: func() *v1alpha1.BatchAccount { ba, _, _ := repairedAccount(); return ba }(), code: ExitOK},
+		{name: "job failed with shard D missing", ba: failedAccount(), code: ExitNotAccepted,
+			message: "BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered (job j index 3: job j Failed (BackoffLimitExceeded) without completing it)"},
+		{name: "result rejected", ba: rejectedAccount(), code: ExitNotAccepted,
+			message: "BatchAccount ij245 cannot be Accepted without repair: a shard result was rejected"},
+		{name: "invalid mapping", ba: invalid, code: ExitNotAccepted,
+			message: "BatchAccount ij245 cannot be Accepted without repair: the assignment mapping is invalid (DuplicateShard)"},
+		{name: "still running: timeout", ba: s.steps[0], code: ExitError,
+			message: "timed out after 30m0s waiting for BatchAccount ij245 to be Accepted"},
+		{name: "stale status: timeout", ba: stale, code: ExitError,
+			message: "timed out after 30m0s waiting for BatchAccount ij245 to be Accepted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startWatch(t, "ij245", watchOptions{timeout: 30 * time.Minute}, tc.ba.DeepCopy())
+			if tc.code == ExitError {
+				r.waitWatching()
+				r.clk.Step(30 * time.Minute)
+			}
+			var err error
+			select {
+			case err = <-r.done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the watch did not end:\n%s", r.out.String())
+			}
+			var stderr bytes.Buffer
+			if code := exitCode(err, &stderr); code != tc.code {
+				t.Errorf("exit %d, want %d (%v)", code, tc.code, err)
+			}
+			if tc.message != "" && (err == nil || err.Error() != tc.message) {
+				t.Errorf("error = %v\nwant    %s", err, tc.message)
+			}
+			if tc.code == ExitNotAccepted && !strings.Contains(r.out.String(), "  needed: ") {
+				t.Errorf("a blocked batch must say what is needed:\n%s", r.out.String())
+			}
+		})
+	}
+}
+
+// TestWatchDeleted: an account deleted while watched ends the watch with an error.
+func TestWatchDeleted(t *testing.T) {
+	s := seedSteps()
+	r := startWatch(t, "ij245", watchOptions{}, s.steps[0].DeepCopy())
+	r.waitWatching()
+	if err := r.c.Delete(t.Context(), s.steps[0].DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-r.done:
+		if err == nil || err.Error() != `BatchAccount "ij245" was deleted in namespace "ml-team" while watching it` {
+			t.Errorf("error = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not end")
+	}
+}
+
+// TestRateMeter: the rate is progress over the sliding window, from the progress
+// interpolated at the window's start; a restart (progress going back) measures afresh.
+func TestRateMeter(t *testing.T) {
+	at := func(m int) time.Time { return time0.Add(time.Duration(m) * time.Minute) }
+	type obs struct {
+		minute, progress int
+	}
+	cases := []struct {
+		name     string
+		observed []obs
+		now      int
+		current  int
+		want     float64
+		ok       bool
+	}{
+		{name: "nothing observed", now: 1},
+		{name: "one observation", observed: []obs{{0, 10}}, now: 1, current: 10},
+		{name: "steady within the window", observed: []obs{{0, 0}, {1, 10}, {2, 20}}, now: 2, current: 20, want: 10, ok: true},
+		{name: "interpolated at the window start", observed: []obs{{0, 0}, {10, 100}, {12, 120}}, now: 12, current: 120, want: 10, ok: true},
+		{name: "no progress in the window", observed: []obs{{0, 0}, {1, 50}}, now: 20, current: 50, want: 0, ok: true},
+		{name: "restart measures afresh", observed: []obs{{0, 0}, {1, 50}, {2, 10}}, now: 3, current: 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := rateMeter{window: 5 * time.Minute}
+			for _, o := range tc.observed {
+				m.observe(at(o.minute), o.progress)
+			}
+			got, ok := m.perMinute(at(tc.now), tc.current)
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("perMinute = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestPercent: one decimal, truncated, so that 99.99% never reads 100%.
+func TestPercent(t *testing.T) {
+	for _, tc := range []struct {
+		done, total int
+		want        string
+	}{{0, 0, "0%"}, {3, 4, "75%"}, {1, 3, "33.3%"}, {99999, 100000, "99.9%"}, {4, 4, "100%"}} {
+		if got := percent(tc.done, tc.total); got != tc.want {
+			t.Errorf("percent(%d, %d) = %q, want %q", tc.done, tc.total, got, tc.want)
+		}
+	}
+}
+
+// runSubcommand runs one of the plugin's subcommands as the root command would, with
+// kubectl's flags, against c.
+func runSubcommand(t *testing.T, c client.Client, sub func(*Options) *cobra.Command, args ...string) (string, string, int) {
+	t.Helper()
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
+	var out, errOut bytes.Buffer
+	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	o.NewClient = func() (client.Client, error) { return c, nil }
+	o.Now = func() time.Time { return seedNow }
+	root := &cobra.Command{Use: "kubectl-batchledger", SilenceErrors: true, SilenceUsage: true}
+	o.ConfigFlags.AddFlags(root.PersistentFlags())
+	root.AddCommand(sub(o))
+	root.SetArgs(args)
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	code := exitCode(root.ExecuteContext(t.Context()), &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// TestWatchCommand: the command resolves a Job to its account, prints plain lines when
+// its output is no terminal, and ends with the exit code of the verdict.
+func TestWatchCommand(t *testing.T) {
+	s := seedSteps()
+	out, errOut, code := runSubcommand(t, fakeClient(failedAccount(), failedJob()), newWatchCommand, "watch", "job", "j", "-n", ns)
+	if code != ExitNotAccepted {
+		t.Errorf("exit %d, want %d; stderr %s", code, ExitNotAccepted, errOut)
+	}
+	if !strings.Contains(out, "ml-team/ij245 covered 3/4 (75%) accepted 0/4 job j 3/4 Failed | ShardsMissing: ") ||
+		!strings.Contains(out, "  needed: 3/4 shards covered: shard D can no longer be covered by job j index 3") {
+		t.Errorf("output:\n%s", out)
+	}
+	if !strings.Contains(errOut, "error: BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered") {
+		t.Errorf("stderr: %s", errOut)
+	}
+
+	out, errOut, code = runSubcommand(t, fakeClient(s.steps[3]), newWatchCommand, "watch", "account/ij245", "-n", ns)
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "| Accepted: every shard covered") {
+		t.Errorf("accepted: exit %d, %q, %q", code, out, errOut)
+	}
+	_, errOut, code = runSubcommand(t, fakeClient(), newWatchCommand, "watch", "account", "nope", "-n", ns)
+	if code != ExitError || !strings.Contains(errOut, `BatchAccount "nope" not found in namespace "ml-team"`) {
+		t.Errorf("missing account: exit %d, %q", code, errOut)
+	}
+	_, errOut, code = runSubcommand(t, fakeClient(), newWatchCommand, "watch", "account", "x", "--jobs", "-1", "-n", ns)
+	if code != ExitError || !strings.Contains(errOut, "--jobs must not be negative") {
+		t.Errorf("negative --jobs: exit %d, %q", code, errOut)
+	}
+}
