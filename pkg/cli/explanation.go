@@ -86,6 +86,11 @@ type JobExplanation struct {
 	RestartAttempt int32 `json:"restartAttempt"`
 	// Found is false while the Job does not exist.
 	Found bool `json:"found"`
+	// Deleted is true when the Job was deleted after the controller observed it: the
+	// fields below are its record, which still counts (coverage, results, verdict).
+	Deleted bool `json:"deleted,omitempty"`
+	// DeletedAt is when the controller first observed the Job missing.
+	DeletedAt string `json:"deletedAt,omitempty"`
 	// Repair is true when the target is only a repair (follow-up) identity.
 	Repair bool `json:"repair,omitempty"`
 	// Assigned lists the target's assignments: "indexes 0-3 → shards A, B, C, D".
@@ -110,8 +115,30 @@ type JobExplanation struct {
 	Terminal Terminal `json:"terminal"`
 	// Workload is the Kueue Workload the Job runs under.
 	Workload *WorkloadExplanation `json:"workload,omitempty"`
+	// Admissions are the identity's Kueue admissions, oldest first, each with the
+	// indexes, and so the shards, that completed under it: where each shard ran.
+	Admissions []AdmissionExplanation `json:"admissions,omitempty"`
+	// AdmissionsDropped counts the oldest admissions the account no longer keeps.
+	AdmissionsDropped int32 `json:"admissionsDropped,omitempty"`
 	// Problems are what is wrong with this target's mapping or observation.
 	Problems []string `json:"problems,omitempty"`
+}
+
+// AdmissionExplanation is one Kueue admission of an identity.
+type AdmissionExplanation struct {
+	Workload     string   `json:"workload,omitempty"`
+	ClusterQueue string   `json:"clusterQueue,omitempty"`
+	Flavors      []string `json:"flavors,omitempty"`
+	AdmittedAt   string   `json:"admittedAt"`
+	EvictedAt    string   `json:"evictedAt,omitempty"`
+	// EvictionReason is why Kueue evicted the Workload (e.g. Preempted).
+	EvictionReason string `json:"evictionReason,omitempty"`
+	// Completed are the indexes that completed under this admission.
+	Completed IndexSet `json:"completed"`
+	// Shards names the shards those indexes are assigned.
+	Shards string `json:"shards,omitempty"`
+	// Summary says it in words.
+	Summary string `json:"summary"`
 }
 
 // IndexSet is a set of completion indexes in the Job controller's interval format, with
@@ -226,6 +253,12 @@ type ResultsExplanation struct {
 	Rejections []v1alpha1.ResultRejection `json:"rejections,omitempty"`
 	// RejectionsMore counts rejections kept by the account but left out here.
 	RejectionsMore int `json:"rejectionsMore,omitempty"`
+	// Missing counts covered shards whose result can no longer arrive (MissingResult).
+	Missing int32 `json:"missing,omitempty"`
+	// MissingShards names them compactly.
+	MissingShards string `json:"missingShards,omitempty"`
+	// RejectedShards names the shards whose results were all rejected.
+	RejectedShards string `json:"rejectedShards,omitempty"`
 }
 
 // AcceptedResult is the result that stands for a shard.
@@ -239,6 +272,9 @@ type AcceptedResult struct {
 	Records    int64  `json:"records,omitempty"`
 	Valid      int64  `json:"valid,omitempty"`
 	RecordedAt string `json:"recordedAt"`
+	// RanOn is the Kueue admission the identity's index completed under: ClusterQueue
+	// and flavors.
+	RanOn string `json:"ranOn,omitempty"`
 }
 
 // HistoryEntry is a superseded identity.
@@ -248,7 +284,9 @@ type HistoryEntry struct {
 	UID              string `json:"uid"`
 	RestartAttempt   int32  `json:"restartAttempt"`
 	CompletedIndexes string `json:"completedIndexes"`
-	SupersededAt     string `json:"supersededAt"`
+	// Terminal is the superseded identity's terminal condition, if it had one.
+	Terminal     string `json:"terminal,omitempty"`
+	SupersededAt string `json:"supersededAt"`
 }
 
 // ConditionEntry is one account condition.
@@ -311,9 +349,13 @@ func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults,
 	ex.Shards = explainShards(m, st, targets, maxRows)
 	ex.Results = explainResults(ba, m, targets, chunks, maxRows)
 	for _, h := range st.History {
+		done := h.CompletedIndexes
+		if h.CompletedIndexesOmitted {
+			done = "(omitted from the account status to keep it under the object size limit)"
+		}
 		ex.History = append(ex.History, HistoryEntry{
 			Target: h.Target, Job: h.Job, UID: string(h.UID), RestartAttempt: h.RestartAttempt,
-			CompletedIndexes: h.CompletedIndexes, SupersededAt: timestamp(h.SupersededAt),
+			CompletedIndexes: done, Terminal: h.Terminal, SupersededAt: timestamp(h.SupersededAt),
 		})
 	}
 	for _, typ := range conditionOrder {
@@ -371,9 +413,9 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 		je.Attempts.Summary = je.Terminal.Summary
 		return je
 	}
-	je.Found = ts.Found
+	je.Found, je.Deleted = ts.Found, ts.Deleted
 	je.Problems = ts.Problems
-	if !ts.Found {
+	if !ts.Found && !ts.Deleted {
 		je.Terminal.Summary = "the Job does not exist (yet, or any more)"
 		je.Attempts.Summary = "none: the Job does not exist"
 		return je
@@ -401,6 +443,17 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 	}
 	je.Membership = ObservationPoint{ResourceVersion: ts.ObservedResourceVersion}
 	je.Terminal = terminalOf(ts)
+	if ts.Deleted {
+		if ts.DeletedAt != nil {
+			je.DeletedAt = timestamp(*ts.DeletedAt)
+		}
+		if ts.Terminal == "" {
+			je.Terminal.Summary = "deleted before it terminated at " + je.DeletedAt + ": it can no longer complete; its record (what was observed) stands"
+		} else {
+			je.Terminal.Summary += "; the Job was deleted at " + je.DeletedAt + ", its record stands"
+		}
+	}
+	je.Admissions, je.AdmissionsDropped = explainAdmissions(m, t.Key, ts), ts.AdmissionsDropped
 	if w := ts.Workload; w != nil {
 		je.Workload = &WorkloadExplanation{
 			Name: w.Name, UID: string(w.UID), Admitted: w.Admitted, ClusterQueue: w.ClusterQueue,
@@ -409,6 +462,64 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 		}
 	}
 	return je
+}
+
+// explainAdmissions lists an identity's admissions with the shards that ran under each.
+func explainAdmissions(m *account.Mapping, key string, ts *v1alpha1.TargetStatus) []AdmissionExplanation {
+	var out []AdmissionExplanation
+	for _, a := range ts.Admissions {
+		ae := AdmissionExplanation{
+			Workload: a.Workload, ClusterQueue: a.ClusterQueue, Flavors: a.Flavors, AdmittedAt: timestamp(a.AdmittedAt),
+			EvictionReason: a.EvictionReason, Completed: indexSet(a.CompletedIndexes),
+		}
+		if a.EvictedAt != nil {
+			ae.EvictedAt = timestamp(*a.EvictedAt)
+		}
+		ae.Summary = "ClusterQueue " + admissionWhere(a) + ", admission first observed at " + ae.AdmittedAt
+		if ae.EvictedAt != "" {
+			ae.Summary += ", evicted at " + ae.EvictedAt
+			if a.EvictionReason != "" {
+				ae.Summary += " (" + a.EvictionReason + ")"
+			}
+		}
+		switch {
+		case a.CompletedIndexesOmitted:
+			ae.Completed.Indexes = "(omitted from the account status to keep it under the object size limit)"
+			ae.Summary += "; the indexes completed under it were left out for size"
+		case ae.Completed.Count == 0:
+			ae.Summary += "; no index completed under it"
+		default:
+			set, _ := indexset.Parse(a.CompletedIndexes)
+			shards := m.ShardsOf(key, set, false).Union(m.ShardsOf(key, set, true))
+			ae.Shards = m.Shards.Describe(shards, 8)
+			ae.Summary += fmt.Sprintf("; %s %s completed under it (%s %s)", plural(ae.Completed.Count, "index", "indexes"), ae.Completed.Indexes,
+				plural(shards.Count(), "shard", "shards"), ae.Shards)
+		}
+		out = append(out, ae)
+	}
+	return out
+}
+
+// admissionWhere says where an admission ran: "ml-team on main=nvidia.com/gpu:h100".
+func admissionWhere(a v1alpha1.Admission) string {
+	s := a.ClusterQueue
+	if len(a.Flavors) > 0 {
+		s += " on " + strings.Join(a.Flavors, ", ")
+	}
+	return s
+}
+
+// ranOn names the admission under which index of ts completed, if the account knows it.
+func ranOn(ts *v1alpha1.TargetStatus, index int) string {
+	if ts == nil {
+		return ""
+	}
+	for _, a := range ts.Admissions {
+		if set, err := indexset.Parse(a.CompletedIndexes); err == nil && set.Contains(index) {
+			return admissionWhere(a)
+		}
+	}
+	return ""
 }
 
 // omittedIndexes stands for an index list the status leaves out (too large to keep).
@@ -507,20 +618,26 @@ func (o observedTargets) state(key string, index int) (string, bool) {
 	case ts == nil:
 		// The status predates the assignment: the controller will observe it.
 		return "not observed by the controller yet", false
-	case !ts.Found:
+	case !ts.Found && !ts.Deleted:
 		return stateNotFound, true
 	}
 	name := "job " + ts.Job
+	deleted := ""
+	if ts.Deleted {
+		deleted = "; the Job was deleted"
+	}
 	switch {
 	case o.failed[key].Contains(index):
 		if ts.Terminal != "" {
-			return fmt.Sprintf("index failed; %s %s (%s)", name, ts.Terminal, ts.TerminalReason), true
+			return fmt.Sprintf("index failed; %s %s (%s)%s", name, ts.Terminal, ts.TerminalReason, deleted), true
 		}
-		return "index failed", true
+		return "index failed" + deleted, true
 	case ts.Terminal == account.TerminalFailed:
-		return fmt.Sprintf("%s Failed (%s) without completing it", name, ts.TerminalReason), true
+		return fmt.Sprintf("%s Failed (%s) without completing it%s", name, ts.TerminalReason, deleted), true
 	case ts.Terminal == account.TerminalComplete:
-		return fmt.Sprintf("%s Complete (%s) without completing it", name, ts.TerminalReason), true
+		return fmt.Sprintf("%s Complete (%s) without completing it%s", name, ts.TerminalReason, deleted), true
+	case ts.Deleted:
+		return name + " deleted before completing it", true
 	case ts.Workload != nil && ts.Workload.Evicted:
 		return "not completed; evicted by Kueue, resumes when re-admitted", false
 	case ts.Workload != nil && !ts.Workload.Admitted && !ts.Workload.Finished:
@@ -576,7 +693,14 @@ func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets 
 }
 
 func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets observedTargets, chunks []v1alpha1.ShardResults, maxRows int) ResultsExplanation {
-	re := ResultsExplanation{Rejected: ba.Status.Results.Rejected, Conflicts: ba.Status.Results.Conflicts}
+	sr := &ba.Status.Results
+	re := ResultsExplanation{Rejected: sr.Rejected, Conflicts: sr.Conflicts, Missing: sr.Missing}
+	if set, err := indexset.Parse(sr.MissingOrdinals); err == nil && !set.IsEmpty() {
+		re.MissingShards = m.Shards.Describe(set, 8)
+	}
+	if set, err := indexset.Parse(sr.RejectedOrdinals); err == nil && !set.IsEmpty() {
+		re.RejectedShards = m.Shards.Describe(set, 8)
+	}
 	if a := ba.Spec.Acceptance; a != nil {
 		re.Required, re.Rule = a.RequireResults, a.Rule
 	}
@@ -589,6 +713,7 @@ func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets obser
 		re.Accepted = append(re.Accepted, AcceptedResult{
 			Shard: m.Shards.Name(int(r.Ordinal)), Identity: fmt.Sprintf("%s index %d", account.DescribeTarget(r.Target), r.Index),
 			Pod: r.Pod, Digest: r.Digest, Output: r.Output, Records: r.Records, Valid: r.Valid, RecordedAt: timestamp(r.RecordedAt),
+			RanOn: ranOn(targets.byKey[r.Target], int(r.Index)),
 		})
 	}
 	rej := ba.Status.Results.Rejections

@@ -9,6 +9,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
 )
 
 // maxListed bounds the identities or shards named inline in one sentence.
@@ -51,6 +52,10 @@ func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
 	if c := notTrue(v1alpha1.ConditionTerminated); c != nil {
 		for _, j := range ex.Jobs {
 			switch {
+			case j.Deleted && j.Terminal.Condition == "":
+				out = append(out, fmt.Sprintf("%s was deleted before it terminated: it can never record Complete. Once repairs cover its shards it stands like a failed Job (see the shards above).", j.Description))
+			case j.Deleted:
+				// Its record stands: it terminated before it was deleted.
 			case !j.Found:
 				out = append(out, fmt.Sprintf("%s must exist and record Complete or Failed.", j.Description))
 			case j.Terminal.Condition == "" && j.Terminal.SuccessCriteriaMet:
@@ -62,9 +67,23 @@ func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
 	}
 	if c := notTrue(v1alpha1.ConditionResultsAccepted); c != nil {
 		switch c.Reason {
-		case account.ReasonResultRejected:
-			out = append(out, fmt.Sprintf("Replace the rejected results (%s): each shard needs a result from its own identity, on input revision %s and model revision %s.",
-				c.Message, ba.Spec.InputRevision, ba.Spec.ModelRevision))
+		case account.ReasonRuleInvalid:
+			out = append(out, fmt.Sprintf("Fix spec.acceptance.rule (ResultsAccepted=%s, %s): %s.", c.Status, c.Reason, c.Message))
+		case account.ReasonResultRejected, account.ReasonMissingResult:
+			// The identities completed those indexes: they will not run them again, so
+			// asking them for another result would be a dead end. A repair re-runs them.
+			var what []string
+			if ex.Results.RejectedShards != "" {
+				n := ordinalCount(ba.Status.Results.RejectedOrdinals)
+				what = append(what, plural(n, "shard ", "shards ")+ex.Results.RejectedShards+plural(n, " has", " have")+" only rejected results")
+			} else if c.Reason == account.ReasonResultRejected {
+				what = append(what, "some shards have only rejected results ("+c.Message+")")
+			}
+			if ex.Results.MissingShards != "" {
+				what = append(what, "no result can arrive for "+plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left to report one)")
+			}
+			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment; each result must carry input revision %s and model revision %s.",
+				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), ba.Name, ba.Namespace, ba.Spec.InputRevision, ba.Spec.ModelRevision))
 		default:
 			need := fmt.Sprintf("Shard results: %s. Each worker reports its shard, input revision %s and model revision %s in its termination message",
 				c.Message, ba.Spec.InputRevision, ba.Spec.ModelRevision)
@@ -174,4 +193,15 @@ func identities(shards []MissingShard, withState bool) string {
 		s += " (" + common + ")"
 	}
 	return s
+}
+
+// summaryHead is "2/4 shard results accepted".
+func (r *ResultsExplanation) summaryHead(s ShardsExplanation) string {
+	return fmt.Sprintf("%d/%d shard results accepted", s.Accepted, s.Total)
+}
+
+// ordinalCount is the number of ordinals in an interval list (0 when it does not parse).
+func ordinalCount(s string) int {
+	set, _ := indexset.Parse(s)
+	return set.Count()
 }

@@ -113,7 +113,7 @@ func renderJob(w io.Writer, j *JobExplanation) {
 	}
 	fmt.Fprintf(w, "  %s\n", title)
 	assigned := strings.Join(j.Assigned, "; ")
-	if !j.Found {
+	if !j.Found && !j.Deleted {
 		fields(w, "    ", "Assigned", assigned, "Job", j.Terminal.Summary)
 		renderProblems(w, j.Problems)
 		return
@@ -121,6 +121,9 @@ func renderJob(w io.Writer, j *JobExplanation) {
 	identity := fmt.Sprintf("%s, uid %s", j.Job, j.UID)
 	if strings.HasPrefix(j.Target, "jobset/") {
 		identity += fmt.Sprintf(", restart attempt %d", j.RestartAttempt)
+	}
+	if j.Deleted {
+		identity += " (DELETED at " + j.DeletedAt + "; the record below stands)"
 	}
 	completed := counted(j.Completed, "index")
 	if j.Membership.ResourceVersion != "" {
@@ -146,6 +149,12 @@ func renderJob(w io.Writer, j *JobExplanation) {
 		kv = append(kv, "Kueue Workload", s)
 	} else {
 		kv = append(kv, "Kueue Workload", "none observed (not queued through Kueue?)")
+	}
+	for i, a := range j.Admissions {
+		kv = append(kv, fmt.Sprintf("Admission %d/%d", i+1, len(j.Admissions)), a.Summary)
+	}
+	if j.AdmissionsDropped > 0 {
+		kv = append(kv, "Admissions dropped", fmt.Sprintf("%d older admissions are no longer kept", j.AdmissionsDropped))
 	}
 	fields(w, "    ", kv...)
 	renderProblems(w, j.Problems)
@@ -213,15 +222,34 @@ func renderResults(w io.Writer, ex *Explanation) {
 			fmt.Fprintln(w, "  Accepted: none yet")
 		} else {
 			fmt.Fprintf(w, "  Accepted (%d of %d shards):\n", ex.Shards.Accepted, ex.Shards.Total)
+			ranOn := false
+			for _, a := range r.Accepted {
+				ranOn = ranOn || a.RanOn != ""
+			}
 			var rows [][]string
 			for _, a := range r.Accepted {
-				rows = append(rows, []string{a.Shard, a.Identity, a.Pod, a.Digest, a.Output})
+				row := []string{a.Shard, a.Identity, a.Pod, a.Digest, a.Output}
+				if ranOn {
+					row = append(row, orNone(a.RanOn))
+				}
+				rows = append(rows, row)
 			}
-			table(w, "    ", []string{"SHARD", "IDENTITY", "POD", "DIGEST", "OUTPUT"}, rows)
+			header := []string{"SHARD", "IDENTITY", "POD", "DIGEST", "OUTPUT"}
+			if ranOn {
+				header = append(header, "RAN ON")
+			}
+			table(w, "    ", header, rows)
 			if r.AcceptedMore > 0 {
 				fmt.Fprintf(w, "    +%d more\n", r.AcceptedMore)
 			}
 		}
+	}
+	if r.Missing > 0 {
+		fmt.Fprintf(w, "  Missing results: %d (%s): covered, but their identities terminated or were deleted with no result recorded and no pod left to report one; a repair re-runs them\n",
+			r.Missing, r.MissingShards)
+	}
+	if r.RejectedShards != "" {
+		fmt.Fprintf(w, "  Only rejected results: %s: their identities completed and cannot report again; a repair re-runs them\n", r.RejectedShards)
 	}
 	if r.Rejected == 0 && r.Conflicts == 0 {
 		if r.Required {
