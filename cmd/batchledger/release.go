@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"batchledger.dev/batchledger/pkg/release"
+	blscheme "batchledger.dev/batchledger/pkg/scheme"
+)
+
+// Exit codes of `batchledger release`.
+const (
+	releaseOK = 0
+	// releaseFailed: a pod is still held, or the webhook configuration or the pods could
+	// not be read or written. A Helm pre-delete hook then fails and the uninstall stops
+	// with the manager still in place, rather than stranding pods.
+	releaseFailed = 1
+	// releaseUsage: the flags are wrong.
+	releaseUsage = 2
+)
+
+// releaseConfig is what one `batchledger release` run does.
+type releaseConfig struct {
+	// Options choose the namespace, dry run, page size.
+	release.Options
+	// MutatingWebhookConfiguration, when set, is deleted before any pod is released so
+	// that the pod webhook holds no new pod while or after we release.
+	MutatingWebhookConfiguration string
+	// RecheckAfter is how long after deleting the webhook configuration a second pass
+	// runs: an API server answers from its own watch of webhook configurations, so for a
+	// moment after the deletion it may still send a new pod to the webhook, and the pod
+	// is held after the first pass listed. Zero makes no second pass.
+	RecheckAfter time.Duration
+}
+
+// runRelease is the manager's `release` subcommand, for a Helm pre-delete hook running
+// the manager image: it deletes the pod webhook's MutatingWebhookConfiguration (with
+// --mutating-webhook-configuration), then removes the result-capture finalizer from every
+// pod that carries it. It returns 0 only when every held pod was released (or, with
+// --dry-run, when the pods could be listed).
+//
+// RBAC: pods list and patch (cluster-wide with --all-namespaces), and delete on the named
+// mutatingwebhookconfigurations.admissionregistration.k8s.io. Nothing else: pods are
+// re-read with a list by name, never a get.
+func runRelease(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("release", flag.ContinueOnError)
+	var (
+		cfg           releaseConfig
+		allNamespaces bool
+	)
+	fs.BoolVar(&allNamespaces, "all-namespaces", true, "Release pods of every namespace; false needs --namespace.")
+	fs.StringVar(&cfg.Namespace, "namespace", "", "Release pods of this namespace only (with --all-namespaces unset or false).")
+	fs.BoolVar(&cfg.DryRun, "dry-run", false, "Change nothing: log the webhook configuration that would be deleted and the pods that would be released.")
+	fs.StringVar(&cfg.MutatingWebhookConfiguration, "mutating-webhook-configuration", "",
+		"MutatingWebhookConfiguration of the pod webhook, deleted before the pods are released (a missing one is fine); empty deletes none.")
+	fs.DurationVar(&cfg.RecheckAfter, "recheck-after", 5*time.Second,
+		"After deleting the webhook configuration, release again after this long, for pods admitted while API servers still saw it; 0 disables.")
+	ctrlconfig.RegisterFlags(fs) // --kubeconfig, as the manager takes it
+	zopts := zap.Options{}
+	zopts.BindFlags(fs)
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return releaseOK
+	} else if err != nil {
+		return releaseUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "release takes no arguments, got %q\n", fs.Args())
+		return releaseUsage
+	}
+	explicitAll := false
+	fs.Visit(func(f *flag.Flag) { explicitAll = explicitAll || f.Name == "all-namespaces" })
+	switch {
+	case cfg.Namespace != "" && explicitAll && allNamespaces:
+		fmt.Fprintln(fs.Output(), "--namespace and --all-namespaces=true contradict each other")
+		return releaseUsage
+	case cfg.Namespace == "" && !allNamespaces:
+		fmt.Fprintln(fs.Output(), "--all-namespaces=false needs --namespace")
+		return releaseUsage
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	log := ctrl.Log.WithName("release")
+
+	s, err := blscheme.New()
+	if err != nil {
+		log.Error(err, "building scheme")
+		return releaseFailed
+	}
+	c, err := client.New(ctrl.GetConfigOrDie(), client.Options{Scheme: s})
+	if err != nil {
+		log.Error(err, "creating client")
+		return releaseFailed
+	}
+	if err := releaseHeldPods(ctx, c, cfg, log, sleepCtx); err != nil {
+		log.Error(err, "release incomplete")
+		return releaseFailed
+	}
+	return releaseOK
+}
+
+// releaseHeldPods deletes the webhook configuration, then releases the held pods, then
+// (after the configuration was named) waits RecheckAfter with sleep and releases again.
+// It logs each pod and each pass's report, and returns an error unless every held pod
+// was released. A webhook configuration that cannot be deleted is an error, but the pods
+// are released all the same: they are stranded either way once the manager is gone.
+func releaseHeldPods(ctx context.Context, c client.Client, cfg releaseConfig, log logr.Logger, sleep func(context.Context, time.Duration) error) error {
+	var errs []error
+	if name := cfg.MutatingWebhookConfiguration; name != "" {
+		if cfg.DryRun {
+			log.Info("would delete the pod webhook's configuration (dry run)", "mutatingWebhookConfiguration", name)
+		} else if err := deleteWebhookConfiguration(ctx, c, name, log); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	passes := 1
+	if cfg.MutatingWebhookConfiguration != "" && cfg.RecheckAfter > 0 && !cfg.DryRun {
+		passes = 2
+	}
+	for pass := 1; pass <= passes; pass++ {
+		if pass > 1 {
+			log.Info("releasing again, for pods admitted while API servers still saw the webhook configuration", "after", cfg.RecheckAfter)
+			if err := sleep(ctx, cfg.RecheckAfter); err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+		}
+		rep, err := release.Release(ctx, c, cfg.Options)
+		logReport(log, rep, pass)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if len(rep.Errors) > 0 {
+			errs = append(errs, fmt.Errorf("%d of %d held pods still held: %w", len(rep.Errors), len(rep.Held), rep.Err()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteWebhookConfiguration deletes the named MutatingWebhookConfiguration; one that is
+// already gone is fine.
+func deleteWebhookConfiguration(ctx context.Context, c client.Client, name string, log logr.Logger) error {
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	switch err := c.Delete(ctx, mwc); {
+	case apierrors.IsNotFound(err):
+		log.Info("the pod webhook's configuration is already gone", "mutatingWebhookConfiguration", name)
+	case err != nil:
+		return fmt.Errorf("deleting MutatingWebhookConfiguration %s: %w", name, err)
+	default:
+		log.Info("deleted the pod webhook's configuration: API servers hold no new pod once they see it gone", "mutatingWebhookConfiguration", name)
+	}
+	return nil
+}
+
+// logReport logs every pod of a pass and its counts.
+func logReport(log logr.Logger, rep *release.Report, pass int) {
+	log = log.WithValues("pass", pass)
+	if rep.DryRun {
+		for _, p := range rep.Held {
+			log.Info("would release pod (dry run)", "pod", p.String())
+		}
+	}
+	for _, p := range rep.Released {
+		log.Info("released pod", "pod", p.String())
+	}
+	for _, p := range rep.AlreadyGone {
+		log.Info("pod already gone", "pod", p.String())
+	}
+	for _, p := range rep.AlreadyReleased {
+		log.Info("pod already released", "pod", p.String())
+	}
+	for _, e := range rep.Errors {
+		log.Error(e.Err, "pod still held", "pod", e.Pod.String())
+	}
+	ns := rep.Namespace
+	if ns == "" {
+		ns = "<all>"
+	}
+	log.Info("release pass done", "namespace", ns, "dryRun", rep.DryRun, "examined", rep.Examined,
+		"held", len(rep.Held), "released", len(rep.Released), "alreadyGone", len(rep.AlreadyGone),
+		"alreadyReleased", len(rep.AlreadyReleased), "stillHeld", len(rep.Errors))
+}
+
+// sleepCtx waits d, or less when ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
