@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -116,15 +117,21 @@ type repairGroup struct {
 }
 
 // PlanRepair plans the repair of an account's missing shards, without side effects: for
-// every missing shard whose identities can no longer complete (their Job terminated, or
-// the index failed), one follow-up Indexed Job per original Job, running a copy of its
-// pod template over as many indexes as that Job has missing shards, and a repair
-// assignment mapping the new Job's indexes 0..k-1 onto those shards in order.
+// every missing shard whose identities can no longer complete (their Job terminated or
+// was deleted, or the index failed), and, when the account requires results, every
+// covered shard whose result can no longer arrive (MissingResult) or was rejected, one
+// follow-up Indexed Job per original Job, running a copy of its pod template over as
+// many indexes as that Job has shards to re-run, and a repair assignment mapping the new
+// Job's indexes 0..k-1 onto those shards in order.
+//
+// The pod template is the original Job's; when the original was deleted, that of an
+// earlier repair Job of it (annotation batchledger.dev/repair-of).
 //
 // It refuses, with a message naming the account: an account whose status is missing,
-// stale or reports an invalid mapping; an account with nothing missing or nothing that
-// can no longer complete; missing shards assigned to JobSet children (the JobSet re-runs
-// those itself); and an original Job that is gone or was recreated.
+// stale or reports an invalid mapping; an account with nothing to re-run or nothing that
+// can no longer complete; shards assigned to JobSet children (the JobSet re-runs those
+// itself); an original Job that was recreated; and one that was deleted with no repair
+// Job of it left to copy a template from.
 func PlanRepair(in RepairInput) (*RepairPlan, error) {
 	ba := in.Account
 	who := fmt.Sprintf("BatchAccount %q in namespace %q", ba.Name, ba.Namespace)
@@ -138,17 +145,36 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		return nil, fmt.Errorf("%s: the status describes spec generation %d but the spec is at generation %d; wait for the controller to observe it",
 			who, ba.Status.ObservedGeneration, ba.Generation)
 	}
+	const whole = "repair needs the whole list: split the batch into smaller accounts, or repair from the Jobs' own status"
 	if ba.Status.Shards.MissingOrdinalsTruncated {
-		return nil, fmt.Errorf("%s: %d shards are missing, more than the status can list (it names only the lowest); "+
-			"repair needs the whole list: split the batch into smaller accounts, or repair from the Jobs' own status",
+		return nil, fmt.Errorf("%s: %d shards are missing, more than the status can list (it names only the lowest); "+whole,
 			who, ba.Status.Shards.Total-ba.Status.Shards.Covered)
+	}
+	if ba.Status.Results.OrdinalsTruncated {
+		return nil, fmt.Errorf("%s: more shards lack an acceptable result than the status can list (it names only the lowest); "+whole, who)
 	}
 	missing, err := indexset.Parse(ba.Status.Shards.MissingOrdinals)
 	if err != nil {
 		return nil, fmt.Errorf("%s: status.shards.missingOrdinals: %w", who, err)
 	}
-	if missing.IsEmpty() {
-		return nil, fmt.Errorf("%s: nothing to repair: all %d shards are covered", who, ba.Status.Shards.Total)
+	// Covered shards whose result can no longer come from the identity that covered them.
+	var lostResults, rejectedResults indexset.Set
+	if a := ba.Spec.Acceptance; a != nil && a.RequireResults {
+		if lostResults, err = indexset.Parse(ba.Status.Results.MissingOrdinals); err != nil {
+			return nil, fmt.Errorf("%s: status.results.missingOrdinals: %w", who, err)
+		}
+		if rejectedResults, err = indexset.Parse(ba.Status.Results.RejectedOrdinals); err != nil {
+			return nil, fmt.Errorf("%s: status.results.rejectedOrdinals: %w", who, err)
+		}
+		lostResults, rejectedResults = lostResults.Difference(missing), rejectedResults.Difference(missing).Difference(lostResults)
+	}
+	rerun := missing.Union(lostResults).Union(rejectedResults)
+	if rerun.IsEmpty() {
+		msg := fmt.Sprintf("%s: nothing to repair: all %d shards are covered", who, ba.Status.Shards.Total)
+		if a := ba.Spec.Acceptance; a != nil && a.RequireResults {
+			msg += " and no result is missing or rejected"
+		}
+		return nil, errors.New(msg)
 	}
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	targets := newObservedTargets(&ba.Status)
@@ -157,14 +183,20 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 	byTarget := map[string]*repairGroup{}
 	var waiting, onJobSets []MissingShard
 	var planErr error
-	missing.Each(func(o int) bool {
+	rerun.Each(func(o int) bool {
 		ids := waitsFor(m, targets, o)
 		if len(ids) == 0 || ids[0].Repair {
 			planErr = fmt.Errorf("%s: shard %s has no original identity in the mapping", who, m.Shards.Name(o))
 			return false
 		}
 		ms := MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: ids}
-		if slices.ContainsFunc(ids, func(id Identity) bool { return !id.Final }) {
+		switch {
+		case lostResults.Contains(o):
+			// The account judged it: covered, and its result can no longer arrive.
+			ids[0].State = "completed, but no result can arrive (MissingResult)"
+		case rejectedResults.Contains(o):
+			ids[0].State = "completed, its result rejected"
+		case slices.ContainsFunc(ids, func(id Identity) bool { return !id.Final }):
 			waiting = append(waiting, ms)
 			return true
 		}
@@ -216,10 +248,20 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		origName := strings.TrimPrefix(g.target, "job/")
 		orig := in.Jobs[origName]
 		shards := m.Shards.Describe(indexset.Of(g.ordinals...), 8)
-		if orig == nil {
+		ts := targets.byKey[g.target]
+		switch {
+		case orig == nil && ts != nil && ts.Deleted:
+			// The original's record stands but its pod template went with it: an earlier
+			// repair Job of it carries a copy.
+			if orig = templateSource(in.Jobs, origName); orig == nil {
+				return nil, fmt.Errorf("%s: Job %q was deleted and its pod template with it (shards %s were assigned to it), and no repair Job of it is left to copy one from: "+
+					"create a suspended Indexed Job of %d %s from its manifest under a new name, then append to spec.assignments a repair assignment "+
+					"{target: {job: <new name>}, indexes: %q, %s, repair: true}",
+					who, origName, shards, len(g.ordinals), plural(len(g.ordinals), "index", "indexes"), indexset.Range(0, len(g.ordinals)-1).String(), shardsField(ba, m, g.ordinals))
+			}
+		case orig == nil:
 			return nil, fmt.Errorf("%s: Job %q not found in namespace %q: a repair Job copies its pod template (shards %s were assigned to it)", who, origName, ba.Namespace, shards)
-		}
-		if ts := targets.byKey[g.target]; ts == nil || ts.UID != orig.UID {
+		case ts == nil || ts.UID != orig.UID:
 			return nil, fmt.Errorf("%s: Job %q (uid %s) is not the identity the account observed; wait for the controller to observe it", who, origName, orig.UID)
 		}
 		name, err := freeRepairName(origName, taken)
@@ -231,7 +273,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 			Original: origName, Shards: shards, Count: len(g.ordinals),
 			Why:    fmt.Sprintf("job %s %s %s: %s", origName, plural(len(g.indexes), "index", "indexes"), describeList(g.indexes), strings.Join(g.states, "; ")),
 			Queued: orig.Labels[QueueLabel] != "",
-			Job:    repairJob(ba.Name, orig, in.QueuedTemplates[origName], name, g.indexes, shardNamesOf(m, g.ordinals), shards),
+			Job:    repairJob(ba.Name, origName, orig, in.QueuedTemplates[orig.Name], name, g.indexes, shardNamesOf(m, g.ordinals), shards),
 			Assignment: v1alpha1.Assignment{
 				Target: v1alpha1.TargetRef{Job: name}, Indexes: indexset.Range(0, len(g.ordinals)-1).String(), Repair: true,
 			},
@@ -250,6 +292,26 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		return nil, fmt.Errorf("%s: the repair assignments would make the mapping invalid: %s: %s", who, problems[0].Reason, problems[0].Message)
 	}
 	return plan, nil
+}
+
+// templateSource is a repair Job of the deleted Job original, the newest by name, whose
+// pod template is a copy of the original's.
+func templateSource(jobs map[string]*batchv1.Job, original string) *batchv1.Job {
+	var best *batchv1.Job
+	for _, j := range jobs {
+		if j.Annotations[AnnotationRepairOf] == original && (best == nil || j.Name > best.Name) {
+			best = j
+		}
+	}
+	return best
+}
+
+// shardsField writes the shards of a repair assignment as the spec takes them.
+func shardsField(ba *v1alpha1.BatchAccount, m *account.Mapping, ordinals []int) string {
+	if len(ba.Spec.Shards.Names) > 0 {
+		return fmt.Sprintf("shards: [%s]", strings.Join(shardNamesOf(m, ordinals), ", "))
+	}
+	return fmt.Sprintf("shardOrdinals: %q", indexset.Of(ordinals...).String())
 }
 
 // freeRepairName is "<job>-repair-<n>" with the first n no Job and no assignment uses: a
@@ -290,7 +352,10 @@ func describeList(indexes []int) string {
 // repairJob builds the follow-up Job: the original's pod template (as queued, without the
 // Job controller's generated labels) over len(indexes) indexes, its failure handling,
 // its Kueue queue and priority, created suspended.
-func repairJob(accountName string, orig *batchv1.Job, queued *corev1.PodTemplateSpec, name string, indexes []int, shardNames []string, shards string) *batchv1.Job {
+//
+// origName is the Job whose identities are repaired; orig is the Job whose template is
+// copied: origName itself, or an earlier repair Job of it when it was deleted.
+func repairJob(accountName, origName string, orig *batchv1.Job, queued *corev1.PodTemplateSpec, name string, indexes []int, shardNames []string, shards string) *batchv1.Job {
 	tmpl := orig.Spec.Template.DeepCopy()
 	if queued != nil {
 		// What Kueue restores when it suspends a Job: the fields admission injects.
@@ -316,7 +381,7 @@ func repairJob(accountName string, orig *batchv1.Job, queued *corev1.PodTemplate
 		c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool {
 			return e.Name == EnvRepairOf || e.Name == EnvOriginalIndexes || (declaresShards && e.Name == worker.EnvShards)
 		})
-		c.Env = append(c.Env, corev1.EnvVar{Name: EnvRepairOf, Value: orig.Name}, corev1.EnvVar{Name: EnvOriginalIndexes, Value: describeList(indexes)})
+		c.Env = append(c.Env, corev1.EnvVar{Name: EnvRepairOf, Value: origName}, corev1.EnvVar{Name: EnvOriginalIndexes, Value: describeList(indexes)})
 		if declaresShards {
 			// An explicit list takes precedence over the compact form in pkg/worker.
 			c.Env = append(c.Env, corev1.EnvVar{Name: worker.EnvShards, Value: strings.Join(shardNames, ",")})
@@ -358,7 +423,7 @@ func repairJob(accountName string, orig *batchv1.Job, queued *corev1.PodTemplate
 			Name: name, Namespace: orig.Namespace, Labels: labels,
 			Annotations: map[string]string{
 				AnnotationRepairFor:    accountName,
-				AnnotationRepairOf:     orig.Name,
+				AnnotationRepairOf:     origName,
 				AnnotationRepairShards: shards,
 			},
 		},

@@ -24,12 +24,15 @@ func newRepairCommand(o *Options) *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "repair ACCOUNT",
-		Short: "Re-run the missing shards of failed Jobs in follow-up Jobs joined by repair assignments",
+		Short: "Re-run shards that can no longer be covered or accepted in follow-up Jobs joined by repair assignments",
 		Long: `Repair re-runs the account's missing shards whose identities can no longer complete
-(their Job Failed or Completed without them, or the index failed). For each original Job
-with such shards it creates one follow-up Indexed Job <job>-repair-<n> from the same pod
-template, queue and priority, over as many indexes as missing shards, and appends a
-repair assignment mapping its indexes 0..k-1 onto those shards in order.
+(their Job Failed, Completed without them or was deleted, or the index failed), and, when
+the account requires results, the covered shards whose result can no longer arrive
+(MissingResult) or was rejected. For each original Job with such shards it creates one
+follow-up Indexed Job <job>-repair-<n> from the same pod template (from an earlier repair
+Job of it when the original was deleted), queue and priority, over as many indexes as
+shards to re-run, and appends a repair assignment mapping its indexes 0..k-1 onto those
+shards in order.
 
 The Job is created suspended; Kueue unsuspends it on admission (a Job without a queue is
 unsuspended once the account names it). Its containers get ` + EnvRepairOf + ` and
