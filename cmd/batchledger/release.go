@@ -129,7 +129,7 @@ func releaseHeldPods(ctx context.Context, c client.Client, cfg releaseConfig, lo
 	}
 	for pass := 1; pass <= passes; pass++ {
 		if pass > 1 {
-			log.Info("releasing again, for pods admitted while API servers still saw the webhook configuration", "after", cfg.RecheckAfter)
+			log.Info("releasing again, for pods admitted while API servers still saw the webhook configuration", "after", cfg.RecheckAfter.String())
 			if err := sleep(ctx, cfg.RecheckAfter); err != nil {
 				return errors.Join(append(errs, err)...)
 			}
