@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+// deletedAt is when the controller first observed Job j missing (its TTL expired).
+var deletedAt = completeT.Add(2 * time.Hour)
+
+// TestExplainDeletedJob: the seed's accepted batch after Job j was deleted by its TTL
+// stays ACCEPTED, with the record and the deletion stated; the results still stand.
+func TestExplainDeletedJob(t *testing.T) {
+	s := seedSteps()
+	accepted := s.steps[len(s.steps)-1]
+	var results []account.Result
+	for _, r := range s.chunks[0].Results {
+		results = append(results, account.FromRecorded(r))
+	}
+	ba := compute(accepted, deletedAt, map[string]account.Observation{}, results...)
+	out, errOut, code := run(t, fakeClient(ba, s.chunks[0].DeepCopy()), "explain", "account", "ij245", "-n", ns)
+	if code != ExitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	golden(t, "explain_deleted_job", []byte(out))
+	for _, phrase := range []string{
+		"ACCEPTED (Accepted)",
+		"(DELETED at 2026-11-29T12:00:00Z; the record below stands)",
+		"the Job was deleted at 2026-11-29T12:00:00Z, its record stands",
+		"Accepted (4 of 4 shards)",
+		"Nothing: the batch is Accepted.",
+	} {
+		if !strings.Contains(out, phrase) {
+			t.Errorf("explanation lacks %q:\n%s", phrase, out)
+		}
+	}
+	if strings.Contains(out, account.ResultStaleIdentity) {
+		t.Errorf("accepted results turned stale after the Job was deleted:\n%s", out)
+	}
+}
+
+// TestExplainAdmissionMove: a Job evicted on h100 with indexes 0 and 1 complete and
+// re-admitted on a100: explain says where each shard ran.
+func TestExplainAdmissionMove(t *testing.T) {
+	ba := ij245Account()
+	wl := func(flavor string, admitted, evicted bool) *v1alpha1.WorkloadObservation {
+		w := workloadObs(false)
+		w.Flavors, w.Admitted, w.Evicted = []string{"main=nvidia.com/gpu:" + flavor}, admitted, evicted
+		if evicted {
+			w.EvictionReason = "Preempted"
+		}
+		return w
+	}
+	steps := []struct {
+		completed string
+		w         *v1alpha1.WorkloadObservation
+	}{
+		{"0,1", wl("h100", true, false)},
+		{"0,1", wl("h100", false, true)},
+		{"0-3", wl("a100", true, false)},
+	}
+	for i, st := range steps {
+		done, _ := indexset.Parse(st.completed)
+		n := int32(done.Count())
+		j := jobSnapshot("j", jobUID, 4, st.completed, n, "1")
+		ba = compute(ba, time0.Add(time.Duration(i)*10*time.Minute), map[string]account.Observation{"job/j": {Job: j, Workload: st.w}})
+	}
+	ex := BuildExplanation(ba, nil, 0)
+	adm := ex.Jobs[0].Admissions
+	if len(adm) != 2 || adm[0].Shards != "A, B" || adm[0].EvictionReason != "Preempted" || adm[1].Shards != "C, D" {
+		t.Fatalf("admissions = %+v", adm)
+	}
+	for _, want := range []string{
+		"ClusterQueue ml-team-gpu on main=nvidia.com/gpu:h100, admission first observed at 2026-11-29T09:00:00Z, evicted at 2026-11-29T09:10:00Z (Preempted); indexes 0,1 completed under it (shards A, B)",
+		"ClusterQueue ml-team-gpu on main=nvidia.com/gpu:a100, admission first observed at 2026-11-29T09:20:00Z; indexes 2,3 completed under it (shards C, D)",
+	} {
+		if !slices.ContainsFunc(adm, func(a AdmissionExplanation) bool { return a.Summary == want }) {
+			t.Errorf("no admission reads %q: %+v", want, adm)
+		}
+	}
+	if got := ranOn(&ba.Status.Targets[0], 0); got != "ml-team-gpu on main=nvidia.com/gpu:h100" {
+		t.Errorf("shard A ran on %q", got)
+	}
+	if got := ranOn(&ba.Status.Targets[0], 3); got != "ml-team-gpu on main=nvidia.com/gpu:a100" {
+		t.Errorf("shard D ran on %q", got)
+	}
+}
+
+// completeAccount is the seed observed Complete with its pods listed, and results.
+func completeAccount(results ...account.Result) (*v1alpha1.BatchAccount, *batchv1.Job) {
+	j := admitted(withConditions(jobSnapshot("j", jobUID, 4, "0-3", 4, "48262"), completeT, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete))
+	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true), PodsListed: true}}, results...), j
+}
+
+func seedResult(i int, shard string) account.Result {
+	return account.Result{Target: "job/j", JobUID: jobUID, Index: i, Pod: "j-" + shard, Shard: shard, InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + shard}
+}
+
+// TestRepairResults: repair re-runs covered shards whose result is missing or was
+// rejected, not only uncovered shards; the still-needed advice offers it.
+func TestRepairResults(t *testing.T) {
+	rejectedC := seedResult(2, "C")
+	rejectedC.RejectReason, rejectedC.RejectMessage = account.ResultMalformed, "no JSON object in the termination message"
+	cases := []struct {
+		name       string
+		results    []account.Result
+		deleteJob  bool
+		extraJobs  []*batchv1.Job
+		wantShards string
+		wantWhy    string
+		wantNeeded string
+		wantErr    string
+	}{
+		{
+			name:       "account created after the pods were gone: every result missing",
+			wantShards: "A..D", wantWhy: "job j indexes 0-3: completed, but no result can arrive (MissingResult)",
+			wantNeeded: "0/4 shard results accepted: no result can arrive for shards A..D (the identity terminated or was deleted, and no pod is left to report one); " +
+				"the identities that completed them cannot report again. Run `kubectl batchledger repair ij245 -n ml-team` to re-run them",
+		},
+		{
+			name:       "a malformed result on a completed index, the others accepted",
+			results:    []account.Result{seedResult(0, "A"), seedResult(1, "B"), rejectedC, seedResult(3, "D")},
+			wantShards: "C", wantWhy: "job j index 2: completed, its result rejected",
+			wantNeeded: "3/4 shard results accepted: shard C has only rejected results; the identities that completed them cannot report again.",
+		},
+		{
+			name:    "the Job deleted before B's result: its record stands, no template left",
+			results: []account.Result{seedResult(0, "A"), seedResult(2, "C"), seedResult(3, "D")}, deleteJob: true,
+			wantErr: `Job "j" was deleted and its pod template with it (shards B were assigned to it), and no repair Job of it is left to copy one from`,
+		},
+		{
+			name:    "the Job deleted, an earlier repair Job of it carries its template",
+			results: []account.Result{seedResult(0, "A"), seedResult(2, "C"), seedResult(3, "D")}, deleteJob: true,
+			extraJobs:  []*batchv1.Job{repairOf("j-repair-1", "j")},
+			wantShards: "B", wantWhy: "job j index 1: completed, but no result can arrive (MissingResult)",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ba, j := completeAccount(tc.results...)
+			jobs := append([]*batchv1.Job{j}, tc.extraJobs...)
+			if tc.deleteJob {
+				ba = compute(ba, deletedAt, map[string]account.Observation{}, tc.results...)
+				jobs = jobs[1:]
+			}
+			if tc.wantNeeded != "" {
+				needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+				if !strings.Contains(needed, tc.wantNeeded) {
+					t.Errorf("still needed:\n%s\nwant it to contain:\n%s", needed, tc.wantNeeded)
+				}
+			}
+			plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(jobs...)})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Repairs) != 1 || plan.Repairs[0].Shards != tc.wantShards || plan.Repairs[0].Why != tc.wantWhy {
+				t.Fatalf("plan = %+v", plan.Repairs)
+			}
+			r := plan.Repairs[0]
+			if r.Job.Annotations[AnnotationRepairOf] != "j" || !slices.Contains(r.Job.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: EnvRepairOf, Value: "j"}) {
+				t.Errorf("repair Job does not name the original: annotations %v env %v", r.Job.Annotations, r.Job.Spec.Template.Spec.Containers[0].Env)
+			}
+		})
+	}
+}
+
+// repairOf is an earlier repair Job of original, as repair created it.
+func repairOf(name, original string) *batchv1.Job {
+	j := admitted(jobSnapshot(name, types.UID("uid-"+name), 1, "0", 1, "1"))
+	j.Annotations = map[string]string{AnnotationRepairOf: original, AnnotationRepairFor: "ij245"}
+	return j
+}
+
+// TestRepairNothingToRepair: with every shard covered and accepted, repair says so.
+func TestRepairNothingToRepair(t *testing.T) {
+	ba, j := completeAccount(seedResult(0, "A"), seedResult(1, "B"), seedResult(2, "C"), seedResult(3, "D"))
+	_, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
+	if err == nil || !strings.Contains(err.Error(), "nothing to repair: all 4 shards are covered and no result is missing or rejected") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// TestExplainRuleInvalid: the advice for a rule that does not compile is to fix it.
+func TestExplainRuleInvalid(t *testing.T) {
+	j := withConditions(jobSnapshot("j", jobUID, 4, "0-3", 4, "1"), completeT, batchv1.JobComplete)
+	ba := ij245Account()
+	ba.Status = account.Compute(account.Input{
+		Namespace: ns, Generation: 1, Spec: &ba.Spec, Observations: map[string]account.Observation{"job/j": {Job: j}},
+		Now: metav1.NewTime(completeT.Time), RuleError: "undeclared reference to 'reslt'",
+	}).Status
+	needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+	if !strings.Contains(needed, "Fix spec.acceptance.rule (ResultsAccepted=False, RuleInvalid): the acceptance rule does not compile in this controller: undeclared reference to 'reslt'") {
+		t.Errorf("still needed:\n%s", needed)
+	}
+}
