@@ -165,6 +165,7 @@ func TestMissingResult(t *testing.T) {
 		name         string
 		obs          map[string]Observation
 		deleteAfter  bool
+		afterObs     map[string]Observation
 		results      []Result
 		wantReason   string
 		wantVerdict  string
@@ -202,6 +203,12 @@ func TestMissingResult(t *testing.T) {
 			results: []Result{a}, wantReason: ReasonMissingResult, wantMissing: "1,2",
 		},
 		{
+			name:     "deleted, but the held pod of index 2 is still listed: C pending, B missing",
+			obs:      map[string]Observation{"job/j": {Job: complete, SuccessfulPods: pods("p", 1, 2)}},
+			afterObs: map[string]Observation{"job/j": {SuccessfulPods: pods("p", 2), PodsListed: true}},
+			results:  []Result{a}, deleteAfter: true, wantReason: ReasonMissingResult, wantMissing: "1",
+		},
+		{
 			name:    "a rejected result is rejected, not missing; it is listed for repair",
 			obs:     map[string]Observation{"job/j": {Job: complete, PodsListed: true}},
 			results: []Result{a, badB}, wantReason: ReasonResultRejected, wantMissing: "2", wantRejected: "1",
@@ -211,7 +218,7 @@ func TestMissingResult(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := at(spec, nil, 0, tc.obs, tc.results...).Status
 			if tc.deleteAfter {
-				st = at(spec, &st, time.Minute, map[string]Observation{}, tc.results...).Status
+				st = at(spec, &st, time.Minute, tc.afterObs, tc.results...).Status
 			}
 			wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, tc.wantReason, tc.wantMessage)
 			verdict := tc.wantVerdict
