@@ -164,7 +164,6 @@ func Release(ctx context.Context, c client.Client, opts Options) (*Report, error
 			if opts.DryRun {
 				continue
 			}
-			pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 			switch outcome, err := releasePod(ctx, c, pod, attempts); outcome {
 			case released:
 				rep.Released = append(rep.Released, key)
@@ -196,6 +195,9 @@ const (
 func releasePod(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int) (outcome, error) {
 	patchedOnce := false
 	for attempt := 1; ; attempt++ {
+		// The client finds the resource by the kind; list items and patch responses of
+		// the metadata API do not say Pod.
+		pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 		patch, held := FinalizerRemovalPatch(pod)
 		if !held {
 			if patchedOnce {
@@ -240,7 +242,6 @@ func reread(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetad
 	}
 	for i := range list.Items {
 		if p := &list.Items[i]; p.Name == pod.Name {
-			p.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 			return p, nil
 		}
 	}
