@@ -19,11 +19,23 @@ import (
 
 // The rotator reads the Secret through a cache of its own namespace only and updates it
 // in place (it must already exist: the install manifests create it empty, so the
-// manager never needs to create secrets). It updates the caBundle of the two webhook
-// configurations; they are cluster-scoped, so their verbs are cluster-wide.
+// manager never needs to create secrets). It reads the two webhook configurations
+// through that cache too (never a direct get) and updates their caBundle with a plain
+// update (never a patch).
 //
-// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update
+// Writes are granted by resourceNames, on exactly the objects the install creates; the
+// names are the unprefixed ones of config/ (kustomize's name references add the prefix,
+// the chart maps them to the release's names). Reads cannot be: an informer lists and
+// watches the whole collection, and Kubernetes authorizes a list by name only when the
+// request carries a metadata.name field selector, which the rotator's cache does not
+// send. So list and watch stay in a rule of their own, without resourceNames; the
+// configurations hold no secret (a CA bundle is public).
+//
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=list;watch
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=update,resourceNames=webhook-server-cert
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=update,resourceNames=validating-webhook-configuration
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=update,resourceNames=mutating-webhook-configuration
 
 // Default names, as config/default renders them (namePrefix batchledger-) and as the
 // Helm chart names them for a release called batchledger; the manager's flags default
