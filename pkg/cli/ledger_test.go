@@ -210,3 +210,38 @@ func TestExplainRuleInvalid(t *testing.T) {
 		t.Errorf("still needed:\n%s", needed)
 	}
 }
+
+// TestRepairJobDeletedBeforeItTerminated: the missing shards of a Job deleted while it
+// ran are offered for repair: from an earlier repair Job's template, or, with none left,
+// with the exact assignment to append by hand.
+func TestRepairJobDeletedBeforeItTerminated(t *testing.T) {
+	running := admitted(jobSnapshot("j", jobUID, 4, "0,1", 2, "48220"))
+	ab := []account.Result{seedResult(0, "A"), seedResult(1, "B")}
+	ba := compute(ij245Account(), time0, map[string]account.Observation{"job/j": {Job: running, Workload: workloadObs(false)}}, ab...)
+	ba = compute(ba, deletedAt, map[string]account.Observation{}, ab...)
+	ex := BuildExplanation(ba, nil, 0)
+	if ex.Verdict.Reason != account.ReasonTargetDeleted || !ex.Jobs[0].Deleted || ex.Shards.Covered != 2 {
+		t.Fatalf("verdict %+v, job deleted %v, covered %d", ex.Verdict, ex.Jobs[0].Deleted, ex.Shards.Covered)
+	}
+	needed := strings.Join(ex.StillNeeded, "\n")
+	for _, want := range []string{
+		"2/4 shards covered: shards C, D can no longer be covered by job j index 2, job j index 3 (job j deleted before completing it). Run `kubectl batchledger repair ij245 -n ml-team`",
+		"job j was deleted before it terminated: it can never record Complete.",
+	} {
+		if !strings.Contains(needed, want) {
+			t.Errorf("still needed:\n%s\nwant it to contain:\n%s", needed, want)
+		}
+	}
+
+	_, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName()})
+	if want := `{target: {job: <new name>}, indexes: "0,1", shards: [C, D], repair: true}`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want it to name the assignment %s", err, want)
+	}
+	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(repairOf("j-repair-1", "j"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := plan.Repairs[0]; r.Shards != "C, D" || r.Job.Name != "j-repair-2" || r.Why != "job j indexes 2,3: job j deleted before completing it" {
+		t.Errorf("repair = %+v (job %s)", r, r.Job.Name)
+	}
+}
