@@ -610,7 +610,7 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 		case ts.lostBeforeTerminal():
 			// It will never terminate. Once repairs covered its shards it stands like a
 			// failed Job; until then the batch cannot complete through it.
-			if m.ShardsOf(ts.key, ts.mapped, false).Intersect(cov.missing).IsEmpty() {
+			if m.ShardsOf(ts.key, ts.mapped, false).Union(m.ShardsOf(ts.key, ts.mapped, true)).Intersect(cov.missing).IsEmpty() {
 				lostCovered = append(lostCovered, name+" deleted before it terminated")
 			} else {
 				lost = append(lost, name)

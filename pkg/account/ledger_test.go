@@ -403,3 +403,23 @@ func TestAnyValidSpecGetsAStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestJobDeletedBeforeItTerminatedThenRepaired: once a repair covers the missing shards
+// of a Job deleted while it ran, the deleted Job stands like a failed one and the batch
+// can be Accepted; a repair Job deleted while it ran blocks as the original would.
+func TestJobDeletedBeforeItTerminatedThenRepaired(t *testing.T) {
+	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").repair("j-repair-1", "0", "B").obj()
+	running := makeJob("j", "uid-j", 2).completed("0", 1).obj()
+	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}}).Status
+	repaired := completeJob("j-repair-1", "uid-r", 1).obj()
+	st = at(spec, &st, time.Minute, map[string]Observation{"job/j-repair-1": {Job: repaired}}).Status
+	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionTrue, ReasonTargetDeleted, "job j deleted before it terminated")
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted,
+		"every shard covered, every target terminated (job j deleted before it terminated, its shards covered by repair)")
+
+	// The repair Job deleted while it ran, before it covered B.
+	st = at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}, "job/j-repair-1": {Job: makeJob("j-repair-1", "uid-r", 1).obj()}}).Status
+	st = at(spec, &st, time.Minute, map[string]Observation{}).Status
+	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, ReasonTargetDeleted,
+		"job j, job j-repair-1 deleted before they terminated: can no longer complete; repair their missing shards")
+}
