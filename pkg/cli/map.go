@@ -33,6 +33,8 @@ const (
 	// huge, fragmented batch) and nothing else tells it.
 	stateUnknown
 	stateMissing
+	// stateNoResult: covered, but its result can no longer arrive (MissingResult).
+	stateNoResult
 	stateConflict
 	stateRejected
 	numStates
@@ -50,6 +52,7 @@ var stateInfo = [numStates]struct {
 	stateCovered:  {"covered", "covered, no accepted result yet", "▓", "+", color.FgCyan, "#54aeff"},
 	stateUnknown:  {"unknown", "not listed in the status", "?", "?", color.FgHiBlack, "#d0d7de"},
 	stateMissing:  {"missing", "missing", "░", ".", color.FgYellow, "#d4a72c"},
+	stateNoResult: {"no-result", "covered, no result can arrive", "o", "o", color.FgHiRed, "#fa4549"},
 	stateConflict: {"conflict", "conflicting results", "!", "!", color.FgMagenta, "#8250df"},
 	stateRejected: {"rejected", "rejected result", "x", "x", color.FgRed, "#cf222e"},
 }
@@ -127,6 +130,12 @@ func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *s
 		}
 	}
 	paint(missing, stateMissing)
+	// The status names the covered shards whose result was rejected or can no longer
+	// arrive; the recorded results add conflicts (and rejections a bounded list left out).
+	lost, _ := indexset.Parse(st.Results.MissingOrdinals)
+	paint(lost, stateNoResult)
+	rejected, _ := indexset.Parse(st.Results.RejectedOrdinals)
+	paint(rejected, stateRejected)
 	judgeShardResults(ba, m, chunks, sm.States)
 
 	for _, t := range m.Targets {
@@ -389,15 +398,24 @@ func renderMap(w io.Writer, sm *shardMap, mo mapOptions) {
 	}
 	fmt.Fprint(w, "\nlegend:")
 	for s := range numStates {
-		if s == stateUnknown && sm.Counts[s] == 0 {
-			continue
-		}
-		if s == stateAccepted && !sm.RequireResults {
+		if !sm.inLegend(s) {
 			continue
 		}
 		fmt.Fprintf(w, "  %s %s", colours[s].Sprint(glyph(s)), sm.legend(s))
 	}
 	fmt.Fprintln(w)
+}
+
+// inLegend says whether the legend names a state: the five of every map (accepted only
+// when results are required), the others only when they occur.
+func (sm *shardMap) inLegend(s shardState) bool {
+	switch s {
+	case stateUnknown, stateNoResult:
+		return sm.Counts[s] > 0
+	case stateAccepted:
+		return sm.RequireResults
+	}
+	return true
 }
 
 // legend names a state; covered is final when the account requires no results.
@@ -411,13 +429,17 @@ func (sm *shardMap) legend(s shardState) string {
 // countsText says how many shards are in each state that occurs.
 func countsText(counts [numStates]int, requireResults bool) string {
 	var parts []string
-	covered := counts[stateAccepted] + counts[stateCovered] + counts[stateConflict] + counts[stateRejected]
+	covered := counts[stateAccepted] + counts[stateCovered] + counts[stateNoResult] + counts[stateConflict] + counts[stateRejected]
 	parts = append(parts, fmt.Sprintf("%d covered", covered))
 	if requireResults {
 		parts = append(parts, fmt.Sprintf("%d accepted", counts[stateAccepted]+counts[stateConflict]))
 	}
-	for _, s := range []shardState{stateMissing, stateRejected, stateConflict, stateUnknown} {
-		if counts[s] > 0 {
+	for _, s := range []shardState{stateMissing, stateNoResult, stateRejected, stateConflict, stateUnknown} {
+		switch {
+		case counts[s] == 0:
+		case s == stateNoResult:
+			parts = append(parts, fmt.Sprintf("%d whose result can no longer arrive", counts[s]))
+		default:
 			parts = append(parts, fmt.Sprintf("%d %s", counts[s], stateInfo[s].name))
 		}
 	}
@@ -548,7 +570,7 @@ func writeSVG(w io.Writer, sm *shardMap, perCell int) error {
 	x := margin
 	legend := svgGroup{ID: "legend"}
 	for s := range numStates {
-		if (s == stateUnknown && sm.Counts[s] == 0) || (s == stateAccepted && !sm.RequireResults) {
+		if !sm.inLegend(s) {
 			continue
 		}
 		if item := svgCell + 16 + 7*len(sm.legend(s)); x > margin && x+item > width-margin {

@@ -81,6 +81,13 @@ func TestMapStates(t *testing.T) {
 	if got := sm.States; len(got) != 4 || got[3] != stateMissing || got[0] != stateCovered {
 		t.Errorf("failed account states = %v", got)
 	}
+	// Complete with every pod gone and no result recorded: no result can arrive.
+	var b bytes.Buffer
+	renderMap(&b, buildShardMap(missingResultAccount(), nil), mapOptions{width: 80})
+	golden(t, "map_missing_results", b.Bytes())
+	if !strings.Contains(b.String(), "\n  oooo\n") || !strings.Contains(b.String(), "o covered, no result can arrive") {
+		t.Errorf("want four shards whose result can no longer arrive, and the legend naming them:\n%s", b.String())
+	}
 }
 
 // TestMapBig draws 100,000 shards over ten Jobs with runs missing: 25 shards a cell, the

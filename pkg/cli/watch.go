@@ -166,6 +166,8 @@ type jobProgress struct {
 	Total    int
 	Terminal string
 	Found    bool
+	// Deleted: the Job was deleted after it was observed; its record stands.
+	Deleted bool
 }
 
 // batchProgress is what a frame shows of one account; it depends only on the account.
@@ -211,7 +213,7 @@ func progressOf(ba *v1alpha1.BatchAccount) batchProgress {
 	for _, t := range m.Targets {
 		jp := jobProgress{Name: account.DescribeTarget(t.Key), Total: t.Indexes.Count()}
 		if ts := byKey[t.Key]; ts != nil {
-			jp.Found, jp.Terminal = ts.Found, ts.Terminal
+			jp.Found, jp.Deleted, jp.Terminal = ts.Found, ts.Deleted, ts.Terminal
 			if ts.CompletedIndexesOmitted {
 				jp.Done = min(int(ts.Succeeded), jp.Total)
 			} else if done, err := indexset.Parse(ts.CompletedIndexes); err == nil {
@@ -249,7 +251,9 @@ func compareFraction(a, b jobProgress) int {
 // outcomeOf decides when `watch` ends. Accepted ends it with success. It is blocked —
 // no longer acceptable without a repair or a spec change — when the mapping is invalid,
 // when a missing shard has no identity left that can complete (its Job failed, lost the
-// index, or terminated without it), or when a result was rejected. A status that
+// index, terminated without it or was deleted), when a target was deleted before it
+// terminated, when a result was rejected, or when a covered shard's result can no longer
+// arrive (MissingResult). A status that
 // describes an older spec generation decides nothing: the controller has yet to judge
 // the new spec (after a repair was appended, for one).
 func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string) {
@@ -278,8 +282,17 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string
 		return outcomeBlocked, fmt.Sprintf("%s can no longer be covered (%s index %d: %s)",
 			shardNames(lost), account.DescribeTarget(first.Target), first.Index, first.State)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c != nil && c.Reason == account.ReasonResultRejected {
-		return outcomeBlocked, "a shard result was rejected"
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Reason == account.ReasonTargetDeleted {
+		return outcomeBlocked, "a target was deleted before it terminated (TargetDeleted)"
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c != nil {
+		switch c.Reason {
+		case account.ReasonResultRejected:
+			// The identities that reported them completed: they cannot report again.
+			return outcomeBlocked, fmt.Sprintf("a shard result was rejected (%s)", c.Reason)
+		case account.ReasonMissingResult:
+			return outcomeBlocked, fmt.Sprintf("no result can arrive for %d covered %s (%s)", st.Results.Missing, plural(int(st.Results.Missing), "shard", "shards"), c.Reason)
+		}
 	}
 	return outcomePending, ""
 }
@@ -570,6 +583,11 @@ func plainLine(p *batchProgress) string {
 func jobState(j jobProgress) string {
 	s := fmt.Sprintf("%d/%d", j.Done, j.Total)
 	switch {
+	case j.Deleted:
+		s += " (deleted)"
+		if j.Terminal != "" {
+			s += " " + j.Terminal
+		}
 	case !j.Found:
 		s += " (not found)"
 	case j.Terminal != "":
@@ -725,6 +743,10 @@ func renderFrame(p *batchProgress, rate string, elapsed time.Duration, jobs, wid
 	for _, j := range shown {
 		state := fmt.Sprintf(" %d/%d indexes %s", j.Done, j.Total, percent(j.Done, j.Total))
 		switch {
+		case j.Deleted && j.Terminal != "":
+			state += " · " + j.Terminal + ", deleted"
+		case j.Deleted:
+			state += " · deleted"
 		case !j.Found:
 			state += " · not found"
 		case j.Terminal != "":

@@ -233,6 +233,13 @@ func rejectedAccount() *v1alpha1.BatchAccount {
 	return compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: s.job, Workload: workloadObs(true)}}, results...)
 }
 
+// missingResultAccount is IJ245 observed Complete with every pod gone and no result
+// recorded: no result can arrive any more (MissingResult).
+func missingResultAccount() *v1alpha1.BatchAccount {
+	j := withConditions(jobSnapshot("j", jobUID, 4, "0-3", 4, "48262"), completeT, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
+	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true), PodsListed: true}})
+}
+
 // bigAccount is 100,000 shards over ten Jobs of 10,000 indexes: Jobs big-0..big-6 are
 // Complete, big-7 is running with runs of indexes still missing, big-8 failed with a run
 // missing, big-9 has not started.
@@ -282,7 +289,11 @@ func TestWatchExitCodes(t *testing.T) {
 		{name: "job failed with shard D missing", ba: failedAccount(), code: ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered (job j index 3: job j Failed (BackoffLimitExceeded) without completing it)"},
 		{name: "result rejected", ba: rejectedAccount(), code: ExitNotAccepted,
-			message: "BatchAccount ij245 cannot be Accepted without repair: a shard result was rejected"},
+			message: "BatchAccount ij245 cannot be Accepted without repair: a shard result was rejected (ResultRejected)"},
+		{name: "results can no longer arrive", ba: missingResultAccount(), code: ExitNotAccepted,
+			message: "BatchAccount ij245 cannot be Accepted without repair: no result can arrive for 4 covered shards (MissingResult)"},
+		{name: "job deleted before it terminated", ba: compute(s.steps[0], time0.Add(time.Hour), map[string]account.Observation{}), code: ExitNotAccepted,
+			message: "BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered (job j index 3: job j deleted before completing it)"},
 		{name: "invalid mapping", ba: invalid, code: ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: the assignment mapping is invalid (DuplicateShard)"},
 		{name: "still running: timeout", ba: s.steps[0], code: ExitError,
