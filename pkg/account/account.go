@@ -698,8 +698,10 @@ func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec
 		return cond(t, false, ReasonAssignmentInvalid, c.Message)
 	}
 	if c := by[v1alpha1.ConditionTerminated]; c.Status != metav1.ConditionTrue && c.Reason == ReasonTargetDeleted {
-		// A target that can never complete comes first: waiting would be a dead end.
-		return cond(t, false, ReasonTargetDeleted, c.Message+"; "+by[v1alpha1.ConditionShardsCovered].Message)
+		// A target that can never complete comes first: waiting would be a dead end. Its
+		// shards are not all covered (else it would stand like a failed Job), and the
+		// coverage message names them and the deletion.
+		return cond(t, false, ReasonTargetDeleted, by[v1alpha1.ConditionShardsCovered].Message)
 	}
 	if c := by[v1alpha1.ConditionShardsCovered]; c.Status != metav1.ConditionTrue {
 		return cond(t, false, c.Reason, c.Message)

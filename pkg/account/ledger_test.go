@@ -80,8 +80,7 @@ func TestTerminalRecords(t *testing.T) {
 			name: "deleted before it terminated: coverage kept, it can no longer complete",
 			spec: noResults, before: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).completed("0", 1).obj()}},
 			wantCovered: 1, wantVerdict: ReasonTargetDeleted, wantTerminated: ReasonTargetDeleted, wantStatus: metav1.ConditionFalse,
-			wantMessage: "job j deleted before it terminated: can no longer complete; repair its missing shards; " +
-				"1/2 shards covered; missing B = job j index 1; job j deleted before it terminated: it can no longer complete; repair its missing shards",
+			wantMessage: "1/2 shards covered; missing B = job j index 1; job j deleted before it terminated: it can no longer complete; repair its missing shards",
 		},
 		{
 			name: "a JobSet child that terminated keeps its record when the JobSet goes",
