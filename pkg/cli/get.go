@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
@@ -25,7 +26,7 @@ func newGetCommand(o *Options) *cobra.Command {
 	var allNamespaces bool
 	cmd := &cobra.Command{
 		Use:   "get [NAME]",
-		Short: "List BatchAccounts with their coverage and verdict",
+		Short: "List BatchAccounts with their progress, coverage and verdict, sorted by verdict",
 		Example: `  kubectl batchledger get -n ml-team
   kubectl batchledger get -A
   kubectl batchledger get ij245`,
@@ -89,21 +90,81 @@ func ListAccounts(ctx context.Context, c client.Client, namespace, name string) 
 	return list.Items, nil
 }
 
-// PrintAccounts writes the accounts as a table: NAME, COVERED, TOTAL, ACCEPTED, MISSING,
-// VERDICT (the Accepted condition's reason) and AGE, with NAMESPACE first when listing
-// every namespace.
+// verdictRanks orders verdicts for `get`: those that need someone first (the batch
+// cannot be accepted as it stands), then those still moving, in the order a batch moves
+// through them, then accounts without a verdict yet, and Accepted last.
+var verdictRanks = map[string]int{
+	account.ReasonAssignmentInvalid: 0, account.ReasonTargetDeleted: 0, account.ReasonResultRejected: 0,
+	account.ReasonMissingResult: 0, account.ReasonRuleInvalid: 0,
+	account.ReasonTargetsNotFound: 2, account.ReasonShardsMissing: 2,
+	account.ReasonAwaitingTermination: 3,
+	account.ReasonResultsPending: 4,
+	"": 5,
+	account.ReasonAccepted: 6,
+}
+
+// verdictRank ranks a verdict reason; a reason unknown to this plugin (a newer
+// controller) comes right after those that need someone.
+func verdictRank(reason string) int {
+	if r, ok := verdictRanks[reason]; ok {
+		return r
+	}
+	return 1
+}
+
+// verdictOf is the Accepted condition's reason, "" before the controller wrote one.
+func verdictOf(ba *v1alpha1.BatchAccount) string {
+	if c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionAccepted); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// sortByVerdict orders accounts by verdict rank, then verdict, namespace and name.
+func sortByVerdict(accts []v1alpha1.BatchAccount) {
+	slices.SortStableFunc(accts, func(a, b v1alpha1.BatchAccount) int {
+		va, vb := verdictOf(&a), verdictOf(&b)
+		return cmp.Or(cmp.Compare(verdictRank(va), verdictRank(vb)), strings.Compare(va, vb),
+			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+}
+
+// progressOfStatus is status.shards.progress, the CRD's Progress printer column: the
+// percentage, rounded down, of shards accepted when results are required, else covered.
+// A status written before the field existed is given the same value from its counts.
+func progressOfStatus(ba *v1alpha1.BatchAccount) string {
+	s := &ba.Status.Shards
+	if len(ba.Status.Conditions) == 0 {
+		return "-"
+	}
+	p := int64(s.Progress)
+	done := s.Covered
+	if ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults {
+		done = s.Accepted
+	}
+	if p == 0 && done > 0 && s.Total > 0 {
+		p = int64(done) * 100 / int64(s.Total)
+	}
+	return fmt.Sprintf("%d%%", p)
+}
+
+// PrintAccounts writes the accounts as a table sorted by verdict (see verdictRanks):
+// NAME, PROGRESS (status.shards.progress), COVERED, TOTAL, ACCEPTED, MISSING, VERDICT
+// (the Accepted condition's reason) and AGE, with NAMESPACE first when listing every
+// namespace. accts is sorted in place.
 func PrintAccounts(w io.Writer, accts []v1alpha1.BatchAccount, withNamespace bool, now time.Time) {
-	header := []string{"NAME", "COVERED", "TOTAL", "ACCEPTED", "MISSING", "VERDICT", "AGE"}
+	header := []string{"NAME", "PROGRESS", "COVERED", "TOTAL", "ACCEPTED", "MISSING", "VERDICT", "AGE"}
 	if withNamespace {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
+	sortByVerdict(accts)
 	rows := make([][]string, 0, len(accts))
 	for i := range accts {
 		ba := &accts[i]
 		s := ba.Status.Shards
-		verdict := "<none>"
-		if c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionAccepted); c != nil {
-			verdict = c.Reason
+		verdict := verdictOf(ba)
+		if verdict == "" {
+			verdict = "<none>"
 		}
 		missing := s.Missing
 		if missing == "" {
@@ -115,7 +176,7 @@ func PrintAccounts(w io.Writer, accts []v1alpha1.BatchAccount, withNamespace boo
 		if !ba.CreationTimestamp.IsZero() {
 			age = duration.HumanDuration(now.Sub(ba.CreationTimestamp.Time))
 		}
-		row := []string{ba.Name, fmt.Sprint(s.Covered), fmt.Sprint(s.Total), fmt.Sprint(s.Accepted), missing, verdict, age}
+		row := []string{ba.Name, progressOfStatus(ba), fmt.Sprint(s.Covered), fmt.Sprint(s.Total), fmt.Sprint(s.Accepted), missing, verdict, age}
 		if withNamespace {
 			row = append([]string{ba.Namespace}, row...)
 		}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -49,5 +50,35 @@ func TestGet(t *testing.T) {
 	out, errOut, code = run(t, c, "get", "-n", "empty")
 	if code != ExitOK || out != "" || errOut != "No BatchAccounts found in namespace \"empty\".\n" {
 		t.Errorf("get in an empty namespace: exit %d, %q, %q", code, out, errOut)
+	}
+}
+
+// TestGetSortsByVerdict: accounts that need someone come first, then those still moving
+// in the order a batch moves, then those without a verdict, Accepted last; PROGRESS is
+// status.shards.progress (accepted shards here: every account requires results).
+func TestGetSortsByVerdict(t *testing.T) {
+	s := seedSteps()
+	named := func(name string, ba *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
+		ba = ba.DeepCopy()
+		ba.Name, ba.CreationTimestamp = name, metav1.NewTime(seedNow.Add(-time.Hour))
+		return ba
+	}
+	fresh := named("a-fresh", ij245Account())
+	c := fakeClient(
+		named("a-accepted", s.steps[3]), named("b-pending-results", s.steps[2]), named("c-awaiting-termination", s.steps[1]),
+		named("d-missing-d", s.steps[0]), named("e-rejected", rejectedAccount()), named("f-results-lost", missingResultAccount()), fresh,
+	)
+	out, errOut, code := run(t, c, "get", "-n", ns)
+	if code != ExitOK || errOut != "" {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "get_sorted_by_verdict", []byte(out))
+	var order []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		order = append(order, strings.Fields(l)[0])
+	}
+	want := []string{"f-results-lost", "e-rejected", "d-missing-d", "c-awaiting-termination", "b-pending-results", "a-fresh", "a-accepted"}
+	if strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("order = %v\nwant    %v", order, want)
 	}
 }
