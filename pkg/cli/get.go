@@ -98,9 +98,9 @@ var verdictRanks = map[string]int{
 	account.ReasonMissingResult: 0, account.ReasonRuleInvalid: 0,
 	account.ReasonTargetsNotFound: 2, account.ReasonShardsMissing: 2,
 	account.ReasonAwaitingTermination: 3,
-	account.ReasonResultsPending: 4,
-	"": 5,
-	account.ReasonAccepted: 6,
+	account.ReasonResultsPending:      4,
+	"":                                5,
+	account.ReasonAccepted:            6,
 }
 
 // verdictRank ranks a verdict reason; a reason unknown to this plugin (a newer
