@@ -325,8 +325,12 @@ func TestRecordedInOrderBySequence(t *testing.T) {
 		{Results: []v1alpha1.RecordedResult{{Pod: "second", Sequence: 2, RecordedAt: sec(4)}, {Pod: "old-b", RecordedAt: sec(1)}, {Pod: "old-a", RecordedAt: sec(1)}, {Pod: "old-0", RecordedAt: sec(0)}}},
 	}
 	var got []string
-	for _, r := range RecordedInOrder(chunks) {
+	ordered := RecordedInOrder(chunks)
+	for _, r := range ordered {
 		got = append(got, r.Pod)
+	}
+	if last := ordered[len(ordered)-1]; last.Sequence != 3 || last.Recorded(0, last.RecordedAt).Sequence != 3 {
+		t.Errorf("the sequence is not carried through a result: %d", last.Sequence)
 	}
 	if want := "old-0 old-a old-b late-but-first second third"; strings.Join(got, " ") != want {
 		t.Errorf("order = %s, want %s", strings.Join(got, " "), want)
