@@ -268,7 +268,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 	s := v1alpha1.TargetStatus{Name: ts.key, Found: ts.found}
 	for _, p := range ts.problems {
 		if len(s.Problems) < maxProblems {
-			s.Problems = append(s.Problems, boundMessage(p.Message))
+			s.Problems = append(s.Problems, clipMessage(p.Message, maxProblemMessage))
 		}
 	}
 	var uid types.UID
@@ -305,7 +305,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 	s.Workload = ts.obs.Workload
 	for _, ig := range f.ignored {
 		if len(s.Problems) < maxProblems {
-			s.Problems = append(s.Problems, "ignored corrupt Job status interval "+ig)
+			s.Problems = append(s.Problems, clipMessage("ignored corrupt Job status interval "+ig, maxProblemMessage))
 		}
 	}
 	s.AttemptLedger, s.SuccessfulAttempts, s.RepeatedIndexes = attempts(prev, ts.obs.SuccessfulPods, f.completed)

@@ -273,13 +273,20 @@ func boundList(notes []string) []string {
 	return append(slices.Clone(notes[:messageNamesLimit]), fmt.Sprintf("%d more notes", len(notes)-messageNamesLimit))
 }
 
+// maxProblemMessage bounds each of a target's problems: a status of 1,024 targets with
+// 16 problems each stays far under the object size limit.
+const maxProblemMessage = 512
+
 // boundMessage cuts a message to MaxConditionMessage bytes on a rune boundary, saying so.
-func boundMessage(msg string) string {
-	if len(msg) <= MaxConditionMessage {
+func boundMessage(msg string) string { return clipMessage(msg, MaxConditionMessage) }
+
+// clipMessage cuts msg to limit bytes on a rune boundary, saying so.
+func clipMessage(msg string, limit int) string {
+	if len(msg) <= limit {
 		return msg
 	}
 	const tail = " … (message truncated)"
-	cut := MaxConditionMessage - len(tail)
+	cut := limit - len(tail)
 	for cut > 0 && !utf8.RuneStart(msg[cut]) {
 		cut--
 	}

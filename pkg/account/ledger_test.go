@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -381,6 +382,9 @@ func TestAnyValidSpecGetsAStatus(t *testing.T) {
 			return Observation{Job: makeJob(name(i), "u", 1).condition(batchv1.JobFailed, "BackoffLimitExceeded").obj()}, true
 		},
 		"all not found but one": func(i int) (Observation, bool) { return Observation{Job: makeJob(name(i), "u", 1).obj()}, i == 0 },
+		"none indexed": func(i int) (Observation, bool) {
+			return Observation{Job: makeJob(name(i), "u", 1).nonIndexed().obj()}, true
+		},
 	}
 	for cname, obsOf := range cases {
 		t.Run(cname, func(t *testing.T) {
@@ -425,4 +429,16 @@ func TestJobDeletedBeforeItTerminatedThenRepaired(t *testing.T) {
 	st = at(spec, &st, time.Minute, map[string]Observation{}).Status
 	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, ReasonTargetDeleted,
 		"job j, job j-repair-1 deleted before they terminated: can no longer complete; repair their missing shards")
+}
+
+// TestClipMessage: a clipped message stays valid UTF-8, within its limit, and says so.
+func TestClipMessage(t *testing.T) {
+	msg := strings.Repeat("é", 100) // 200 bytes
+	got := clipMessage(msg, 51)
+	if len(got) > 51 || !utf8.ValidString(got) || !strings.HasSuffix(got, "(message truncated)") {
+		t.Errorf("clipped to %d bytes %q", len(got), got)
+	}
+	if clipMessage("short", 51) != "short" {
+		t.Errorf("a short message was changed")
+	}
 }
