@@ -31,7 +31,7 @@ import (
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
-// Exit codes of `watch`, as `kubectl wait` would end: ExitOK once every account watched
+// Defaults of `watch`. It ends as `kubectl wait` would: ExitOK once every account watched
 // is Accepted, ExitNotAccepted as soon as one can no longer be accepted without repair,
 // ExitError on --timeout (and on any other error).
 const (
@@ -40,6 +40,8 @@ const (
 	defaultRedrawEvery = time.Second
 	// defaultWidth is the frame width when the terminal does not say.
 	defaultWidth = 100
+	// maxNeeded bounds the still-needed entries of a frame; explain lists them all.
+	maxNeeded = 4
 )
 
 // watchOptions are watch's flags and seams.
@@ -61,6 +63,10 @@ type watchOptions struct {
 	tty    bool
 	width  int
 	colour bool
+	// size, when set, reads the terminal's size again before each frame (it may be
+	// resized); a frame never holds more lines than the terminal, or it could not be
+	// redrawn in place.
+	size func() (width, height int, err error)
 	// observed, when set, is told after each processed watch event (tests wait on it).
 	observed func()
 }
@@ -106,6 +112,9 @@ mapping); 1 on --timeout.`,
 			wo.clock = clock.RealClock{}
 			wo.tty, wo.width, wo.colour = describeTerminal(o.Out)
 			wo.tty = wo.tty && !wo.plain
+			if f, ok := o.Out.(*os.File); ok && wo.tty {
+				wo.size = func() (int, int, error) { return term.GetSize(int(f.Fd())) }
+			}
 			return runWatch(cmd.Context(), c, o.Out, ns, kind, name, wo)
 		},
 	}
@@ -690,13 +699,23 @@ func bar(width, total, covered, accepted int, pal palette) string {
 // wide: every line fits the width, so that the frame is redrawn in place exactly.
 func (w *watcher) frameLines(now time.Time) []string {
 	pal := newPalette(w.opts.colour)
+	width, height := w.opts.width, 0
+	if w.opts.size != nil {
+		if cols, rows, err := w.opts.size(); err == nil && cols > 0 {
+			width, height = cols, rows
+		}
+	}
 	var lines []string
 	for _, n := range w.names {
 		aw := w.accounts[n]
 		if aw.ba == nil {
 			continue
 		}
-		lines = append(lines, renderFrame(&aw.progress, w.rateText(aw, now, false), now.Sub(w.start), w.opts.jobs, w.opts.width, pal)...)
+		lines = append(lines, renderFrame(&aw.progress, w.rateText(aw, now, false), now.Sub(w.start), w.opts.jobs, width, pal)...)
+	}
+	if height > 1 && len(lines) > height-1 {
+		more := len(lines) - (height - 2)
+		lines = append(lines[:height-2], fit(width, seg{text: fmt.Sprintf("… %d more lines: the terminal is too small for the frame", more), c: pal.dim}))
 	}
 	return lines
 }
@@ -779,7 +798,12 @@ func renderFrame(p *batchProgress, rate string, elapsed time.Duration, jobs, wid
 	}
 	// What is still needed is the point of the frame: wrapped, not cut, up to a bound.
 	const indent = "          "
-	for i, n := range p.Needed {
+	needed := p.Needed
+	if len(needed) > maxNeeded {
+		more := len(needed) - (maxNeeded - 1)
+		needed = append(slices.Clip(needed[:maxNeeded-1]), fmt.Sprintf("… and %d more: kubectl batchledger explain account %s -n %s", more, p.Name, p.Namespace))
+	}
+	for i, n := range needed {
 		for j, l := range wrapWords(n, width-1-len(indent), 3) {
 			prefix := indent
 			if i == 0 && j == 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -442,3 +443,50 @@ func TestWatchCommand(t *testing.T) {
 		t.Errorf("negative --jobs: exit %d, %q", code, errOut)
 	}
 }
+
+// TestWatchFrameFitsTheTerminal: a frame never holds more lines than the terminal has
+// (it could not be redrawn in place), nor lines as wide as it; twelve running Jobs make
+// more still-needed entries than a frame lists.
+func TestWatchFrameFitsTheTerminal(t *testing.T) {
+	w := wrappers.MakeBatchAccount("many", ns).ShardCount("s", 1200)
+	obs := map[string]account.Observation{}
+	for j := range 12 {
+		name := fmt.Sprintf("many-%d", j)
+		w.AssignJobOrdinals(name, "0-99", fmt.Sprintf("%d-%d", j*100, j*100+99))
+		obs["job/"+name] = account.Observation{Job: jobSnapshot(name, types.UID("uid-"+name), 100, "0-49", 50, "1")}
+	}
+	ba := w.Obj()
+	ba.Generation = 1
+	ba = compute(ba, time0, obs)
+
+	frame := renderFrame(ptr.To(progressOf(ba)), "rate", time.Minute, defaultWatchJobs, 100, newPalette(false))
+	if got := frame[len(frame)-1]; got != "          … and 11 more: kubectl batchledger explain account many -n ml-team" {
+		t.Errorf("the last line of the frame = %q", got)
+	}
+
+	size := func() (int, int, error) { return 70, 12, nil }
+	r := startWatch(t, "many", watchOptions{tty: true, width: 100, size: size, timeout: time.Minute}, ba)
+	r.waitWatching()
+	r.clk.Step(time.Minute)
+	if code := r.wait(); code != ExitError {
+		t.Errorf("exit %d, want %d (timeout)", code, ExitError)
+	}
+	drawn := redrawSeparator.Split(r.out.String(), -1)
+	if len(drawn) != 2 {
+		t.Fatalf("%d frames drawn, want 2 (the first and the last)", len(drawn))
+	}
+	for _, f := range drawn {
+		lines := strings.Split(strings.TrimSuffix(f, "\n"), "\n")
+		if len(lines) != 11 || !strings.HasPrefix(lines[10], "… ") || !strings.HasSuffix(lines[10], " more lines: the terminal is too small for the frame") {
+			t.Errorf("a frame of %d lines on a 12-line terminal, ending %q", len(lines), lines[len(lines)-1])
+		}
+		for _, l := range lines {
+			if visibleWidth(l) >= 70 {
+				t.Errorf("a line of %d cells on a 70-column terminal: %q", visibleWidth(l), l)
+			}
+		}
+	}
+}
+
+// redrawSeparator is the cursor-up-and-erase that starts each redrawn frame.
+var redrawSeparator = regexp.MustCompile("\x1b\\[\\d+A\x1b\\[J")
