@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -26,7 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/certs"
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/result"
@@ -53,6 +54,11 @@ const (
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 func main() {
+	// The uninstall hook runs the same image: `batchledger release ...` lets go of every
+	// pod still held for its result (cmd/batchledger/release.go).
+	if len(os.Args) > 1 && os.Args[1] == "release" {
+		os.Exit(runRelease(ctrl.SetupSignalHandler(), os.Args[2:]))
+	}
 	var (
 		metricsAddr, probeAddr, webhookHost, certDir string
 		pprofAddr                                    string
@@ -63,6 +69,9 @@ func main() {
 		certOpts                                     certs.Options
 		leaseDuration, renewDeadline, retryPeriod    time.Duration
 		accountSyncs                                 int
+		apiQPS                                       float64
+		apiBurst                                     int
+		maxResultHold                                time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
 	flag.BoolVar(&metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
@@ -75,6 +84,12 @@ func main() {
 	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its Lease before it gives up leading.")
 	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
 	flag.IntVar(&accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
+	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
+	// releases alone take about 17 minutes, while the account keeps its share of the budget.
+	flag.Float64Var(&apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
+	flag.IntVar(&apiBurst, "kube-api-burst", 200, "Burst of requests to the API server above --kube-api-qps.")
+	flag.DurationVar(&maxResultHold, "max-result-hold", controller.DefaultMaxResultHold,
+		"Longest a succeeded pod is held for its result; past it the pod is released unrecorded, with a Warning event.")
 	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to.")
 	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port of the webhook server.")
@@ -121,7 +136,9 @@ func main() {
 	webhookServer := webhook.NewServer(webhook.Options{
 		Host: webhookHost, Port: webhookPort, CertDir: certDir, TLSOpts: tlsOpts,
 	})
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: probeAddr,
@@ -152,20 +169,20 @@ func main() {
 	}
 	metrics := controller.NewMetrics()
 	r := &controller.Reconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("batchledger"),
 		Metrics: metrics, Criteria: result.NewCache(result.DefaultCacheSize),
 		MaxConcurrentReconciles: accountSyncs,
 	}
 	setups := []setup{
 		r,
-		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics},
+		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics, Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: maxResultHold},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "Job"},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "JobSet"},
 	}
 	var webhooks []setup
 	if enableWebhooks {
-		webhooks = []setup{blwebhook.BatchAccountValidator{},
-			&blwebhook.PodResultHolder{Reader: mgr.GetClient()}}
+		webhooks = []setup{blwebhook.BatchAccountValidator{}, blwebhook.PodResultHolder{},
+			blwebhook.ScopeStamper{Reader: mgr.GetClient()}}
 	}
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
@@ -270,24 +287,50 @@ func podNamespace() string {
 	return ""
 }
 
-// cacheOptions keep the pod cache to what accounting needs: only pods of Indexed Jobs
-// (they carry the completion-index label), without their spec or managed fields, so
-// memory follows indexed pods, not every pod of the cluster.
+// cacheOptions keep the caches to what accounting reads. Pods: only those in the opt-in
+// scope (their Job's template carries v1alpha1.LabelScope), without managed fields and
+// with a spec cut down to the container names a result is read from, so memory follows
+// the accounted pods, not every pod of the cluster. Workloads: without the pod templates
+// Kueue copies into each podSet.
 func cacheOptions() cache.Options {
-	indexed, _ := labels.NewRequirement(batchv1.JobCompletionIndexAnnotation, selection.Exists, nil)
+	scoped, _ := labels.NewRequirement(v1alpha1.LabelScope, selection.Exists, nil)
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {
-				Label: labels.NewSelector().Add(*indexed),
+				Label: labels.NewSelector().Add(*scoped),
 				Transform: func(obj any) (any, error) {
 					if p, ok := obj.(*corev1.Pod); ok {
 						p.ManagedFields = nil
-						p.Spec = corev1.PodSpec{NodeName: p.Spec.NodeName}
+						p.Spec = containerNames(p.Spec)
+					}
+					return obj, nil
+				},
+			},
+			&kueue.Workload{}: {
+				Transform: func(obj any) (any, error) {
+					if wl, ok := obj.(*kueue.Workload); ok {
+						wl.ManagedFields = nil
+						for i := range wl.Spec.PodSets {
+							wl.Spec.PodSets[i].Template = corev1.PodTemplateSpec{}
+						}
 					}
 					return obj, nil
 				},
 			},
 		},
 	}
+}
+
+// containerNames keeps of a pod spec what result capture reads: the node, the containers'
+// names in spec order (the default result container is the first) and the native sidecars.
+func containerNames(spec corev1.PodSpec) corev1.PodSpec {
+	out := corev1.PodSpec{NodeName: spec.NodeName}
+	for _, c := range spec.Containers {
+		out.Containers = append(out.Containers, corev1.Container{Name: c.Name})
+	}
+	for _, c := range spec.InitContainers {
+		out.InitContainers = append(out.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
+	}
+	return out
 }

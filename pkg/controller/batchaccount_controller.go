@@ -36,6 +36,9 @@ const FieldManager = "batchledger"
 // Reconciler keeps each BatchAccount true to the cluster.
 type Reconciler struct {
 	client.Client
+	// APIReader reads from the API server directly: the pods of a Job outside the opt-in
+	// scope (its account came after it started) are not in the cache.
+	APIReader client.Reader
 	Recorder events.EventRecorder
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -50,14 +53,14 @@ type Reconciler struct {
 	criteriaOnce sync.Once
 }
 
-// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batchledger.dev,resources=shardresults,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;patch
-// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile observes the account's targets, computes the account and writes its status
@@ -82,6 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, fmt.Errorf("observing %s: %w", t.Key, err)
 		}
 		if o.obs.Job != nil {
+			r.stampTarget(ctx, &ba, t.Ref, o.obs.Job)
 			obs[t.Key] = o.obs
 			seen[t.Key] = o
 		}

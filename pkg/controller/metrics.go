@@ -25,6 +25,11 @@ type Metrics struct {
 	WorkloadWrites prometheus.Counter
 	ResultWrites   prometheus.Counter
 	PodReleases    prometheus.Counter
+	// HoldsExpired counts pods released unrecorded after MaxHold (PodReleaser).
+	HoldsExpired prometheus.Counter
+	// ScopeStamps counts pod templates of suspended Jobs and JobSets the controller
+	// stamped with the opt-in scope label because their account came after them.
+	ScopeStamps prometheus.Counter
 
 	// Per account (labels namespace, account): one series each, deleted with the
 	// account, so the series count follows the number of accounts.
@@ -65,6 +70,12 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		PodReleases: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "batchledger_pod_releases_total", Help: "Result-capture finalizers removed from pods.",
 		}),
+		HoldsExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "batchledger_pod_hold_expired_total", Help: "Succeeded pods released unrecorded after the maximum result hold.",
+		}),
+		ScopeStamps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "batchledger_scope_stamps_total", Help: "Pod templates of suspended Jobs and JobSets stamped with the opt-in scope label by the controller.",
+		}),
 		Shards:         gauge("batchledger_account_shards", "Shards the BatchAccount declares.", account...),
 		ShardsCovered:  gauge("batchledger_account_shards_covered", "Declared shards whose assigned (Job, completion index) completed.", account...),
 		ShardsAccepted: gauge("batchledger_account_shards_accepted", "Declared shards with an accepted result.", account...),
@@ -75,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		reasons: map[types.NamespacedName]map[string]bool{},
 	}
 	reg.MustRegister(m.Reconciles, m.StatusWrites, m.WorkloadWrites, m.ResultWrites, m.PodReleases,
-		m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.ResultRejections)
+		m.HoldsExpired, m.ScopeStamps, m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.ResultRejections)
 	return m
 }
 
@@ -106,6 +117,18 @@ func (m *Metrics) resultsWritten() {
 func (m *Metrics) podReleased() {
 	if m != nil {
 		m.PodReleases.Inc()
+	}
+}
+
+func (m *Metrics) holdExpired() {
+	if m != nil {
+		m.HoldsExpired.Inc()
+	}
+}
+
+func (m *Metrics) scopeStamped() {
+	if m != nil {
+		m.ScopeStamps.Inc()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -30,7 +31,7 @@ type observed struct {
 // observeTarget reads a target's current Job, its successful pods and its Workload from
 // the cache. A target that does not exist yields an empty observation.
 func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target) (observed, error) {
-	job, attempt, err := r.resolveJob(ctx, namespace, t.Ref)
+	job, attempt, err := ResolveTarget(ctx, r.Client, namespace, t.Ref)
 	if err != nil || job == nil {
 		return observed{}, err
 	}
@@ -40,10 +41,22 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	// The pods are only read: listing them without a deep copy saves a copy of every pod
 	// of the Job on every reconcile (the largest cost in the load benchmark's profile).
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(namespace), client.MatchingFields{IndexOwnerUID: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
-		return o, err
+	if job.Spec.Template.Labels[v1alpha1.LabelScope] != "" || r.APIReader == nil {
+		if err := r.List(ctx, &pods, client.InNamespace(namespace), client.MatchingFields{IndexOwnerUID: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+			return o, err
+		}
+	} else {
+		// A Job outside the opt-in scope (it started before its account existed): its pods
+		// are not in the cache. Only succeeded pods count (attempts, results), so only
+		// those are read, straight from the API server.
+		if err := r.APIReader.List(ctx, &pods, client.InNamespace(namespace),
+			client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)},
+			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded))}); err != nil {
+			return o, err
+		}
 	}
 	o.pods = pods.Items
+	o.obs.PodsListed = true
 	o.obs.SuccessfulPods = account.SuccessfulAttempts(job, pods.Items)
 	// A Job's Workload is owned by the Job; a JobSet child's by the JobSet.
 	owner := job.UID
@@ -63,10 +76,13 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	return o, nil
 }
 
-// resolveJob finds the Job a target names. For a JobSet target it is the child Job with
-// the replicatedJob and job-index labels and the highest restart attempt that is not
-// being deleted: during a restart the old children linger while they are deleted.
-func (r *Reconciler) resolveJob(ctx context.Context, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
+// ResolveTarget finds the Job a target names, and its JobSet restart attempt. For a JobSet
+// target it is the child Job with the replicatedJob and job-index labels and the highest
+// restart attempt that is not being deleted: during a restart the old children linger
+// while they are deleted. It returns nil when no such Job exists. The reconciler (what it
+// observes and captures) and the pod releaser (what it holds) resolve targets with it, so
+// that they never disagree about which Job an account is following.
+func ResolveTarget(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
 	if ref.Namespace != "" && ref.Namespace != namespace {
 		return nil, 0, nil
 	}

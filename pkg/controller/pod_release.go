@@ -1,13 +1,15 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"slices"
-	"strconv"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,15 +20,27 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/release"
 )
+
+// DefaultMaxResultHold is how long a succeeded pod is held for its result at most. Past
+// it the pod is released unrecorded (with a Warning event and a metric), so that an
+// account whose reconcile keeps failing never strands pods, nor the namespace they are in.
+const DefaultMaxResultHold = 24 * time.Hour
 
 // PodReleaser removes the result-capture finalizer from a pod as soon as holding it
 // serves no purpose: its result is recorded, it did not succeed (no result to read), or
-// no account requiring results names its Job any more. Pods are held only while a
-// result would otherwise be lost.
+// no account requiring results records it (capturedBy: the same rule result capture
+// applies). Pods are held only while a result would otherwise be lost, and at most
+// MaxHold after they finished.
 type PodReleaser struct {
 	client.Client
-	Metrics *Metrics
+	Metrics  *Metrics
+	Recorder events.EventRecorder
+	// MaxHold bounds how long a succeeded, unrecorded pod is held (0: DefaultMaxResultHold).
+	MaxHold time.Duration
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
 }
 
 // Reconcile releases one pod when it may go.
@@ -39,15 +53,27 @@ func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, nil
 	}
 	hold, err := r.mustHold(ctx, &pod)
-	if err != nil || hold {
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// A JSON patch with a test on the finalizer list: never drop a finalizer another
-	// controller added in between (the Job controller's job-tracking one above all).
-	i := slices.Index(pod.Finalizers, v1alpha1.ResultFinalizer)
-	patch := client.RawPatch(types.JSONPatchType, []byte(`[`+
-		`{"op":"test","path":"/metadata/finalizers/`+strconv.Itoa(i)+`","value":"`+v1alpha1.ResultFinalizer+`"},`+
-		`{"op":"remove","path":"/metadata/finalizers/`+strconv.Itoa(i)+`"}]`))
+	if hold {
+		if pod.Status.Phase != corev1.PodSucceeded {
+			return ctrl.Result{}, nil // running: its success wakes us again
+		}
+		maxHold := cmp.Or(r.MaxHold, DefaultMaxResultHold)
+		if left := maxHold - r.now().Sub(finishedAt(&pod)); left > 0 {
+			return ctrl.Result{RequeueAfter: left}, nil
+		}
+		if r.Recorder != nil {
+			r.Recorder.Eventf(&pod, nil, corev1.EventTypeWarning, "ResultNotRecorded", "Release",
+				"released after holding it %s for its result, which was never recorded (see the account's status and the controller's log)", maxHold)
+		}
+		r.Metrics.holdExpired()
+	}
+	patch, ok := release.FinalizerRemovalPatch(&pod)
+	if !ok {
+		return ctrl.Result{}, nil
+	}
 	if err := r.Patch(ctx, &pod, patch); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -55,20 +81,51 @@ func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	return ctrl.Result{}, nil
 }
 
+func (r *PodReleaser) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// finishedAt is when the pod finished: its containers' latest termination, else its
+// latest condition change (a pod whose statuses were never written).
+func finishedAt(pod *corev1.Pod) time.Time {
+	var t time.Time
+	for _, cs := range pod.Status.ContainerStatuses {
+		if term := cs.State.Terminated; term != nil && term.FinishedAt.After(t) {
+			t = term.FinishedAt.Time
+		}
+	}
+	if t.IsZero() {
+		for _, c := range pod.Status.Conditions {
+			if c.LastTransitionTime.After(t) {
+				t = c.LastTransitionTime.Time
+			}
+		}
+	}
+	if t.IsZero() {
+		t = pod.CreationTimestamp.Time
+	}
+	return t
+}
+
 // mustHold is whether the pod's result still has to be recorded before it may go.
 func (r *PodReleaser) mustHold(ctx context.Context, pod *corev1.Pod) (bool, error) {
-	if pod.Status.Phase != corev1.PodSucceeded {
+	if pod.Status.Phase != corev1.PodSucceeded && (pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil) {
 		// Failed, or deleted before it finished: there is no result to wait for.
-		return pod.Status.Phase != corev1.PodFailed && pod.DeletionTimestamp == nil, nil
-	}
-	var recorded v1alpha1.ShardResultsList
-	if err := r.List(ctx, &recorded, client.InNamespace(pod.Namespace), client.MatchingFields{IndexResultPod: string(pod.UID)}); err != nil {
-		return false, err
-	}
-	if len(recorded.Items) > 0 {
 		return false, nil
 	}
-	accounts, err := AccountsRequiringResults(ctx, r.Client, pod.Namespace, PodTargetKeys(pod))
+	if pod.Status.Phase == corev1.PodSucceeded {
+		var recorded v1alpha1.ShardResultsList
+		if err := r.List(ctx, &recorded, client.InNamespace(pod.Namespace), client.MatchingFields{IndexResultPod: string(pod.UID)}); err != nil {
+			return false, err
+		}
+		if len(recorded.Items) > 0 {
+			return false, nil
+		}
+	}
+	accounts, err := capturedBy(ctx, r.Client, pod)
 	return len(accounts) > 0, err
 }
 

@@ -73,11 +73,11 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		}
 		for i := range o.pods {
 			pod := &o.pods[i]
-			idx, indexed := account.CompletionIndex(pod)
-			if pod.Status.Phase != corev1.PodSucceeded || !indexed || recorded[pod.UID] || !metav1.IsControlledBy(pod, o.obs.Job) {
+			idx, capturable := capturableIndex(pod, o.obs.Job)
+			if !capturable || pod.Status.Phase != corev1.PodSucceeded || recorded[pod.UID] {
 				continue
 			}
-			res := result.FromPod(t.Key, o.obs.Job.UID, idx, pod, crit)
+			res := result.FromPod(t.Key, o.obs.Job.UID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)
 			if critErr != nil && res.RejectReason == "" {
 				res.RejectReason, res.RejectMessage = result.ReasonCriterionError, critErr.Error()
 			}

@@ -41,7 +41,7 @@ type ShortFormReconciler struct {
 	Kind string
 }
 
-// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create
 
 // Reconcile applies the declared account. Errors in the annotations become an event-free
 // account-less log line: there is no account to carry a condition yet, so the message

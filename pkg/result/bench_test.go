@@ -70,7 +70,7 @@ func BenchmarkFromPod(b *testing.B) {
 	pod := workerPod(nil, workerStatus(typical))
 	b.ReportAllocs()
 	for b.Loop() {
-		if r := FromPod("job/j", "uid", 17, pod, c); r.RejectReason != ReasonCriterionNotMet {
+		if r := FromPod("job/j", "uid", 17, pod, "", c); r.RejectReason != ReasonCriterionNotMet {
 			b.Fatal(r)
 		}
 	}

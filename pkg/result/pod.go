@@ -10,51 +10,55 @@ import (
 )
 
 // AnnotationResultContainer on a worker pod (set it in the Job's pod template) names the
-// container whose termination message carries the result, for pods whose first
-// container is not the worker (e.g. an injected proxy listed first).
+// container whose termination message carries the result; it overrides the account's
+// spec.acceptance.resultContainer for that pod.
 const AnnotationResultContainer = "batchledger.dev/result-container"
 
 // ResultContainer returns the name of the container that reports pod's result: the one
-// named by AnnotationResultContainer, else the first container of the spec.
-func ResultContainer(pod *corev1.Pod) string {
+// named by AnnotationResultContainer, else named (the account's
+// spec.acceptance.resultContainer), else the first container of the pod spec. It returns
+// "" when the pod has no spec to tell: the order of container statuses is no substitute,
+// since a real kubelet sorts them by name (an "istio-proxy" sidecar before "worker").
+func ResultContainer(pod *corev1.Pod, named string) string {
 	if pod == nil {
 		return ""
 	}
 	if name := pod.Annotations[AnnotationResultContainer]; name != "" {
 		return name
 	}
+	if named != "" {
+		return named
+	}
 	if len(pod.Spec.Containers) > 0 {
 		return pod.Spec.Containers[0].Name
-	}
-	// A pod object stripped of its spec (e.g. a trimmed cache) still has statuses.
-	if len(pod.Status.ContainerStatuses) > 0 {
-		return pod.Status.ContainerStatuses[0].Name
 	}
 	return ""
 }
 
-// MessageOf returns the termination message of pod's result container (see
-// ResultContainer) and whether there is one. It reads the container's current
-// terminated state; only when the container has no current terminated state does it
-// fall back to lastTerminationState, and then only to an attempt that exited 0: the
-// message of an earlier failed attempt must not stand in for the run that succeeded.
-func MessageOf(pod *corev1.Pod) (string, bool) {
-	name := ResultContainer(pod)
-	if name == "" {
+// MessageOf returns the termination message of the pod's container named container
+// (a regular container or a native sidecar, i.e. an init container with restartPolicy
+// Always) and whether there is one. It reads the container's current terminated state;
+// only when the container has no current terminated state does it fall back to
+// lastTerminationState, and then only to an attempt that exited 0: the message of an
+// earlier failed attempt must not stand in for the run that succeeded.
+func MessageOf(pod *corev1.Pod, container string) (string, bool) {
+	if container == "" {
 		return "", false
 	}
-	for i := range pod.Status.ContainerStatuses {
-		cs := &pod.Status.ContainerStatuses[i]
-		if cs.Name != name {
-			continue
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for i := range statuses {
+			cs := &statuses[i]
+			if cs.Name != container {
+				continue
+			}
+			if t := cs.State.Terminated; t != nil {
+				return t.Message, t.Message != ""
+			}
+			if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {
+				return t.Message, t.Message != ""
+			}
+			return "", false
 		}
-		if t := cs.State.Terminated; t != nil {
-			return t.Message, t.Message != ""
-		}
-		if t := cs.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {
-			return t.Message, t.Message != ""
-		}
-		return "", false
 	}
 	return "", false
 }
@@ -62,14 +66,15 @@ func MessageOf(pod *corev1.Pod) (string, bool) {
 // FromPod turns pod's reported result into the account.Result the account core judges:
 // it fills the completion identity (target, Job UID, index) and the pod, decodes the
 // termination message, copies the claim (shard, revisions, digest) and evaluates crit
-// (nil accepts every result). Any failure sets RejectReason and RejectMessage, and the
+// (nil accepts every result). The message is read from the container ResultContainer
+// names, given the account's resultContainer (empty: the first container). Any failure sets RejectReason and RejectMessage, and the
 // claim is still filled as far as it was read, so the rejection is recorded against
 // the shard the pod claimed. It does not check the claim against the assignment: the
 // account core does, and rejects a forged shard there.
 //
 // Only a Succeeded pod's message counts as a result: a pod that failed or is still
 // running has not completed its index, whatever it wrote.
-func FromPod(target string, jobUID types.UID, index int, pod *corev1.Pod, crit *Criterion) account.Result {
+func FromPod(target string, jobUID types.UID, index int, pod *corev1.Pod, resultContainer string, crit *Criterion) account.Result {
 	res := account.Result{Target: target, JobUID: jobUID, Index: index}
 	reject := func(e *Error) account.Result {
 		res.RejectReason, res.RejectMessage = e.Reason, e.Message
@@ -82,11 +87,14 @@ func FromPod(target string, jobUID types.UID, index int, pod *corev1.Pod, crit *
 	if pod.Status.Phase != corev1.PodSucceeded {
 		return reject(newError(ReasonMissing, "the pod is %s, not Succeeded: only a succeeded pod reports a result", phaseOf(pod)))
 	}
-	container := ResultContainer(pod)
-	msg, ok := MessageOf(pod)
+	container := ResultContainer(pod, resultContainer)
+	msg, ok := MessageOf(pod, container)
 	if !ok {
 		if container == "" {
 			return reject(newError(ReasonMissing, "the pod has no containers to read a result from"))
+		}
+		if !hasContainer(pod, container) {
+			return reject(newError(ReasonMissing, "the pod has no container %q to read a result from: set spec.acceptance.resultContainer to the worker container", container))
 		}
 		return reject(newError(ReasonMissing, "container %q has no termination message: the worker must write its result (JSON, version %q) to /dev/termination-log", container, SchemaVersion))
 	}
@@ -109,4 +117,16 @@ func phaseOf(pod *corev1.Pod) string {
 		return "in no phase yet"
 	}
 	return string(pod.Status.Phase)
+}
+
+// hasContainer is whether the pod reports a status for a container of that name.
+func hasContainer(pod *corev1.Pod, name string) bool {
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for _, cs := range statuses {
+			if cs.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }

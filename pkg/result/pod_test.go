@@ -27,38 +27,61 @@ func workerPod(annotations map[string]string, statuses ...corev1.ContainerStatus
 	}
 }
 
+// sidecarPod is a succeeded pod whose spec lists worker first, with a native sidecar
+// (an init container with restartPolicy Always) "envoy"; statuses come as given.
+func sidecarPod(statuses []corev1.ContainerStatus, initStatuses ...corev1.ContainerStatus) *corev1.Pod {
+	p := workerPod(nil, statuses...)
+	p.Spec.InitContainers = []corev1.Container{{Name: "envoy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+	p.Status.InitContainerStatuses = initStatuses
+	return p
+}
+
+// TestMessageOf reads the result container's message whatever order the statuses come in:
+// a real kubelet sorts container statuses by name (kwok keeps spec order), so a sidecar
+// whose name sorts first must never be read instead of the worker.
 func TestMessageOf(t *testing.T) {
 	named := map[string]string{AnnotationResultContainer: "proxy"}
+	proxyFirst := []corev1.ContainerStatus{ // kubelet order: sorted by name
+		{Name: "proxy", State: terminated("envoy: shutting down", 0)},
+		{Name: "worker", State: terminated("worker says", 0)},
+	}
 	tests := []struct {
-		name   string
-		pod    *corev1.Pod
-		want   string
-		wantOK bool
+		name    string
+		pod     *corev1.Pod
+		account string // spec.acceptance.resultContainer
+		want    string
+		wantOK  bool
 	}{
-		{"first container", workerPod(nil,
-			corev1.ContainerStatus{Name: "proxy", State: terminated("proxy says", 0)},
-			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)}), "worker says", true},
+		{"first container of the spec, statuses in kubelet order", workerPod(nil, proxyFirst...), "", "worker says", true},
+		{"first container of the spec, statuses in spec order", workerPod(nil, proxyFirst[1], proxyFirst[0]), "", "worker says", true},
+		{"the account names the container", workerPod(nil, proxyFirst...), "proxy", "envoy: shutting down", true},
 		{"annotation names the container", workerPod(named,
 			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)},
-			corev1.ContainerStatus{Name: "proxy", State: terminated("proxy says", 0)}), "proxy says", true},
+			corev1.ContainerStatus{Name: "proxy", State: terminated("proxy says", 0)}), "", "proxy says", true},
+		{"annotation overrides the account", workerPod(named, proxyFirst...), "worker", "envoy: shutting down", true},
 		{"annotation names a missing container", workerPod(map[string]string{AnnotationResultContainer: "nope"},
-			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)}), "", false},
+			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)}), "", "", false},
+		{"native sidecar sorts first: the worker is read", sidecarPod(proxyFirst[1:],
+			corev1.ContainerStatus{Name: "envoy", State: terminated("envoy: bye", 0)}), "", "worker says", true},
+		{"the account names the native sidecar", sidecarPod(proxyFirst[1:],
+			corev1.ContainerStatus{Name: "envoy", State: terminated("envoy: bye", 0)}), "envoy", "envoy: bye", true},
 		{"lastTerminationState fallback", workerPod(nil,
-			corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}, LastTerminationState: terminated("earlier run", 0)}), "earlier run", true},
+			corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}, LastTerminationState: terminated("earlier run", 0)}), "", "earlier run", true},
 		{"no fallback to a failed attempt", workerPod(nil,
-			corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}, LastTerminationState: terminated("crashed", 1)}), "", false},
+			corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}, LastTerminationState: terminated("crashed", 1)}), "", "", false},
 		{"current state wins over the last one", workerPod(nil,
-			corev1.ContainerStatus{Name: "worker", State: terminated("", 0), LastTerminationState: terminated("earlier run", 0)}), "", false},
-		{"no message", workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated("", 0)}), "", false},
-		{"not terminated", workerPod(nil, corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), "", false},
-		{"no statuses", workerPod(nil), "", false},
-		{"spec stripped: first status", &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "w", State: terminated("m", 0)}}}}, "m", true},
-		{"no containers at all", &corev1.Pod{}, "", false},
-		{"nil pod", nil, "", false},
+			corev1.ContainerStatus{Name: "worker", State: terminated("", 0), LastTerminationState: terminated("earlier run", 0)}), "", "", false},
+		{"no message", workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated("", 0)}), "", "", false},
+		{"not terminated", workerPod(nil, corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}), "", "", false},
+		{"no statuses", workerPod(nil), "", "", false},
+		{"spec stripped: no guess from the first status", &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "w", State: terminated("m", 0)}}}}, "", "", false},
+		{"spec stripped, the account names it", &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "w", State: terminated("m", 0)}}}}, "w", "m", true},
+		{"no containers at all", &corev1.Pod{}, "", "", false},
+		{"nil pod", nil, "", "", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := MessageOf(tc.pod)
+			got, ok := MessageOf(tc.pod, ResultContainer(tc.pod, tc.account))
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("MessageOf = %q, %v; want %q, %v", got, ok, tc.want, tc.wantOK)
 			}
@@ -121,7 +144,7 @@ func TestFromPod(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := FromPod("job/ns/train", "job-uid", 7, tc.pod, tc.crit)
+			got := FromPod("job/ns/train", "job-uid", 7, tc.pod, "", tc.crit)
 			if got.RejectMessage == "" && got.RejectReason != "" || got.RejectReason == "" && got.RejectMessage != "" {
 				t.Fatalf("reason and message must come together: %+v", got)
 			}
@@ -165,9 +188,9 @@ func TestFromPodThroughAccount(t *testing.T) {
 		return s
 	}
 	results := []account.Result{
-		FromPod("job/j", "uid-j", 0, pod("p0", enc("A")), crit),
-		FromPod("job/j", "uid-j", 1, pod("p1", enc("A")), crit), // index 1 is assigned B
-		FromPod("job/j", "uid-j", 2, pod("p2", "{"), crit),
+		FromPod("job/j", "uid-j", 0, pod("p0", enc("A")), "", crit),
+		FromPod("job/j", "uid-j", 1, pod("p1", enc("A")), "", crit), // index 1 is assigned B
+		FromPod("job/j", "uid-j", 2, pod("p2", "{"), "", crit),
 	}
 	out := account.Compute(account.Input{Namespace: "ns", Generation: 1, Spec: spec,
 		Observations: map[string]account.Observation{"job/j": {Job: job, SuccessfulPods: []account.PodAttempt{{UID: "p0", Index: 0}, {UID: "p1", Index: 1}, {UID: "p2", Index: 2}}}},

@@ -5,41 +5,39 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 
 	"gomodules.xyz/jsonpatch/v2"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/controller"
 )
 
 // PodMutatePath is where the pod mutating webhook is served.
 const PodMutatePath = "/mutate--v1-pod"
 
-// PodResultHolder adds the result-capture finalizer to a new index pod of a Job that an
-// account requiring results names, so that the pod's result can be read even if the pod
-// is deleted right after it succeeds while the controller is down. Pods of other Jobs are
-// left untouched; the webhook's objectSelector (config/webhook) sends it only pods that
-// carry a completion index.
-type PodResultHolder struct {
-	// Reader reads BatchAccounts, indexed by controller.IndexAccountTarget.
-	Reader client.Reader
-}
+// PodResultHolder adds the result-capture finalizer to a new index pod whose Job opted in
+// to "nothing lost" (its pod template carries v1alpha1.LabelScope=ScopeResults, stamped
+// for the user by the scope webhooks or the controller), so that the pod's result can be
+// read even if the pod is deleted right after it succeeds while the controller is down.
+//
+// The webhook configuration's objectSelector sends it only such pods, so that its
+// failurePolicy Fail holds back only pods whose batch asked for it; a controller outage
+// never blocks any other pod of the cluster. The decision needs the pod's metadata only,
+// no lookup: a pod it cannot read is allowed, with a warning and a metric, never denied.
+// Holding a pod no account records after all costs one release by the PodReleaser.
+type PodResultHolder struct{}
 
-var _ admission.Handler = &PodResultHolder{}
+var _ admission.Handler = PodResultHolder{}
 
 // +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpod.batchledger.dev,admissionReviewVersions=v1,timeoutSeconds=5
 
 // SetupWithManager registers the handler on the manager's webhook server.
-func (h *PodResultHolder) SetupWithManager(mgr ctrl.Manager) error {
+func (h PodResultHolder) SetupWithManager(mgr ctrl.Manager) error {
 	mgr.GetWebhookServer().Register(PodMutatePath, &admission.Webhook{Handler: h})
 	return nil
 }
@@ -72,32 +70,15 @@ func objectMeta(raw []byte) (metav1.ObjectMeta, error) {
 	return meta, nil
 }
 
-// Handle adds the finalizer when an account requiring results names the pod's Job. It
-// reads only the pod's metadata and answers with a one-operation JSON patch: every index
-// pod of the cluster passes here, and decoding, re-encoding and diffing whole pods (as a
-// CustomDefaulter does) was a tenth of the controller's CPU under load.
-func (h *PodResultHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
+// Handle adds the finalizer to an index pod labelled ScopeResults. It reads only the
+// pod's metadata and answers with a one-operation JSON patch.
+func (h PodResultHolder) Handle(_ context.Context, req admission.Request) admission.Response {
 	meta, err := objectMeta(req.Object.Raw)
 	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the pod's metadata: %w", err))
+		return unclassified(PodMutatePath, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}
-	if _, indexed := meta.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed || slices.Contains(meta.Finalizers, v1alpha1.ResultFinalizer) {
-		return admission.Allowed("")
-	}
-	keys := controller.PodTargetKeys(&corev1.Pod{ObjectMeta: meta})
-	if len(keys) == 0 {
-		return admission.Allowed("")
-	}
-	ns := meta.Namespace
-	if ns == "" {
-		// Pods created by the Job controller have no namespace in the object yet.
-		ns = req.Namespace
-	}
-	accounts, err := controller.AccountsRequiringResults(ctx, h.Reader, ns, keys)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	if len(accounts) == 0 {
+	if _, indexed := meta.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed ||
+		meta.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults || slices.Contains(meta.Finalizers, v1alpha1.ResultFinalizer) {
 		return admission.Allowed("")
 	}
 	if len(meta.Finalizers) == 0 {

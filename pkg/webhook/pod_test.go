@@ -8,37 +8,30 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/controller"
-	"batchledger.dev/batchledger/pkg/scheme"
-	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// builderIndexer registers the controller's field indexes on a fake client builder.
-type builderIndexer struct{ b *fake.ClientBuilder }
-
-func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
-	i.b.WithIndex(obj, field, fn)
-	return nil
-}
-
-// indexPod is a pod as the Job controller creates it: no namespace in the object.
-func indexPod(job string, finalizers ...string) *corev1.Pod {
+// indexPod is a pod as the Job controller creates it: no namespace in the object, the
+// labels of its Job's pod template (scope, if any) plus the Job controller's.
+func indexPod(scope string, finalizers ...string) *corev1.Pod {
+	labels := map[string]string{batchv1.JobNameLabel: "j", batchv1.JobCompletionIndexAnnotation: "0"}
+	if scope != "" {
+		labels[v1alpha1.LabelScope] = scope
+	}
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: job + "-0-",
-			Labels:       map[string]string{batchv1.JobNameLabel: job, batchv1.JobCompletionIndexAnnotation: "0"},
+			GenerateName: "j-0-",
+			Labels:       labels,
 			Annotations:  map[string]string{batchv1.JobCompletionIndexAnnotation: "0"},
 			Finalizers:   finalizers,
 		},
@@ -46,38 +39,48 @@ func indexPod(job string, finalizers ...string) *corev1.Pod {
 	}
 }
 
-func TestPodResultHolder(t *testing.T) {
-	const ns = "ml-team"
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	requiring := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("true").Obj()
-	notRequiring := wrappers.MakeBatchAccount("plain", ns).Shards("A").AssignJob("k", "0", "A").Obj()
-	b := fake.NewClientBuilder().WithScheme(s).WithObjects(requiring, notRequiring)
-	if err := controller.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
-		t.Fatal(err)
-	}
-	h := &PodResultHolder{Reader: b.Build()}
+func admit(t *testing.T, h admission.Handler, raw []byte) admission.Response {
+	t.Helper()
+	return h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: "ml-team", Object: runtime.RawExtension{Raw: raw},
+	}})
+}
 
-	unindexed := indexPod("j")
+// patchOf round-trips a response's patch through JSON, as the API server reads it.
+func patchOf(t *testing.T, resp admission.Response) []jsonpatch.JsonPatchOperation {
+	t.Helper()
+	var got []jsonpatch.JsonPatchOperation
+	if len(resp.Patches) > 0 {
+		b, _ := json.Marshal(resp.Patches)
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// TestPodResultHolder: only pods whose Job opted in to "nothing lost" (scope results) are
+// held; the decision reads the pod's metadata alone, so there is no lookup to fail.
+func TestPodResultHolder(t *testing.T) {
+	h := PodResultHolder{}
+	unindexed := indexPod(v1alpha1.ScopeResults)
 	delete(unindexed.Annotations, batchv1.JobCompletionIndexAnnotation)
 	cases := map[string]struct {
 		pod   *corev1.Pod
 		patch []jsonpatch.JsonPatchOperation
 	}{
-		"pod of a Job whose account requires results is held": {
-			pod:   indexPod("j"),
+		"pod of a Job in the results scope is held": {
+			pod:   indexPod(v1alpha1.ScopeResults),
 			patch: []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/finalizers", []any{v1alpha1.ResultFinalizer})},
 		},
 		"other finalizers are kept": {
-			pod:   indexPod("j", "example.com/keep"),
+			pod:   indexPod(v1alpha1.ScopeResults, "example.com/keep"),
 			patch: []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/finalizers/-", v1alpha1.ResultFinalizer)},
 		},
-		"already held":                   {pod: indexPod("j", v1alpha1.ResultFinalizer)},
-		"account not requiring results":  {pod: indexPod("k")},
-		"Job no account names":           {pod: indexPod("other")},
-		"pod without a completion index": {pod: unindexed},
+		"already held":                                     {pod: indexPod(v1alpha1.ScopeResults, v1alpha1.ResultFinalizer)},
+		"coverage scope: counted, never held":              {pod: indexPod(v1alpha1.ScopeCoverage)},
+		"no scope: a Job batchledger does not account for": {pod: indexPod("")},
+		"pod without a completion index":                   {pod: unindexed},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -85,21 +88,11 @@ func TestPodResultHolder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-				Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: raw},
-			}})
+			resp := admit(t, h, raw)
 			if !resp.Allowed {
 				t.Fatalf("denied: %+v", resp.Result)
 			}
-			// Round-trip the patch through JSON, as the API server reads it.
-			var got []jsonpatch.JsonPatchOperation
-			if len(resp.Patches) > 0 {
-				b, _ := json.Marshal(resp.Patches)
-				if err := json.Unmarshal(b, &got); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if diff := cmp.Diff(tc.patch, got); diff != "" {
+			if diff := cmp.Diff(tc.patch, patchOf(t, resp)); diff != "" {
 				t.Errorf("patch (-want +got):\n%s", diff)
 			}
 		})
@@ -107,21 +100,21 @@ func TestPodResultHolder(t *testing.T) {
 
 	t.Run("metadata after spec is still read", func(t *testing.T) {
 		raw := []byte(`{"spec":{"containers":[{"name":"w","image":"w"}]},"kind":"Pod","metadata":` +
-			`{"labels":{"batch.kubernetes.io/job-name":"j"},"annotations":{"batch.kubernetes.io/job-completion-index":"1"}}}`)
-		resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-			Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: raw},
-		}})
+			`{"labels":{"batch.kubernetes.io/job-name":"j","batchledger.dev/scope":"results"},"annotations":{"batch.kubernetes.io/job-completion-index":"1"}}}`)
+		resp := admit(t, h, raw)
 		if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/metadata/finalizers" {
 			t.Errorf("response: allowed=%v patches=%+v", resp.Allowed, resp.Patches)
 		}
 	})
 
-	t.Run("malformed object is refused", func(t *testing.T) {
-		resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-			Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: []byte(`{"metadata":`)},
-		}})
-		if resp.Allowed || resp.Result.Code != 400 {
-			t.Errorf("response to a malformed pod: allowed=%v %+v", resp.Allowed, resp.Result)
+	t.Run("a pod it cannot read is allowed unchanged, with a warning and a metric", func(t *testing.T) {
+		before := testutil.ToFloat64(unclassifiedObjects.WithLabelValues(PodMutatePath))
+		resp := admit(t, h, []byte(`{"metadata":`))
+		if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 {
+			t.Errorf("response to a malformed pod: allowed=%v patches=%v warnings=%v", resp.Allowed, resp.Patches, resp.Warnings)
+		}
+		if got := testutil.ToFloat64(unclassifiedObjects.WithLabelValues(PodMutatePath)) - before; got != 1 {
+			t.Errorf("batchledger_webhook_unclassified_total grew by %v, want 1", got)
 		}
 	})
 }
@@ -130,7 +123,7 @@ func TestPodResultHolder(t *testing.T) {
 // then a spec and status of realistic size.
 func benchPod(b *testing.B) []byte {
 	b.Helper()
-	p := indexPod("j")
+	p := indexPod(v1alpha1.ScopeResults)
 	p.Namespace = "ml-team"
 	for i := range 8 {
 		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("BATCH_VAR_%d", i), Value: strings.Repeat("v", 64)})

@@ -1,5 +1,22 @@
 package webhook
 
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
+)
+
 // Paths of the opt-in scope webhooks on Jobs and JobSets. They stamp
 // v1alpha1.LabelScope onto the pod template of a Job or JobSet that an account names (or
 // that carries the short-form annotations), so that the pod webhook and the controller's
@@ -13,3 +30,121 @@ const (
 
 // +kubebuilder:webhook:path=/mutate-batch-v1-job,mutating=true,failurePolicy=ignore,sideEffects=None,groups=batch,resources=jobs,verbs=create,versions=v1,name=mjob.batchledger.dev,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/mutate-jobset-x-k8s-io-v1alpha2-jobset,mutating=true,failurePolicy=ignore,sideEffects=None,groups=jobset.x-k8s.io,resources=jobsets,verbs=create,versions=v1alpha2,name=mjobset.batchledger.dev,admissionReviewVersions=v1,timeoutSeconds=5
+
+// ScopeStamper stamps the opt-in scope label onto the pod templates of new Jobs and
+// JobSets whose pods batchledger accounts for: a Job (or JobSet child) an account names,
+// or a Job or JobSet carrying the short-form annotations. The label's value tells
+// whether an account requires results (ScopeResults: the pods are held until their
+// result is recorded) or only counts them (ScopeCoverage).
+type ScopeStamper struct {
+	// Reader reads BatchAccounts, indexed by controller.IndexAccountTarget.
+	Reader client.Reader
+}
+
+// SetupWithManager registers the Job and JobSet handlers on the manager's webhook server.
+func (s ScopeStamper) SetupWithManager(mgr ctrl.Manager) error {
+	mgr.GetWebhookServer().Register(JobMutatePath, &admission.Webhook{Handler: admission.HandlerFunc(s.handleJob)})
+	mgr.GetWebhookServer().Register(JobSetMutatePath, &admission.Webhook{Handler: admission.HandlerFunc(s.handleJobSet)})
+	return nil
+}
+
+// templateMeta is the part of a pod template the stamper reads; Metadata is nil when the
+// template has no metadata at all.
+type templateMeta struct {
+	Metadata *struct {
+		Labels map[string]string `json:"labels,omitempty"`
+	} `json:"metadata,omitempty"`
+}
+
+// labelPatch raises the scope label of the pod template at path (a JSON pointer) to
+// scope, or returns nothing when the template already carries that scope or a stronger one.
+func labelPatch(path string, t templateMeta, scope string) []jsonpatch.JsonPatchOperation {
+	var have string
+	if t.Metadata != nil {
+		have = t.Metadata.Labels[v1alpha1.LabelScope]
+	}
+	if scope == "" || controller.StrongerScope(have, scope) == have {
+		return nil
+	}
+	switch {
+	case t.Metadata == nil:
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", path+"/metadata",
+			map[string]any{"labels": map[string]string{v1alpha1.LabelScope: scope}})}
+	case t.Metadata.Labels == nil:
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", path+"/metadata/labels",
+			map[string]string{v1alpha1.LabelScope: scope})}
+	default:
+		// "/" in a label key is "~1" in a JSON pointer.
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add",
+			path+"/metadata/labels/"+strings.ReplaceAll(v1alpha1.LabelScope, "/", "~1"), scope)}
+	}
+}
+
+// handleJob stamps a new Job. The webhook fails open: a Job it cannot classify is
+// admitted unchanged, and the controller stamps it later while it is suspended.
+func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admission.Response {
+	var job struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			Template templateMeta `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(req.Object.Raw, &job); err != nil {
+		return unclassified(JobMutatePath, fmt.Errorf("decoding the Job: %w", err))
+	}
+	scope := controller.ShortFormScope(job.Metadata.Annotations)
+	if name := cmp.Or(job.Metadata.Name, req.Name); name != "" {
+		named, err := controller.JobScope(ctx, s.Reader, cmp.Or(job.Metadata.Namespace, req.Namespace), name, job.Metadata.Labels)
+		if err != nil {
+			return unclassified(JobMutatePath, err)
+		}
+		scope = controller.StrongerScope(scope, named)
+	}
+	return patched(labelPatch("/spec/template", job.Spec.Template, scope))
+}
+
+// handleJobSet stamps the replicatedJobs of a new JobSet that accounts (or its short-form
+// annotations) name; its child Jobs inherit the label, also when a restart recreates them.
+func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) admission.Response {
+	var js struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			ReplicatedJobs []struct {
+				Name     string `json:"name"`
+				Template struct {
+					Spec struct {
+						Template templateMeta `json:"template"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"replicatedJobs"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(req.Object.Raw, &js); err != nil {
+		return unclassified(JobSetMutatePath, fmt.Errorf("decoding the JobSet: %w", err))
+	}
+	name, ns := cmp.Or(js.Metadata.Name, req.Name), cmp.Or(js.Metadata.Namespace, req.Namespace)
+	shortForm := controller.ShortFormScope(js.Metadata.Annotations)
+	var ops []jsonpatch.JsonPatchOperation
+	for i, rj := range js.Spec.ReplicatedJobs {
+		scope := ""
+		if js.Metadata.Annotations[controller.AnnotationReplicatedJob] == rj.Name {
+			scope = shortForm
+		}
+		if name != "" {
+			named, err := controller.ReplicatedJobScope(ctx, s.Reader, ns, name, rj.Name)
+			if err != nil {
+				return unclassified(JobSetMutatePath, err)
+			}
+			scope = controller.StrongerScope(scope, named)
+		}
+		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), rj.Template.Spec.Template, scope)...)
+	}
+	return patched(ops)
+}
+
+func patched(ops []jsonpatch.JsonPatchOperation) admission.Response {
+	if len(ops) == 0 {
+		return admission.Allowed("")
+	}
+	return admission.Patched("", ops...)
+}

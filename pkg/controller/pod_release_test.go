@@ -1,0 +1,193 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// builderIndexer registers the controller's field indexes on a fake client builder.
+type builderIndexer struct{ b *fake.ClientBuilder }
+
+func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
+	i.b.WithIndex(obj, field, fn)
+	return nil
+}
+
+// fakeClient is a fake client holding objs, with the controller's field indexes.
+func fakeClient(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&v1alpha1.BatchAccount{})
+	if err := RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Build()
+}
+
+func withUID(j *batchv1.Job, uid string) *batchv1.Job { j.UID = types.UID(uid); return j }
+
+func jobSetChild(rj string, idx string) *batchv1.Job {
+	j := wrappers.MakeJob("ts-"+rj+"-"+idx, "ns").Indexed(2).
+		Label(jobsetapi.JobSetNameKey, "ts").Label(jobsetapi.ReplicatedJobNameKey, rj).
+		Label(jobsetapi.JobIndexKey, idx).Label(LabelRestartAttempt, "0").Obj()
+	return withUID(j, j.Name+"-uid")
+}
+
+// TestHoldMatchesCapture: the pod releaser holds a pod exactly when result capture would
+// record it, so no pod waits for a recording that never comes. Each case is one where the
+// two used to disagree, or a plain one for contrast.
+func TestHoldMatchesCapture(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(4).Obj(), "j-uid")
+	oldJ := withUID(wrappers.MakeJob("j", "ns").Indexed(4).Obj(), "j-old-uid") // superseded identity
+	k := withUID(wrappers.MakeJob("k", "ns").Indexed(1).Obj(), "k-uid")
+	workers1, workers0, leader1 := jobSetChild("workers", "1"), jobSetChild("workers", "0"), jobSetChild("leader", "1")
+	accounts := []client.Object{
+		wrappers.MakeBatchAccount("results", "ns").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults("").Obj(),
+		wrappers.MakeBatchAccount("train", "ns").Shards("W0", "W1").AssignJobSet("ts", "workers", 1, "0-1", "0-1").RequireResults("").Obj(),
+		wrappers.MakeBatchAccount("counts", "ns").Shards("K").AssignJob("k", "0", "K").Obj(),
+	}
+	held := func(w *wrappers.PodWrapper) *corev1.Pod { return w.Finalizers(v1alpha1.ResultFinalizer).Obj() }
+	done := func(w *wrappers.PodWrapper) *wrappers.PodWrapper { return w.Succeeded(now.Add(-time.Minute), "") }
+	cases := []struct {
+		name     string
+		pod      *corev1.Pod
+		jobs     []client.Object
+		wantHold bool
+	}{
+		{"succeeded pod of the named Job, unrecorded", held(done(wrappers.MakeIndexPod(j, "j-0", 0))), []client.Object{j}, true},
+		{"running pod of the named Job", held(wrappers.MakeIndexPod(j, "j-1", 1).Phase(corev1.PodRunning)), []client.Object{j}, true},
+		{"pod of a superseded identity of the named Job", held(done(wrappers.MakeIndexPod(oldJ, "j-old-0", 0))), []client.Object{j}, false},
+		{"pod no Job controls, with the Job's labels", held(done(wrappers.MakeIndexPod(j, "forged-0", 0)).NoOwner()), []client.Object{j}, false},
+		{"malformed completion index", held(done(wrappers.MakeIndexPod(j, "j-x", 0)).Annotation(batchv1.JobCompletionIndexAnnotation, "x")), []client.Object{j}, false},
+		{"pod of the named JobSet child", held(done(wrappers.MakeIndexPod(workers1, "w1-0", 0))), []client.Object{workers1}, true},
+		{"pod of another job index of the named replicatedJob", held(done(wrappers.MakeIndexPod(workers0, "w0-0", 0))), []client.Object{workers0, workers1}, false},
+		{"pod of another replicatedJob of the named JobSet (an Indexed leader)", held(done(wrappers.MakeIndexPod(leader1, "l1-0", 0))), []client.Object{leader1, workers1}, false},
+		{"pod of a Job whose account does not require results", held(done(wrappers.MakeIndexPod(k, "k-0", 0))), []client.Object{k}, false},
+		{"failed pod", held(wrappers.MakeIndexPod(j, "j-2", 2).Phase(corev1.PodFailed)), []client.Object{j}, false},
+		{"deleted before it finished", held(wrappers.MakeIndexPod(j, "j-3", 3).Phase(corev1.PodRunning).Deleting(now)), []client.Object{j}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeClient(t, append(append(slices.Clone(accounts), tc.jobs...), tc.pod)...)
+			r := &PodReleaser{Client: c, Now: func() time.Time { return now }}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.pod)}); err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Pod
+			// A deleted pod whose last finalizer went is gone: released.
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(tc.pod), &got); client.IgnoreNotFound(err) != nil {
+				t.Fatal(err)
+			}
+			if hold := slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer); hold != tc.wantHold {
+				t.Errorf("held = %v, want %v", hold, tc.wantHold)
+			}
+			if tc.pod.Status.Phase != corev1.PodSucceeded {
+				return
+			}
+			// Capture must record exactly the succeeded pods the releaser holds.
+			if captured := capturedByReconciler(t, c, tc.pod); captured != tc.wantHold {
+				t.Errorf("captured = %v, but held = %v: capture and release disagree", captured, tc.wantHold)
+			}
+		})
+	}
+}
+
+// capturedByReconciler runs the reconciler's observation and capture for every account
+// and says whether pod's result was recorded.
+func capturedByReconciler(t *testing.T, c client.Client, pod *corev1.Pod) bool {
+	t.Helper()
+	ctx := context.Background()
+	r := &Reconciler{Client: c}
+	var list v1alpha1.BatchAccountList
+	if err := c.List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		ba := &list.Items[i]
+		m := account.Compile(ba.Namespace, &ba.Spec)
+		seen := map[string]observed{}
+		for _, tg := range m.Targets {
+			o, err := r.observeTarget(ctx, ba.Namespace, tg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.obs.Job != nil {
+				seen[tg.Key] = o
+			}
+		}
+		results, err := r.captureResults(ctx, ba, m, seen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range results {
+			if res.PodUID == pod.UID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestReleaseAfterMaxHold: a succeeded pod whose result is never recorded (its account's
+// reconcile keeps failing) is held at most MaxHold after it finished, then released with
+// a Warning event and a metric, so that it never strands its namespace.
+func TestReleaseAfterMaxHold(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	ba := wrappers.MakeBatchAccount("results", "ns").Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj()
+	for _, tc := range []struct {
+		name      string
+		finished  time.Duration // before now
+		wantHold  bool
+		wantAfter time.Duration
+	}{
+		{"within the hold: requeued for the rest of it", 10 * time.Minute, true, 50 * time.Minute},
+		{"past the hold: released", 61 * time.Minute, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now.Add(-tc.finished), "").Finalizers(v1alpha1.ResultFinalizer).Obj()
+			c := fakeClient(t, ba, j, pod)
+			m := newMetrics(prometheus.NewRegistry())
+			r := &PodReleaser{Client: c, Metrics: m, MaxHold: time.Hour, Now: func() time.Time { return now }}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Pod
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(pod), &got); err != nil {
+				t.Fatal(err)
+			}
+			if hold := slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer); hold != tc.wantHold || res.RequeueAfter != tc.wantAfter {
+				t.Errorf("held = %v, requeue after %v; want %v, %v", hold, res.RequeueAfter, tc.wantHold, tc.wantAfter)
+			}
+			wantExpired := 0.0
+			if !tc.wantHold {
+				wantExpired = 1
+			}
+			if got := testutil.ToFloat64(m.HoldsExpired); got != wantExpired {
+				t.Errorf("batchledger_pod_hold_expired_total = %v, want %v", got, wantExpired)
+			}
+		})
+	}
+}

@@ -1,0 +1,76 @@
+package wrappers
+
+import (
+	"maps"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// PodWrapper builds Pods the way the Job controller creates them.
+type PodWrapper struct{ corev1.Pod }
+
+// MakeIndexPod returns the pod of index idx of job as the Job controller creates it: the
+// Job's template labels, the job-name, controller-uid and completion-index labels, the
+// completion-index annotation and a controller owner reference to job. It is Pending.
+func MakeIndexPod(job *batchv1.Job, name string, idx int) *PodWrapper {
+	labels := maps.Clone(job.Spec.Template.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[batchv1.JobNameLabel] = job.Name
+	labels[batchv1.ControllerUidLabel] = string(job.UID)
+	labels[batchv1.JobCompletionIndexAnnotation] = strconv.Itoa(idx)
+	for k, v := range job.Labels {
+		if _, set := labels[k]; !set && k != batchv1.JobNameLabel {
+			labels[k] = v // JobSet's labels reach the pods through the template too
+		}
+	}
+	p := &PodWrapper{corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: job.Namespace, UID: types.UID(name + "-uid"), Labels: labels,
+			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: strconv.Itoa(idx)},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}}
+	return p
+}
+
+// Phase sets the pod's phase.
+func (w *PodWrapper) Phase(p corev1.PodPhase) *PodWrapper { w.Status.Phase = p; return w }
+
+// Succeeded marks the pod Succeeded, its worker terminated at t with message msg.
+func (w *PodWrapper) Succeeded(t time.Time, msg string) *PodWrapper {
+	w.Status.Phase = corev1.PodSucceeded
+	w.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "worker", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: msg, FinishedAt: metav1.NewTime(t)},
+	}}}
+	return w
+}
+
+// Finalizers sets the pod's finalizers.
+func (w *PodWrapper) Finalizers(f ...string) *PodWrapper { w.ObjectMeta.Finalizers = f; return w }
+
+// Annotation sets an annotation.
+func (w *PodWrapper) Annotation(k, v string) *PodWrapper {
+	w.Annotations[k] = v
+	return w
+}
+
+// Deleting marks the pod as being deleted at t.
+func (w *PodWrapper) Deleting(t time.Time) *PodWrapper {
+	w.DeletionTimestamp = &metav1.Time{Time: t}
+	return w
+}
+
+// NoOwner removes the pod's owner references (a pod created by hand with a Job's labels).
+func (w *PodWrapper) NoOwner() *PodWrapper { w.OwnerReferences = nil; return w }
+
+// Obj returns the pod.
+func (w *PodWrapper) Obj() *corev1.Pod { return &w.Pod }

@@ -1,0 +1,24 @@
+package webhook
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// unclassifiedObjects counts admission requests a batchledger webhook could not classify
+// (an undecodable object, a failed lookup) and therefore allowed unchanged: a webhook of an
+// add-on never denies someone else's object because of its own trouble.
+var unclassifiedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "batchledger_webhook_unclassified_total",
+	Help: "Admission requests a batchledger webhook could not classify and allowed unchanged, by webhook path.",
+}, []string{"webhook"})
+
+func init() { metrics.Registry.MustRegister(unclassifiedObjects) }
+
+// unclassified allows an object the webhook could not classify, with an admission warning
+// (kubectl prints it) and a metric.
+func unclassified(path string, err error) admission.Response {
+	unclassifiedObjects.WithLabelValues(path).Inc()
+	return admission.Allowed("").WithWarnings("batchledger could not classify this object and left it unchanged: " + err.Error())
+}

@@ -1,0 +1,196 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gomodules.xyz/jsonpatch/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// builderIndexer registers the controller's field indexes on a fake client builder.
+type builderIndexer struct{ b *fake.ClientBuilder }
+
+func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
+	i.b.WithIndex(obj, field, fn)
+	return nil
+}
+
+// indexedReader is a fake client holding objs with the controller's field indexes.
+func indexedReader(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.Client {
+	t.Helper()
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...)
+	if funcs != nil {
+		b = b.WithInterceptorFuncs(*funcs)
+	}
+	if err := controller.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Build()
+}
+
+func scopeOp(path string, value any) []jsonpatch.JsonPatchOperation {
+	return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", path, value)}
+}
+
+// TestScopeStamperJobs: a new Job gets the scope its accounts (or short-form annotations)
+// give it, the strongest when several do, and nothing when none names it.
+func TestScopeStamperJobs(t *testing.T) {
+	const ns = "ml-team"
+	results := wrappers.MakeBatchAccount("needs-results", ns).Shards("A").AssignJob("r", "0", "A").RequireResults("true").Obj()
+	coverage := wrappers.MakeBatchAccount("counts", ns).Shards("A").AssignJob("c", "0", "A").Obj()
+	alsoResults := wrappers.MakeBatchAccount("counts-too", ns).Shards("A").AssignJob("r", "0", "A").Obj()
+	child := wrappers.MakeBatchAccount("train", ns).Shards("A").AssignJobSet("ts", "workers", 1, "0", "A").RequireResults("true").Obj()
+	h := ScopeStamper{Reader: indexedReader(t, nil, results, coverage, alsoResults, child)}
+	labelsPath := "/spec/template/metadata/labels"
+	job := func(name string) *batchv1.Job {
+		return &batchv1.Job{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		}
+	}
+	withTemplateLabels := func(j *batchv1.Job, l map[string]string) *batchv1.Job { j.Spec.Template.Labels = l; return j }
+	shortForm := func(j *batchv1.Job, require string) *batchv1.Job {
+		j.Annotations = map[string]string{controller.AnnotationInputRev: "D", controller.AnnotationModelRev: "m", controller.AnnotationShards: "A", controller.AnnotationRequire: require}
+		return j
+	}
+	jobSetChild := func(rj, idx string) *batchv1.Job {
+		j := job("ts-" + rj + "-" + idx)
+		j.Labels = map[string]string{jobsetapi.JobSetNameKey: "ts", jobsetapi.ReplicatedJobNameKey: rj, jobsetapi.JobIndexKey: idx}
+		return j
+	}
+	cases := map[string]struct {
+		job  *batchv1.Job
+		want []jsonpatch.JsonPatchOperation
+	}{
+		"an account requiring results names it (another only counts it): results": {
+			job:  job("r"),
+			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+		},
+		"an account counting coverage names it": {
+			job:  withTemplateLabels(job("c"), map[string]string{"app": "x"}),
+			want: scopeOp(labelsPath+"/batchledger.dev~1scope", v1alpha1.ScopeCoverage),
+		},
+		"no account names it: untouched": {job: job("other")},
+		"already stamped: untouched":     {job: withTemplateLabels(job("r"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults})},
+		"a weaker stamp is raised": {
+			job:  withTemplateLabels(job("r"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
+			want: scopeOp(labelsPath+"/batchledger.dev~1scope", v1alpha1.ScopeResults),
+		},
+		"a stronger stamp is never lowered": {job: withTemplateLabels(job("c"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults})},
+		"short form requiring results": {
+			job:  shortForm(job("sf"), "true"),
+			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+		},
+		"short form without results": {
+			job:  shortForm(job("sf"), ""),
+			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
+		},
+		"the JobSet child an account names": {
+			job:  jobSetChild("workers", "1"),
+			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+		},
+		"another job index of that replicatedJob: untouched": {job: jobSetChild("workers", "0")},
+		"another replicatedJob of that JobSet: untouched":    {job: jobSetChild("leader", "1")},
+	}
+	t.Run("a template without metadata gets it", func(t *testing.T) {
+		raw := []byte(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"r","namespace":"ml-team"},"spec":{"template":{"spec":{}}}}`)
+		resp := admit(t, admission.HandlerFunc(h.handleJob), raw)
+		want := scopeOp("/spec/template/metadata", map[string]any{"labels": map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}})
+		if diff := cmp.Diff(want, patchOf(t, resp)); diff != "" {
+			t.Errorf("patch (-want +got):\n%s", diff)
+		}
+	})
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			raw, err := json.Marshal(tc.job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := admit(t, admission.HandlerFunc(h.handleJob), raw)
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v", resp.Result)
+			}
+			if diff := cmp.Diff(tc.want, patchOf(t, resp)); diff != "" {
+				t.Errorf("patch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestScopeStamperJobSets: only the replicatedJobs accounts name are stamped.
+func TestScopeStamperJobSets(t *testing.T) {
+	const ns = "ml-team"
+	train := wrappers.MakeBatchAccount("train", ns).Shards("A", "B").
+		AssignJobSet("ts", "workers", 0, "0", "A").AssignJobSet("ts", "workers", 1, "0", "B").Obj()
+	h := ScopeStamper{Reader: indexedReader(t, nil, train)}
+	rj := func(name string, labels map[string]string) jobsetapi.ReplicatedJob {
+		r := jobsetapi.ReplicatedJob{Name: name, Replicas: 2}
+		r.Template.Spec.Template.Labels = labels
+		return r
+	}
+	js := &jobsetapi.JobSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: "ts", Namespace: ns},
+		Spec:       jobsetapi.JobSetSpec{ReplicatedJobs: []jobsetapi.ReplicatedJob{rj("leader", nil), rj("workers", map[string]string{"role": "w"})}},
+	}
+	raw, err := json.Marshal(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := admit(t, admission.HandlerFunc(h.handleJobSet), raw)
+	want := scopeOp("/spec/replicatedJobs/1/template/spec/template/metadata/labels/batchledger.dev~1scope", v1alpha1.ScopeCoverage)
+	if diff := cmp.Diff(want, patchOf(t, resp)); !resp.Allowed || diff != "" {
+		t.Errorf("allowed=%v, patch (-want +got):\n%s", resp.Allowed, diff)
+	}
+
+	t.Run("short form names its replicatedJob", func(t *testing.T) {
+		sf := js.DeepCopy()
+		sf.Name = "other"
+		sf.Annotations = map[string]string{controller.AnnotationInputRev: "D", controller.AnnotationReplicatedJob: "leader", controller.AnnotationRequire: "true"}
+		raw, _ := json.Marshal(sf)
+		resp := admit(t, admission.HandlerFunc(h.handleJobSet), raw)
+		want := scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})
+		if diff := cmp.Diff(want, patchOf(t, resp)); diff != "" {
+			t.Errorf("patch (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestScopeStamperFailsOpen: a failed account lookup or an undecodable object admits the
+// Job unchanged, with a warning and a metric: never a denial of someone else's Job.
+func TestScopeStamperFailsOpen(t *testing.T) {
+	broken := &interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+		return context.DeadlineExceeded
+	}}
+	h := ScopeStamper{Reader: indexedReader(t, broken)}
+	job, _ := json.Marshal(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ml-team"},
+		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{}}})
+	for name, raw := range map[string][]byte{"lookup fails": job, "undecodable": []byte(`{"spec":`)} {
+		t.Run(name, func(t *testing.T) {
+			resp := admit(t, admission.HandlerFunc(h.handleJob), raw)
+			if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 {
+				t.Errorf("allowed=%v patches=%v warnings=%v", resp.Allowed, resp.Patches, resp.Warnings)
+			}
+		})
+	}
+}
