@@ -1,0 +1,281 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Shape is the kind of batch a soak batch exercises.
+type Shape string
+
+// The batch shapes of issue 13 §3.
+const (
+	// ShapeJob is one Indexed Job; some indexes fail once before they succeed.
+	ShapeJob Shape = "job"
+	// ShapeCrossJob is one account over two Jobs.
+	ShapeCrossJob Shape = "cross-job"
+	// ShapeJobSetRestart is a JobSet of two child Jobs whose first attempt fails a pod
+	// (backoffLimit 0), so the JobSet restarts (failurePolicy maxRestarts 1) with new
+	// child Job identities.
+	ShapeJobSetRestart Shape = "jobset-restart"
+	// ShapePreemption is a low-priority Job on a small ClusterQueue, preempted by a
+	// high-priority Job once one index succeeded, then re-admitted.
+	ShapePreemption Shape = "preemption"
+	// ShapeResults is one Job with results required; sometimes one shard reports a
+	// result on the wrong model revision (the account must not be Accepted).
+	ShapeResults Shape = "results"
+	// ShapeRepeat is one Job with a second successful attempt on index 0.
+	ShapeRepeat Shape = "repeated-attempts"
+	// ShapeTTL is one Job with ttlSecondsAfterFinished: it is deleted after it completes
+	// and the account's record of it must stand.
+	ShapeTTL Shape = "ttl"
+)
+
+// AllShapes lists every shape; the first len(AllShapes) batches of a plan use each once.
+var AllShapes = []Shape{ShapeJob, ShapeCrossJob, ShapeJobSetRestart, ShapePreemption, ShapeResults, ShapeRepeat, ShapeTTL}
+
+// Result kinds a worker reports in its termination message.
+const (
+	// ResultNone: no termination message.
+	ResultNone = ""
+	// ResultGood: a result for the pod's assigned shard on the account's revisions.
+	ResultGood = "good"
+	// ResultWrongModel: a result for the right shard on another model revision.
+	ResultWrongModel = "wrong-model"
+)
+
+// Gates hold pods until an event of their batch happened.
+const (
+	// GatePreempted opens once the low-priority Job was evicted (or the wait timed out).
+	GatePreempted = "preempted"
+	// GateExtraDone opens once the extra successful attempt was added.
+	GateExtraDone = "extra-done"
+)
+
+// Fate is what the driver makes one pod do.
+type Fate struct {
+	// Exit is the container exit code: 0 succeeds the pod, anything else fails it.
+	Exit int32
+	// Result is the kind of termination message (ResultNone for none).
+	Result string
+	// Gate, when set, holds the pod Running until the batch's gate opened.
+	Gate string
+}
+
+// FateKey names one attempt: the n-th pod the driver finishes for an index of one
+// generation (JobSet restart attempt) of a Job.
+type FateKey struct {
+	Job     string
+	Gen     int
+	Index   int
+	Attempt int
+}
+
+// Target is one account target and its assignment: indexes 0..Indexes-1 of Job (for a
+// JobSet, the child Job name <jobset>-<rjob>-<i>) onto the shards starting at FirstShard.
+type Target struct {
+	// Key is the account's target key (job/NAME or jobset/JS/RJOB/I).
+	Key string
+	// Job is the (child) Job name.
+	Job string
+	// Indexes is the number of completion indexes, all assigned.
+	Indexes int
+	// FirstShard is the ordinal of the shard index 0 is assigned to.
+	FirstShard int
+}
+
+// BatchPlan is one batch: its account, its workload objects and every pod's fate.
+type BatchPlan struct {
+	// Num numbers the batch from 0.
+	Num   int
+	Shape Shape
+	// Name is the account's name and the prefix of every object of the batch.
+	Name    string
+	Targets []Target
+	// Shards is the number of declared shards (s0, s1, ...).
+	Shards int
+	// RequireResults: the account requires a result per shard.
+	RequireResults bool
+	// Fates of the pods; a pod without one is never finished by the driver (it stays
+	// Running until its Job goes away).
+	Fates map[FateKey]Fate
+	// ExtraAttemptIndex is the index of the first target that gets a second successful
+	// attempt (ShapeRepeat); -1 for none.
+	ExtraAttemptIndex int
+	// TTL is the Jobs' ttlSecondsAfterFinished (ShapeTTL); 0 for none.
+	TTL int32
+	// Preemptor is the name of the high-priority Job (ShapePreemption), outside the account.
+	Preemptor string
+	// PreemptorIndexes is its completion count.
+	PreemptorIndexes int
+}
+
+// ShardName is the name of shard ordinal o.
+func ShardName(o int) string { return fmt.Sprintf("s%d", o) }
+
+// Kill is one SIGKILL of the driver's schedule.
+type Kill struct {
+	// After is the wait since the previous kill's component was ready again (or the start).
+	After time.Duration
+	// Component is one of the Component* names.
+	Component string
+	// Replica picks the replica when no batchledger replica is leader at that moment.
+	Replica int
+}
+
+// Components the driver kills.
+const (
+	ComponentBatchledger = "batchledger-leader"
+	ComponentKueue       = "kueue"
+	ComponentKCM         = "kube-controller-manager"
+	ComponentAPIServer   = "kube-apiserver"
+)
+
+// KillComponents lists the killed components in table order.
+var KillComponents = []string{ComponentBatchledger, ComponentKueue, ComponentKCM, ComponentAPIServer}
+
+// Plan is a whole seeded soak run.
+type Plan struct {
+	Seed    uint64
+	Batches []BatchPlan
+	Kills   []Kill
+}
+
+// PlanOptions size a plan.
+type PlanOptions struct {
+	Seed           uint64
+	Batches, Kills int
+	// MinGap and MaxGap bound the wait between kills.
+	MinGap, MaxGap time.Duration
+}
+
+// NewPlan draws a plan from the seed: the same options always give the same plan.
+func NewPlan(o PlanOptions) Plan {
+	rng := rand.New(rand.NewPCG(o.Seed, 0x50a6))
+	p := Plan{Seed: o.Seed}
+	order := append([]Shape(nil), AllShapes...)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for i := range o.Batches {
+		shape := order[i%len(order)]
+		if i >= len(order) {
+			shape = AllShapes[rng.IntN(len(AllShapes))]
+		}
+		p.Batches = append(p.Batches, newBatch(rng, i, shape))
+	}
+	comps := []string{}
+	for len(comps) < o.Kills {
+		round := append([]string(nil), KillComponents...)
+		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		comps = append(comps, round...)
+	}
+	span := max(int64(o.MaxGap-o.MinGap), 0)
+	for i := range o.Kills {
+		gap := o.MinGap
+		if span > 0 {
+			gap += time.Duration(rng.Int64N(span + 1))
+		}
+		p.Kills = append(p.Kills, Kill{After: gap, Component: comps[i], Replica: rng.IntN(2)})
+	}
+	return p
+}
+
+func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
+	b := BatchPlan{Num: num, Shape: shape, Name: fmt.Sprintf("b%03d", num), Fates: map[FateKey]Fate{}, ExtraAttemptIndex: -1}
+	job := func(suffix string, n int) Target {
+		t := Target{Job: b.Name + "-" + suffix, Indexes: n, FirstShard: b.Shards}
+		t.Key = "job/" + t.Job
+		b.Shards += n
+		b.Targets = append(b.Targets, t)
+		return t
+	}
+	result := func() string {
+		if b.RequireResults {
+			return ResultGood
+		}
+		return ResultNone
+	}
+	// succeed gives every index of t one success, after a failure with probability pFail.
+	succeed := func(t Target, gen int, pFail float64, gate string) {
+		for i := range t.Indexes {
+			a := 0
+			if rng.Float64() < pFail {
+				b.Fates[FateKey{t.Job, gen, i, a}] = Fate{Exit: 1, Gate: gate}
+				a++
+			}
+			b.Fates[FateKey{t.Job, gen, i, a}] = Fate{Result: result(), Gate: gate}
+		}
+	}
+	switch shape {
+	case ShapeJob:
+		b.RequireResults = rng.IntN(2) == 0
+		succeed(job("j", 2+rng.IntN(3)), 0, 0.25, "")
+	case ShapeCrossJob:
+		b.RequireResults = rng.IntN(2) == 0
+		succeed(job("j", 2), 0, 0.2, "")
+		succeed(job("k", 2), 0, 0.2, "")
+	case ShapeJobSetRestart:
+		b.RequireResults = true
+		for r := range 2 {
+			t := Target{Job: fmt.Sprintf("%s-js-w-%d", b.Name, r), Indexes: 2, FirstShard: b.Shards}
+			t.Key = fmt.Sprintf("jobset/%s-js/w/%d", b.Name, r)
+			b.Shards += 2
+			b.Targets = append(b.Targets, t)
+			succeed(t, 1, 0, "")
+		}
+		// First attempt: workers-0 index 0 succeeds, workers-1 index 0 fails (backoffLimit
+		// 0 fails the child Job, the JobSet restarts); the other pods are never finished.
+		b.Fates[FateKey{b.Targets[0].Job, 0, 0, 0}] = Fate{Result: result()}
+		b.Fates[FateKey{b.Targets[1].Job, 0, 0, 0}] = Fate{Exit: 1}
+	case ShapePreemption:
+		b.RequireResults = rng.IntN(2) == 0
+		t := job("low", 3)
+		b.Fates[FateKey{t.Job, 0, 0, 0}] = Fate{Result: result()}
+		for i := 1; i < 3; i++ {
+			b.Fates[FateKey{t.Job, 0, i, 0}] = Fate{Result: result(), Gate: GatePreempted}
+		}
+		b.Preemptor, b.PreemptorIndexes = b.Name+"-urgent", 2
+		for i := range b.PreemptorIndexes {
+			b.Fates[FateKey{b.Preemptor, 0, i, 0}] = Fate{}
+		}
+	case ShapeResults:
+		b.RequireResults = true
+		t := job("j", 3+rng.IntN(2))
+		succeed(t, 0, 0.2, "")
+		if rng.IntN(2) == 0 {
+			bad := rng.IntN(t.Indexes)
+			for a := 0; ; a++ {
+				f, ok := b.Fates[FateKey{t.Job, 0, bad, a}]
+				if !ok {
+					break
+				}
+				if f.Exit == 0 {
+					f.Result = ResultWrongModel
+					b.Fates[FateKey{t.Job, 0, bad, a}] = f
+				}
+			}
+		}
+	case ShapeRepeat:
+		b.RequireResults = rng.IntN(2) == 0
+		t := job("j", 3)
+		succeed(t, 0, 0, GateExtraDone)
+		b.Fates[FateKey{t.Job, 0, 0, 0}] = Fate{Result: result()}
+		b.ExtraAttemptIndex = 0
+	case ShapeTTL:
+		b.RequireResults = true
+		b.TTL = 30
+		succeed(job("j", 2+rng.IntN(2)), 0, 0.2, "")
+	}
+	return b
+}
+
+// FailuresOf counts the planned failed attempts of a Job (its backoffLimit must allow them).
+func (b *BatchPlan) FailuresOf(job string) int {
+	n := 0
+	for k, f := range b.Fates {
+		if k.Job == job && f.Exit != 0 {
+			n++
+		}
+	}
+	return n
+}
