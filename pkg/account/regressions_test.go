@@ -1,0 +1,54 @@
+package account
+
+import (
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// Tests that kill mutants the rest of the suite let through (issue 17).
+
+// TestReversedMappingCoversOnlyItsShard: with indexes 0-3 mapped onto D, C, B, A and
+// only index 1 complete, exactly shard C is covered. Mapping completed indexes through
+// every run of the target, ignoring each run's index range, reported 2 covered.
+func TestReversedMappingCoversOnlyItsShard(t *testing.T) {
+	spec := makeSpec("A", "B", "C", "D").assign("j", "0-3", "D", "C", "B", "A").obj()
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).completed("1", 1).obj()}}).Status
+	if st.Shards.Covered != 1 || st.Shards.MissingOrdinals != "0,1,3" {
+		t.Errorf("covered %d missing ordinals %q; want 1, 0,1,3", st.Shards.Covered, st.Shards.MissingOrdinals)
+	}
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing,
+		"1/4 shards covered; missing A = job j index 3, B = job j index 2, D = job j index 0")
+}
+
+// TestRepairOfUnassignedShardIsReported: a repair onto a shard no original assignment
+// has is its own problem. The shard is unassigned too, so UnassignedShard comes first;
+// the repair's problem must still be reported, not implied by it.
+func TestRepairOfUnassignedShardIsReported(t *testing.T) {
+	spec := makeSpec("A", "B", "C").assign("j", "0-1", "A", "B").repair("r", "0", "C").obj()
+	m := Compile("ml-team", spec)
+	var reasons []string
+	for _, p := range m.Problems {
+		reasons = append(reasons, p.Reason)
+	}
+	if want := []string{ReasonUnassignedShard, ReasonRepairOfUnassigned}; !slices.Equal(reasons, want) {
+		t.Fatalf("problems %v; want %v", reasons, want)
+	}
+	if got, want := m.Problems[1].Message, "repair assignments[1] maps onto C, which no original assignment has: a repair gives an assigned shard a further identity"; got != want {
+		t.Errorf("message %q; want %q", got, want)
+	}
+	st := step(t, spec, nil, map[string]Observation{}).Status
+	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, ReasonUnassignedShard,
+		"1 of 3 declared shards are assigned to no index: C; "+m.Problems[1].Message)
+}
+
+// TestRepairOfAssignedShardIsValid: the same repair onto an assigned shard is no problem.
+func TestRepairOfAssignedShardIsValid(t *testing.T) {
+	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").repair("r", "0", "B").obj()
+	if m := Compile("ml-team", spec); len(m.Problems) != 0 {
+		t.Errorf("problems %+v; want none", m.Problems)
+	}
+}
