@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,8 +44,10 @@ func TestCrossJobAccountSurvivesPreemption(t *testing.T) {
 		AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").Obj())
 	framework.RunningPods(t, j, 2)
 	framework.RunningPods(t, k, 2)
-	framework.FinishIndexPod(t, j, 0, 0, "")
-	framework.FinishIndexPod(t, k, 0, 0, "")
+	index0 := map[string]*corev1.Pod{
+		"j": framework.FinishIndexPod(t, j, 0, 0, ""),
+		"k": framework.FinishIndexPod(t, k, 0, 0, ""),
+	}
 	waitAccount(t, f, "cross", "2/4 shards covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 2 })
 
 	// Kueue counts succeeded pods as reclaimable quota, so j and k hold 2 GPUs now: the
@@ -93,6 +96,21 @@ func TestCrossJobAccountSurvivesPreemption(t *testing.T) {
 	waitAccountCondition(t, f, "cross", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
 	if tg := target(ba, "job/"+evicted.Name); tg.CompletedIndexes != "0,1" || tg.UID != evicted.UID {
 		t.Errorf("evicted target after re-admission = %+v; same identity, both indexes", tg)
+	}
+	// Only index 1 was re-run: index 0 has its one pod, the one that succeeded before the
+	// eviction, and the Job counts two successes.
+	var pods0 []string
+	for _, p := range framework.JobPods(t, evicted) {
+		if framework.PodIndex(&p) == 0 {
+			pods0 = append(pods0, string(p.UID))
+		}
+	}
+	if want := string(index0[evicted.Name].UID); len(pods0) != 1 || pods0[0] != want {
+		t.Errorf("evicted Job %s has index-0 pods %v; want only %s, the one that succeeded before the eviction", evicted.Name, pods0, want)
+	}
+	f.Get(evicted)
+	if evicted.Status.Succeeded != 2 {
+		t.Errorf("evicted Job %s succeeded = %d; want 2 (index 0 once, index 1 once)", evicted.Name, evicted.Status.Succeeded)
 	}
 }
 
@@ -256,8 +274,12 @@ func TestBadAccounts(t *testing.T) {
 	t.Run("target that never appears", func(t *testing.T) {
 		f.Create(wrappers.MakeBatchAccount("ghost", f.Namespace).Shards("A", "B").AssignJob("ghost", "0-1", "A", "B").Obj())
 		c := waitAccountCondition(t, f, "ghost", v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonTargetsNotFound)
-		if c.Message != "0/2 shards covered; missing A, B = job ghost indexes 0,1; job ghost not found" {
-			t.Errorf("message %q", c.Message)
+		// The durable ledger says why waiting may be in vain: a Job deleted before the
+		// account existed cannot be counted.
+		want := "0/2 shards covered; missing A, B = job ghost indexes 0,1; job ghost not found; this account has never observed it: " +
+			"if a Job already ran and was deleted before the account existed, its completions cannot be counted; re-run its shards in a Job the assignments name"
+		if c.Message != want {
+			t.Errorf("message %q, want %q", c.Message, want)
 		}
 		a := waitAccountCondition(t, f, "ghost", v1alpha1.ConditionAdmitted, metav1.ConditionFalse, account.ReasonTargetsNotFound)
 		if a.Message != "waiting for job ghost to exist" {
