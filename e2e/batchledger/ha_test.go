@@ -2,7 +2,10 @@ package batchledger
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +18,8 @@ import (
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
+	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // leaderOf returns the one replica holding the leader Lease, waiting for an election.
@@ -40,25 +43,34 @@ func leaderOf(t *testing.T, names []string, skip string) string {
 }
 
 // TestLeaderKilledMidBatch: two replicas elect a leader and both serve the webhooks. The
-// leader records two results, then is SIGKILLed right after two more pods succeed. Pods
-// the Job controller creates while no replica leads are still held for their results
-// (the standby serves the pod webhook), the standby takes over once the Lease expires,
-// and the batch ends Accepted with every shard's result recorded exactly once, every pod
-// released and no verdict event repeated on the account or the Workload.
+// leader records two results of Job j, then is SIGKILLed right after j's two other pods
+// succeed. Job k is created only after the kill, so every one of its pods is created
+// while the leader is dead (their creation times are checked against the kill): they are
+// still held for their results, by the standby's pod webhook (the only one left, and its
+// request count shows it answered them), the standby takes over once the Lease expires
+// and records their results, and the batch ends Accepted with every shard's result
+// recorded exactly once, every pod released and no verdict event repeated on the account
+// or the Workloads.
 func TestLeaderKilledMidBatch(t *testing.T) {
 	f := framework.New(t)
 	replicas := framework.StartBatchledgerReplicas(t, 2)
 	leader := leaderOf(t, replicas.Names, "")
-	t.Logf("leader: %s", leader)
+	var standby string
+	for _, n := range replicas.Names {
+		if n != leader {
+			standby = n
+		}
+	}
+	t.Logf("leader: %s, standby: %s", leader, standby)
 
 	shards := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
 	h100Queue(f, "8")
 	f.Create(wrappers.MakeBatchAccount("ha", f.Namespace).Shards(shards...).
-		AssignJob("j", indexset.Range(0, len(shards)-1).String(), shards...).RequireResults(seedRule).Obj())
+		AssignJob("j", "0-3", shards[:4]...).AssignJob("k", "0-3", shards[4:]...).RequireResults(seedRule).Obj())
 	waitAccount(t, f, "ha", "the account observed by the leader", func(ba *v1alpha1.BatchAccount) bool {
 		return len(ba.Status.Conditions) > 0
 	})
-	f.Create(wrappers.MakeJob("j", f.Namespace).Indexed(int32(len(shards))).Parallelism(4).Queue("default").GPU(1).Obj())
+	f.Create(wrappers.MakeJob("j", f.Namespace).Indexed(4).Parallelism(4).Queue("default").GPU(1).Obj())
 	job := jobStatus(t, f, "j")
 
 	framework.RunningPods(t, job, 4)
@@ -74,19 +86,38 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 	framework.KillManager(t, leader)
 	killed := time.Now()
 	t.Logf("killed %s after %v status writes", leader, before.StatusWrites)
+	// creationTimestamp has whole seconds: start Job k in the next second, so that
+	// "created after the kill" is a strict comparison with the kill time.
+	time.Sleep(time.Until(killed.Truncate(time.Second).Add(time.Second + 100*time.Millisecond)))
+	webhookBefore := podWebhookAdmissions(t, standby)
 
-	// Indexes 4-7 start now, while nobody leads: their pods pass the webhook of the
+	// Job k exists only now, while nobody leads: its pods pass the webhook of the
 	// standby, through the proxy standing in for the Service.
-	pods := framework.RunningPods(t, job, 4)
+	f.Create(wrappers.MakeJob("k", f.Namespace).Indexed(4).Parallelism(4).Queue("default").GPU(1).Obj())
+	later := jobStatus(t, f, "k")
+	pods := framework.RunningPods(t, later, 4)
+	checked := map[string]bool{}
 	for _, p := range pods {
+		if !p.CreationTimestamp.After(killed) {
+			t.Errorf("pod %s (index %d) created at %s, not after the kill at %s", p.Name, framework.PodIndex(&p), p.CreationTimestamp.UTC(), killed.UTC())
+		}
 		if !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
 			t.Errorf("pod %s (index %d), created after the leader died, is not held for its result: %v", p.Name, framework.PodIndex(&p), p.Finalizers)
 		}
+		checked[p.Name] = true
 	}
-	standby := leaderOf(t, replicas.Names, leader)
+	if len(checked) != 4 {
+		t.Fatalf("checked %d pods of Job k; want its 4", len(checked))
+	}
+	if got := podWebhookAdmissions(t, standby) - webhookBefore; got < 4 {
+		t.Errorf("the standby's pod webhook answered %v admissions since the kill; want at least Job k's 4 pods", got)
+	}
+	if now := leaderOf(t, replicas.Names, leader); now != standby {
+		t.Fatalf("%s leads after the kill; want the standby %s", now, standby)
+	}
 	t.Logf("%s leads %s after the kill (lease 8s)", standby, time.Since(killed).Round(100*time.Millisecond))
-	for i := 4; i < len(shards); i++ {
-		framework.FinishIndexPod(t, job, i, 0, report(t, shards[i], "m-2026-11", "sha256:"+shards[i]))
+	for i := range 4 {
+		framework.FinishIndexPod(t, later, i, 0, report(t, shards[4+i], "m-2026-11", "sha256:"+shards[4+i]))
 	}
 	waitAccountCondition(t, f, "ha", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
 	ba := waitAccount(t, f, "ha", "8 accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 8 })
@@ -95,6 +126,8 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 	}
 	wl := framework.WorkloadFor(t, job)
 	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	wlk := framework.WorkloadFor(t, later)
+	waitWorkloadVerdict(t, wlk, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
 
 	// Nothing lost, nothing twice: one recorded result per shard.
 	var chunks v1alpha1.ShardResultsList
@@ -102,9 +135,11 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	recorded := map[string]int{}
+	recordedBy := map[string]string{}
 	for _, c := range chunks.Items {
 		for _, r := range c.Results {
 			recorded[r.Shard]++
+			recordedBy[r.Shard] = r.Pod
 		}
 	}
 	for _, s := range shards {
@@ -112,8 +147,15 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 			t.Errorf("shard %s recorded %d times, want once (all: %v)", s, recorded[s], recorded)
 		}
 	}
+	// E..H were recorded from the very pods checked above: held, then read after the
+	// takeover (the leader was dead before they existed).
+	for _, s := range shards[4:] {
+		if !checked[recordedBy[s]] {
+			t.Errorf("shard %s recorded from pod %q; want one of Job k's checked pods %v", s, recordedBy[s], checked)
+		}
+	}
 	framework.Eventually(t, framework.DefaultTimeout, "every pod released", func() (bool, string, error) {
-		for _, p := range framework.JobPods(t, job) {
+		for _, p := range append(framework.JobPods(t, job), framework.JobPods(t, later)...) {
 			if slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
 				return false, p.Name + " still held", nil
 			}
@@ -126,18 +168,50 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 
 	// No event storm: each verdict transition is one Event object, never repeated (a
 	// repeat in one process would show as a series, in another as a second object).
-	checkEventsOnce(t, f, ba.UID, wl.UID)
+	checkEventsOnce(t, f, ba.UID, wl.UID, wlk.UID)
+}
+
+// podWebhookAdmissions is how many pod admissions the named replica's webhook answered
+// successfully, from controller-runtime's webhook metrics.
+func podWebhookAdmissions(t *testing.T, name string) float64 {
+	t.Helper()
+	env, ok := framework.Cluster().ManagerEnv(name)
+	if !ok {
+		t.Fatalf("%s is not running", name)
+	}
+	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort))
+	if err != nil {
+		t.Fatalf("read %s metrics: %v", name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read %s metrics: %v", name, err)
+	}
+	var n float64
+	for _, line := range strings.Split(string(body), "\n") {
+		metric, value, ok := strings.Cut(line, " ")
+		if ok && strings.HasPrefix(metric, "controller_runtime_webhook_requests_total{") &&
+			strings.Contains(metric, `code="200"`) && strings.Contains(metric, `webhook="`+webhook.PodMutatePath+`"`) {
+			v, _ := strconv.ParseFloat(value, 64)
+			n += v
+		}
+	}
+	return n
 }
 
 // checkEventsOnce fails on any batchledger event reason reported twice about the same
 // object, and requires the final verdict on both the account and the Workload.
-func checkEventsOnce(t *testing.T, f *framework.Framework, accountUID, workloadUID types.UID) {
+func checkEventsOnce(t *testing.T, f *framework.Framework, accountUID types.UID, workloadUIDs ...types.UID) {
 	t.Helper()
 	var evs corev1.EventList
 	if err := f.Client.List(f.Ctx, &evs, client.InNamespace(f.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	count := map[types.UID]map[string]int{accountUID: {}, workloadUID: {}}
+	count := map[types.UID]map[string]int{accountUID: {}}
+	for _, uid := range workloadUIDs {
+		count[uid] = map[string]int{}
+	}
 	for _, ev := range evs.Items {
 		if ev.ReportingController != "batchledger" {
 			continue
@@ -161,5 +235,5 @@ func checkEventsOnce(t *testing.T, f *framework.Framework, accountUID, workloadU
 			t.Errorf("no AcceptedAccepted event about %s; events: %v", uid, byReason)
 		}
 	}
-	t.Logf("account events: %v; workload events: %v", count[accountUID], count[workloadUID])
+	t.Logf("events by object: %v", count)
 }
