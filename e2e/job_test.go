@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/e2e/framework"
@@ -57,9 +58,16 @@ func TestSeedBackoffLimitPerIndexJob(t *testing.T) {
 			framework.FinishIndexPod(t, job, i, 1, fmt.Sprintf("attempt %d failed", attempt))
 		}
 		if attempt < 2 {
-			f.Get(job)
-			if job.Status.FailedIndexes != nil && *job.Status.FailedIndexes != "" {
-				t.Fatalf("after %d failures indexes %s are already failed; backoffLimitPerIndex is 2", attempt+1, *job.Status.FailedIndexes)
+			// Wait until the Job controller has counted this round's failures (it writes
+			// failed and failedIndexes together): only then does an empty failedIndexes
+			// say that no index has failed for good yet.
+			want := int32(len(failing) * (attempt + 1))
+			framework.WaitFor(t, job, framework.DefaultTimeout, fmt.Sprintf("%d failed pods counted", want), func(j *batchv1.Job) bool {
+				return j.Status.Failed >= want
+			})
+			if job.Status.Failed != want || (job.Status.FailedIndexes != nil && *job.Status.FailedIndexes != "") {
+				t.Fatalf("after %d failures of each index: failed %d, failedIndexes %v; want %d and none (backoffLimitPerIndex is 2)",
+					attempt+1, job.Status.Failed, ptr.Deref(job.Status.FailedIndexes, ""), want)
 			}
 		}
 	}
