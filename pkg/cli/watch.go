@@ -439,10 +439,19 @@ func runWatch(ctx context.Context, c client.WithWatch, out io.Writer, ns, kind, 
 		if err != nil {
 			return fmt.Errorf("watching BatchAccounts in namespace %q: %w", ns, err)
 		}
+		began := w.opts.clock.Now()
 		done, err := w.follow(ctx, wi, timeout, redraw)
 		wi.Stop()
 		if done {
 			return err
+		}
+		if w.opts.clock.Since(began) < time.Second {
+			// A watch the server ends at once must not turn into a list loop.
+			select {
+			case <-ctx.Done():
+				return w.finish(ctx.Err())
+			case <-w.opts.clock.After(time.Second):
+			}
 		}
 	}
 }

@@ -30,10 +30,12 @@ import (
 type signallingClient struct {
 	client.WithWatch
 	watching chan struct{}
+	last     watch.Interface
 }
 
 func (c *signallingClient) Watch(ctx context.Context, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
 	wi, err := c.WithWatch.Watch(ctx, list, opts...)
+	c.last = wi
 	c.watching <- struct{}{}
 	return wi, err
 }
@@ -326,6 +328,33 @@ func TestWatchExitCodes(t *testing.T) {
 				t.Errorf("a blocked batch must say what is needed:\n%s", r.out.String())
 			}
 		})
+	}
+}
+
+// TestWatchRelists: when the server ends the watch, watch lists again (after a pause, as
+// the watch ended at once) and sees what changed meanwhile.
+func TestWatchRelists(t *testing.T) {
+	s := seedSteps()
+	r := startWatch(t, "ij245", watchOptions{}, s.steps[0].DeepCopy())
+	r.waitWatching()
+	r.c.last.Stop() // the server ends the watch
+	for !r.clk.HasWaiters() {
+		time.Sleep(time.Millisecond) // until watch waits out its pause on the fake clock
+	}
+	var cur v1alpha1.BatchAccount
+	if err := r.c.Get(t.Context(), client.ObjectKeyFromObject(s.steps[3]), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status = s.steps[3].Status
+	if err := r.c.Status().Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Step(time.Second)
+	if code := r.wait(); code != ExitOK {
+		t.Errorf("exit %d, want %d", code, ExitOK)
+	}
+	if lines := strings.Count(r.out.String(), "\n"); lines != 2 || !strings.Contains(r.out.String(), "| Accepted: ") {
+		t.Errorf("want the first line and the Accepted one after the relist:\n%s", r.out.String())
 	}
 }
 
