@@ -52,3 +52,17 @@ func TestRepairOfAssignedShardIsValid(t *testing.T) {
 		t.Errorf("problems %+v; want none", m.Problems)
 	}
 }
+
+// TestNeverObservedStaysSoAcrossReconciles: a target not found in the previous status
+// either (a status entry without a UID) is still one the account never observed, on every
+// later reconcile, and the verdict keeps saying so.
+func TestNeverObservedStaysSoAcrossReconciles(t *testing.T) {
+	spec := makeSpec("A", "B").assign("late", "0-1", "A", "B").obj()
+	want := "0/2 shards covered; missing A, B = job late indexes 0,1; job late not found; this account has never observed it: " +
+		"if a Job already ran and was deleted before the account existed, its completions cannot be counted; re-run its shards in a Job the assignments name"
+	st := step(t, spec, nil, map[string]Observation{}).Status
+	for range 2 {
+		st = step(t, spec, &st, map[string]Observation{}).Status
+		wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonTargetsNotFound, want)
+	}
+}
