@@ -144,6 +144,10 @@ func TestChartHA(t *testing.T) {
 		{"no concurrent syncs", "controller.concurrentAccountSyncs=0", "controller.concurrentAccountSyncs"},
 		{"bad log level", "logLevel=verbose", "logLevel"},
 		{"issuerRef without a name", "webhook.certManager.issuerRef.kind=ClusterIssuer", "webhook.certManager.issuerRef"},
+		{"the removed webhook.pod.namespaceSelector", "webhook.pod.namespaceSelector.matchLabels.team=ml", "webhook.pod"},
+		{"a misspelt namespaceSelector field", "webhook.namespaceSelector.matchLabel.team=ml", "webhook.namespaceSelector.matchLabel"},
+		{"a namespaceSelector operator", "webhook.namespaceSelector.matchExpressions[0].key=team,webhook.namespaceSelector.matchExpressions[0].operator=Equals", "webhook.namespaceSelector.matchExpressions.0.operator"},
+		{"releaseHeldPods not a boolean", "uninstall.releaseHeldPods=sometimes", "uninstall.releaseHeldPods"},
 	} {
 		t.Run("schema refuses "+c.name, func(t *testing.T) {
 			for _, args := range [][]string{
@@ -379,10 +383,17 @@ func TestChartManagerDefaults(t *testing.T) {
 	t.Logf("%d flag defaults compared", checked)
 }
 
-// literalDefault evaluates a flag's default written as a literal: "s", 5, true, or
-// N*time.Unit for a duration, in the form the flag package prints it.
+// literalDefault evaluates a flag's default written as a literal: "s", 5, true, 100 or
+// 2.5 for a float64, or N*time.Unit for a duration, in the form the flag package prints
+// it.
 func literalDefault(fn string, e ast.Expr) (string, bool) {
 	switch fn {
+	case "Float64Var":
+		// The flag package prints a float64 with strconv.FormatFloat(v, 'g', -1, 64).
+		if lit, ok := e.(*ast.BasicLit); ok && (lit.Kind == token.INT || lit.Kind == token.FLOAT) {
+			f, err := strconv.ParseFloat(lit.Value, 64)
+			return strconv.FormatFloat(f, 'g', -1, 64), err == nil
+		}
 	case "StringVar", "IntVar", "BoolVar":
 		switch e := e.(type) {
 		case *ast.BasicLit:

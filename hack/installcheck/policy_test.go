@@ -1,0 +1,337 @@
+package installcheck
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"batchledger.dev/batchledger/e2e/framework/localcluster"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// TestPodPatchPolicyOnLocalCluster applies the pod-patch ValidatingAdmissionPolicy of both
+// installs (config/default, and the chart as release ledger in namespace ops) with their
+// RBAC on a local control plane, and patches pods as each manager's ServiceAccount
+// (impersonated, so its RBAC applies): removing the result-capture finalizer, as
+// pkg/controller's PodReleaser does, is allowed, also from a pod being deleted; every other
+// change of a pod's spec, labels, annotations, ownerReferences or finalizers is denied by
+// the policy (not by RBAC: the same ServiceAccount's allowed patch proves it may patch)
+// and leaves the pod as it was. The cluster admin's patches are not evaluated.
+//
+// It needs the cluster binaries (make binaries) and is skipped with -short or without them.
+func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local control plane")
+	}
+	root, tools := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	installs := map[string]Objects{
+		"kustomize": mustKustomize(t, tools, filepath.Join(root, "config", "default")),
+		"chart":     mustChartAs(t, tools, filepath.Join(root, "charts", "batchledger"), "ledger", "ops"),
+	}
+
+	c, err := localcluster.Start(ctx, localcluster.Options{Log: testLog{t}, SkipKueue: true, SkipJobSet: true})
+	if err != nil {
+		if strings.Contains(err.Error(), "not found") {
+			t.Skipf("local cluster binaries missing: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	cl := c.Client()
+	admin, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The manager's identity and RBAC, and the policy, as each install creates them.
+	managers := map[string]string{} // install → ServiceAccount user name
+	for _, name := range []string{"kustomize", "chart"} {
+		objs := installs[name]
+		d := deployment(t, objs)
+		managers[name] = fmt.Sprintf("system:serviceaccount:%s:%s", d.Namespace, d.Spec.Template.Spec.ServiceAccountName)
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		for _, k := range objs.Keys() {
+			switch k.Kind {
+			case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+				"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			default:
+				continue
+			}
+			if isHook(objs[k]) {
+				continue
+			}
+			if err := cl.Create(ctx, objs[k].DeepCopy()); err != nil {
+				t.Fatalf("%s: create %s: %v", name, k, err)
+			}
+		}
+	}
+
+	const ns = "ml-team"
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	// Pod admission needs the namespace's default ServiceAccount, which the controller
+	// manager creates in its own time.
+	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	owner, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keep = "example.com/keep"
+	seq := 0
+	newPod := func(t *testing.T) *corev1.Pod {
+		t.Helper()
+		seq++
+		p, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        fmt.Sprintf("worker-%d", seq),
+				Labels:      map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults, "batch.kubernetes.io/job-name": "j"},
+				Annotations: map[string]string{"batch.kubernetes.io/job-completion-index": "3"},
+				Finalizers:  []string{v1alpha1.ResultFinalizer, keep},
+			},
+			Spec: corev1.PodSpec{
+				// Never scheduled: no kwok node runs it, so nothing but this test (kwok's
+				// delete stage clears finalizers, for one) touches the pod.
+				NodeSelector:                 map[string]string{"batchledger.dev/no-such-node": "true"},
+				RestartPolicy:                corev1.RestartPolicyNever,
+				AutomountServiceAccountToken: ptr.To(false),
+				Containers:                   []corev1.Container{{Name: "worker", Image: "registry.example/worker:1"}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			// Let the pod go: the admin is not subject to the policy.
+			_, _ = admin.CoreV1().Pods(ns).Patch(context.Background(), p.Name, types.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			_ = admin.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+		})
+		return p
+	}
+	as := func(user string) kubernetes.Interface {
+		cfg := rest.CopyConfig(c.RESTConfig)
+		sa := strings.Split(user, ":")
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + sa[2], "system:authenticated"}}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	// removeFinalizer is PodReleaser's patch: test that the finalizer is at i, remove it;
+	// extra operations follow.
+	removeFinalizer := func(i int, extra ...string) podPatch {
+		return jsonPatch(append([]string{
+			fmt.Sprintf(`{"op":"test","path":"/metadata/finalizers/%d","value":%q}`, i, v1alpha1.ResultFinalizer),
+			fmt.Sprintf(`{"op":"remove","path":"/metadata/finalizers/%d"}`, i),
+		}, extra...)...)
+	}
+
+	// The API server loads new policies asynchronously: wait until a canary pod's label
+	// patch (a new value each time, so never a no-op) is denied for each manager before
+	// the cases below rely on it.
+	canary := newPod(t)
+	attempt := 0
+	for install, user := range managers {
+		policy := policyName(installs[install])
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			attempt++
+			_, err := as(user).CoreV1().Pods(ns).Patch(ctx, canary.Name, types.MergePatchType,
+				[]byte(fmt.Sprintf(`{"metadata":{"labels":{"canary":"%d"}}}`, attempt)), metav1.PatchOptions{})
+			return err != nil && strings.Contains(err.Error(), policy), nil
+		})
+		if err != nil {
+			t.Fatalf("the %s policy %s never denied %s's label patch: %v", install, policy, user, err)
+		}
+	}
+
+	// The API server type-checks each policy against the pod schema: an expression that
+	// names a field wrongly or compares mismatched types shows up as a warning there.
+	for install := range managers {
+		policy := policyName(installs[install])
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			vap, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policy, metav1.GetOptions{})
+			if err != nil || vap.Status.ObservedGeneration != vap.Generation || vap.Status.TypeChecking == nil {
+				return false, err
+			}
+			if w := vap.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
+				t.Errorf("policy %s: type-checking warnings %s", policy, jsonString(w))
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("policy %s was never type-checked: %v", policy, err)
+		}
+	}
+
+	for _, install := range []string{"kustomize", "chart"} {
+		user, policy := managers[install], policyName(installs[install])
+		manager := as(user)
+		for _, tc := range []struct {
+			name string
+			// deleting: the admin deletes the pod first (the finalizers hold it).
+			deleting bool
+			patch    podPatch
+			allowed  bool
+			// want is the message of the denying validation.
+			want string
+			// after is the pod's finalizers after an allowed patch.
+			after []string
+		}{
+			{
+				name:    "remove the result-capture finalizer",
+				patch:   removeFinalizer(0),
+				allowed: true, after: []string{keep},
+			},
+			{
+				name:     "remove the result-capture finalizer of a pod being deleted",
+				deleting: true,
+				patch:    removeFinalizer(0),
+				allowed:  true, after: []string{keep},
+			},
+			{
+				name:  "remove the scope label",
+				patch: merge(`{"metadata":{"labels":{"` + v1alpha1.LabelScope + `":null}}}`),
+				want:  "may not change a pod's labels",
+			},
+			{
+				name:  "add a label",
+				patch: merge(`{"metadata":{"labels":{"team":"ml"}}}`),
+				want:  "may not change a pod's labels",
+			},
+			{
+				name:  "remove the result-capture finalizer and change a label",
+				patch: removeFinalizer(0, `{"op":"add","path":"/metadata/labels/team","value":"ml"}`),
+				want:  "may not change a pod's labels",
+			},
+			{
+				name:  "change an annotation",
+				patch: merge(`{"metadata":{"annotations":{"batch.kubernetes.io/job-completion-index":"4"}}}`),
+				want:  "may not change a pod's annotations",
+			},
+			{
+				name: "add an ownerReference",
+				patch: merge(fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":%q}]}}`,
+					owner.UID)),
+				want: "may not change a pod's ownerReferences",
+			},
+			{
+				name:  "change the container image",
+				patch: jsonPatch(`{"op":"replace","path":"/spec/containers/0/image","value":"registry.example/worker:2"}`),
+				want:  "may not change a pod's spec",
+			},
+			{
+				name:  "remove another finalizer",
+				patch: jsonPatch(`{"op":"remove","path":"/metadata/finalizers/1"}`),
+				want:  "may only remove the " + v1alpha1.ResultFinalizer + " finalizer",
+			},
+			{
+				name:  "add a finalizer",
+				patch: jsonPatch(`{"op":"add","path":"/metadata/finalizers/-","value":"example.com/more"}`),
+				want:  "may only remove the " + v1alpha1.ResultFinalizer + " finalizer",
+			},
+			{
+				name:  "reorder the finalizers",
+				patch: merge(`{"metadata":{"finalizers":["` + keep + `","` + v1alpha1.ResultFinalizer + `"]}}`),
+				want:  "may only remove the " + v1alpha1.ResultFinalizer + " finalizer",
+			},
+		} {
+			t.Run(install+"/"+tc.name, func(t *testing.T) {
+				p := newPod(t)
+				if tc.deleting {
+					if err := admin.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					var err error
+					if p, err = admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
+						t.Fatalf("the deleted pod is not held by its finalizers: %v", err)
+					}
+				}
+				body := tc.patch.body
+				got, err := manager.CoreV1().Pods(ns).Patch(ctx, p.Name, tc.patch.pt, []byte(body), metav1.PatchOptions{})
+				if tc.allowed {
+					if err != nil {
+						t.Fatalf("%s's patch %s was refused: %v", user, body, err)
+					}
+					if !slices.Equal(got.Finalizers, tc.after) {
+						t.Errorf("finalizers after the patch %v, want %v", got.Finalizers, tc.after)
+					}
+					return
+				}
+				if err == nil {
+					t.Fatalf("%s's patch %s was allowed", user, body)
+				}
+				t.Logf("refused: %v", err)
+				if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), policy) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("patch %s refused with %v; want Forbidden by %s saying %q", body, err, policy, tc.want)
+				}
+				now, err := admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !equality.Semantic.DeepEqual(now.ObjectMeta.Labels, p.Labels) || !slices.Equal(now.Finalizers, p.Finalizers) ||
+					!equality.Semantic.DeepEqual(now.Annotations, p.Annotations) || now.Spec.Containers[0].Image != p.Spec.Containers[0].Image ||
+					len(now.OwnerReferences) != 0 {
+					t.Errorf("a refused patch changed the pod: %s", jsonString(now.ObjectMeta))
+				}
+			})
+		}
+	}
+
+	t.Run("the admin's patches are not evaluated", func(t *testing.T) {
+		p := newPod(t)
+		got, err := admin.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"team":"ml"},"finalizers":["`+keep+`","example.com/more"]}}`), metav1.PatchOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Labels["team"] != "ml" || !slices.Equal(got.Finalizers, []string{keep, "example.com/more"}) {
+			t.Errorf("the admin's patch was not applied: %s", jsonString(got.ObjectMeta))
+		}
+	})
+}
+
+// podPatch is a patch request's type and body.
+type podPatch struct {
+	pt   types.PatchType
+	body string
+}
+
+// merge is a JSON merge patch.
+func merge(body string) podPatch { return podPatch{types.MergePatchType, body} }
+
+// jsonPatch is an RFC 6902 patch of the given operations.
+func jsonPatch(ops ...string) podPatch {
+	return podPatch{types.JSONPatchType, "[" + strings.Join(ops, ",") + "]"}
+}
+
+// policyName is the name of a rendering's ValidatingAdmissionPolicy.
+func policyName(o Objects) string {
+	for _, u := range o.Of("ValidatingAdmissionPolicy") {
+		return u.GetName()
+	}
+	return "(no ValidatingAdmissionPolicy rendered)"
+}

@@ -1,0 +1,178 @@
+package installcheck
+
+import (
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// TestChartUninstallHook renders the chart and checks its pre-delete hook
+// (uninstall.releaseHeldPods): exactly a ServiceAccount, a ClusterRole, its binding and a
+// Job, all pre-delete hooks deleted before re-creation and once they succeed, the
+// ServiceAccount and RBAC created before the Job; the Job runs the manager's image with
+// `release --all-namespaces --mutating-webhook-configuration <this release's
+// configuration>` as that ServiceAccount, locked down like the manager, in a pod that
+// no Service or PodDisruptionBudget of the release selects; the ServiceAccount may list
+// and patch pods and delete that one configuration, nothing else. With
+// uninstall.releaseHeldPods=false no hook is rendered.
+func TestChartUninstallHook(t *testing.T) {
+	root, tools := setup(t)
+	chart := filepath.Join(root, "charts", "batchledger")
+	for _, c := range []struct {
+		name, release, namespace string
+		set                      []string
+		want                     bool
+	}{
+		{name: "defaults", release: Release, namespace: Namespace, want: true},
+		{name: "release ledger in namespace ops, cert-manager", release: "ledger", namespace: "ops", set: []string{"webhook.certMode=certManager"}, want: true},
+		{name: "replicas=2 (a PodDisruptionBudget)", release: Release, namespace: Namespace, set: []string{"replicas=2"}, want: true},
+		{name: "private registry", release: Release, namespace: Namespace, want: true,
+			set: []string{"image.repository=registry.example/batchledger", "image.tag=v1.2.3", "imagePullSecrets[0].name=pull"}},
+		{name: "uninstall.releaseHeldPods=false", release: Release, namespace: Namespace, set: []string{"uninstall.releaseHeldPods=false"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := mustChartAs(t, tools, chart, c.release, c.namespace, c.set...)
+			var hooks []Key
+			for _, k := range o.Keys() {
+				if isHook(o[k]) {
+					hooks = append(hooks, k)
+				}
+			}
+			if !c.want {
+				if len(hooks) != 0 {
+					t.Errorf("hooks rendered: %v, want none", hooks)
+				}
+				return
+			}
+			d := deployment(t, o)
+			fullname := d.Name[:len(d.Name)-len("-controller-manager")]
+			name := fullname + "-release-held-pods"
+			mwc := effectiveFlags(d.Spec.Template.Spec.Containers[0].Args)["mutating-webhook-configuration"]
+			if _, ok := o[Key{"MutatingWebhookConfiguration", "", mwc}]; !ok {
+				t.Fatalf("the manager's MutatingWebhookConfiguration %s is not rendered", mwc)
+			}
+			want := []Key{
+				{"ClusterRole", "", name},
+				{"ClusterRoleBinding", "", name},
+				{"Job", c.namespace, name},
+				{"ServiceAccount", c.namespace, name},
+			}
+			if !slices.Equal(hooks, want) {
+				t.Fatalf("hooks %v, want %v", hooks, want)
+			}
+			weight := map[string]int{}
+			for _, k := range hooks {
+				a := o[k].GetAnnotations()
+				if a["helm.sh/hook"] != "pre-delete" {
+					t.Errorf("%s: helm.sh/hook %q, want pre-delete", k, a["helm.sh/hook"])
+				}
+				if a["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+					t.Errorf("%s: helm.sh/hook-delete-policy %q, want before-hook-creation,hook-succeeded", k, a["helm.sh/hook-delete-policy"])
+				}
+				w, err := strconv.Atoi(a["helm.sh/hook-weight"])
+				if err != nil {
+					t.Errorf("%s: helm.sh/hook-weight %q: %v", k, a["helm.sh/hook-weight"], err)
+				}
+				weight[k.Kind] = w
+			}
+			for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"} {
+				if weight[kind] >= weight["Job"] {
+					t.Errorf("%s has hook weight %d, the Job %d: it must exist before the Job runs", kind, weight[kind], weight["Job"])
+				}
+			}
+
+			var job batchv1.Job
+			if err := Into(o[Key{"Job", c.namespace, name}], &job); err != nil {
+				t.Fatal(err)
+			}
+			ps := job.Spec.Template.Spec
+			if len(ps.Containers) != 1 {
+				t.Fatalf("the hook Job has %d containers, want 1", len(ps.Containers))
+			}
+			hc, mc := ps.Containers[0], d.Spec.Template.Spec.Containers[0]
+			if wantArgs := []string{"release", "--all-namespaces", "--mutating-webhook-configuration", mwc}; !slices.Equal(hc.Args, wantArgs) || len(hc.Command) != 0 {
+				t.Errorf("hook command %q args %q, want the image's entrypoint with args %q", hc.Command, hc.Args, wantArgs)
+			}
+			for _, f := range []struct {
+				what string
+				a, b any
+			}{
+				{"image", hc.Image, mc.Image},
+				{"imagePullPolicy", hc.ImagePullPolicy, mc.ImagePullPolicy},
+				{"imagePullSecrets", ps.ImagePullSecrets, d.Spec.Template.Spec.ImagePullSecrets},
+				{"container securityContext", hc.SecurityContext, mc.SecurityContext},
+				{"pod securityContext", ps.SecurityContext, d.Spec.Template.Spec.SecurityContext},
+			} {
+				if !equality.Semantic.DeepEqual(f.a, f.b) {
+					t.Errorf("hook %s differs from the manager's:\n%s", f.what, diff(f.b, f.a))
+				}
+			}
+			if ps.ServiceAccountName != name {
+				t.Errorf("hook runs as ServiceAccount %q, want its own %q", ps.ServiceAccountName, name)
+			}
+			if ps.RestartPolicy != corev1.RestartPolicyNever {
+				t.Errorf("hook restartPolicy %q, want Never (the Job retries)", ps.RestartPolicy)
+			}
+			podLabels := labels.Set(job.Spec.Template.Labels)
+			for kind, path := range map[string][]string{
+				"Service":             {"spec", "selector"},
+				"PodDisruptionBudget": {"spec", "selector", "matchLabels"},
+			} {
+				for _, u := range o.Of(kind) {
+					sel, _, err := unstructured.NestedStringMap(u.Object, path...)
+					if err != nil || len(sel) == 0 {
+						t.Errorf("%s %s: no selector at %v (%v)", kind, u.GetName(), path, err)
+					}
+					if labels.SelectorFromSet(sel).Matches(podLabels) {
+						t.Errorf("%s %s selects the hook pod %v", kind, u.GetName(), podLabels)
+					}
+				}
+			}
+			if labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(podLabels) {
+				t.Errorf("the manager Deployment's selector selects the hook pod %v", podLabels)
+			}
+
+			var b rbacv1.ClusterRoleBinding
+			if err := Into(o[Key{"ClusterRoleBinding", "", name}], &b); err != nil {
+				t.Fatal(err)
+			}
+			wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: c.namespace, Name: name}}
+			if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}) || !equality.Semantic.DeepEqual(b.Subjects, wantSubjects) {
+				t.Errorf("hook binding binds %v to %v, want ClusterRole %s to %v", b.RoleRef, b.Subjects, name, wantSubjects)
+			}
+			wantRules := []rbacv1.PolicyRule{
+				{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{mwc}, Verbs: []string{"delete"}},
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "patch"}},
+			}
+			if got := rules(t, o[Key{"ClusterRole", "", name}]); !equality.Semantic.DeepEqual(got, wantRules) {
+				t.Errorf("hook ClusterRole rules differ:\n%s", diff(wantRules, got))
+			}
+			perms := grantedTo(t, o, wantSubjects[0])
+			for _, r := range []struct {
+				verb, group, resource, namespace, name string
+				want                                   bool
+			}{
+				{"list", "", "pods", "ml-team", "", true},
+				{"patch", "", "pods", "ml-team", "p-0", true},
+				{"delete", "", "pods", "ml-team", "p-0", false},
+				{"update", "", "pods", "ml-team", "p-0", false},
+				{"delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", mwc, true},
+				{"delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "kueue-mutating-webhook-configuration", false},
+				{"delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", mwc, false},
+				{"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", mwc, false},
+			} {
+				if got := perms.allows(r.verb, r.group, r.resource, r.namespace, r.name); got != r.want {
+					t.Errorf("the hook may %s %s %q in namespace %q: %v, want %v", r.verb, r.resource, r.name, r.namespace, got, r.want)
+				}
+			}
+		})
+	}
+}
