@@ -174,17 +174,17 @@ func TestTargetProblemsBounded(t *testing.T) {
 	for _, corrupt := range []int{maxProblems - 2, maxProblems - 1, maxProblems, 3 * maxProblems} {
 		t.Run(fmt.Sprint(corrupt), func(t *testing.T) {
 			spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").obj()
-			// One UnmappedIndexes problem plus one ignored interval per descending token.
+			// One UnmappedIndexes problem plus one ignored token per non-number.
 			var toks []string
 			for i := range corrupt {
-				toks = append(toks, fmt.Sprint(1000-i))
+				toks = append(toks, fmt.Sprintf("x%d", i))
 			}
 			job := makeJob("j", "uid-j", 1000).completed(strings.Join(toks, ","), 0)
 			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.obj()}}).Status
 			_, ignored := indexset.ParseJobStatus(job.Status.CompletedIndexes, 1000)
-			want := min(1+len(ignored), maxProblems)
-			if len(ignored) == 0 {
-				t.Fatalf("the corrupt list %q ignored nothing", job.Status.CompletedIndexes)
+			want := min(1+corrupt, maxProblems)
+			if len(ignored) != corrupt {
+				t.Fatalf("the corrupt list %q ignored %d tokens; want %d", job.Status.CompletedIndexes, len(ignored), corrupt)
 			}
 			if got := len(st.Targets[0].Problems); got != want {
 				t.Errorf("%d problems kept; want %d", got, want)
