@@ -283,8 +283,8 @@ func newMapCommand(o *Options) *cobra.Command {
 		Short: "Draw an account's shards as a grid: covered, missing, accepted, rejected, conflict",
 		Long: `Map draws the shards of a BatchAccount as a grid, one row group per Job, in the order of
 the Job's completion indexes: one cell per shard, or for large batches one cell per run
-of shards showing the worst state among them (rejected, conflict, missing, covered,
-accepted). On a terminal the cells are coloured; otherwise each state has its own
+of shards showing the worst state among them (rejected, conflict, no result can
+arrive, missing, not listed, covered, accepted). On a terminal the cells are coloured; otherwise each state has its own
 character. --svg FILE writes the same map as an SVG picture for a report or an issue.`,
 		Example: `  kubectl batchledger map ij245 -n ml-team
   kubectl batchledger map big --svg big.svg`,

@@ -84,8 +84,8 @@ still needed. Without a terminal (CI logs, | tee) it prints one plain line per c
 
 It exits like kubectl wait: 0 once every account is Accepted; 2 as soon as one can no
 longer be accepted without repair (a missing shard whose identities can no longer
-complete, e.g. its Job failed or terminated without it; a rejected result; an invalid
-mapping); 1 on --timeout.`,
+complete, e.g. its Job failed, terminated without it or was deleted; a rejected result;
+a result that can no longer arrive; an invalid mapping); 1 on --timeout.`,
 		Example: `  kubectl batchledger watch account ij245 -n ml-team
   kubectl batchledger watch job j --timeout 30m
   kubectl batchledger watch jobset train | tee watch.log   # plain lines`,
