@@ -39,17 +39,20 @@ func TestChartHA(t *testing.T) {
 		{
 			name: "replicas=2, timing set",
 			set: []string{"replicas=2", "leaderElection.leaseDuration=30s", "leaderElection.renewDeadline=20s",
-				"leaderElection.retryPeriod=1500ms", "controller.concurrentAccountSyncs=8"},
+				"leaderElection.retryPeriod=1500ms", "controller.concurrentAccountSyncs=8",
+				"controller.kubeAPIQPS=250.5", "controller.kubeAPIBurst=500"},
 			wantPDB: true,
 			wantFlags: map[string]string{"leader-elect": "true", "leader-elect-lease-duration": "30s",
-				"leader-elect-renew-deadline": "20s", "leader-elect-retry-period": "1500ms", "concurrent-account-syncs": "8"},
+				"leader-elect-renew-deadline": "20s", "leader-elect-retry-period": "1500ms", "concurrent-account-syncs": "8",
+				"kube-api-qps": "250.5", "kube-api-burst": "500"},
 		},
 		{
 			name:    "replicas=3, cert-manager, defaults",
 			set:     []string{"replicas=3", "webhook.certMode=certManager"},
 			wantPDB: true,
 			wantFlags: map[string]string{"leader-elect": "true", "leader-elect-lease-duration": "15s",
-				"leader-elect-renew-deadline": "10s", "leader-elect-retry-period": "2s", "concurrent-account-syncs": "5"},
+				"leader-elect-renew-deadline": "10s", "leader-elect-retry-period": "2s", "concurrent-account-syncs": "5",
+				"kube-api-qps": "100", "kube-api-burst": "200"},
 		},
 		{
 			name:      "replicas=1",
@@ -142,6 +145,10 @@ func TestChartHA(t *testing.T) {
 		{"duration without unit", "leaderElection.retryPeriod=2", "leaderElection.retryPeriod"},
 		{"no replicas", "replicas=0", "replicas"},
 		{"no concurrent syncs", "controller.concurrentAccountSyncs=0", "controller.concurrentAccountSyncs"},
+		{"zero API QPS", "controller.kubeAPIQPS=0", "controller.kubeAPIQPS"},
+		{"API QPS in words", "controller.kubeAPIQPS=fast", "controller.kubeAPIQPS"},
+		{"API QPS 0.0", "controller.kubeAPIQPS=0.0", "controller.kubeAPIQPS"},
+		{"a fractional API burst", "controller.kubeAPIBurst=2.5", "controller.kubeAPIBurst"},
 		{"bad log level", "logLevel=verbose", "logLevel"},
 		{"issuerRef without a name", "webhook.certManager.issuerRef.kind=ClusterIssuer", "webhook.certManager.issuerRef"},
 		{"the removed webhook.pod.namespaceSelector", "webhook.pod.namespaceSelector.matchLabels.team=ml", "webhook.pod"},
@@ -375,7 +382,7 @@ func TestChartManagerDefaults(t *testing.T) {
 			t.Errorf("--%s defaults to %q in cmd/batchledger/main.go, managerDefaults says %q", name, got, want)
 		}
 	}
-	for _, name := range []string{"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "concurrent-account-syncs"} {
+	for _, name := range []string{"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "concurrent-account-syncs", "kube-api-qps", "kube-api-burst"} {
 		if _, ok := defaults[name]; !ok {
 			t.Errorf("no literal default for --%s found in cmd/batchledger/main.go", name)
 		}

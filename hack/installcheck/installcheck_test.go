@@ -339,8 +339,8 @@ func deployment(t *testing.T, o Objects) *appsv1.Deployment {
 }
 
 // managerDefaults are cmd/batchledger's defaults for the flags whose values decide how the
-// manager finds its certificate and webhooks, elects its leader and how many accounts it
-// reconciles at once, so that a rendering that relies on a default (config/default) and
+// manager finds its certificate and webhooks, elects its leader, how many accounts it
+// reconciles at once and how fast it may call the API server, so that a rendering that relies on a default (config/default) and
 // one that passes it explicitly (the chart) compare equal.
 var managerDefaults = map[string]string{
 	"leader-elect":                     "false",
@@ -348,6 +348,8 @@ var managerDefaults = map[string]string{
 	"leader-elect-renew-deadline":      "10s",
 	"leader-elect-retry-period":        "2s",
 	"concurrent-account-syncs":         "5",
+	"kube-api-qps":                     "100",
+	"kube-api-burst":                   "200",
 	"metrics-bind-address":             "0",
 	"metrics-secure":                   "false",
 	"health-probe-bind-address":        ":8081",
