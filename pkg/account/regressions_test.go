@@ -66,3 +66,14 @@ func TestNeverObservedStaysSoAcrossReconciles(t *testing.T) {
 		wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonTargetsNotFound, want)
 	}
 }
+
+// TestMissingMessageBoundedWithinOneInterval: one missing interval that spans more runs
+// than messageRunsLimit (shards mapped in reverse, so each shard is its own run) names
+// only the first five identities and counts the rest.
+func TestMissingMessageBoundedWithinOneInterval(t *testing.T) {
+	names := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}
+	spec := makeCompactSpec("s", 8).assign("j", "0-7", "s7", "s6", "s5", "s4", "s3", "s2", "s1", "s0").obj()
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", int32(len(names))).obj()}}).Status
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing,
+		"0/8 shards covered; missing s0 = job j index 7, s1 = job j index 6, s2 = job j index 5, s3 = job j index 4, s4 = job j index 3 (+3 more shards)")
+}
