@@ -97,7 +97,7 @@ func Explain(ctx context.Context, c client.Client, namespace, kind, name string,
 	for i := range accts {
 		ba := &accts[i]
 		var chunks v1alpha1.ShardResultsList
-		if err := c.List(ctx, &chunks, client.InNamespace(ba.Namespace), client.MatchingLabels{v1alpha1.LabelAccount: ba.Name}); err != nil {
+		if err := c.List(ctx, &chunks, client.InNamespace(ba.Namespace), client.MatchingLabels(v1alpha1.ChunkLabels(ba))); err != nil {
 			return nil, fmt.Errorf("listing ShardResults of BatchAccount %q in namespace %q: %w", ba.Name, ba.Namespace, err)
 		}
 		out = append(out, BuildExplanation(ba, chunks.Items, maxRows))

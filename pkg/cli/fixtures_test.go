@@ -159,7 +159,7 @@ func seedSteps() ij245 {
 	s.steps = append(s.steps, ba)
 	s.job = j
 	s.chunks = []v1alpha1.ShardResults{{
-		ObjectMeta: metav1.ObjectMeta{Name: "ij245-0", Namespace: ns, Labels: map[string]string{v1alpha1.LabelAccount: "ij245"}},
+		ObjectMeta: metav1.ObjectMeta{Name: string(ba.UID) + "-0", Namespace: ns, Labels: v1alpha1.ChunkLabels(ba)},
 		Account:    "ij245", Results: recorded,
 	}}
 	return s

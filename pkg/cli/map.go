@@ -332,7 +332,7 @@ func loadShardMap(ctx context.Context, c client.Client, ns, name string) (*shard
 	}
 	ba := &accts[0]
 	var chunks v1alpha1.ShardResultsList
-	if err := c.List(ctx, &chunks, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelAccount: ba.Name}); err != nil {
+	if err := c.List(ctx, &chunks, client.InNamespace(ns), client.MatchingLabels(v1alpha1.ChunkLabels(ba))); err != nil {
 		return nil, fmt.Errorf("listing ShardResults of BatchAccount %q in namespace %q: %w", ba.Name, ns, err)
 	}
 	return buildShardMap(ba, chunks.Items), nil

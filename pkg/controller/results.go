@@ -1,12 +1,17 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -20,9 +25,12 @@ const IndexResultPod = "batchledger.dev/result-pod"
 
 func resultPods(obj client.Object) []string {
 	sr := obj.(*v1alpha1.ShardResults)
-	out := make([]string, len(sr.Results))
-	for i, r := range sr.Results {
-		out[i] = string(r.PodUID)
+	out := make([]string, 0, len(sr.Results)+len(sr.DroppedPods))
+	for _, r := range sr.Results {
+		out = append(out, string(r.PodUID))
+	}
+	for _, uid := range sr.DroppedPods {
+		out = append(out, string(uid))
 	}
 	return out
 }
@@ -33,71 +41,177 @@ func requiresResults(ba *v1alpha1.BatchAccount) bool {
 	return ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults
 }
 
-// chunkName names the ShardResults object holding results of a shard ordinal.
-func chunkName(account string, ordinal int) (string, int32) {
+// Bounds of the result record. A chunk stays far below etcd's default request limit of
+// 1.5 MiB whatever the batch does: it spills into a continuation chunk past
+// ChunkByteBudget, and retries past MaxResultsPerShard are counted, not stored.
+const (
+	// ChunkByteBudget is the most JSON bytes of results one ShardResults object holds.
+	ChunkByteBudget = 1 << 20
+	// MaxResultsPerShard is how many results (attempts) of one shard are kept.
+	MaxResultsPerShard = 8
+	// MaxUnassignedResults is how many results of identities assigned no shard are kept.
+	MaxUnassignedResults = 256
+)
+
+// chunkKey names the span of results a shard ordinal's result goes to: the ordinal's
+// block of v1alpha1.ResultsPerChunk, or "u" for identities assigned no shard.
+func chunkKey(ordinal int) (string, int32) {
 	if ordinal < 0 {
-		return account + "-unassigned", -1
+		return "u", -1
 	}
 	first := ordinal / v1alpha1.ResultsPerChunk * v1alpha1.ResultsPerChunk
-	return fmt.Sprintf("%s-%d", account, first/v1alpha1.ResultsPerChunk), int32(first)
+	return fmt.Sprint(first / v1alpha1.ResultsPerChunk), int32(first)
+}
+
+// chunkName names a chunk after the account's UID (never its name: a recreated account
+// must not meet its predecessor's chunks, and a name may be 253 characters), its span
+// and its continuation number.
+func chunkName(uid types.UID, span string, part int) string {
+	if part == 0 {
+		return fmt.Sprintf("%s-%s", uid, span)
+	}
+	return fmt.Sprintf("%s-%s-%d", uid, span, part)
+}
+
+// resultChunks are an account's chunks, grouped by span, in continuation order, with
+// what capture needs to know of them.
+type resultChunks struct {
+	ba    *v1alpha1.BatchAccount
+	spans map[string][]*v1alpha1.ShardResults
+	// sizes are the JSON sizes of chunks capture appends to, computed once.
+	sizes    map[*v1alpha1.ShardResults]int
+	perShard map[int32]int
+	recorded map[types.UID]bool
+	nextSeq  int64
+	dirty    map[*v1alpha1.ShardResults]bool
+}
+
+func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults) *resultChunks {
+	rc := &resultChunks{ba: ba, spans: map[string][]*v1alpha1.ShardResults{}, sizes: map[*v1alpha1.ShardResults]int{},
+		perShard: map[int32]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{}}
+	for i := range items {
+		c := &items[i]
+		if !metav1.IsControlledBy(c, ba) {
+			continue // the label matched, the owner did not: never adopt another's chunk
+		}
+		span, _ := chunkKey(int(c.FirstOrdinal))
+		rc.spans[span] = append(rc.spans[span], c)
+		for _, res := range c.Results {
+			rc.recorded[res.PodUID] = true
+			rc.perShard[res.Ordinal]++
+			rc.nextSeq = max(rc.nextSeq, res.Sequence+1)
+		}
+		for _, uid := range c.DroppedPods {
+			rc.recorded[uid] = true
+		}
+	}
+	for _, cs := range rc.spans {
+		// Continuations of a span differ only in their suffix: "<uid>-3" < "<uid>-3-1" <
+		// ... < "<uid>-3-10", shorter names first.
+		slices.SortFunc(cs, func(a, b *v1alpha1.ShardResults) int {
+			return cmp.Or(cmp.Compare(len(a.Name), len(b.Name)), strings.Compare(a.Name, b.Name))
+		})
+	}
+	return rc
+}
+
+// add records one result (or, past the per-shard bound, only its pod as dropped) in the
+// last chunk of its span, spilling into a new chunk past ChunkByteBudget.
+func (rc *resultChunks) add(res v1alpha1.RecordedResult) {
+	span, first := chunkKey(int(res.Ordinal))
+	limit := MaxResultsPerShard
+	if res.Ordinal < 0 {
+		limit = MaxUnassignedResults
+	}
+	keep := rc.perShard[res.Ordinal] < limit
+	var size int
+	if keep {
+		res.Sequence = rc.nextSeq
+		rc.nextSeq++
+		b, _ := json.Marshal(res)
+		size = len(b) + 1
+	} else {
+		size = len(res.PodUID) + 3
+	}
+	cs := rc.spans[span]
+	var c *v1alpha1.ShardResults
+	if len(cs) > 0 {
+		c = cs[len(cs)-1]
+		if _, ok := rc.sizes[c]; !ok {
+			b, _ := json.Marshal(c)
+			rc.sizes[c] = len(b)
+		}
+		if rc.sizes[c]+size > ChunkByteBudget || len(c.Results) >= 4096 || len(c.DroppedPods) >= 16384 {
+			c = nil
+		}
+	}
+	if c == nil {
+		c = newChunk(rc.ba, chunkName(rc.ba.UID, span, len(cs)), first)
+		rc.spans[span] = append(cs, c)
+		b, _ := json.Marshal(c)
+		rc.sizes[c] = len(b)
+	}
+	if keep {
+		c.Results = append(c.Results, res)
+		rc.perShard[res.Ordinal]++
+	} else {
+		c.DroppedPods = append(c.DroppedPods, res.PodUID)
+	}
+	rc.sizes[c] += size
+	rc.recorded[res.PodUID] = true
+	rc.dirty[c] = true
+}
+
+func (rc *resultChunks) all() []v1alpha1.ShardResults {
+	var out []v1alpha1.ShardResults
+	for _, cs := range rc.spans {
+		for _, c := range cs {
+			out = append(out, *c)
+		}
+	}
+	return out
 }
 
 // captureResults records the result of every succeeded pod of the account's targets that
 // is not recorded yet, writing only the chunks that changed, and returns every recorded
 // result in capture order. A result is recorded before the pod that reported it is
-// released (see PodReleaser), so none is lost.
-func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping, obs map[string]observed) ([]account.Result, error) {
+// released (see PodReleaser), so none is lost. When the acceptance rule does not compile
+// in this controller, nothing new is recorded (the pods stay held, their messages
+// unjudged) and the error is returned for the account to say so.
+func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping, obs map[string]observed) ([]account.Result, string, error) {
 	if !requiresResults(ba) {
-		return nil, nil
+		return nil, "", nil
 	}
 	var list v1alpha1.ShardResultsList
-	if err := r.List(ctx, &list, client.InNamespace(ba.Namespace), client.MatchingLabels{v1alpha1.LabelAccount: ba.Name}); err != nil {
-		return nil, err
+	if err := r.List(ctx, &list, client.InNamespace(ba.Namespace), client.MatchingLabels(v1alpha1.ChunkLabels(ba))); err != nil {
+		return nil, "", err
 	}
-	chunks := map[string]*v1alpha1.ShardResults{}
-	recorded := map[types.UID]bool{}
-	for i := range list.Items {
-		c := &list.Items[i]
-		chunks[c.Name] = c
-		for _, res := range c.Results {
-			recorded[res.PodUID] = true
-		}
-	}
+	rc := loadChunks(ba, list.Items)
 	crit, critErr := r.criteria().Get(ba.Spec.Acceptance.Rule)
-	dirty := map[string]bool{}
+	if critErr != nil {
+		return account.RecordedInOrder(rc.all()), critErr.Error(), nil
+	}
 	now := metav1.NewTime(r.now())
 	for _, t := range m.Targets {
 		o, ok := obs[t.Key]
-		if !ok {
+		if !ok || o.identity == nil {
 			continue
 		}
 		for i := range o.pods {
 			pod := &o.pods[i]
-			idx, capturable := capturableIndex(pod, o.obs.Job)
-			if !capturable || pod.Status.Phase != corev1.PodSucceeded || recorded[pod.UID] {
+			idx, capturable := capturableIndex(pod, o.identity)
+			if !capturable || pod.Status.Phase != corev1.PodSucceeded || rc.recorded[pod.UID] {
 				continue
 			}
-			res := result.FromPod(t.Key, o.obs.Job.UID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)
-			if critErr != nil && res.RejectReason == "" {
-				res.RejectReason, res.RejectMessage = result.ReasonCriterionError, critErr.Error()
-			}
+			res := result.FromPod(t.Key, o.identity.UID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)
 			ordinal, assigned := m.ShardOf(t.Key, idx)
 			if !assigned {
 				ordinal = -1
 			}
-			name, first := chunkName(ba.Name, ordinal)
-			c := chunks[name]
-			if c == nil {
-				c = newChunk(ba, name, first)
-				chunks[name] = c
-			}
-			c.Results = append(c.Results, res.Recorded(ordinal, now))
-			recorded[pod.UID] = true
-			dirty[name] = true
+			rc.add(res.Recorded(ordinal, now))
 		}
 	}
-	for name := range dirty {
-		c := chunks[name]
+	for c := range rc.dirty {
 		var err error
 		if c.ResourceVersion == "" {
 			err = r.Create(ctx, c)
@@ -105,25 +219,26 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 			err = r.Update(ctx, c)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("recording results in ShardResults %s: %w", name, err)
+			return nil, "", fmt.Errorf("recording results in ShardResults %s: %w", c.Name, err)
 		}
 		r.Metrics.resultsWritten()
 	}
-	all := make([]v1alpha1.ShardResults, 0, len(chunks))
-	for _, c := range chunks {
-		all = append(all, *c)
-	}
-	return account.RecordedInOrder(all), nil
+	return account.RecordedInOrder(rc.all()), "", nil
 }
 
 func newChunk(ba *v1alpha1.BatchAccount, name string, first int32) *v1alpha1.ShardResults {
+	labels := v1alpha1.ChunkLabels(ba)
+	if len(validation.IsValidLabelValue(ba.Name)) == 0 {
+		labels[v1alpha1.LabelAccount] = ba.Name // for people; the UID label is what counts
+	}
 	return &v1alpha1.ShardResults{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ba.Namespace,
-			Labels:          map[string]string{v1alpha1.LabelAccount: ba.Name},
+			Labels:          labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ba, v1alpha1.GroupVersion.WithKind("BatchAccount"))},
 		},
 		Account:      ba.Name,
+		AccountUID:   ba.UID,
 		FirstOrdinal: first,
 	}
 }

@@ -7,8 +7,12 @@ import (
 
 // Labels and finalizers of result capture.
 const (
-	// LabelAccount names the BatchAccount a ShardResults chunk belongs to.
+	// LabelAccount names the BatchAccount a ShardResults chunk belongs to. Deprecated:
+	// an account name may be longer than a label value; chunks are found by
+	// LabelAccountUID.
 	LabelAccount = "batchledger.dev/account"
+	// LabelAccountUID is the UID of the BatchAccount a ShardResults chunk belongs to.
+	LabelAccountUID = "batchledger.dev/account-uid"
 	// ResultFinalizer holds a succeeded pod of an accounted Job until its reported result
 	// is recorded, so that a pod deleted right after it succeeded, while the controller
 	// was down, still has its result read (the pattern of the Job controller's
@@ -104,8 +108,12 @@ type ShardResults struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Account is the BatchAccount the results belong to.
+	// Account is the name of the BatchAccount the results belong to.
 	Account string `json:"account"`
+	// AccountUID is the UID of that BatchAccount: a chunk belongs to one account object,
+	// never to a later account of the same name (its label LabelAccountUID says the same).
+	// +optional
+	AccountUID types.UID `json:"accountUID,omitempty"`
 	// FirstOrdinal is the first shard ordinal of the chunk's span; -1 for results of
 	// identities that are assigned no shard.
 	FirstOrdinal int32 `json:"firstOrdinal"`
@@ -114,6 +122,15 @@ type ShardResults struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=4096
 	Results []RecordedResult `json:"results,omitempty"`
+	// DroppedPods are pods whose result was not kept because their shard already had
+	// MaxResultsPerShard results (or the account MaxUnassignedResults results of
+	// unassigned identities): retries beyond that are counted, not stored, so that a
+	// retry-heavy batch never grows a chunk past the API server's request limit. Their
+	// pods are released like recorded ones.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16384
+	DroppedPods []types.UID `json:"droppedPods,omitempty"`
 }
 
 // ShardResultsList is a list of ShardResults.

@@ -1,0 +1,171 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// captureOnce observes every target of ba and captures its results, as Reconcile does.
+func captureOnce(t *testing.T, c client.Client, ba *v1alpha1.BatchAccount) ([]account.Result, string) {
+	t.Helper()
+	ctx := context.Background()
+	r := &Reconciler{Client: c, Now: func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) }}
+	m := account.Compile(ba.Namespace, &ba.Spec)
+	seen := map[string]observed{}
+	for _, tg := range m.Targets {
+		o, err := r.observeTarget(ctx, ba.Namespace, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.identity != nil {
+			seen[tg.Key] = o
+		}
+	}
+	res, ruleErr, err := r.captureResults(ctx, ba, m, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, ruleErr
+}
+
+func chunksOf(t *testing.T, c client.Client) []v1alpha1.ShardResults {
+	t.Helper()
+	var list v1alpha1.ShardResultsList
+	if err := c.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func reportOf(t *testing.T, shard string) string {
+	t.Helper()
+	msg, err := result.Encode(result.Report{Shard: shard, InputRevision: "D", ModelRevision: "m", Output: "s3://b/" + shard, Digest: "sha256:" + shard, Records: 1, Valid: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
+// TestChunksBelongToOneAccount: results are kept in chunks named after and labelled with
+// the account's UID, so a recreated account of the same name never adopts the chunks of
+// its predecessor (garbage collection deletes those with it), and a 253-character name
+// works (it is no label value).
+func TestChunksBelongToOneAccount(t *testing.T) {
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	longName := strings.Repeat("a", 253)
+	for _, name := range []string{"ij245", longName} {
+		t.Run(fmt.Sprintf("name of %d characters", len(name)), func(t *testing.T) {
+			j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+			ba := wrappers.MakeBatchAccount(name, "ns").Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj()
+			ba.UID = "account-2"
+			old := wrappers.MakeBatchAccount(name, "ns").Obj()
+			old.UID = "account-1"
+			// The predecessor's chunk: same namespace and name, its own UID as owner.
+			stale := newChunk(old, chunkName(old.UID, "0", 0), 0)
+			stale.Labels = v1alpha1.ChunkLabels(ba) // even a label that claims the new account
+			stale.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", JobUID: "j-uid", Pod: "gone", PodUID: "gone-uid"}}
+			pod := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, reportOf(t, "A")).Obj()
+			c := fakeClient(t, ba, j, pod, stale)
+			results, _ := captureOnce(t, c, ba)
+			if len(results) != 1 || results[0].PodUID != pod.UID {
+				t.Fatalf("results = %+v; want only pod j-0's", results)
+			}
+			var own *v1alpha1.ShardResults
+			for i, ch := range chunksOf(t, c) {
+				if metav1.IsControlledBy(&ch, ba) {
+					own = &chunksOf(t, c)[i]
+				}
+			}
+			if own == nil || own.Name != "account-2-0" || own.AccountUID != ba.UID || own.Labels[v1alpha1.LabelAccountUID] != "account-2" {
+				t.Fatalf("own chunk = %+v", own)
+			}
+			if _, labelled := own.Labels[v1alpha1.LabelAccount]; labelled != (len(name) <= 63) {
+				t.Errorf("name label present = %v for a name of %d characters", labelled, len(name))
+			}
+		})
+	}
+}
+
+// TestChunksStayBounded: retries beyond MaxResultsPerShard are counted as dropped pods,
+// not stored; a chunk spills into a continuation before ChunkByteBudget; and the
+// sequence of kept results continues from the highest recorded.
+func TestChunksStayBounded(t *testing.T) {
+	ba := wrappers.MakeBatchAccount("big", "ns").ShardCount("s", 256).Obj()
+	ba.UID = "acct"
+	rc := loadChunks(ba, nil)
+	output := strings.Repeat("o", 1000)
+	const perShard = MaxResultsPerShard + 2
+	for ord := range 256 {
+		for a := range perShard {
+			rc.add(v1alpha1.RecordedResult{Ordinal: int32(ord), Target: "job/j", Pod: fmt.Sprintf("p-%d-%d", ord, a),
+				PodUID: types.UID(fmt.Sprintf("uid-%d-%d", ord, a)), Output: output})
+		}
+	}
+	chunks := rc.all()
+	kept, dropped, maxSeq := 0, 0, int64(0)
+	for _, c := range chunks {
+		b, _ := json.Marshal(c)
+		if len(b) > ChunkByteBudget {
+			t.Errorf("chunk %s is %d bytes, over the %d budget", c.Name, len(b), ChunkByteBudget)
+		}
+		kept += len(c.Results)
+		dropped += len(c.DroppedPods)
+		for _, r := range c.Results {
+			maxSeq = max(maxSeq, r.Sequence)
+		}
+	}
+	if kept != 256*MaxResultsPerShard || dropped != 256*(perShard-MaxResultsPerShard) {
+		t.Errorf("kept %d, dropped %d; want %d and %d", kept, dropped, 256*MaxResultsPerShard, 256*(perShard-MaxResultsPerShard))
+	}
+	if len(chunks) < 2 {
+		t.Errorf("%d chunks: the span never spilled", len(chunks))
+	}
+	if maxSeq != int64(kept) {
+		t.Errorf("highest sequence %d, want %d (one per kept result, from 1)", maxSeq, kept)
+	}
+	// Reloaded, the record knows every pod it holds or dropped, and continues the sequence.
+	again := loadChunks(ba, withOwner(ba, chunks))
+	if len(again.recorded) != 256*perShard || again.nextSeq != maxSeq+1 {
+		t.Errorf("reloaded: %d pods known, next sequence %d", len(again.recorded), again.nextSeq)
+	}
+}
+
+func withOwner(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) []v1alpha1.ShardResults {
+	for i := range chunks {
+		chunks[i].OwnerReferences = newChunk(ba, "x", 0).OwnerReferences
+	}
+	return chunks
+}
+
+// TestRuleThatDoesNotCompile: no result is recorded (the pods stay held, their messages
+// unjudged) and the error is handed to the account; fixing the rule records them.
+func TestRuleThatDoesNotCompile(t *testing.T) {
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A").AssignJob("j", "0", "A").RequireResults("result.nosuchfield ==").Obj()
+	ba.UID = "acct-uid"
+	pod := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, reportOf(t, "A")).Obj()
+	c := fakeClient(t, ba, j, pod)
+	results, ruleErr := captureOnce(t, c, ba)
+	if ruleErr == "" || len(results) != 0 || len(chunksOf(t, c)) != 0 {
+		t.Fatalf("rule error %q, %d results, %d chunks; want an error and nothing recorded", ruleErr, len(results), len(chunksOf(t, c)))
+	}
+	ba.Spec.Acceptance.Rule = "result.valid == result.records"
+	results, ruleErr = captureOnce(t, c, ba)
+	if ruleErr != "" || len(results) != 1 || results[0].RejectReason != "" {
+		t.Errorf("after the fix: rule error %q, results %+v", ruleErr, results)
+	}
+}
