@@ -127,6 +127,11 @@ func (r *Reconciler) podToAccounts(ctx context.Context, obj client.Object) []rec
 
 // workloadToAccounts wakes the accounts naming the Workload's owner Job or JobSet.
 func (r *Reconciler) workloadToAccounts(ctx context.Context, obj client.Object) []reconcile.Request {
+	return accountsFor(ctx, r.Client, obj.GetNamespace(), workloadOwnerKeys(obj)...)
+}
+
+// workloadOwnerKeys are the account index keys of a Workload's owner Job or JobSet.
+func workloadOwnerKeys(obj client.Object) []string {
 	var keys []string
 	for _, ref := range obj.GetOwnerReferences() {
 		switch ref.Kind {
@@ -136,7 +141,7 @@ func (r *Reconciler) workloadToAccounts(ctx context.Context, obj client.Object) 
 			keys = append(keys, "jobset/"+ref.Name)
 		}
 	}
-	return accountsFor(ctx, r.Client, obj.GetNamespace(), keys...)
+	return keys
 }
 
 // BatchPeriod is how long the reconciler lets Job and pod changes gather before it

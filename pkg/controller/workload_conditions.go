@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -31,27 +34,98 @@ var publishedTypes = func() map[string]struct{} {
 	return m
 }()
 
-// desiredWorkloadConditions are the conditions the Workload should carry for the
-// account, with transition times kept from the Workload when the status is unchanged and
-// observedGeneration following the Workload's generation.
-func desiredWorkloadConditions(wl *kueue.Workload, ba *v1alpha1.BatchAccount) []metav1.Condition {
+// Bounds of an aggregated Workload condition message: each account's verdict is named,
+// up to maxAccountsNamed of them, each clipped, so the message stays far under the
+// 32,768 bytes a Workload condition allows however many accounts name the Workload.
+const (
+	maxAccountsNamed  = 8
+	maxAccountMessage = 1024
+)
+
+// desiredWorkloadConditions are the conditions the Workload should carry for the accounts
+// that name its Jobs: one per published type, True only when every account's is, so
+// that the Workload speaks for all of them and never for the last writer alone. With one
+// account the condition is that account's (reason and message); with several, the
+// reason is that of the first account (by name) that is not True (or of the first, when
+// all are), and the message names each account's verdict. Transition times are kept from the Workload
+// while the status is unchanged; observedGeneration follows the Workload's generation.
+func desiredWorkloadConditions(wl *kueue.Workload, accounts []*v1alpha1.BatchAccount, now metav1.Time) []metav1.Condition {
+	slices.SortFunc(accounts, func(a, b *v1alpha1.BatchAccount) int { return strings.Compare(a.Name, b.Name) })
 	var out []metav1.Condition
 	for _, from := range []string{v1alpha1.ConditionShardsCovered, v1alpha1.ConditionAccepted} {
-		c := apimeta.FindStatusCondition(ba.Status.Conditions, from)
-		if c == nil {
+		var want *metav1.Condition
+		var parts []string
+		allTrue, named := true, 0
+		for _, ba := range accounts {
+			c := apimeta.FindStatusCondition(ba.Status.Conditions, from)
+			if c == nil {
+				continue
+			}
+			named++
+			if want == nil {
+				want = &metav1.Condition{Type: workloadConditions[from], Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime}
+			}
+			if c.Status != metav1.ConditionTrue && allTrue {
+				allTrue = false
+				want.Status, want.Reason = c.Status, c.Reason
+			}
+			if len(parts) < maxAccountsNamed {
+				parts = append(parts, fmt.Sprintf("BatchAccount %s: %s", ba.Name, clip(c.Message, maxAccountMessage)))
+			}
+		}
+		if want == nil {
 			continue
 		}
-		want := metav1.Condition{
-			Type: workloadConditions[from], Status: c.Status, Reason: c.Reason,
-			Message:            fmt.Sprintf("BatchAccount %s: %s", ba.Name, c.Message),
-			ObservedGeneration: wl.Generation, LastTransitionTime: c.LastTransitionTime,
+		switch {
+		case named == 1:
+			want.Message = parts[0]
+		default:
+			want.Message = fmt.Sprintf("%d accounts; %s", named, strings.Join(parts, "; "))
+			if named > len(parts) {
+				want.Message += fmt.Sprintf("; and %d more", named-len(parts))
+			}
+			want.LastTransitionTime = now
 		}
+		want.ObservedGeneration = wl.Generation
 		if have := apimeta.FindStatusCondition(wl.Status.Conditions, want.Type); have != nil && have.Status == want.Status {
 			want.LastTransitionTime = have.LastTransitionTime
 		}
-		out = append(out, want)
+		out = append(out, *want)
 	}
 	return out
+}
+
+// clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// workloadAccounts are the live accounts naming the Workload's owner Job or JobSet, with
+// ba (just computed, fresher than the cache) in place of its cached copy.
+func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) ([]*v1alpha1.BatchAccount, error) {
+	out := []*v1alpha1.BatchAccount{ba}
+	seen := map[string]bool{ba.Name: true}
+	for _, key := range workloadOwnerKeys(wl) {
+		var list v1alpha1.BatchAccountList
+		if err := r.List(ctx, &list, client.InNamespace(wl.Namespace), client.MatchingFields{IndexAccountTarget: key}); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			other := &list.Items[i]
+			if !seen[other.Name] && other.DeletionTimestamp == nil {
+				seen[other.Name] = true
+				out = append(out, other)
+			}
+		}
+	}
+	return out, nil
 }
 
 // publish applies the account's verdict conditions to a Workload under batchledger's own
@@ -59,7 +133,11 @@ func desiredWorkloadConditions(wl *kueue.Workload, ba *v1alpha1.BatchAccount) []
 // differs, and pins the Workload UID so that a Workload Kueue deleted and recreated under
 // the same name is never written through a stale read.
 func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) error {
-	want := desiredWorkloadConditions(wl, ba)
+	accounts, err := r.workloadAccounts(ctx, wl, ba)
+	if err != nil {
+		return err
+	}
+	want := desiredWorkloadConditions(wl, accounts, metav1.NewTime(r.now()))
 	if len(want) == 0 || upToDate(wl.Status.Conditions, want) {
 		return nil
 	}
@@ -70,7 +148,7 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 			WithObservedGeneration(c.ObservedGeneration).WithLastTransitionTime(c.LastTransitionTime))
 	}
 	ac := kueueac.Workload(wl.Name, wl.Namespace).WithUID(wl.UID).WithStatus(st)
-	err := r.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	err = r.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// The Workload went away or was replaced; its successor wakes us again.
