@@ -39,7 +39,7 @@ type Reconciler struct {
 	// APIReader reads from the API server directly: the pods of a Job outside the opt-in
 	// scope (its account came after it started) are not in the cache.
 	APIReader client.Reader
-	Recorder events.EventRecorder
+	Recorder  events.EventRecorder
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 	// Metrics, when set, counts the reconciler's writes.
@@ -88,12 +88,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.stampTarget(ctx, &ba, t.Ref, o.obs.Job)
 			obs[t.Key] = o.obs
 			seen[t.Key] = o
+		} else if id := recordedIdentity(&ba, t.Key); id != nil && requiresResults(&ba) {
+			// The Job is gone but its record stands: capture what its held pods reported.
+			var pods corev1.PodList
+			if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingFields{IndexOwnerUID: string(id.UID)}); err != nil {
+				return ctrl.Result{}, fmt.Errorf("listing the pods of deleted %s: %w", t.Key, err)
+			}
+			seen[t.Key] = observed{identity: id, pods: pods.Items}
 		}
 		if o.workload != nil {
 			workloads[o.workload.UID] = o.workload
 		}
 	}
-	results, err := r.captureResults(ctx, &ba, m, seen)
+	results, ruleErr, err := r.captureResults(ctx, &ba, m, seen)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -104,9 +111,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Previous:     &ba.Status,
 		Observations: obs,
 		Results:      results,
+		RuleError:    ruleErr,
 		Now:          metav1.NewTime(r.now()),
 	})
 	if !equality.Semantic.DeepEqual(out.Status, ba.Status) {
+		prev := ba.Status.Conditions
 		ba.Status = out.Status
 		if err := r.Status().Update(ctx, &ba); err != nil {
 			if apierrors.IsConflict(err) {
@@ -118,10 +127,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Events follow only the write that recorded the change: the update carries the
 		// resourceVersion read, so a replica with a stale cache, or a second replica
 		// after a leader change, conflicts above instead of repeating them.
-		for _, e := range accountEvents(out.Changed) {
+		for _, e := range accountEvents(prev, out.Changed) {
 			r.Recorder.Eventf(&ba, nil, e.Type, e.Reason, EventActionVerdict, "%s", e.Note)
 		}
-		if evs := workloadEvents(out.Changed); len(evs) > 0 {
+		if evs := workloadEvents(prev, out.Changed); len(evs) > 0 {
 			for _, wl := range workloads {
 				for _, e := range evs {
 					r.Recorder.Eventf(wl, &ba, e.Type, e.Reason, EventActionVerdict, "BatchAccount %s: %s", ba.Name, e.Note)

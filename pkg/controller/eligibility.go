@@ -41,6 +41,9 @@ func capturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string
 			if err != nil {
 				return nil, err
 			}
+			if job == nil {
+				job = recordedIdentity(ba, account.TargetKey(ref))
+			}
 			if _, ok := capturableIndex(pod, job); ok {
 				out = append(out, ba.Name)
 				break
@@ -65,4 +68,17 @@ func targetsOfPod(ba *v1alpha1.BatchAccount, pod *corev1.Pod) []v1alpha1.TargetR
 		}
 	}
 	return out
+}
+
+// recordedIdentity is a stand-in for the Job of a target that no longer exists, carrying
+// the UID the account recorded for it: the pods of a deleted Job that are still held
+// (the finalizer keeps them while they terminate) are still captured, and so still held
+// until then. nil when the account never observed the target.
+func recordedIdentity(ba *v1alpha1.BatchAccount, key string) *batchv1.Job {
+	for _, ts := range ba.Status.Targets {
+		if ts.Name == key && ts.UID != "" {
+			return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: ts.Job, Namespace: ba.Namespace, UID: ts.UID}}
+		}
+	}
+	return nil
 }

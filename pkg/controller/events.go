@@ -2,6 +2,7 @@ package controller
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -36,10 +37,10 @@ var expectedWaits = map[string]bool{
 // accountEvents are the events for the account's verdict changes: one per condition
 // whose status or reason changed (never on a message-only change such as one more
 // covered shard, so a batch of many shards does not flood the account's events).
-func accountEvents(changed []metav1.Condition) []verdictEvent {
+func accountEvents(prev, changed []metav1.Condition) []verdictEvent {
 	out := make([]verdictEvent, 0, len(changed))
 	for _, c := range changed {
-		out = append(out, eventOf(c, c.Type))
+		out = append(out, eventOf(prev, c, c.Type))
 	}
 	return out
 }
@@ -48,19 +49,22 @@ func accountEvents(changed []metav1.Condition) []verdictEvent {
 // published on Workloads (ShardsCovered and Accepted), named as the Workload condition
 // is, so that an admin reading `kubectl describe workload` sees the same words as in
 // its conditions.
-func workloadEvents(changed []metav1.Condition) []verdictEvent {
+func workloadEvents(prev, changed []metav1.Condition) []verdictEvent {
 	var out []verdictEvent
 	for _, c := range changed {
 		if typ, ok := workloadConditions[c.Type]; ok {
-			out = append(out, eventOf(c, typ))
+			out = append(out, eventOf(prev, c, typ))
 		}
 	}
 	return out
 }
 
-func eventOf(c metav1.Condition, typ string) verdictEvent {
+// eventOf is the event of one changed condition. It is a Warning when the condition
+// turns False for a reason that is no expected wait, and whenever it falls from True: a
+// batch that was covered or accepted and no longer is always deserves attention.
+func eventOf(prev []metav1.Condition, c metav1.Condition, typ string) verdictEvent {
 	kind := corev1.EventTypeNormal
-	if c.Status == metav1.ConditionFalse && !expectedWaits[c.Reason] {
+	if c.Status == metav1.ConditionFalse && (!expectedWaits[c.Reason] || apimeta.IsStatusConditionTrue(prev, c.Type)) {
 		kind = corev1.EventTypeWarning
 	}
 	return verdictEvent{Type: kind, Reason: c.Type + c.Reason, Note: typ + "=" + string(c.Status) + ": " + c.Message}

@@ -28,6 +28,7 @@ func TestVerdictEvents(t *testing.T) {
 	terminated := cond(v1alpha1.ConditionTerminated, metav1.ConditionTrue, account.ReasonComplete, "job j Complete")
 
 	cases := map[string]struct {
+		prev         []metav1.Condition
 		changed      []metav1.Condition
 		wantAccount  []verdictEvent
 		wantWorkload []verdictEvent
@@ -65,6 +66,25 @@ func TestVerdictEvents(t *testing.T) {
 				{corev1.EventTypeWarning, "AcceptedResultRejected", "batchledger.dev/Accepted=False: result of C rejected"},
 			},
 		},
+		"a fall from Accepted is a Warning, even for a reason that is otherwise a wait": {
+			prev:         []metav1.Condition{accepted},
+			changed:      []metav1.Condition{pending},
+			wantAccount:  []verdictEvent{{corev1.EventTypeWarning, "AcceptedResultsPending", "Accepted=False: waiting for results of A-D"}},
+			wantWorkload: []verdictEvent{{corev1.EventTypeWarning, "AcceptedResultsPending", "batchledger.dev/Accepted=False: waiting for results of A-D"}},
+		},
+		"durable-ledger reasons are Warnings": {
+			changed: []metav1.Condition{
+				cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonMissingResult, "no result for A"),
+				cond(v1alpha1.ConditionTerminated, metav1.ConditionFalse, account.ReasonTargetDeleted, "job j deleted"),
+				cond(v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, account.ReasonRuleInvalid, "rule does not compile"),
+			},
+			wantAccount: []verdictEvent{
+				{corev1.EventTypeWarning, "AcceptedMissingResult", "Accepted=False: no result for A"},
+				{corev1.EventTypeWarning, "TerminatedTargetDeleted", "Terminated=False: job j deleted"},
+				{corev1.EventTypeWarning, "ResultsAcceptedRuleInvalid", "ResultsAccepted=False: rule does not compile"},
+			},
+			wantWorkload: []verdictEvent{{corev1.EventTypeWarning, "AcceptedMissingResult", "batchledger.dev/Accepted=False: no result for A"}},
+		},
 		"accepted": {
 			changed:      []metav1.Condition{accepted},
 			wantAccount:  []verdictEvent{{corev1.EventTypeNormal, "AcceptedAccepted", "Accepted=True: 4/4 shards accepted"}},
@@ -73,10 +93,10 @@ func TestVerdictEvents(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.wantAccount, accountEvents(tc.changed), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tc.wantAccount, accountEvents(tc.prev, tc.changed), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("account events (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantWorkload, workloadEvents(tc.changed), cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(tc.wantWorkload, workloadEvents(tc.prev, tc.changed), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("workload events (-want +got):\n%s", diff)
 			}
 		})

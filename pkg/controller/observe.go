@@ -26,6 +26,10 @@ type observed struct {
 	obs      account.Observation
 	workload *kueue.Workload
 	pods     []corev1.Pod
+	// identity is the Job whose pods' results the account records: the observed Job, or,
+	// once that Job was deleted, a stand-in carrying the UID the account recorded
+	// (recordedIdentity), whose held pods are still captured.
+	identity *batchv1.Job
 }
 
 // observeTarget reads a target's current Job, its successful pods and its Workload from
@@ -36,7 +40,7 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		return observed{}, err
 	}
 	var o observed
-	o.obs.Job = job
+	o.obs.Job, o.identity = job, job
 	o.obs.RestartAttempt = attempt
 	// The pods are only read: listing them without a deep copy saves a copy of every pod
 	// of the Job on every reconcile (the largest cost in the load benchmark's profile).
@@ -133,6 +137,9 @@ func workloadObservation(wl *kueue.Workload) *v1alpha1.WorkloadObservation {
 		Evicted:                 apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadEvicted),
 		Finished:                apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished),
 		ObservedResourceVersion: wl.ResourceVersion,
+	}
+	if ev := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); ev != nil && ev.Status == metav1.ConditionTrue {
+		w.EvictionReason = ev.Reason
 	}
 	if adm := wl.Status.Admission; adm != nil {
 		w.ClusterQueue = string(adm.ClusterQueue)

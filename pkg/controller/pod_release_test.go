@@ -136,7 +136,7 @@ func capturedByReconciler(t *testing.T, c client.Client, pod *corev1.Pod) bool {
 				seen[tg.Key] = o
 			}
 		}
-		results, err := r.captureResults(ctx, ba, m, seen)
+		results, _, err := r.captureResults(ctx, ba, m, seen)
 		if err != nil {
 			t.Fatal(err)
 		}

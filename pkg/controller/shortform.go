@@ -8,7 +8,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -21,7 +20,10 @@ import (
 )
 
 // Annotations of the short form: on a Job or JobSet they declare a batch, and the
-// controller creates (and owns) the BatchAccount of the same name. Indexes map onto
+// controller creates the BatchAccount of the same name. The account is not owned by the
+// Job or JobSet: a ledger outlives the Jobs it describes (TTL, cleanup), so deleting the
+// Job keeps the account and its results; delete the account when its record is no longer
+// needed (LabelShortFormOf finds the accounts made from short forms). Indexes map onto
 // shards in order; for a JobSet, child Job i of the replicatedJob takes the i-th block.
 const (
 	AnnotationShards        = "batchledger.dev/shards"         // "A,B,C,D"
@@ -32,6 +34,9 @@ const (
 	AnnotationReplicatedJob = "batchledger.dev/replicated-job" // JobSet only
 	AnnotationRequire       = "batchledger.dev/require-results"
 	AnnotationRule          = "batchledger.dev/acceptance-rule"
+	// LabelShortFormOf on a BatchAccount the controller created from a short form names
+	// the kind of object that declared it ("Job" or "JobSet"); the name is the account's.
+	LabelShortFormOf = "batchledger.dev/short-form-of"
 )
 
 // ShortFormReconciler creates the BatchAccount a short-form Job or JobSet declares.
@@ -76,14 +81,10 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	} else if client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
-	gvk := schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}
-	if r.Kind == "JobSet" {
-		gvk = jobsetapi.SchemeGroupVersion.WithKind("JobSet")
-	}
 	ba := &v1alpha1.BatchAccount{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: obj.GetName(), Namespace: obj.GetNamespace(),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(obj, gvk)},
+			Labels: map[string]string{LabelShortFormOf: r.Kind},
 		},
 		Spec: spec,
 	}
