@@ -1,17 +1,30 @@
 package installcheck
 
 import (
+	"context"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"batchledger.dev/batchledger/e2e/framework/localcluster"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // TestChartUninstallHook renders the chart and checks its pre-delete hook
@@ -174,5 +187,141 @@ func TestChartUninstallHook(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUninstallHookOnLocalCluster runs the chart's pre-delete hook for real on a local
+// control plane, as release ledger in namespace ops: the hook's ServiceAccount, ClusterRole
+// and binding as rendered, and the manager binary run with exactly the hook Job's args
+// under that ServiceAccount's token (as the kubelet would run the Job's pod). With pods
+// held in two namespaces and the release's MutatingWebhookConfiguration in place, the run
+// exits 0 having deleted that configuration and removed the result-capture finalizer, and
+// only it, from every pod; a pod that never held it is untouched. So the hook's RBAC
+// (pods list and patch, delete on that one configuration) is enough for the command.
+//
+// It needs the cluster binaries (make binaries) and is skipped with -short or without them.
+func TestUninstallHookOnLocalCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a local control plane")
+	}
+	root, tools := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const release, ns = "ledger", "ops"
+	o := mustChartAs(t, tools, filepath.Join(root, "charts", "batchledger"), release, ns)
+	var job batchv1.Job
+	var hookKeys []Key
+	for _, k := range o.Keys() {
+		if !isHook(o[k]) {
+			continue
+		}
+		if k.Kind == "Job" {
+			if err := Into(o[k], &job); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		hookKeys = append(hookKeys, k)
+	}
+	if job.Name == "" {
+		t.Fatal("no hook Job rendered")
+	}
+	mwcName := effectiveFlags(deployment(t, o).Spec.Template.Spec.Containers[0].Args)["mutating-webhook-configuration"]
+
+	bin, err := localcluster.BuildBatchledger(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := localcluster.Start(ctx, localcluster.Options{Log: testLog{t}, SkipKueue: true, SkipJobSet: true})
+	if err != nil {
+		if strings.Contains(err.Error(), "not found") {
+			t.Skipf("local cluster binaries missing: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	cl := c.Client()
+	admin, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ns, "team-a", "team-b"} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range hookKeys {
+		if err := cl.Create(ctx, o[k].DeepCopy()); err != nil {
+			t.Fatalf("create %s: %v", k, err)
+		}
+	}
+
+	const keep = "example.com/keep"
+	pods := []struct {
+		namespace, name string
+		finalizers      []string
+		want            []string
+	}{
+		{"team-a", "held", []string{v1alpha1.ResultFinalizer}, nil},
+		{"team-a", "held-with-another", []string{keep, v1alpha1.ResultFinalizer}, []string{keep}},
+		{"team-b", "held", []string{v1alpha1.ResultFinalizer, keep}, []string{keep}},
+		{"team-b", "not-held", []string{keep}, []string{keep}},
+	}
+	for _, p := range pods {
+		_, err := admin.CoreV1().Pods(p.namespace).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.name, Finalizers: p.finalizers,
+				Labels: map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults}},
+			Spec: corev1.PodSpec{
+				// Never scheduled: nothing but this test touches the pod.
+				NodeSelector:                 map[string]string{"batchledger.dev/no-such-node": "true"},
+				AutomountServiceAccountToken: ptr.To(false),
+				Containers:                   []corev1.Container{{Name: "worker", Image: "registry.example/worker:1"}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = admin.CoreV1().Pods(p.namespace).Patch(context.Background(), p.name, types.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		})
+	}
+	// The pod webhook's configuration, created after the pods: nothing serves it here.
+	if err := cl.Create(ctx, o[Key{"MutatingWebhookConfiguration", "", mwcName}].DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, job.Spec.Template.Spec.ServiceAccountName,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	writeKubeconfig(t, kubeconfig, c.RESTConfig.Host, c.CA.CertPEM, tr.Status.Token)
+	// The Job's args as rendered; the kubeconfig stands in for the pod's in-cluster
+	// configuration, and no second pass is needed with no API server lagging behind.
+	args := append(slices.Clone(job.Spec.Template.Spec.Containers[0].Args), "--kubeconfig="+kubeconfig, "--recheck-after=0")
+	cmd := exec.CommandContext(ctx, bin, args...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("batchledger %s:\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		t.Fatalf("the hook's command failed: %v", err)
+	}
+
+	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwcName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("MutatingWebhookConfiguration %s still there: %v", mwcName, err)
+	}
+	for _, p := range pods {
+		got, err := admin.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Finalizers, p.want) {
+			t.Errorf("pod %s/%s: finalizers %v after the hook, want %v", p.namespace, p.name, got.Finalizers, p.want)
+		}
 	}
 }
