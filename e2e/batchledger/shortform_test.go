@@ -13,7 +13,8 @@ import (
 )
 
 // TestShortFormJob: annotations on a queued Job make the controller create the account,
-// owned by the Job, and follow it like any other.
+// not owned by the Job, and follow it like any other; deleting the Job afterwards keeps
+// the account, its record and its verdict.
 func TestShortFormJob(t *testing.T) {
 	f := framework.New(t)
 	h100Queue(f, "8")
@@ -24,8 +25,8 @@ func TestShortFormJob(t *testing.T) {
 	ba := waitAccount(t, f, "short", "the account created from the annotations", func(ba *v1alpha1.BatchAccount) bool {
 		return len(ba.Status.Targets) == 1 && ba.Status.Targets[0].Found
 	})
-	if !metav1.IsControlledBy(ba, job) {
-		t.Errorf("account owners = %+v; want the Job", ba.OwnerReferences)
+	if len(ba.OwnerReferences) != 0 || ba.Labels[controller.LabelShortFormOf] != "Job" {
+		t.Errorf("account owners = %+v, labels %v; want no owner (the ledger outlives its Job) and the short-form label", ba.OwnerReferences, ba.Labels)
 	}
 	if len(ba.Spec.Assignments) != 1 || ba.Spec.Assignments[0].Indexes != "0,1" || ba.Spec.Assignments[0].ShardOrdinals != "0,1" {
 		t.Errorf("assignments = %+v", ba.Spec.Assignments)
@@ -34,4 +35,13 @@ func TestShortFormJob(t *testing.T) {
 	framework.FinishIndexPod(t, job, 0, 0, "")
 	framework.FinishIndexPod(t, job, 1, 0, "")
 	waitAccountCondition(t, f, "short", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+
+	deleteJobAndWait(t, f, job)
+	ba = waitAccount(t, f, "short", "the deleted Job's record", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/short")
+		return tg != nil && tg.Deleted
+	})
+	if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted); !ok || ba.Status.Shards.Covered != 2 {
+		t.Errorf("after the Job was deleted: %s, %d/2 covered", state, ba.Status.Shards.Covered)
+	}
 }

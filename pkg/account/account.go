@@ -292,6 +292,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 	s.UID = job.UID
 	s.RestartAttempt = ts.obs.RestartAttempt
 	s.Completions = int32(f.completions)
+	s.PodScope = job.Spec.Template.Labels[v1alpha1.LabelScope]
 	s.SuccessPolicy = f.successPolicy
 	s.Required = f.required.String()
 	s.CompletedIndexes = f.completed.String()

@@ -99,6 +99,8 @@ type JobExplanation struct {
 	Completions int32 `json:"completions"`
 	// SuccessPolicy is the Job's own success criterion in words.
 	SuccessPolicy string `json:"successPolicy"`
+	// PodScope says whether the Job's pods are held for their results, in words.
+	PodScope string `json:"podScope,omitempty"`
 	// Required is the index population the Job's own criterion requires.
 	Required IndexSet `json:"required"`
 	// Completed is the Job controller's status.completedIndexes.
@@ -423,6 +425,7 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 	je.Job, je.UID, je.RestartAttempt = ts.Job, string(ts.UID), ts.RestartAttempt
 	je.Completions = ts.Completions
 	je.Required, je.Completed, je.Failed = indexSet(ts.Required), indexSet(ts.CompletedIndexes), indexSet(ts.FailedIndexes)
+	je.PodScope = podScope(ts.PodScope)
 	je.SuccessPolicy = ts.SuccessPolicy
 	if je.SuccessPolicy == "" {
 		je.SuccessPolicy = fmt.Sprintf("none: every index %s must succeed", je.Required.Indexes)
@@ -742,4 +745,16 @@ func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets obse
 		out = append(out, standing[o].Recorded(o, standing[o].RecordedAt))
 	}
 	return out
+}
+
+// podScope says in words what the opt-in scope label of a Job's pod template means for its
+// pods and their results.
+func podScope(scope string) string {
+	switch scope {
+	case v1alpha1.ScopeResults:
+		return "results: each succeeded pod is held until its result is recorded"
+	case v1alpha1.ScopeCoverage:
+		return "coverage: pods are counted, never held"
+	}
+	return "none: the Job started before an account named it, so its pods are not held; results are read only while its pods exist"
 }

@@ -59,9 +59,10 @@ var (
 	seedNow   = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 )
 
-// jobSnapshot is Job j as the Job controller would have written it.
+// jobSnapshot is Job j as the Job controller would have written it, stamped by the scope
+// webhook for an account that requires results.
 func jobSnapshot(name string, uid types.UID, completions int32, completed string, succeeded int32, rv string) *batchv1.Job {
-	j := wrappers.MakeJob(name, ns).Indexed(completions).Queue("default").GPU(1).Obj()
+	j := wrappers.MakeJob(name, ns).Indexed(completions).Queue("default").GPU(1).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Obj()
 	j.UID, j.ResourceVersion = uid, rv
 	j.Status.CompletedIndexes, j.Status.Succeeded = completed, succeeded
 	return j

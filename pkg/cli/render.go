@@ -134,6 +134,7 @@ func renderJob(w io.Writer, j *JobExplanation) {
 		"Assigned", assigned,
 		"Completions", fmt.Sprint(j.Completions),
 		"Success policy", j.SuccessPolicy,
+		"Pod scope", j.PodScope,
 		"Required", counted(j.Required, "index"),
 		"Completed", completed,
 		"Failed indexes", counted(j.Failed, "index"),

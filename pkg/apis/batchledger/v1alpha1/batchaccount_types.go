@@ -261,6 +261,14 @@ type TargetStatus struct {
 	// +optional
 	Completions int32 `json:"completions,omitempty"`
 
+	// PodScope is the opt-in scope label on the Job's pod template (LabelScope):
+	// "results" (its succeeded pods are held until their result is recorded),
+	// "coverage" (counted, never held), or empty when the Job started before any account
+	// named it (Kubernetes forbids relabelling a started Job): its pods are not held, and
+	// their results are read only while the pods exist.
+	// +optional
+	PodScope string `json:"podScope,omitempty"`
+
 	// SuccessPolicy describes the Job's own success criterion in words; empty means
 	// every index 0..completions-1 must succeed.
 	// +optional
