@@ -54,12 +54,12 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/status,verbs=update
 // +kubebuilder:rbac:groups=batchledger.dev,resources=shardresults,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=patch
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
