@@ -285,13 +285,13 @@ func TestMessageListsBounded(t *testing.T) {
 		for _, tc := range []struct {
 			n    int
 			tail string
-		}{{4, "p3"}, {5, "p3 (+1 more problems)"}} {
+		}{{1, "p0"}, {2, "p0; p1"}, {4, "p0; p1; p2; p3"}, {5, "p0; p1; p2; p3 (+1 more problems)"}} {
 			var ps []Problem
 			for i := range tc.n {
 				ps = append(ps, Problem{Reason: "R", Message: fmt.Sprintf("p%d", i)})
 			}
 			c := assignmentCondition(ps)
-			if want := "p0; p1; p2; " + tc.tail; c.Message != want {
+			if want := tc.tail; c.Message != want {
 				t.Errorf("%d problems: %q; want %q", tc.n, c.Message, want)
 			}
 		}
