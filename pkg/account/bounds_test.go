@@ -284,15 +284,15 @@ func TestMessageListsBounded(t *testing.T) {
 	t.Run("problems", func(t *testing.T) {
 		for _, tc := range []struct {
 			n    int
-			tail string
+			want string
 		}{{1, "p0"}, {2, "p0; p1"}, {4, "p0; p1; p2; p3"}, {5, "p0; p1; p2; p3 (+1 more problems)"}} {
 			var ps []Problem
 			for i := range tc.n {
 				ps = append(ps, Problem{Reason: "R", Message: fmt.Sprintf("p%d", i)})
 			}
 			c := assignmentCondition(ps)
-			if want := tc.tail; c.Message != want {
-				t.Errorf("%d problems: %q; want %q", tc.n, c.Message, want)
+			if c.Message != tc.want {
+				t.Errorf("%d problems: %q; want %q", tc.n, c.Message, tc.want)
 			}
 		}
 	})
