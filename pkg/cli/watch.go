@@ -641,12 +641,19 @@ func (w *watcher) rateText(aw *accountWatch, now time.Time, plain bool) string {
 		if plain {
 			return ""
 		}
+	case p.Outcome == outcomeBlocked:
+		s = "blocked: no ETA until a repair"
 	case !ok:
 		s = fmt.Sprintf("rate: measuring (%s shards over the last %s)", what, shortDuration(w.opts.window))
 	default:
 		s = fmt.Sprintf("%.1f shards/min %s over the last %s", rate, what, shortDuration(w.opts.window))
 		if left := p.Total - current; left > 0 && rate > 0 {
-			s += ", ETA " + shortDuration(time.Duration(float64(left)/rate*float64(time.Minute)))
+			eta := time.Duration(float64(left) / rate * float64(time.Minute))
+			if eta < time.Second {
+				s += ", ETA under a second"
+			} else {
+				s += ", ETA " + shortDuration(eta)
+			}
 		} else if left > 0 {
 			s += ", ETA unknown (no progress in the window)"
 		}

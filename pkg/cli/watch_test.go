@@ -519,3 +519,41 @@ func TestWatchFrameFitsTheTerminal(t *testing.T) {
 
 // redrawSeparator is the cursor-up-and-erase that starts each redrawn frame.
 var redrawSeparator = regexp.MustCompile("\x1b\\[\\d+A\x1b\\[J")
+
+// TestWatchRateText: the rate line says what is measured, over which window, and the
+// ETA it implies; nothing is promised of a blocked batch.
+func TestWatchRateText(t *testing.T) {
+	at := func(s int) time.Time { return time0.Add(time.Duration(s) * time.Second) }
+	cases := []struct {
+		name     string
+		progress batchProgress
+		covered  []int // covered shards observed at 0s, 60s, 120s, ...
+		now      int
+		want     string
+	}{
+		{name: "one observation", progress: batchProgress{Total: 100, Covered: 10}, covered: []int{10}, now: 60,
+			want: "rate: measuring (covered shards over the last 5m)"},
+		{name: "steady", progress: batchProgress{Total: 100, Covered: 40}, covered: []int{0, 20, 40}, now: 120,
+			want: "20.0 shards/min covered over the last 5m, ETA 3m"},
+		{name: "under a second left", progress: batchProgress{Total: 1000, Covered: 999}, covered: []int{0, 999}, now: 60,
+			want: "999.0 shards/min covered over the last 5m, ETA under a second"},
+		{name: "stalled", progress: batchProgress{Total: 100, Covered: 50}, covered: []int{0, 50}, now: 600,
+			want: "0.0 shards/min covered over the last 5m, ETA unknown (no progress in the window)"},
+		{name: "blocked", progress: batchProgress{Total: 100, Covered: 50, Outcome: outcomeBlocked}, covered: []int{0, 50}, now: 60,
+			want: "blocked: no ETA until a repair"},
+		{name: "accepted", progress: batchProgress{Total: 4, Covered: 4, Outcome: outcomeAccepted}, covered: []int{0, 4}, now: 3660,
+			want: "done in 61m"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			aw := &accountWatch{progress: tc.progress, covered: rateMeter{window: 5 * time.Minute}}
+			for i, c := range tc.covered {
+				aw.covered.observe(at(60*i), c)
+			}
+			w := &watcher{opts: watchOptions{window: 5 * time.Minute}, start: time0}
+			if got := w.rateText(aw, at(tc.now), false); got != tc.want {
+				t.Errorf("rate = %q\nwant   %q", got, tc.want)
+			}
+		})
+	}
+}
