@@ -330,3 +330,84 @@ func TestLargeAccountExactCoverage(t *testing.T) {
 		t.Errorf("missing ordinals count %d; want 14300 with 6, 999 and 99999 and without 998", missing.Count())
 	}
 }
+
+// list stands for an index list of exactly n bytes: fitIndexLists weighs lists by their
+// length only, so their content does not matter here.
+func list(n int) string { return strings.Repeat("7", n) }
+
+// TestIndexListBytesCountsEveryList: every index list of the status adds its length.
+func TestIndexListBytesCountsEveryList(t *testing.T) {
+	st := v1alpha1.BatchAccountStatus{
+		Shards:  v1alpha1.ShardSummary{MissingOrdinals: list(1)},
+		Results: v1alpha1.ResultSummary{MissingOrdinals: list(2), RejectedOrdinals: list(4)},
+		History: []v1alpha1.SupersededIdentity{{CompletedIndexes: list(8)}, {CompletedIndexes: list(16)}},
+		Targets: []v1alpha1.TargetStatus{
+			{CompletedIndexes: list(32), FailedIndexes: list(64), RepeatedIndexes: list(128), Required: list(256),
+				Admissions: []v1alpha1.Admission{{CompletedIndexes: list(512)}}},
+			{CompletedIndexes: list(1024), Admissions: []v1alpha1.Admission{{CompletedIndexes: list(2048)}, {CompletedIndexes: list(4096)}}},
+		},
+	}
+	if got := indexListBytes(&st); got != 8191 {
+		t.Errorf("indexListBytes = %d; want 8191 (1+2+...+4096)", got)
+	}
+}
+
+// TestFitIndexListsAtTheBudget: a status exactly at IndexListBudget is left whole; one
+// byte more leaves out the found target's completed indexes, and nothing else.
+func TestFitIndexListsAtTheBudget(t *testing.T) {
+	for _, over := range []int{0, 1} {
+		st := v1alpha1.BatchAccountStatus{
+			Shards:  v1alpha1.ShardSummary{MissingOrdinals: "5"},
+			Targets: []v1alpha1.TargetStatus{{Found: true, Required: "0-9", CompletedIndexes: list(IndexListBudget - len("5") - len("0-9") + over)}},
+		}
+		fitIndexLists(&st)
+		tg := st.Targets[0]
+		if omitted := tg.CompletedIndexesOmitted; omitted != (over == 1) || (tg.CompletedIndexes == "") != omitted {
+			t.Errorf("%d over the budget: completedIndexesOmitted %v with %d bytes left", over, omitted, len(tg.CompletedIndexes))
+		}
+		if st.Shards.MissingOrdinals != "5" || st.Shards.MissingOrdinalsTruncated || tg.Required != "0-9" || len(tg.IndexesOmitted) != 0 {
+			t.Errorf("%d over the budget: missing %q (truncated %v), required %q, omitted %v; want them untouched", over,
+				st.Shards.MissingOrdinals, st.Shards.MissingOrdinalsTruncated, tg.Required, tg.IndexesOmitted)
+		}
+	}
+}
+
+// TestFitIndexListsTruncatesOrdinalsToTheirShare: when leaving out the Jobs' own lists is
+// not enough, missing shard ordinals are cut to IndexListBudget/2 and the results'
+// ordinals to IndexListBudget/16 each, at an interval boundary, and flagged; a list
+// exactly at its share is neither cut nor flagged.
+func TestFitIndexListsTruncatesOrdinalsToTheirShare(t *testing.T) {
+	ordinals := func(n int) string { // "0,2,4,..." of at least n bytes
+		var b strings.Builder
+		for i := 0; b.Len() < n; i += 2 {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprint(&b, i)
+		}
+		return b.String()
+	}
+	missing := list(IndexListBudget / 2)
+	results := ordinals(IndexListBudget / 8)
+	st := v1alpha1.BatchAccountStatus{
+		Shards:  v1alpha1.ShardSummary{MissingOrdinals: missing},
+		Results: v1alpha1.ResultSummary{MissingOrdinals: results, RejectedOrdinals: results},
+		// A deleted record's list goes last, so the ordinals are cut first.
+		Targets: []v1alpha1.TargetStatus{{Deleted: true, CompletedIndexes: list(IndexListBudget / 2)}},
+	}
+	fitIndexLists(&st)
+	if st.Shards.MissingOrdinals != missing || st.Shards.MissingOrdinalsTruncated {
+		t.Errorf("missing ordinals at their share: %d bytes, truncated %v; want untouched", len(st.Shards.MissingOrdinals), st.Shards.MissingOrdinalsTruncated)
+	}
+	for name, got := range map[string]string{"missing": st.Results.MissingOrdinals, "rejected": st.Results.RejectedOrdinals} {
+		if len(got) > IndexListBudget/16 || len(got) < IndexListBudget/16-8 || !strings.HasPrefix(results, got) || strings.HasSuffix(got, ",") {
+			t.Errorf("results' %s ordinals cut to %d bytes (a prefix: %v); want the whole intervals within %d", name, len(got), strings.HasPrefix(results, got), IndexListBudget/16)
+		}
+	}
+	if !st.Results.OrdinalsTruncated {
+		t.Errorf("results' ordinals cut but not flagged")
+	}
+	if tg := st.Targets[0]; !tg.CompletedIndexesOmitted || tg.CompletedIndexes != "" {
+		t.Errorf("deleted record's list kept (%d bytes) though the status is still over the budget", len(tg.CompletedIndexes))
+	}
+}
