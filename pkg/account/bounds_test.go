@@ -411,3 +411,26 @@ func TestFitIndexListsTruncatesOrdinalsToTheirShare(t *testing.T) {
 		t.Errorf("deleted record's list kept (%d bytes) though the status is still over the budget", len(tg.CompletedIndexes))
 	}
 }
+
+// TestTruncateIntervals: a list is cut after its last whole interval within the limit,
+// at and past the limit.
+func TestTruncateIntervals(t *testing.T) {
+	cases := []struct {
+		s     string
+		limit int
+		want  string
+	}{
+		{"1-3,5", 5, "1-3,5"},            // at the limit: whole
+		{"1-3,5", 6, "1-3,5"},            // under it
+		{"1-3,5,7", 5, "1-3,5"},          // a comma right after the limit: the interval before it fits
+		{"1-3,5,7", 4, "1-3"},            // cut inside an interval: back to the previous one
+		{"12,3", 2, "12"},                // the first interval fits exactly
+		{"123-456,7", 3, ""},             // not even the first interval fits
+		{"0,2,4,6,8,10", 9, "0,2,4,6,8"}, // 9 bytes end right before a comma
+	}
+	for _, tc := range cases {
+		if got := truncateIntervals(tc.s, tc.limit); got != tc.want {
+			t.Errorf("truncateIntervals(%q, %d) = %q; want %q", tc.s, tc.limit, got, tc.want)
+		}
+	}
+}
