@@ -358,6 +358,9 @@ func (d *driver) finishPod(ctx context.Context, p *corev1.Pod) {
 	if !ok || (fate.Gate != "" && !r.gates[fate.Gate]) {
 		return
 	}
+	if p.Status.StartTime == nil || time.Since(p.Status.StartTime.Time) < fate.RunFor {
+		return
+	}
 	msg := d.message(r.plan, job, idx, fate.Result)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
 		kwok.ExitCodeAnnotation:           strconv.Itoa(int(fate.Exit)),

@@ -251,7 +251,10 @@ func (r *report) evaluate(ctx context.Context, d *driver, cl *localcluster.Clust
 	}
 	recorded := map[string]map[types.UID]int{}
 	for _, ch := range chunks.Items {
-		acct := ch.Labels[v1alpha1.LabelAccount]
+		acct := ch.Account
+		if acct == "" {
+			acct = ch.Labels[v1alpha1.LabelAccount]
+		}
 		if recorded[acct] == nil {
 			recorded[acct] = map[types.UID]int{}
 		}
@@ -311,15 +314,14 @@ func (r *report) evaluate(ctx context.Context, d *driver, cl *localcluster.Clust
 
 // refusedPattern matches the API server's refusals of a write for its size, as the
 // controller logs them: etcd's request limit, a field or annotation too long, a 413.
-var refusedPattern = regexp.MustCompile(`request is too large|Too long|Request Entity Too Large|exceeds the maximum|413`)
+var refusedPattern = regexp.MustCompile(`request is too large|Too long: |Request Entity Too Large|exceeds the maximum|(code|status)["=: ]+413\b`)
 
 // refusedWrites greps the batchledger replicas' logs for writes refused for size.
 func refusedWrites(cl *localcluster.Cluster) []string {
 	var out []string
-	for name, path := range cl.LogFiles() {
-		if !strings.HasPrefix(name, localcluster.BatchledgerName) {
-			continue
-		}
+	paths, _ := filepath.Glob(filepath.Join(cl.StateDir, "logs", localcluster.BatchledgerName+"*.log"))
+	for _, path := range paths {
+		name := strings.TrimSuffix(filepath.Base(path), ".log")
 		data, err := os.ReadFile(path)
 		if err != nil {
 			continue
@@ -350,12 +352,15 @@ func keepLogs(cl *localcluster.Cluster, cfg config) {
 		logf("keep logs: %v", err)
 		return
 	}
-	for name, path := range cl.LogFiles() {
+	// Every log of the state directory, stopped components' too (LogFiles lists only
+	// the running ones).
+	paths, _ := filepath.Glob(filepath.Join(cl.StateDir, "logs", "*.log"))
+	for _, path := range paths {
 		src, err := os.Open(path)
 		if err != nil {
 			continue
 		}
-		dst, err := os.Create(filepath.Join(dir, name+".log"))
+		dst, err := os.Create(filepath.Join(dir, filepath.Base(path)))
 		if err == nil {
 			_, _ = io.Copy(dst, src)
 			dst.Close()
@@ -436,6 +441,13 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "batch\tshape\toracle\taccount\tnote")
+	for _, l := range r.batches {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.name, l.shape, l.want, l.got, l.note)
+	}
+	_ = tw.Flush()
 	if p := r.problems(); len(p) > 0 {
 		fmt.Fprintln(w, "\nFAILED:")
 		for _, l := range p {
@@ -451,8 +463,8 @@ func (r *report) markdown(root string) string {
 	var b strings.Builder
 	fmt.Fprintln(&b, "# Reliability: the chaos soak (`make soak`)")
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "Written by `hack/soak --out`; see the command's package documentation for what it does.")
-	fmt.Fprintf(&b, "Run on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	b.WriteString(docIntro)
+	fmt.Fprintf(&b, "## The last run (written by `hack/soak --out`)\n\nRun on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintln(&b, "```sh")
 	fmt.Fprintln(&b, r.cfg.command)
 	fmt.Fprintln(&b, "```")
@@ -515,3 +527,58 @@ func machineFacts(root string) [][2]string {
 	}
 	return [][2]string{{"nproc", nproc}, {"CPU", model}, {"Go", goVersion}, {"components", strings.Join(comps, ", ")}}
 }
+
+// docIntro is the part of docs/reliability.md that does not change from run to run.
+const docIntro = `The soak (` + "`hack/soak`" + `) starts a fresh local control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, kwok GPU nodes, Kueue, JobSet) with **two batchledger
+replicas** electing a leader behind one webhook address, and runs seeded batches of mixed shapes:
+
+| shape | what happens |
+|---|---|
+| job | one Indexed Job; some indexes fail once, then succeed (repeated attempts after failures) |
+| cross-job | one account over two Jobs |
+| jobset-restart | a JobSet of two child Jobs; a pod fails (backoffLimit 0), the JobSet restarts (failurePolicy maxRestarts 1) with new child identities |
+| preemption | a low-priority Job on its own ClusterQueue; once index 0 succeeded a high-priority Job preempts it; it is re-admitted and finishes |
+| results | results required; half of these batches have one shard report the wrong model revision (the account must **not** be Accepted) |
+| repeated-attempts | a second successful attempt on index 0 (a pod the Job controller counts, as in the e2e suite) |
+| ttl | ` + "`ttlSecondsAfterFinished: 30`" + `: the Job is deleted after it completes; the account's record of it must stand |
+
+Accounts of the job, cross-job, preemption and repeated-attempts shapes require results on half
+the seeds' batches; results travel in the pods' termination messages (kwok's pod-finish stage).
+
+While the batches run, a driver SIGKILLs, at seeded moments, the batchledger **leader** (found
+by its ` + "`leader_election_master_status`" + ` metric), the **Kueue** manager,
+**kube-controller-manager** and **kube-apiserver**, each restarted at once on the same ports with
+the same certificates (` + "`localcluster.Cluster.RestartComponent`" + `). A supervisor restarts any
+component that exits by itself, as a kubelet would (a batchledger replica that loses its Lease
+while the API server is down exits); those restarts are counted apart.
+
+The driver finishes every pod itself and records what each did (which index succeeded with
+which result, which failed). The **oracle** computes from that record alone the verdict of every
+account: a shard is covered when a pod of its current (Job UID, index) succeeded, its result is
+accepted when such a pod reported a good result, and the account is Accepted when every shard is
+covered, every target's current Job terminated and (when required) every result was accepted.
+After the last batch and kill, the accounts get a settle time to converge, then:
+
+- **results lost**: succeeded pods that reported a result to an account requiring results, with
+  no ShardResults entry of their pod UID;
+- **results recorded twice**: pod UIDs with more than one ShardResults entry;
+- **wrong verdicts**: accounts whose Accepted status, covered or accepted count differs from
+  the oracle's;
+- **pods left with our finalizer**: pods still carrying ` + "`batchledger.dev/result-capture`" + `;
+- **writes refused for size**: lines of the batchledger logs with "request is too large",
+  "Too long", "Request Entity Too Large", "exceeds the maximum" or 413;
+
+each must be 0, and every batch must end (none stuck) with every restart succeeding; otherwise
+the command exits 1 and keeps the components' logs.
+
+The plan (shapes, pod fates, kill order and gaps) is a function of ` + "`--seed`" + `; the
+interleaving with the cluster's own timing is not, so a failure reproduces by its seed with a
+likelihood, not a certainty.
+
+` + "```sh" + `
+make soak                                   # the long run (see SOAK_FLAGS)
+go run ./hack/soak --seed=1 --batches=10 --kills=10   # the short run of make test
+` + "```" + `
+
+`

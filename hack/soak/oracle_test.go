@@ -149,3 +149,22 @@ func TestCountResults(t *testing.T) {
 		t.Errorf("an account without required results counts %+v", got)
 	}
 }
+
+func TestRefusedPattern(t *testing.T) {
+	cases := []struct {
+		line string
+		want bool
+	}{
+		{`"error":"etcdserver: request is too large"`, true},
+		{`BatchAccount.batchledger.dev "b" is invalid: status.shards.missing: Too long: may not be more than 4096 bytes`, true},
+		{`the server responded with the status code 413 but did not return more information`, true},
+		{`"msg":"Request Entity Too Large"`, true},
+		{`"msg":"reconciled","account":"b413","resourceVersion":"41377"`, false},
+		{`"msg":"BatchAccount b002: batchledger.dev/ShardsCovered=False: 0/4 shards covered"`, false},
+	}
+	for _, tc := range cases {
+		if got := refusedPattern.MatchString(tc.line); got != tc.want {
+			t.Errorf("refusedPattern.MatchString(%q) = %t, want %t", tc.line, got, tc.want)
+		}
+	}
+}

@@ -61,6 +61,9 @@ type Fate struct {
 	Result string
 	// Gate, when set, holds the pod Running until the batch's gate opened.
 	Gate string
+	// RunFor is how long the pod runs (since its start) before the driver finishes it, so
+	// that batches last long enough for the kills to land in the middle of them.
+	RunFor time.Duration
 }
 
 // FateKey names one attempt: the n-th pod the driver finishes for an index of one
@@ -182,6 +185,11 @@ func NewPlan(o PlanOptions) Plan {
 
 func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
 	b := BatchPlan{Num: num, Shape: shape, Name: fmt.Sprintf("b%03d", num), Fates: map[FateKey]Fate{}, ExtraAttemptIndex: -1}
+	// set plans one attempt, drawing how long it runs.
+	set := func(k FateKey, f Fate) {
+		f.RunFor = time.Duration(1+rng.IntN(MaxRunSeconds)) * time.Second
+		b.Fates[k] = f
+	}
 	job := func(suffix string, n int) Target {
 		t := Target{Job: b.Name + "-" + suffix, Indexes: n, FirstShard: b.Shards}
 		t.Key = "job/" + t.Job
@@ -200,10 +208,10 @@ func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
 		for i := range t.Indexes {
 			a := 0
 			if rng.Float64() < pFail {
-				b.Fates[FateKey{t.Job, gen, i, a}] = Fate{Exit: 1, Gate: gate}
+				set(FateKey{t.Job, gen, i, a}, Fate{Exit: 1, Gate: gate})
 				a++
 			}
-			b.Fates[FateKey{t.Job, gen, i, a}] = Fate{Result: result(), Gate: gate}
+			set(FateKey{t.Job, gen, i, a}, Fate{Result: result(), Gate: gate})
 		}
 	}
 	switch shape {
@@ -225,18 +233,18 @@ func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
 		}
 		// First attempt: workers-0 index 0 succeeds, workers-1 index 0 fails (backoffLimit
 		// 0 fails the child Job, the JobSet restarts); the other pods are never finished.
-		b.Fates[FateKey{b.Targets[0].Job, 0, 0, 0}] = Fate{Result: result()}
-		b.Fates[FateKey{b.Targets[1].Job, 0, 0, 0}] = Fate{Exit: 1}
+		set(FateKey{b.Targets[0].Job, 0, 0, 0}, Fate{Result: result()})
+		set(FateKey{b.Targets[1].Job, 0, 0, 0}, Fate{Exit: 1})
 	case ShapePreemption:
 		b.RequireResults = rng.IntN(2) == 0
 		t := job("low", 3)
-		b.Fates[FateKey{t.Job, 0, 0, 0}] = Fate{Result: result()}
+		set(FateKey{t.Job, 0, 0, 0}, Fate{Result: result()})
 		for i := 1; i < 3; i++ {
-			b.Fates[FateKey{t.Job, 0, i, 0}] = Fate{Result: result(), Gate: GatePreempted}
+			set(FateKey{t.Job, 0, i, 0}, Fate{Result: result(), Gate: GatePreempted})
 		}
 		b.Preemptor, b.PreemptorIndexes = b.Name+"-urgent", 2
 		for i := range b.PreemptorIndexes {
-			b.Fates[FateKey{b.Preemptor, 0, i, 0}] = Fate{}
+			set(FateKey{b.Preemptor, 0, i, 0}, Fate{})
 		}
 	case ShapeResults:
 		b.RequireResults = true
@@ -259,7 +267,7 @@ func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
 		b.RequireResults = rng.IntN(2) == 0
 		t := job("j", 3)
 		succeed(t, 0, 0, GateExtraDone)
-		b.Fates[FateKey{t.Job, 0, 0, 0}] = Fate{Result: result()}
+		set(FateKey{t.Job, 0, 0, 0}, Fate{Result: result()})
 		b.ExtraAttemptIndex = 0
 	case ShapeTTL:
 		b.RequireResults = true
@@ -268,6 +276,9 @@ func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
 	}
 	return b
 }
+
+// MaxRunSeconds bounds how long a pod runs before the driver finishes it (from 1s).
+const MaxRunSeconds = 5
 
 // FailuresOf counts the planned failed attempts of a Job (its backoffLimit must allow them).
 func (b *BatchPlan) FailuresOf(job string) int {

@@ -150,11 +150,23 @@ func TestEveryIndexEndsInASuccess(t *testing.T) {
 	}
 }
 
-// renamed returns the fates with the batch name replaced by "b", for fixed expectations.
+func TestPodsRunBetweenOneAndMaxRunSeconds(t *testing.T) {
+	for _, b := range NewPlan(PlanOptions{Seed: 5, Batches: 40}).Batches {
+		for k, f := range b.Fates {
+			if f.RunFor < time.Second || f.RunFor > MaxRunSeconds*time.Second {
+				t.Errorf("%s %+v runs for %s, want 1s..%ds", b.Name, k, f.RunFor, MaxRunSeconds)
+			}
+		}
+	}
+}
+
+// renamed returns the fates with the batch name replaced by "b" and no run time, for fixed
+// expectations.
 func renamed(b BatchPlan) map[FateKey]Fate {
 	out := map[FateKey]Fate{}
 	for k, f := range b.Fates {
 		k.Job = "b" + k.Job[len(b.Name):]
+		f.RunFor = 0
 		out[k] = f
 	}
 	return out
