@@ -177,6 +177,8 @@ type jobProgress struct {
 	Found    bool
 	// Deleted: the Job was deleted after it was observed; its record stands.
 	Deleted bool
+	// Observed is false until the controller wrote the target's status.
+	Observed bool
 }
 
 // batchProgress is what a frame shows of one account; it depends only on the account.
@@ -222,7 +224,7 @@ func progressOf(ba *v1alpha1.BatchAccount) batchProgress {
 	for _, t := range m.Targets {
 		jp := jobProgress{Name: account.DescribeTarget(t.Key), Total: t.Indexes.Count()}
 		if ts := byKey[t.Key]; ts != nil {
-			jp.Found, jp.Deleted, jp.Terminal = ts.Found, ts.Deleted, ts.Terminal
+			jp.Observed, jp.Found, jp.Deleted, jp.Terminal = true, ts.Found, ts.Deleted, ts.Terminal
 			if ts.CompletedIndexesOmitted {
 				jp.Done = min(int(ts.Succeeded), jp.Total)
 			} else if done, err := indexset.Parse(ts.CompletedIndexes); err == nil {
@@ -601,6 +603,8 @@ func plainLine(p *batchProgress) string {
 func jobState(j jobProgress) string {
 	s := fmt.Sprintf("%d/%d", j.Done, j.Total)
 	switch {
+	case !j.Observed:
+		s += " (not observed yet)"
 	case j.Deleted:
 		s += " (deleted)"
 		if j.Terminal != "" {
@@ -778,6 +782,8 @@ func renderFrame(p *batchProgress, rate string, elapsed time.Duration, jobs, wid
 	for _, j := range shown {
 		state := fmt.Sprintf(" %d/%d indexes %s", j.Done, j.Total, percent(j.Done, j.Total))
 		switch {
+		case !j.Observed:
+			state += " · not observed yet"
 		case j.Deleted && j.Terminal != "":
 			state += " · " + j.Terminal + ", deleted"
 		case j.Deleted:

@@ -170,6 +170,7 @@ func TestWatchFrames(t *testing.T) {
 		jobs   int
 		width  int
 	}{
+		{name: "ij245_0_no_status_yet", ba: ij245Account()},
 		{name: "ij245_1_five_attempts", ba: s.steps[0]},
 		{name: "ij245_2_all_covered", ba: s.steps[1]},
 		{name: "ij245_3_complete", ba: s.steps[2]},
