@@ -211,7 +211,7 @@ func progressOf(ba *v1alpha1.BatchAccount) batchProgress {
 		RequireResults: ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults,
 		Rejected:       int(st.Results.Rejected), Conflicts: int(st.Results.Conflicts),
 		Reason: ex.Verdict.Reason, Message: ex.Verdict.Message, Needed: ex.StillNeeded,
-		Stale: st.ObservedGeneration < ba.Generation,
+		Stale: len(st.Conditions) > 0 && st.ObservedGeneration < ba.Generation,
 	}
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	if p.Total == 0 {
