@@ -213,6 +213,14 @@ func TestProblemMessageClipped(t *testing.T) {
 	}
 }
 
+// TestClipMessageOfInvalidUTF8: bytes that never start a rune are cut away whole, without
+// reading before the message.
+func TestClipMessageOfInvalidUTF8(t *testing.T) {
+	if got, want := clipMessage(strings.Repeat("\x80", 100), 40), " … (message truncated)"; got != want {
+		t.Errorf("clipMessage of continuation bytes = %q; want %q", got, want)
+	}
+}
+
 // TestConditionMessagesBounded: an account whose every target has a long name keeps each
 // condition message within MaxConditionMessage, valid UTF-8, and says it was cut.
 func TestConditionMessagesBounded(t *testing.T) {
