@@ -356,7 +356,7 @@ func renderMap(w io.Writer, sm *shardMap, mo mapOptions) {
 	}
 	colours := [numStates]*color.Color{}
 	for s := range numStates {
-		colours[s] = color.New(stateInfo[s].colour)
+		colours[s] = color.New(sm.colour(s))
 		if mo.colour {
 			colours[s].EnableColor()
 		} else {
@@ -416,6 +416,22 @@ func (sm *shardMap) inLegend(s shardState) bool {
 		return sm.RequireResults
 	}
 	return true
+}
+
+// colour and fill draw a state; covered is drawn as done (green) when the account
+// requires no results, for then it is final.
+func (sm *shardMap) colour(s shardState) color.Attribute {
+	if s == stateCovered && !sm.RequireResults {
+		return stateInfo[stateAccepted].colour
+	}
+	return stateInfo[s].colour
+}
+
+func (sm *shardMap) fill(s shardState) string {
+	if s == stateCovered && !sm.RequireResults {
+		return stateInfo[stateAccepted].fill
+	}
+	return stateInfo[s].fill
 }
 
 // legend names a state; covered is final when the account requires no results.
@@ -552,7 +568,7 @@ func writeSVG(w io.Writer, sm *shardMap, perCell int) error {
 			}
 			r := svgRect{
 				X: margin + (k%cols)*svgCell, Y: y + (k/cols)*svgCell, W: svgCell - 1, H: svgCell - 1,
-				Fill: stateInfo[c.State].fill, State: stateInfo[c.State].name, Shards: shards,
+				Fill: sm.fill(c.State), State: stateInfo[c.State].name, Shards: shards,
 			}
 			if len(cells) <= 10000 && sm.shardName != nil {
 				// A tooltip per cell is affordable for maps of this size.
@@ -577,7 +593,7 @@ func writeSVG(w io.Writer, sm *shardMap, perCell int) error {
 			x, y = margin, y+lineGap // the legend wraps rather than leave the picture
 		}
 		legend.Items = append(legend.Items,
-			svgRect{X: x, Y: y - 10, W: svgCell, H: svgCell, Fill: stateInfo[s].fill, State: stateInfo[s].name},
+			svgRect{X: x, Y: y - 10, W: svgCell, H: svgCell, Fill: sm.fill(s), State: stateInfo[s].name},
 			svgText{X: x + svgCell + 4, Y: y, FontFamily: font, FontSize: 12, Text: sm.legend(s)})
 		x += svgCell + 16 + 7*len(sm.legend(s))
 	}

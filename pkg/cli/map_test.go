@@ -242,6 +242,15 @@ func TestMapSVG(t *testing.T) {
 	if err := xml.Unmarshal(b.Bytes(), &doc); err != nil {
 		t.Fatalf("the 100k SVG does not parse: %v", err)
 	}
+	// Without results required, covered is final: drawn as done.
+	for _, g := range doc.Nodes {
+		if g.attr("id") != "group-0" {
+			continue
+		}
+		if fill := g.Nodes[1].attr("fill"); g.Nodes[1].attr("data-state") != "covered" || fill != stateInfo[stateAccepted].fill {
+			t.Errorf("a covered cell of an account requiring no results is filled %q, want %q", fill, stateInfo[stateAccepted].fill)
+		}
+	}
 	cells := doc.cells()
 	if n := len(cells["covered"]) + len(cells["missing"]); n != 10000 || len(cells["missing"]) != 1180 {
 		t.Errorf("100k map: %d covered and %d missing cells, want 10000 in all, 1180 missing", len(cells["covered"]), len(cells["missing"]))
