@@ -77,3 +77,16 @@ func TestMissingMessageBoundedWithinOneInterval(t *testing.T) {
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing,
 		"0/8 shards covered; missing s0 = job j index 7, s1 = job j index 6, s2 = job j index 5, s3 = job j index 4, s4 = job j index 3 (+3 more shards)")
 }
+
+// TestDuplicateShardNamesTheIdentityInsideARun: a shard assigned twice in the middle of
+// another run names the index of that run which holds it, not the run's first.
+func TestDuplicateShardNamesTheIdentityInsideARun(t *testing.T) {
+	spec := makeSpec("A", "B", "C", "D", "E", "F").assign("j", "5-8", "B", "C", "D", "E").assign("k", "0,1", "A", "F").assign("l", "0", "D").obj()
+	m := Compile("ml-team", spec)
+	if len(m.Problems) != 1 || m.Problems[0].Reason != ReasonDuplicateShard {
+		t.Fatalf("problems %+v; want one DuplicateShard", m.Problems)
+	}
+	if got, want := m.Problems[0].Message, "shard D is assigned twice: job j index 7 (assignments[0]) and job l index 0 (assignments[2]); a mapping must be a partition"; got != want {
+		t.Errorf("message %q; want %q", got, want)
+	}
+}
