@@ -106,7 +106,9 @@ type report struct {
 	refused       []string
 	batches       []batchLine
 	apiErrors     int
-	settled       time.Duration
+	// underFire counts the batches that ran through at least one kill.
+	underFire int
+	settled   time.Duration
 }
 
 type batchLine struct {
@@ -212,6 +214,14 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			rep.killErrors++
 		}
 	}
+	// Which batches ran through a kill: the figure means little if the kills missed them.
+	for i, run := range d.runs {
+		n := killsDuring(rep.kills, run.started, run.ended)
+		if n > 0 {
+			rep.underFire++
+			rep.batches[i].note = strings.TrimPrefix(rep.batches[i].note+fmt.Sprintf("; %d kills while it ran", n), "; ")
+		}
+	}
 	rep.apiErrors = d.errors
 	rep.wall = time.Since(begin)
 	fmt.Println()
@@ -227,6 +237,20 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		logf("wrote %s", cfg.out)
 	}
 	return rep, nil
+}
+
+// killsDuring counts the kills between a batch's start and end (an end not set yet: now).
+func killsDuring(kills []KillRecord, start, end time.Time) int {
+	if end.IsZero() {
+		end = time.Now()
+	}
+	n := 0
+	for _, k := range kills {
+		if !k.At.Before(start) && !k.At.After(end) {
+			n++
+		}
+	}
+	return n
 }
 
 // clean: nothing to report but a success.
@@ -267,6 +291,7 @@ func (r *report) evaluate(ctx context.Context, d *driver, cl *localcluster.Clust
 		byName[accounts.Items[i].Name] = &accounts.Items[i]
 	}
 	*r = report{cfg: r.cfg, plan: r.plan, startup: r.startup, shapes: map[Shape]int{}, settled: r.settled}
+	r.batches = nil
 	r.pods = len(pods)
 	for _, run := range d.runs {
 		b := run.plan
@@ -399,6 +424,7 @@ func (r *report) rows() [][2]string {
 		{"seed", fmt.Sprint(r.cfg.seed)},
 		{"batches", fmt.Sprintf("%d (%s)", len(r.plan.Batches), strings.Join(shapes, ", "))},
 		{"kills (SIGKILL, restarted)", fmt.Sprintf("%d: %s", len(r.kills), strings.Join(kills, ", "))},
+		{"batches that ran through a kill", fmt.Sprintf("%d of %d", r.underFire, len(r.plan.Batches))},
 		{"self-exits restarted by the supervisor", crash},
 		{"pods finished by the driver", fmt.Sprint(r.pods)},
 		{"results reported", fmt.Sprint(r.results)},

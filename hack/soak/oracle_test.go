@@ -3,6 +3,7 @@ package main
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -165,6 +166,25 @@ func TestRefusedPattern(t *testing.T) {
 	for _, tc := range cases {
 		if got := refusedPattern.MatchString(tc.line); got != tc.want {
 			t.Errorf("refusedPattern.MatchString(%q) = %t, want %t", tc.line, got, tc.want)
+		}
+	}
+}
+
+func TestKillsDuring(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)
+	kills := []KillRecord{{At: t0}, {At: t0.Add(10 * time.Second)}, {At: t0.Add(30 * time.Second)}}
+	cases := []struct {
+		name       string
+		start, end time.Time
+		want       int
+	}{
+		{"the bounds count", t0, t0.Add(10 * time.Second), 2},
+		{"between kills", t0.Add(11 * time.Second), t0.Add(29 * time.Second), 0},
+		{"after the last", t0.Add(31 * time.Second), t0.Add(40 * time.Second), 0},
+	}
+	for _, tc := range cases {
+		if got := killsDuring(kills, tc.start, tc.end); got != tc.want {
+			t.Errorf("%s: killsDuring = %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }
