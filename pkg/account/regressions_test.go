@@ -4,7 +4,11 @@ import (
 	"slices"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -76,4 +80,61 @@ func TestMissingMessageBoundedWithinOneInterval(t *testing.T) {
 	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", int32(len(names))).obj()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing,
 		"0/8 shards covered; missing s0 = job j index 7, s1 = job j index 6, s2 = job j index 5, s3 = job j index 4, s4 = job j index 3 (+3 more shards)")
+}
+
+// TestDuplicateShardNamesTheIdentityInsideARun: a shard assigned twice in the middle of
+// another run names the index of that run which holds it, not the run's first.
+func TestDuplicateShardNamesTheIdentityInsideARun(t *testing.T) {
+	spec := makeSpec("A", "B", "C", "D", "E", "F").assign("j", "5-8", "B", "C", "D", "E").assign("k", "0,1", "A", "F").assign("l", "0", "D").obj()
+	m := Compile("ml-team", spec)
+	if len(m.Problems) != 1 || m.Problems[0].Reason != ReasonDuplicateShard {
+		t.Fatalf("problems %+v; want one DuplicateShard", m.Problems)
+	}
+	if got, want := m.Problems[0].Message, "shard D is assigned twice: job j index 7 (assignments[0]) and job l index 0 (assignments[2]); a mapping must be a partition"; got != want {
+		t.Errorf("message %q; want %q", got, want)
+	}
+}
+
+// TestIdentityOfAnUnassignedShard: a shard in a gap between runs has no identity, even
+// right after the end of the run before it.
+func TestIdentityOfAnUnassignedShard(t *testing.T) {
+	m := Compile("ml-team", makeSpec("A", "B", "C").assign("j", "0", "A").assign("k", "0", "C").obj())
+	if key, i, ok := m.IdentityOf(1); ok {
+		t.Errorf("IdentityOf(B) = %s index %d; want none", key, i)
+	}
+	if key, i, ok := m.IdentityOf(2); !ok || key != "job/k" || i != 0 {
+		t.Errorf("IdentityOf(C) = %s index %d, %v; want job/k index 0", key, i, ok)
+	}
+}
+
+// TestSuccessfulAttempts: only succeeded pods controlled by the Job (this UID) with one
+// completion index are attempts of its identity.
+func TestSuccessfulAttempts(t *testing.T) {
+	job := makeJob("j", "uid-j", 4).obj()
+	pod := func(uid string, phase corev1.PodPhase, owner types.UID, index string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid), Annotations: map[string]string{}}, Status: corev1.PodStatus{Phase: phase}}
+		if index != "" {
+			p.Annotations[batchv1.JobCompletionIndexAnnotation] = index
+		}
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: owner, Controller: ptr.To(true)}}
+		}
+		return p
+	}
+	pods := []corev1.Pod{
+		pod("ok-0", corev1.PodSucceeded, "uid-j", "0"),
+		pod("ok-2", corev1.PodSucceeded, "uid-j", "2"),
+		pod("failed", corev1.PodFailed, "uid-j", "1"),
+		pod("running", corev1.PodRunning, "uid-j", "1"),
+		pod("old-job", corev1.PodSucceeded, "uid-old", "1"),
+		pod("orphan", corev1.PodSucceeded, "", "1"),
+		pod("no-index", corev1.PodSucceeded, "uid-j", ""),
+		pod("two-indexes", corev1.PodSucceeded, "uid-j", "1,2"),
+		pod("bad-index", corev1.PodSucceeded, "uid-j", "x"),
+		pod("ok-2b", corev1.PodSucceeded, "uid-j", "2"),
+	}
+	want := []PodAttempt{{UID: "ok-0", Index: 0}, {UID: "ok-2", Index: 2}, {UID: "ok-2b", Index: 2}}
+	if got := SuccessfulAttempts(job, pods); !slices.Equal(got, want) {
+		t.Errorf("attempts %+v; want %+v", got, want)
+	}
 }

@@ -1,0 +1,426 @@
+package batchledger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/e2e/framework"
+	"batchledger.dev/batchledger/e2e/framework/localcluster"
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// The opt-in scope (issue 12): batchledger touches only the pods of Jobs an account names.
+// The pod webhook, which fails closed, sees only pods labelled scope=results; every other
+// pod of the cluster is created as if batchledger were not installed, also while the
+// manager is down; and uninstalling lets go of every pod still held.
+
+// podWebhook is the name of the pod webhook (failurePolicy Fail) in its configuration.
+const podWebhook = "mpod.batchledger.dev"
+
+// restartTimeout bounds waits that span a manager restart: the Job controller retries a
+// refused pod creation with its exponential backoff (up to a minute), so the first pods
+// after the webhook is back may take longer than DefaultTimeout.
+const restartTimeout = 3 * framework.DefaultTimeout
+
+// TestControllerDownNeverBlocksUnaccountedJobs: with the manager stopped, an Indexed Job
+// that no account names, queued through Kueue, creates its pods and completes; none of its
+// pods is given the result finalizer and no pod creation fails on batchledger's webhook.
+func TestControllerDownNeverBlocksUnaccountedJobs(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	framework.StopBatchledger(t)
+
+	// The Job webhook cannot be reached: it fails open, so the Job is created unlabelled.
+	job := wrappers.MakeJob("plain", f.Namespace).Indexed(3).Parallelism(3).Queue("default").GPU(1).Obj()
+	f.Create(job)
+	if scope, ok := job.Spec.Template.Labels[v1alpha1.LabelScope]; ok {
+		t.Errorf("unaccounted Job created with %s=%q", v1alpha1.LabelScope, scope)
+	}
+	running := framework.RunningPods(t, job, 3)
+	if held := heldPods(running); len(held) > 0 {
+		t.Errorf("pods of an unaccounted Job were given %s: %v", v1alpha1.ResultFinalizer, held)
+	}
+	for i := range 3 {
+		framework.FinishIndexPod(t, job, i, 0, "")
+	}
+	framework.WaitForJobCondition(t, job, batchv1.JobComplete)
+	if job.Status.CompletedIndexes != "0-2" {
+		t.Errorf("completedIndexes = %q, want 0-2", job.Status.CompletedIndexes)
+	}
+	pods := framework.JobPods(t, job)
+	if held := heldPods(pods); len(held) > 0 {
+		t.Errorf("pods held after completion: %v", held)
+	}
+	if got := len(pods); got != 3 {
+		t.Errorf("%d pods, want exactly one per index:\n%s", got, framework.SummarizePods(pods))
+	}
+	for _, e := range failedCreateEvents(t, f, job) {
+		if strings.Contains(e.Message, "batchledger") {
+			t.Errorf("pod creation failed on batchledger: %s", e.Message)
+		}
+	}
+}
+
+// TestResultsBatchWaitsForControllerAndLosesNothing: a Job named by an account requiring
+// results is stamped scope=results at creation. While the manager is down its pods are
+// refused by the pod webhook (it fails closed for exactly these pods: an unaccounted Job
+// admitted at the same moment runs); once the manager is back the pods are created held,
+// succeed, every result is recorded exactly once, every pod is released and the account
+// is Accepted.
+func TestResultsBatchWaitsForControllerAndLosesNothing(t *testing.T) {
+	f := framework.New(t)
+	shards := []string{"A", "B", "C"}
+	cq := h100Queue(f, "8")
+	// A held LocalQueue keeps both Jobs suspended until the manager is down: on a quiet
+	// machine Kueue admits a Job within milliseconds.
+	f.Create(wrappers.MakeLocalQueue("held", f.Namespace).ClusterQueue(cq).StopPolicy(kueue.Hold).Obj())
+	f.Create(wrappers.MakeBatchAccount("nothing-lost", f.Namespace).Shards(shards...).
+		AssignJob("j", "0-2", shards...).RequireResults(seedRule).Obj())
+	waitAccount(t, f, "nothing-lost", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool {
+		return len(ba.Status.Conditions) > 0
+	})
+	job := wrappers.MakeJob("j", f.Namespace).Indexed(3).Parallelism(3).Queue("held").GPU(1).Obj()
+	f.Create(job)
+	if got := job.Spec.Template.Labels[v1alpha1.LabelScope]; got != v1alpha1.ScopeResults {
+		t.Fatalf("Job j created with %s=%q, want %q (the Job webhook stamps it)", v1alpha1.LabelScope, got, v1alpha1.ScopeResults)
+	}
+
+	framework.StopBatchledger(t)
+	other := wrappers.MakeJob("other", f.Namespace).Indexed(1).Queue("held").GPU(1).Obj()
+	f.Create(other)
+	releaseQueue(t, f, "held")
+
+	// j is admitted and the Job controller tries to create its pods: the API server cannot
+	// reach the pod webhook and refuses them.
+	framework.WaitFor(t, job, framework.DefaultTimeout, "admitted by Kueue (unsuspended)", func(j *batchv1.Job) bool {
+		return !ptr.Deref(j.Spec.Suspend, false)
+	})
+	var refused corev1.Event
+	framework.Eventually(t, framework.DefaultTimeout, "a FailedCreate event of Job j naming "+podWebhook, func() (bool, string, error) {
+		evs := failedCreateEvents(t, f, job)
+		for _, e := range evs {
+			if strings.Contains(e.Message, podWebhook) {
+				refused = e
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d FailedCreate events", len(evs)), nil
+	})
+	t.Logf("while the manager is down: %s", refused.Message)
+	// The unaccounted Job admitted with it runs: the webhook fails closed for exactly the
+	// pods labelled scope=results.
+	otherPods := framework.RunningPods(t, other, 1)
+	if held := heldPods(otherPods); len(held) > 0 {
+		t.Errorf("pods of the unaccounted Job held: %v", held)
+	}
+	if pods := framework.JobPods(t, job); len(pods) > 0 {
+		t.Fatalf("Job j has pods while the pod webhook is unreachable:\n%s", framework.SummarizePods(pods))
+	}
+
+	framework.StartBatchledger(t)
+	var running []corev1.Pod
+	framework.Eventually(t, restartTimeout, "3 Running pods of Job j", func() (bool, string, error) {
+		pods := framework.JobPods(t, job)
+		running = running[:0]
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running = append(running, p)
+			}
+		}
+		return len(running) == 3, framework.SummarizePods(pods), nil
+	})
+	for _, p := range running {
+		if !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+			t.Errorf("pod %s created without %s: %v", p.Name, v1alpha1.ResultFinalizer, p.Finalizers)
+		}
+		if p.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults {
+			t.Errorf("pod %s labels %v lack %s=%s", p.Name, p.Labels, v1alpha1.LabelScope, v1alpha1.ScopeResults)
+		}
+	}
+	for i, s := range shards {
+		framework.FinishIndexPod(t, job, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
+	}
+	waitAccountCondition(t, f, "nothing-lost", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	pods := waitReleased(t, job)
+	assertRecordedOnce(t, f, "nothing-lost", job, pods, shards)
+}
+
+// TestJobBeforeAccountIsStampedWhileSuspended: a Job queued before its account exists is
+// created unlabelled; the account (requiring results) comes while Kueue keeps the Job
+// suspended, and the controller stamps scope=results onto its pod template, so its pods
+// are held until their results are recorded. A Job already running when its account came
+// cannot be stamped (Kubernetes forbids changing a started Job's template): its pods are
+// never held, and its results are still read, from the API server, while its pods exist.
+func TestJobBeforeAccountIsStampedWhileSuspended(t *testing.T) {
+	f := framework.New(t)
+	cq := h100Queue(f, "8")
+	f.Create(wrappers.MakeLocalQueue("held", f.Namespace).ClusterQueue(cq).StopPolicy(kueue.Hold).Obj())
+
+	// Stamped while suspended.
+	early := wrappers.MakeJob("early", f.Namespace).Indexed(2).Parallelism(2).Queue("held").GPU(1).Obj()
+	f.Create(early)
+	if scope, ok := early.Spec.Template.Labels[v1alpha1.LabelScope]; ok {
+		t.Fatalf("Job early created with %s=%q before any account named it", v1alpha1.LabelScope, scope)
+	}
+	framework.WorkloadFor(t, early)
+	f.Create(wrappers.MakeBatchAccount("early", f.Namespace).Shards("A", "B").
+		AssignJob("early", "0-1", "A", "B").RequireResults(seedRule).Obj())
+	framework.WaitFor(t, early, framework.DefaultTimeout, "stamped scope=results", func(j *batchv1.Job) bool {
+		return j.Spec.Template.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults
+	})
+	if !ptr.Deref(early.Spec.Suspend, false) || early.Status.StartTime != nil {
+		t.Fatalf("Job early was stamped but is not a suspended, never-started Job: suspend=%v startTime=%v",
+			early.Spec.Suspend, early.Status.StartTime)
+	}
+	releaseQueue(t, f, "held")
+	for _, p := range framework.RunningPods(t, early, 2) {
+		if !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+			t.Errorf("pod %s of the stamped Job is not held: %v", p.Name, p.Finalizers)
+		}
+	}
+	for i, s := range []string{"A", "B"} {
+		framework.FinishIndexPod(t, early, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
+	}
+	waitAccountCondition(t, f, "early", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	assertRecordedOnce(t, f, "early", early, waitReleased(t, early), []string{"A", "B"})
+
+	// Already running when its account came: never stamped, never held, still recorded.
+	late := wrappers.MakeJob("late", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	f.Create(late)
+	for _, p := range framework.RunningPods(t, late, 2) {
+		if slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+			t.Errorf("pod %s of an unaccounted Job is held", p.Name)
+		}
+	}
+	f.Create(wrappers.MakeBatchAccount("late", f.Namespace).Shards("C", "D").
+		AssignJob("late", "0-1", "C", "D").RequireResults(seedRule).Obj())
+	late = jobStatus(t, f, "late")
+	waitAccount(t, f, "late", "Job late observed", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/late")
+		return tg != nil && tg.UID == late.UID
+	})
+	if got, ok := jobStatus(t, f, "late").Spec.Template.Labels[v1alpha1.LabelScope]; ok {
+		t.Errorf("running Job late was stamped %s=%q", v1alpha1.LabelScope, got)
+	}
+	for i, s := range []string{"C", "D"} {
+		framework.FinishIndexPod(t, late, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
+	}
+	waitAccountCondition(t, f, "late", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	pods := framework.JobPods(t, late)
+	if held := heldPods(pods); len(held) > 0 {
+		t.Errorf("pods of the unstamped Job were held: %v", held)
+	}
+	assertRecordedOnce(t, f, "late", late, pods, []string{"C", "D"})
+}
+
+// TestUninstallReleasesHeldPods: pods held for results the stopped manager never
+// recorded are let go by the uninstall hook's `batchledger release --all-namespaces
+// --mutating-webhook-configuration <name>`: it deletes the pod webhook's configuration,
+// no pod keeps the finalizer, and deleting the namespace completes. The webhook
+// configuration is registered again afterwards for the tests that follow.
+func TestUninstallReleasesHeldPods(t *testing.T) {
+	f := framework.New(t)
+	c := framework.Cluster()
+	if c == nil {
+		t.Skip("needs the local cluster: the manager is stopped and the release binary run against its kubeconfig")
+	}
+	mwc := mutatingConfigurationOf(t, f, podWebhook)
+	bin, err := localcluster.BuildBatchledger(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resultsJob(t, f, "uninstall", "A", "B")
+	job := jobStatus(t, f, "j")
+	for _, p := range framework.RunningPods(t, job, 2) {
+		if !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+			t.Fatalf("pod %s is not held: %v", p.Name, p.Finalizers)
+		}
+	}
+
+	// Stopped before the pods succeed, so their results are never recorded.
+	framework.StopBatchledger(t)
+	for i, s := range []string{"A", "B"} {
+		framework.FinishIndexPod(t, job, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
+	}
+	framework.WaitForJobCondition(t, job, batchv1.JobComplete)
+	pods := framework.JobPods(t, job)
+	if held := heldPods(pods); len(held) != 2 {
+		t.Fatalf("held pods = %v, want both succeeded pods held:\n%s", held, framework.SummarizePods(pods))
+	}
+
+	ctx, cancel := context.WithTimeout(f.Ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "release", "--all-namespaces", "--mutating-webhook-configuration", mwc,
+		"--kubeconfig", c.Kubeconfig)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	t.Logf("batchledger release:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("batchledger release: %v", err)
+	}
+
+	var all corev1.PodList
+	if err := f.Client.List(f.Ctx, &all); err != nil {
+		t.Fatal(err)
+	}
+	if held := heldPods(all.Items); len(held) > 0 {
+		t.Errorf("pods still held after release: %v", held)
+	}
+	err = f.Client.Get(f.Ctx, client.ObjectKey{Name: mwc}, &admissionregistrationv1.MutatingWebhookConfiguration{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("MutatingWebhookConfiguration %s after release: %v, want it deleted", mwc, err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.Namespace}}
+	if err := f.Client.Delete(f.Ctx, ns); err != nil {
+		t.Fatalf("delete namespace: %v", err)
+	}
+	framework.Eventually(t, restartTimeout, "namespace "+f.Namespace+" deleted", func() (bool, string, error) {
+		err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(ns), ns)
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, framework.StatusYAML(ns), err
+	})
+
+	// Starting the manager registers its webhook configurations again.
+	framework.StartBatchledger(t)
+	if got := mutatingConfigurationOf(t, f, podWebhook); got != mwc {
+		t.Errorf("pod webhook registered again in %q, want %q", got, mwc)
+	}
+}
+
+// heldPods names the pods carrying the result finalizer.
+func heldPods(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		if slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+	}
+	return out
+}
+
+// waitReleased waits until every pod of the Job has finished and none is held, and
+// returns the pods.
+func waitReleased(t *testing.T, job *batchv1.Job) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	framework.Eventually(t, framework.DefaultTimeout, "every pod of Job "+job.Name+" finished and released", func() (bool, string, error) {
+		pods = framework.JobPods(t, job)
+		for _, p := range pods {
+			if p.Status.Phase != corev1.PodSucceeded || slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+				return false, framework.SummarizePods(pods), nil
+			}
+		}
+		return true, "", nil
+	})
+	return pods
+}
+
+// assertRecordedOnce checks that the account's ShardResults hold exactly one accepted
+// result per shard, each from the succeeded pod of the Job's index assigned that shard.
+func assertRecordedOnce(t *testing.T, f *framework.Framework, name string, job *batchv1.Job, pods []corev1.Pod, shards []string) {
+	t.Helper()
+	var chunks v1alpha1.ShardResultsList
+	if err := f.Client.List(f.Ctx, &chunks, client.InNamespace(f.Namespace), client.MatchingLabels{v1alpha1.LabelAccount: name}); err != nil {
+		t.Fatal(err)
+	}
+	podOfIndex := map[int32]types.UID{}
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded {
+			podOfIndex[int32(framework.PodIndex(&p))] = p.UID
+		}
+	}
+	seen := map[string]int{}
+	for _, ch := range chunks.Items {
+		for _, r := range ch.Results {
+			seen[r.Shard]++
+			switch {
+			case r.RejectReason != "":
+				t.Errorf("result of %s rejected: %s %s", r.Pod, r.RejectReason, r.RejectMessage)
+			case r.JobUID != job.UID:
+				t.Errorf("result of %s recorded for Job UID %s, want %s", r.Pod, r.JobUID, job.UID)
+			case int(r.Index) >= len(shards) || shards[r.Index] != r.Shard:
+				t.Errorf("result of %s: index %d claims shard %q", r.Pod, r.Index, r.Shard)
+			case podOfIndex[r.Index] != r.PodUID:
+				t.Errorf("result of index %d recorded from pod %s (%s), not the index's succeeded pod %s", r.Index, r.Pod, r.PodUID, podOfIndex[r.Index])
+			}
+		}
+	}
+	for _, s := range shards {
+		if seen[s] != 1 {
+			t.Errorf("shard %s recorded %d times, want exactly once (recorded: %v)", s, seen[s], seen)
+		}
+	}
+	if len(seen) != len(shards) {
+		t.Errorf("recorded shards %v, want exactly %v", seen, shards)
+	}
+}
+
+// failedCreateEvents lists the FailedCreate events of a Job: the Job controller's record
+// of a pod the API server refused.
+func failedCreateEvents(t *testing.T, f *framework.Framework, job *batchv1.Job) []corev1.Event {
+	t.Helper()
+	var evs corev1.EventList
+	if err := f.Client.List(f.Ctx, &evs, client.InNamespace(f.Namespace)); err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	var out []corev1.Event
+	for _, e := range evs.Items {
+		if e.InvolvedObject.UID == job.UID && e.Reason == "FailedCreate" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// releaseQueue lets Kueue admit the workloads of a LocalQueue created with stopPolicy Hold.
+func releaseQueue(t *testing.T, f *framework.Framework, name string) {
+	t.Helper()
+	lq := &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.Namespace}}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"stopPolicy":"None"}}`))
+	if err := f.Client.Patch(f.Ctx, lq, patch); err != nil {
+		t.Fatalf("release LocalQueue %s: %v", name, err)
+	}
+}
+
+// mutatingConfigurationOf names the MutatingWebhookConfiguration holding the webhook of
+// that name, as the cluster registered it (the local cluster prefixes the manager's name).
+func mutatingConfigurationOf(t *testing.T, f *framework.Framework, webhook string) string {
+	t.Helper()
+	var list admissionregistrationv1.MutatingWebhookConfigurationList
+	if err := f.Client.List(f.Ctx, &list); err != nil {
+		t.Fatalf("list MutatingWebhookConfigurations: %v", err)
+	}
+	var names []string
+	for _, c := range list.Items {
+		for _, w := range c.Webhooks {
+			if w.Name == webhook {
+				names = append(names, c.Name)
+			}
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("webhook %s is in %d MutatingWebhookConfigurations %v, want exactly one", webhook, len(names), names)
+	}
+	return names[0]
+}
