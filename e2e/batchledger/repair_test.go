@@ -147,7 +147,7 @@ func TestRepairFailedIndex(t *testing.T) {
 	if _, errOut, code := plugin(t, "explain", "job", "j-repair-1", "-n", f.Namespace, "--exit-code"); code != cli.ExitOK {
 		t.Errorf("plugin explain --exit-code after the repair: exit %d, stderr %q", code, errOut)
 	}
-	if out, errOut, code := plugin(t, "get", "-n", f.Namespace); code != cli.ExitOK || !strings.Contains(out, "ij245  4        4      0         -        Accepted") {
+	if out, errOut, code := plugin(t, "get", "-n", f.Namespace); code != cli.ExitOK || !strings.Contains(out, "ij245  100%      4        4      0         -        Accepted") {
 		t.Errorf("plugin get: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -37,6 +38,7 @@ import (
 	"batchledger.dev/batchledger/hack/kwok"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli"
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -63,14 +65,15 @@ func main() {
 
 // demo holds the cluster client and the step counter.
 type demo struct {
-	ctx  context.Context
-	c    client.Client
-	step int
-	out  io.Writer
+	ctx        context.Context
+	c          client.Client
+	step       int
+	out        io.Writer
+	kubeconfig string
 }
 
 func run(ctx context.Context, stateDir string, down bool) error {
-	d := &demo{ctx: ctx, out: os.Stdout}
+	d := &demo{ctx: ctx, out: os.Stdout, kubeconfig: filepath.Join(stateDir, "kubeconfig")}
 	d.headline("starting the local cluster: Kubernetes v1.35, Kueue v0.17.0, JobSet v0.11.1, kwok GPU nodes, batchledger")
 	c, err := startCluster(ctx, stateDir)
 	if err != nil {
@@ -241,13 +244,8 @@ func (d *demo) ij245() error {
 	}
 	d.show(job, "ij245")
 
-	d.headline("a sixth successful attempt: index 3; then the Job controller records Complete")
-	if err := d.finish(job, 3, 0); err != nil {
-		return err
-	}
-	if err := d.waitAccount("ij245", "Accepted", func(ba *v1alpha1.BatchAccount) bool {
-		return apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAccepted)
-	}); err != nil {
+	d.headline("a sixth successful attempt: index 3; then the Job controller records Complete (kubectl batchledger watch follows the batch)")
+	if err := d.watch("ij245", func(quiet *demo) error { return quiet.finish(job, 3, 0) }); err != nil {
 		return err
 	}
 	d.show(job, "ij245")
@@ -284,19 +282,19 @@ func (d *demo) jobSetRun() error {
 	}); err != nil {
 		return err
 	}
-	for i := range 2 {
-		child := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("infer-workers-%d", i)}}
-		if err := d.runningPods(child, 4); err != nil {
-			return err
-		}
-		for idx := range 4 {
-			if err := d.finish(child, idx, 0); err != nil {
+	if err := d.watch("infer", func(quiet *demo) error {
+		for i := range 2 {
+			child := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("infer-workers-%d", i)}}
+			if err := quiet.runningPods(child, 4); err != nil {
 				return err
 			}
+			for idx := range 4 {
+				if err := quiet.finish(child, idx, 0); err != nil {
+					return err
+				}
+			}
 		}
-	}
-	if err := d.waitAccount("infer", "Accepted", func(ba *v1alpha1.BatchAccount) bool {
-		return apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAccepted)
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -406,6 +404,26 @@ func workerMessage(pod *corev1.Pod) (string, error) {
 		return "", err
 	}
 	return worker.Message(r)
+}
+
+// watch runs `kubectl batchledger watch account NAME` in the foreground until the batch is
+// Accepted, while drive moves the batch in a goroutine: a newcomer sees the batch move
+// (redrawn in place on a terminal, one line per change otherwise). drive gets a copy of the
+// demo that prints nothing, so that it never writes across watch's frames.
+func (d *demo) watch(name string, drive func(quiet *demo) error) error {
+	quiet := *d
+	quiet.out = io.Discard
+	driven := make(chan error, 1)
+	go func() { driven <- drive(&quiet) }()
+	args := []string{"watch", "account", name, "-n", namespace, "--timeout", timeout.String(), "--kubeconfig", d.kubeconfig}
+	code := cli.Execute(d.ctx, args, genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := <-driven; err != nil {
+		return err
+	}
+	if code != cli.ExitOK {
+		return fmt.Errorf("kubectl batchledger watch account %s exited %d", name, code)
+	}
+	return nil
 }
 
 // wait polls cond until it holds or the demo's timeout passes.

@@ -1,7 +1,8 @@
 // Package cli implements the kubectl plugin kubectl-batchledger: `explain` renders a
 // whole batch account in prose and tables (or as a structured Explanation), `get` lists
-// accounts, and `repair` re-runs the missing shards of failed Jobs in follow-up Jobs
-// joined to the account by repair assignments.
+// accounts, `watch` follows a batch live, `map` draws its shards as a grid (or an SVG),
+// `repair` re-runs the missing shards in follow-up Jobs joined to the account by repair
+// assignments, and `release` lets go of the pods batchledger holds (for an uninstall).
 //
 // The commands read the account status the controller wrote; they never recompute a
 // verdict. What they derive (the identity each missing shard waits for, which recorded
@@ -32,7 +33,8 @@ const (
 	// ExitError means the command failed; the message names the object concerned.
 	ExitError = 1
 	// ExitNotAccepted is returned by `explain --exit-code` when a batch explained is not
-	// Accepted, so that a CI pipeline can gate on the verdict without parsing output.
+	// Accepted, so that a CI pipeline can gate on the verdict without parsing output; and
+	// by `watch` when a batch can no longer be accepted without repair.
 	ExitNotAccepted = 2
 )
 
@@ -113,7 +115,7 @@ func (o *Options) clientAndNamespace() (client.Client, string, error) {
 func NewCommand(o *Options) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-batchledger",
-		Short: "Explain, list and repair batchledger BatchAccounts",
+		Short: "Explain, list, watch, map and repair batchledger BatchAccounts; release held pods",
 		Long: `kubectl batchledger answers the question a batch owner has when a batch "finished":
 which declared shards were processed, by which Job and completion index, under which
 input and model revision, and were their outputs accepted?`,
@@ -122,7 +124,7 @@ input and model revision, and were their outputs accepted?`,
 		SilenceUsage:  true,
 	}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExplainCommand(o), newGetCommand(o), newRepairCommand(o))
+	root.AddCommand(newExplainCommand(o), newGetCommand(o), newRepairCommand(o), newWatchCommand(o), newMapCommand(o), newReleaseCommand(o))
 	return root
 }
 
