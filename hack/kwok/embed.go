@@ -28,6 +28,10 @@ const (
 	ExitCodeAnnotation = "kwok.batchledger.dev/exit-code"
 	// TerminationMessageAnnotation is the termination message reported with the exit code.
 	TerminationMessageAnnotation = "kwok.batchledger.dev/termination-message"
+	// MessageContainerAnnotation, on a pod, names the only container that reports the
+	// termination message when the pod finishes; the others report "<name>: shutting
+	// down", as a sidecar would.
+	MessageContainerAnnotation = "kwok.batchledger.dev/message-container"
 	// AutoExitCodeAnnotation, on a pod template, finishes every pod with that exit code.
 	AutoExitCodeAnnotation = "kwok.batchledger.dev/auto-exit-code"
 	// AutoExitDelayAnnotation delays AutoExitCodeAnnotation by a Go duration ("2s").

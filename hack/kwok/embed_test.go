@@ -42,7 +42,7 @@ func TestStagesAreNamedKwokStages(t *testing.T) {
 // The stages key on the annotations the Go constants name; a rename must change both.
 func TestStagesUseTheAnnotationConstants(t *testing.T) {
 	all := string(Stages())
-	for _, a := range []string{ExitCodeAnnotation, TerminationMessageAnnotation, AutoExitCodeAnnotation, AutoExitDelayAnnotation, UnmanagedAnnotation} {
+	for _, a := range []string{ExitCodeAnnotation, TerminationMessageAnnotation, AutoExitCodeAnnotation, AutoExitDelayAnnotation, UnmanagedAnnotation, MessageContainerAnnotation} {
 		if !strings.Contains(all, a) {
 			t.Errorf("no stage mentions %s", a)
 		}

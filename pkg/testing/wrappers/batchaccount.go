@@ -84,5 +84,11 @@ func (w *BatchAccountWrapper) RequireResults(rule string) *BatchAccountWrapper {
 	return w
 }
 
+// ResultContainer names the container whose termination message is the result.
+func (w *BatchAccountWrapper) ResultContainer(name string) *BatchAccountWrapper {
+	w.Spec.Acceptance.ResultContainer = name
+	return w
+}
+
 // Obj returns the account.
 func (w *BatchAccountWrapper) Obj() *v1alpha1.BatchAccount { return &w.BatchAccount }

@@ -143,6 +143,12 @@ func (w *JobWrapper) Container(name, image string) *JobWrapper {
 	return w
 }
 
+// Sidecar appends a container (e.g. an injected proxy) after the existing ones.
+func (w *JobWrapper) Sidecar(name, image string) *JobWrapper {
+	w.Spec.Template.Spec.Containers = append(w.Spec.Template.Spec.Containers, corev1.Container{Name: name, Image: image})
+	return w
+}
+
 // NodeSelector adds a pod nodeSelector entry.
 func (w *JobWrapper) NodeSelector(k, v string) *JobWrapper {
 	if w.Spec.Template.Spec.NodeSelector == nil {
