@@ -1,8 +1,11 @@
 package result
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/cel-go/common/types"
 )
 
 // TestRuleLengthBound: a rule of exactly MaxRuleLength bytes compiles; one byte more is
@@ -15,5 +18,25 @@ func TestRuleLengthBound(t *testing.T) {
 	_, err := Compile(" " + atLimit)
 	if want := "acceptance rule is 4097 bytes, longer than the 4096 allowed"; err == nil || err.Error() != want {
 		t.Errorf("a rule of %d bytes: %v; want %q", len(atLimit)+1, err, want)
+	}
+}
+
+// TestResultTypeFieldNames: the result type declares exactly the schema fields to CEL;
+// other types are the registry's.
+func TestResultTypeFieldNames(t *testing.T) {
+	reg, err := types.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resultProvider{reg}
+	names, ok := p.FindStructFieldNames(resultTypeName)
+	slices.Sort(names)
+	want := []string{fieldDigest, fieldInputRevision, fieldModelRevision, fieldOutput, fieldRecords, fieldShard, fieldValid, fieldVersion}
+	slices.Sort(want)
+	if !ok || !slices.Equal(names, want) {
+		t.Errorf("result fields = %v, %v; want %v", names, ok, want)
+	}
+	if names, ok := p.FindStructFieldNames("no.such.Type"); ok || len(names) != 0 {
+		t.Errorf("fields of an unknown type = %v, %v; want none", names, ok)
 	}
 }
