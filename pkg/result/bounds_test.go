@@ -40,3 +40,27 @@ func TestResultTypeFieldNames(t *testing.T) {
 		t.Errorf("fields of an unknown type = %v, %v; want none", names, ok)
 	}
 }
+
+// TestCostLimitBound: a rule whose estimated worst-case cost is exactly the limit
+// compiles; under a limit one lower it is refused as too expensive.
+func TestCostLimitBound(t *testing.T) {
+	const rule = "result.items.all(x, x > 0)"
+	e, err := env()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, iss := e.Compile(rule)
+	if iss.Err() != nil {
+		t.Fatal(iss.Err())
+	}
+	est, err := e.EstimateCost(ast, sizeEstimator{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := compile(rule, est.Max, true); err != nil {
+		t.Errorf("at its estimated cost %d: %v", est.Max, err)
+	}
+	if _, err := compile(rule, est.Max-1, true); err == nil || !strings.Contains(err.Error(), "too expensive") {
+		t.Errorf("under its estimated cost %d: %v; want too expensive", est.Max, err)
+	}
+}
