@@ -2,10 +2,12 @@ package account
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -136,5 +138,22 @@ func TestSuccessfulAttempts(t *testing.T) {
 	want := []PodAttempt{{UID: "ok-0", Index: 0}, {UID: "ok-2", Index: 2}, {UID: "ok-2b", Index: 2}}
 	if got := SuccessfulAttempts(job, pods); !slices.Equal(got, want) {
 		t.Errorf("attempts %+v; want %+v", got, want)
+	}
+}
+
+// TestRejectionsInTheMessageBounded: the verdict explains at most messageRunsLimit
+// rejections; the counts hold them all.
+func TestRejectionsInTheMessageBounded(t *testing.T) {
+	six := []string{"A", "B", "C", "D", "E", "F"}
+	spec := makeSpec(six...).assign("j", "0-5", six...).requireResults("").obj()
+	obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 6).completed("0-5", 6).obj()}}
+	var results []Result
+	for i := range six {
+		results = append(results, result("job/j", "uid-j", i, six[(i+1)%6])) // each claims its neighbour
+	}
+	st := step(t, spec, nil, obs, results...).Status
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted)
+	if n := strings.Count(c.Message, "(ForgedClaim)"); n != messageRunsLimit || st.Results.Rejected != 6 || st.Results.RejectedOrdinals != "0-5" {
+		t.Errorf("message explains %d rejections, rejected %d ordinals %q; want %d, 6, 0-5: %q", n, st.Results.Rejected, st.Results.RejectedOrdinals, messageRunsLimit, c.Message)
 	}
 }

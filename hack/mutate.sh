@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Mutation testing of the pure packages: gremlins (pinned by the wrapper module
+# hack/tools/gremlins, built from Go module sources into the batchledger cache like
+# hack/build-install-tools.sh builds helm) mutates each package's code one change at a
+# time and runs the package's tests against every covered mutant. A mutant the tests
+# let live is a bug they would let through, or an equivalent mutant (docs/testing.md
+# lists the known ones).
+#
+# The run works on a copy of go.mod, go.sum and pkg/ in a temporary directory, so the
+# checkout is never touched (gremlins copies its module once per worker as well).
+#
+#   hack/mutate.sh                        pkg/indexset pkg/account pkg/result
+#   hack/mutate.sh pkg/account            one package
+#
+# Environment:
+#   MUTATE_WORKERS    parallel mutant runs (default 1: the machine is shared)
+#   MUTATE_THRESHOLD  minimum efficacy, killed / (killed + lived), in percent (default 90)
+#   MUTATE_OUT        where each package's JSON report goes (default _output/mutate)
+#
+# Exit status: non-zero if any package's efficacy is below the threshold.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+WORKERS=${MUTATE_WORKERS:-1}
+THRESHOLD=${MUTATE_THRESHOLD:-90}
+OUT=${MUTATE_OUT:-$ROOT_DIR/_output/mutate}
+
+# gremlins_bin builds (or reuses) the pinned gremlins and prints its path.
+gremlins_bin() {
+  local version out
+  version=$(cd "$HACK_DIR/tools/gremlins" && go list -m -f '{{.Version}}' github.com/go-gremlins/gremlins)
+  out=$(component_dir gremlins "$version")
+  if [ ! -x "$out/gremlins" ]; then
+    log "gremlins $version: building"
+    local tmp="$out.tmp"
+    rm -rf "$tmp"; mkdir -p "$tmp"
+    (cd "$HACK_DIR/tools/gremlins" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/gremlins" github.com/go-gremlins/gremlins/cmd/gremlins) \
+      || die "gremlins: go build failed"
+    rm -rf "$out"; mv "$tmp" "$out"
+  fi
+  mkdir -p "$BIN_DIR"
+  ln -sf "$out/gremlins" "$BIN_DIR/gremlins"
+  echo "$out/gremlins"
+}
+
+main() {
+  command -v go >/dev/null || die "go is not on PATH"
+  local pkgs=("$@")
+  [ ${#pkgs[@]} -gt 0 ] || pkgs=(pkg/indexset pkg/account pkg/result)
+  local gremlins; gremlins=$(gremlins_bin)
+  mkdir -p "$OUT"
+  local work; work=$(mktemp -d "${TMPDIR:-/tmp}/batchledger-mutate-XXXXXX")
+  trap "rm -rf '$work'" EXIT
+  cp "$ROOT_DIR/go.mod" "$ROOT_DIR/go.sum" "$work/"
+  cp -a "$ROOT_DIR/pkg" "$work/"
+
+  local start=$SECONDS failed=() p name
+  for p in "${pkgs[@]}"; do
+    p=${p#./}; p=${p%/}; name=$(basename "$p")
+    log "mutating $p ($WORKERS worker(s), efficacy threshold $THRESHOLD%)"
+    local t0=$SECONDS
+    # -S lc: list only the mutants that lived or were not covered, the ones to read.
+    if ! (cd "$work" && "$gremlins" unleash --workers "$WORKERS" \
+      --threshold-efficacy "$THRESHOLD" -S lc -o "$OUT/$name.json" "./$p"); then
+      failed+=("$p")
+    fi
+    log "  $p: $((SECONDS - t0))s, report in $OUT/$name.json"
+  done
+  log "mutation testing took $((SECONDS - start))s"
+  [ ${#failed[@]} -eq 0 ] || die "efficacy below $THRESHOLD% (or gremlins failed) in: ${failed[*]}"
+}
+
+main "$@"
