@@ -53,14 +53,14 @@ type Reconciler struct {
 	criteriaOnce sync.Once
 }
 
-// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/status,verbs=update
-// +kubebuilder:rbac:groups=batchledger.dev,resources=shardresults,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batchledger.dev,resources=shardresults,verbs=list;watch;create;update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=patch
-// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile observes the account's targets, computes the account and writes its status

@@ -46,7 +46,7 @@ type ShortFormReconciler struct {
 	Kind string
 }
 
-// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
 
 // Reconcile applies the declared account. Errors in the annotations become an event-free
 // account-less log line: there is no account to carry a condition yet, so the message
