@@ -24,6 +24,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -99,6 +100,30 @@ func TestSelfManagedCertificatesOnLocalCluster(t *testing.T) {
 		u := objs[k].DeepCopy()
 		if err := cl.Create(ctx, u); err != nil {
 			t.Fatalf("create %s: %v", k, err)
+		}
+	}
+
+	// The manager maps its kinds through discovery at start: wait until the API server
+	// serves the CRDs (Established), as a Deployment rolled out after them would find them.
+	for _, k := range objs.Keys() {
+		if k.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			crd := objs[k].DeepCopy()
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+				return false, err
+			}
+			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("CRD %s not established: %v", k.Name, err)
 		}
 	}
 
