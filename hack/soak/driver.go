@@ -77,7 +77,7 @@ type driver struct {
 	pods      map[types.UID]*PodRecord
 	jobs      map[string]*JobRecord
 	annotated map[types.UID]bool
-	attempts  map[FateKey]int // Attempt 0: how many pods of (job, gen, index) were finished
+	attempts  map[FateKey]int // Attempt 0: how many pods of (job, gen, index) the driver saw end
 	errors    int             // API errors the driver retried
 }
 
@@ -317,14 +317,8 @@ func (d *driver) observePod(p *corev1.Pod) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.annotated[p.UID] {
-		// A finish whose response was lost: adopt it.
-		d.annotated[p.UID] = true
-		attempt, _, _ := strings.Cut(fate, "/")
-		a, _ := strconv.Atoi(attempt)
-		k := FateKey{job, gen, idx, 0}
-		d.attempts[k] = max(d.attempts[k], a+1)
-	}
+	// A finish whose response was lost is adopted: the pod is not finished twice.
+	d.annotated[p.UID] = true
 	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 		return
 	}
@@ -332,8 +326,15 @@ func (d *driver) observePod(p *corev1.Pod) {
 		return
 	}
 	_, kind, _ := strings.Cut(fate, "/")
-	d.pods[p.UID] = &PodRecord{Batch: r.plan.Num, Job: job, JobUID: types.UID(p.Labels[labelControllerUID]), Gen: gen, Index: idx,
+	rec := &PodRecord{Batch: r.plan.Num, Job: job, JobUID: types.UID(p.Labels[labelControllerUID]), Gen: gen, Index: idx,
 		Pod: p.Name, UID: p.UID, Succeeded: p.Status.Phase == corev1.PodSucceeded, Result: kind, Extra: p.Annotations[kwok.UnmanagedAnnotation] == "true"}
+	d.pods[p.UID] = rec
+	if !rec.Extra {
+		// Only attempts that ended count: a pod told to finish but deleted first (its Job
+		// suspended by a preemption) never ran its fate, and the next pod of the index
+		// gets it again.
+		d.attempts[FateKey{job, gen, idx, 0}]++
+	}
 }
 
 // finishPod finishes a Running pod as planned, unless its fate is held by a closed gate
@@ -373,7 +374,6 @@ func (d *driver) finishPod(ctx context.Context, p *corev1.Pod) {
 	}
 	d.mu.Lock()
 	d.annotated[p.UID] = true
-	d.attempts[FateKey{job, gen, idx, 0}] = attempt + 1
 	d.mu.Unlock()
 }
 

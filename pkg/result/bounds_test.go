@@ -64,3 +64,65 @@ func TestCostLimitBound(t *testing.T) {
 		t.Errorf("under its estimated cost %d: %v; want too expensive", est.Max, err)
 	}
 }
+
+// TestCanonicalEncodingAtTheLimit: a message under MaxMessageBytes whose canonical
+// encoding (U+2028 written as a six-byte escape) is exactly MaxMessageBytes is Oversized;
+// one byte less is accepted.
+func TestCanonicalEncodingAtTheLimit(t *testing.T) {
+	for _, canonical := range []int{MaxMessageBytes - 1, MaxMessageBytes} {
+		r := Report{Version: SchemaVersion, Shard: "s", InputRevision: "i", ModelRevision: "m", Digest: "d", Output: strings.Repeat("\u2028", 100)}
+		base, err := encodeRaw(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Output += strings.Repeat("x", canonical-len(base))
+		enc, err := encodeRaw(r)
+		if err != nil || len(enc) != canonical {
+			t.Fatalf("canonical encoding of %d bytes, want %d: %v", len(enc), canonical, err)
+		}
+		// The worker writes U+2028 raw: 3 bytes instead of the escape's 6.
+		msg := strings.ReplaceAll(enc, `\u2028`, "\u2028")
+		if len(msg) >= MaxMessageBytes {
+			t.Fatalf("raw message of %d bytes is oversized by itself", len(msg))
+		}
+		_, derr := decode(msg)
+		switch {
+		case canonical < MaxMessageBytes && derr != nil:
+			t.Errorf("canonical %d bytes (message %d): %v; want accepted", canonical, len(msg), derr)
+		case canonical == MaxMessageBytes && (derr == nil || derr.Reason != ReasonOversized):
+			t.Errorf("canonical %d bytes (message %d): %v; want %s", canonical, len(msg), derr, ReasonOversized)
+		}
+	}
+}
+
+// TestTopLevelMembers: the fast path's guard against a repeated name counts the members
+// of a valid JSON object exactly, whatever its strings and nesting hold.
+func TestTopLevelMembers(t *testing.T) {
+	cases := map[string]int{
+		`{}`:                                    0,
+		` { } `:                                 0,
+		`{"a":1}`:                               1,
+		`{"a":1,"b":2}`:                         2,
+		`{"a":"x,y","b":"}{"}`:                  2,
+		`{"a":"\",\"","b":"\\"}`:                2,
+		`{"a":{"b":1,"c":[1,2,{"d":3}]},"e":4}`: 2,
+		`{"a":[],"b":{},"c":[[],[]]}`:           3,
+		`{"a":1,"a":2}`:                         2,
+	}
+	for msg, want := range cases {
+		if got := topLevelMembers(msg); got != want {
+			t.Errorf("topLevelMembers(%s) = %d; want %d", msg, got, want)
+		}
+	}
+}
+
+// TestNearStaysInsideTheMessage: the excerpt of a message that starts with bytes no rune
+// starts with begins at the message's first byte, never before it.
+func TestNearStaysInsideTheMessage(t *testing.T) {
+	if got, want := near("\x80\x80{}", 1), `"\x80\x80{}"`; got != want {
+		t.Errorf("near = %s; want %s", got, want)
+	}
+	if _, err := decode("\x80\x80{}"); err == nil || err.Reason != ReasonMalformed {
+		t.Errorf("decode of a message starting with continuation bytes: %v; want %s", err, ReasonMalformed)
+	}
+}
