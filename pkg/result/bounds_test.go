@@ -126,3 +126,38 @@ func TestNearStaysInsideTheMessage(t *testing.T) {
 		t.Errorf("decode of a message starting with continuation bytes: %v; want %s", err, ReasonMalformed)
 	}
 }
+
+// TestEncodeAtTheLimit: Encode refuses a result whose encoding is exactly MaxMessageBytes
+// (the kubelet would truncate it) and writes one a byte shorter.
+func TestEncodeAtTheLimit(t *testing.T) {
+	r := Report{Version: SchemaVersion, Shard: "s", InputRevision: "i", ModelRevision: "m", Digest: "d", Output: "x"}
+	base, err := encodeRaw(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{MaxMessageBytes - 1, MaxMessageBytes} {
+		r.Output = strings.Repeat("x", 1+n-len(base))
+		s, err := Encode(r)
+		switch {
+		case n < MaxMessageBytes && (err != nil || len(s) != n):
+			t.Errorf("%d bytes: %d written, %v; want it written", n, len(s), err)
+		case n == MaxMessageBytes && (err == nil || !strings.Contains(err.Error(), "4096 bytes")):
+			t.Errorf("%d bytes: %v; want refused", n, err)
+		}
+	}
+}
+
+// TestPlainString: the fast path reads a JSON string without escapes, the empty one
+// included, and leaves anything with a backslash to the general decoder.
+func TestPlainString(t *testing.T) {
+	cases := []struct {
+		in   string
+		want string
+		ok   bool
+	}{{`""`, "", true}, {`"a"`, "a", true}, {`"a b"`, "a b", true}, {`"a\"b"`, "", false}, {`"`, "", false}, {``, "", false}}
+	for _, tc := range cases {
+		if got, ok := plainString([]byte(tc.in)); got != tc.want || ok != tc.ok {
+			t.Errorf("plainString(%s) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
