@@ -161,3 +161,21 @@ func TestPlainString(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatFloat: a float is written in the shorter of its plain and exponent forms,
+// the plain one on a tie, always exactly.
+func TestFormatFloat(t *testing.T) {
+	cases := map[float64]string{
+		123456: "123456.0", // the exponent form 1.23456e+05 is longer
+		1e5:    "1e+05",    // shorter than 100000.0
+		0.001:  "0.001",    // a tie with 1e-03: plain
+		0.0001: "1e-04",    // shorter than 0.0001
+		2.5:    "2.5",
+		1:      "1.0",
+	}
+	for f, want := range cases {
+		if got, err := formatFloat(f); err != nil || string(got) != want {
+			t.Errorf("formatFloat(%v) = %q, %v; want %q", f, got, err, want)
+		}
+	}
+}
