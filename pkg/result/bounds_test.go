@@ -122,6 +122,10 @@ func TestNearStaysInsideTheMessage(t *testing.T) {
 	if got, want := near("\x80\x80{}", 1), `"\x80\x80{}"`; got != want {
 		t.Errorf("near = %s; want %s", got, want)
 	}
+	// An excerpt never splits a rune: both ends move outwards to the rune's boundary.
+	if got, want := near(strings.Repeat("é", 20), 17), "`"+strings.Repeat("é", 17)+"`"; got != want {
+		t.Errorf("near = %s; want %s", got, want)
+	}
 	if _, err := decode("\x80\x80{}"); err == nil || err.Reason != ReasonMalformed {
 		t.Errorf("decode of a message starting with continuation bytes: %v; want %s", err, ReasonMalformed)
 	}
