@@ -35,3 +35,17 @@ func TestQuoteTokenBound(t *testing.T) {
 		t.Errorf("49 bytes: %s", got)
 	}
 }
+
+// TestNegativeIndexAtTheDigitBounds: "-0" and "-9" are negative indexes, not ranges
+// missing their first index.
+func TestNegativeIndexAtTheDigitBounds(t *testing.T) {
+	for _, s := range []string{"-0", "-9"} {
+		_, err := Parse(s)
+		if pe, ok := err.(*ParseError); !ok || pe.Reason != "negative index" {
+			t.Errorf("Parse(%q) = %v; want negative index", s, err)
+		}
+	}
+	if _, err := Parse("-x"); err == nil || !strings.Contains(err.Error(), "missing first index of range") {
+		t.Errorf(`Parse("-x") = %v; want missing first index of range`, err)
+	}
+}
