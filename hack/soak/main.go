@@ -219,7 +219,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		n := killsDuring(rep.kills, run.started, run.ended)
 		if n > 0 {
 			rep.underFire++
-			rep.batches[i].note = strings.TrimPrefix(rep.batches[i].note+fmt.Sprintf("; %d kills while it ran", n), "; ")
+			rep.batches[i].note = strings.TrimPrefix(rep.batches[i].note+fmt.Sprintf("; %d kill%s while it ran", n, map[bool]string{true: "s"}[n > 1]), "; ")
 		}
 	}
 	rep.apiErrors = d.errors
