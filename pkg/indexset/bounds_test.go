@@ -49,3 +49,57 @@ func TestNegativeIndexAtTheDigitBounds(t *testing.T) {
 		t.Errorf(`Parse("-x") = %v; want missing first index of range`, err)
 	}
 }
+
+// TestScanPlain pins the fast path both parsers share: plain tokens of up to ten digits
+// are read exactly; anything else is left to the slow, precise path (ok false).
+func TestScanPlain(t *testing.T) {
+	type res struct {
+		first, last        int64
+		end                int
+		isRange, zeros, ok bool
+	}
+	cases := []struct {
+		s    string
+		pos  int
+		want res
+	}{
+		{"0", 0, res{0, 0, 1, false, false, true}},
+		{"9", 0, res{9, 9, 1, false, false, true}},
+		{"1234567890", 0, res{1234567890, 1234567890, 10, false, false, true}},
+		{"1,2", 2, res{2, 2, 3, false, false, true}},
+		{"3-9,1", 0, res{3, 9, 3, true, false, true}},
+		{"0-9999999999", 0, res{0, 9999999999, 12, true, false, true}},
+		{"09", 0, res{9, 9, 2, false, true, true}},
+		{"1-09", 0, res{1, 9, 4, true, true, true}},
+		{"1-0", 0, res{1, 0, 3, true, false, true}}, // descending is the caller's business; "0" is no leading zero
+		{"12345678901", 0, res{0, 0, 11, false, false, false}},
+		{"1-12345678901", 0, res{0, 0, 13, false, false, false}},
+		{"1-", 0, res{0, 0, 2, false, false, false}},
+		{"1-2-3", 0, res{0, 0, 3, false, false, false}},
+		{"-1", 0, res{0, 0, 0, false, false, false}},
+		{"1x", 0, res{0, 0, 1, false, false, false}},
+	}
+	for _, tc := range cases {
+		var got res
+		got.first, got.last, got.end, got.isRange, got.zeros, got.ok = scanPlain(tc.s, tc.pos)
+		if got != tc.want {
+			t.Errorf("scanPlain(%q, %d) = %+v; want %+v", tc.s, tc.pos, got, tc.want)
+		}
+	}
+}
+
+// TestTrimPolicy: a slice keeps its backing array, cut to its length, unless its capacity
+// is over 16 and more than twice its length: then it is copied into a small one.
+func TestTrimPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		len, cap int
+		copied   bool
+	}{{1, 16, false}, {1, 17, true}, {17, 34, false}, {17, 35, true}} {
+		ivs := make([]Interval, tc.len, tc.cap)
+		got := trim(ivs)
+		copied := &got[0] != &ivs[0]
+		if copied != tc.copied || len(got) != tc.len || (!copied && cap(got) != tc.len) || (copied && cap(got) > 2*tc.len) {
+			t.Errorf("trim(len %d, cap %d): copied %v, len %d, cap %d; want copied %v", tc.len, tc.cap, copied, len(got), cap(got), tc.copied)
+		}
+	}
+}
