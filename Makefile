@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
-PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/...
+PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/... ./hack/soak/... ./hack/kwok/...
 E2E_TIMEOUT ?= 40m
 CHART := charts/batchledger
 # Files of the chart that `make generate` copies from config/.
@@ -60,7 +60,7 @@ docker-build: ## Build the container image (needs a Docker engine).
 ##@ Tests
 
 .PHONY: test
-test: lint test-unit test-e2e test-install ## The whole suite: static checks, unit tests, e2e on a real local control plane, the kustomize install's manager.
+test: lint test-unit test-e2e test-install test-soak ## The whole suite: static checks, unit tests, e2e on a real local control plane, the kustomize install's manager, a short chaos soak.
 
 .PHONY: test-unit
 test-unit: ## Unit tests of the pure packages (no cluster).
@@ -73,6 +73,15 @@ binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and J
 .PHONY: test-e2e
 test-e2e: binaries ## e2e tests on a local control plane started by the tests (or E2E_USE_EXISTING_CLUSTER=true with KUBECONFIG).
 	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+
+.PHONY: test-soak
+test-soak: binaries ## The short chaos soak: 10 seeded batches under 10 SIGKILLs (batchledger leader, Kueue, kcm, apiserver); fails on a lost result or wrong verdict (~2 min).
+	$(GO) run ./hack/soak --seed=1 --batches=10 --kills=10
+
+SOAK_FLAGS ?= --seed=7 --batches=100 --kills=100 --min-gap=3s --max-gap=9s --out=docs/reliability.md
+.PHONY: soak
+soak: binaries ## The chaos soak behind docs/reliability.md (~18 min on 2 cores).
+	$(GO) run ./hack/soak $(SOAK_FLAGS)
 
 ##@ Install
 
