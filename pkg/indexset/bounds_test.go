@@ -103,3 +103,25 @@ func TestTrimPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestIntervalCountAtItsBounds: one index counts one, a descending interval none.
+func TestIntervalCountAtItsBounds(t *testing.T) {
+	for iv, want := range map[Interval]int{{3, 3}: 1, {3, 4}: 2, {3, 2}: 0, {0, 0}: 1} {
+		if got := iv.Count(); got != want {
+			t.Errorf("%+v.Count() = %d; want %d", iv, got, want)
+		}
+	}
+}
+
+// TestParseBoundsOfATokenValue: "3-3" is no range (i-j needs i < j), and one digit past
+// MaxIndex is out of range even when the prefix is MaxIndex itself.
+func TestParseBoundsOfATokenValue(t *testing.T) {
+	for _, s := range []string{"3-3", strconv.Itoa(MaxIndex) + "0", "0-" + strconv.Itoa(MaxIndex) + "0"} {
+		if got, err := Parse(s); err == nil {
+			t.Errorf("Parse(%q) = %q; want an error", s, got)
+		}
+	}
+	if got, err := Parse(strconv.Itoa(MaxIndex)); err != nil || got.String() != strconv.Itoa(MaxIndex) {
+		t.Errorf("Parse(MaxIndex) = %q, %v", got, err)
+	}
+}
