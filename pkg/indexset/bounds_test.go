@@ -67,6 +67,7 @@ func TestScanPlain(t *testing.T) {
 		{"9", 0, res{9, 9, 1, false, false, true}},
 		{"1234567890", 0, res{1234567890, 1234567890, 10, false, false, true}},
 		{"1,2", 2, res{2, 2, 3, false, false, true}},
+		{"1,0", 2, res{0, 0, 3, false, false, true}}, // "0" is no leading zero, wherever it starts
 		{"3-9,1", 0, res{3, 9, 3, true, false, true}},
 		{"0-9999999999", 0, res{0, 9999999999, 12, true, false, true}},
 		{"09", 0, res{9, 9, 2, false, true, true}},
