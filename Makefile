@@ -74,6 +74,10 @@ binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and J
 test-e2e: binaries ## e2e tests on a local control plane started by the tests (or E2E_USE_EXISTING_CLUSTER=true with KUBECONFIG).
 	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
+.PHONY: mutate
+mutate: ## Mutation testing of pkg/indexset, pkg/account, pkg/result (gremlins, pinned in hack/tools/gremlins); fails under 90% efficacy (~75 min on 2 cores).
+	hack/mutate.sh
+
 .PHONY: test-soak
 test-soak: binaries ## The short chaos soak: 10 seeded batches under 10 SIGKILLs (batchledger leader, Kueue, kcm, apiserver); fails on a lost result or wrong verdict (~2 min).
 	$(GO) run ./hack/soak --seed=1 --batches=10 --kills=10

@@ -380,7 +380,15 @@ func attempts(prev *v1alpha1.TargetStatus, pods []PodAttempt, completed indexset
 		// Attempts already counted stay counted even when their pods are gone.
 		total = prev.SuccessfulAttempts
 	}
-	return ledger, total, indexset.Of(repeated...).String()
+	repeatedSet := indexset.Of(repeated...)
+	if prev != nil {
+		// Repeats seen before stay repeats when their pods are gone, also past the ledger's
+		// bound (the ledger keeps only the first maxLedger indexes' pods).
+		if was, err := indexset.Parse(prev.RepeatedIndexes); err == nil {
+			repeatedSet = repeatedSet.Union(was)
+		}
+	}
+	return ledger, total, repeatedSet.String()
 }
 
 // coverageState is which shards the current identities cover.
@@ -409,9 +417,17 @@ func coverage(m *Mapping, states []*targetState) coverageState {
 	c := coverageState{covered: original.Union(repaired).Intersect(all)}
 	c.missing = all.Difference(c.covered)
 	c.byRepairOnly = repaired.Difference(original)
+	coveredOf := make(map[string]indexset.Set, len(states))
+	for _, ts := range states {
+		if ts.found || ts.deleted {
+			coveredOf[ts.key] = ts.covered
+		}
+	}
 	c.byRepairOnly.Each(func(o int) bool {
 		for _, r := range m.Runs {
-			if r.Repair && o >= r.FirstShard && o < r.FirstShard+r.Length {
+			// The repair identity that covered the shard: a shard may have several repairs,
+			// and only one whose index completed covered it.
+			if r.Repair && o >= r.FirstShard && o < r.FirstShard+r.Length && coveredOf[r.Target].Contains(r.FirstIndex+o-r.FirstShard) {
 				c.coveredBy = append(c.coveredBy, v1alpha1.ShardCoverage{Shard: m.Shards.Name(o), Target: r.Target, Index: int32(r.FirstIndex + o - r.FirstShard)})
 				break
 			}

@@ -47,10 +47,6 @@ func TestHistoryBounded(t *testing.T) {
 	}
 }
 
-// repeatedIndexesFollowTheLedger is true while attempts() forgets repeated indexes past
-// the ledger's cap once their pods are gone; set it to false once fixed.
-const repeatedIndexesFollowTheLedger = true
-
 // TestAttemptLedgerBounded: the ledger keeps the lowest maxLedger repeated indexes; the
 // attempt count and the repeated indexes stay whole.
 func TestAttemptLedgerBounded(t *testing.T) {
@@ -85,9 +81,6 @@ func TestAttemptLedgerBounded(t *testing.T) {
 				t.Errorf("after the pods are gone: attempts %d; want %d", tg.SuccessfulAttempts, n+repeated)
 			}
 			t.Run("repeated indexes after the pods are gone", func(t *testing.T) {
-				if repeatedIndexesFollowTheLedger && repeated > maxLedger {
-					t.Skip("known bug: pkg/account/account.go attempts() rebuilds repeatedIndexes from the capped ledger and the pods seen now, so repeats past maxLedger vanish once their pods are deleted")
-				}
 				if tg := again.Targets[0]; tg.RepeatedIndexes != indexset.Range(0, repeated-1).String() {
 					t.Errorf("repeated %q; want %q", tg.RepeatedIndexes, indexset.Range(0, repeated-1))
 				}

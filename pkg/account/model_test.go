@@ -513,31 +513,7 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 	if int(st.Shards.Total) != n || int(st.Shards.Covered) != covered || st.Shards.MissingOrdinals != missingSet.String() {
 		errorf("shards total %d covered %d missing %q; want %d, %d, %q", st.Shards.Total, st.Shards.Covered, st.Shards.MissingOrdinals, n, covered, missingSet)
 	}
-	if coveredByNamesFirstRepair {
-		// Known bug (see TestCoveredByNamesTheRepairThatCovered): compare only shards
-		// with a single repair identity, where the first is the one that covered it.
-		single := func(cov []v1alpha1.ShardCoverage) []v1alpha1.ShardCoverage {
-			var out []v1alpha1.ShardCoverage
-			for _, sc := range cov {
-				repairs := 0
-				for _, id := range c.ids {
-					if id.repair && c.names[id.shard] == sc.Shard {
-						repairs++
-					}
-				}
-				if repairs == 1 {
-					out = append(out, sc)
-				}
-			}
-			return out
-		}
-		if got, want := single(st.Shards.CoveredBy), single(coveredBy); !equality.Semantic.DeepEqual(got, want) {
-			errorf("coveredBy = %+v; want %+v", got, want)
-		}
-		if len(st.Shards.CoveredBy) != len(coveredBy) {
-			errorf("coveredBy names %d shards; want %d", len(st.Shards.CoveredBy), len(coveredBy))
-		}
-	} else if !equality.Semantic.DeepEqual(st.Shards.CoveredBy, coveredBy) {
+	if !equality.Semantic.DeepEqual(st.Shards.CoveredBy, coveredBy) {
 		errorf("coveredBy = %+v; want %+v", st.Shards.CoveredBy, coveredBy)
 	}
 
@@ -845,17 +821,9 @@ func runModel(t *testing.T, seed uint64) []string {
 	return reasons
 }
 
-// coveredByNamesFirstRepair is true while coverage (account.go, the coveredBy loop)
-// names the first repair identity assigned a shard rather than the one that completed.
-// Set it to false once that is fixed: the model then compares coveredBy whole.
-const coveredByNamesFirstRepair = true
-
 // TestCoveredByNamesTheRepairThatCovered: of two repair identities of shard B, only the
 // second completed; status.shards.coveredBy must name it, not the first.
 func TestCoveredByNamesTheRepairThatCovered(t *testing.T) {
-	if coveredByNamesFirstRepair {
-		t.Skip("known bug: pkg/account/account.go coverage() names the first repair run of a shard in coveredBy, whether or not its identity completed")
-	}
 	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").repair("r1", "0", "B").repair("r2", "0", "B").obj()
 	st := step(t, spec, nil, map[string]Observation{
 		"job/j":  {Job: makeJob("j", "uid-j", 2).completed("0", 1).obj()},
