@@ -88,7 +88,26 @@ type config struct {
 	command        string
 	pprofOut       string
 	pprofSeconds   int
+	modes          []string
 }
+
+// Modes of the load benchmark: which Jobs accounts name, and whether they require results.
+const (
+	// modeCoverage: every Job is named by an account that counts coverage only.
+	modeCoverage = "coverage"
+	// modeResults: every Job is named by an account requiring results: its pods are
+	// held by the pod webhook, their termination messages captured, then released.
+	modeResults = "results"
+	// modeMixed: only one Job in ten is named by an account (coverage only); the others
+	// run as if batchledger were not installed.
+	modeMixed = "mixed"
+)
+
+// benchResult is the termination message every pod of the results mode reports.
+const benchResult = `{"version":"batchledger.dev/v1","shard":"s0","inputRevision":"D","modelRevision":"m-2026-11","output":"s3://bench/s0","digest":"sha256:0","records":1,"valid":1}`
+
+// accounted says whether Job number i is named by an account in mode.
+func accounted(mode string, i int) bool { return mode != modeMixed || i%10 == 0 }
 
 // size is one benchmark size: jobs Indexed Jobs of indexes completions each.
 type size struct{ jobs, indexes int }
@@ -111,8 +130,16 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "limit for one size")
 	flag.StringVar(&cfg.pprofOut, "pprof", "", "when set, run the controller with --pprof-bind-address and write a CPU profile of the last size to this file")
 	flag.IntVar(&cfg.pprofSeconds, "pprof-seconds", 60, "length of the --pprof CPU profile, started when the last size's Jobs are created")
+	modes := flag.String("modes", modeCoverage, "comma-separated modes, each run at every size: coverage (accounts count coverage), results (accounts require results), mixed (one Job in ten has an account)")
 	flag.Parse()
 	var err error
+	for _, m := range strings.Split(*modes, ",") {
+		if m != modeCoverage && m != modeResults && m != modeMixed {
+			fmt.Fprintf(os.Stderr, "bench: --modes: unknown mode %q\n", m)
+			os.Exit(2)
+		}
+		cfg.modes = append(cfg.modes, m)
+	}
 	if cfg.sizes, err = parseSizes(*sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -150,6 +177,7 @@ type bench struct {
 
 // result is one size's measurements.
 type result struct {
+	mode                  string
 	size                  size
 	accounts              int
 	pods                  int
@@ -221,15 +249,18 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	var results []result
-	for i, sz := range cfg.sizes {
-		fmt.Fprintf(os.Stderr, "== size %s: %d Jobs x %d indexes\n", sz, sz.jobs, sz.indexes)
-		r, err := b.runSize(ctx, sz, i == len(cfg.sizes)-1 && pprofAddr != "")
-		if err != nil {
-			printTable(os.Stdout, results)
-			return fmt.Errorf("size %s: %w", sz, err)
+	for mi, mode := range cfg.modes {
+		for i, sz := range cfg.sizes {
+			fmt.Fprintf(os.Stderr, "== mode %s, size %s: %d Jobs x %d indexes\n", mode, sz, sz.jobs, sz.indexes)
+			last := mi == len(cfg.modes)-1 && i == len(cfg.sizes)-1
+			r, err := b.runSize(ctx, mode, sz, last && pprofAddr != "")
+			if err != nil {
+				printTable(os.Stdout, results)
+				return fmt.Errorf("mode %s, size %s: %w", mode, sz, err)
+			}
+			results = append(results, r)
+			printTable(os.Stderr, results[len(results)-1:])
 		}
-		results = append(results, r)
-		printTable(os.Stderr, results[len(results)-1:])
 	}
 	fmt.Println()
 	printTable(os.Stdout, results)
@@ -370,7 +401,10 @@ func (r *recorder) job(j *batchv1.Job, now time.Time) {
 	if err != nil {
 		return
 	}
-	acct := r.accountOf[j.Name]
+	acct, named := r.accountOf[j.Name]
+	if !named {
+		return // a Job no account names: no coverage to show
+	}
 	r.completed[acct][j.Name] = set.Count()
 	total := 0
 	for _, n := range r.completed[acct] {
@@ -451,11 +485,11 @@ func (r *recorder) allDone(n int) bool {
 	return len(r.done) == n
 }
 
-func (b *bench) runSize(ctx context.Context, sz size, profile bool) (result, error) {
+func (b *bench) runSize(ctx context.Context, mode string, sz size, profile bool) (result, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.timeout)
 	defer cancel()
-	ns := "bench-" + sz.String()
-	res := result{size: sz, pods: sz.jobs * sz.indexes, loadBefore: loadavg()}
+	ns := "bench-" + mode + "-" + sz.String()
+	res := result{mode: mode, size: sz, pods: sz.jobs * sz.indexes, loadBefore: loadavg()}
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return res, err
 	}
@@ -470,20 +504,38 @@ func (b *bench) runSize(ctx context.Context, sz size, profile bool) (result, err
 	var accounts []*v1alpha1.BatchAccount
 	var jobs []*batchv1.Job
 	par := min(sz.indexes, b.cfg.parallelism)
-	for first := 0; first < sz.jobs; first += b.cfg.jobsPerAccount {
-		n := min(b.cfg.jobsPerAccount, sz.jobs-first)
+	newJob := func(name string) *batchv1.Job {
+		w := wrappers.MakeJob(name, ns).Indexed(int32(sz.indexes)).Parallelism(int32(par)).
+			Queue(queueName).GPU(1).
+			PodAnnotation(kwok.AutoExitCodeAnnotation, "0").
+			PodAnnotation(kwok.AutoExitDelayAnnotation, b.cfg.exitDelay.String())
+		if mode == modeResults {
+			// One message for every pod (a pod template cannot vary it by index): each is
+			// captured and judged, most as a claim of another shard, which costs the same.
+			w.PodAnnotation(kwok.TerminationMessageAnnotation, benchResult)
+		}
+		return w.Obj()
+	}
+	var named []string
+	for i := range sz.jobs {
+		job := fmt.Sprintf("j-%03d", i)
+		jobs = append(jobs, newJob(job))
+		if accounted(mode, i) {
+			named = append(named, job)
+		}
+	}
+	for first := 0; first < len(named); first += b.cfg.jobsPerAccount {
+		n := min(b.cfg.jobsPerAccount, len(named)-first)
 		name := fmt.Sprintf("a-%03d", len(accounts))
 		ba := wrappers.MakeBatchAccount(name, ns).ShardCount("s", int32(n*sz.indexes))
 		rec.completed[name] = map[string]int{}
-		for k := range n {
-			job := fmt.Sprintf("j-%03d", first+k)
+		for k, job := range named[first : first+n] {
 			rec.accountOf[job] = name
 			off := k * sz.indexes
 			ba.AssignJobOrdinals(job, fmt.Sprintf("0-%d", sz.indexes-1), fmt.Sprintf("%d-%d", off, off+sz.indexes-1))
-			jobs = append(jobs, wrappers.MakeJob(job, ns).Indexed(int32(sz.indexes)).Parallelism(int32(par)).
-				Queue(queueName).GPU(1).
-				PodAnnotation(kwok.AutoExitCodeAnnotation, "0").
-				PodAnnotation(kwok.AutoExitDelayAnnotation, b.cfg.exitDelay.String()).Obj())
+		}
+		if mode == modeResults {
+			ba.RequireResults("result.records >= 0")
 		}
 		accounts = append(accounts, ba.Obj())
 	}
@@ -746,7 +798,7 @@ func loadavg() string {
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // tableHeader and tableRow are shared by the terminal and the Markdown table.
-var tableHeader = []string{"size", "accounts", "jobs", "indexes", "pods/s", "batchledger CPU s", "kcm CPU s",
+var tableHeader = []string{"mode", "size", "accounts", "jobs", "indexes", "pods/s", "batchledger CPU s", "kcm CPU s",
 	"ratio", "peak RSS MiB", "status writes", "Job status changes", "writes/change", "observed changes", "writes/observed", "latency p50/p99 ms", "load avg (before → after)"}
 
 func tableRow(r result) []string {
@@ -764,7 +816,7 @@ func tableRow(r result) []string {
 	if r.unmatched > 0 {
 		lat += fmt.Sprintf(" (%d of %d never shown)", r.unmatched, r.unmatched+r.samples)
 	}
-	return []string{r.size.String(), strconv.Itoa(r.accounts), strconv.Itoa(r.size.jobs), strconv.Itoa(r.size.indexes),
+	return []string{r.mode, r.size.String(), strconv.Itoa(r.accounts), strconv.Itoa(r.size.jobs), strconv.Itoa(r.size.indexes),
 		fmt.Sprintf("%.1f", float64(r.pods)/r.wall.Seconds()),
 		fmt.Sprintf("%.2f", r.blCPU), fmt.Sprintf("%.2f", r.kcmCPU), ratio, fmt.Sprintf("%.1f", r.peakRSSMiB),
 		fmt.Sprintf("%.0f", r.statusWrites), strconv.Itoa(r.jobChanges), perChange, strconv.Itoa(r.observed), perObserved, lat,
