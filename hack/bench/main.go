@@ -33,7 +33,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -894,33 +893,12 @@ func writeDoc(cfg config, root string, results []result) error {
 	return os.WriteFile(path, []byte(doc), 0o644)
 }
 
-// machineFacts are nproc, the CPU model, Go and the component versions (read from the
-// build cache directory names the binaries resolve to).
+// machineFacts are the machine facts of localcluster.MachineFacts, naming the
+// batchledger binary the benchmark ran too.
 func machineFacts(root string) [][2]string {
-	model := "?"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for l := range strings.SplitSeq(string(data), "\n") {
-			if v, ok := strings.CutPrefix(l, "model name"); ok {
-				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	nproc := "?"
-	if out, err := exec.Command("nproc").Output(); err == nil {
-		nproc = strings.TrimSpace(string(out))
-	}
-	goVersion := "?"
-	if out, err := exec.Command("go", "version").Output(); err == nil {
-		goVersion = strings.TrimSpace(string(out))
-	}
-	var comps []string
-	for _, bin := range []string{"etcd", "kube-apiserver", "kueue", "jobset", "kwok"} {
-		if p, err := filepath.EvalSymlinks(filepath.Join(root, "bin", bin)); err == nil {
-			comps = append(comps, filepath.Base(filepath.Dir(p)))
-		}
-	}
-	return [][2]string{{"nproc", nproc}, {"CPU", model}, {"Go", goVersion}, {"components", strings.Join(comps, ", ") + "; batchledger " + filepath.Join("bin", "batchledger")}}
+	facts := localcluster.MachineFacts(root)
+	facts[len(facts)-1][1] += "; batchledger " + filepath.Join("bin", "batchledger")
+	return facts
 }
 
 // pprofAddr is where the controller serves /debug/pprof (--pprof-bind-address); empty

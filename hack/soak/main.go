@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -497,7 +496,7 @@ func (r *report) markdown(root string) string {
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, "| machine | |")
 	fmt.Fprintln(&b, "|---|---|")
-	for _, kv := range machineFacts(root) {
+	for _, kv := range localcluster.MachineFacts(root) {
 		fmt.Fprintf(&b, "| %s | %s |\n", kv[0], kv[1])
 	}
 	fmt.Fprintln(&b)
@@ -523,35 +522,6 @@ func (r *report) markdown(root string) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", l.name, l.shape, l.want, l.got, strings.ReplaceAll(l.note, "|", "\\|"))
 	}
 	return b.String()
-}
-
-// machineFacts are nproc, the CPU model, Go and the component versions (the build cache
-// directories the binaries resolve to).
-func machineFacts(root string) [][2]string {
-	model := "?"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for l := range strings.SplitSeq(string(data), "\n") {
-			if v, ok := strings.CutPrefix(l, "model name"); ok {
-				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	nproc := "?"
-	if out, err := exec.Command("nproc").Output(); err == nil {
-		nproc = strings.TrimSpace(string(out))
-	}
-	goVersion := "?"
-	if out, err := exec.Command("go", "version").Output(); err == nil {
-		goVersion = strings.TrimSpace(string(out))
-	}
-	var comps []string
-	for _, bin := range []string{"etcd", "kube-apiserver", "kueue", "jobset", "kwok"} {
-		if p, err := filepath.EvalSymlinks(filepath.Join(root, "bin", bin)); err == nil {
-			comps = append(comps, filepath.Base(filepath.Dir(p)))
-		}
-	}
-	return [][2]string{{"nproc", nproc}, {"CPU", model}, {"Go", goVersion}, {"components", strings.Join(comps, ", ")}}
 }
 
 // docIntro is the part of docs/reliability.md that does not change from run to run.
