@@ -91,14 +91,22 @@ func (c *Cluster) startProcess(spec procSpec) (*process, error) {
 	if err := startOnLockedThread(cmd); err != nil {
 		return nil, fmt.Errorf("%s: start %s: %w (log: %s)", spec.name, args[0], err, logPath)
 	}
-	p := &process{name: spec.name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &process{name: spec.name, cmd: cmd, logPath: logPath, pidPath: filepath.Join(c.StateDir, "pids", spec.name+".json")}
+	return c.track(p, pidRecord{Name: spec.name, Args: spec.args, LogFile: logPath})
+}
+
+// track follows a started process: it waits for it in the background, writes its pid file
+// (rec with the process's pid) and adds it to the cluster's processes. A process whose pid
+// file cannot be written is killed.
+func (c *Cluster) track(p *process, rec pidRecord) (*process, error) {
+	p.done = make(chan struct{})
 	go func() {
-		p.waitErr = cmd.Wait()
+		p.waitErr = p.cmd.Wait()
 		close(p.done)
 	}()
-	p.pidPath = filepath.Join(c.StateDir, "pids", spec.name+".json")
-	rec, _ := json.Marshal(pidRecord{Name: spec.name, PID: cmd.Process.Pid, Args: spec.args, LogFile: logPath})
-	if err := os.WriteFile(p.pidPath, rec, 0o644); err != nil {
+	rec.PID = p.cmd.Process.Pid
+	data, _ := json.Marshal(rec)
+	if err := os.WriteFile(p.pidPath, data, 0o644); err != nil {
 		_ = p.kill(0)
 		return nil, err
 	}

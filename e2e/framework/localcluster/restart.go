@@ -100,21 +100,7 @@ func (c *Cluster) respawn(old *process, rec pidRecord) (*process, error) {
 	if err := startOnLockedThread(cmd); err != nil {
 		return nil, fmt.Errorf("%s: restart %s: %w (log: %s)", old.name, cmd.Path, err, old.logPath)
 	}
-	p := &process{name: old.name, cmd: cmd, logPath: old.logPath, pidPath: old.pidPath, done: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	rec.PID = cmd.Process.Pid
-	data, _ := json.Marshal(rec)
-	if err := os.WriteFile(p.pidPath, data, 0o644); err != nil {
-		_ = p.kill(0)
-		return nil, err
-	}
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
-	return p, nil
+	return c.track(&process{name: old.name, cmd: cmd, logPath: old.logPath, pidPath: old.pidPath}, rec)
 }
 
 // readinessProbe returns the check that says a restarted component serves again: the API
