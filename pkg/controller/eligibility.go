@@ -29,13 +29,12 @@ func capturableIndex(pod *corev1.Pod, job *batchv1.Job) (int, bool) {
 // capturedBy returns the accounts requiring results that would record pod's result when
 // it succeeds: those with a target whose current Job controls the pod (capturableIndex).
 func capturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string, error) {
-	accounts, err := AccountsRequiringResults(ctx, c, pod.Namespace, PodTargetKeys(pod))
+	accounts, err := accountsRequiringResults(ctx, c, pod.Namespace, PodTargetKeys(pod))
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for i := range accounts {
-		ba := &accounts[i]
+	for _, ba := range accounts {
 		for _, ref := range targetsOfPod(ba, pod) {
 			job, _, err := ResolveTarget(ctx, c, ba.Namespace, ref)
 			if err != nil {

@@ -90,6 +90,28 @@ func targetKeysOfJob(labels map[string]string, name string) []string {
 	return keys
 }
 
+// liveAccountsNaming lists the accounts that name one of keys and are not being deleted,
+// each once, through the IndexAccountTarget field index of c. Holding and releasing pods,
+// stamping scopes and publishing Workload conditions all ask it.
+func liveAccountsNaming(ctx context.Context, c client.Reader, namespace string, keys ...string) ([]*v1alpha1.BatchAccount, error) {
+	var out []*v1alpha1.BatchAccount
+	seen := map[string]bool{}
+	for _, k := range keys {
+		var list v1alpha1.BatchAccountList
+		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexAccountTarget: k}); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			ba := &list.Items[i]
+			if !seen[ba.Name] && ba.DeletionTimestamp == nil {
+				seen[ba.Name] = true
+				out = append(out, ba)
+			}
+		}
+	}
+	return out, nil
+}
+
 // accountsFor maps index keys to reconcile requests of the accounts that name them.
 func accountsFor(ctx context.Context, c client.Client, namespace string, keys ...string) []reconcile.Request {
 	var reqs []reconcile.Request

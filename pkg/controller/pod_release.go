@@ -139,23 +139,10 @@ func PodTargetKeys(pod *corev1.Pod) []string {
 	return targetKeysOfJob(pod.Labels, name)
 }
 
-// AccountsRequiringResults lists the live accounts naming one of keys that capture
-// results, through the IndexAccountTarget field index of c. The pod webhook (holding pods)
-// and the pod releaser (letting them go) share it so that they never disagree.
-func AccountsRequiringResults(ctx context.Context, c client.Reader, namespace string, keys []string) ([]v1alpha1.BatchAccount, error) {
-	var out []v1alpha1.BatchAccount
-	for _, k := range keys {
-		var list v1alpha1.BatchAccountList
-		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexAccountTarget: k}); err != nil {
-			return nil, err
-		}
-		for _, ba := range list.Items {
-			if requiresResults(&ba) && ba.DeletionTimestamp == nil {
-				out = append(out, ba)
-			}
-		}
-	}
-	return out, nil
+// accountsRequiringResults lists the live accounts naming one of keys that capture results.
+func accountsRequiringResults(ctx context.Context, c client.Reader, namespace string, keys []string) ([]*v1alpha1.BatchAccount, error) {
+	accounts, err := liveAccountsNaming(ctx, c, namespace, keys...)
+	return slices.DeleteFunc(accounts, func(ba *v1alpha1.BatchAccount) bool { return !requiresResults(ba) }), err
 }
 
 // SetupWithManager watches held pods, the result chunks that record them, and account

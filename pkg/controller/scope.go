@@ -54,17 +54,14 @@ func ShortFormScope(annotations map[string]string) string {
 // or, for a JobSet child (its labels say which), the child's JobSet, replicatedJob and
 // job index.
 func JobScope(ctx context.Context, c client.Reader, namespace, name string, labels map[string]string) (string, error) {
+	accounts, err := liveAccountsNaming(ctx, c, namespace, targetKeysOfJob(labels, name)...)
+	if err != nil {
+		return "", err
+	}
 	scope := ""
-	for _, key := range targetKeysOfJob(labels, name) {
-		var list v1alpha1.BatchAccountList
-		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexAccountTarget: key}); err != nil {
-			return "", err
-		}
-		for i := range list.Items {
-			ba := &list.Items[i]
-			if ba.DeletionTimestamp == nil && namesJob(ba, name, labels) {
-				scope = StrongerScope(scope, AccountScope(ba))
-			}
+	for _, ba := range accounts {
+		if namesJob(ba, name, labels) {
+			scope = StrongerScope(scope, AccountScope(ba))
 		}
 	}
 	return scope, nil
@@ -73,15 +70,14 @@ func JobScope(ctx context.Context, c client.Reader, namespace, name string, labe
 // ReplicatedJobScope is the scope the live accounts naming children of a JobSet's
 // replicatedJob give its pods.
 func ReplicatedJobScope(ctx context.Context, c client.Reader, namespace, jobSet, replicatedJob string) (string, error) {
-	var list v1alpha1.BatchAccountList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexAccountTarget: "jobset/" + jobSet}); err != nil {
+	accounts, err := liveAccountsNaming(ctx, c, namespace, "jobset/"+jobSet)
+	if err != nil {
 		return "", err
 	}
 	scope := ""
-	for i := range list.Items {
-		ba := &list.Items[i]
+	for _, ba := range accounts {
 		for _, a := range ba.Spec.Assignments {
-			if ba.DeletionTimestamp == nil && a.Target.JobSet == jobSet && a.Target.ReplicatedJob == replicatedJob {
+			if a.Target.JobSet == jobSet && a.Target.ReplicatedJob == replicatedJob {
 				scope = StrongerScope(scope, AccountScope(ba))
 			}
 		}

@@ -110,19 +110,14 @@ func clip(s string, n int) string {
 // workloadAccounts are the live accounts naming the Workload's owner Job or JobSet, with
 // ba (just computed, fresher than the cache) in place of its cached copy.
 func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) ([]*v1alpha1.BatchAccount, error) {
+	cached, err := liveAccountsNaming(ctx, r.Client, wl.Namespace, workloadOwnerKeys(wl)...)
+	if err != nil {
+		return nil, err
+	}
 	out := []*v1alpha1.BatchAccount{ba}
-	seen := map[string]bool{ba.Name: true}
-	for _, key := range workloadOwnerKeys(wl) {
-		var list v1alpha1.BatchAccountList
-		if err := r.List(ctx, &list, client.InNamespace(wl.Namespace), client.MatchingFields{IndexAccountTarget: key}); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			other := &list.Items[i]
-			if !seen[other.Name] && other.DeletionTimestamp == nil {
-				seen[other.Name] = true
-				out = append(out, other)
-			}
+	for _, other := range cached {
+		if other.Name != ba.Name {
+			out = append(out, other)
 		}
 	}
 	return out, nil
