@@ -1,7 +1,11 @@
 package wrappers
 
 import (
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -89,6 +93,51 @@ func (w *BatchAccountWrapper) ResultContainer(name string) *BatchAccountWrapper 
 	w.Spec.Acceptance.ResultContainer = name
 	return w
 }
+
+// Target replaces the target of the last assignment.
+func (w *BatchAccountWrapper) Target(ref v1alpha1.TargetRef) *BatchAccountWrapper {
+	w.Spec.Assignments[len(w.Spec.Assignments)-1].Target = ref
+	return w
+}
+
+// UID sets the account's UID (its result chunks are named after it).
+func (w *BatchAccountWrapper) UID(uid string) *BatchAccountWrapper {
+	w.ObjectMeta.UID = types.UID(uid)
+	return w
+}
+
+// Generation sets metadata.generation, which the status' observedGeneration follows.
+func (w *BatchAccountWrapper) Generation(g int64) *BatchAccountWrapper {
+	w.ObjectMeta.Generation = g
+	return w
+}
+
+// Creation sets the creation timestamp.
+func (w *BatchAccountWrapper) Creation(t time.Time) *BatchAccountWrapper {
+	w.CreationTimestamp = metav1.NewTime(t)
+	return w
+}
+
+// Status setters: the account as the controller last wrote it.
+
+// Condition sets a status condition (replacing one of the same type) with status, reason
+// and message, last changed at.
+func (w *BatchAccountWrapper) Condition(typ string, status metav1.ConditionStatus, reason, message string, at time.Time) *BatchAccountWrapper {
+	apimeta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: message,
+		ObservedGeneration: w.ObjectMeta.Generation, LastTransitionTime: metav1.NewTime(at),
+	})
+	return w
+}
+
+// TargetStatus appends the status of one target.
+func (w *BatchAccountWrapper) TargetStatus(ts v1alpha1.TargetStatus) *BatchAccountWrapper {
+	w.Status.Targets = append(w.Status.Targets, ts)
+	return w
+}
+
+// SpecObj returns the account's spec: what the pure account package computes from.
+func (w *BatchAccountWrapper) SpecObj() *v1alpha1.BatchAccountSpec { return &w.Spec }
 
 // Obj returns the account.
 func (w *BatchAccountWrapper) Obj() *v1alpha1.BatchAccount { return &w.BatchAccount }

@@ -2,11 +2,16 @@ package wrappers
 
 import (
 	"strconv"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	jobsetconstants "sigs.k8s.io/jobset/pkg/constants"
 )
 
 // DefaultImage is the image of the default container; on kwok nodes nothing pulls it.
@@ -212,6 +217,99 @@ func OnExitCodes(action batchv1.PodFailurePolicyAction, op batchv1.PodFailurePol
 		Action:      action,
 		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: op, Values: codes},
 	}
+}
+
+// UID sets the Job's UID, as the API server assigns it.
+func (w *JobWrapper) UID(uid string) *JobWrapper {
+	w.ObjectMeta.UID = types.UID(uid)
+	return w
+}
+
+// ResourceVersion sets the Job's resourceVersion, as the API server writes it.
+func (w *JobWrapper) ResourceVersion(rv string) *JobWrapper {
+	w.ObjectMeta.ResourceVersion = rv
+	return w
+}
+
+// Generation sets metadata.generation.
+func (w *JobWrapper) Generation(g int64) *JobWrapper {
+	w.ObjectMeta.Generation = g
+	return w
+}
+
+// CompletionMode sets spec.completionMode (Indexed sets it too).
+func (w *JobWrapper) CompletionMode(m batchv1.CompletionMode) *JobWrapper {
+	w.Spec.CompletionMode = &m
+	return w
+}
+
+// JobSetChild makes the Job the child Job jobIndex of replicatedJob of JobSet js, on
+// restart attempt attempt: the labels JobSet puts on its children, and js as controller.
+func (w *JobWrapper) JobSetChild(js *jobset.JobSet, replicatedJob string, jobIndex, attempt int) *JobWrapper {
+	w.Label(jobset.JobSetNameKey, js.Name).Label(jobset.ReplicatedJobNameKey, replicatedJob).
+		Label(jobset.JobIndexKey, strconv.Itoa(jobIndex)).Label(jobsetconstants.RestartsKey, strconv.Itoa(attempt))
+	return w.ControlledBy(js, jobset.SchemeGroupVersion.WithKind("JobSet"))
+}
+
+// ControlledBy sets a controller owner reference to owner of kind gvk.
+func (w *JobWrapper) ControlledBy(owner metav1.Object, gvk schema.GroupVersionKind) *JobWrapper {
+	w.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)}
+	return w
+}
+
+// Finalizers sets the Job's finalizers.
+func (w *JobWrapper) Finalizers(f ...string) *JobWrapper {
+	w.ObjectMeta.Finalizers = f
+	return w
+}
+
+// Deleting marks the Job as being deleted at t. An API server (and the fake client) keeps
+// such an object only while it has finalizers: set some.
+func (w *JobWrapper) Deleting(t time.Time) *JobWrapper {
+	w.DeletionTimestamp = &metav1.Time{Time: t}
+	return w
+}
+
+// Status setters: the Job as the Job controller wrote it.
+
+// StartTime sets status.startTime: the Job has started (its pod template is immutable).
+func (w *JobWrapper) StartTime(t time.Time) *JobWrapper {
+	w.Status.StartTime = &metav1.Time{Time: t}
+	return w
+}
+
+// Completed sets status.completedIndexes and status.succeeded, which the Job controller
+// writes together.
+func (w *JobWrapper) Completed(indexes string, succeeded int32) *JobWrapper {
+	w.Status.CompletedIndexes, w.Status.Succeeded = indexes, succeeded
+	return w
+}
+
+// FailedIndexes sets status.failedIndexes (Jobs with backoffLimitPerIndex).
+func (w *JobWrapper) FailedIndexes(indexes string) *JobWrapper {
+	w.Status.FailedIndexes = &indexes
+	return w
+}
+
+// Condition appends a condition of type t, status True, with reason, last changed at.
+func (w *JobWrapper) Condition(t batchv1.JobConditionType, reason string, at time.Time) *JobWrapper {
+	w.Status.Conditions = append(w.Status.Conditions, batchv1.JobCondition{
+		Type: t, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(at),
+	})
+	return w
+}
+
+// Complete appends SuccessCriteriaMet and Complete (reason CompletionsReached), the two
+// conditions the Job controller writes when every index completed.
+func (w *JobWrapper) Complete(at time.Time) *JobWrapper {
+	return w.Condition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached, at).
+		Condition(batchv1.JobComplete, batchv1.JobReasonCompletionsReached, at)
+}
+
+// Failed appends FailureTarget and Failed with reason (e.g. BackoffLimitExceeded), the
+// two conditions the Job controller writes when the Job fails.
+func (w *JobWrapper) Failed(reason string, at time.Time) *JobWrapper {
+	return w.Condition(batchv1.JobFailureTarget, reason, at).Condition(batchv1.JobFailed, reason, at)
 }
 
 // Obj returns the Job.

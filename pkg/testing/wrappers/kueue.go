@@ -1,7 +1,12 @@
-// Package wrappers provides fluent builders for the objects batchledger tests create: Kueue
-// queueing objects (kueue.x-k8s.io/v1beta2), batch/v1 Jobs and JobSets (v1alpha2). They
-// follow the style of Kueue's pkg/util/testing wrappers: Make<Kind>(...) returns a wrapper,
-// each method sets one aspect and returns the wrapper, Obj() returns the object.
+// Package wrappers provides fluent builders for the objects batchledger tests create or
+// observe: Kueue queueing objects and Workloads (kueue.x-k8s.io/v1beta2), batch/v1 Jobs,
+// JobSets (v1alpha2), Pods and BatchAccounts. They follow the style of Kueue's
+// pkg/util/testing wrappers: Make<Kind>(...) returns a wrapper, each method sets one aspect
+// and returns the wrapper, Obj() returns the object. Status setters (Job Completed,
+// Complete, Failed; Workload Admitted, Evicted, Finished; Pod Succeeded; BatchAccount
+// Condition) write what the owning controller would, so unit tests can stand in for it.
+// Every package's tests share these builders: the package imports none of batchledger's
+// own packages but the API, so the pure core's tests can use it too.
 //
 // Defaults are the ones GPU batch tests want, so a test spells out only what it is about:
 // Jobs run one container "worker" with image my-trainer:1.0 and restartPolicy Never.

@@ -42,6 +42,12 @@ func MakeIndexPod(job *batchv1.Job, name string, idx int) *PodWrapper {
 	return p
 }
 
+// MakePod starts a bare pod: no owner, no labels, no containers, no status. For the pods
+// of a Job use MakeIndexPod.
+func MakePod(name, ns string) *PodWrapper {
+	return &PodWrapper{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}}
+}
+
 // Phase sets the pod's phase.
 func (w *PodWrapper) Phase(p corev1.PodPhase) *PodWrapper { w.Status.Phase = p; return w }
 
@@ -59,6 +65,9 @@ func (w *PodWrapper) Finalizers(f ...string) *PodWrapper { w.ObjectMeta.Finalize
 
 // Annotation sets an annotation.
 func (w *PodWrapper) Annotation(k, v string) *PodWrapper {
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
 	w.Annotations[k] = v
 	return w
 }
@@ -71,6 +80,32 @@ func (w *PodWrapper) Deleting(t time.Time) *PodWrapper {
 
 // NoOwner removes the pod's owner references (a pod created by hand with a Job's labels).
 func (w *PodWrapper) NoOwner() *PodWrapper { w.OwnerReferences = nil; return w }
+
+// Label sets a label.
+func (w *PodWrapper) Label(k, v string) *PodWrapper {
+	if w.Labels == nil {
+		w.Labels = map[string]string{}
+	}
+	w.Labels[k] = v
+	return w
+}
+
+// UID sets the pod's UID (MakeIndexPod derives it from the name).
+func (w *PodWrapper) UID(uid string) *PodWrapper {
+	w.ObjectMeta.UID = types.UID(uid)
+	return w
+}
+
+// SucceededIndexPods returns one Succeeded pod of job per listed index, named
+// <prefix>-<n> for the n-th, finished at t with no message: the successful attempts of
+// those indexes, repeats included.
+func SucceededIndexPods(job *batchv1.Job, prefix string, t time.Time, indexes ...int) []corev1.Pod {
+	out := make([]corev1.Pod, len(indexes))
+	for n, idx := range indexes {
+		out[n] = *MakeIndexPod(job, prefix+"-"+strconv.Itoa(n), idx).Succeeded(t, "").Obj()
+	}
+	return out
+}
 
 // Obj returns the pod.
 func (w *PodWrapper) Obj() *corev1.Pod { return &w.Pod }

@@ -2,10 +2,13 @@ package wrappers
 
 import (
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
@@ -170,5 +173,88 @@ func TestResourceFlavor(t *testing.T) {
 	rf := MakeResourceFlavor("h100").NodeLabel("gpu-type", "h100").Obj()
 	if rf.Spec.NodeLabels["gpu-type"] != "h100" {
 		t.Errorf("node labels = %v", rf.Spec.NodeLabels)
+	}
+}
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func TestJobStatusSettersWriteWhatTheJobControllerWrites(t *testing.T) {
+	done := MakeJob("j", "ns").Indexed(4).UID("uid-j").ResourceVersion("7").Completed("0-3", 4).Complete(t0).Obj()
+	if done.UID != "uid-j" || done.ResourceVersion != "7" || done.Status.CompletedIndexes != "0-3" || done.Status.Succeeded != 4 {
+		t.Errorf("metadata/status = %s %s %q %d", done.UID, done.ResourceVersion, done.Status.CompletedIndexes, done.Status.Succeeded)
+	}
+	if c := done.Status.Conditions; len(c) != 2 || c[0].Type != batchv1.JobSuccessCriteriaMet || c[1].Type != batchv1.JobComplete ||
+		c[1].Status != corev1.ConditionTrue || c[1].Reason != batchv1.JobReasonCompletionsReached || !c[1].LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("Complete conditions = %+v", c)
+	}
+	failed := MakeJob("j", "ns").Indexed(4).FailedIndexes("3").Failed(batchv1.JobReasonBackoffLimitExceeded, t0).Obj()
+	if c := failed.Status.Conditions; len(c) != 2 || c[0].Type != batchv1.JobFailureTarget || c[1].Type != batchv1.JobFailed ||
+		c[1].Reason != batchv1.JobReasonBackoffLimitExceeded || *failed.Status.FailedIndexes != "3" {
+		t.Errorf("Failed conditions = %+v, failedIndexes %v", c, failed.Status.FailedIndexes)
+	}
+}
+
+func TestJobSetChildIsLabelledAndControlledByItsJobSet(t *testing.T) {
+	js := MakeJobSet("ts", "ns").Obj()
+	js.UID = "uid-ts"
+	child := MakeJob("ts-workers-1", "ns").JobSetChild(js, "workers", 1, 2).Obj()
+	want := map[string]string{jobset.JobSetNameKey: "ts", jobset.ReplicatedJobNameKey: "workers", jobset.JobIndexKey: "1",
+		"jobset.sigs.k8s.io/restart-attempt": "2"}
+	for k, v := range want {
+		if child.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, child.Labels[k], v)
+		}
+	}
+	if ref := metav1.GetControllerOf(child); ref == nil || ref.Kind != "JobSet" || ref.UID != "uid-ts" {
+		t.Errorf("controller = %+v", ref)
+	}
+}
+
+func TestWorkloadStatusSetters(t *testing.T) {
+	job := MakeJob("j", "ns").UID("uid-j").Obj()
+	wl := MakeWorkload("job-j", "ns").UID("uid-wl").ForJob(job).
+		Admitted("gpu", t0).FlavorAssigned("main", GPU, "h100").FlavorAssigned("main", corev1.ResourceCPU, "default").Obj()
+	if ref := metav1.GetControllerOf(wl); ref == nil || ref.Kind != "Job" || ref.UID != "uid-j" {
+		t.Errorf("controller = %+v", ref)
+	}
+	if !apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) || !apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) {
+		t.Errorf("conditions = %+v", wl.Status.Conditions)
+	}
+	if psa := wl.Status.Admission.PodSetAssignments; wl.Status.Admission.ClusterQueue != "gpu" || len(psa) != 1 ||
+		psa[0].Flavors[GPU] != "h100" || psa[0].Flavors[corev1.ResourceCPU] != "default" {
+		t.Errorf("admission = %+v", wl.Status.Admission)
+	}
+	evicted := MakeWorkload("job-j", "ns").Admitted("gpu", t0).Evicted("Preempted", t0.Add(time.Minute)).Finished(t0.Add(time.Hour)).Obj()
+	if apimeta.IsStatusConditionTrue(evicted.Status.Conditions, kueue.WorkloadAdmitted) ||
+		apimeta.FindStatusCondition(evicted.Status.Conditions, kueue.WorkloadEvicted).Reason != "Preempted" ||
+		!apimeta.IsStatusConditionTrue(evicted.Status.Conditions, kueue.WorkloadFinished) {
+		t.Errorf("after eviction and finish: %+v", evicted.Status.Conditions)
+	}
+}
+
+func TestSucceededIndexPodsAreControlledAttempts(t *testing.T) {
+	job := MakeJob("j", "ns").Indexed(3).UID("uid-j").Obj()
+	pods := SucceededIndexPods(job, "p", t0, 0, 2, 2)
+	if len(pods) != 3 {
+		t.Fatalf("%d pods", len(pods))
+	}
+	for n, idx := range []string{"0", "2", "2"} {
+		p := pods[n]
+		if p.Name != "p-"+string(rune('0'+n)) || p.Annotations[batchv1.JobCompletionIndexAnnotation] != idx ||
+			p.Status.Phase != corev1.PodSucceeded || !metav1.IsControlledBy(&p, job) {
+			t.Errorf("pod %d = %s index %q phase %s", n, p.Name, p.Annotations[batchv1.JobCompletionIndexAnnotation], p.Status.Phase)
+		}
+	}
+	if pods[1].UID == pods[2].UID {
+		t.Error("two attempts of one index share a UID")
+	}
+}
+
+func TestBatchAccountConditionReplacesItsType(t *testing.T) {
+	ba := MakeBatchAccount("a", "ns").Generation(3).
+		Condition("Accepted", metav1.ConditionFalse, "ResultsPending", "waiting", t0).
+		Condition("Accepted", metav1.ConditionTrue, "Accepted", "done", t0.Add(time.Minute)).Obj()
+	if c := ba.Status.Conditions; len(c) != 1 || c[0].Status != metav1.ConditionTrue || c[0].ObservedGeneration != 3 {
+		t.Errorf("conditions = %+v", c)
 	}
 }
