@@ -12,6 +12,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 func mustParse(t *testing.T, s string) indexset.Set {
@@ -29,15 +30,15 @@ func TestSuccessPolicy(t *testing.T) {
 	eight := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
 	cases := []struct {
 		name         string
-		job          *jobWrapper
+		job          *wrappers.JobWrapper
 		wantRequired string
 		wantPolicy   string
 		wantMessage  string
 	}{
 		{
 			name: "succeededIndexes 0: leader done, workers never ran",
-			job: makeJob("j", "u", 8).succeededIndexesPolicy("0").completed("0", 1).
-				condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy").condition(batchv1.JobComplete, "SuccessPolicy"),
+			job: makeJob("j", "u", 8).SuccessPolicy(wrappers.SucceededIndexes("0")).Completed("0", 1).
+				Condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy", jobCondAt).Condition(batchv1.JobComplete, "SuccessPolicy", jobCondAt),
 			wantRequired: "0",
 			wantPolicy:   "succeeds when indexes 0 succeeded",
 			wantMessage: "1/8 shards covered; missing B..H = job j indexes 1-7; " +
@@ -45,8 +46,8 @@ func TestSuccessPolicy(t *testing.T) {
 		},
 		{
 			name: "succeededCount 6 of 8",
-			job: makeJob("j", "u", 8).succeededCountPolicy(6).completed("0-5", 6).
-				condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy").condition(batchv1.JobComplete, "SuccessPolicy"),
+			job: makeJob("j", "u", 8).SuccessPolicy(wrappers.SucceededCount(6)).Completed("0-5", 6).
+				Condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy", jobCondAt).Condition(batchv1.JobComplete, "SuccessPolicy", jobCondAt),
 			wantRequired: "0-7",
 			wantPolicy:   "succeeds when 6 indexes succeeded",
 			wantMessage: "6/8 shards covered; missing G, H = job j indexes 6,7; " +
@@ -54,16 +55,16 @@ func TestSuccessPolicy(t *testing.T) {
 		},
 		{
 			name: "the seed's two rules: leader or any six",
-			job: makeJob("j", "u", 8).succeededIndexesPolicy("0").succeededCountPolicy(6).completed("0", 1).
-				condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy").condition(batchv1.JobComplete, "SuccessPolicy"),
+			job: makeJob("j", "u", 8).SuccessPolicy(wrappers.SucceededIndexes("0"), wrappers.SucceededCount(6)).Completed("0", 1).
+				Condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy", jobCondAt).Condition(batchv1.JobComplete, "SuccessPolicy", jobCondAt),
 			wantRequired: "0-7",
 			wantPolicy:   "succeeds when indexes 0 succeeded, or when 6 indexes succeeded",
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := makeSpec(eight...).assign("j", "0-7", eight...).obj()
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: tc.job.obj()}}).Status
+			spec := makeSpec(eight...).AssignJob("j", "0-7", eight...).SpecObj()
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: tc.job.Obj()}}).Status
 			tgt := st.Targets[0]
 			if tgt.Required != tc.wantRequired || tgt.SuccessPolicy != tc.wantPolicy || tgt.Terminal != TerminalComplete {
 				t.Errorf("target = required %q policy %q terminal %q", tgt.Required, tgt.SuccessPolicy, tgt.Terminal)
@@ -78,10 +79,10 @@ func TestSuccessPolicy(t *testing.T) {
 // TestCrossJobAccount: two Jobs of two indexes each carry four shards; index 0 of k is a
 // different identity from index 0 of j, never added together.
 func TestCrossJobAccount(t *testing.T) {
-	spec := makeSpec("A", "B", "C", "D").assign("j", "0-1", "A", "B").assign("k", "0-1", "C", "D").obj()
-	j := makeJob("j", "uid-j", 2).completed("0,1", 2).condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached").condition(batchv1.JobComplete, "CompletionsReached")
-	k := makeJob("k", "uid-k", 2).completed("1", 1)
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj()}, "job/k": {Job: k.obj()}}).Status
+	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").SpecObj()
+	j := makeJob("j", "uid-j", 2).Completed("0,1", 2).Complete(jobCondAt)
+	k := makeJob("k", "uid-k", 2).Completed("1", 1)
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}, "job/k": {Job: k.Obj()}}).Status
 	if st.Shards.Covered != 3 || st.Shards.Missing != "C" {
 		t.Errorf("shards = %+v, want 3 covered, C missing", st.Shards)
 	}
@@ -89,7 +90,7 @@ func TestCrossJobAccount(t *testing.T) {
 	wantCond(t, st, v1alpha1.ConditionTerminated, "False", ReasonAwaitingTermination, "not terminated: job k; coverage does not imply termination")
 
 	// Job k absent: its shards are missing and the account says it waits for it.
-	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj()}}).Status
+	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, "2/4 shards covered; missing C, D = job k indexes 0,1; job k not found")
 	wantCond(t, st, v1alpha1.ConditionAdmitted, "False", ReasonTargetsNotFound, "waiting for job k to exist")
 	if st.Targets[1].Found {
@@ -100,12 +101,12 @@ func TestCrossJobAccount(t *testing.T) {
 // TestJobSetRestart: a restart recreates child Jobs under the same names with new UIDs.
 // The old identity's coverage goes to history; the current attempt is judged alone.
 func TestJobSetRestart(t *testing.T) {
-	spec := makeCompactSpec("s", 8).assignJobSet("train", "workers", 0, "0-3", "0-3").assignJobSet("train", "workers", 1, "0-3", "4-7").obj()
-	w0 := makeJob("train-workers-0", "uid-w0-a0", 4).completed("0-3", 4)
-	w1 := makeJob("train-workers-1", "uid-w1-a0", 4).completed("0-2", 3)
+	spec := makeCompactSpec("s", 8).AssignJobSet("train", "workers", 0, "0-3", "0-3").AssignJobSet("train", "workers", 1, "0-3", "4-7").SpecObj()
+	w0 := makeJob("train-workers-0", "uid-w0-a0", 4).Completed("0-3", 4)
+	w1 := makeJob("train-workers-1", "uid-w1-a0", 4).Completed("0-2", 3)
 	obs := map[string]Observation{
-		"jobset/train/workers/0": {Job: w0.obj(), SuccessfulPods: pods("a", 0, 1, 2, 3)},
-		"jobset/train/workers/1": {Job: w1.obj()},
+		"jobset/train/workers/0": {Job: w0.Obj(), SuccessfulPods: pods("a", 0, 1, 2, 3)},
+		"jobset/train/workers/1": {Job: w1.Obj()},
 	}
 	st := step(t, spec, nil, obs).Status
 	if st.Shards.Covered != 7 {
@@ -119,11 +120,11 @@ func TestJobSetRestart(t *testing.T) {
 	}
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonTargetsNotFound, "")
 
-	w0 = makeJob("train-workers-0", "uid-w0-a1", 4).completed("0", 1)
+	w0 = makeJob("train-workers-0", "uid-w0-a1", 4).Completed("0", 1)
 	w1 = makeJob("train-workers-1", "uid-w1-a1", 4)
 	st = step(t, spec, &st, map[string]Observation{
-		"jobset/train/workers/0": {Job: w0.obj(), RestartAttempt: 1},
-		"jobset/train/workers/1": {Job: w1.obj(), RestartAttempt: 1},
+		"jobset/train/workers/0": {Job: w0.Obj(), RestartAttempt: 1},
+		"jobset/train/workers/1": {Job: w1.Obj(), RestartAttempt: 1},
 	}).Status
 	if len(st.History) != 2 {
 		t.Errorf("history must not grow when the new identity is first seen: %+v", st.History)
@@ -137,8 +138,8 @@ func TestJobSetRestart(t *testing.T) {
 	// A Job replaced without the controller seeing the gap is superseded all the same.
 	w0b := makeJob("train-workers-0", "uid-w0-a2", 4)
 	st = step(t, spec, &st, map[string]Observation{
-		"jobset/train/workers/0": {Job: w0b.obj(), RestartAttempt: 2},
-		"jobset/train/workers/1": {Job: w1.obj(), RestartAttempt: 1},
+		"jobset/train/workers/0": {Job: w0b.Obj(), RestartAttempt: 2},
+		"jobset/train/workers/1": {Job: w1.Obj(), RestartAttempt: 1},
 	}).Status
 	if len(st.History) != 3 || st.History[2].UID != "uid-w0-a1" || st.History[2].RestartAttempt != 1 {
 		t.Errorf("history = %+v", st.History)
@@ -147,11 +148,11 @@ func TestJobSetRestart(t *testing.T) {
 
 // TestAttempts: attempts are pods, indexes are indexes; a pod seen twice counts once.
 func TestAttempts(t *testing.T) {
-	spec := makeSpec("A", "B", "C").assign("j", "0-2", "A", "B", "C").obj()
-	j := makeJob("j", "u", 3).completed("0-2", 3)
+	spec := makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").SpecObj()
+	j := makeJob("j", "u", 3).Completed("0-2", 3)
 	p := pods("p", 0, 1, 1, 2, 2, 2)
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj(), SuccessfulPods: p}}).Status
-	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.obj(), SuccessfulPods: p}}).Status
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj(), SuccessfulPods: p}}).Status
+	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj(), SuccessfulPods: p}}).Status
 	tgt := st.Targets[0]
 	if tgt.SuccessfulAttempts != 6 || tgt.RepeatedIndexes != "1,2" || tgt.Succeeded != 3 {
 		t.Errorf("attempts %d repeated %q succeeded %d; want 6, 1,2, 3", tgt.SuccessfulAttempts, tgt.RepeatedIndexes, tgt.Succeeded)
@@ -164,10 +165,10 @@ func TestAttempts(t *testing.T) {
 // TestRepair: a repair Job's index gives missing shard D a further identity; the account
 // says D was covered by the repair.
 func TestRepair(t *testing.T) {
-	spec := makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "B", "C", "D").repair("j-repair", "0", "D").obj()
-	j := makeJob("j", "uid-j", 4).completed("0-2", 3).failedIndexes("3").condition(batchv1.JobFailureTarget, "FailedIndexes").condition(batchv1.JobFailed, "FailedIndexes")
-	r := makeJob("j-repair", "uid-r", 1).completed("0", 1).condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached").condition(batchv1.JobComplete, "CompletionsReached")
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj()}, "job/j-repair": {Job: r.obj()}}).Status
+	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Repair("j-repair", "0", "D").SpecObj()
+	j := makeJob("j", "uid-j", 4).Completed("0-2", 3).FailedIndexes("3").Failed("FailedIndexes", jobCondAt)
+	r := makeJob("j-repair", "uid-r", 1).Completed("0", 1).Complete(jobCondAt)
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}, "job/j-repair": {Job: r.Obj()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "True", ReasonAllShardsCovered, "4/4 shards covered; D covered by repair assignments")
 	if len(st.Shards.CoveredBy) != 1 || st.Shards.CoveredBy[0] != (v1alpha1.ShardCoverage{Shard: "D", Target: "job/j-repair", Index: 0}) {
 		t.Errorf("coveredBy = %+v", st.Shards.CoveredBy)
@@ -180,15 +181,15 @@ func TestRepair(t *testing.T) {
 
 	// Without the repair Job's completion, D is missing and the failure is named.
 	r = makeJob("j-repair", "uid-r", 1)
-	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj()}, "job/j-repair": {Job: r.obj()}}).Status
+	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}, "job/j-repair": {Job: r.Obj()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3; job j failed (FailedIndexes)")
 }
 
 // TestResults pins result verification: forged claims, stale identities, conflicts.
 func TestResults(t *testing.T) {
-	spec := makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "B", "C", "D").requireResults("").obj()
-	j := makeJob("j", "uid-j", 4).completed("0-3", 4).condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached").condition(batchv1.JobComplete, "CompletionsReached")
-	obs := map[string]Observation{"job/j": {Job: j.obj()}}
+	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults("").SpecObj()
+	j := makeJob("j", "uid-j", 4).Completed("0-3", 4).Complete(jobCondAt)
+	obs := map[string]Observation{"job/j": {Job: j.Obj()}}
 	good := func(i int, s string) Result { return result("job/j", "uid-j", i, s) }
 
 	t.Run("forged claim: index 1 reports shard D", func(t *testing.T) {
@@ -238,7 +239,7 @@ func TestResults(t *testing.T) {
 
 // TestWorkloadAdmission maps Kueue observations onto the Admitted condition.
 func TestWorkloadAdmission(t *testing.T) {
-	spec := makeSpec("A").assign("j", "0", "A").obj()
+	spec := makeSpec("A").AssignJob("j", "0", "A").SpecObj()
 	j := makeJob("j", "u", 1)
 	cases := []struct {
 		name   string
@@ -254,7 +255,7 @@ func TestWorkloadAdmission(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.obj(), Workload: tc.w}}).Status
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj(), Workload: tc.w}}).Status
 			wantCond(t, st, v1alpha1.ConditionAdmitted, tc.status, tc.reason, "")
 		})
 	}
@@ -263,9 +264,9 @@ func TestWorkloadAdmission(t *testing.T) {
 // TestConditionTransitions: an unchanged verdict keeps its transition time and is not
 // reported again for an event.
 func TestConditionTransitions(t *testing.T) {
-	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").obj()
-	j := makeJob("j", "u", 2).completed("0", 1)
-	obs := map[string]Observation{"job/j": {Job: j.obj()}}
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
+	j := makeJob("j", "u", 2).Completed("0", 1)
+	obs := map[string]Observation{"job/j": {Job: j.Obj()}}
 	first := step(t, spec, nil, obs)
 	if len(first.Changed) != 6 {
 		t.Errorf("first computation reports %d changes, want all 6 conditions", len(first.Changed))
@@ -305,16 +306,16 @@ func TestLargeAccountMessagesStayBounded(t *testing.T) {
 // that changes nothing the account reports (our own Workload conditions, a label) keeps
 // the recorded observation point, so the status is not rewritten; a real change moves it.
 func TestObservationPointsMoveOnlyWithFacts(t *testing.T) {
-	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").obj()
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
 	wl := func(rv string, admitted bool) *v1alpha1.WorkloadObservation {
 		return &v1alpha1.WorkloadObservation{Name: "w", Admitted: admitted, ObservedResourceVersion: rv}
 	}
-	first := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).completed("0", 1).resourceVersion("10").obj(), Workload: wl("100", true)}}).Status
-	same := step(t, spec, &first, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).completed("0", 1).resourceVersion("11").obj(), Workload: wl("101", true)}}).Status
+	first := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0", 1).ResourceVersion("10").Obj(), Workload: wl("100", true)}}).Status
+	same := step(t, spec, &first, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0", 1).ResourceVersion("11").Obj(), Workload: wl("101", true)}}).Status
 	if !equality.Semantic.DeepEqual(first, same) {
 		t.Errorf("status changed without a new fact:\n%+v\n%+v", first.Targets[0], same.Targets[0])
 	}
-	moved := step(t, spec, &same, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).completed("0,1", 2).resourceVersion("12").obj(), Workload: wl("102", false)}}).Status
+	moved := step(t, spec, &same, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0,1", 2).ResourceVersion("12").Obj(), Workload: wl("102", false)}}).Status
 	if tg := moved.Targets[0]; tg.ObservedResourceVersion != "12" || tg.Workload.ObservedResourceVersion != "102" {
 		t.Errorf("observation points did not move with the facts: job %q workload %q", tg.ObservedResourceVersion, tg.Workload.ObservedResourceVersion)
 	}
@@ -322,7 +323,7 @@ func TestObservationPointsMoveOnlyWithFacts(t *testing.T) {
 
 // TestStandingResults: readers of recorded results get the same verdict Compute applies.
 func TestStandingResults(t *testing.T) {
-	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").requireResults("").obj()
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
 	m := Compile("ml-team", spec)
 	first, second := result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 0, "A")
 	second.Digest, second.Pod = "sha256:other", "j-0-b"

@@ -22,13 +22,13 @@ import (
 // TestHistoryBounded: a JobSet child recreated again and again keeps the newest
 // maxHistory superseded identities, oldest first.
 func TestHistoryBounded(t *testing.T) {
-	spec := makeCompactSpec("s", 2).assignJobSet("train", "workers", 0, "0-1", "0-1").obj()
+	spec := makeCompactSpec("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").SpecObj()
 	for _, superseded := range []int{maxHistory - 1, maxHistory, maxHistory + 1, 3 * maxHistory} {
 		t.Run(fmt.Sprint(superseded), func(t *testing.T) {
 			var st v1alpha1.BatchAccountStatus
 			for a := 0; a <= superseded; a++ {
-				job := makeJob("train-workers-0", fmt.Sprintf("uid-%d", a), 2).completed(fmt.Sprint(a%2), 1)
-				st = step(t, spec, &st, map[string]Observation{"jobset/train/workers/0": {Job: job.obj(), RestartAttempt: int32(a)}}).Status
+				job := makeJob("train-workers-0", fmt.Sprintf("uid-%d", a), 2).Completed(fmt.Sprint(a%2), 1)
+				st = step(t, spec, &st, map[string]Observation{"jobset/train/workers/0": {Job: job.Obj(), RestartAttempt: int32(a)}}).Status
 			}
 			kept := min(superseded, maxHistory)
 			if len(st.History) != kept {
@@ -53,7 +53,7 @@ func TestAttemptLedgerBounded(t *testing.T) {
 	for _, repeated := range []int{maxLedger - 1, maxLedger, maxLedger + 1, 2 * maxLedger} {
 		t.Run(fmt.Sprint(repeated), func(t *testing.T) {
 			n := repeated + 10
-			spec := makeCompactSpec("s", int32(n)).assignOrdinals("j", indexset.Range(0, n-1).String(), indexset.Range(0, n-1).String()).obj()
+			spec := makeCompactSpec("s", int32(n)).AssignJobOrdinals("j", indexset.Range(0, n-1).String(), indexset.Range(0, n-1).String()).SpecObj()
 			var idx []int
 			for i := range n {
 				idx = append(idx, i)
@@ -61,8 +61,8 @@ func TestAttemptLedgerBounded(t *testing.T) {
 					idx = append(idx, i)
 				}
 			}
-			job := makeJob("j", "uid-j", int32(n)).completed(indexset.Range(0, n-1).String(), int32(n))
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.obj(), SuccessfulPods: pods("p", idx...)}}).Status
+			job := makeJob("j", "uid-j", int32(n)).Completed(indexset.Range(0, n-1).String(), int32(n))
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.Obj(), SuccessfulPods: pods("p", idx...)}}).Status
 			tg := st.Targets[0]
 			if int(tg.SuccessfulAttempts) != n+repeated || tg.RepeatedIndexes != indexset.Range(0, repeated-1).String() {
 				t.Errorf("attempts %d repeated %q; want %d, %q", tg.SuccessfulAttempts, tg.RepeatedIndexes, n+repeated, indexset.Range(0, repeated-1))
@@ -76,7 +76,7 @@ func TestAttemptLedgerBounded(t *testing.T) {
 				}
 			}
 			// The pods are gone (the Job controller deleted the repeats): the counts stay.
-			again := step(t, spec, &st, map[string]Observation{"job/j": {Job: job.obj()}}).Status
+			again := step(t, spec, &st, map[string]Observation{"job/j": {Job: job.Obj()}}).Status
 			if tg := again.Targets[0]; int(tg.SuccessfulAttempts) != n+repeated {
 				t.Errorf("after the pods are gone: attempts %d; want %d", tg.SuccessfulAttempts, n+repeated)
 			}
@@ -95,11 +95,11 @@ func TestCoveredByBounded(t *testing.T) {
 	for _, repaired := range []int{maxCoveredBy, maxCoveredBy + 1, 2 * maxCoveredBy} {
 		t.Run(fmt.Sprint(repaired), func(t *testing.T) {
 			all := indexset.Range(0, repaired-1).String()
-			spec := makeCompactSpec("s", int32(repaired)).assignOrdinals("j", all, all).obj()
+			spec := makeCompactSpec("s", int32(repaired)).AssignJobOrdinals("j", all, all).SpecObj()
 			spec.Assignments = append(spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "r"}, Indexes: all, ShardOrdinals: all, Repair: true})
 			st := step(t, spec, nil, map[string]Observation{
-				"job/j": {Job: makeJob("j", "uid-j", int32(repaired)).obj()},
-				"job/r": {Job: makeJob("r", "uid-r", int32(repaired)).completed(all, int32(repaired)).obj()},
+				"job/j": {Job: makeJob("j", "uid-j", int32(repaired)).Obj()},
+				"job/r": {Job: makeJob("r", "uid-r", int32(repaired)).Completed(all, int32(repaired)).Obj()},
 			}).Status
 			if int(st.Shards.Covered) != repaired || st.Shards.MissingOrdinals != "" {
 				t.Errorf("covered %d missing %q; want %d, none", st.Shards.Covered, st.Shards.MissingOrdinals, repaired)
@@ -121,8 +121,8 @@ func TestCoveredByBounded(t *testing.T) {
 func TestRejectionsBounded(t *testing.T) {
 	for _, n := range []int{maxRejections - 1, maxRejections, maxRejections + 1, 4 * maxRejections} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").requireResults("").obj()
-			obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).completed("0-1", 2).obj()}}
+			spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
+			obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0-1", 2).Obj()}}
 			results := []Result{result("job/j", "uid-j", 0, "A")}
 			for i := range n {
 				var r Result
@@ -166,14 +166,14 @@ func TestRejectionsBounded(t *testing.T) {
 func TestTargetProblemsBounded(t *testing.T) {
 	for _, corrupt := range []int{maxProblems - 2, maxProblems - 1, maxProblems, 3 * maxProblems} {
 		t.Run(fmt.Sprint(corrupt), func(t *testing.T) {
-			spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").obj()
+			spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
 			// One UnmappedIndexes problem plus one ignored token per non-number.
 			var toks []string
 			for i := range corrupt {
 				toks = append(toks, fmt.Sprintf("x%d", i))
 			}
-			job := makeJob("j", "uid-j", 1000).completed(strings.Join(toks, ","), 0)
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.obj()}}).Status
+			job := makeJob("j", "uid-j", 1000).Completed(strings.Join(toks, ","), 0)
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.Obj()}}).Status
 			_, ignored := indexset.ParseJobStatus(job.Status.CompletedIndexes, 1000)
 			want := min(1+corrupt, maxProblems)
 			if len(ignored) != corrupt {
@@ -223,14 +223,14 @@ func TestConditionMessagesBounded(t *testing.T) {
 	for i := range 40 {
 		shards = append(shards, fmt.Sprintf("%s-%d", long, i))
 	}
-	spec.Shards.Names = shards
+	spec.Spec.Shards.Names = shards
 	obs := map[string]Observation{}
 	for i := range 40 {
 		job := fmt.Sprintf("%s-job-%d", long, i)
-		spec.assign(job, "0", shards[i])
-		obs["job/"+job] = Observation{Job: makeJob(job, "u"+fmt.Sprint(i), 1).condition(batchv1.JobFailed, strings.Repeat("Reason", 40)).obj()}
+		spec.AssignJob(job, "0", shards[i])
+		obs["job/"+job] = Observation{Job: makeJob(job, "u"+fmt.Sprint(i), 1).Condition(batchv1.JobFailed, strings.Repeat("Reason", 40), jobCondAt).Obj()}
 	}
-	st := step(t, spec.obj(), nil, obs).Status
+	st := step(t, spec.SpecObj(), nil, obs).Status
 	for _, c := range st.Conditions {
 		if len(c.Message) > MaxConditionMessage || !utf8.ValidString(c.Message) {
 			t.Errorf("%s message is %d bytes (valid UTF-8: %v); want at most %d", c.Type, len(c.Message), utf8.ValidString(c.Message), MaxConditionMessage)
@@ -262,12 +262,12 @@ func TestMessageListsBounded(t *testing.T) {
 	})
 	t.Run("missing runs", func(t *testing.T) {
 		// Shards s0..s11 on job j, every other index complete: six missing runs.
-		spec := makeCompactSpec("s", 12).assignOrdinals("j", "0-11", "0-11").obj()
+		spec := makeCompactSpec("s", 12).AssignJobOrdinals("j", "0-11", "0-11").SpecObj()
 		for _, tc := range []struct{ completed, want string }{
 			{"0,2,4,6,8,10,11", "7/12 shards covered; missing s1 = job j index 1, s3 = job j index 3, s5 = job j index 5, s7 = job j index 7, s9 = job j index 9"},
 			{"0,2,4,6,8,10", "6/12 shards covered; missing s1 = job j index 1, s3 = job j index 3, s5 = job j index 5, s7 = job j index 7, s9 = job j index 9 (+1 more shards)"},
 		} {
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 12).completed(tc.completed, 0).obj()}}).Status
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 12).Completed(tc.completed, 0).Obj()}}).Status
 			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing, tc.want)
 		}
 	})
@@ -301,14 +301,14 @@ func TestMessageListsBounded(t *testing.T) {
 
 // TestAdmissionsAtTheCap: exactly MaxAdmissions admissions are all kept, none dropped.
 func TestAdmissionsAtTheCap(t *testing.T) {
-	spec := makeSpec("A").assign("j", "0", "A").obj()
+	spec := makeSpec("A").AssignJob("j", "0", "A").SpecObj()
 	var st v1alpha1.BatchAccountStatus
 	for i := range MaxAdmissions {
 		for _, w := range []*v1alpha1.WorkloadObservation{
 			{Name: "job-j", Admitted: true, ClusterQueue: fmt.Sprintf("cq-%d", i)},
 			{Name: "job-j", Evicted: true, EvictionReason: "Preempted"},
 		} {
-			st = step(t, spec, &st, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).obj(), Workload: w}}).Status
+			st = step(t, spec, &st, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Obj(), Workload: w}}).Status
 		}
 	}
 	tg := st.Targets[0]

@@ -2,78 +2,34 @@ package account
 
 import (
 	"fmt"
+	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
-	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// Test builders in the style of Kueue's pkg/util/testing wrappers: a snapshot of a Job
-// as the Job controller would have written it, and an account spec.
+// The objects of these tests are built with the shared wrappers (pkg/testing/wrappers);
+// these shorthands fix the package's defaults: namespace ml-team, account ij245 on
+// input revision D and model revision m-2026-11.
 
-type jobWrapper struct{ batchv1.Job }
+// jobCondAt is when the Jobs of these tests changed their conditions.
+var jobCondAt = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-func makeJob(name string, uid string, completions int32) *jobWrapper {
-	return &jobWrapper{batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml-team", UID: types.UID(uid), ResourceVersion: "1"},
-		Spec: batchv1.JobSpec{
-			Completions:    ptr.To(completions),
-			Parallelism:    ptr.To(completions),
-			CompletionMode: ptr.To(batchv1.IndexedCompletion),
-		},
-	}}
+// makeJob is an Indexed Job of completions indexes, as the API server returns it.
+func makeJob(name string, uid string, completions int32) *wrappers.JobWrapper {
+	return wrappers.MakeJob(name, "ml-team").Indexed(completions).UID(uid).ResourceVersion("1")
 }
 
-func (j *jobWrapper) nonIndexed() *jobWrapper {
-	j.Spec.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
-	return j
+// makeSpec is an account of the named shards; add assignments, take SpecObj().
+func makeSpec(names ...string) *wrappers.BatchAccountWrapper {
+	return wrappers.MakeBatchAccount("ij245", "ml-team").Shards(names...)
 }
 
-func (j *jobWrapper) completed(indexes string, succeeded int32) *jobWrapper {
-	j.Status.CompletedIndexes = indexes
-	j.Status.Succeeded = succeeded
-	return j
+// makeCompactSpec is an account of count shards named prefix0, prefix1, ...
+func makeCompactSpec(prefix string, count int32) *wrappers.BatchAccountWrapper {
+	return wrappers.MakeBatchAccount("ij245", "ml-team").ShardCount(prefix, count)
 }
-
-func (j *jobWrapper) failedIndexes(indexes string) *jobWrapper {
-	j.Status.FailedIndexes = ptr.To(indexes)
-	return j
-}
-
-func (j *jobWrapper) resourceVersion(rv string) *jobWrapper {
-	j.ResourceVersion = rv
-	return j
-}
-
-func (j *jobWrapper) condition(t batchv1.JobConditionType, reason string) *jobWrapper {
-	j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{
-		Type: t, Status: corev1.ConditionTrue, Reason: reason,
-		LastTransitionTime: metav1.Date(2026, 11, 29, 10, 0, 0, 0, time0.Location()),
-	})
-	return j
-}
-
-func (j *jobWrapper) succeededIndexesPolicy(indexes string) *jobWrapper {
-	if j.Spec.SuccessPolicy == nil {
-		j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{}
-	}
-	j.Spec.SuccessPolicy.Rules = append(j.Spec.SuccessPolicy.Rules, batchv1.SuccessPolicyRule{SucceededIndexes: ptr.To(indexes)})
-	return j
-}
-
-func (j *jobWrapper) succeededCountPolicy(n int32) *jobWrapper {
-	if j.Spec.SuccessPolicy == nil {
-		j.Spec.SuccessPolicy = &batchv1.SuccessPolicy{}
-	}
-	j.Spec.SuccessPolicy.Rules = append(j.Spec.SuccessPolicy.Rules, batchv1.SuccessPolicyRule{SucceededCount: ptr.To(n)})
-	return j
-}
-
-func (j *jobWrapper) obj() *batchv1.Job { return &j.Job }
 
 // pods returns one successful attempt per listed index, with UIDs "<prefix>-<n>".
 func pods(prefix string, indexes ...int) []PodAttempt {
@@ -83,59 +39,6 @@ func pods(prefix string, indexes ...int) []PodAttempt {
 	}
 	return out
 }
-
-type specWrapper struct{ v1alpha1.BatchAccountSpec }
-
-func makeSpec(names ...string) *specWrapper {
-	return &specWrapper{v1alpha1.BatchAccountSpec{
-		InputRevision: "D",
-		ModelRevision: "m-2026-11",
-		Shards:        v1alpha1.ShardPopulation{Names: names},
-	}}
-}
-
-func makeCompactSpec(prefix string, count int32) *specWrapper {
-	return &specWrapper{v1alpha1.BatchAccountSpec{
-		InputRevision: "D",
-		ModelRevision: "m-2026-11",
-		Shards:        v1alpha1.ShardPopulation{Prefix: prefix, Count: ptr.To(count)},
-	}}
-}
-
-func (s *specWrapper) assign(job, indexes string, shards ...string) *specWrapper {
-	s.Assignments = append(s.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: job}, Indexes: indexes, Shards: shards})
-	return s
-}
-
-func (s *specWrapper) assignOrdinals(job, indexes, ordinals string) *specWrapper {
-	s.Assignments = append(s.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: job}, Indexes: indexes, ShardOrdinals: ordinals})
-	return s
-}
-
-func (s *specWrapper) assignJobSet(jobSet, rjob string, jobIndex int32, indexes, ordinals string) *specWrapper {
-	s.Assignments = append(s.Assignments, v1alpha1.Assignment{
-		Target:  v1alpha1.TargetRef{JobSet: jobSet, ReplicatedJob: rjob, JobIndex: ptr.To(jobIndex)},
-		Indexes: indexes, ShardOrdinals: ordinals,
-	})
-	return s
-}
-
-func (s *specWrapper) repair(job, indexes string, shards ...string) *specWrapper {
-	s.Assignments = append(s.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: job}, Indexes: indexes, Shards: shards, Repair: true})
-	return s
-}
-
-func (s *specWrapper) target(i int, ref v1alpha1.TargetRef) *specWrapper {
-	s.Assignments[i].Target = ref
-	return s
-}
-
-func (s *specWrapper) requireResults(rule string) *specWrapper {
-	s.Acceptance = &v1alpha1.AcceptanceCriterion{RequireResults: true, Rule: rule}
-	return s
-}
-
-func (s *specWrapper) obj() *v1alpha1.BatchAccountSpec { return &s.BatchAccountSpec }
 
 func result(target, uid string, index int, shard string) Result {
 	return Result{

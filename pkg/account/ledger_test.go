@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // at computes the account at time0+d, on top of prev.
@@ -35,9 +36,8 @@ func wantFixedPoint(t *testing.T, spec *v1alpha1.BatchAccountSpec, st v1alpha1.B
 	}
 }
 
-func completeJob(name, uid string, completions int32) *jobWrapper {
-	return makeJob(name, uid, completions).completed(fmt.Sprintf("0-%d", completions-1), completions).
-		condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached").condition(batchv1.JobComplete, "CompletionsReached")
+func completeJob(name, uid string, completions int32) *wrappers.JobWrapper {
+	return makeJob(name, uid, completions).Completed(fmt.Sprintf("0-%d", completions-1), completions).Complete(jobCondAt)
 }
 
 // TestTerminalRecords: a target's last observation is its record. Deleting the Job
@@ -45,10 +45,10 @@ func completeJob(name, uid string, completions int32) *jobWrapper {
 // deleted and when.
 func TestTerminalRecords(t *testing.T) {
 	ab := []string{"A", "B"}
-	withResults := makeSpec(ab...).assign("j", "0-1", ab...).requireResults("").obj()
-	noResults := makeSpec(ab...).assign("j", "0-1", ab...).obj()
+	withResults := makeSpec(ab...).AssignJob("j", "0-1", ab...).RequireResults("").SpecObj()
+	noResults := makeSpec(ab...).AssignJob("j", "0-1", ab...).SpecObj()
 	accepted := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
-	jsSpec := makeCompactSpec("s", 4).assignJobSet("train", "workers", 0, "0-3", "0-3").obj()
+	jsSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").SpecObj()
 	jsKey := "jobset/train/workers/0"
 
 	cases := []struct {
@@ -67,25 +67,25 @@ func TestTerminalRecords(t *testing.T) {
 	}{
 		{
 			name: "Accepted with results, then the Job is deleted by its TTL",
-			spec: withResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).obj(), PodsListed: true}},
+			spec: withResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Obj(), PodsListed: true}},
 			results:     accepted,
 			wantCovered: 2, wantAccepted: 2, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
 			wantMessage: "every shard covered, every target terminated Complete, every shard result accepted",
 		},
 		{
 			name: "Accepted without results, then deleted by hand",
-			spec: noResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).obj()}},
+			spec: noResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Obj()}},
 			wantCovered: 2, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
 		},
 		{
 			name: "deleted before it terminated: coverage kept, it can no longer complete",
-			spec: noResults, before: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).completed("0", 1).obj()}},
+			spec: noResults, before: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Obj()}},
 			wantCovered: 1, wantVerdict: ReasonTargetDeleted, wantTerminated: ReasonTargetDeleted, wantStatus: metav1.ConditionFalse,
 			wantMessage: "1/2 shards covered; missing B = job j index 1; job j deleted before it terminated: it can no longer complete; repair its missing shards",
 		},
 		{
 			name: "a JobSet child that terminated keeps its record when the JobSet goes",
-			spec: jsSpec, before: map[string]Observation{jsKey: {Job: completeJob("train-workers-0", "uid-w0", 4).obj(), RestartAttempt: 2}},
+			spec: jsSpec, before: map[string]Observation{jsKey: {Job: completeJob("train-workers-0", "uid-w0", 4).Obj(), RestartAttempt: 2}},
 			wantCovered: 4, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
 		},
 	}
@@ -124,11 +124,11 @@ func TestTerminalRecords(t *testing.T) {
 // identity; the record goes to history with its terminal condition, as any superseded
 // identity, and its results are stale.
 func TestRecordSupersededByANewJob(t *testing.T) {
-	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").requireResults("").obj()
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
 	old := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
-	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).obj()}}, old...).Status
+	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Obj()}}, old...).Status
 	st = at(spec, &st, time.Minute, map[string]Observation{}, old...).Status
-	st = at(spec, &st, 2*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j2", 2).obj()}}, old...).Status
+	st = at(spec, &st, 2*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j2", 2).Obj()}}, old...).Status
 	if len(st.History) != 1 || st.History[0].UID != "uid-j" || st.History[0].Terminal != TerminalComplete || st.History[0].CompletedIndexes != "0,1" {
 		t.Fatalf("history = %+v", st.History)
 	}
@@ -143,7 +143,7 @@ func TestRecordSupersededByANewJob(t *testing.T) {
 // TestAccountCreatedAfterItsJobWasDeleted: never a false acceptance, and the message
 // says plainly what may have happened.
 func TestAccountCreatedAfterItsJobWasDeleted(t *testing.T) {
-	spec := makeSpec("A", "B").assign("late", "0-1", "A", "B").requireResults("").obj()
+	spec := makeSpec("A", "B").AssignJob("late", "0-1", "A", "B").RequireResults("").SpecObj()
 	st := at(spec, nil, 0, map[string]Observation{}).Status
 	want := "0/2 shards covered; missing A, B = job late indexes 0,1; job late not found; this account has never observed it: " +
 		"if a Job already ran and was deleted before the account existed, its completions cannot be counted; re-run its shards in a Job the assignments name"
@@ -155,9 +155,9 @@ func TestAccountCreatedAfterItsJobWasDeleted(t *testing.T) {
 // counted and listed, not pending.
 func TestMissingResult(t *testing.T) {
 	abc := []string{"A", "B", "C"}
-	spec := makeSpec(abc...).assign("j", "0-2", abc...).requireResults("").obj()
-	complete := completeJob("j", "uid-j", 3).obj()
-	running := makeJob("j", "uid-j", 3).completed("0-2", 3).obj()
+	spec := makeSpec(abc...).AssignJob("j", "0-2", abc...).RequireResults("").SpecObj()
+	complete := completeJob("j", "uid-j", 3).Obj()
+	running := makeJob("j", "uid-j", 3).Completed("0-2", 3).Obj()
 	a := result("job/j", "uid-j", 0, "A")
 	badB := result("job/j", "uid-j", 1, "B")
 	badB.RejectReason, badB.RejectMessage = ResultMalformed, "no JSON object in the termination message"
@@ -240,7 +240,7 @@ func TestMissingResult(t *testing.T) {
 // on a100 keeps both admissions, and which indexes completed under each.
 func TestAdmissionHistory(t *testing.T) {
 	four := []string{"A", "B", "C", "D"}
-	spec := makeSpec(four...).assign("j", "0-3", four...).obj()
+	spec := makeSpec(four...).AssignJob("j", "0-3", four...).SpecObj()
 	wl := func(admitted, evicted bool, flavor string) *v1alpha1.WorkloadObservation {
 		w := &v1alpha1.WorkloadObservation{Name: "job-j", Admitted: admitted, Evicted: evicted, ClusterQueue: "ml-team"}
 		if flavor != "" {
@@ -265,7 +265,7 @@ func TestAdmissionHistory(t *testing.T) {
 	var st v1alpha1.BatchAccountStatus
 	for i, s := range steps {
 		n := int32(mustParse(t, s.completed).Count())
-		obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).completed(s.completed, n).obj(), Workload: s.w}}
+		obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).Completed(s.completed, n).Obj(), Workload: s.w}}
 		st = at(spec, &st, time.Duration(i)*time.Minute, obs).Status
 		if i == len(steps)-1 {
 			wantFixedPoint(t, spec, st, time.Hour, obs)
@@ -285,14 +285,14 @@ func TestAdmissionHistory(t *testing.T) {
 
 // TestAdmissionsBounded: the oldest admissions beyond MaxAdmissions are dropped and counted.
 func TestAdmissionsBounded(t *testing.T) {
-	spec := makeSpec("A").assign("j", "0", "A").obj()
+	spec := makeSpec("A").AssignJob("j", "0", "A").SpecObj()
 	var st v1alpha1.BatchAccountStatus
 	for i := range 20 {
 		for _, w := range []*v1alpha1.WorkloadObservation{
 			{Name: "job-j", Admitted: true, ClusterQueue: fmt.Sprintf("cq-%d", i)},
 			{Name: "job-j", Evicted: true, EvictionReason: "Preempted"},
 		} {
-			st = at(spec, &st, time.Duration(i)*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).obj(), Workload: w}}).Status
+			st = at(spec, &st, time.Duration(i)*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Obj(), Workload: w}}).Status
 		}
 	}
 	tgt := st.Targets[0]
@@ -304,8 +304,8 @@ func TestAdmissionsBounded(t *testing.T) {
 // TestRuleInvalid: a rule that does not compile here is not used to judge results; the
 // verdict says why and how to fix it.
 func TestRuleInvalid(t *testing.T) {
-	spec := makeSpec("A").assign("j", "0", "A").requireResults("result.valid ==").obj()
-	obs := map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 1).obj(), PodsListed: true}}
+	spec := makeSpec("A").AssignJob("j", "0", "A").RequireResults("result.valid ==").SpecObj()
+	obs := map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 1).Obj(), PodsListed: true}}
 	out := Compute(Input{Namespace: "ml-team", Generation: 1, Spec: spec, Observations: obs, Now: metav1.NewTime(time0),
 		Results: []Result{result("job/j", "uid-j", 0, "A")}, RuleError: "ERROR: <input>:1:16: Syntax error"})
 	msg := "the acceptance rule does not compile in this controller: ERROR: <input>:1:16: Syntax error; " +
@@ -342,15 +342,15 @@ func TestRecordedInOrderBySequence(t *testing.T) {
 // rounded down.
 func TestProgress(t *testing.T) {
 	three := []string{"A", "B", "C"}
-	j := makeJob("j", "uid-j", 3).completed("0-1", 2).obj()
+	j := makeJob("j", "uid-j", 3).Completed("0-1", 2).Obj()
 	cases := []struct {
 		name    string
 		spec    *v1alpha1.BatchAccountSpec
 		results []Result
 		want    int32
 	}{
-		{"covered 2 of 3", makeSpec(three...).assign("j", "0-2", three...).obj(), nil, 66},
-		{"accepted 1 of 3", makeSpec(three...).assign("j", "0-2", three...).requireResults("").obj(), []Result{result("job/j", "uid-j", 0, "A")}, 33},
+		{"covered 2 of 3", makeSpec(three...).AssignJob("j", "0-2", three...).SpecObj(), nil, 66},
+		{"accepted 1 of 3", makeSpec(three...).AssignJob("j", "0-2", three...).RequireResults("").SpecObj(), []Result{result("job/j", "uid-j", 0, "A")}, 33},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -370,20 +370,20 @@ func TestAnyValidSpecGetsAStatus(t *testing.T) {
 	spec := makeCompactSpec("s", n)
 	name := func(i int) string { return fmt.Sprintf("%s-%04d", strings.Repeat("j", 58), i) }
 	for i := range n {
-		spec.assignOrdinals(name(i), "0", fmt.Sprint(i))
+		spec.AssignJobOrdinals(name(i), "0", fmt.Sprint(i))
 	}
 	evicted := &v1alpha1.WorkloadObservation{Name: strings.Repeat("w", 63), Evicted: true}
 	cases := map[string]func(i int) (Observation, bool){
 		"none exists": func(int) (Observation, bool) { return Observation{}, false },
 		"all evicted": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u", 1).obj(), Workload: evicted}, true
+			return Observation{Job: makeJob(name(i), "u", 1).Obj(), Workload: evicted}, true
 		},
 		"all failed": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u", 1).condition(batchv1.JobFailed, "BackoffLimitExceeded").obj()}, true
+			return Observation{Job: makeJob(name(i), "u", 1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", jobCondAt).Obj()}, true
 		},
-		"all not found but one": func(i int) (Observation, bool) { return Observation{Job: makeJob(name(i), "u", 1).obj()}, i == 0 },
+		"all not found but one": func(i int) (Observation, bool) { return Observation{Job: makeJob(name(i), "u", 1).Obj()}, i == 0 },
 		"none indexed": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u", 1).nonIndexed().obj()}, true
+			return Observation{Job: makeJob(name(i), "u", 1).CompletionMode(batchv1.NonIndexedCompletion).Obj()}, true
 		},
 	}
 	for cname, obsOf := range cases {
@@ -394,7 +394,7 @@ func TestAnyValidSpecGetsAStatus(t *testing.T) {
 					obs["job/"+name(i)] = o
 				}
 			}
-			st := at(spec.obj(), nil, 0, obs).Status
+			st := at(spec.SpecObj(), nil, 0, obs).Status
 			for _, c := range st.Conditions {
 				workloadFacing := "BatchAccount " + strings.Repeat("a", 253) + ": " + c.Message
 				if len(c.Message) > MaxConditionMessage || len(workloadFacing) > 32768 {
@@ -415,17 +415,17 @@ func TestAnyValidSpecGetsAStatus(t *testing.T) {
 // of a Job deleted while it ran, the deleted Job stands like a failed one and the batch
 // can be Accepted; a repair Job deleted while it ran blocks as the original would.
 func TestJobDeletedBeforeItTerminatedThenRepaired(t *testing.T) {
-	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").repair("j-repair-1", "0", "B").obj()
-	running := makeJob("j", "uid-j", 2).completed("0", 1).obj()
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("j-repair-1", "0", "B").SpecObj()
+	running := makeJob("j", "uid-j", 2).Completed("0", 1).Obj()
 	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}}).Status
-	repaired := completeJob("j-repair-1", "uid-r", 1).obj()
+	repaired := completeJob("j-repair-1", "uid-r", 1).Obj()
 	st = at(spec, &st, time.Minute, map[string]Observation{"job/j-repair-1": {Job: repaired}}).Status
 	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionTrue, ReasonTargetDeleted, "job j deleted before it terminated")
 	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted,
 		"every shard covered, every target terminated (job j deleted before it terminated, its shards covered by repair)")
 
 	// The repair Job deleted while it ran, before it covered B.
-	st = at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}, "job/j-repair-1": {Job: makeJob("j-repair-1", "uid-r", 1).obj()}}).Status
+	st = at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}, "job/j-repair-1": {Job: makeJob("j-repair-1", "uid-r", 1).Obj()}}).Status
 	st = at(spec, &st, time.Minute, map[string]Observation{}).Status
 	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, ReasonTargetDeleted,
 		"job j, job j-repair-1 deleted before they terminated: can no longer complete; repair their missing shards")

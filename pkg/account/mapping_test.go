@@ -4,9 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // TestCompileProblems pins one reason per way a mapping can fail statically.
@@ -19,92 +21,92 @@ func TestCompileProblems(t *testing.T) {
 	}{
 		{
 			name: "partition by names",
-			spec: makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "B", "C", "D").obj(),
+			spec: makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").SpecObj(),
 		},
 		{
 			name: "partition over two jobs, out of order shards",
-			spec: makeSpec("A", "B", "C", "D").assign("j", "0,1", "B", "A").assign("k", "0,1", "D", "C").obj(),
+			spec: makeSpec("A", "B", "C", "D").AssignJob("j", "0,1", "B", "A").AssignJob("k", "0,1", "D", "C").SpecObj(),
 		},
 		{
 			name: "compact population by ordinals",
-			spec: makeCompactSpec("shard-", 100).assignOrdinals("j", "0-49", "0-49").assignOrdinals("k", "0-49", "50-99").obj(),
+			spec: makeCompactSpec("shard-", 100).AssignJobOrdinals("j", "0-49", "0-49").AssignJobOrdinals("k", "0-49", "50-99").SpecObj(),
 		},
 		{
 			name:       "every index to shard A",
-			spec:       makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "A", "A", "A").obj(),
+			spec:       makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").SpecObj(),
 			wantReason: ReasonDuplicateShard,
 			wantText:   "shard A is assigned twice: job j index 0 (assignments[0]) and job j index 1 (assignments[0])",
 		},
 		{
 			name:       "shard never assigned",
-			spec:       makeSpec("A", "B", "C", "D").assign("j", "0-2", "A", "B", "C").obj(),
+			spec:       makeSpec("A", "B", "C", "D").AssignJob("j", "0-2", "A", "B", "C").SpecObj(),
 			wantReason: ReasonUnassignedShard,
 			wantText:   "1 of 4 declared shards are assigned to no index: D",
 		},
 		{
 			name:       "unknown shard name",
-			spec:       makeSpec("A", "B").assign("j", "0-1", "A", "Z").obj(),
+			spec:       makeSpec("A", "B").AssignJob("j", "0-1", "A", "Z").SpecObj(),
 			wantReason: ReasonUnknownShard,
 			wantText:   `maps onto shard "Z", which spec.shards does not declare`,
 		},
 		{
 			name:       "ordinal beyond the population",
-			spec:       makeCompactSpec("s", 4).assignOrdinals("j", "0-4", "0-4").obj(),
+			spec:       makeCompactSpec("s", 4).AssignJobOrdinals("j", "0-4", "0-4").SpecObj(),
 			wantReason: ReasonUnknownShard,
 			wantText:   "reaches ordinal 4; spec.shards declares 4 shards (0-3)",
 		},
 		{
 			name:       "more indexes than shards",
-			spec:       makeSpec("A", "B", "C", "D").assign("j", "0-4", "A", "B", "C", "D").obj(),
+			spec:       makeSpec("A", "B", "C", "D").AssignJob("j", "0-4", "A", "B", "C", "D").SpecObj(),
 			wantReason: ReasonShardCountMismatch,
 			wantText:   "maps 5 indexes (0-4) onto 4 shards",
 		},
 		{
 			name:       "malformed indexes",
-			spec:       makeSpec("A").assign("j", "3-1", "A").obj(),
+			spec:       makeSpec("A").AssignJob("j", "3-1", "A").SpecObj(),
 			wantReason: ReasonMalformedIndexes,
 		},
 		{
 			name:       "same index twice",
-			spec:       makeSpec("A", "B").assign("j", "0", "A").assign("j", "0", "B").obj(),
+			spec:       makeSpec("A", "B").AssignJob("j", "0", "A").AssignJob("j", "0", "B").SpecObj(),
 			wantReason: ReasonDuplicateIndex,
 			wantText:   "job j index 0 is assigned twice (assignments[0] and assignments[1])",
 		},
 		{
 			name:       "duplicate declared name",
-			spec:       makeSpec("A", "A").assign("j", "0", "A").obj(),
+			spec:       makeSpec("A", "A").AssignJob("j", "0", "A").SpecObj(),
 			wantReason: ReasonDuplicateShardName,
 		},
 		{
 			name:       "no shards",
-			spec:       makeSpec().assign("j", "0", "A").obj(),
+			spec:       makeSpec().AssignJob("j", "0", "A").SpecObj(),
 			wantReason: ReasonNoShards,
 		},
 		{
 			name: "target in another namespace",
-			spec: makeSpec("A").assign("j", "0", "A").
-				target(0, v1alpha1.TargetRef{Job: "j", Namespace: "other"}).obj(),
+			spec: makeSpec("A").AssignJob("j", "0", "A").
+				Target(v1alpha1.TargetRef{Job: "j", Namespace: "other"}).SpecObj(),
 			wantReason: ReasonCrossNamespaceTarget,
 			wantText:   `names a target in namespace "other"; targets must be in the account's namespace "ml-team"`,
 		},
 		{
 			name:       "target naming job and jobSet",
-			spec:       makeSpec("A").assign("j", "0", "A").target(0, v1alpha1.TargetRef{Job: "j", JobSet: "s", ReplicatedJob: "w"}).obj(),
+			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{Job: "j", JobSet: "s", ReplicatedJob: "w"}).SpecObj(),
 			wantReason: ReasonInvalidTarget,
 		},
 		{
 			name:       "jobSet without replicatedJob",
-			spec:       makeSpec("A").assign("j", "0", "A").target(0, v1alpha1.TargetRef{JobSet: "s"}).obj(),
+			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{JobSet: "s"}).SpecObj(),
 			wantReason: ReasonInvalidTarget,
 		},
 		{
 			name:       "repair of a shard no original assignment has",
-			spec:       makeSpec("A", "B").assign("j", "0", "A").repair("r", "0", "B").obj(),
+			spec:       makeSpec("A", "B").AssignJob("j", "0", "A").Repair("r", "0", "B").SpecObj(),
 			wantReason: ReasonUnassignedShard,
 		},
 		{
 			name: "repair adds an identity to an assigned shard",
-			spec: makeSpec("A", "B").assign("j", "0-1", "A", "B").repair("r", "0", "B").obj(),
+			spec: makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("r", "0", "B").SpecObj(),
 		},
 	}
 	for _, tc := range cases {
@@ -140,34 +142,34 @@ func TestObservationProblems(t *testing.T) {
 	cases := []struct {
 		name       string
 		spec       *v1alpha1.BatchAccountSpec
-		job        *jobWrapper
+		job        *wrappers.JobWrapper
 		wantReason string
 		wantText   string
 	}{
 		{
 			name:       "required index without a shard",
-			spec:       makeSpec("A", "B", "C").assign("j", "0-2", "A", "B", "C").obj(),
+			spec:       makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").SpecObj(),
 			job:        makeJob("j", "u", 4),
 			wantReason: ReasonUnmappedIndexes,
 			wantText:   "job j requires indexes 0-3 but the mapping assigns no shard to 3",
 		},
 		{
 			name:       "mapped index beyond completions",
-			spec:       makeSpec("A", "B", "C", "D").assign("j", "0-3", "A", "B", "C", "D").obj(),
+			spec:       makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").SpecObj(),
 			job:        makeJob("j", "u", 3),
 			wantReason: ReasonIndexOutOfRange,
 			wantText:   "job j has 3 completions (indexes 0-2) but the mapping assigns indexes 3",
 		},
 		{
 			name:       "non-indexed job",
-			spec:       makeSpec("A").assign("j", "0", "A").obj(),
-			job:        makeJob("j", "u", 1).nonIndexed(),
+			spec:       makeSpec("A").AssignJob("j", "0", "A").SpecObj(),
+			job:        makeJob("j", "u", 1).CompletionMode(batchv1.NonIndexedCompletion),
 			wantReason: ReasonNotIndexed,
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := step(t, tc.spec, nil, map[string]Observation{"job/j": {Job: tc.job.obj()}}).Status
+			st := step(t, tc.spec, nil, map[string]Observation{"job/j": {Job: tc.job.Obj()}}).Status
 			wantCond(t, st, v1alpha1.ConditionAssignmentValid, "False", tc.wantReason, "")
 			wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonAssignmentInvalid, "")
 			if len(st.Targets[0].Problems) == 0 || !strings.Contains(st.Targets[0].Problems[0], tc.wantText) {
@@ -178,7 +180,7 @@ func TestObservationProblems(t *testing.T) {
 }
 
 func TestShardsDescribeAndOrdinal(t *testing.T) {
-	m := Compile("ns", makeCompactSpec("shard-", 100000).assignOrdinals("j", "0-99999", "0-99999").obj())
+	m := Compile("ns", makeCompactSpec("shard-", 100000).AssignJobOrdinals("j", "0-99999", "0-99999").SpecObj())
 	if o, ok := m.Shards.Ordinal("shard-99999"); !ok || o != 99999 {
 		t.Errorf("Ordinal(shard-99999) = %d, %v", o, ok)
 	}
@@ -193,7 +195,7 @@ func TestShardsDescribeAndOrdinal(t *testing.T) {
 	if len(m.Runs) != 1 || m.Runs[0].Length != 100000 {
 		t.Errorf("a compact mapping must compile to one run, got %d", len(m.Runs))
 	}
-	n := Compile("ns", makeSpec("A", "B", "C", "D").assign("j", "0-3", "D", "C", "B", "A").obj())
+	n := Compile("ns", makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").SpecObj())
 	if len(n.Runs) != 4 {
 		t.Errorf("reversed mapping compiles to %d runs, want 4", len(n.Runs))
 	}

@@ -375,20 +375,20 @@ func (c *modelCase) observations(s int) map[string]Observation {
 				succeeded++
 			}
 		}
-		jw := makeJob(t.job, j.uid, int32(t.n)).completed(setOf(j.completed), int32(succeeded)).resourceVersion(fmt.Sprint(s + 1))
+		jw := makeJob(t.job, j.uid, int32(t.n)).Completed(setOf(j.completed), int32(succeeded)).ResourceVersion(fmt.Sprint(s + 1))
 		if f := setOf(j.failed); f != "" {
-			jw.failedIndexes(f)
+			jw.FailedIndexes(f)
 		}
 		if j.criteriaMet {
-			jw.condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached")
+			jw.Condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached", jobCondAt)
 		}
 		if j.failureTarget {
-			jw.condition(batchv1.JobFailureTarget, "FailedIndexes")
+			jw.Condition(batchv1.JobFailureTarget, "FailedIndexes", jobCondAt)
 		}
 		if j.terminal != "" {
-			jw.condition(batchv1.JobConditionType(j.terminal), "Reason"+j.terminal)
+			jw.Condition(batchv1.JobConditionType(j.terminal), "Reason"+j.terminal, jobCondAt)
 		}
-		obs[t.key] = Observation{Job: jw.obj(), SuccessfulPods: slices.Clone(j.pods), PodsListed: j.podsListed}
+		obs[t.key] = Observation{Job: jw.Obj(), SuccessfulPods: slices.Clone(j.pods), PodsListed: j.podsListed}
 	}
 	return obs
 }
@@ -824,11 +824,11 @@ func runModel(t *testing.T, seed uint64) []string {
 // TestCoveredByNamesTheRepairThatCovered: of two repair identities of shard B, only the
 // second completed; status.shards.coveredBy must name it, not the first.
 func TestCoveredByNamesTheRepairThatCovered(t *testing.T) {
-	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").repair("r1", "0", "B").repair("r2", "0", "B").obj()
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("r1", "0", "B").Repair("r2", "0", "B").SpecObj()
 	st := step(t, spec, nil, map[string]Observation{
-		"job/j":  {Job: makeJob("j", "uid-j", 2).completed("0", 1).obj()},
-		"job/r1": {Job: makeJob("r1", "uid-r1", 1).failedIndexes("0").obj()},
-		"job/r2": {Job: makeJob("r2", "uid-r2", 1).completed("0", 1).obj()},
+		"job/j":  {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Obj()},
+		"job/r1": {Job: makeJob("r1", "uid-r1", 1).FailedIndexes("0").Obj()},
+		"job/r2": {Job: makeJob("r2", "uid-r2", 1).Completed("0", 1).Obj()},
 	}).Status
 	want := []v1alpha1.ShardCoverage{{Shard: "B", Target: "job/r2", Index: 0}}
 	if !equality.Semantic.DeepEqual(st.Shards.CoveredBy, want) {

@@ -21,8 +21,8 @@ import (
 // only index 1 complete, exactly shard C is covered. Mapping completed indexes through
 // every run of the target, ignoring each run's index range, reported 2 covered.
 func TestReversedMappingCoversOnlyItsShard(t *testing.T) {
-	spec := makeSpec("A", "B", "C", "D").assign("j", "0-3", "D", "C", "B", "A").obj()
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).completed("1", 1).obj()}}).Status
+	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").SpecObj()
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).Completed("1", 1).Obj()}}).Status
 	if st.Shards.Covered != 1 || st.Shards.MissingOrdinals != "0,1,3" {
 		t.Errorf("covered %d missing ordinals %q; want 1, 0,1,3", st.Shards.Covered, st.Shards.MissingOrdinals)
 	}
@@ -34,7 +34,7 @@ func TestReversedMappingCoversOnlyItsShard(t *testing.T) {
 // has is its own problem. The shard is unassigned too, so UnassignedShard comes first;
 // the repair's problem must still be reported, not implied by it.
 func TestRepairOfUnassignedShardIsReported(t *testing.T) {
-	spec := makeSpec("A", "B", "C").assign("j", "0-1", "A", "B").repair("r", "0", "C").obj()
+	spec := makeSpec("A", "B", "C").AssignJob("j", "0-1", "A", "B").Repair("r", "0", "C").SpecObj()
 	m := Compile("ml-team", spec)
 	var reasons []string
 	for _, p := range m.Problems {
@@ -53,7 +53,7 @@ func TestRepairOfUnassignedShardIsReported(t *testing.T) {
 
 // TestRepairOfAssignedShardIsValid: the same repair onto an assigned shard is no problem.
 func TestRepairOfAssignedShardIsValid(t *testing.T) {
-	spec := makeSpec("A", "B").assign("j", "0-1", "A", "B").repair("r", "0", "B").obj()
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("r", "0", "B").SpecObj()
 	if m := Compile("ml-team", spec); len(m.Problems) != 0 {
 		t.Errorf("problems %+v; want none", m.Problems)
 	}
@@ -63,7 +63,7 @@ func TestRepairOfAssignedShardIsValid(t *testing.T) {
 // either (a status entry without a UID) is still one the account never observed, on every
 // later reconcile, and the verdict keeps saying so.
 func TestNeverObservedStaysSoAcrossReconciles(t *testing.T) {
-	spec := makeSpec("A", "B").assign("late", "0-1", "A", "B").obj()
+	spec := makeSpec("A", "B").AssignJob("late", "0-1", "A", "B").SpecObj()
 	want := "0/2 shards covered; missing A, B = job late indexes 0,1; job late not found; this account has never observed it: " +
 		"if a Job already ran and was deleted before the account existed, its completions cannot be counted; re-run its shards in a Job the assignments name"
 	st := step(t, spec, nil, map[string]Observation{}).Status
@@ -78,8 +78,8 @@ func TestNeverObservedStaysSoAcrossReconciles(t *testing.T) {
 // only the first five identities and counts the rest.
 func TestMissingMessageBoundedWithinOneInterval(t *testing.T) {
 	names := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}
-	spec := makeCompactSpec("s", 8).assign("j", "0-7", "s7", "s6", "s5", "s4", "s3", "s2", "s1", "s0").obj()
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", int32(len(names))).obj()}}).Status
+	spec := makeCompactSpec("s", 8).AssignJob("j", "0-7", "s7", "s6", "s5", "s4", "s3", "s2", "s1", "s0").SpecObj()
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", int32(len(names))).Obj()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing,
 		"0/8 shards covered; missing s0 = job j index 7, s1 = job j index 6, s2 = job j index 5, s3 = job j index 4, s4 = job j index 3 (+3 more shards)")
 }
@@ -87,7 +87,7 @@ func TestMissingMessageBoundedWithinOneInterval(t *testing.T) {
 // TestDuplicateShardNamesTheIdentityInsideARun: a shard assigned twice in the middle of
 // another run names the index of that run which holds it, not the run's first.
 func TestDuplicateShardNamesTheIdentityInsideARun(t *testing.T) {
-	spec := makeSpec("A", "B", "C", "D", "E", "F").assign("j", "5-8", "B", "C", "D", "E").assign("k", "0,1", "A", "F").assign("l", "0", "D").obj()
+	spec := makeSpec("A", "B", "C", "D", "E", "F").AssignJob("j", "5-8", "B", "C", "D", "E").AssignJob("k", "0,1", "A", "F").AssignJob("l", "0", "D").SpecObj()
 	m := Compile("ml-team", spec)
 	if len(m.Problems) != 1 || m.Problems[0].Reason != ReasonDuplicateShard {
 		t.Fatalf("problems %+v; want one DuplicateShard", m.Problems)
@@ -100,7 +100,7 @@ func TestDuplicateShardNamesTheIdentityInsideARun(t *testing.T) {
 // TestIdentityOfAnUnassignedShard: a shard in a gap between runs has no identity, even
 // right after the end of the run before it.
 func TestIdentityOfAnUnassignedShard(t *testing.T) {
-	m := Compile("ml-team", makeSpec("A", "B", "C").assign("j", "0", "A").assign("k", "0", "C").obj())
+	m := Compile("ml-team", makeSpec("A", "B", "C").AssignJob("j", "0", "A").AssignJob("k", "0", "C").SpecObj())
 	if key, i, ok := m.IdentityOf(1); ok {
 		t.Errorf("IdentityOf(B) = %s index %d; want none", key, i)
 	}
@@ -112,7 +112,7 @@ func TestIdentityOfAnUnassignedShard(t *testing.T) {
 // TestSuccessfulAttempts: only succeeded pods controlled by the Job (this UID) with one
 // completion index are attempts of its identity.
 func TestSuccessfulAttempts(t *testing.T) {
-	job := makeJob("j", "uid-j", 4).obj()
+	job := makeJob("j", "uid-j", 4).Obj()
 	pod := func(uid string, phase corev1.PodPhase, owner types.UID, index string) corev1.Pod {
 		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid), Annotations: map[string]string{}}, Status: corev1.PodStatus{Phase: phase}}
 		if index != "" {
@@ -145,8 +145,8 @@ func TestSuccessfulAttempts(t *testing.T) {
 // rejections; the counts hold them all.
 func TestRejectionsInTheMessageBounded(t *testing.T) {
 	six := []string{"A", "B", "C", "D", "E", "F"}
-	spec := makeSpec(six...).assign("j", "0-5", six...).requireResults("").obj()
-	obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 6).completed("0-5", 6).obj()}}
+	spec := makeSpec(six...).AssignJob("j", "0-5", six...).RequireResults("").SpecObj()
+	obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 6).Completed("0-5", 6).Obj()}}
 	var results []Result
 	for i := range six {
 		results = append(results, result("job/j", "uid-j", i, six[(i+1)%6])) // each claims its neighbour

@@ -105,12 +105,12 @@ func largeJobSetInput() Input {
 	prev := &v1alpha1.BatchAccountStatus{}
 	obs := map[string]Observation{}
 	for c := range children {
-		spec.assignJobSet("train", "workers", int32(c), fmt.Sprintf("0-%d", perChild-1), fmt.Sprintf("%d-%d", c*perChild, (c+1)*perChild-1))
+		spec.AssignJobSet("train", "workers", int32(c), fmt.Sprintf("0-%d", perChild-1), fmt.Sprintf("%d-%d", c*perChild, (c+1)*perChild-1))
 		key := fmt.Sprintf("jobset/train/workers/%d", c)
 		job := fmt.Sprintf("train-workers-%d", c)
 		prev.Targets = append(prev.Targets, v1alpha1.TargetStatus{Name: key, Job: job, UID: types.UID(fmt.Sprintf("%s-a%d", job, restarts-1)), RestartAttempt: restarts - 1, Found: true, CompletedIndexes: done})
 		obs[key] = Observation{
-			Job:            makeJob(job, fmt.Sprintf("%s-a%d", job, restarts), perChild).completed(done, 0).failedIndexes(failed.String()).obj(),
+			Job:            makeJob(job, fmt.Sprintf("%s-a%d", job, restarts), perChild).Completed(done, 0).FailedIndexes(failed.String()).Obj(),
 			RestartAttempt: restarts,
 			Workload:       &v1alpha1.WorkloadObservation{Name: "jobset-train", Admitted: true, ClusterQueue: "ml-team", Flavors: []string{"workers=nvidia.com/gpu:h100"}},
 		}
@@ -118,7 +118,7 @@ func largeJobSetInput() Input {
 	for r := range restarts {
 		prev.History = append(prev.History, v1alpha1.SupersededIdentity{Target: "jobset/train/workers/0", Job: "train-workers-0", UID: types.UID(fmt.Sprintf("old-%d", r)), RestartAttempt: int32(r), CompletedIndexes: done})
 	}
-	return Input{Namespace: "ml-team", Generation: 1, Spec: spec.obj(), Previous: prev, Observations: obs, Now: metav1.NewTime(time0)}
+	return Input{Namespace: "ml-team", Generation: 1, Spec: spec.SpecObj(), Previous: prev, Observations: obs, Now: metav1.NewTime(time0)}
 }
 
 // TestMillionShardJobSetRestartedStaysWritable: every index list the status writes is

@@ -108,10 +108,8 @@ func TestExplainResolves(t *testing.T) {
 	}
 
 	// A JobSet child resolves to the account targeting its JobSet replicatedJob.
-	child := jobSnapshot("train-workers-1", "uid-w1", 4, "", 0, "7")
-	child.Labels["jobset.sigs.k8s.io/jobset-name"] = "train"
-	child.Labels["jobset.sigs.k8s.io/replicatedjob-name"] = "workers"
-	child.Labels["jobset.sigs.k8s.io/job-index"] = "1"
+	child := seedJob("train-workers-1", "uid-w1", 4).ResourceVersion("7").
+		JobSetChild(wrappers.MakeJobSet("train", ns).Obj(), "workers", 1, 0).Obj()
 	other := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 8).
 		AssignJobSet("train", "workers", 0, "0-3", "0-3").AssignJobSet("train", "workers", 1, "0-3", "4-7").Obj()
 	c := fakeClient(s.steps[0].DeepCopy(), child, other)
@@ -167,9 +165,8 @@ func TestExplainExitCode(t *testing.T) {
 // TestExplainBounded: 100,000 shards of which 99,990 are missing explain in a page:
 // every table is bounded and says how much it left out.
 func TestExplainBounded(t *testing.T) {
-	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Obj()
-	ba.Generation = 1
-	job := jobSnapshot("big", "uid-big", 100000, "0-9", 10, "5")
+	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Generation(1).Obj()
+	job := seedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("5").Obj()
 	ba = compute(ba, time0, map[string]account.Observation{"job/big": {Job: job}})
 	out, _, code := run(t, fakeClient(ba, job), "explain", "account", "big", "-n", ns, "--max-rows", "5")
 	if code != ExitOK {
@@ -201,16 +198,14 @@ func TestExplainRepaired(t *testing.T) {
 func repairedAccount() (*v1alpha1.BatchAccount, *batchv1.Job, *batchv1.Job) {
 	failedAt := metav1.NewTime(time0.Add(20 * time.Minute))
 	ba := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").
-		AssignJob("j", "0-3", "A", "B", "C", "D").Repair("j-repair-1", "0", "D").Obj()
-	ba.Generation = 2
-	j := withConditions(jobSnapshot("j", jobUID, 4, "0-2", 3, "48300"), failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
-	r := withConditions(jobSnapshot("j-repair-1", "5c6d7e8f-1a2b-4c3d-8e9f-0a1b2c3d4e5f", 1, "0", 1, "48377"),
-		metav1.NewTime(time0.Add(31*time.Minute)), batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
+		AssignJob("j", "0-3", "A", "B", "C", "D").Repair("j-repair-1", "0", "D").Generation(2).Obj()
+	j := seedJob("j", jobUID, 4).Completed("0-2", 3).ResourceVersion("48300").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
+	r := seedJob("j-repair-1", "5c6d7e8f-1a2b-4c3d-8e9f-0a1b2c3d4e5f", 1).Completed("0", 1).ResourceVersion("48377").Complete(time0.Add(31 * time.Minute)).Obj()
 	rw := *workloadObs(true)
 	rw.Name, rw.UID, rw.ObservedResourceVersion = "job-j-repair-1-8d1e0", "9b8a7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d", "48380"
 	ba = compute(ba, time0.Add(32*time.Minute), map[string]account.Observation{
-		"job/j":          {Job: j, SuccessfulPods: attempts("p", 0, 1, 2), Workload: workloadObs(true)},
-		"job/j-repair-1": {Job: r, SuccessfulPods: attempts("r", 0), Workload: &rw},
+		"job/j":          {Job: j, SuccessfulPods: attempts(j, "p", 0, 1, 2), Workload: workloadObs(true)},
+		"job/j-repair-1": {Job: r, SuccessfulPods: attempts(r, "r", 0), Workload: &rw},
 	})
 	return ba, j, r
 }
@@ -258,8 +253,7 @@ func TestExplainRejected(t *testing.T) {
 
 // TestExplainTargetMissing: an account whose Job never appeared says to create it.
 func TestExplainTargetMissing(t *testing.T) {
-	ba := wrappers.MakeBatchAccount("ghost", ns).Shards("A", "B").AssignJob("ghost", "0-1", "A", "B").Obj()
-	ba.Generation = 1
+	ba := wrappers.MakeBatchAccount("ghost", ns).Shards("A", "B").AssignJob("ghost", "0-1", "A", "B").Generation(1).Obj()
 	ba = compute(ba, time0, nil)
 	out, _, code := run(t, fakeClient(ba), "explain", "job", "ghost", "-n", ns)
 	if code != ExitOK {
@@ -286,9 +280,8 @@ func TestHugeAccountBoundedStatus(t *testing.T) {
 		}
 		done.WriteString(strconv.Itoa(i))
 	}
-	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Obj()
-	ba.Generation = 1
-	job := jobSnapshot("huge", "uid-huge", n, done.String(), n/2, "7")
+	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Generation(1).Obj()
+	job := seedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Obj()
 	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: job}})
 	if !ba.Status.Shards.MissingOrdinalsTruncated || !ba.Status.Targets[0].CompletedIndexesOmitted {
 		t.Fatalf("the status was not bounded: truncated=%v omitted=%v", ba.Status.Shards.MissingOrdinalsTruncated, ba.Status.Targets[0].CompletedIndexesOmitted)

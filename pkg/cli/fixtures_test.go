@@ -11,11 +11,9 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -59,32 +57,18 @@ var (
 	seedNow   = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 )
 
-// jobSnapshot is Job j as the Job controller would have written it, stamped by the scope
-// webhook for an account that requires results.
-func jobSnapshot(name string, uid types.UID, completions int32, completed string, succeeded int32, rv string) *batchv1.Job {
-	j := wrappers.MakeJob(name, ns).Indexed(completions).Queue("default").GPU(1).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Obj()
-	j.UID, j.ResourceVersion = uid, rv
-	j.Status.CompletedIndexes, j.Status.Succeeded = completed, succeeded
-	return j
+// seedJob is an Indexed Job of the seed's namespace, queued, one GPU a pod, stamped by the
+// scope webhook for an account that requires results; its status setters (Completed,
+// Complete, Failed) make it the snapshot the Job controller would have written.
+func seedJob(name string, uid types.UID, completions int32) *wrappers.JobWrapper {
+	return wrappers.MakeJob(name, ns).Indexed(completions).Queue("default").GPU(1).
+		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).UID(string(uid))
 }
 
-func withConditions(j *batchv1.Job, at metav1.Time, types ...batchv1.JobConditionType) *batchv1.Job {
-	for _, t := range types {
-		reason := "CompletionsReached"
-		if t == batchv1.JobFailed || t == batchv1.JobFailureTarget {
-			reason = batchv1.JobReasonBackoffLimitExceeded
-		}
-		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: at})
-	}
-	return j
-}
-
-func attempts(prefix string, indexes ...int) []account.PodAttempt {
-	out := make([]account.PodAttempt, len(indexes))
-	for n, i := range indexes {
-		out[n] = account.PodAttempt{UID: types.UID(fmt.Sprintf("%s-%d", prefix, n)), Index: i}
-	}
-	return out
+// attempts are the successful attempts of job's listed indexes, extracted by the
+// controller's own rule from succeeded pods named <prefix>-<n>.
+func attempts(job *batchv1.Job, prefix string, indexes ...int) []account.PodAttempt {
+	return account.SuccessfulAttempts(job, wrappers.SucceededIndexPods(job, prefix, time0, indexes...))
 }
 
 func workloadObs(finished bool) *v1alpha1.WorkloadObservation {
@@ -104,9 +88,8 @@ type ij245 struct {
 
 func ij245Account() *v1alpha1.BatchAccount {
 	ba := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").
-		AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults(seedRule).Obj()
-	ba.Generation, ba.UID = 1, "b1e2d3c4-0000-4000-8000-000000000245"
-	ba.CreationTimestamp = metav1.NewTime(time0.Add(-time.Hour))
+		AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults(seedRule).
+		Generation(1).UID("b1e2d3c4-0000-4000-8000-000000000245").Creation(time0.Add(-time.Hour)).Obj()
 	return ba
 }
 
@@ -126,16 +109,16 @@ func compute(ba *v1alpha1.BatchAccount, now time.Time, obs map[string]account.Ob
 func seedSteps() ij245 {
 	var s ij245
 	ba := ij245Account()
-	j := jobSnapshot("j", jobUID, 4, "0-2", 3, "48213")
-	ba = compute(ba, time0, map[string]account.Observation{"job/j": {Job: j, SuccessfulPods: attempts("p", 0, 1, 1, 2, 2), Workload: workloadObs(false)}})
+	j := seedJob("j", jobUID, 4).Completed("0-2", 3).ResourceVersion("48213").Obj()
+	ba = compute(ba, time0, map[string]account.Observation{"job/j": {Job: j, SuccessfulPods: attempts(j, "p", 0, 1, 1, 2, 2), Workload: workloadObs(false)}})
 	s.steps = append(s.steps, ba)
 
 	// The Job controller deleted the repeats meanwhile; the account's ledger kept them.
-	j = jobSnapshot("j", jobUID, 4, "0-3", 4, "48250")
-	ba = compute(ba, time0.Add(5*time.Minute), map[string]account.Observation{"job/j": {Job: j, SuccessfulPods: attempts("q", 3), Workload: workloadObs(false)}})
+	j = seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48250").Obj()
+	ba = compute(ba, time0.Add(5*time.Minute), map[string]account.Observation{"job/j": {Job: j, SuccessfulPods: attempts(j, "q", 3), Workload: workloadObs(false)}})
 	s.steps = append(s.steps, ba)
 
-	j = withConditions(jobSnapshot("j", jobUID, 4, "0-3", 4, "48262"), completeT, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
+	j = seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(completeT.Time).Obj()
 	ba = compute(ba, completeT.Time, map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true)}})
 	s.steps = append(s.steps, ba)
 
@@ -168,10 +151,7 @@ func seedSteps() ij245 {
 
 // workloadOf is Job j's Kueue Workload object, owned by the Job.
 func workloadOf(job *batchv1.Job) *kueue.Workload {
-	return &kueue.Workload{ObjectMeta: metav1.ObjectMeta{
-		Name: "job-j-3f2c9", Namespace: ns, UID: wlUID,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
-	}}
+	return wrappers.MakeWorkload("job-j-3f2c9", ns).UID(string(wlUID)).ForJob(job).Obj()
 }
 
 // fakeClient serves objs like an API server with status subresources.

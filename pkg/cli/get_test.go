@@ -23,7 +23,7 @@ func TestGet(t *testing.T) {
 	// A large batch whose missing shards do not fit a column.
 	big := wrappers.MakeBatchAccount("big", ns).ShardCount("shard-", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Obj()
 	big.Generation, big.CreationTimestamp = 1, metav1.NewTime(seedNow.Add(-90*time.Second))
-	bigJob := jobSnapshot("big", "uid-big", 100000, "0-9,20-29,40-49,60-69,80-89,100-109,120-129,140-149,160-169", 90, "5")
+	bigJob := seedJob("big", "uid-big", 100000).Completed("0-9,20-29,40-49,60-69,80-89,100-109,120-129,140-149,160-169", 90).ResourceVersion("5").Obj()
 	big = compute(big, time0, map[string]account.Observation{"job/big": {Job: bigJob}})
 	// An account the controller has not seen yet, in another namespace.
 	fresh := wrappers.MakeBatchAccount("fresh", "vision").Shards("A").AssignJob("v", "0", "A").Obj()

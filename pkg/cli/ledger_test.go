@@ -73,7 +73,7 @@ func TestExplainAdmissionMove(t *testing.T) {
 	for i, st := range steps {
 		done, _ := indexset.Parse(st.completed)
 		n := int32(done.Count())
-		j := jobSnapshot("j", jobUID, 4, st.completed, n, "1")
+		j := seedJob("j", jobUID, 4).Completed(st.completed, n).ResourceVersion("1").Obj()
 		ba = compute(ba, time0.Add(time.Duration(i)*10*time.Minute), map[string]account.Observation{"job/j": {Job: j, Workload: st.w}})
 	}
 	ex := BuildExplanation(ba, nil, 0)
@@ -99,7 +99,7 @@ func TestExplainAdmissionMove(t *testing.T) {
 
 // completeAccount is the seed observed Complete with its pods listed, and results.
 func completeAccount(results ...account.Result) (*v1alpha1.BatchAccount, *batchv1.Job) {
-	j := admitted(withConditions(jobSnapshot("j", jobUID, 4, "0-3", 4, "48262"), completeT, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete))
+	j := admitted(seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(completeT.Time).Obj())
 	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true), PodsListed: true}}, results...), j
 }
 
@@ -183,7 +183,7 @@ func TestRepairResults(t *testing.T) {
 
 // repairOf is an earlier repair Job of original, as repair created it.
 func repairOf(name, original string) *batchv1.Job {
-	j := admitted(jobSnapshot(name, types.UID("uid-"+name), 1, "0", 1, "1"))
+	j := admitted(seedJob(name, types.UID("uid-"+name), 1).Completed("0", 1).ResourceVersion("1").Obj())
 	j.Annotations = map[string]string{AnnotationRepairOf: original, AnnotationRepairFor: "ij245"}
 	return j
 }
@@ -199,7 +199,7 @@ func TestRepairNothingToRepair(t *testing.T) {
 
 // TestExplainRuleInvalid: the advice for a rule that does not compile is to fix it.
 func TestExplainRuleInvalid(t *testing.T) {
-	j := withConditions(jobSnapshot("j", jobUID, 4, "0-3", 4, "1"), completeT, batchv1.JobComplete)
+	j := seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("1").Condition(batchv1.JobComplete, batchv1.JobReasonCompletionsReached, completeT.Time).Obj()
 	ba := ij245Account()
 	ba.Status = account.Compute(account.Input{
 		Namespace: ns, Generation: 1, Spec: &ba.Spec, Observations: map[string]account.Observation{"job/j": {Job: j}},
@@ -215,7 +215,7 @@ func TestExplainRuleInvalid(t *testing.T) {
 // ran are offered for repair: from an earlier repair Job's template, or, with none left,
 // with the exact assignment to append by hand.
 func TestRepairJobDeletedBeforeItTerminated(t *testing.T) {
-	running := admitted(jobSnapshot("j", jobUID, 4, "0,1", 2, "48220"))
+	running := admitted(seedJob("j", jobUID, 4).Completed("0,1", 2).ResourceVersion("48220").Obj())
 	ab := []account.Result{seedResult(0, "A"), seedResult(1, "B")}
 	ba := compute(ij245Account(), time0, map[string]account.Observation{"job/j": {Job: running, Workload: workloadObs(false)}}, ab...)
 	ba = compute(ba, deletedAt, map[string]account.Observation{}, ab...)

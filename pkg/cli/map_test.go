@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,9 +138,8 @@ func TestMapBoundedStatus(t *testing.T) {
 		}
 		fmt.Fprint(&done, i)
 	}
-	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Obj()
-	ba.Generation = 1
-	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: jobSnapshot("huge", "uid-huge", n, done.String(), n/2, "7")}})
+	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Generation(1).Obj()
+	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: seedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Obj()}})
 	if !ba.Status.Shards.MissingOrdinalsTruncated || !ba.Status.Targets[0].CompletedIndexesOmitted {
 		t.Fatal("the fixture's status is not bounded")
 	}
@@ -271,14 +269,13 @@ func BenchmarkMap1MShards(b *testing.B) {
 		if j%7 == 3 {
 			done = fmt.Sprintf("0-%d,%d-%d", 4999, 5400, per-1)
 		}
-		job := jobSnapshot(name, types.UID("uid-"+name), per, done, per, "1")
+		job := seedJob(name, types.UID("uid-"+name), per).Completed(done, per).ResourceVersion("1")
 		if j%7 != 3 {
-			job = withConditions(job, completeT, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
+			job.Complete(completeT.Time)
 		}
-		obs["job/"+name] = account.Observation{Job: job}
+		obs["job/"+name] = account.Observation{Job: job.Obj()}
 	}
-	ba := w.Obj()
-	ba.Generation = 1
+	ba := w.Generation(1).Obj()
 	ba = compute(ba, time0, obs)
 	chunk := v1alpha1.ShardResults{ObjectMeta: metav1.ObjectMeta{Name: "million-0", Namespace: ns}, Account: "million"}
 	for i := range per {

@@ -14,7 +14,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -22,12 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
-
-// podWithFinalizers is an index pod of namespace namespace carrying finalizers.
-func podWithFinalizers(namespace, name string, finalizers ...string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Finalizers: finalizers}}
-}
 
 // runReleaseCommand runs newReleaseCommand against c under a root that carries kubectl's
 // connection flags, as NewCommand's does, and returns stdout, stderr and the exit code.
@@ -51,13 +46,15 @@ func TestReleaseCommand(t *testing.T) {
 	const tracking = batchv1.JobTrackingFinalizer
 	pods := func() []client.Object {
 		return []client.Object{
-			podWithFinalizers(ns, "j-0-abcde", tracking, v1alpha1.ResultFinalizer),
-			podWithFinalizers(ns, "j-1-fghij", v1alpha1.ResultFinalizer),
-			podWithFinalizers(ns, "j-2-klmno", tracking),
-			podWithFinalizers("vision", "v-0-pqrst", v1alpha1.ResultFinalizer),
+			wrappers.MakePod("j-0-abcde", ns).Finalizers(tracking, v1alpha1.ResultFinalizer).Obj(),
+			wrappers.MakePod("j-1-fghij", ns).Finalizers(v1alpha1.ResultFinalizer).Obj(),
+			wrappers.MakePod("j-2-klmno", ns).Finalizers(tracking).Obj(),
+			wrappers.MakePod("v-0-pqrst", "vision").Finalizers(v1alpha1.ResultFinalizer).Obj(),
 		}
 	}
-	heldOnly := func() []client.Object { return []client.Object{podWithFinalizers(ns, "j-2-klmno", tracking)} }
+	heldOnly := func() []client.Object {
+		return []client.Object{wrappers.MakePod("j-2-klmno", ns).Finalizers(tracking).Obj()}
+	}
 	forbidden := interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if obj.GetName() == "j-1-fghij" {
@@ -120,7 +117,7 @@ would release 3 pods held by batchledger across all namespaces (dry run: nothing
 			},
 		},
 		"the kubeconfig's namespace without -n": {
-			objs: []client.Object{podWithFinalizers("default", "d-0", v1alpha1.ResultFinalizer)},
+			objs: []client.Object{wrappers.MakePod("d-0", "default").Finalizers(v1alpha1.ResultFinalizer).Obj()},
 			wantOut: `released pod default/d-0
 released 1 pod held by batchledger in namespace default
 `,

@@ -53,15 +53,15 @@ func queuedTemplate(j *batchv1.Job) *corev1.PodTemplateSpec {
 
 // failedJob is Job j of the seed, Failed after index 3 failed with backoffLimit 0.
 func failedJob() *batchv1.Job {
-	j := admitted(jobSnapshot("j", jobUID, 4, "0-2", 3, "48300"))
-	j.Labels[wrappers.PriorityClassLabel] = "batch-low"
-	return withConditions(j, failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
+	return admitted(seedJob("j", jobUID, 4).Completed("0-2", 3).ResourceVersion("48300").PriorityClass("batch-low").
+		Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 }
 
 // failedAccount is IJ245 observed after Job j failed: D is missing for good.
 func failedAccount() *v1alpha1.BatchAccount {
+	j := failedJob()
 	return compute(ij245Account(), failedAt.Time, map[string]account.Observation{
-		"job/j": {Job: failedJob(), SuccessfulPods: attempts("p", 0, 1, 2), Workload: workloadObs(true)},
+		"job/j": {Job: j, SuccessfulPods: attempts(j, "p", 0, 1, 2), Workload: workloadObs(true)},
 	})
 }
 
@@ -129,9 +129,8 @@ func equalAssignment(a, b v1alpha1.Assignment) bool {
 // TestPlanRepairCompact: a compact population is repaired by ordinals, preserving order;
 // the repair Job's index k stands for the k-th missing original index.
 func TestPlanRepairCompact(t *testing.T) {
-	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Obj()
-	ba.Generation = 1
-	j := withConditions(admitted(jobSnapshot("big", "uid-big", 8, "0-2,5", 4, "9")), failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
+	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
+	j := admitted(seedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: j}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
 	if err != nil {
@@ -155,9 +154,8 @@ func TestPlanRepairCompact(t *testing.T) {
 // missing shards in shard order, and the environment says which original index each
 // repair index stands for.
 func TestPlanRepairOrderFollowsShards(t *testing.T) {
-	ba := wrappers.MakeBatchAccount("rev", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").Obj()
-	ba.Generation = 1
-	j := withConditions(admitted(jobSnapshot("j", jobUID, 4, "0,2", 2, "9")), failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
+	ba := wrappers.MakeBatchAccount("rev", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").Generation(1).Obj()
+	j := admitted(seedJob("j", jobUID, 4).Completed("0,2", 2).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: j}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
 	if err != nil {
@@ -174,13 +172,12 @@ func TestPlanRepairOrderFollowsShards(t *testing.T) {
 // under the first free name; a Job still running is left alone and said so.
 func TestPlanRepairSeveralJobs(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("cross", ns).Shards("A", "B", "C", "D", "E", "F").
-		AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").AssignJob("l", "0-1", "E", "F").Obj()
-	ba.Generation = 1
-	j := withConditions(admitted(jobSnapshot("j", "uid-j", 2, "0", 1, "9")), failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
-	k := admitted(jobSnapshot("k", "uid-k", 2, "1", 1, "9"))
+		AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").AssignJob("l", "0-1", "E", "F").Generation(1).Obj()
+	j := admitted(seedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
+	k := admitted(seedJob("k", "uid-k", 2).Completed("1", 1).ResourceVersion("9").Obj())
 	k.Spec.BackoffLimitPerIndex, k.Spec.MaxFailedIndexes = ptr.To(int32(1)), ptr.To(int32(2))
 	k.Status.FailedIndexes = ptr.To("0") // index 0 failed for good; k still runs
-	l := admitted(jobSnapshot("l", "uid-l", 2, "0", 1, "9"))
+	l := admitted(seedJob("l", "uid-l", 2).Completed("0", 1).ResourceVersion("9").Obj())
 	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: j}, "job/k": {Job: k}, "job/l": {Job: l, Workload: workloadObs(false)}})
 	taken := wrappers.MakeJob("j-repair-1", ns).Obj() // someone's unrelated Job
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j, k, l, taken)})
@@ -209,7 +206,7 @@ func TestPlanRepairAgain(t *testing.T) {
 	ba := ij245Account()
 	ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}, Repair: true})
 	j := failedJob()
-	r1 := withConditions(admitted(jobSnapshot("j-repair-1", "uid-r1", 1, "", 0, "9")), failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
+	r1 := admitted(seedJob("j-repair-1", "uid-r1", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: j}, "job/j-repair-1": {Job: r1}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j, r1)})
 	if err != nil {
@@ -238,10 +235,9 @@ func TestPlanRepairRefuses(t *testing.T) {
 		}, "nothing to repair now: shard D still waits for job j index 3 (not completed yet; the Job is running) to complete"},
 		{"JobSet targets", func() RepairInput {
 			ba := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 4).
-				AssignJobSet("train", "workers", 0, "0-1", "0-1").AssignJobSet("train", "workers", 1, "0-1", "2-3").Obj()
-			ba.Generation = 1
-			w1 := withConditions(jobSnapshot("train-workers-1", "uid-w1", 2, "0", 1, "9"), failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
-			w0 := jobSnapshot("train-workers-0", "uid-w0", 2, "0-1", 2, "9")
+				AssignJobSet("train", "workers", 0, "0-1", "0-1").AssignJobSet("train", "workers", 1, "0-1", "2-3").Generation(1).Obj()
+			w1 := seedJob("train-workers-1", "uid-w1", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
+			w0 := seedJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).ResourceVersion("9").Obj()
 			ba = compute(ba, failedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: w0}, "jobset/train/workers/1": {Job: w1}})
 			return RepairInput{Account: ba, Jobs: jobsByName(w0, w1)}
 		}, "shard s3 assigned to JobSet children (jobset train workers[1] index 1 (job train-workers-1 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only"},
@@ -412,9 +408,8 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 	}
 
 	// Compact population, JobSet-style worker configuration.
-	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Obj()
-	ba.Generation = 1
-	big := withConditions(admitted(jobSnapshot("big", "uid-big", 8, "0-2,5", 4, "9")), failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
+	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
+	big := admitted(seedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 	big.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: worker.EnvShardPrefix, Value: "s"}, {Name: worker.EnvIndexesPerJob, Value: "8"}}
 	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: big}})
 	plan, err = PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(big)})
@@ -431,9 +426,8 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 // TestPlanRepairLarge: 99,990 missing shards of a 100,000-shard batch plan into one
 // repair Job whose assignment and environment stay in interval form.
 func TestPlanRepairLarge(t *testing.T) {
-	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Obj()
-	ba.Generation = 1
-	j := withConditions(admitted(jobSnapshot("big", "uid-big", 100000, "0-9", 10, "9")), failedAt, batchv1.JobFailureTarget, batchv1.JobFailed)
+	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Generation(1).Obj()
+	j := admitted(seedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: j}})
 	start := time.Now()
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})

@@ -240,7 +240,7 @@ func rejectedAccount() *v1alpha1.BatchAccount {
 // missingResultAccount is IJ245 observed Complete with every pod gone and no result
 // recorded: no result can arrive any more (MissingResult).
 func missingResultAccount() *v1alpha1.BatchAccount {
-	j := withConditions(jobSnapshot("j", jobUID, 4, "0-3", 4, "48262"), completeT, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
+	j := seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(completeT.Time).Obj()
 	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true), PodsListed: true}})
 }
 
@@ -256,14 +256,14 @@ func bigAccount() *v1alpha1.BatchAccount {
 		var job *batchv1.Job
 		switch {
 		case j < 7:
-			job = withConditions(jobSnapshot(name, types.UID("uid-"+name), 10000, "0-9999", 10000, "10"), completeT, batchv1.JobSuccessCriteriaMet, batchv1.JobComplete)
+			job = seedJob(name, types.UID("uid-"+name), 10000).Completed("0-9999", 10000).ResourceVersion("10").Complete(completeT.Time).Obj()
 		case j == 7:
-			job = jobSnapshot(name, types.UID("uid-"+name), 10000, "0-2999,3500-6999,7100-8999", 8400, "11")
+			job = seedJob(name, types.UID("uid-"+name), 10000).Completed("0-2999,3500-6999,7100-8999", 8400).ResourceVersion("11").Obj()
 		case j == 8:
-			job = withConditions(jobSnapshot(name, types.UID("uid-"+name), 10000, "0-4999,5200-9999", 9800, "12"), completeT, batchv1.JobFailureTarget, batchv1.JobFailed)
+			job = seedJob(name, types.UID("uid-"+name), 10000).Completed("0-4999,5200-9999", 9800).ResourceVersion("12").Failed(batchv1.JobReasonBackoffLimitExceeded, completeT.Time).Obj()
 			job.Status.FailedIndexes = ptr.To("5000-5199")
 		default:
-			job = jobSnapshot(name, types.UID("uid-"+name), 10000, "", 0, "13")
+			job = seedJob(name, types.UID("uid-"+name), 10000).ResourceVersion("13").Obj()
 		}
 		obs["job/"+name] = account.Observation{Job: job}
 	}
@@ -277,8 +277,7 @@ func bigAccount() *v1alpha1.BatchAccount {
 // generation decides nothing.
 func TestWatchExitCodes(t *testing.T) {
 	s := seedSteps()
-	invalid := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B").AssignJob("j", "0-1", "A", "A").Obj()
-	invalid.Generation = 1
+	invalid := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B").AssignJob("j", "0-1", "A", "A").Generation(1).Obj()
 	invalid = compute(invalid, time0, nil)
 	stale := failedAccount()
 	stale.Generation = 2 // a repair was appended; the controller has not judged it yet
@@ -483,10 +482,9 @@ func TestWatchFrameFitsTheTerminal(t *testing.T) {
 	for j := range 12 {
 		name := fmt.Sprintf("many-%d", j)
 		w.AssignJobOrdinals(name, "0-99", fmt.Sprintf("%d-%d", j*100, j*100+99))
-		obs["job/"+name] = account.Observation{Job: jobSnapshot(name, types.UID("uid-"+name), 100, "0-49", 50, "1")}
+		obs["job/"+name] = account.Observation{Job: seedJob(name, types.UID("uid-"+name), 100).Completed("0-49", 50).ResourceVersion("1").Obj()}
 	}
-	ba := w.Obj()
-	ba.Generation = 1
+	ba := w.Generation(1).Obj()
 	ba = compute(ba, time0, obs)
 
 	frame := renderFrame(ptr.To(progressOf(ba)), "rate", time.Minute, defaultWatchJobs, 100, newPalette(false))
