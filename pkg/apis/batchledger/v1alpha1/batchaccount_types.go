@@ -586,5 +586,5 @@ type BatchAccountList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&BatchAccount{}, &BatchAccountList{})
+	register(&BatchAccount{}, &BatchAccountList{})
 }

@@ -143,5 +143,5 @@ type ShardResultsList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ShardResults{}, &ShardResultsList{})
+	register(&ShardResults{}, &ShardResultsList{})
 }

@@ -1,0 +1,36 @@
+package v1alpha1
+
+// Annotations of the short form: on a Job or JobSet they declare a batch, and the
+// controller creates the BatchAccount of the same name. The account is not owned by the
+// Job or JobSet: a ledger outlives the Jobs it describes (TTL, cleanup), so deleting the
+// Job keeps the account and its results; delete the account when its record is no longer
+// needed (LabelShortFormOf finds the accounts made from short forms). Indexes map onto
+// shards in order; for a JobSet, child Job i of the replicatedJob takes the i-th block.
+const (
+	AnnotationShards        = "batchledger.dev/shards"         // "A,B,C,D"
+	AnnotationShardCount    = "batchledger.dev/shard-count"    // "100000"
+	AnnotationShardPrefix   = "batchledger.dev/shard-prefix"   // "shard-"
+	AnnotationInputRev      = "batchledger.dev/input-revision" // required
+	AnnotationModelRev      = "batchledger.dev/model-revision" // required
+	AnnotationReplicatedJob = "batchledger.dev/replicated-job" // JobSet only
+	AnnotationRequire       = "batchledger.dev/require-results"
+	AnnotationRule          = "batchledger.dev/acceptance-rule"
+	// LabelShortFormOf on a BatchAccount the controller created from a short form names
+	// the kind of object that declared it ("Job" or "JobSet"); the name is the account's.
+	LabelShortFormOf = "batchledger.dev/short-form-of"
+)
+
+// AnnotationResultContainer on a worker pod (set it in the Job's pod template) names the
+// container whose termination message carries the result; it overrides the account's
+// spec.acceptance.resultContainer for that pod.
+const AnnotationResultContainer = "batchledger.dev/result-container"
+
+// Annotations on a repair Job (kubectl batchledger repair), pointing back at what it repairs.
+const (
+	// AnnotationRepairFor names the BatchAccount the repair Job was created for.
+	AnnotationRepairFor = "batchledger.dev/repair-for"
+	// AnnotationRepairOf names the original Job whose identities could not complete.
+	AnnotationRepairOf = "batchledger.dev/repair-of"
+	// AnnotationRepairShards names the repaired shards compactly, in index order.
+	AnnotationRepairShards = "batchledger.dev/repair-shards"
+)

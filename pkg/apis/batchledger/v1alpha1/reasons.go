@@ -1,0 +1,115 @@
+package v1alpha1
+
+// Reasons of the BatchAccount conditions. A condition's reason says why it has its
+// status in one CamelCase word, so that a person, an alert or a test can tell the cases
+// apart; the message says the rest.
+const (
+	// ReasonAllShardsCovered: ShardsCovered is True.
+	ReasonAllShardsCovered = "AllShardsCovered"
+	// ReasonShardsMissing: some shards have no completed index of a current identity yet.
+	ReasonShardsMissing = "ShardsMissing"
+	// ReasonAssignmentInvalid: the mapping is invalid (AssignmentValid is False), so no
+	// verdict that depends on it can be True.
+	ReasonAssignmentInvalid = "AssignmentInvalid"
+	// ReasonTargetsNotFound: a target's Job does not exist (yet).
+	ReasonTargetsNotFound = "TargetsNotFound"
+	// ReasonAwaitingTermination: a target's Job has not reached Complete or Failed.
+	ReasonAwaitingTermination = "AwaitingTermination"
+	// ReasonComplete: every target's Job is Complete.
+	ReasonComplete = "Complete"
+	// ReasonTargetFailed: a target's Job Failed.
+	ReasonTargetFailed = "TargetFailed"
+	// ReasonResultsPending: covered shards whose result has not been recorded yet.
+	ReasonResultsPending = "ResultsPending"
+	// ReasonResultRejected: a shard's result was rejected and no accepted result stands.
+	ReasonResultRejected = "ResultRejected"
+	// ReasonResultsNotRequired: the account does not require results.
+	ReasonResultsNotRequired = "ResultsNotRequired"
+	// ReasonAllResultsAccepted: ResultsAccepted is True.
+	ReasonAllResultsAccepted = "AllResultsAccepted"
+	// ReasonAccepted: the batch verdict Accepted is True.
+	ReasonAccepted = "Accepted"
+	// ReasonAdmitted: Kueue admitted every target's Workload.
+	ReasonAdmitted = "Admitted"
+	// ReasonPending: a target's Workload waits for admission.
+	ReasonPending = "Pending"
+	// ReasonEvicted: a target's Workload was evicted.
+	ReasonEvicted = "Evicted"
+	// ReasonFinished: every target's Workload finished.
+	ReasonFinished = "Finished"
+	// ReasonNoWorkload: a target runs without a Kueue Workload.
+	ReasonNoWorkload = "NoWorkload"
+	// ReasonTargetDeleted: a target's Job was deleted before it terminated; it can no
+	// longer complete, and its uncovered shards need a repair.
+	ReasonTargetDeleted = "TargetDeleted"
+	// ReasonMissingResult: covered shards whose result can no longer arrive (the identity
+	// terminated or was deleted, no result was recorded, no pod is left to report one).
+	ReasonMissingResult = "MissingResult"
+	// ReasonRuleInvalid: spec.acceptance.rule does not compile in this controller, so
+	// results are kept but not judged.
+	ReasonRuleInvalid = "RuleInvalid"
+)
+
+// Reasons of the AssignmentValid condition. Each way a mapping can fail has its own
+// reason so that a person (and a test) can tell them apart.
+const (
+	ReasonValid                = "Valid"
+	ReasonNoShards             = "NoShards"
+	ReasonDuplicateShardName   = "DuplicateShardName"
+	ReasonUnknownShard         = "UnknownShard"
+	ReasonMalformedIndexes     = "MalformedIndexes"
+	ReasonShardCountMismatch   = "ShardCountMismatch"
+	ReasonDuplicateShard       = "DuplicateShard"
+	ReasonUnassignedShard      = "UnassignedShard"
+	ReasonDuplicateIndex       = "DuplicateIndex"
+	ReasonInvalidTarget        = "InvalidTarget"
+	ReasonCrossNamespaceTarget = "CrossNamespaceTarget"
+	ReasonRepairOfUnassigned   = "RepairOfUnassignedShard"
+	ReasonUnmappedIndexes      = "UnmappedIndexes"
+	ReasonIndexOutOfRange      = "IndexOutOfRange"
+	ReasonNotIndexed           = "NotIndexedJob"
+)
+
+// Reasons a reported result is rejected: status.results.rejections[].reason and the
+// recorded result's reject reason. The first five are decided on the message alone (the
+// message format repeats them, since it links no Kubernetes code: see pkg/result), the
+// next two by the acceptance rule, the rest by the account against its assignment.
+const (
+	// RejectionMissingResult: the result container left no termination message.
+	RejectionMissingResult = "MissingResult"
+	// RejectionMalformed: the message is not a well-formed result (bad JSON, wrong field
+	// types, impossible counts).
+	RejectionMalformed = "Malformed"
+	// RejectionOversized: the message reaches the kubelet's termination-message limit and
+	// may have been truncated.
+	RejectionOversized = "Oversized"
+	// RejectionUnknownSchemaVersion: the message declares a schema version this
+	// controller does not understand.
+	RejectionUnknownSchemaVersion = "UnknownSchemaVersion"
+	// RejectionMissingField: a required field is absent or empty.
+	RejectionMissingField = "MissingField"
+	// RejectionCriterionNotMet: the account's acceptance rule evaluated to false.
+	RejectionCriterionNotMet = "CriterionNotMet"
+	// RejectionCriterionError: the acceptance rule could not be evaluated on the result.
+	RejectionCriterionError = "CriterionError"
+	// RejectionStaleIdentity: the result comes from a Job identity the account no longer
+	// follows (a replaced Job, a superseded JobSet restart attempt).
+	RejectionStaleIdentity = "StaleIdentity"
+	// RejectionUnassignedIdentity: the reporting (Job, index) is assigned no shard.
+	RejectionUnassignedIdentity = "UnassignedIdentity"
+	// RejectionForgedClaim: the result claims a shard other than the one assigned to its
+	// (Job, index).
+	RejectionForgedClaim = "ForgedClaim"
+	// RejectionRevisionMismatch: the result's input or model revision is not the account's.
+	RejectionRevisionMismatch = "RevisionMismatch"
+	// RejectionConflict: the shard already has an accepted result with another digest.
+	RejectionConflict = "Conflict"
+)
+
+// Reasons of the events batchledger emits besides verdict changes (whose reason is the
+// condition type followed by the condition's reason).
+const (
+	// EventReasonResultNotRecorded: a succeeded pod was released after holding it the
+	// maximum time for a result that was never recorded.
+	EventReasonResultNotRecorded = "ResultNotRecorded"
+)

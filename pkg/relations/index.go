@@ -1,0 +1,183 @@
+package relations
+
+import (
+	"context"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// Field indexes. A change to one Job, pod or Workload wakes only the accounts that name
+// it, through these, instead of a resync of every account.
+const (
+	// IndexAccountTarget indexes BatchAccounts by the IndexKey of each assignment target:
+	// JobKey of a Job target, JobSetKey of a JobSet child target.
+	IndexAccountTarget = "batchledger.dev/target"
+	// IndexOwnerUID indexes Workloads and pods by the UID of their controller owner.
+	IndexOwnerUID = "batchledger.dev/owner-uid"
+	// IndexResultPod indexes ShardResults by the UIDs of the pods whose results they hold
+	// (recorded or dropped), so that the pod releaser can tell in O(1) whether a held
+	// pod's result is recorded.
+	IndexResultPod = "batchledger.dev/result-pod"
+)
+
+// IndexKey is a key of IndexAccountTarget: "job/<name>" for a Job, "jobset/<name>" for a
+// JobSet as a whole. It is not a target key (v1alpha1.TargetKey), which names one child
+// of a JobSet.
+type IndexKey string
+
+// JobKey is the index key of the Job named name.
+func JobKey(name string) IndexKey { return IndexKey("job/" + name) }
+
+// JobSetKey is the index key of the JobSet named name.
+func JobSetKey(name string) IndexKey { return IndexKey("jobset/" + name) }
+
+// TargetIndexKey is the index key an assignment target answers to: its Job, or its JobSet.
+func TargetIndexKey(ref v1alpha1.TargetRef) IndexKey {
+	if ref.JobSet != "" {
+		return JobSetKey(ref.JobSet)
+	}
+	return JobKey(ref.Job)
+}
+
+// AccountKeys are the distinct index keys of an account's assignment targets, in
+// assignment order.
+func AccountKeys(ba *v1alpha1.BatchAccount) []IndexKey {
+	seen := map[IndexKey]bool{}
+	var out []IndexKey
+	for _, a := range ba.Spec.Assignments {
+		if k := TargetIndexKey(a.Target); !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// JobKeys are the index keys a Job of that name and labels answers to: its own name,
+// and its JobSet when it is a JobSet child.
+func JobKeys(name string, labels map[string]string) []IndexKey {
+	keys := []IndexKey{JobKey(name)}
+	if js := labels[jobsetapi.JobSetNameKey]; js != "" {
+		keys = append(keys, JobSetKey(js))
+	}
+	return keys
+}
+
+// PodKeys are the index keys a Job's pod answers to (its Job, and its JobSet for a
+// JobSet child's pod, from the labels the Job controller and JobSet put on pods); none
+// for a pod of no Job.
+func PodKeys(pod client.Object) []IndexKey {
+	labels := pod.GetLabels()
+	name := labels[batchv1.JobNameLabel]
+	if name == "" {
+		return nil
+	}
+	return JobKeys(name, labels)
+}
+
+// WorkloadKeys are the index keys of every Job or JobSet owner of a Workload.
+func WorkloadKeys(wl client.Object) []IndexKey {
+	var keys []IndexKey
+	for _, ref := range wl.GetOwnerReferences() {
+		switch ref.Kind {
+		case kindJob:
+			keys = append(keys, JobKey(ref.Name))
+		case kindJobSet:
+			keys = append(keys, JobSetKey(ref.Name))
+		}
+	}
+	return keys
+}
+
+func accountIndex(obj client.Object) []string {
+	keys := AccountKeys(obj.(*v1alpha1.BatchAccount))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = string(k)
+	}
+	return out
+}
+
+func ownerUIDIndex(obj client.Object) []string {
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		return []string{string(ref.UID)}
+	}
+	return nil
+}
+
+func resultPodsIndex(obj client.Object) []string {
+	sr := obj.(*v1alpha1.ShardResults)
+	out := make([]string, 0, len(sr.Results)+len(sr.DroppedPods))
+	for _, r := range sr.Results {
+		out = append(out, string(r.PodUID))
+	}
+	for _, uid := range sr.DroppedPods {
+		out = append(out, string(uid))
+	}
+	return out
+}
+
+// RegisterIndexes registers the field indexes the lookups of this package, the
+// reconcilers and their watches rely on, with fi: the manager's cache
+// (mgr.GetFieldIndexer()), or a fake client's builder in unit tests.
+func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
+	for _, ix := range []struct {
+		obj     client.Object
+		field   string
+		extract client.IndexerFunc
+	}{
+		{&v1alpha1.BatchAccount{}, IndexAccountTarget, accountIndex},
+		{&kueue.Workload{}, IndexOwnerUID, ownerUIDIndex},
+		{&v1alpha1.ShardResults{}, IndexResultPod, resultPodsIndex},
+		{&corev1.Pod{}, IndexOwnerUID, ownerUIDIndex},
+	} {
+		if err := fi.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AccountsNaming lists the accounts of namespace that name one of keys, each once, in
+// the order of keys, through IndexAccountTarget. Accounts being deleted are included.
+func AccountsNaming(ctx context.Context, c client.Reader, namespace string, keys ...IndexKey) ([]*v1alpha1.BatchAccount, error) {
+	var out []*v1alpha1.BatchAccount
+	seen := map[string]bool{}
+	for _, k := range keys {
+		var list v1alpha1.BatchAccountList
+		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexAccountTarget: string(k)}); err != nil {
+			return out, err
+		}
+		for i := range list.Items {
+			ba := &list.Items[i]
+			if !seen[ba.Name] {
+				seen[ba.Name] = true
+				out = append(out, ba)
+			}
+		}
+	}
+	return out, nil
+}
+
+// LiveAccountsNaming is AccountsNaming without the accounts being deleted. Holding and
+// releasing pods, stamping scopes and publishing Workload conditions all ask it.
+func LiveAccountsNaming(ctx context.Context, c client.Reader, namespace string, keys ...IndexKey) ([]*v1alpha1.BatchAccount, error) {
+	all, err := AccountsNaming(ctx, c, namespace, keys...)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, ba := range all {
+		if ba.DeletionTimestamp == nil {
+			out = append(out, ba)
+		}
+	}
+	return out, nil
+}

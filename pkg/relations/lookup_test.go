@@ -1,0 +1,207 @@
+package relations
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// builderIndexer registers field indexes on a fake client builder.
+type builderIndexer struct{ b *fake.ClientBuilder }
+
+func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
+	i.b.WithIndex(obj, field, fn)
+	return nil
+}
+
+// reader is a fake client holding objs with this package's field indexes.
+func reader(t *testing.T, objs ...client.Object) client.Reader {
+	t.Helper()
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...)
+	if err := RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Build()
+}
+
+func names(accounts []*v1alpha1.BatchAccount) []string {
+	var out []string
+	for _, ba := range accounts {
+		out = append(out, ba.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestResolveTarget: a Job target resolves by name, a JobSet target to its current
+// child; a missing Job or a target in another namespace resolves to nothing.
+func TestResolveTarget(t *testing.T) {
+	old, cur := child("train", "workers", 1, 0), child("train", "workers", 1, 1)
+	newer := child("train", "workers", 1, 2)
+	newer.DeletionTimestamp, newer.Finalizers = &metav1.Time{Time: t0}, []string{"keep"}
+	c := reader(t, job("j"), old, cur, newer, child("train", "workers", 0, 5))
+	cases := []struct {
+		name        string
+		ref         v1alpha1.TargetRef
+		want        string
+		wantAttempt int32
+	}{
+		{"Job by name", v1alpha1.TargetRef{Job: "j"}, "j", 0},
+		{"missing Job", v1alpha1.TargetRef{Job: "gone"}, "", 0},
+		{"Job in another namespace", v1alpha1.TargetRef{Job: "j", Namespace: "other"}, "", 0},
+		{"Job in its own namespace", v1alpha1.TargetRef{Job: "j", Namespace: ns}, "j", 0},
+		{"JobSet child: the current attempt", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](1)}, cur.Name, 1},
+		{"JobSet child of no Job", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](7)}, "", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, attempt, err := ResolveTarget(context.Background(), c, ns, tc.ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := ""
+			if got != nil {
+				name = got.Name
+			}
+			if name != tc.want || attempt != tc.wantAttempt {
+				t.Errorf("ResolveTarget = %q attempt %d, want %q attempt %d", name, attempt, tc.want, tc.wantAttempt)
+			}
+		})
+	}
+}
+
+// TestAccountLookups: the accounts naming a Job or JobSet, the live ones, and the scopes
+// they give; accounts of another namespace never count.
+func TestAccountLookups(t *testing.T) {
+	deleting := wrappers.MakeBatchAccount("deleting", ns).Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj()
+	deleting.DeletionTimestamp, deleting.Finalizers = &metav1.Time{Time: t0}, []string{"keep"}
+	c := reader(t,
+		wrappers.MakeBatchAccount("counts-j", ns).Shards("A").AssignJob("j", "0", "A").Obj(),
+		deleting,
+		wrappers.MakeBatchAccount("workers-1", ns).Shards("A").AssignJobSet("train", "workers", 1, "0", "0").RequireResults("").Obj(),
+		wrappers.MakeBatchAccount("workers-0", ns).Shards("A").AssignJobSet("train", "workers", 0, "0", "0").Obj(),
+		wrappers.MakeBatchAccount("elsewhere", "other").Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj(),
+	)
+	ctx := context.Background()
+	all, err := AccountsNaming(ctx, c, ns, JobKey("j"), JobKey("j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"counts-j", "deleting"}, names(all)); diff != "" {
+		t.Errorf("AccountsNaming (-want +got):\n%s", diff)
+	}
+	live, err := LiveAccountsNaming(ctx, c, ns, JobKey("j"), JobSetKey("train"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"counts-j", "workers-0", "workers-1"}, names(live)); diff != "" {
+		t.Errorf("LiveAccountsNaming (-want +got):\n%s", diff)
+	}
+	scopes := []struct {
+		name string
+		job  *batchv1.Job
+		want string
+	}{
+		{"Job counted only (the account requiring results is being deleted)", job("j"), v1alpha1.ScopeCoverage},
+		{"child whose account requires results", child("train", "workers", 1, 3), v1alpha1.ScopeResults},
+		{"child whose account counts", child("train", "workers", 0, 0), v1alpha1.ScopeCoverage},
+		{"child no account names", child("train", "workers", 2, 0), ""},
+		{"Job no account names", job("k"), ""},
+	}
+	for _, tc := range scopes {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := JobScope(ctx, c, ns, tc.job.Name, tc.job.Labels)
+			if err != nil || got != tc.want {
+				t.Errorf("JobScope = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	for rj, want := range map[string]string{"workers": v1alpha1.ScopeResults, "leader": ""} {
+		if got, err := ReplicatedJobScope(ctx, c, ns, "train", rj); err != nil || got != want {
+			t.Errorf("ReplicatedJobScope(%s) = %q, %v; want %q", rj, got, err, want)
+		}
+	}
+}
+
+// TestCapturedBy: a pod is captured by the accounts requiring results whose target's
+// current Job (or recorded identity, once deleted) controls it.
+func TestCapturedBy(t *testing.T) {
+	j := job("j")
+	gone := job("gone")
+	recorded := wrappers.MakeBatchAccount("recorded", ns).Shards("A").AssignJob("gone", "0", "A").RequireResults("").Obj()
+	recorded.Status.Targets = []v1alpha1.TargetStatus{{Name: "job/gone", Job: "gone", UID: gone.UID}}
+	old, cur := child("train", "workers", 0, 0), child("train", "workers", 0, 1)
+	c := reader(t, j, old, cur,
+		wrappers.MakeBatchAccount("needs-j", ns).Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj(),
+		wrappers.MakeBatchAccount("counts-j", ns).Shards("A").AssignJob("j", "0", "A").Obj(),
+		wrappers.MakeBatchAccount("needs-workers", ns).Shards("A").AssignJobSet("train", "workers", 0, "0", "0").RequireResults("").Obj(),
+		recorded,
+	)
+	cases := []struct {
+		name string
+		pod  *wrappers.PodWrapper
+		want []string
+	}{
+		{"pod of a Job named by one account requiring results", wrappers.MakeIndexPod(j, "p", 0), []string{"needs-j"}},
+		{"pod of the current child", wrappers.MakeIndexPod(cur, "p", 0), []string{"needs-workers"}},
+		{"pod of a superseded child", wrappers.MakeIndexPod(old, "p", 0), nil},
+		{"pod of a deleted Job the account recorded", wrappers.MakeIndexPod(gone, "p", 0), []string{"recorded"}},
+		{"pod no Job controls", wrappers.MakeIndexPod(j, "p", 0).NoOwner(), nil},
+		{"pod with a malformed index", wrappers.MakeIndexPod(j, "p", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "x"), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := CapturedBy(context.Background(), c, tc.pod.Obj())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("CapturedBy (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestWorkloadOfJob: a Job's Workload is the newest its Workload owner controls.
+func TestWorkloadOfJob(t *testing.T) {
+	j, ch := job("j"), child("train", "workers", 0, 0)
+	wls := []kueue.Workload{
+		workload("j-old", t0, owner("Job", "j", true)), workload("j-new", t0.Add(time.Minute), owner("Job", "j", true)),
+		workload("train", t0, owner("JobSet", "train", true)), workload("k", t0, owner("Job", "k", true)),
+	}
+	objs := []client.Object{j, ch}
+	for i := range wls {
+		objs = append(objs, &wls[i])
+	}
+	c := reader(t, objs...)
+	for _, tc := range []struct {
+		job  *batchv1.Job
+		want string
+	}{{j, "j-new"}, {ch, "train"}, {job("none"), ""}} {
+		wl, err := WorkloadOfJob(context.Background(), c, tc.job)
+		got := ""
+		if wl != nil {
+			got = wl.Name
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("WorkloadOfJob(%s) = %q, %v; want %q", tc.job.Name, got, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package relations
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+// HasCompletionIndex reports whether an object's annotations carry a completion index:
+// the Job controller's mark of a pod of an Indexed Job. It reads the annotation's
+// presence only; CompletionIndex also reads its value.
+func HasCompletionIndex(annotations map[string]string) bool {
+	_, ok := annotations[batchv1.JobCompletionIndexAnnotation]
+	return ok
+}
+
+// CompletionIndex reads a pod's completion index annotation, as the Job controller
+// does; false when it is absent or is not exactly one index.
+func CompletionIndex(p *corev1.Pod) (int, bool) {
+	v, ok := p.Annotations[batchv1.JobCompletionIndexAnnotation]
+	if !ok {
+		return 0, false
+	}
+	s, err := indexset.Parse(v)
+	if err != nil || s.Count() != 1 {
+		return 0, false
+	}
+	i, _ := s.Min()
+	return i, true
+}
+
+// IsSucceededIndexPod reports whether obj is a pod of an Indexed Job (it carries a
+// completion index annotation) that Succeeded. It is the cheap test of the watches:
+// whose Job the pod belongs to is SucceededIndexOf's question.
+func IsSucceededIndexPod(obj any) bool {
+	p, ok := obj.(*corev1.Pod)
+	return ok && HasCompletionIndex(p.Annotations) && p.Status.Phase == corev1.PodSucceeded
+}
+
+// IndexOf is the one rule for which pods of a Job count as its index pods: a pod the Job
+// controls (by UID, so a recreated Job's predecessor's pods do not count) with a
+// well-formed completion index. Result capture records exactly these pods once they
+// succeed (SucceededIndexOf), and the pod releaser holds exactly these pods until then;
+// any other pod (another replicatedJob or job index of a named JobSet, a superseded
+// attempt, a pod no Job controls, a malformed index annotation) is never waited for, so
+// it is never stranded. A nil job controls no pod.
+func IndexOf(pod *corev1.Pod, job *batchv1.Job) (int, bool) {
+	if job == nil || !metav1.IsControlledBy(pod, job) {
+		return 0, false
+	}
+	return CompletionIndex(pod)
+}
+
+// SucceededIndexOf is IndexOf for a pod that Succeeded: a completed attempt of the
+// index, whose result may be read.
+func SucceededIndexOf(pod *corev1.Pod, job *batchv1.Job) (int, bool) {
+	if pod.Status.Phase != corev1.PodSucceeded {
+		return 0, false
+	}
+	return IndexOf(pod, job)
+}
+
+// SuccessfulAttempts are the succeeded index pods of job among pods (SucceededIndexOf),
+// as the account core's observation of the Job's attempts.
+func SuccessfulAttempts(job *batchv1.Job, pods []corev1.Pod) []account.PodAttempt {
+	var out []account.PodAttempt
+	for i := range pods {
+		p := &pods[i]
+		if idx, ok := SucceededIndexOf(p, job); ok {
+			out = append(out, account.PodAttempt{UID: p.UID, Index: idx})
+		}
+	}
+	return out
+}

@@ -1,0 +1,316 @@
+package relations
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+const ns = "ml-team"
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// job is an Indexed Job with a UID.
+func job(name string) *batchv1.Job {
+	j := wrappers.MakeJob(name, ns).Indexed(4).Obj()
+	j.UID = types.UID(name + "-uid")
+	return j
+}
+
+// child is JobSet child Job index idx of replicatedJob rj, created for restart attempt.
+func child(jobSet, rj string, idx, attempt int) *batchv1.Job {
+	j := job(jobSet + "-" + rj + "-" + string(rune('0'+idx)) + "-a" + string(rune('0'+attempt)))
+	j.Labels = ChildLabels(v1alpha1.TargetRef{JobSet: jobSet, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))})
+	j.Labels[LabelRestartAttempt] = string(rune('0' + attempt))
+	j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: jobSet, UID: types.UID(jobSet + "-uid"), Controller: ptr.To(true)}}
+	return j
+}
+
+// TestIndexKeys: accounts, Jobs, pods and Workloads meet on the same index keys, and a
+// JobSet answers as a whole whatever child an account names.
+func TestIndexKeys(t *testing.T) {
+	ba := wrappers.MakeBatchAccount("a", ns).Shards("A", "B", "C", "D").
+		AssignJob("j", "0", "A").AssignJob("j", "1", "B").
+		AssignJobSet("train", "workers", 0, "0", "2").AssignJobSet("train", "workers", 1, "0", "3").Obj()
+	ch := child("train", "workers", 1, 0)
+	cases := []struct {
+		name string
+		got  []IndexKey
+		want []IndexKey
+	}{
+		{"account: each target's Job or JobSet once, in order", AccountKeys(ba), []IndexKey{"job/j", "jobset/train"}},
+		{"plain Job", JobKeys("j", nil), []IndexKey{"job/j"}},
+		{"JobSet child: its name and its JobSet", JobKeys(ch.Name, ch.Labels), []IndexKey{JobKey(ch.Name), "jobset/train"}},
+		{"pod of a Job", PodKeys(wrappers.MakeIndexPod(job("j"), "j-0", 0).Obj()), []IndexKey{"job/j"}},
+		{"pod of a JobSet child", PodKeys(wrappers.MakeIndexPod(ch, "p", 0).Obj()), []IndexKey{JobKey(ch.Name), "jobset/train"}},
+		{"pod of no Job", PodKeys(&corev1.Pod{}), nil},
+		{"Workload of a Job and a JobSet owner; other owners ignored", WorkloadKeys(&kueue.Workload{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{
+			{Kind: "Job", Name: "j"}, {Kind: "ConfigMap", Name: "c"}, {Kind: "JobSet", Name: "train"}}}}), []IndexKey{"job/j", "jobset/train"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+				t.Errorf("keys (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got := accountIndex(ba); !cmp.Equal(got, []string{"job/j", "jobset/train"}) {
+		t.Errorf("the account index stores %q", got)
+	}
+}
+
+// TestNamesJob: a Job target names its Job by name; a JobSet target names the child of
+// its replicatedJob and job index (default 0), of any restart attempt, and nothing else.
+func TestNamesJob(t *testing.T) {
+	workers1 := v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](1)}
+	workers0 := v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers"}
+	cases := []struct {
+		name string
+		ref  v1alpha1.TargetRef
+		job  *batchv1.Job
+		want bool
+	}{
+		{"Job by name", v1alpha1.TargetRef{Job: "j"}, job("j"), true},
+		{"Job of another name", v1alpha1.TargetRef{Job: "j"}, job("k"), false},
+		{"child of its index", workers1, child("train", "workers", 1, 0), true},
+		{"child of a later restart attempt", workers1, child("train", "workers", 1, 2), true},
+		{"child of another index", workers1, child("train", "workers", 0, 0), false},
+		{"default index is 0", workers0, child("train", "workers", 0, 0), true},
+		{"child of another replicatedJob", workers1, child("train", "leader", 1, 0), false},
+		{"child of another JobSet", workers1, child("eval", "workers", 1, 0), false},
+		{"a JobSet target never names a plain Job", workers0, job("train"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NamesJob(tc.ref, tc.job.Name, tc.job.Labels); got != tc.want {
+				t.Errorf("NamesJob = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCurrentChild: the highest restart attempt not being deleted is the one followed.
+func TestCurrentChild(t *testing.T) {
+	deleting := func(j *batchv1.Job) batchv1.Job {
+		j.DeletionTimestamp = &metav1.Time{Time: t0}
+		return *j
+	}
+	a0, a1, a2 := child("t", "w", 0, 0), child("t", "w", 0, 1), child("t", "w", 0, 2)
+	cases := []struct {
+		name        string
+		jobs        []batchv1.Job
+		want        string
+		wantAttempt int32
+	}{
+		{"none", nil, "", 0},
+		{"one", []batchv1.Job{*a0}, a0.Name, 0},
+		{"the highest attempt, whatever the order", []batchv1.Job{*a2, *a0, *a1}, a2.Name, 2},
+		{"a child being deleted is passed over", []batchv1.Job{*a0, *a1, deleting(a2.DeepCopy())}, a1.Name, 1},
+		{"all being deleted", []batchv1.Job{deleting(a0.DeepCopy())}, "", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, attempt := CurrentChild(tc.jobs)
+			name := ""
+			if got != nil {
+				name = got.Name
+			}
+			if name != tc.want || attempt != tc.wantAttempt {
+				t.Errorf("CurrentChild = %q attempt %d, want %q attempt %d", name, attempt, tc.want, tc.wantAttempt)
+			}
+		})
+	}
+}
+
+func workload(name string, created time.Time, owners ...metav1.OwnerReference) kueue.Workload {
+	return kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(name + "-uid"),
+		CreationTimestamp: metav1.NewTime(created), OwnerReferences: owners}}
+}
+
+func owner(kind, name string, controller bool) metav1.OwnerReference {
+	return metav1.OwnerReference{Kind: kind, Name: name, UID: types.UID(name + "-uid"), Controller: ptr.To(controller)}
+}
+
+// TestWorkloadOwner: the controller when it is a Job or JobSet, else the first Job or
+// JobSet owner, else none.
+func TestWorkloadOwner(t *testing.T) {
+	cases := []struct {
+		name   string
+		owners []metav1.OwnerReference
+		want   string
+	}{
+		{"controlled by a Job", []metav1.OwnerReference{owner("Job", "j", true)}, "j"},
+		{"controlled by a JobSet", []metav1.OwnerReference{owner("JobSet", "train", true)}, "train"},
+		{"the controller before an earlier plain owner", []metav1.OwnerReference{owner("Job", "other", false), owner("Job", "j", true)}, "j"},
+		{"no controller: the first Job or JobSet", []metav1.OwnerReference{owner("ConfigMap", "c", false), owner("JobSet", "train", false), owner("Job", "j", false)}, "train"},
+		{"a controller of another kind is passed over", []metav1.OwnerReference{owner("Pod", "p", true), owner("Job", "j", false)}, "j"},
+		{"no Job or JobSet", []metav1.OwnerReference{owner("Pod", "p", true)}, ""},
+		{"no owner", nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wl := workload("wl", t0, tc.owners...)
+			got := ""
+			if ref := WorkloadOwner(&wl); ref != nil {
+				got = ref.Name
+			}
+			if got != tc.want {
+				t.Errorf("WorkloadOwner = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWorkloadOwnerUID: a plain Job's Workload is the Job's, a JobSet child's the JobSet's.
+func TestWorkloadOwnerUID(t *testing.T) {
+	if got := WorkloadOwnerUID(job("j")); got != "j-uid" {
+		t.Errorf("plain Job: %q", got)
+	}
+	if got := WorkloadOwnerUID(child("train", "w", 0, 0)); got != "train-uid" {
+		t.Errorf("JobSet child: %q", got)
+	}
+}
+
+// TestNewestWorkload: of the Workloads of one owner the newest by creation is the live one.
+func TestNewestWorkload(t *testing.T) {
+	j := owner("Job", "j", true)
+	cases := []struct {
+		name string
+		wls  []kueue.Workload
+		want string
+	}{
+		{"none", nil, ""},
+		{"one", []kueue.Workload{workload("a", t0, j)}, "a"},
+		{"the newest, whatever the order", []kueue.Workload{workload("new", t0.Add(time.Minute), j), workload("old", t0, j)}, "new"},
+		{"equal times: the last listed", []kueue.Workload{workload("first", t0, j), workload("second", t0, j)}, "second"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			if wl := NewestWorkload(tc.wls); wl != nil {
+				got = wl.Name
+			}
+			if got != tc.want {
+				t.Errorf("NewestWorkload = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	byOwner := NewestWorkloadsByOwner([]kueue.Workload{
+		workload("j-new", t0.Add(time.Minute), j), workload("k", t0, owner("Job", "k", true)), workload("j-old", t0, j),
+		workload("orphan", t0.Add(time.Hour)),
+	})
+	got := map[types.UID]string{}
+	for uid, wl := range byOwner {
+		got[uid] = wl.Name
+	}
+	if diff := cmp.Diff(map[types.UID]string{"j-uid": "j-new", "k-uid": "k"}, got); diff != "" {
+		t.Errorf("NewestWorkloadsByOwner (-want +got):\n%s", diff)
+	}
+}
+
+// TestIndexPods: which pods are (succeeded) index pods of which Job.
+func TestIndexPods(t *testing.T) {
+	j, other := job("j"), job("k")
+	recreated := job("j")
+	recreated.UID = "j-uid-2"
+	succeeded := func(p *wrappers.PodWrapper) *corev1.Pod { return p.Succeeded(t0, "").Obj() }
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		job  *batchv1.Job
+		// want: the index pod's index, or -1 for none; succeeded: SucceededIndexOf's answer.
+		want      int
+		succeeded bool
+		// watched: IsSucceededIndexPod (the watch's cheap test, blind to the Job).
+		watched bool
+	}{
+		{"running index pod", wrappers.MakeIndexPod(j, "p", 2).Phase(corev1.PodRunning).Obj(), j, 2, false, false},
+		{"succeeded index pod", succeeded(wrappers.MakeIndexPod(j, "p", 3)), j, 3, true, true},
+		{"failed index pod", wrappers.MakeIndexPod(j, "p", 3).Phase(corev1.PodFailed).Obj(), j, 3, false, false},
+		{"pod of another Job", succeeded(wrappers.MakeIndexPod(other, "p", 1)), j, -1, false, true},
+		{"pod of the Job's predecessor of the same name", succeeded(wrappers.MakeIndexPod(j, "p", 1)), recreated, -1, false, true},
+		{"pod no Job controls", succeeded(wrappers.MakeIndexPod(j, "p", 1).NoOwner()), j, -1, false, true},
+		{"malformed index", succeeded(wrappers.MakeIndexPod(j, "p", 1).Annotation(batchv1.JobCompletionIndexAnnotation, "1,2")), j, -1, false, true},
+		{"no Job to follow", succeeded(wrappers.MakeIndexPod(j, "p", 1)), nil, -1, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			idx, ok := IndexOf(tc.pod, tc.job)
+			if (tc.want >= 0) != ok || (ok && idx != tc.want) {
+				t.Errorf("IndexOf = %d, %v; want %d", idx, ok, tc.want)
+			}
+			if _, ok := SucceededIndexOf(tc.pod, tc.job); ok != tc.succeeded {
+				t.Errorf("SucceededIndexOf = %v, want %v", ok, tc.succeeded)
+			}
+			if got := IsSucceededIndexPod(tc.pod); got != tc.watched {
+				t.Errorf("IsSucceededIndexPod = %v, want %v", got, tc.watched)
+			}
+		})
+	}
+	pods := []corev1.Pod{
+		*succeeded(wrappers.MakeIndexPod(j, "a", 0)), *wrappers.MakeIndexPod(j, "b", 1).Obj(),
+		*succeeded(wrappers.MakeIndexPod(other, "c", 2)), *succeeded(wrappers.MakeIndexPod(j, "d", 3)),
+	}
+	want := []account.PodAttempt{{UID: "a-uid", Index: 0}, {UID: "d-uid", Index: 3}}
+	if diff := cmp.Diff(want, SuccessfulAttempts(j, pods)); diff != "" {
+		t.Errorf("SuccessfulAttempts (-want +got):\n%s", diff)
+	}
+	if IsSucceededIndexPod(job("j")) {
+		t.Error("a Job is no pod")
+	}
+}
+
+// TestScopes: scopes only rise; an account gives the scope its result requirement asks
+// for; short-form annotations declare one only with the input revision.
+func TestScopes(t *testing.T) {
+	for _, tc := range []struct{ a, b, want string }{
+		{"", "", ""}, {"", v1alpha1.ScopeCoverage, v1alpha1.ScopeCoverage}, {v1alpha1.ScopeCoverage, "", v1alpha1.ScopeCoverage},
+		{v1alpha1.ScopeCoverage, v1alpha1.ScopeResults, v1alpha1.ScopeResults}, {v1alpha1.ScopeResults, v1alpha1.ScopeCoverage, v1alpha1.ScopeResults},
+	} {
+		if got := StrongerScope(tc.a, tc.b); got != tc.want {
+			t.Errorf("StrongerScope(%q, %q) = %q, want %q", tc.a, tc.b, got, tc.want)
+		}
+	}
+	if got := AccountScope(wrappers.MakeBatchAccount("a", ns).Obj()); got != v1alpha1.ScopeCoverage {
+		t.Errorf("an account counting coverage: %q", got)
+	}
+	if got := AccountScope(wrappers.MakeBatchAccount("a", ns).RequireResults("").Obj()); got != v1alpha1.ScopeResults {
+		t.Errorf("an account requiring results: %q", got)
+	}
+	for _, tc := range []struct {
+		ann  map[string]string
+		want string
+	}{
+		{nil, ""},
+		{map[string]string{v1alpha1.AnnotationRequire: "true"}, ""},
+		{map[string]string{v1alpha1.AnnotationInputRev: "D"}, v1alpha1.ScopeCoverage},
+		{map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationRequire: "false"}, v1alpha1.ScopeCoverage},
+		{map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationRequire: "true"}, v1alpha1.ScopeResults},
+	} {
+		if got := ShortFormScope(tc.ann); got != tc.want {
+			t.Errorf("ShortFormScope(%v) = %q, want %q", tc.ann, got, tc.want)
+		}
+	}
+}
+
+// TestTargetPodLabels: a Job target's pods by Job name, a JobSet target's by JobSet.
+func TestTargetPodLabels(t *testing.T) {
+	if diff := cmp.Diff(map[string]string{batchv1.JobNameLabel: "j"}, TargetPodLabels(v1alpha1.TargetRef{Job: "j"})); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff(map[string]string{jobsetapi.JobSetNameKey: "train"}, TargetPodLabels(v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "w"})); diff != "" {
+		t.Error(diff)
+	}
+}

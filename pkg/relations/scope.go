@@ -1,0 +1,86 @@
+package relations
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// RequiresResults is whether an account captures results at all; accounts that do not
+// never hold pods nor record messages.
+func RequiresResults(ba *v1alpha1.BatchAccount) bool {
+	return ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults
+}
+
+// scopeRank orders scopes: a Job named by an account requiring results needs its pods
+// held (ScopeResults), one only counted needs them seen (ScopeCoverage).
+var scopeRank = map[string]int{"": 0, v1alpha1.ScopeCoverage: 1, v1alpha1.ScopeResults: 2}
+
+// StrongerScope returns the stronger of two scopes. Scopes are only ever raised: two
+// accounts naming one Job, one requiring results, never flip its label back and forth.
+func StrongerScope(a, b string) string {
+	if scopeRank[b] > scopeRank[a] {
+		return b
+	}
+	return a
+}
+
+// AccountScope is the scope an account gives the pods of the Jobs it names.
+func AccountScope(ba *v1alpha1.BatchAccount) string {
+	if RequiresResults(ba) {
+		return v1alpha1.ScopeResults
+	}
+	return v1alpha1.ScopeCoverage
+}
+
+// ShortFormScope is the scope the short-form annotations of a Job or JobSet declare; ""
+// when it carries none.
+func ShortFormScope(annotations map[string]string) string {
+	if _, ok := annotations[v1alpha1.AnnotationInputRev]; !ok {
+		return ""
+	}
+	if annotations[v1alpha1.AnnotationRequire] == "true" {
+		return v1alpha1.ScopeResults
+	}
+	return v1alpha1.ScopeCoverage
+}
+
+// JobScope is the scope the live accounts naming a Job give its pods: the Job by name,
+// or, for a JobSet child (its labels say which), the child's JobSet, replicatedJob and
+// job index.
+func JobScope(ctx context.Context, c client.Reader, namespace, name string, labels map[string]string) (string, error) {
+	accounts, err := LiveAccountsNaming(ctx, c, namespace, JobKeys(name, labels)...)
+	if err != nil {
+		return "", err
+	}
+	scope := ""
+	for _, ba := range accounts {
+		for _, a := range ba.Spec.Assignments {
+			if NamesJob(a.Target, name, labels) {
+				scope = StrongerScope(scope, AccountScope(ba))
+				break
+			}
+		}
+	}
+	return scope, nil
+}
+
+// ReplicatedJobScope is the scope the live accounts naming children of a JobSet's
+// replicatedJob give its pods.
+func ReplicatedJobScope(ctx context.Context, c client.Reader, namespace, jobSet, replicatedJob string) (string, error) {
+	accounts, err := LiveAccountsNaming(ctx, c, namespace, JobSetKey(jobSet))
+	if err != nil {
+		return "", err
+	}
+	scope := ""
+	for _, ba := range accounts {
+		for _, a := range ba.Spec.Assignments {
+			if a.Target.JobSet == jobSet && a.Target.ReplicatedJob == replicatedJob {
+				scope = StrongerScope(scope, AccountScope(ba))
+			}
+		}
+	}
+	return scope, nil
+}

@@ -1,0 +1,72 @@
+package relations
+
+import (
+	"context"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// WorkloadOwner is the Job or JobSet a Workload belongs to: its controller when that is a
+// Job or JobSet, else its first Job or JobSet owner reference; nil when it has none.
+func WorkloadOwner(wl metav1.Object) *metav1.OwnerReference {
+	if ref := metav1.GetControllerOf(wl); ref != nil && (ref.Kind == kindJob || ref.Kind == kindJobSet) {
+		return ref
+	}
+	refs := wl.GetOwnerReferences()
+	for i := range refs {
+		if ref := &refs[i]; ref.Kind == kindJob || ref.Kind == kindJobSet {
+			return ref
+		}
+	}
+	return nil
+}
+
+// WorkloadOwnerUID is the UID of the object that owns the Workload a Job runs under:
+// Kueue makes a plain Job's Workload the Job's, and a JobSet child's Workload the
+// JobSet's (its controller).
+func WorkloadOwnerUID(job *batchv1.Job) types.UID {
+	if ref := metav1.GetControllerOf(job); ref != nil && ref.Kind == kindJobSet {
+		return ref.UID
+	}
+	return job.UID
+}
+
+// NewestWorkload is the live one of the Workloads of one owner: Kueue may briefly hold
+// an old and a new Workload (while it replaces one), and the newest by creation wins; of
+// equal creation times the last in wls. It sorts wls in place and returns nil when wls
+// is empty.
+func NewestWorkload(wls []kueue.Workload) *kueue.Workload {
+	if len(wls) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(wls, func(a, b kueue.Workload) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return &wls[len(wls)-1]
+}
+
+// NewestWorkloadsByOwner maps each owner UID (WorkloadOwner) to its NewestWorkload, for
+// a list of a whole namespace's Workloads. It sorts wls in place.
+func NewestWorkloadsByOwner(wls []kueue.Workload) map[types.UID]*kueue.Workload {
+	slices.SortStableFunc(wls, func(a, b kueue.Workload) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	out := map[types.UID]*kueue.Workload{}
+	for i := range wls {
+		if ref := WorkloadOwner(&wls[i]); ref != nil {
+			out[ref.UID] = &wls[i]
+		}
+	}
+	return out
+}
+
+// WorkloadOfJob reads the Workload a Job runs under (the NewestWorkload owned by
+// WorkloadOwnerUID) through IndexOwnerUID; nil when there is none.
+func WorkloadOfJob(ctx context.Context, r client.Reader, job *batchv1.Job) (*kueue.Workload, error) {
+	var wls kueue.WorkloadList
+	if err := r.List(ctx, &wls, client.InNamespace(job.Namespace), client.MatchingFields{IndexOwnerUID: string(WorkloadOwnerUID(job))}); err != nil {
+		return nil, err
+	}
+	return NewestWorkload(wls.Items), nil
+}
