@@ -42,17 +42,6 @@ build_component() {
   rm -rf "$out"; mv "$tmp" "$out"
 }
 
-kube_ldflags() {
-  local v=$1 major minor
-  major=$(echo "${v#v}" | cut -d. -f1); minor=$(echo "${v#v}" | cut -d. -f2)
-  local p
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    printf -- '-X %s.gitVersion=%s -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitTreeState=clean ' \
-      "$p" "$v" "$p" "$major" "$p" "$minor" "$p"
-  done
-  printf -- '-s -w'
-}
-
 main() {
   command -v go >/dev/null || die "go is not on PATH"
   mkdir -p "$CACHE_DIR" "$BIN_DIR"

@@ -31,3 +31,16 @@ link_binaries() {
     done
   done
 }
+
+# kube_ldflags prints the -ldflags that stamp a Kubernetes binary with its version (as
+# Kubernetes' own build does), so kubeadm and kubelet report and check the right one.
+kube_ldflags() {
+  local v=$1 major minor
+  major=$(echo "${v#v}" | cut -d. -f1); minor=$(echo "${v#v}" | cut -d. -f2)
+  local p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    printf -- '-X %s.gitVersion=%s -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitTreeState=clean ' \
+      "$p" "$v" "$p" "$major" "$p" "$minor" "$p"
+  done
+  printf -- '-s -w'
+}
