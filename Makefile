@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
-PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/... ./hack/soak/... ./hack/kwok/...
+PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/... ./hack/soak/... ./hack/kwok/... ./hack/kind/...
 E2E_TIMEOUT ?= 40m
 CHART := charts/batchledger
 # Files of the chart that `make generate` copies from config/.
@@ -73,6 +73,18 @@ binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and J
 .PHONY: test-e2e
 test-e2e: binaries ## e2e tests on a local control plane started by the tests (or E2E_USE_EXISTING_CLUSTER=true with KUBECONFIG).
 	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+
+.PHONY: test-e2e-kind
+test-e2e-kind: binaries install-tools ## e2e on a kind cluster of real kubelets (GPU-flavored workers, charts of Kueue, JobSet and batchledger), then helm uninstall; builds and tears down everything (KIND_KEEP=true keeps it).
+	hack/kind/test.sh
+
+.PHONY: kind-up
+kind-up: binaries install-tools ## Start the kind cluster (dockerd, node image, images, Kueue, JobSet, batchledger by Helm); prints its KUBECONFIG.
+	hack/kind/cluster.sh up
+
+.PHONY: kind-down
+kind-down: ## Delete the kind cluster and stop its dockerd, removing its bridges and iptables chains.
+	hack/kind/cluster.sh down
 
 .PHONY: mutate
 mutate: ## Mutation testing of pkg/indexset, pkg/account, pkg/result (gremlins, pinned in hack/tools/gremlins); fails under 90% efficacy (~75 min on 2 cores).

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Brings up (and tears down) the e2e kind cluster: one control plane and two GPU-flavored
+# workers with real kubelets, Kueue and JobSet from their own Helm charts, and batchledger
+# installed by its Helm chart as a user installs it.
+#
+#   hack/kind/cluster.sh up       build what is missing, start dockerd, create and install
+#   hack/kind/cluster.sh install  (re)install Kueue, JobSet and batchledger on the cluster
+#   hack/kind/cluster.sh down     delete the cluster and stop dockerd, leaving no trace
+#
+# Everything is built from Go module sources and Debian packages (see node-image.sh), and
+# cached outside the checkout. Nothing is ever pulled: every image is preloaded in the
+# node image or `kind load`ed, and every pod spec the charts render uses
+# imagePullPolicy Never.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+source "$HACK_DIR/kind/lib.sh"
+export PATH=/usr/bin:/usr/sbin:$BIN_DIR:$PATH
+export DOCKER_HOST=unix://$DOCKER_SOCK
+KIND=$KIND_BIN_DIR/kind
+HELM=$BIN_DIR/helm
+export KUBECONFIG=$KIND_KUBECONFIG
+KUBECTL=$BIN_DIR/kubectl
+
+exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; }
+nodes() { "$KIND" get nodes --name "$KIND_CLUSTER"; }
+
+build() {
+  "$HACK_DIR/build-binaries.sh"
+  "$HACK_DIR/build-install-tools.sh"
+  "$HACK_DIR/kind/build.sh"
+  "$HACK_DIR/kind/docker.sh" up
+  "$HACK_DIR/kind/node-image.sh"
+  "$HACK_DIR/kind/images.sh"
+}
+
+create() {
+  if exists; then log "kind cluster $KIND_CLUSTER: exists"; return; fi
+  log "kind cluster $KIND_CLUSTER: creating (1 control plane, 2 workers)"
+  local start=$SECONDS
+  mkdir -p "$(dirname "$KIND_KUBECONFIG")"
+  "$KIND" create cluster --name "$KIND_CLUSTER" --image "$NODE_IMAGE" \
+    --config "$HACK_DIR/kind/kind-config.yaml" --kubeconfig "$KIND_KUBECONFIG" --retain=false
+  log "  created ($((SECONDS - start))s)"
+}
+
+# network wires pod networking as a CNI daemon would: the reference bridge plugin on each
+# node over the pod range kube-controller-manager allocated it, and on every node a route
+# to each other node's range through that node (all nodes share one L2 network, the kind
+# Docker network, as flannel's host-gw backend assumes).
+network() {
+  local node cidr ip
+  local -A cidrs=() ips=()
+  for node in $(nodes); do
+    local i
+    for i in $(seq 1 60); do
+      cidr=$("$KUBECTL" get node "$node" -o jsonpath='{.spec.podCIDR}' 2>/dev/null || true)
+      [ -n "$cidr" ] && break; sleep 1
+    done
+    [ -n "$cidr" ] || die "node $node has no podCIDR"
+    ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$node")
+    cidrs[$node]=$cidr; ips[$node]=$ip
+  done
+  for node in "${!cidrs[@]}"; do
+    docker exec -i "$node" sh -c 'mkdir -p /etc/cni/net.d && cat > /etc/cni/net.d/10-batchledger-bridge.conflist' <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "batchledger-bridge",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "${cidrs[$node]}"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+    docker exec "$node" sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+    local other
+    for other in "${!cidrs[@]}"; do
+      [ "$other" = "$node" ] && continue
+      docker exec "$node" ip route replace "${cidrs[$other]}" via "${ips[$other]}"
+    done
+  done
+  log "pod network: bridge on each node, routes between ${#cidrs[@]} nodes"
+  "$KUBECTL" wait --for=condition=Ready node --all --timeout=180s >/dev/null
+}
+
+# gpus gives each worker 8 nvidia.com/gpu, as a device plugin would advertise them (the
+# documented way to advertise an extended resource: a patch of the node's status). The
+# workers' gpu-type labels come from kind-config.yaml; Kueue's ResourceFlavors select them.
+gpus() {
+  local node
+  for node in $("$KUBECTL" get nodes -l gpu-type -o name); do
+    "$KUBECTL" patch "$node" --subresource=status --type=merge \
+      -p '{"status":{"capacity":{"nvidia.com/gpu":"8"}}}' >/dev/null
+  done
+  log "GPU capacity: $("$KUBECTL" get nodes -l gpu-type -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.labels.gpu-type}:{.status.allocatable.nvidia\.com/gpu} {end}')"
+}
+
+install() {
+  local img
+  for img in "$MANAGER_IMAGE" "$WORKER_IMAGE" "registry.k8s.io/kueue/kueue:$KUEUE_VERSION" "registry.k8s.io/jobset/jobset:$JOBSET_VERSION"; do
+    "$KIND" load docker-image --name "$KIND_CLUSTER" "$img" >/dev/null
+  done
+  log "images loaded into every node"
+  local mod; mod=$(go env GOMODCACHE)
+  local start=$SECONDS
+  "$HELM" upgrade --install jobset "$mod/sigs.k8s.io/jobset@$JOBSET_VERSION/charts/jobset" \
+    -n jobset-system --create-namespace -f "$HACK_DIR/kind/jobset-values.yaml" --wait --timeout 5m >/dev/null
+  log "JobSet $JOBSET_VERSION installed from its chart ($((SECONDS - start))s)"
+  "$HELM" upgrade --install kueue "$mod/sigs.k8s.io/kueue@$KUEUE_VERSION/charts/kueue" \
+    -n kueue-system --create-namespace -f "$HACK_DIR/kind/kueue-values.yaml" --wait --timeout 5m >/dev/null
+  log "Kueue $KUEUE_VERSION installed from its chart ($((SECONDS - start))s)"
+  # Kueue's webhooks answer only once its internal certificates are injected.
+  wait_until 120 "Kueue's webhooks serve" "$KUBECTL" create --dry-run=server -f - <<'YAML'
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: batchledger-kind-probe
+YAML
+  "$HELM" upgrade --install batchledger "$ROOT_DIR/charts/batchledger" \
+    -n batchledger-system --create-namespace -f "$HACK_DIR/kind/batchledger-values.yaml" --wait --timeout 5m >/dev/null
+  # The pod webhook fails closed for pods of results batches: probe it with one (dry run).
+  wait_until 120 "batchledger's pod webhook serves" "$KUBECTL" create --dry-run=server -f - <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: batchledger-kind-probe
+  namespace: default
+  labels:
+    batchledger.dev/scope: results
+spec:
+  containers:
+  - name: c
+    image: batchledger.dev/example-worker:e2e
+    imagePullPolicy: Never
+YAML
+  log "batchledger installed by its chart ($((SECONDS - start))s): $("$KUBECTL" -n batchledger-system get deploy -o jsonpath='{range .items[*]}{.metadata.name} {.status.readyReplicas}/{.spec.replicas}{end}')"
+}
+
+# wait_until SECONDS WHAT CMD...: retries CMD (stdin is replayed) until it succeeds.
+wait_until() {
+  local seconds=$1 what=$2; shift 2
+  local input; input=$(cat)
+  local i
+  for i in $(seq 1 "$seconds"); do
+    if printf '%s\n' "$input" | "$@" >/dev/null 2>&1; then return; fi
+    sleep 1
+  done
+  printf '%s\n' "$input" | "$@" >&2 || true
+  die "timed out waiting until $what"
+}
+
+up() {
+  local start=$SECONDS
+  build
+  create
+  network
+  gpus
+  install
+  log "kind cluster $KIND_CLUSTER ready in $((SECONDS - start))s; KUBECONFIG=$KIND_KUBECONFIG"
+}
+
+down() {
+  if [ -S "$DOCKER_SOCK" ] && exists; then
+    "$KIND" delete cluster --name "$KIND_CLUSTER" >/dev/null 2>&1 || true
+    log "kind cluster $KIND_CLUSTER deleted"
+  fi
+  # kind's network outlives its clusters; it is ours, so it goes too.
+  [ -S "$DOCKER_SOCK" ] && docker network rm kind >/dev/null 2>&1 || true
+  "$HACK_DIR/kind/docker.sh" down
+  rm -f "$KIND_KUBECONFIG"
+}
+
+case ${1:-} in
+  up) up ;;
+  install) install ;;
+  down) down ;;
+  *) die "usage: $0 up|install|down" ;;
+esac
