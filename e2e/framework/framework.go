@@ -61,6 +61,8 @@ var env struct {
 	cluster *localcluster.Cluster // nil for an existing cluster
 	config  *rest.Config
 	client  client.Client
+	// kwokNodes: the GPU nodes are kwok's (the local control plane), not real kubelets.
+	kwokNodes bool
 }
 
 // Option adjusts Setup.
@@ -124,6 +126,10 @@ func setup(m *testing.M, opts []Option) int {
 		return 1
 	}
 	env.client = cl
+	if err := detectKubelets(ctx, cl); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
 	return m.Run()
 }
 
@@ -178,12 +184,15 @@ type Framework struct {
 }
 
 // New gives the test a fresh namespace, deleted when the test ends; if the test failed, the
-// namespace's state and the components' log tails are logged first.
-func New(t *testing.T) *Framework {
+// namespace's state and the components' log tails are logged first. A test drives its pods
+// through kwok's stages unless an option says otherwise (OnRealKubelets); one whose kind of
+// node the cluster lacks is skipped, with the reason.
+func New(t *testing.T, opts ...TestOption) *Framework {
 	t.Helper()
 	if env.client == nil {
 		t.Fatal("framework.Setup was not called from TestMain")
 	}
+	skipUnlessKubelets(t, opts)
 	f := &Framework{T: t, Ctx: t.Context(), Client: env.client}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix(t.Name())}}
 	if err := env.client.Create(f.Ctx, ns); err != nil {
