@@ -137,6 +137,11 @@ test-install: binaries install-tools ## Run config/default's manager (self-manag
 demo: binaries build ## The main job: local cluster + controller, then the IJ245 batch and a JobSet run, step by step (DEMO_FLAGS=--down tears down).
 	$(GO) run ./hack/demo $(DEMO_FLAGS)
 
+.PHONY: demo-kind
+demo-kind: binaries install-tools ## The same batches on kind: real kubelets, batchledger installed by its Helm chart (make kind-down tears down).
+	hack/kind/cluster.sh up
+	$(GO) run ./hack/demo --kind=$(CURDIR)/_output/kind/kubeconfig
+
 .PHONY: cluster-up
 cluster-up: binaries ## Start the local control plane with Kueue, JobSet and kwok GPU nodes; prints the kubeconfig.
 	$(GO) run ./hack/cluster up

@@ -54,10 +54,17 @@ const (
 func main() {
 	down := flag.Bool("down", false, "tear the cluster down at the end instead of leaving it up")
 	stateDir := flag.String("state-dir", localcluster.DefaultStateDir(), "the cluster's state directory (shared with hack/cluster)")
+	kindConfig := flag.String("kind", "", "play the batches on the kind cluster of this kubeconfig (make demo-kind) instead of a local control plane")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *stateDir, *down); err != nil {
+	var err error
+	if *kindConfig != "" {
+		err = runKind(ctx, *kindConfig)
+	} else {
+		err = run(ctx, *stateDir, *down)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -201,12 +208,18 @@ func workerJob(name string, shards []string) *batchv1.Job {
 	return job
 }
 
+// ij245Account is the seed's account of IJ245, requiring every shard's result.
+func ij245Account() *v1alpha1.BatchAccount {
+	shards := []string{"A", "B", "C", "D"}
+	return wrappers.MakeBatchAccount("ij245", namespace).Shards(shards...).AssignJob("j", "0-3", shards...).RequireResults(seedRule).Obj()
+}
+
 // ij245 plays the seed's worked case.
 func (d *demo) ij245() error {
 	shards := []string{"A", "B", "C", "D"}
 	d.headline("IJ245: Job j (indexes 0-3 onto shards A, B, C, D of input revision D, model m-2026-11) and its BatchAccount")
 	job := workerJob("j", shards)
-	ba := wrappers.MakeBatchAccount("ij245", namespace).Shards(shards...).AssignJob("j", "0-3", shards...).RequireResults(seedRule).Obj()
+	ba := ij245Account()
 	for _, obj := range []client.Object{ba, job} {
 		if err := d.c.Create(d.ctx, obj); err != nil {
 			return err
@@ -256,24 +269,7 @@ func (d *demo) ij245() error {
 // through the LocalQueue, declared with the short-form annotations.
 func (d *demo) jobSetRun() error {
 	d.headline("a JobSet inference run through LocalQueue default: workers 2 x 4 indexes onto shards part-0..part-7 (short-form annotations)")
-	tmpl := wrappers.MakeJob("", "").Indexed(4).Parallelism(4).GPU(1).Obj()
-	ct := &tmpl.Spec.Template.Spec.Containers[0]
-	ct.Image = "batchledger/example-worker:dev"
-	ct.Env = []corev1.EnvVar{
-		{Name: worker.EnvShardPrefix, Value: "part-"},
-		{Name: worker.EnvIndexesPerJob, Value: "4"},
-		{Name: worker.EnvJobIndex, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + jobset.JobIndexKey + "']"}}},
-		{Name: worker.EnvInputRevision, Value: "D"},
-		{Name: worker.EnvModelRevision, Value: "m-2026-11"},
-		{Name: worker.EnvOutputPrefix, Value: "s3://batches/infer/"},
-	}
-	js := wrappers.MakeJobSet("infer", namespace).Queue("default").
-		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(tmpl).Obj()).Obj()
-	js.Annotations = map[string]string{
-		controller.AnnotationInputRev: "D", controller.AnnotationModelRev: "m-2026-11",
-		controller.AnnotationShardCount: "8", controller.AnnotationShardPrefix: "part-",
-		controller.AnnotationReplicatedJob: "workers", controller.AnnotationRequire: "true", controller.AnnotationRule: seedRule,
-	}
+	js := inferJobSet()
 	if err := d.c.Create(d.ctx, js); err != nil {
 		return err
 	}
@@ -300,6 +296,30 @@ func (d *demo) jobSetRun() error {
 	}
 	d.show(js, "infer")
 	return nil
+}
+
+// inferJobSet is the inference run: a JobSet of 2 worker Jobs x 4 indexes onto shards
+// part-0..part-7, declared with the short-form annotations.
+func inferJobSet() *jobset.JobSet {
+	tmpl := wrappers.MakeJob("", "").Indexed(4).Parallelism(4).GPU(1).Obj()
+	ct := &tmpl.Spec.Template.Spec.Containers[0]
+	ct.Image = "batchledger/example-worker:dev"
+	ct.Env = []corev1.EnvVar{
+		{Name: worker.EnvShardPrefix, Value: "part-"},
+		{Name: worker.EnvIndexesPerJob, Value: "4"},
+		{Name: worker.EnvJobIndex, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + jobset.JobIndexKey + "']"}}},
+		{Name: worker.EnvInputRevision, Value: "D"},
+		{Name: worker.EnvModelRevision, Value: "m-2026-11"},
+		{Name: worker.EnvOutputPrefix, Value: "s3://batches/infer/"},
+	}
+	js := wrappers.MakeJobSet("infer", namespace).Queue("default").
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(tmpl).Obj()).Obj()
+	js.Annotations = map[string]string{
+		controller.AnnotationInputRev: "D", controller.AnnotationModelRev: "m-2026-11",
+		controller.AnnotationShardCount: "8", controller.AnnotationShardPrefix: "part-",
+		controller.AnnotationReplicatedJob: "workers", controller.AnnotationRequire: "true", controller.AnnotationRule: seedRule,
+	}
+	return js
 }
 
 // pods lists a Job's pods.
