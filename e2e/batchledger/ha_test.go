@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/webhook"
@@ -119,15 +118,15 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 	for i := range 4 {
 		framework.FinishIndexPod(t, later, i, 0, report(t, shards[4+i], "m-2026-11", "sha256:"+shards[4+i]))
 	}
-	waitAccountCondition(t, f, "ha", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "ha", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	ba := waitAccount(t, f, "ha", "8 accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 8 })
 	if ba.Status.Results.Rejected != 0 || ba.Status.Results.Conflicts != 0 {
 		t.Errorf("rejections or conflicts after the takeover: %+v", ba.Status.Results)
 	}
 	wl := framework.WorkloadFor(t, job)
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	wlk := framework.WorkloadFor(t, later)
-	waitWorkloadVerdict(t, wlk, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitWorkloadVerdict(t, wlk, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 
 	// Nothing lost, nothing twice: one recorded result per shard.
 	var chunks v1alpha1.ShardResultsList

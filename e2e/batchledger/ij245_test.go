@@ -9,7 +9,6 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -30,7 +29,7 @@ func TestIJ245(t *testing.T) {
 
 	wl := framework.WorkloadFor(t, job)
 	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
-	waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAdmitted, metav1.ConditionTrue, account.ReasonAdmitted)
+	waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAdmitted, metav1.ConditionTrue, v1alpha1.ReasonAdmitted)
 	wlWatch := framework.WatchStatus(t, wl)
 	jobChangesBefore := jobWatch.Changes()
 	before := framework.BatchledgerMetrics(t)
@@ -57,36 +56,36 @@ func TestIJ245(t *testing.T) {
 		t.Errorf("the Job controller reports succeeded %d, completedIndexes %q; want 3 and 0-2 (indexes, not attempts)", j.Status.Succeeded, j.Status.CompletedIndexes)
 	}
 	const missingD = "3/4 shards covered; missing D = job j index 3"
-	c := waitAccountCondition(t, f, "ij245", v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonShardsMissing)
+	c := waitAccountCondition(t, f, "ij245", v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing)
 	if c.Message != missingD {
 		t.Errorf("ShardsCovered message = %q, want %q", c.Message, missingD)
 	}
 	wc := waitWorkloadMessage(t, wl, v1alpha1.WorkloadConditionShardsCovered, "BatchAccount ij245: "+missingD)
-	if wc.Status != metav1.ConditionFalse || wc.Reason != account.ReasonShardsMissing {
+	if wc.Status != metav1.ConditionFalse || wc.Reason != v1alpha1.ReasonShardsMissing {
 		t.Errorf("Workload condition = %+v", wc)
 	}
-	if ac := waitWorkloadMessage(t, wl, v1alpha1.WorkloadConditionAccepted, "BatchAccount ij245: "+missingD); ac.Reason != account.ReasonShardsMissing {
+	if ac := waitWorkloadMessage(t, wl, v1alpha1.WorkloadConditionAccepted, "BatchAccount ij245: "+missingD); ac.Reason != v1alpha1.ReasonShardsMissing {
 		t.Errorf("Workload Accepted = %+v", ac)
 	}
 	mid := framework.BatchledgerMetrics(t)
 
 	framework.FinishIndexPod(t, job, 3, 0, "")
 	ba = waitAccount(t, f, "ij245", "all four shards covered and Terminated", func(ba *v1alpha1.BatchAccount) bool {
-		ok, _ := condIs(ba.Status.Conditions, v1alpha1.ConditionTerminated, metav1.ConditionTrue, account.ReasonComplete)
+		ok, _ := condIs(ba.Status.Conditions, v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonComplete)
 		return ok
 	})
 	tg = target(ba, "job/j")
 	if tg.CompletedIndexes != "0-3" || tg.SuccessfulAttempts != 6 || tg.Terminal != "Complete" || tg.TerminalObservedAt == nil {
 		t.Errorf("target j after index 3 = %+v; want 0-3, 6 attempts, Complete", tg)
 	}
-	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, account.ReasonAllShardsCovered); !ok {
+	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered); !ok {
 		t.Errorf("ShardsCovered: %s", s)
 	}
 	if ba.Status.Shards.Covered != 4 || ba.Status.Shards.Missing != "" {
 		t.Errorf("shards = %+v", ba.Status.Shards)
 	}
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionShardsCovered, metav1.ConditionTrue, account.ReasonAllShardsCovered)
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadFinished, metav1.ConditionTrue)
 	after := framework.BatchledgerMetrics(t)
 
@@ -119,9 +118,9 @@ func TestSuccessPolicyFinishedWithShardsMissing(t *testing.T) {
 	framework.FinishIndexPod(t, job, 0, 0, "")
 	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadFinished, metav1.ConditionTrue)
 
-	c := waitAccountCondition(t, f, "policy", v1alpha1.ConditionTerminated, metav1.ConditionTrue, account.ReasonComplete)
+	c := waitAccountCondition(t, f, "policy", v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonComplete)
 	_ = c
-	cov := waitAccountCondition(t, f, "policy", v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonShardsMissing)
+	cov := waitAccountCondition(t, f, "policy", v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing)
 	want := "1/8 shards covered; missing B..H = job leader indexes 1-7; job leader succeeded by its successPolicy (succeeds when indexes 0 succeeded) with shards not covered"
 	if cov.Message != want {
 		t.Errorf("ShardsCovered message = %q\nwant %q", cov.Message, want)
@@ -130,5 +129,5 @@ func TestSuccessPolicyFinishedWithShardsMissing(t *testing.T) {
 	if tg := target(ba, "job/leader"); tg.Required != "0" || tg.Terminal != "Complete" || tg.TerminalReason != batchv1.JobReasonSuccessPolicy {
 		t.Errorf("target = %+v", tg)
 	}
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionFalse, account.ReasonShardsMissing)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing)
 }

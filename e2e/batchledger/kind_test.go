@@ -23,7 +23,6 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -150,9 +149,9 @@ func TestKindIJ245Accepted(t *testing.T) {
 		envVar(worker.EnvFailIndexes, "1"), envVar(worker.EnvExitCode, "3"))
 	f.Create(job)
 
-	waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	wl := framework.WorkloadFor(t, job)
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	framework.WaitFor(t, job, framework.DefaultTimeout, "Complete", jobComplete)
 	if job.Status.Failed != 1 || job.Status.Succeeded != 4 || job.Status.CompletedIndexes != "0-3" {
 		t.Errorf("Job status failed=%d succeeded=%d completed=%q; want index 1 failed once and retried", job.Status.Failed, job.Status.Succeeded, job.Status.CompletedIndexes)
@@ -210,7 +209,7 @@ func TestKindTrainerHeadlessService(t *testing.T) {
 			t.Errorf("pod %s hostname %q subdomain %q", p.Name, p.Spec.Hostname, p.Spec.Subdomain)
 		}
 	}
-	waitAccountCondition(t, f, "trainer", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "trainer", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 }
 
 // TestKindSeedJobSet: the seed's pytorch-ddp JobSet through Kueue on flavor a100. The
@@ -239,9 +238,9 @@ func TestKindSeedJobSet(t *testing.T) {
 	framework.WaitFor(t, js, 3*framework.DefaultTimeout, "JobSet Completed", func(js *jobset.JobSet) bool {
 		return apimeta.IsStatusConditionTrue(js.Status.Conditions, string(jobset.JobSetCompleted))
 	})
-	waitAccountCondition(t, f, "ddp", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "ddp", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	wl := framework.WorkloadFor(t, js)
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	if got := framework.AdmittedFlavors(wl)["workers"]["nvidia.com/gpu"]; got != "a100" {
 		t.Errorf("workers admitted on GPU flavor %q, want a100", got)
 	}
@@ -289,7 +288,7 @@ func TestKindOverQuotaLandsOnA100(t *testing.T) {
 			}
 		}
 	}
-	waitAccountCondition(t, f, "spill", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "spill", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 }
 
 // TestKindPreemptionKeepsCoverage: two low-priority Jobs of two indexes carry four
@@ -356,7 +355,7 @@ func TestKindPreemptionKeepsCoverage(t *testing.T) {
 		}
 	}
 	ba = waitAccount(t, f, "cross", "all four shards covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 4 })
-	waitAccountCondition(t, f, "cross", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "cross", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	if tg := target(ba, "job/"+evicted.Name); tg.CompletedIndexes != "0,1" || tg.UID != evicted.UID {
 		t.Errorf("evicted target after re-admission = %+v; same identity, both indexes", tg)
 	}
@@ -397,7 +396,7 @@ func TestKindManagerLeaderDeletedMidBatch(t *testing.T) {
 		h := leaseHolder(t, f)
 		return h != "" && !strings.HasPrefix(h, pod+"_"), h, nil
 	})
-	waitAccountCondition(t, f, "ha", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "ha", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	if got := len(recordedResults(t, f, "ha")); got < 6 {
 		t.Errorf("%d results recorded, want all 6", got)
 	}
@@ -436,7 +435,7 @@ func TestKindResultOfPodDeletedRightAfterSuccess(t *testing.T) {
 		}
 		return len(deleted) == 3, "", nil
 	})
-	waitAccountCondition(t, f, "gone", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "gone", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	recorded := map[string]bool{}
 	for _, r := range recordedResults(t, f, "gone") {
 		recorded[r.Pod] = r.RejectReason == ""

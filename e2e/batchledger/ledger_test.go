@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -66,7 +65,7 @@ func TestLedgerOutlivesItsJob(t *testing.T) {
 	}
 	framework.FinishIndexPod(t, job, 0, 0, report(t, "A", "m-2026-11", "sha256:A"))
 	framework.FinishIndexPod(t, job, 1, 0, report(t, "B", "m-2026-11", "sha256:B"))
-	waitAccountCondition(t, f, name, v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, name, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 
 	// The TTL controller deletes the Job 5 s after it finished.
 	framework.Eventually(t, framework.DefaultTimeout, "job j deleted by its TTL", func() (bool, string, error) {
@@ -77,7 +76,7 @@ func TestLedgerOutlivesItsJob(t *testing.T) {
 		tg := target(ba, "job/j")
 		return tg != nil && tg.Deleted && tg.DeletedAt != nil
 	})
-	if ok, state := condIs(got.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted); !ok {
+	if ok, state := condIs(got.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted); !ok {
 		t.Errorf("after the TTL deleted the Job: %s", state)
 	}
 	tg := target(got, "job/j")
@@ -108,10 +107,10 @@ func TestTwoAccountsOneWorkload(t *testing.T) {
 	framework.RunningPods(t, job, 2)
 	framework.FinishIndexPod(t, job, 0, 0, report(t, "A", "m-2026-11", "sha256:A"))
 	framework.FinishIndexPod(t, job, 1, 0, report(t, "B", "m-2026-11", "sha256:B"))
-	waitAccountCondition(t, f, "counts", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
-	waitAccountCondition(t, f, "strict", v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultRejected)
+	waitAccountCondition(t, f, "counts", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+	waitAccountCondition(t, f, "strict", v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected)
 	wl := framework.WorkloadFor(t, job)
-	c := waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionFalse, account.ReasonResultRejected)
+	c := waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected)
 	for _, want := range []string{"2 accounts", "BatchAccount counts:", "BatchAccount strict:"} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("Workload Accepted message %q lacks %q", c.Message, want)

@@ -17,7 +17,6 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -93,7 +92,7 @@ func TestCrossJobAccountSurvivesPreemption(t *testing.T) {
 		framework.FinishIndexPod(t, job, 1, 0, "")
 	}
 	ba = waitAccount(t, f, "cross", "all four shards covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 4 })
-	waitAccountCondition(t, f, "cross", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "cross", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	if tg := target(ba, "job/"+evicted.Name); tg.CompletedIndexes != "0,1" || tg.UID != evicted.UID {
 		t.Errorf("evicted target after re-admission = %+v; same identity, both indexes", tg)
 	}
@@ -172,12 +171,12 @@ func TestJobSetRestartMovesCoverageToHistory(t *testing.T) {
 		framework.FinishIndexPod(t, w0, i, 0, "")
 		framework.FinishIndexPod(t, w1, i, 0, "")
 	}
-	waitAccountCondition(t, f, "train", v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, account.ReasonAllShardsCovered)
+	waitAccountCondition(t, f, "train", v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered)
 	framework.WaitFor(t, js, framework.DefaultTimeout, "JobSet Completed", func(js *jobset.JobSet) bool {
 		return apimeta.IsStatusConditionTrue(js.Status.Conditions, string(jobset.JobSetCompleted))
 	})
 	wl := framework.WorkloadFor(t, js)
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 }
 
 // TestControllerRestartRebuildsTheAccount: the controller is down while the batch
@@ -206,7 +205,7 @@ func TestControllerRestartRebuildsTheAccount(t *testing.T) {
 	framework.StartBatchledger(t)
 
 	ba := waitAccount(t, f, "restart", "account rebuilt to Accepted", func(ba *v1alpha1.BatchAccount) bool {
-		ok, _ := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+		ok, _ := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 		return ok
 	})
 	tg := target(ba, "job/j")
@@ -215,7 +214,7 @@ func TestControllerRestartRebuildsTheAccount(t *testing.T) {
 			tg.CompletedIndexes, tg.SuccessfulAttempts, tg.RepeatedIndexes, tg.Terminal)
 	}
 	wl := framework.WorkloadFor(t, job)
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 }
 
 // childJob waits for a JobSet child Job of that name whose UID is not old, and returns it.
@@ -251,9 +250,9 @@ func TestBadAccounts(t *testing.T) {
 		ba   *v1alpha1.BatchAccount
 		want string
 	}{
-		{"target in another namespace", wrappers.MakeBatchAccount("other-ns", f.Namespace).Shards("A").AssignJob("j", "0", "A").TargetNamespace("kube-system").Obj(), account.ReasonCrossNamespaceTarget},
-		{"every index to shard A", wrappers.MakeBatchAccount("all-a", f.Namespace).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").Obj(), account.ReasonDuplicateShard},
-		{"shard never assigned", wrappers.MakeBatchAccount("unassigned", f.Namespace).Shards("A", "B").AssignJob("j", "0", "A").Obj(), account.ReasonUnassignedShard},
+		{"target in another namespace", wrappers.MakeBatchAccount("other-ns", f.Namespace).Shards("A").AssignJob("j", "0", "A").TargetNamespace("kube-system").Obj(), v1alpha1.ReasonCrossNamespaceTarget},
+		{"every index to shard A", wrappers.MakeBatchAccount("all-a", f.Namespace).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").Obj(), v1alpha1.ReasonDuplicateShard},
+		{"shard never assigned", wrappers.MakeBatchAccount("unassigned", f.Namespace).Shards("A", "B").AssignJob("j", "0", "A").Obj(), v1alpha1.ReasonUnassignedShard},
 		{"names and count together", wrappers.MakeBatchAccount("both", f.Namespace).Shards("A").ShardCount("s", 1).AssignJob("j", "0", "A").Obj(), "declare shards either by names or by count"},
 	}
 	for _, tc := range cases {
@@ -273,7 +272,7 @@ func TestBadAccounts(t *testing.T) {
 
 	t.Run("target that never appears", func(t *testing.T) {
 		f.Create(wrappers.MakeBatchAccount("ghost", f.Namespace).Shards("A", "B").AssignJob("ghost", "0-1", "A", "B").Obj())
-		c := waitAccountCondition(t, f, "ghost", v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonTargetsNotFound)
+		c := waitAccountCondition(t, f, "ghost", v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound)
 		// The durable ledger says why waiting may be in vain: a Job deleted before the
 		// account existed cannot be counted.
 		want := "0/2 shards covered; missing A, B = job ghost indexes 0,1; job ghost not found; this account has never observed it: " +
@@ -281,7 +280,7 @@ func TestBadAccounts(t *testing.T) {
 		if c.Message != want {
 			t.Errorf("message %q, want %q", c.Message, want)
 		}
-		a := waitAccountCondition(t, f, "ghost", v1alpha1.ConditionAdmitted, metav1.ConditionFalse, account.ReasonTargetsNotFound)
+		a := waitAccountCondition(t, f, "ghost", v1alpha1.ConditionAdmitted, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound)
 		if a.Message != "waiting for job ghost to exist" {
 			t.Errorf("Admitted message %q", a.Message)
 		}
@@ -320,7 +319,7 @@ func TestWorkloadConditionsFollowKueue(t *testing.T) {
 	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
 	framework.RunningPods(t, job, 4)
 	framework.FinishIndexPod(t, job, 0, 0, "")
-	before := waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionShardsCovered, metav1.ConditionFalse, account.ReasonShardsMissing)
+	before := waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing)
 	framework.Eventually(t, framework.DefaultTimeout, "1/4 covered on the Workload", func() (bool, string, error) {
 		f.Get(wl)
 		c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
@@ -369,7 +368,7 @@ func TestWorkloadConditionsFollowKueue(t *testing.T) {
 		return false, "Workload not replaced yet", nil
 	})
 	c := apimeta.FindStatusCondition(replaced.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
-	if c.Reason != account.ReasonShardsMissing || !strings.Contains(c.Message, "1/4 shards covered") {
+	if c.Reason != v1alpha1.ReasonShardsMissing || !strings.Contains(c.Message, "1/4 shards covered") {
 		t.Errorf("condition on the replacement Workload: %+v", c)
 	}
 }

@@ -70,11 +70,11 @@ func TestRepairFailedIndex(t *testing.T) {
 		tg := target(ba, "job/j")
 		return tg != nil && tg.Terminal == account.TerminalFailed && ba.Status.Shards.Missing == "D"
 	})
-	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonShardsMissing); !ok ||
+	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing); !ok ||
 		!strings.Contains(s, "3/4 shards covered; missing D = job j index 3; job j failed (BackoffLimitExceeded)") {
 		t.Errorf("ShardsCovered before the repair: %s", s)
 	}
-	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonShardsMissing); !ok {
+	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing); !ok {
 		t.Errorf("Accepted before the repair: %s", s)
 	}
 	if text := explainText(t, f, "ij245"); !strings.Contains(text, "shard D can no longer be covered by job j index 3") ||
@@ -107,7 +107,7 @@ func TestRepairFailedIndex(t *testing.T) {
 	}
 	repair := jobStatus(t, f, "j-repair-1")
 	if *repair.Spec.Completions != 1 || *repair.Spec.Parallelism != 1 || repair.Labels[wrappers.QueueLabel] != "default" ||
-		repair.Annotations[cli.AnnotationRepairFor] != "ij245" {
+		repair.Annotations[v1alpha1.AnnotationRepairFor] != "ij245" {
 		t.Errorf("repair Job = %+v %+v", repair.ObjectMeta, repair.Spec)
 	}
 	f.Get(ba)
@@ -125,12 +125,12 @@ func TestRepairFailedIndex(t *testing.T) {
 	framework.RunningPods(t, repair, 1)
 	framework.FinishIndexPod(t, repair, 0, 0, "")
 
-	c := waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	c := waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	if !strings.Contains(c.Message, "job j Failed (BackoffLimitExceeded), its shards covered by repair") {
 		t.Errorf("Accepted message = %q", c.Message)
 	}
 	ba = waitAccount(t, f, "ij245", "covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 4 })
-	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, account.ReasonAllShardsCovered); !ok {
+	if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered); !ok {
 		t.Errorf("ShardsCovered after the repair: %s", s)
 	}
 	want := []v1alpha1.ShardCoverage{{Shard: "D", Target: "job/j-repair-1", Index: 0}}

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/result"
@@ -65,7 +64,7 @@ func TestIJ245Accepted(t *testing.T) {
 	for i, s := range []string{"A", "B", "C", "D"} {
 		framework.FinishIndexPod(t, job, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
 	}
-	c := waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	c := waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	t.Logf("Accepted: %s", c.Message)
 	ba := waitAccount(t, f, "ij245", "4 accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 4 })
 	if ba.Status.Results.Rejected != 0 {
@@ -87,7 +86,7 @@ func TestIJ245Accepted(t *testing.T) {
 		return true, "", nil
 	})
 	wl := framework.WorkloadFor(t, job)
-	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 }
 
 // TestWrongModelRevisionRejected: shard C's result names another model revision.
@@ -103,13 +102,13 @@ func TestWrongModelRevisionRejected(t *testing.T) {
 		}
 		framework.FinishIndexPod(t, job, i, 0, report(t, s, model, "sha256:"+s))
 	}
-	c := waitAccountCondition(t, f, "ij245", v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, account.ReasonResultRejected)
+	c := waitAccountCondition(t, f, "ij245", v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected)
 	for _, want := range []string{"C (RevisionMismatch)", `modelRevision "m-2026-10"`, `requires "m-2026-11"`} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("ResultsAccepted message %q lacks %q", c.Message, want)
 		}
 	}
-	waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultRejected)
+	waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected)
 }
 
 // TestResultSurvivesPodDeletionWhileControllerDown: the pod succeeds and is deleted at
@@ -149,7 +148,7 @@ func TestForgedClaimRejected(t *testing.T) {
 	framework.FinishIndexPod(t, job, 1, 0, report(t, "D", "m-2026-11", "sha256:D"))
 	ba := waitAccount(t, f, "forged", "forged claim recorded", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Results.Rejected == 1 })
 	rj := ba.Status.Results.Rejections[0]
-	if rj.Reason != account.ResultForgedClaim || rj.Index != 1 || rj.Shard != "D" || !strings.HasPrefix(rj.Pod, "j-1-") {
+	if rj.Reason != v1alpha1.RejectionForgedClaim || rj.Index != 1 || rj.Shard != "D" || !strings.HasPrefix(rj.Pod, "j-1-") {
 		t.Errorf("rejection = %+v", rj)
 	}
 	if ba.Status.Shards.Accepted != 1 || !strings.Contains(ba.Status.Shards.Missing, "D") {
@@ -169,7 +168,7 @@ func TestConflictingAttempts(t *testing.T) {
 	framework.CopyIndexPodAsSucceeded(t, job, 1, report(t, "B", "m-2026-11", "sha256:second"))
 	ba := waitAccount(t, f, "conflict", "conflict recorded", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Results.Conflicts == 1 })
 	rj := ba.Status.Results.Rejections[0]
-	if rj.Reason != account.ResultConflict || !strings.Contains(rj.Message, `digest "sha256:first"`) || !strings.Contains(rj.Message, `"sha256:second"`) {
+	if rj.Reason != v1alpha1.RejectionConflict || !strings.Contains(rj.Message, `digest "sha256:first"`) || !strings.Contains(rj.Message, `"sha256:second"`) {
 		t.Errorf("conflict = %+v", rj)
 	}
 	if ba.Status.Shards.Accepted != 1 {
@@ -198,5 +197,5 @@ func TestBadMessagesRecorded(t *testing.T) {
 			t.Errorf("index %d rejected as %q, want %q (all: %+v)", i, reasons[i], r, ba.Status.Results.Rejections)
 		}
 	}
-	waitAccountCondition(t, f, "bad", v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, account.ReasonResultRejected)
+	waitAccountCondition(t, f, "bad", v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected)
 }

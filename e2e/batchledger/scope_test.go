@@ -22,7 +22,6 @@ import (
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/e2e/framework/localcluster"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -158,7 +157,7 @@ func TestResultsBatchWaitsForControllerAndLosesNothing(t *testing.T) {
 	for i, s := range shards {
 		framework.FinishIndexPod(t, job, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
 	}
-	waitAccountCondition(t, f, "nothing-lost", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "nothing-lost", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	pods := waitReleased(t, job)
 	assertRecordedOnce(t, f, "nothing-lost", job, pods, shards)
 }
@@ -199,7 +198,7 @@ func TestJobBeforeAccountIsStampedWhileSuspended(t *testing.T) {
 	for i, s := range []string{"A", "B"} {
 		framework.FinishIndexPod(t, early, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
 	}
-	waitAccountCondition(t, f, "early", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "early", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	assertRecordedOnce(t, f, "early", early, waitReleased(t, early), []string{"A", "B"})
 
 	// Already running when its account came: never stamped, never held, still recorded.
@@ -223,7 +222,7 @@ func TestJobBeforeAccountIsStampedWhileSuspended(t *testing.T) {
 	for i, s := range []string{"C", "D"} {
 		framework.FinishIndexPod(t, late, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
 	}
-	waitAccountCondition(t, f, "late", v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+	waitAccountCondition(t, f, "late", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	pods := framework.JobPods(t, late)
 	if held := heldPods(pods); len(held) > 0 {
 		t.Errorf("pods of the unstamped Job were held: %v", held)

@@ -9,7 +9,6 @@ import (
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/hack/kwok"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -57,7 +56,7 @@ func TestResultFromTheWorkerBesideASidecar(t *testing.T) {
 		}
 	}
 	for _, tc := range cases {
-		c := waitAccountCondition(t, f, tc.account, v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted)
+		c := waitAccountCondition(t, f, tc.account, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 		t.Logf("%s: %s", tc.account, c.Message)
 	}
 }

@@ -39,7 +39,6 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli"
-	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/worker"
@@ -315,9 +314,9 @@ func inferJobSet() *jobset.JobSet {
 	js := wrappers.MakeJobSet("infer", namespace).Queue("default").
 		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(tmpl).Obj()).Obj()
 	js.Annotations = map[string]string{
-		controller.AnnotationInputRev: "D", controller.AnnotationModelRev: "m-2026-11",
-		controller.AnnotationShardCount: "8", controller.AnnotationShardPrefix: "part-",
-		controller.AnnotationReplicatedJob: "workers", controller.AnnotationRequire: "true", controller.AnnotationRule: seedRule,
+		v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationModelRev: "m-2026-11",
+		v1alpha1.AnnotationShardCount: "8", v1alpha1.AnnotationShardPrefix: "part-",
+		v1alpha1.AnnotationReplicatedJob: "workers", v1alpha1.AnnotationRequire: "true", v1alpha1.AnnotationRule: seedRule,
 	}
 	return js
 }

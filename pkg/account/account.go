@@ -23,36 +23,6 @@ import (
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
-// Verdict reasons of the coverage, termination and acceptance conditions.
-const (
-	ReasonAllShardsCovered    = "AllShardsCovered"
-	ReasonShardsMissing       = "ShardsMissing"
-	ReasonAssignmentInvalid   = "AssignmentInvalid"
-	ReasonTargetsNotFound     = "TargetsNotFound"
-	ReasonAwaitingTermination = "AwaitingTermination"
-	ReasonComplete            = "Complete"
-	ReasonTargetFailed        = "TargetFailed"
-	ReasonResultsPending      = "ResultsPending"
-	ReasonResultRejected      = "ResultRejected"
-	ReasonResultsNotRequired  = "ResultsNotRequired"
-	ReasonAllResultsAccepted  = "AllResultsAccepted"
-	ReasonAccepted            = "Accepted"
-	ReasonAdmitted            = "Admitted"
-	ReasonPending             = "Pending"
-	ReasonEvicted             = "Evicted"
-	ReasonFinished            = "Finished"
-	ReasonNoWorkload          = "NoWorkload"
-	// ReasonTargetDeleted: a target's Job was deleted before it terminated; it can no
-	// longer complete, and its uncovered shards need a repair.
-	ReasonTargetDeleted = "TargetDeleted"
-	// ReasonMissingResult: covered shards whose result can no longer arrive (the identity
-	// terminated or was deleted, no result was recorded, no pod is left to report one).
-	ReasonMissingResult = "MissingResult"
-	// ReasonRuleInvalid: spec.acceptance.rule does not compile in this controller, so
-	// results are kept but not judged.
-	ReasonRuleInvalid = "RuleInvalid"
-)
-
 // Bounds that keep the account object small whatever the batch size.
 const (
 	maxHistory       = 64
@@ -235,17 +205,17 @@ func observeTarget(t Target, obs Observation) *targetState {
 	f := &ts.facts
 	name := DescribeTarget(t.Key)
 	if !f.indexed {
-		ts.problems = append(ts.problems, problemf(ReasonNotIndexed,
+		ts.problems = append(ts.problems, problemf(v1alpha1.ReasonNotIndexed,
 			"%s is not an Indexed Job (completionMode Indexed): its pods have no completion index to assign", name))
 		return ts
 	}
 	if max, ok := t.Indexes.Max(); ok && max >= f.completions {
 		out := t.Indexes.Difference(indexset.Range(0, f.completions-1))
-		ts.problems = append(ts.problems, problemf(ReasonIndexOutOfRange,
+		ts.problems = append(ts.problems, problemf(v1alpha1.ReasonIndexOutOfRange,
 			"%s has %d completions (indexes 0-%d) but the mapping assigns indexes %s", name, f.completions, f.completions-1, out))
 	}
 	if unmapped := f.required.Difference(t.Indexes); !unmapped.IsEmpty() {
-		ts.problems = append(ts.problems, problemf(ReasonUnmappedIndexes,
+		ts.problems = append(ts.problems, problemf(v1alpha1.ReasonUnmappedIndexes,
 			"%s requires indexes %s but the mapping assigns no shard to %s: their work would be unaccounted", name, f.required, unmapped))
 	}
 	ts.covered = f.completed.Intersect(t.Indexes)
@@ -479,7 +449,7 @@ func cond(t string, ok bool, reason, msg string) metav1.Condition {
 
 func assignmentCondition(problems []Problem) metav1.Condition {
 	if len(problems) == 0 {
-		return cond(v1alpha1.ConditionAssignmentValid, true, ReasonValid, "the mapping is a partition of the declared shards")
+		return cond(v1alpha1.ConditionAssignmentValid, true, v1alpha1.ReasonValid, "the mapping is a partition of the declared shards")
 	}
 	msg := problems[0].Message
 	if len(problems) > 1 {
@@ -524,21 +494,21 @@ func admittedCondition(states []*targetState) metav1.Condition {
 	t := v1alpha1.ConditionAdmitted
 	switch {
 	case len(notFound) > 0:
-		return cond(t, false, ReasonTargetsNotFound, "waiting for "+listNames(notFound)+" to exist")
+		return cond(t, false, v1alpha1.ReasonTargetsNotFound, "waiting for "+listNames(notFound)+" to exist")
 	case len(deleted) > 0:
-		return cond(t, false, ReasonTargetDeleted, listNames(deleted)+" deleted before terminating: can no longer be admitted")
+		return cond(t, false, v1alpha1.ReasonTargetDeleted, listNames(deleted)+" deleted before terminating: can no longer be admitted")
 	case len(evicted) > 0:
-		return cond(t, false, ReasonEvicted, "evicted by Kueue: "+listNames(evicted)+"; completed indexes are kept")
+		return cond(t, false, v1alpha1.ReasonEvicted, "evicted by Kueue: "+listNames(evicted)+"; completed indexes are kept")
 	case len(pending) > 0:
-		return cond(t, false, ReasonPending, "not admitted by Kueue yet: "+listNames(pending))
+		return cond(t, false, v1alpha1.ReasonPending, "not admitted by Kueue yet: "+listNames(pending))
 	case len(unqueued) > 0:
-		c := cond(t, false, ReasonNoWorkload, "no Kueue Workload found for "+listNames(unqueued))
+		c := cond(t, false, v1alpha1.ReasonNoWorkload, "no Kueue Workload found for "+listNames(unqueued))
 		c.Status = metav1.ConditionUnknown
 		return c
 	case finished == len(states):
-		return cond(t, true, ReasonFinished, "every target's Workload was admitted and is Finished")
+		return cond(t, true, v1alpha1.ReasonFinished, "every target's Workload was admitted and is Finished")
 	}
-	return cond(t, true, ReasonAdmitted, "every target's Workload is admitted")
+	return cond(t, true, v1alpha1.ReasonAdmitted, "every target's Workload is admitted")
 }
 
 func coveredCondition(m *Mapping, states []*targetState, cov coverageState, valid bool) metav1.Condition {
@@ -546,7 +516,7 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 	total := m.Shards.Count()
 	head := fmt.Sprintf("%d/%d shards covered", cov.covered.Count(), total)
 	if !valid {
-		return cond(t, false, ReasonAssignmentInvalid,
+		return cond(t, false, v1alpha1.ReasonAssignmentInvalid,
 			head+" by index only; the mapping is invalid (see AssignmentValid), so completed indexes prove nothing about the shards")
 	}
 	var deleted []string
@@ -563,7 +533,7 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 		if len(deleted) > 0 {
 			msg += "; " + listNames(deleted) + " deleted, " + plural(len(deleted), "its", "their") + " record stands"
 		}
-		return cond(t, true, ReasonAllShardsCovered, msg)
+		return cond(t, true, v1alpha1.ReasonAllShardsCovered, msg)
 	}
 	msg := head + "; missing " + describeMissing(m, cov.missing)
 	var notes []string
@@ -596,9 +566,9 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 	if len(notes) > 0 {
 		msg += "; " + strings.Join(notes, "; ")
 	}
-	reason := ReasonShardsMissing
+	reason := v1alpha1.ReasonShardsMissing
 	if len(states) > 0 && allNotFound(states) {
-		reason = ReasonTargetsNotFound
+		reason = v1alpha1.ReasonTargetsNotFound
 		if len(neverObserved) == len(states) {
 			// Never a false acceptance, and never a silent wait either: an account created
 			// after its Jobs finished and were deleted can count nothing of them.
@@ -652,15 +622,15 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 		if len(waiting) > 0 {
 			msg += "; not terminated: " + listNames(waiting)
 		}
-		return cond(t, false, ReasonTargetDeleted, msg)
+		return cond(t, false, v1alpha1.ReasonTargetDeleted, msg)
 	case len(waiting) > 0:
-		return cond(t, false, ReasonAwaitingTermination, "not terminated: "+listNames(waiting)+"; coverage does not imply termination")
+		return cond(t, false, v1alpha1.ReasonAwaitingTermination, "not terminated: "+listNames(waiting)+"; coverage does not imply termination")
 	case len(lostCovered) > 0:
-		return cond(t, true, ReasonTargetDeleted, listNames(append(lostCovered, failed...)))
+		return cond(t, true, v1alpha1.ReasonTargetDeleted, listNames(append(lostCovered, failed...)))
 	case len(failed) > 0:
-		return cond(t, true, ReasonTargetFailed, listNames(failed))
+		return cond(t, true, v1alpha1.ReasonTargetFailed, listNames(failed))
 	}
-	return cond(t, true, ReasonComplete, "every target's Job recorded Complete")
+	return cond(t, true, v1alpha1.ReasonComplete, "every target's Job recorded Complete")
 }
 
 func requiresResults(spec *v1alpha1.BatchAccountSpec) bool {
@@ -670,16 +640,16 @@ func requiresResults(spec *v1alpha1.BatchAccountSpec) bool {
 func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsState, cov coverageState) metav1.Condition {
 	t := v1alpha1.ConditionResultsAccepted
 	if !requiresResults(spec) {
-		return cond(t, true, ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
+		return cond(t, true, v1alpha1.ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
 	}
 	if res.ruleError != "" {
-		return cond(t, false, ReasonRuleInvalid, "the acceptance rule does not compile in this controller: "+res.ruleError+
+		return cond(t, false, v1alpha1.ReasonRuleInvalid, "the acceptance rule does not compile in this controller: "+res.ruleError+
 			"; results are kept but not judged, and their pods stay held: fix spec.acceptance.rule and they are judged")
 	}
 	total := m.Shards.Count()
 	head := fmt.Sprintf("%d/%d shard results accepted", res.accepted.Count(), total)
 	if res.accepted.Count() == total {
-		return cond(t, true, ReasonAllResultsAccepted, head)
+		return cond(t, true, v1alpha1.ReasonAllResultsAccepted, head)
 	}
 	lost := ""
 	if !res.missing.IsEmpty() {
@@ -692,16 +662,16 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 		if lost != "" {
 			msg += "; " + lost
 		}
-		return cond(t, false, ReasonResultRejected, msg)
+		return cond(t, false, v1alpha1.ReasonResultRejected, msg)
 	}
 	if lost != "" {
 		msg := head + "; " + lost
 		if rest := pending.Difference(res.missing); !rest.IsEmpty() {
 			msg += "; waiting for " + m.Shards.Describe(rest, 8)
 		}
-		return cond(t, false, ReasonMissingResult, msg)
+		return cond(t, false, v1alpha1.ReasonMissingResult, msg)
 	}
-	return cond(t, false, ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8))
+	return cond(t, false, v1alpha1.ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8))
 }
 
 // acceptedCondition is the batch verdict, explained by the first unmet observation.
@@ -712,25 +682,25 @@ func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec
 	}
 	t := v1alpha1.ConditionAccepted
 	if c := by[v1alpha1.ConditionAssignmentValid]; c.Status != metav1.ConditionTrue {
-		return cond(t, false, ReasonAssignmentInvalid, c.Message)
+		return cond(t, false, v1alpha1.ReasonAssignmentInvalid, c.Message)
 	}
-	if c := by[v1alpha1.ConditionTerminated]; c.Status != metav1.ConditionTrue && c.Reason == ReasonTargetDeleted {
+	if c := by[v1alpha1.ConditionTerminated]; c.Status != metav1.ConditionTrue && c.Reason == v1alpha1.ReasonTargetDeleted {
 		// A target that can never complete comes first: waiting would be a dead end. Its
 		// shards are not all covered (else it would stand like a failed Job), and the
 		// coverage message names them and the deletion.
-		return cond(t, false, ReasonTargetDeleted, by[v1alpha1.ConditionShardsCovered].Message)
+		return cond(t, false, v1alpha1.ReasonTargetDeleted, by[v1alpha1.ConditionShardsCovered].Message)
 	}
 	if c := by[v1alpha1.ConditionShardsCovered]; c.Status != metav1.ConditionTrue {
 		return cond(t, false, c.Reason, c.Message)
 	}
 	if c := by[v1alpha1.ConditionTerminated]; c.Status != metav1.ConditionTrue {
-		return cond(t, false, ReasonAwaitingTermination, c.Message)
+		return cond(t, false, v1alpha1.ReasonAwaitingTermination, c.Message)
 	}
 	if c := by[v1alpha1.ConditionResultsAccepted]; c.Status != metav1.ConditionTrue {
 		return cond(t, false, c.Reason, c.Message)
 	}
 	msg := "every shard covered, every target terminated"
-	if c := by[v1alpha1.ConditionTerminated]; c.Reason == ReasonTargetFailed || c.Reason == ReasonTargetDeleted {
+	if c := by[v1alpha1.ConditionTerminated]; c.Reason == v1alpha1.ReasonTargetFailed || c.Reason == v1alpha1.ReasonTargetDeleted {
 		msg += " (" + c.Message + ", its shards covered by repair)"
 	} else {
 		msg += " Complete"
@@ -738,5 +708,5 @@ func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec
 	if requiresResults(spec) {
 		msg += ", every shard result accepted"
 	}
-	return cond(t, true, ReasonAccepted, msg)
+	return cond(t, true, v1alpha1.ReasonAccepted, msg)
 }

@@ -69,9 +69,9 @@ func TestSuccessPolicy(t *testing.T) {
 			if tgt.Required != tc.wantRequired || tgt.SuccessPolicy != tc.wantPolicy || tgt.Terminal != TerminalComplete {
 				t.Errorf("target = required %q policy %q terminal %q", tgt.Required, tgt.SuccessPolicy, tgt.Terminal)
 			}
-			wantCond(t, st, v1alpha1.ConditionTerminated, "True", ReasonComplete, "")
-			wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, tc.wantMessage)
-			wantCond(t, st, v1alpha1.ConditionAccepted, "False", ReasonShardsMissing, "")
+			wantCond(t, st, v1alpha1.ConditionTerminated, "True", v1alpha1.ReasonComplete, "")
+			wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, tc.wantMessage)
+			wantCond(t, st, v1alpha1.ConditionAccepted, "False", v1alpha1.ReasonShardsMissing, "")
 		})
 	}
 }
@@ -86,13 +86,13 @@ func TestCrossJobAccount(t *testing.T) {
 	if st.Shards.Covered != 3 || st.Shards.Missing != "C" {
 		t.Errorf("shards = %+v, want 3 covered, C missing", st.Shards)
 	}
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, "3/4 shards covered; missing C = job k index 0")
-	wantCond(t, st, v1alpha1.ConditionTerminated, "False", ReasonAwaitingTermination, "not terminated: job k; coverage does not imply termination")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing C = job k index 0")
+	wantCond(t, st, v1alpha1.ConditionTerminated, "False", v1alpha1.ReasonAwaitingTermination, "not terminated: job k; coverage does not imply termination")
 
 	// Job k absent: its shards are missing and the account says it waits for it.
 	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, "2/4 shards covered; missing C, D = job k indexes 0,1; job k not found")
-	wantCond(t, st, v1alpha1.ConditionAdmitted, "False", ReasonTargetsNotFound, "waiting for job k to exist")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, "2/4 shards covered; missing C, D = job k indexes 0,1; job k not found")
+	wantCond(t, st, v1alpha1.ConditionAdmitted, "False", v1alpha1.ReasonTargetsNotFound, "waiting for job k to exist")
 	if st.Targets[1].Found {
 		t.Errorf("job k reported found")
 	}
@@ -118,7 +118,7 @@ func TestJobSetRestart(t *testing.T) {
 	if len(st.History) != 2 || st.History[0].UID != "uid-w0-a0" || st.History[0].CompletedIndexes != "0-3" || st.History[1].CompletedIndexes != "0-2" {
 		t.Fatalf("history after deletion = %+v", st.History)
 	}
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonTargetsNotFound, "")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonTargetsNotFound, "")
 
 	w0 = makeJob("train-workers-0", "uid-w0-a1", 4).Completed("0", 1)
 	w1 = makeJob("train-workers-1", "uid-w1-a1", 4)
@@ -132,7 +132,7 @@ func TestJobSetRestart(t *testing.T) {
 	if st.Shards.Covered != 1 || st.Targets[0].RestartAttempt != 1 || st.Targets[0].SuccessfulAttempts != 1 {
 		t.Errorf("current attempt: covered %d attempt %d attempts %d; want 1, 1, 1", st.Shards.Covered, st.Targets[0].RestartAttempt, st.Targets[0].SuccessfulAttempts)
 	}
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing,
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing,
 		"1/8 shards covered; missing s1..s3 = jobset train workers[0] indexes 1-3, s4..s7 = jobset train workers[1] indexes 0-3")
 
 	// A Job replaced without the controller seeing the gap is superseded all the same.
@@ -169,20 +169,20 @@ func TestRepair(t *testing.T) {
 	j := makeJob("j", "uid-j", 4).Completed("0-2", 3).FailedIndexes("3").Failed("FailedIndexes", jobCondAt)
 	r := makeJob("j-repair", "uid-r", 1).Completed("0", 1).Complete(jobCondAt)
 	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}, "job/j-repair": {Job: r.Obj()}}).Status
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, "True", ReasonAllShardsCovered, "4/4 shards covered; D covered by repair assignments")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "True", v1alpha1.ReasonAllShardsCovered, "4/4 shards covered; D covered by repair assignments")
 	if len(st.Shards.CoveredBy) != 1 || st.Shards.CoveredBy[0] != (v1alpha1.ShardCoverage{Shard: "D", Target: "job/j-repair", Index: 0}) {
 		t.Errorf("coveredBy = %+v", st.Shards.CoveredBy)
 	}
 	if st.Targets[0].FailedIndexes != "3" {
 		t.Errorf("failedIndexes = %q", st.Targets[0].FailedIndexes)
 	}
-	wantCond(t, st, v1alpha1.ConditionTerminated, "True", ReasonTargetFailed, "job j Failed (FailedIndexes)")
-	wantCond(t, st, v1alpha1.ConditionAccepted, "True", ReasonAccepted, "")
+	wantCond(t, st, v1alpha1.ConditionTerminated, "True", v1alpha1.ReasonTargetFailed, "job j Failed (FailedIndexes)")
+	wantCond(t, st, v1alpha1.ConditionAccepted, "True", v1alpha1.ReasonAccepted, "")
 
 	// Without the repair Job's completion, D is missing and the failure is named.
 	r = makeJob("j-repair", "uid-r", 1)
 	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}, "job/j-repair": {Job: r.Obj()}}).Status
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3; job j failed (FailedIndexes)")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3; job j failed (FailedIndexes)")
 }
 
 // TestResults pins result verification: forged claims, stale identities, conflicts.
@@ -195,20 +195,20 @@ func TestResults(t *testing.T) {
 	t.Run("forged claim: index 1 reports shard D", func(t *testing.T) {
 		forged := good(1, "D")
 		st := step(t, spec, nil, obs, good(0, "A"), forged, good(2, "C")).Status
-		if st.Shards.Accepted != 2 || st.Results.Rejected != 1 || st.Results.Rejections[0].Reason != ResultForgedClaim {
+		if st.Shards.Accepted != 2 || st.Results.Rejected != 1 || st.Results.Rejections[0].Reason != v1alpha1.RejectionForgedClaim {
 			t.Fatalf("accepted %d results %+v", st.Shards.Accepted, st.Results)
 		}
-		wantCond(t, st, v1alpha1.ConditionResultsAccepted, "False", ReasonResultRejected,
+		wantCond(t, st, v1alpha1.ConditionResultsAccepted, "False", v1alpha1.ReasonResultRejected,
 			`2/4 shard results accepted; rejected: B (ForgedClaim): pod j-1 (job j index 1) claims shard "D" but its identity is assigned shard B`)
 	})
 	t.Run("conflicting digests: the first stands", func(t *testing.T) {
 		second := good(2, "C")
 		second.Digest, second.Pod = "sha256:other", "j-2-b"
 		st := step(t, spec, nil, obs, good(0, "A"), good(1, "B"), good(2, "C"), second, good(3, "D")).Status
-		if st.Shards.Accepted != 4 || st.Results.Conflicts != 1 || st.Results.Rejections[0].Reason != ResultConflict || st.Results.Rejections[0].Pod != "j-2-b" {
+		if st.Shards.Accepted != 4 || st.Results.Conflicts != 1 || st.Results.Rejections[0].Reason != v1alpha1.RejectionConflict || st.Results.Rejections[0].Pod != "j-2-b" {
 			t.Fatalf("accepted %d results %+v", st.Shards.Accepted, st.Results)
 		}
-		wantCond(t, st, v1alpha1.ConditionAccepted, "True", ReasonAccepted, "")
+		wantCond(t, st, v1alpha1.ConditionAccepted, "True", v1alpha1.ReasonAccepted, "")
 	})
 	t.Run("same digest twice is no conflict", func(t *testing.T) {
 		st := step(t, spec, nil, obs, good(0, "A"), good(0, "A")).Status
@@ -218,20 +218,20 @@ func TestResults(t *testing.T) {
 	})
 	t.Run("result of a superseded identity", func(t *testing.T) {
 		st := step(t, spec, nil, obs, result("job/j", "uid-old", 0, "A")).Status
-		if st.Shards.Accepted != 0 || st.Results.Rejections[0].Reason != ResultStaleIdentity {
+		if st.Shards.Accepted != 0 || st.Results.Rejections[0].Reason != v1alpha1.RejectionStaleIdentity {
 			t.Fatalf("results %+v", st.Results)
 		}
 	})
 	t.Run("decode or criterion failure passed through", func(t *testing.T) {
 		r := good(0, "A")
-		r.RejectReason, r.RejectMessage = ResultCriterionNotMet, "result.valid == result.records is false"
+		r.RejectReason, r.RejectMessage = v1alpha1.RejectionCriterionNotMet, "result.valid == result.records is false"
 		st := step(t, spec, nil, obs, r).Status
-		wantCond(t, st, v1alpha1.ConditionResultsAccepted, "False", ReasonResultRejected,
+		wantCond(t, st, v1alpha1.ConditionResultsAccepted, "False", v1alpha1.ReasonResultRejected,
 			"0/4 shard results accepted; rejected: A (CriterionNotMet): pod j-0 (job j index 0): result.valid == result.records is false")
 	})
 	t.Run("pod of an unassigned index", func(t *testing.T) {
 		st := step(t, spec, nil, obs, result("job/other", "u", 0, "A")).Status
-		if st.Results.Rejections[0].Reason != ResultUnassigned {
+		if st.Results.Rejections[0].Reason != v1alpha1.RejectionUnassignedIdentity {
 			t.Fatalf("results %+v", st.Results)
 		}
 	})
@@ -247,11 +247,11 @@ func TestWorkloadAdmission(t *testing.T) {
 		status metav1.ConditionStatus
 		reason string
 	}{
-		{"admitted", &v1alpha1.WorkloadObservation{Name: "w", Admitted: true, ClusterQueue: "ml-team", Flavors: []string{"main=nvidia.com/gpu:h100"}}, "True", ReasonAdmitted},
-		{"pending", &v1alpha1.WorkloadObservation{Name: "w"}, "False", ReasonPending},
-		{"evicted", &v1alpha1.WorkloadObservation{Name: "w", Evicted: true}, "False", ReasonEvicted},
-		{"finished", &v1alpha1.WorkloadObservation{Name: "w", Finished: true}, "True", ReasonFinished},
-		{"not queued", nil, "Unknown", ReasonNoWorkload},
+		{"admitted", &v1alpha1.WorkloadObservation{Name: "w", Admitted: true, ClusterQueue: "ml-team", Flavors: []string{"main=nvidia.com/gpu:h100"}}, "True", v1alpha1.ReasonAdmitted},
+		{"pending", &v1alpha1.WorkloadObservation{Name: "w"}, "False", v1alpha1.ReasonPending},
+		{"evicted", &v1alpha1.WorkloadObservation{Name: "w", Evicted: true}, "False", v1alpha1.ReasonEvicted},
+		{"finished", &v1alpha1.WorkloadObservation{Name: "w", Finished: true}, "True", v1alpha1.ReasonFinished},
+		{"not queued", nil, "Unknown", v1alpha1.ReasonNoWorkload},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -146,9 +146,9 @@ func TestRejectionsBounded(t *testing.T) {
 			}
 			for k, rj := range st.Results.Rejections {
 				i := n - kept + k
-				wantReason := ResultForgedClaim
+				wantReason := v1alpha1.RejectionForgedClaim
 				if i%2 == 1 {
-					wantReason = ResultConflict
+					wantReason = v1alpha1.RejectionConflict
 				}
 				if rj.Pod != fmt.Sprintf("pod-%d", i) || rj.Reason != wantReason {
 					t.Fatalf("rejections[%d] = %s %s; want pod-%d %s", k, rj.Pod, rj.Reason, i, wantReason)
@@ -268,7 +268,7 @@ func TestMessageListsBounded(t *testing.T) {
 			{"0,2,4,6,8,10", "6/12 shards covered; missing s1 = job j index 1, s3 = job j index 3, s5 = job j index 5, s7 = job j index 7, s9 = job j index 9 (+1 more shards)"},
 		} {
 			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 12).Completed(tc.completed, 0).Obj()}}).Status
-			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing, tc.want)
+			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, tc.want)
 		}
 	})
 	t.Run("shard runs", func(t *testing.T) {

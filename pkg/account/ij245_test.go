@@ -59,10 +59,10 @@ func TestIJ245(t *testing.T) {
 	if st.Shards.Total != 4 || st.Shards.Covered != 3 || st.Shards.Missing != "D" || st.Shards.MissingOrdinals != "3" {
 		t.Errorf("shards = %+v; want 3/4 covered, missing D", st.Shards)
 	}
-	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionTrue, ReasonValid, "")
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3")
-	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, ReasonAwaitingTermination, "")
-	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3")
+	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionTrue, v1alpha1.ReasonValid, "")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3")
+	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination, "")
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3")
 
 	// A sixth successful pod has index 3. The repeats of 1 and 2 were deleted by the Job
 	// controller meanwhile: the ledger keeps them counted.
@@ -73,15 +73,15 @@ func TestIJ245(t *testing.T) {
 	if tgt.CompletedIndexes != "0-3" || tgt.SuccessfulAttempts != 6 {
 		t.Errorf("after sixth attempt: completed %q attempts %d; want 0-3, 6", tgt.CompletedIndexes, tgt.SuccessfulAttempts)
 	}
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, ReasonAllShardsCovered, "4/4 shards covered")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "4/4 shards covered")
 	// Coverage arithmetic supplies no termination observation.
-	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, ReasonAwaitingTermination, "")
-	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonAwaitingTermination, "")
+	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination, "")
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination, "")
 
 	// SuccessCriteriaMet is recorded before Complete; still not terminal.
 	j = makeJob("j", "uid-j", 4).Completed("0-3", 4).Condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached", jobCondAt)
 	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
-	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, ReasonAwaitingTermination,
+	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
 		"not terminated: job j (SuccessCriteriaMet, Complete not yet recorded); coverage does not imply termination")
 
 	// All pods terminated and the controller records Complete.
@@ -91,9 +91,9 @@ func TestIJ245(t *testing.T) {
 	if st.Targets[0].Terminal != TerminalComplete || st.Targets[0].TerminalObservedAt == nil || st.Targets[0].SuccessfulAttempts != 6 {
 		t.Errorf("terminal = %+v", st.Targets[0])
 	}
-	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionTrue, ReasonComplete, "")
-	wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, ReasonResultsPending, "0/4 shard results accepted; waiting for A..D")
-	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonResultsPending, "")
+	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonComplete, "")
+	wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, "0/4 shard results accepted; waiting for A..D")
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, "")
 
 	// The application owner's accepted outputs for A..D, on the account's revisions.
 	var results []Result
@@ -105,8 +105,8 @@ func TestIJ245(t *testing.T) {
 	if st.Shards.Accepted != 4 {
 		t.Errorf("accepted = %d, want 4", st.Shards.Accepted)
 	}
-	wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionTrue, ReasonAllResultsAccepted, "")
-	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, "")
+	wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionTrue, v1alpha1.ReasonAllResultsAccepted, "")
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
 	if len(final.Changed) == 0 {
 		t.Errorf("the verdict change to Accepted must be reported for an event")
 	}
@@ -115,9 +115,9 @@ func TestIJ245(t *testing.T) {
 	bad := append([]Result{}, results...)
 	bad[2].ModelRevision = "m-2026-10"
 	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj()}}, bad...).Status
-	wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, ReasonResultRejected,
+	wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected,
 		`3/4 shard results accepted; rejected: C (RevisionMismatch): shard C result of pod j-2 (job j index 2) has modelRevision "m-2026-10", the account requires "m-2026-11"`)
-	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonResultRejected, "")
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "")
 }
 
 // TestIJ245AllToShardA: four completed indexes all mapped to shard A prove nothing about
@@ -126,13 +126,13 @@ func TestIJ245AllToShardA(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").SpecObj()
 	j := makeJob("j", "uid-j", 4).Completed("0-3", 4).Complete(jobCondAt)
 	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
-	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, ReasonDuplicateShard, "")
+	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, v1alpha1.ReasonDuplicateShard, "")
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAssignmentValid)
 	for _, want := range []string{"shard A is assigned twice", "3 of 4 declared shards are assigned to no index: B..D"} {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("AssignmentValid message %q lacks %q", c.Message, want)
 		}
 	}
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonAssignmentInvalid, "")
-	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonAssignmentInvalid, "")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid, "")
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid, "")
 }

@@ -69,24 +69,24 @@ func TestTerminalRecords(t *testing.T) {
 			name: "Accepted with results, then the Job is deleted by its TTL",
 			spec: withResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Obj(), PodsListed: true}},
 			results:     accepted,
-			wantCovered: 2, wantAccepted: 2, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
+			wantCovered: 2, wantAccepted: 2, wantVerdict: v1alpha1.ReasonAccepted, wantTerminated: v1alpha1.ReasonComplete, wantStatus: metav1.ConditionTrue,
 			wantMessage: "every shard covered, every target terminated Complete, every shard result accepted",
 		},
 		{
 			name: "Accepted without results, then deleted by hand",
 			spec: noResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Obj()}},
-			wantCovered: 2, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
+			wantCovered: 2, wantVerdict: v1alpha1.ReasonAccepted, wantTerminated: v1alpha1.ReasonComplete, wantStatus: metav1.ConditionTrue,
 		},
 		{
 			name: "deleted before it terminated: coverage kept, it can no longer complete",
 			spec: noResults, before: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Obj()}},
-			wantCovered: 1, wantVerdict: ReasonTargetDeleted, wantTerminated: ReasonTargetDeleted, wantStatus: metav1.ConditionFalse,
+			wantCovered: 1, wantVerdict: v1alpha1.ReasonTargetDeleted, wantTerminated: v1alpha1.ReasonTargetDeleted, wantStatus: metav1.ConditionFalse,
 			wantMessage: "1/2 shards covered; missing B = job j index 1; job j deleted before it terminated: it can no longer complete; repair its missing shards",
 		},
 		{
 			name: "a JobSet child that terminated keeps its record when the JobSet goes",
 			spec: jsSpec, before: map[string]Observation{jsKey: {Job: completeJob("train-workers-0", "uid-w0", 4).Obj(), RestartAttempt: 2}},
-			wantCovered: 4, wantVerdict: ReasonAccepted, wantTerminated: ReasonComplete, wantStatus: metav1.ConditionTrue,
+			wantCovered: 4, wantVerdict: v1alpha1.ReasonAccepted, wantTerminated: v1alpha1.ReasonComplete, wantStatus: metav1.ConditionTrue,
 		},
 	}
 	for _, tc := range cases {
@@ -135,7 +135,7 @@ func TestRecordSupersededByANewJob(t *testing.T) {
 	if tgt := st.Targets[0]; tgt.Deleted || tgt.DeletedAt != nil || tgt.UID != "uid-j2" {
 		t.Errorf("target = %+v; want the new identity, not deleted", tgt)
 	}
-	if st.Shards.Covered != 0 || st.Shards.Accepted != 0 || st.Results.Rejected != 2 || st.Results.Rejections[0].Reason != ResultStaleIdentity {
+	if st.Shards.Covered != 0 || st.Shards.Accepted != 0 || st.Results.Rejected != 2 || st.Results.Rejections[0].Reason != v1alpha1.RejectionStaleIdentity {
 		t.Errorf("covered %d accepted %d results %+v", st.Shards.Covered, st.Shards.Accepted, st.Results)
 	}
 }
@@ -147,8 +147,8 @@ func TestAccountCreatedAfterItsJobWasDeleted(t *testing.T) {
 	st := at(spec, nil, 0, map[string]Observation{}).Status
 	want := "0/2 shards covered; missing A, B = job late indexes 0,1; job late not found; this account has never observed it: " +
 		"if a Job already ran and was deleted before the account existed, its completions cannot be counted; re-run its shards in a Job the assignments name"
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonTargetsNotFound, want)
-	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonTargetsNotFound, want)
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound, want)
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound, want)
 }
 
 // TestMissingResult: a covered shard whose result can no longer arrive is MissingResult,
@@ -160,7 +160,7 @@ func TestMissingResult(t *testing.T) {
 	running := makeJob("j", "uid-j", 3).Completed("0-2", 3).Obj()
 	a := result("job/j", "uid-j", 0, "A")
 	badB := result("job/j", "uid-j", 1, "B")
-	badB.RejectReason, badB.RejectMessage = ResultMalformed, "no JSON object in the termination message"
+	badB.RejectReason, badB.RejectMessage = v1alpha1.RejectionMalformed, "no JSON object in the termination message"
 	cases := []struct {
 		name         string
 		obs          map[string]Observation
@@ -176,42 +176,42 @@ func TestMissingResult(t *testing.T) {
 		{
 			name:       "Complete, pods listed, none left, no results (account created after the pods were gone)",
 			obs:        map[string]Observation{"job/j": {Job: complete, PodsListed: true}},
-			wantReason: ReasonMissingResult, wantMissing: "0-2",
+			wantReason: v1alpha1.ReasonMissingResult, wantMissing: "0-2",
 			wantMessage: "0/3 shard results accepted; no result can arrive for A..C (MissingResult: the identity completed and terminated or was deleted, " +
 				"no result was recorded and no pod is left to report one): re-run them with a repair",
 		},
 		{
 			name:    "Complete, the pod of index 2 still held: C still pending",
 			obs:     map[string]Observation{"job/j": {Job: complete, PodsListed: true, SuccessfulPods: pods("p", 2)}},
-			results: []Result{a}, wantReason: ReasonMissingResult, wantMissing: "1",
+			results: []Result{a}, wantReason: v1alpha1.ReasonMissingResult, wantMissing: "1",
 			wantMessage: "1/3 shard results accepted; no result can arrive for B (MissingResult: the identity completed and terminated or was deleted, " +
 				"no result was recorded and no pod is left to report one): re-run it with a repair; waiting for C",
 		},
 		{
 			name:    "Complete but pods not listed: pending, as before",
 			obs:     map[string]Observation{"job/j": {Job: complete}},
-			results: []Result{a}, wantReason: ReasonResultsPending, wantMessage: "1/3 shard results accepted; waiting for B, C",
+			results: []Result{a}, wantReason: v1alpha1.ReasonResultsPending, wantMessage: "1/3 shard results accepted; waiting for B, C",
 		},
 		{
 			name:       "not terminated: pending even without pods",
 			obs:        map[string]Observation{"job/j": {Job: running, PodsListed: true}},
-			wantReason: ReasonResultsPending, wantVerdict: ReasonAwaitingTermination,
+			wantReason: v1alpha1.ReasonResultsPending, wantVerdict: v1alpha1.ReasonAwaitingTermination,
 		},
 		{
 			name: "deleted after A's result was recorded: B and C can no longer arrive",
 			obs:  map[string]Observation{"job/j": {Job: complete, SuccessfulPods: pods("p", 1, 2)}}, deleteAfter: true,
-			results: []Result{a}, wantReason: ReasonMissingResult, wantMissing: "1,2",
+			results: []Result{a}, wantReason: v1alpha1.ReasonMissingResult, wantMissing: "1,2",
 		},
 		{
 			name:     "deleted, but the held pod of index 2 is still listed: C pending, B missing",
 			obs:      map[string]Observation{"job/j": {Job: complete, SuccessfulPods: pods("p", 1, 2)}},
 			afterObs: map[string]Observation{"job/j": {SuccessfulPods: pods("p", 2), PodsListed: true}},
-			results:  []Result{a}, deleteAfter: true, wantReason: ReasonMissingResult, wantMissing: "1",
+			results:  []Result{a}, deleteAfter: true, wantReason: v1alpha1.ReasonMissingResult, wantMissing: "1",
 		},
 		{
 			name:    "a rejected result is rejected, not missing; it is listed for repair",
 			obs:     map[string]Observation{"job/j": {Job: complete, PodsListed: true}},
-			results: []Result{a, badB}, wantReason: ReasonResultRejected, wantMissing: "2", wantRejected: "1",
+			results: []Result{a, badB}, wantReason: v1alpha1.ReasonResultRejected, wantMissing: "2", wantRejected: "1",
 		},
 	}
 	for _, tc := range cases {
@@ -310,8 +310,8 @@ func TestRuleInvalid(t *testing.T) {
 		Results: []Result{result("job/j", "uid-j", 0, "A")}, RuleError: "ERROR: <input>:1:16: Syntax error"})
 	msg := "the acceptance rule does not compile in this controller: ERROR: <input>:1:16: Syntax error; " +
 		"results are kept but not judged, and their pods stay held: fix spec.acceptance.rule and they are judged"
-	wantCond(t, out.Status, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, ReasonRuleInvalid, msg)
-	wantCond(t, out.Status, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ReasonRuleInvalid, msg)
+	wantCond(t, out.Status, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonRuleInvalid, msg)
+	wantCond(t, out.Status, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonRuleInvalid, msg)
 	if out.Status.Shards.Accepted != 0 || out.Status.Results.Missing != 0 {
 		t.Errorf("results judged under an invalid rule: %+v %+v", out.Status.Shards, out.Status.Results)
 	}
@@ -420,14 +420,14 @@ func TestJobDeletedBeforeItTerminatedThenRepaired(t *testing.T) {
 	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}}).Status
 	repaired := completeJob("j-repair-1", "uid-r", 1).Obj()
 	st = at(spec, &st, time.Minute, map[string]Observation{"job/j-repair-1": {Job: repaired}}).Status
-	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionTrue, ReasonTargetDeleted, "job j deleted before it terminated")
-	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted,
+	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonTargetDeleted, "job j deleted before it terminated")
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted,
 		"every shard covered, every target terminated (job j deleted before it terminated, its shards covered by repair)")
 
 	// The repair Job deleted while it ran, before it covered B.
 	st = at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}, "job/j-repair-1": {Job: makeJob("j-repair-1", "uid-r", 1).Obj()}}).Status
 	st = at(spec, &st, time.Minute, map[string]Observation{}).Status
-	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, ReasonTargetDeleted,
+	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted,
 		"job j, job j-repair-1 deleted before they terminated: can no longer complete; repair their missing shards")
 }
 

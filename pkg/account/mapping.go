@@ -11,26 +11,6 @@ import (
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
-// Reasons an assignment mapping is invalid. Each way a mapping can fail has its own
-// reason so that a person (and a test) can tell them apart.
-const (
-	ReasonValid                = "Valid"
-	ReasonNoShards             = "NoShards"
-	ReasonDuplicateShardName   = "DuplicateShardName"
-	ReasonUnknownShard         = "UnknownShard"
-	ReasonMalformedIndexes     = "MalformedIndexes"
-	ReasonShardCountMismatch   = "ShardCountMismatch"
-	ReasonDuplicateShard       = "DuplicateShard"
-	ReasonUnassignedShard      = "UnassignedShard"
-	ReasonDuplicateIndex       = "DuplicateIndex"
-	ReasonInvalidTarget        = "InvalidTarget"
-	ReasonCrossNamespaceTarget = "CrossNamespaceTarget"
-	ReasonRepairOfUnassigned   = "RepairOfUnassignedShard"
-	ReasonUnmappedIndexes      = "UnmappedIndexes"
-	ReasonIndexOutOfRange      = "IndexOutOfRange"
-	ReasonNotIndexed           = "NotIndexedJob"
-)
-
 // Problem is one reason the mapping or an observation is unusable, with a message a
 // person can act on.
 type Problem struct {
@@ -227,7 +207,7 @@ func (m *Mapping) compileShards(p *v1alpha1.ShardPopulation) {
 		m.Shards.ordinal = make(map[string]int, len(p.Names))
 		for i, n := range p.Names {
 			if _, dup := m.Shards.ordinal[n]; dup {
-				m.Problems = append(m.Problems, problemf(ReasonDuplicateShardName, "shard %q is declared twice in spec.shards.names", n))
+				m.Problems = append(m.Problems, problemf(v1alpha1.ReasonDuplicateShardName, "shard %q is declared twice in spec.shards.names", n))
 				continue
 			}
 			m.Shards.ordinal[n] = i
@@ -236,21 +216,21 @@ func (m *Mapping) compileShards(p *v1alpha1.ShardPopulation) {
 		m.Shards.prefix = p.Prefix
 		m.Shards.count = int(*p.Count)
 	default:
-		m.Problems = append(m.Problems, problemf(ReasonNoShards, "spec.shards declares no shards: give names or a count"))
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonNoShards, "spec.shards declares no shards: give names or a count"))
 	}
 }
 
 func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRef) (string, bool) {
 	switch {
 	case ref.Namespace != "" && ref.Namespace != namespace:
-		m.Problems = append(m.Problems, problemf(ReasonCrossNamespaceTarget,
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonCrossNamespaceTarget,
 			"assignments[%d] names a target in namespace %q; targets must be in the account's namespace %q", entry, ref.Namespace, namespace))
 		return "", false
 	case (ref.Job == "") == (ref.JobSet == ""):
-		m.Problems = append(m.Problems, problemf(ReasonInvalidTarget, "assignments[%d].target must name exactly one of job or jobSet", entry))
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "assignments[%d].target must name exactly one of job or jobSet", entry))
 		return "", false
 	case ref.JobSet != "" && ref.ReplicatedJob == "":
-		m.Problems = append(m.Problems, problemf(ReasonInvalidTarget, "assignments[%d].target names jobSet %q without a replicatedJob", entry, ref.JobSet))
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "assignments[%d].target names jobSet %q without a replicatedJob", entry, ref.JobSet))
 		return "", false
 	}
 	return TargetKey(ref), true
@@ -260,7 +240,7 @@ func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRe
 func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignment) ([]Run, bool) {
 	idx, err := indexset.Parse(a.Indexes)
 	if err != nil {
-		m.Problems = append(m.Problems, problemf(ReasonMalformedIndexes, "assignments[%d].indexes %q: %v", entry, a.Indexes, err))
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonMalformedIndexes, "assignments[%d].indexes %q: %v", entry, a.Indexes, err))
 		return nil, false
 	}
 	var ordinals []indexset.Interval // shard ordinals in assignment order
@@ -269,7 +249,7 @@ func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignmen
 		for _, name := range a.Shards {
 			o, ok := m.Shards.Ordinal(name)
 			if !ok {
-				m.Problems = append(m.Problems, problemf(ReasonUnknownShard, "assignments[%d] maps onto shard %q, which spec.shards does not declare", entry, name))
+				m.Problems = append(m.Problems, problemf(v1alpha1.ReasonUnknownShard, "assignments[%d] maps onto shard %q, which spec.shards does not declare", entry, name))
 				return nil, false
 			}
 			if n := len(ordinals); n > 0 && ordinals[n-1].Last+1 == o {
@@ -281,18 +261,18 @@ func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignmen
 	default:
 		so, err := indexset.Parse(a.ShardOrdinals)
 		if err != nil {
-			m.Problems = append(m.Problems, problemf(ReasonMalformedIndexes, "assignments[%d].shardOrdinals %q: %v", entry, a.ShardOrdinals, err))
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonMalformedIndexes, "assignments[%d].shardOrdinals %q: %v", entry, a.ShardOrdinals, err))
 			return nil, false
 		}
 		if max, ok := so.Max(); ok && max >= m.Shards.Count() {
-			m.Problems = append(m.Problems, problemf(ReasonUnknownShard, "assignments[%d].shardOrdinals reaches ordinal %d; spec.shards declares %d shards (0-%d)", entry, max, m.Shards.Count(), m.Shards.Count()-1))
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonUnknownShard, "assignments[%d].shardOrdinals reaches ordinal %d; spec.shards declares %d shards (0-%d)", entry, max, m.Shards.Count(), m.Shards.Count()-1))
 			return nil, false
 		}
 		ordinals = so.Intervals()
 	}
 	nShards := countIntervals(ordinals)
 	if nShards != idx.Count() {
-		m.Problems = append(m.Problems, problemf(ReasonShardCountMismatch,
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonShardCountMismatch,
 			"assignments[%d] maps %d indexes (%s) onto %d shards: give one shard per index", entry, idx.Count(), idx, nShards))
 		return nil, false
 	}
@@ -334,7 +314,7 @@ func (m *Mapping) checkPartition() {
 			prev := byShard[i-1]
 			if prev.shards().Last >= r.FirstShard {
 				o := r.FirstShard
-				m.Problems = append(m.Problems, problemf(ReasonDuplicateShard,
+				m.Problems = append(m.Problems, problemf(v1alpha1.ReasonDuplicateShard,
 					"shard %s is assigned twice: %s index %d (assignments[%d]) and %s index %d (assignments[%d]); a mapping must be a partition",
 					m.Shards.Name(o), DescribeTarget(prev.Target), prev.FirstIndex+(o-prev.FirstShard), prev.Entry,
 					DescribeTarget(r.Target), r.FirstIndex, r.Entry))
@@ -349,7 +329,7 @@ func (m *Mapping) checkPartition() {
 	assigned := indexset.FromIntervals(shardIvs...)
 	if m.Shards.Count() > 0 {
 		if missing := indexset.Range(0, m.Shards.Count()-1).Difference(assigned); !missing.IsEmpty() {
-			m.Problems = append(m.Problems, problemf(ReasonUnassignedShard,
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonUnassignedShard,
 				"%d of %d declared shards are assigned to no index: %s", missing.Count(), m.Shards.Count(), m.Shards.Describe(missing, 8)))
 		}
 	}
@@ -361,7 +341,7 @@ func (m *Mapping) checkPartition() {
 	for i := 1; i < len(byIndex); i++ {
 		prev, r := byIndex[i-1], byIndex[i]
 		if prev.Target == r.Target && prev.indexes().Last >= r.FirstIndex {
-			m.Problems = append(m.Problems, problemf(ReasonDuplicateIndex,
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonDuplicateIndex,
 				"%s index %d is assigned twice (assignments[%d] and assignments[%d]): one completion identity can stand for one shard",
 				DescribeTarget(r.Target), r.FirstIndex, prev.Entry, r.Entry))
 			break
@@ -372,7 +352,7 @@ func (m *Mapping) checkPartition() {
 			continue
 		}
 		if missing := indexset.FromIntervals(r.shards()).Difference(assigned); !missing.IsEmpty() {
-			m.Problems = append(m.Problems, problemf(ReasonRepairOfUnassigned,
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonRepairOfUnassigned,
 				"repair assignments[%d] maps onto %s, which no original assignment has: a repair gives an assigned shard a further identity",
 				r.Entry, m.Shards.Describe(missing, 8)))
 			break

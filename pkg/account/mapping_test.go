@@ -34,75 +34,75 @@ func TestCompileProblems(t *testing.T) {
 		{
 			name:       "every index to shard A",
 			spec:       makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").SpecObj(),
-			wantReason: ReasonDuplicateShard,
+			wantReason: v1alpha1.ReasonDuplicateShard,
 			wantText:   "shard A is assigned twice: job j index 0 (assignments[0]) and job j index 1 (assignments[0])",
 		},
 		{
 			name:       "shard never assigned",
 			spec:       makeSpec("A", "B", "C", "D").AssignJob("j", "0-2", "A", "B", "C").SpecObj(),
-			wantReason: ReasonUnassignedShard,
+			wantReason: v1alpha1.ReasonUnassignedShard,
 			wantText:   "1 of 4 declared shards are assigned to no index: D",
 		},
 		{
 			name:       "unknown shard name",
 			spec:       makeSpec("A", "B").AssignJob("j", "0-1", "A", "Z").SpecObj(),
-			wantReason: ReasonUnknownShard,
+			wantReason: v1alpha1.ReasonUnknownShard,
 			wantText:   `maps onto shard "Z", which spec.shards does not declare`,
 		},
 		{
 			name:       "ordinal beyond the population",
 			spec:       makeCompactSpec("s", 4).AssignJobOrdinals("j", "0-4", "0-4").SpecObj(),
-			wantReason: ReasonUnknownShard,
+			wantReason: v1alpha1.ReasonUnknownShard,
 			wantText:   "reaches ordinal 4; spec.shards declares 4 shards (0-3)",
 		},
 		{
 			name:       "more indexes than shards",
 			spec:       makeSpec("A", "B", "C", "D").AssignJob("j", "0-4", "A", "B", "C", "D").SpecObj(),
-			wantReason: ReasonShardCountMismatch,
+			wantReason: v1alpha1.ReasonShardCountMismatch,
 			wantText:   "maps 5 indexes (0-4) onto 4 shards",
 		},
 		{
 			name:       "malformed indexes",
 			spec:       makeSpec("A").AssignJob("j", "3-1", "A").SpecObj(),
-			wantReason: ReasonMalformedIndexes,
+			wantReason: v1alpha1.ReasonMalformedIndexes,
 		},
 		{
 			name:       "same index twice",
 			spec:       makeSpec("A", "B").AssignJob("j", "0", "A").AssignJob("j", "0", "B").SpecObj(),
-			wantReason: ReasonDuplicateIndex,
+			wantReason: v1alpha1.ReasonDuplicateIndex,
 			wantText:   "job j index 0 is assigned twice (assignments[0] and assignments[1])",
 		},
 		{
 			name:       "duplicate declared name",
 			spec:       makeSpec("A", "A").AssignJob("j", "0", "A").SpecObj(),
-			wantReason: ReasonDuplicateShardName,
+			wantReason: v1alpha1.ReasonDuplicateShardName,
 		},
 		{
 			name:       "no shards",
 			spec:       makeSpec().AssignJob("j", "0", "A").SpecObj(),
-			wantReason: ReasonNoShards,
+			wantReason: v1alpha1.ReasonNoShards,
 		},
 		{
 			name: "target in another namespace",
 			spec: makeSpec("A").AssignJob("j", "0", "A").
 				Target(v1alpha1.TargetRef{Job: "j", Namespace: "other"}).SpecObj(),
-			wantReason: ReasonCrossNamespaceTarget,
+			wantReason: v1alpha1.ReasonCrossNamespaceTarget,
 			wantText:   `names a target in namespace "other"; targets must be in the account's namespace "ml-team"`,
 		},
 		{
 			name:       "target naming job and jobSet",
 			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{Job: "j", JobSet: "s", ReplicatedJob: "w"}).SpecObj(),
-			wantReason: ReasonInvalidTarget,
+			wantReason: v1alpha1.ReasonInvalidTarget,
 		},
 		{
 			name:       "jobSet without replicatedJob",
 			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{JobSet: "s"}).SpecObj(),
-			wantReason: ReasonInvalidTarget,
+			wantReason: v1alpha1.ReasonInvalidTarget,
 		},
 		{
 			name:       "repair of a shard no original assignment has",
 			spec:       makeSpec("A", "B").AssignJob("j", "0", "A").Repair("r", "0", "B").SpecObj(),
-			wantReason: ReasonUnassignedShard,
+			wantReason: v1alpha1.ReasonUnassignedShard,
 		},
 		{
 			name: "repair adds an identity to an assigned shard",
@@ -150,28 +150,28 @@ func TestObservationProblems(t *testing.T) {
 			name:       "required index without a shard",
 			spec:       makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").SpecObj(),
 			job:        makeJob("j", "u", 4),
-			wantReason: ReasonUnmappedIndexes,
+			wantReason: v1alpha1.ReasonUnmappedIndexes,
 			wantText:   "job j requires indexes 0-3 but the mapping assigns no shard to 3",
 		},
 		{
 			name:       "mapped index beyond completions",
 			spec:       makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").SpecObj(),
 			job:        makeJob("j", "u", 3),
-			wantReason: ReasonIndexOutOfRange,
+			wantReason: v1alpha1.ReasonIndexOutOfRange,
 			wantText:   "job j has 3 completions (indexes 0-2) but the mapping assigns indexes 3",
 		},
 		{
 			name:       "non-indexed job",
 			spec:       makeSpec("A").AssignJob("j", "0", "A").SpecObj(),
 			job:        makeJob("j", "u", 1).CompletionMode(batchv1.NonIndexedCompletion),
-			wantReason: ReasonNotIndexed,
+			wantReason: v1alpha1.ReasonNotIndexed,
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := step(t, tc.spec, nil, map[string]Observation{"job/j": {Job: tc.job.Obj()}}).Status
 			wantCond(t, st, v1alpha1.ConditionAssignmentValid, "False", tc.wantReason, "")
-			wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", ReasonAssignmentInvalid, "")
+			wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonAssignmentInvalid, "")
 			if len(st.Targets[0].Problems) == 0 || !strings.Contains(st.Targets[0].Problems[0], tc.wantText) {
 				t.Errorf("target problems %q lack %q", st.Targets[0].Problems, tc.wantText)
 			}

@@ -319,7 +319,7 @@ func (c *modelCase) genResults(r *rand.Rand, s int, before []Result) []Result {
 			case 2:
 				res.ModelRevision = "m-2026-10"
 			case 3:
-				res.RejectReason, res.RejectMessage = ResultCriterionNotMet, "result.valid == result.records is false"
+				res.RejectReason, res.RejectMessage = v1alpha1.RejectionCriterionNotMet, "result.valid == result.records is false"
 			case 4:
 				res.JobUID = "uid-old"
 			case 5:
@@ -701,18 +701,18 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 		status metav1.ConditionStatus
 		reason string
 	}
-	want := map[string]verdict{v1alpha1.ConditionAssignmentValid: {metav1.ConditionTrue, ReasonValid}}
+	want := map[string]verdict{v1alpha1.ConditionAssignmentValid: {metav1.ConditionTrue, v1alpha1.ReasonValid}}
 	anyFound := false
 	for _, ms := range states {
 		anyFound = anyFound || ms.found || ms.deleted
 	}
 	switch {
 	case len(missing) == 0:
-		want[v1alpha1.ConditionShardsCovered] = verdict{metav1.ConditionTrue, ReasonAllShardsCovered}
+		want[v1alpha1.ConditionShardsCovered] = verdict{metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered}
 	case !anyFound:
-		want[v1alpha1.ConditionShardsCovered] = verdict{metav1.ConditionFalse, ReasonTargetsNotFound}
+		want[v1alpha1.ConditionShardsCovered] = verdict{metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound}
 	default:
-		want[v1alpha1.ConditionShardsCovered] = verdict{metav1.ConditionFalse, ReasonShardsMissing}
+		want[v1alpha1.ConditionShardsCovered] = verdict{metav1.ConditionFalse, v1alpha1.ReasonShardsMissing}
 	}
 	var lostTargets, waiting, lostCovered, failed int
 	for _, t := range c.targets {
@@ -738,40 +738,40 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 	}
 	switch {
 	case lostTargets > 0:
-		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionFalse, ReasonTargetDeleted}
+		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted}
 	case waiting > 0:
-		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionFalse, ReasonAwaitingTermination}
+		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination}
 	case lostCovered > 0:
-		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionTrue, ReasonTargetDeleted}
+		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionTrue, v1alpha1.ReasonTargetDeleted}
 	case failed > 0:
-		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionTrue, ReasonTargetFailed}
+		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionTrue, v1alpha1.ReasonTargetFailed}
 	default:
-		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionTrue, ReasonComplete}
+		want[v1alpha1.ConditionTerminated] = verdict{metav1.ConditionTrue, v1alpha1.ReasonComplete}
 	}
 	switch {
 	case !requireResults:
-		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionTrue, ReasonResultsNotRequired}
+		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionTrue, v1alpha1.ReasonResultsNotRequired}
 	case len(accepted) == n:
-		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionTrue, ReasonAllResultsAccepted}
+		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionTrue, v1alpha1.ReasonAllResultsAccepted}
 	case len(rejectedPending) > 0:
-		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionFalse, ReasonResultRejected}
+		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionFalse, v1alpha1.ReasonResultRejected}
 	case len(lost) > 0:
-		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionFalse, ReasonMissingResult}
+		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionFalse, v1alpha1.ReasonMissingResult}
 	default:
-		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionFalse, ReasonResultsPending}
+		want[v1alpha1.ConditionResultsAccepted] = verdict{metav1.ConditionFalse, v1alpha1.ReasonResultsPending}
 	}
 	covV, termV, resV := want[v1alpha1.ConditionShardsCovered], want[v1alpha1.ConditionTerminated], want[v1alpha1.ConditionResultsAccepted]
 	switch {
-	case termV.status != metav1.ConditionTrue && termV.reason == ReasonTargetDeleted:
-		want[v1alpha1.ConditionAccepted] = verdict{metav1.ConditionFalse, ReasonTargetDeleted}
+	case termV.status != metav1.ConditionTrue && termV.reason == v1alpha1.ReasonTargetDeleted:
+		want[v1alpha1.ConditionAccepted] = verdict{metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted}
 	case covV.status != metav1.ConditionTrue:
 		want[v1alpha1.ConditionAccepted] = verdict{metav1.ConditionFalse, covV.reason}
 	case termV.status != metav1.ConditionTrue:
-		want[v1alpha1.ConditionAccepted] = verdict{metav1.ConditionFalse, ReasonAwaitingTermination}
+		want[v1alpha1.ConditionAccepted] = verdict{metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination}
 	case resV.status != metav1.ConditionTrue:
 		want[v1alpha1.ConditionAccepted] = verdict{metav1.ConditionFalse, resV.reason}
 	default:
-		want[v1alpha1.ConditionAccepted] = verdict{metav1.ConditionTrue, ReasonAccepted}
+		want[v1alpha1.ConditionAccepted] = verdict{metav1.ConditionTrue, v1alpha1.ReasonAccepted}
 	}
 	for _, typ := range []string{v1alpha1.ConditionAssignmentValid, v1alpha1.ConditionShardsCovered, v1alpha1.ConditionTerminated, v1alpha1.ConditionResultsAccepted, v1alpha1.ConditionAccepted} {
 		cnd := meta.FindStatusCondition(st.Conditions, typ)
@@ -852,21 +852,21 @@ func TestModel(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		v1alpha1.ConditionShardsCovered + "/" + ReasonAllShardsCovered,
-		v1alpha1.ConditionShardsCovered + "/" + ReasonShardsMissing,
-		v1alpha1.ConditionShardsCovered + "/" + ReasonTargetsNotFound,
-		v1alpha1.ConditionTerminated + "/" + ReasonComplete,
-		v1alpha1.ConditionTerminated + "/" + ReasonTargetFailed,
-		v1alpha1.ConditionTerminated + "/" + ReasonAwaitingTermination,
-		v1alpha1.ConditionTerminated + "/" + ReasonTargetDeleted,
-		v1alpha1.ConditionResultsAccepted + "/" + ReasonResultsNotRequired,
-		v1alpha1.ConditionResultsAccepted + "/" + ReasonAllResultsAccepted,
-		v1alpha1.ConditionResultsAccepted + "/" + ReasonResultRejected,
-		v1alpha1.ConditionResultsAccepted + "/" + ReasonMissingResult,
-		v1alpha1.ConditionResultsAccepted + "/" + ReasonResultsPending,
-		v1alpha1.ConditionAccepted + "/" + ReasonAccepted,
-		v1alpha1.ConditionAccepted + "/" + ReasonTargetDeleted,
-		v1alpha1.ConditionAccepted + "/" + ReasonAwaitingTermination,
+		v1alpha1.ConditionShardsCovered + "/" + v1alpha1.ReasonAllShardsCovered,
+		v1alpha1.ConditionShardsCovered + "/" + v1alpha1.ReasonShardsMissing,
+		v1alpha1.ConditionShardsCovered + "/" + v1alpha1.ReasonTargetsNotFound,
+		v1alpha1.ConditionTerminated + "/" + v1alpha1.ReasonComplete,
+		v1alpha1.ConditionTerminated + "/" + v1alpha1.ReasonTargetFailed,
+		v1alpha1.ConditionTerminated + "/" + v1alpha1.ReasonAwaitingTermination,
+		v1alpha1.ConditionTerminated + "/" + v1alpha1.ReasonTargetDeleted,
+		v1alpha1.ConditionResultsAccepted + "/" + v1alpha1.ReasonResultsNotRequired,
+		v1alpha1.ConditionResultsAccepted + "/" + v1alpha1.ReasonAllResultsAccepted,
+		v1alpha1.ConditionResultsAccepted + "/" + v1alpha1.ReasonResultRejected,
+		v1alpha1.ConditionResultsAccepted + "/" + v1alpha1.ReasonMissingResult,
+		v1alpha1.ConditionResultsAccepted + "/" + v1alpha1.ReasonResultsPending,
+		v1alpha1.ConditionAccepted + "/" + v1alpha1.ReasonAccepted,
+		v1alpha1.ConditionAccepted + "/" + v1alpha1.ReasonTargetDeleted,
+		v1alpha1.ConditionAccepted + "/" + v1alpha1.ReasonAwaitingTermination,
 		"history", "coveredBy",
 	} {
 		if seen[want] == 0 {

@@ -26,7 +26,7 @@ func TestReversedMappingCoversOnlyItsShard(t *testing.T) {
 	if st.Shards.Covered != 1 || st.Shards.MissingOrdinals != "0,1,3" {
 		t.Errorf("covered %d missing ordinals %q; want 1, 0,1,3", st.Shards.Covered, st.Shards.MissingOrdinals)
 	}
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing,
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing,
 		"1/4 shards covered; missing A = job j index 3, B = job j index 2, D = job j index 0")
 }
 
@@ -40,14 +40,14 @@ func TestRepairOfUnassignedShardIsReported(t *testing.T) {
 	for _, p := range m.Problems {
 		reasons = append(reasons, p.Reason)
 	}
-	if want := []string{ReasonUnassignedShard, ReasonRepairOfUnassigned}; !slices.Equal(reasons, want) {
+	if want := []string{v1alpha1.ReasonUnassignedShard, v1alpha1.ReasonRepairOfUnassigned}; !slices.Equal(reasons, want) {
 		t.Fatalf("problems %v; want %v", reasons, want)
 	}
 	if got, want := m.Problems[1].Message, "repair assignments[1] maps onto C, which no original assignment has: a repair gives an assigned shard a further identity"; got != want {
 		t.Errorf("message %q; want %q", got, want)
 	}
 	st := step(t, spec, nil, map[string]Observation{}).Status
-	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, ReasonUnassignedShard,
+	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, v1alpha1.ReasonUnassignedShard,
 		"1 of 3 declared shards are assigned to no index: C; "+m.Problems[1].Message)
 }
 
@@ -69,7 +69,7 @@ func TestNeverObservedStaysSoAcrossReconciles(t *testing.T) {
 	st := step(t, spec, nil, map[string]Observation{}).Status
 	for range 2 {
 		st = step(t, spec, &st, map[string]Observation{}).Status
-		wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonTargetsNotFound, want)
+		wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound, want)
 	}
 }
 
@@ -80,7 +80,7 @@ func TestMissingMessageBoundedWithinOneInterval(t *testing.T) {
 	names := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}
 	spec := makeCompactSpec("s", 8).AssignJob("j", "0-7", "s7", "s6", "s5", "s4", "s3", "s2", "s1", "s0").SpecObj()
 	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", int32(len(names))).Obj()}}).Status
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, ReasonShardsMissing,
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing,
 		"0/8 shards covered; missing s0 = job j index 7, s1 = job j index 6, s2 = job j index 5, s3 = job j index 4, s4 = job j index 3 (+3 more shards)")
 }
 
@@ -89,7 +89,7 @@ func TestMissingMessageBoundedWithinOneInterval(t *testing.T) {
 func TestDuplicateShardNamesTheIdentityInsideARun(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D", "E", "F").AssignJob("j", "5-8", "B", "C", "D", "E").AssignJob("k", "0,1", "A", "F").AssignJob("l", "0", "D").SpecObj()
 	m := Compile("ml-team", spec)
-	if len(m.Problems) != 1 || m.Problems[0].Reason != ReasonDuplicateShard {
+	if len(m.Problems) != 1 || m.Problems[0].Reason != v1alpha1.ReasonDuplicateShard {
 		t.Fatalf("problems %+v; want one DuplicateShard", m.Problems)
 	}
 	if got, want := m.Problems[0].Message, "shard D is assigned twice: job j index 7 (assignments[0]) and job l index 0 (assignments[2]); a mapping must be a partition"; got != want {

@@ -12,17 +12,6 @@ import (
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
-// Reasons a reported result is not accepted.
-const (
-	ResultMalformed        = "Malformed"
-	ResultStaleIdentity    = "StaleIdentity"
-	ResultUnassigned       = "UnassignedIdentity"
-	ResultForgedClaim      = "ForgedClaim"
-	ResultRevisionMismatch = "RevisionMismatch"
-	ResultCriterionNotMet  = "CriterionNotMet"
-	ResultConflict         = "Conflict"
-)
-
 // Result is one shard result a worker reported, already decoded and evaluated against
 // the acceptance rule by the result package. The account decides whether it stands.
 type Result struct {
@@ -142,7 +131,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 	var acceptedOrdinals, reported []int
 	reject := func(r Result, ordinal int, reason, msg string) {
 		rs.summary.Rejected++
-		if reason == ResultConflict {
+		if reason == v1alpha1.RejectionConflict {
 			rs.summary.Rejected--
 			rs.summary.Conflicts++
 		}
@@ -159,7 +148,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 		who := fmt.Sprintf("pod %s (%s index %d)", r.Pod, DescribeTarget(r.Target), r.Index)
 		ordinal, assigned := m.ShardOf(r.Target, r.Index)
 		if !assigned {
-			reject(r, -1, ResultUnassigned, who+" is assigned no shard")
+			reject(r, -1, v1alpha1.RejectionUnassignedIdentity, who+" is assigned no shard")
 			continue
 		}
 		assignedName := m.Shards.Name(ordinal)
@@ -170,17 +159,17 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 		case r.RejectReason != "":
 			reject(r, ordinal, r.RejectReason, who+": "+r.RejectMessage)
 		case current[r.Target] != r.JobUID:
-			reject(r, -1, ResultStaleIdentity, fmt.Sprintf("%s belongs to Job UID %s, not the target's current identity", who, r.JobUID))
+			reject(r, -1, v1alpha1.RejectionStaleIdentity, fmt.Sprintf("%s belongs to Job UID %s, not the target's current identity", who, r.JobUID))
 		case r.Shard != assignedName:
-			reject(r, ordinal, ResultForgedClaim, fmt.Sprintf("%s claims shard %q but its identity is assigned shard %s", who, r.Shard, assignedName))
+			reject(r, ordinal, v1alpha1.RejectionForgedClaim, fmt.Sprintf("%s claims shard %q but its identity is assigned shard %s", who, r.Shard, assignedName))
 		case r.InputRevision != spec.InputRevision:
-			reject(r, ordinal, ResultRevisionMismatch, fmt.Sprintf("shard %s result of %s has inputRevision %q, the account requires %q", assignedName, who, r.InputRevision, spec.InputRevision))
+			reject(r, ordinal, v1alpha1.RejectionRevisionMismatch, fmt.Sprintf("shard %s result of %s has inputRevision %q, the account requires %q", assignedName, who, r.InputRevision, spec.InputRevision))
 		case r.ModelRevision != spec.ModelRevision:
-			reject(r, ordinal, ResultRevisionMismatch, fmt.Sprintf("shard %s result of %s has modelRevision %q, the account requires %q", assignedName, who, r.ModelRevision, spec.ModelRevision))
+			reject(r, ordinal, v1alpha1.RejectionRevisionMismatch, fmt.Sprintf("shard %s result of %s has modelRevision %q, the account requires %q", assignedName, who, r.ModelRevision, spec.ModelRevision))
 		default:
 			if first, ok := digests[ordinal]; ok {
 				if first != r.Digest {
-					reject(r, -1, ResultConflict, fmt.Sprintf("shard %s already has an accepted result with digest %q; %s reports digest %q", assignedName, first, who, r.Digest))
+					reject(r, -1, v1alpha1.RejectionConflict, fmt.Sprintf("shard %s already has an accepted result with digest %q; %s reports digest %q", assignedName, first, who, r.Digest))
 				}
 				continue
 			}

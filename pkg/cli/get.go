@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
@@ -94,13 +93,13 @@ func ListAccounts(ctx context.Context, c client.Client, namespace, name string) 
 // cannot be accepted as it stands), then those still moving, in the order a batch moves
 // through them, then accounts without a verdict yet, and Accepted last.
 var verdictRanks = map[string]int{
-	account.ReasonAssignmentInvalid: 0, account.ReasonTargetDeleted: 0, account.ReasonResultRejected: 0,
-	account.ReasonMissingResult: 0, account.ReasonRuleInvalid: 0,
-	account.ReasonTargetsNotFound: 2, account.ReasonShardsMissing: 2,
-	account.ReasonAwaitingTermination: 3,
-	account.ReasonResultsPending:      4,
-	"":                                5,
-	account.ReasonAccepted:            6,
+	v1alpha1.ReasonAssignmentInvalid: 0, v1alpha1.ReasonTargetDeleted: 0, v1alpha1.ReasonResultRejected: 0,
+	v1alpha1.ReasonMissingResult: 0, v1alpha1.ReasonRuleInvalid: 0,
+	v1alpha1.ReasonTargetsNotFound: 2, v1alpha1.ReasonShardsMissing: 2,
+	v1alpha1.ReasonAwaitingTermination: 3,
+	v1alpha1.ReasonResultsPending:      4,
+	"":                                 5,
+	v1alpha1.ReasonAccepted:            6,
 }
 
 // verdictRank ranks a verdict reason; a reason unknown to this plugin (a newer

@@ -45,7 +45,7 @@ func TestExplainDeletedJob(t *testing.T) {
 			t.Errorf("explanation lacks %q:\n%s", phrase, out)
 		}
 	}
-	if strings.Contains(out, account.ResultStaleIdentity) {
+	if strings.Contains(out, v1alpha1.RejectionStaleIdentity) {
 		t.Errorf("accepted results turned stale after the Job was deleted:\n%s", out)
 	}
 }
@@ -111,7 +111,7 @@ func seedResult(i int, shard string) account.Result {
 // rejected, not only uncovered shards; the still-needed advice offers it.
 func TestRepairResults(t *testing.T) {
 	rejectedC := seedResult(2, "C")
-	rejectedC.RejectReason, rejectedC.RejectMessage = account.ResultMalformed, "no JSON object in the termination message"
+	rejectedC.RejectReason, rejectedC.RejectMessage = v1alpha1.RejectionMalformed, "no JSON object in the termination message"
 	cases := []struct {
 		name       string
 		results    []account.Result
@@ -174,7 +174,7 @@ func TestRepairResults(t *testing.T) {
 				t.Fatalf("plan = %+v", plan.Repairs)
 			}
 			r := plan.Repairs[0]
-			if r.Job.Annotations[AnnotationRepairOf] != "j" || !slices.Contains(r.Job.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: EnvRepairOf, Value: "j"}) {
+			if r.Job.Annotations[v1alpha1.AnnotationRepairOf] != "j" || !slices.Contains(r.Job.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: EnvRepairOf, Value: "j"}) {
 				t.Errorf("repair Job does not name the original: annotations %v env %v", r.Job.Annotations, r.Job.Spec.Template.Spec.Containers[0].Env)
 			}
 		})
@@ -184,7 +184,7 @@ func TestRepairResults(t *testing.T) {
 // repairOf is an earlier repair Job of original, as repair created it.
 func repairOf(name, original string) *batchv1.Job {
 	j := admitted(seedJob(name, types.UID("uid-"+name), 1).Completed("0", 1).ResourceVersion("1").Obj())
-	j.Annotations = map[string]string{AnnotationRepairOf: original, AnnotationRepairFor: "ij245"}
+	j.Annotations = map[string]string{v1alpha1.AnnotationRepairOf: original, v1alpha1.AnnotationRepairFor: "ij245"}
 	return j
 }
 
@@ -220,7 +220,7 @@ func TestRepairJobDeletedBeforeItTerminated(t *testing.T) {
 	ba := compute(ij245Account(), time0, map[string]account.Observation{"job/j": {Job: running, Workload: workloadObs(false)}}, ab...)
 	ba = compute(ba, deletedAt, map[string]account.Observation{}, ab...)
 	ex := BuildExplanation(ba, nil, 0)
-	if ex.Verdict.Reason != account.ReasonTargetDeleted || !ex.Jobs[0].Deleted || ex.Shards.Covered != 2 {
+	if ex.Verdict.Reason != v1alpha1.ReasonTargetDeleted || !ex.Jobs[0].Deleted || ex.Shards.Covered != 2 {
 		t.Fatalf("verdict %+v, job deleted %v, covered %d", ex.Verdict, ex.Jobs[0].Deleted, ex.Shards.Covered)
 	}
 	needed := strings.Join(ex.StillNeeded, "\n")

@@ -67,16 +67,16 @@ func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
 	}
 	if c := notTrue(v1alpha1.ConditionResultsAccepted); c != nil {
 		switch c.Reason {
-		case account.ReasonRuleInvalid:
+		case v1alpha1.ReasonRuleInvalid:
 			out = append(out, fmt.Sprintf("Fix spec.acceptance.rule (ResultsAccepted=%s, %s): %s.", c.Status, c.Reason, c.Message))
-		case account.ReasonResultRejected, account.ReasonMissingResult:
+		case v1alpha1.ReasonResultRejected, v1alpha1.ReasonMissingResult:
 			// The identities completed those indexes: they will not run them again, so
 			// asking them for another result would be a dead end. A repair re-runs them.
 			var what []string
 			if ex.Results.RejectedShards != "" {
 				n := ordinalCount(ba.Status.Results.RejectedOrdinals)
 				what = append(what, plural(n, "shard ", "shards ")+ex.Results.RejectedShards+plural(n, " has", " have")+" only rejected results")
-			} else if c.Reason == account.ReasonResultRejected {
+			} else if c.Reason == v1alpha1.ReasonResultRejected {
 				what = append(what, "some shards have only rejected results ("+c.Message+")")
 			}
 			if ex.Results.MissingShards != "" {

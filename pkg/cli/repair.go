@@ -29,16 +29,6 @@ const (
 	PriorityClassLabel = "kueue.x-k8s.io/priority-class"
 )
 
-// Annotations on a repair Job, pointing back at what it repairs.
-const (
-	// AnnotationRepairFor names the BatchAccount the repair Job was created for.
-	AnnotationRepairFor = "batchledger.dev/repair-for"
-	// AnnotationRepairOf names the original Job whose identities could not complete.
-	AnnotationRepairOf = "batchledger.dev/repair-of"
-	// AnnotationRepairShards names the repaired shards compactly, in index order.
-	AnnotationRepairShards = "batchledger.dev/repair-shards"
-)
-
 // Environment of a repair Job's containers. The pod template is the original's, whose
 // worker maps its completion index onto its shard; in a repair Job index k stands for
 // another original index, and these variables say which. A container that declares its
@@ -299,7 +289,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 func templateSource(jobs map[string]*batchv1.Job, original string) *batchv1.Job {
 	var best *batchv1.Job
 	for _, j := range jobs {
-		if j.Annotations[AnnotationRepairOf] == original && (best == nil || j.Name > best.Name) {
+		if j.Annotations[v1alpha1.AnnotationRepairOf] == original && (best == nil || j.Name > best.Name) {
 			best = j
 		}
 	}
@@ -422,9 +412,9 @@ func repairJob(accountName, origName string, orig *batchv1.Job, queued *corev1.P
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: orig.Namespace, Labels: labels,
 			Annotations: map[string]string{
-				AnnotationRepairFor:    accountName,
-				AnnotationRepairOf:     origName,
-				AnnotationRepairShards: shards,
+				v1alpha1.AnnotationRepairFor:    accountName,
+				v1alpha1.AnnotationRepairOf:     origName,
+				v1alpha1.AnnotationRepairShards: shards,
 			},
 		},
 		Spec: spec,

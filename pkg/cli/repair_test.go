@@ -103,7 +103,7 @@ func TestPlanRepairIJ245(t *testing.T) {
 	if want := map[string]string{wrappers.QueueLabel: "default", wrappers.PriorityClassLabel: "batch-low"}; !maps.Equal(job.Labels, want) {
 		t.Errorf("labels = %v, want %v", job.Labels, want)
 	}
-	if want := map[string]string{AnnotationRepairFor: "ij245", AnnotationRepairOf: "j", AnnotationRepairShards: "D"}; !maps.Equal(job.Annotations, want) {
+	if want := map[string]string{v1alpha1.AnnotationRepairFor: "ij245", v1alpha1.AnnotationRepairOf: "j", v1alpha1.AnnotationRepairShards: "D"}; !maps.Equal(job.Annotations, want) {
 		t.Errorf("annotations = %v, want %v", job.Annotations, want)
 	}
 	if want := map[string]string{"app": "infer"}; !maps.Equal(s.Template.Labels, want) {
@@ -319,7 +319,7 @@ func TestRepairApplies(t *testing.T) {
 	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "j-repair-1"}, &job); err != nil {
 		t.Fatal(err)
 	}
-	if !*job.Spec.Suspend || job.Annotations[AnnotationRepairFor] != "ij245" {
+	if !*job.Spec.Suspend || job.Annotations[v1alpha1.AnnotationRepairFor] != "ij245" {
 		t.Errorf("repair Job = %+v", job.ObjectMeta)
 	}
 	var ba v1alpha1.BatchAccount

@@ -293,15 +293,15 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string
 		return outcomeBlocked, fmt.Sprintf("%s can no longer be covered (%s index %d: %s)",
 			shardNames(lost), account.DescribeTarget(first.Target), first.Index, first.State)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Reason == account.ReasonTargetDeleted {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Reason == v1alpha1.ReasonTargetDeleted {
 		return outcomeBlocked, "a target was deleted before it terminated (TargetDeleted)"
 	}
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c != nil {
 		switch c.Reason {
-		case account.ReasonResultRejected:
+		case v1alpha1.ReasonResultRejected:
 			// The identities that reported them completed: they cannot report again.
 			return outcomeBlocked, fmt.Sprintf("a shard result was rejected (%s)", c.Reason)
-		case account.ReasonMissingResult:
+		case v1alpha1.ReasonMissingResult:
 			return outcomeBlocked, fmt.Sprintf("no result can arrive for %d covered %s (%s)", st.Results.Missing, plural(int(st.Results.Missing), "shard", "shards"), c.Reason)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // EventActionVerdict is the action of every event batchledger emits.
@@ -27,11 +27,11 @@ type verdictEvent struct {
 // requires results is created before its Jobs on purpose (so that every pod is held),
 // and would otherwise open every such batch with Warnings.
 var expectedWaits = map[string]bool{
-	account.ReasonTargetsNotFound:     true,
-	account.ReasonAwaitingTermination: true,
-	account.ReasonResultsPending:      true,
-	account.ReasonShardsMissing:       true,
-	account.ReasonPending:             true,
+	v1alpha1.ReasonTargetsNotFound:     true,
+	v1alpha1.ReasonAwaitingTermination: true,
+	v1alpha1.ReasonResultsPending:      true,
+	v1alpha1.ReasonShardsMissing:       true,
+	v1alpha1.ReasonPending:             true,
 }
 
 // accountEvents are the events for the account's verdict changes: one per condition

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
@@ -17,15 +16,15 @@ func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.
 }
 
 func TestVerdictEvents(t *testing.T) {
-	covered := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, account.ReasonAllShardsCovered, "4/4 shards covered")
-	missing := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3")
-	duplicate := cond(v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, account.ReasonAssignmentInvalid, "shard A assigned twice")
-	pending := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultsPending, "waiting for results of A-D")
-	rejected := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultRejected, "result of C rejected")
-	accepted := cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted, "4/4 shards accepted")
-	queued := cond(v1alpha1.ConditionAdmitted, metav1.ConditionFalse, account.ReasonPending, "not admitted by Kueue yet: job j")
-	notYet := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, account.ReasonTargetsNotFound, "job j not found")
-	terminated := cond(v1alpha1.ConditionTerminated, metav1.ConditionTrue, account.ReasonComplete, "job j Complete")
+	covered := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "4/4 shards covered")
+	missing := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3")
+	duplicate := cond(v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid, "shard A assigned twice")
+	pending := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, "waiting for results of A-D")
+	rejected := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "result of C rejected")
+	accepted := cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "4/4 shards accepted")
+	queued := cond(v1alpha1.ConditionAdmitted, metav1.ConditionFalse, v1alpha1.ReasonPending, "not admitted by Kueue yet: job j")
+	notYet := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound, "job j not found")
+	terminated := cond(v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonComplete, "job j Complete")
 
 	cases := map[string]struct {
 		prev         []metav1.Condition
@@ -74,9 +73,9 @@ func TestVerdictEvents(t *testing.T) {
 		},
 		"durable-ledger reasons are Warnings": {
 			changed: []metav1.Condition{
-				cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonMissingResult, "no result for A"),
-				cond(v1alpha1.ConditionTerminated, metav1.ConditionFalse, account.ReasonTargetDeleted, "job j deleted"),
-				cond(v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, account.ReasonRuleInvalid, "rule does not compile"),
+				cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonMissingResult, "no result for A"),
+				cond(v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted, "job j deleted"),
+				cond(v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonRuleInvalid, "rule does not compile"),
 			},
 			wantAccount: []verdictEvent{
 				{corev1.EventTypeWarning, "AcceptedMissingResult", "Accepted=False: no result for A"},

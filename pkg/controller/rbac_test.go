@@ -127,7 +127,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	results := wrappers.MakeBatchAccount("results", "ns").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").Obj()
 	results.UID = "results-uid"
 	train := wrappers.MakeBatchAccount("train", "ns").Shards("W").AssignJobSet("ts", "workers", 0, "0", "0").Obj()
-	short := wrappers.MakeJob("sf", "ns").Indexed(1).Annotation(AnnotationInputRev, "D").Annotation(AnnotationModelRev, "m").Annotation(AnnotationShards, "A").Obj()
+	short := wrappers.MakeJob("sf", "ns").Indexed(1).Annotation(v1alpha1.AnnotationInputRev, "D").Annotation(v1alpha1.AnnotationModelRev, "m").Annotation(v1alpha1.AnnotationShards, "A").Obj()
 	pod0 := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, reportOf(t, "A")).Finalizers(v1alpha1.ResultFinalizer).Obj()
 	pod1 := wrappers.MakeIndexPod(j, "j-1", 1).Succeeded(now, reportOf(t, "B")).Finalizers(v1alpha1.ResultFinalizer).Obj()
 

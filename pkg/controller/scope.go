@@ -41,10 +41,10 @@ func AccountScope(ba *v1alpha1.BatchAccount) string {
 // ShortFormScope is the scope the short-form annotations of a Job or JobSet declare; ""
 // when it carries none.
 func ShortFormScope(annotations map[string]string) string {
-	if _, ok := annotations[AnnotationInputRev]; !ok {
+	if _, ok := annotations[v1alpha1.AnnotationInputRev]; !ok {
 		return ""
 	}
-	if annotations[AnnotationRequire] == "true" {
+	if annotations[v1alpha1.AnnotationRequire] == "true" {
 		return v1alpha1.ScopeResults
 	}
 	return v1alpha1.ScopeCoverage

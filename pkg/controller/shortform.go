@@ -19,26 +19,6 @@ import (
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
-// Annotations of the short form: on a Job or JobSet they declare a batch, and the
-// controller creates the BatchAccount of the same name. The account is not owned by the
-// Job or JobSet: a ledger outlives the Jobs it describes (TTL, cleanup), so deleting the
-// Job keeps the account and its results; delete the account when its record is no longer
-// needed (LabelShortFormOf finds the accounts made from short forms). Indexes map onto
-// shards in order; for a JobSet, child Job i of the replicatedJob takes the i-th block.
-const (
-	AnnotationShards        = "batchledger.dev/shards"         // "A,B,C,D"
-	AnnotationShardCount    = "batchledger.dev/shard-count"    // "100000"
-	AnnotationShardPrefix   = "batchledger.dev/shard-prefix"   // "shard-"
-	AnnotationInputRev      = "batchledger.dev/input-revision" // required
-	AnnotationModelRev      = "batchledger.dev/model-revision" // required
-	AnnotationReplicatedJob = "batchledger.dev/replicated-job" // JobSet only
-	AnnotationRequire       = "batchledger.dev/require-results"
-	AnnotationRule          = "batchledger.dev/acceptance-rule"
-	// LabelShortFormOf on a BatchAccount the controller created from a short form names
-	// the kind of object that declared it ("Job" or "JobSet"); the name is the account's.
-	LabelShortFormOf = "batchledger.dev/short-form-of"
-)
-
 // ShortFormReconciler creates the BatchAccount a short-form Job or JobSet declares.
 type ShortFormReconciler struct {
 	client.Client
@@ -84,7 +64,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	ba := &v1alpha1.BatchAccount{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: obj.GetName(), Namespace: obj.GetNamespace(),
-			Labels: map[string]string{LabelShortFormOf: r.Kind},
+			Labels: map[string]string{v1alpha1.LabelShortFormOf: r.Kind},
 		},
 		Spec: spec,
 	}
@@ -94,7 +74,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // SetupWithManager watches annotated Jobs or JobSets.
 func (r *ShortFormReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	hasShortForm := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		_, ok := o.GetAnnotations()[AnnotationInputRev]
+		_, ok := o.GetAnnotations()[v1alpha1.AnnotationInputRev]
 		return ok
 	})
 	var obj client.Object = &batchv1.Job{}
@@ -109,31 +89,31 @@ func (r *ShortFormReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // shortFormCommon reads the revisions, shard population and acceptance annotations.
 func shortFormCommon(ann map[string]string) (v1alpha1.BatchAccountSpec, int, error) {
-	spec := v1alpha1.BatchAccountSpec{InputRevision: ann[AnnotationInputRev], ModelRevision: ann[AnnotationModelRev]}
+	spec := v1alpha1.BatchAccountSpec{InputRevision: ann[v1alpha1.AnnotationInputRev], ModelRevision: ann[v1alpha1.AnnotationModelRev]}
 	if spec.InputRevision == "" || spec.ModelRevision == "" {
-		return spec, 0, fmt.Errorf("annotations %s and %s are both required", AnnotationInputRev, AnnotationModelRev)
+		return spec, 0, fmt.Errorf("annotations %s and %s are both required", v1alpha1.AnnotationInputRev, v1alpha1.AnnotationModelRev)
 	}
 	n := 0
 	switch {
-	case ann[AnnotationShards] != "":
-		spec.Shards.Names = strings.Split(ann[AnnotationShards], ",")
+	case ann[v1alpha1.AnnotationShards] != "":
+		spec.Shards.Names = strings.Split(ann[v1alpha1.AnnotationShards], ",")
 		for i := range spec.Shards.Names {
 			spec.Shards.Names[i] = strings.TrimSpace(spec.Shards.Names[i])
 		}
 		n = len(spec.Shards.Names)
-	case ann[AnnotationShardCount] != "":
-		c, err := strconv.Atoi(ann[AnnotationShardCount])
+	case ann[v1alpha1.AnnotationShardCount] != "":
+		c, err := strconv.Atoi(ann[v1alpha1.AnnotationShardCount])
 		if err != nil || c < 1 {
-			return spec, 0, fmt.Errorf("annotation %s=%q is not a positive count", AnnotationShardCount, ann[AnnotationShardCount])
+			return spec, 0, fmt.Errorf("annotation %s=%q is not a positive count", v1alpha1.AnnotationShardCount, ann[v1alpha1.AnnotationShardCount])
 		}
-		spec.Shards.Prefix = ann[AnnotationShardPrefix]
+		spec.Shards.Prefix = ann[v1alpha1.AnnotationShardPrefix]
 		spec.Shards.Count = ptr.To(int32(c))
 		n = c
 	default:
-		return spec, 0, fmt.Errorf("annotation %s or %s is required", AnnotationShards, AnnotationShardCount)
+		return spec, 0, fmt.Errorf("annotation %s or %s is required", v1alpha1.AnnotationShards, v1alpha1.AnnotationShardCount)
 	}
-	if ann[AnnotationRequire] == "true" || ann[AnnotationRule] != "" {
-		spec.Acceptance = &v1alpha1.AcceptanceCriterion{RequireResults: ann[AnnotationRequire] == "true", Rule: ann[AnnotationRule]}
+	if ann[v1alpha1.AnnotationRequire] == "true" || ann[v1alpha1.AnnotationRule] != "" {
+		spec.Acceptance = &v1alpha1.AcceptanceCriterion{RequireResults: ann[v1alpha1.AnnotationRequire] == "true", Rule: ann[v1alpha1.AnnotationRule]}
 	}
 	return spec, n, nil
 }
@@ -161,7 +141,7 @@ func ShortFormJobSet(js *jobsetapi.JobSet) (v1alpha1.BatchAccountSpec, error) {
 	if err != nil {
 		return spec, fmt.Errorf("jobset %s: %w", js.Name, err)
 	}
-	rjName := js.Annotations[AnnotationReplicatedJob]
+	rjName := js.Annotations[v1alpha1.AnnotationReplicatedJob]
 	for _, rj := range js.Spec.ReplicatedJobs {
 		if rj.Name != rjName {
 			continue
@@ -179,5 +159,5 @@ func ShortFormJobSet(js *jobsetapi.JobSet) (v1alpha1.BatchAccountSpec, error) {
 		}
 		return spec, nil
 	}
-	return spec, fmt.Errorf("jobset %s: annotation %s names replicatedJob %q, which the JobSet does not have", js.Name, AnnotationReplicatedJob, rjName)
+	return spec, fmt.Errorf("jobset %s: annotation %s names replicatedJob %q, which the JobSet does not have", js.Name, v1alpha1.AnnotationReplicatedJob, rjName)
 }

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 func TestShortFormJob(t *testing.T) {
 	job := wrappers.MakeJob("j", "ml").Indexed(4).
-		Annotation(AnnotationInputRev, "D").Annotation(AnnotationModelRev, "m-2026-11").
-		Annotation(AnnotationShards, "A, B, C, D").Annotation(AnnotationRequire, "true").Obj()
+		Annotation(v1alpha1.AnnotationInputRev, "D").Annotation(v1alpha1.AnnotationModelRev, "m-2026-11").
+		Annotation(v1alpha1.AnnotationShards, "A, B, C, D").Annotation(v1alpha1.AnnotationRequire, "true").Obj()
 	spec, err := ShortFormJob(job)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +32,7 @@ func TestShortFormJob(t *testing.T) {
 func TestShortFormJobSet(t *testing.T) {
 	worker := wrappers.MakeJob("", "").Indexed(4).Obj()
 	js := wrappers.MakeJobSet("train", "ml").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(worker).Obj()).Obj()
-	js.Annotations = map[string]string{AnnotationInputRev: "D", AnnotationModelRev: "m", AnnotationShardCount: "8", AnnotationShardPrefix: "s", AnnotationReplicatedJob: "workers"}
+	js.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationModelRev: "m", v1alpha1.AnnotationShardCount: "8", v1alpha1.AnnotationShardPrefix: "s", v1alpha1.AnnotationReplicatedJob: "workers"}
 	spec, err := ShortFormJobSet(js)
 	if err != nil {
 		t.Fatal(err)
@@ -44,11 +45,11 @@ func TestShortFormJobSet(t *testing.T) {
 		t.Errorf("workers[1] index 0 maps to %s, want s4", m.Shards.Name(o))
 	}
 
-	js.Annotations[AnnotationShardCount] = "9"
+	js.Annotations[v1alpha1.AnnotationShardCount] = "9"
 	if _, err := ShortFormJobSet(js); err == nil || !strings.Contains(err.Error(), "2 replicas x 4 completions = 8 indexes for 9 shards") {
 		t.Errorf("count mismatch: %v", err)
 	}
-	js.Annotations[AnnotationReplicatedJob] = "leader"
+	js.Annotations[v1alpha1.AnnotationReplicatedJob] = "leader"
 	if _, err := ShortFormJobSet(js); err == nil || !strings.Contains(err.Error(), `names replicatedJob "leader"`) {
 		t.Errorf("unknown replicatedJob: %v", err)
 	}
@@ -56,9 +57,9 @@ func TestShortFormJobSet(t *testing.T) {
 
 func TestShortFormErrors(t *testing.T) {
 	for name, ann := range map[string]map[string]string{
-		"no revisions": {AnnotationShards: "A"},
-		"no shards":    {AnnotationInputRev: "D", AnnotationModelRev: "m"},
-		"bad count":    {AnnotationInputRev: "D", AnnotationModelRev: "m", AnnotationShardCount: "-3"},
+		"no revisions": {v1alpha1.AnnotationShards: "A"},
+		"no shards":    {v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationModelRev: "m"},
+		"bad count":    {v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationModelRev: "m", v1alpha1.AnnotationShardCount: "-3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			job := wrappers.MakeJob("j", "ml").Indexed(1).Obj()
@@ -72,7 +73,7 @@ func TestShortFormErrors(t *testing.T) {
 
 func TestShortFormSingleIndex(t *testing.T) {
 	job := wrappers.MakeJob("one", "ml").Indexed(1).Obj()
-	job.Annotations = map[string]string{AnnotationInputRev: "D", AnnotationModelRev: "m", AnnotationShards: "A"}
+	job.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationModelRev: "m", v1alpha1.AnnotationShards: "A"}
 	spec, err := ShortFormJob(job)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -27,17 +26,17 @@ func withVerdicts(name string, covered, accepted metav1.Condition) *v1alpha1.Bat
 func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "job-j", Namespace: "ns", Generation: 3}}
-	covered := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, account.ReasonAllShardsCovered, "2/2 shards covered")
-	accepted := cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, account.ReasonAccepted, "2/2 shards accepted")
-	pending := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultsPending, "waiting for results of B")
+	covered := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "2/2 shards covered")
+	accepted := cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "2/2 shards accepted")
+	pending := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, "waiting for results of B")
 	done := withVerdicts("a-done", covered, accepted)
 	waiting := withVerdicts("b-waiting", covered, pending)
 
 	t.Run("one account: its own verdict", func(t *testing.T) {
 		got := desiredWorkloadConditions(wl, []*v1alpha1.BatchAccount{done}, now)
 		want := []metav1.Condition{
-			{Type: v1alpha1.WorkloadConditionShardsCovered, Status: metav1.ConditionTrue, Reason: account.ReasonAllShardsCovered, Message: "BatchAccount a-done: 2/2 shards covered", ObservedGeneration: 3},
-			{Type: v1alpha1.WorkloadConditionAccepted, Status: metav1.ConditionTrue, Reason: account.ReasonAccepted, Message: "BatchAccount a-done: 2/2 shards accepted", ObservedGeneration: 3},
+			{Type: v1alpha1.WorkloadConditionShardsCovered, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAllShardsCovered, Message: "BatchAccount a-done: 2/2 shards covered", ObservedGeneration: 3},
+			{Type: v1alpha1.WorkloadConditionAccepted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAccepted, Message: "BatchAccount a-done: 2/2 shards accepted", ObservedGeneration: 3},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("conditions (-want +got):\n%s", diff)
@@ -47,11 +46,11 @@ func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 		for _, order := range [][]*v1alpha1.BatchAccount{{done, waiting}, {waiting, done}} {
 			got := desiredWorkloadConditions(wl, order, now)
 			acc := got[1]
-			if acc.Status != metav1.ConditionFalse || acc.Reason != account.ReasonResultsPending ||
+			if acc.Status != metav1.ConditionFalse || acc.Reason != v1alpha1.ReasonResultsPending ||
 				acc.Message != "2 accounts; BatchAccount a-done: 2/2 shards accepted; BatchAccount b-waiting: waiting for results of B" {
 				t.Errorf("Accepted = %s %s %q", acc.Status, acc.Reason, acc.Message)
 			}
-			if got[0].Status != metav1.ConditionTrue || got[0].Reason != account.ReasonAllShardsCovered {
+			if got[0].Status != metav1.ConditionTrue || got[0].Reason != v1alpha1.ReasonAllShardsCovered {
 				t.Errorf("ShardsCovered = %s %s", got[0].Status, got[0].Reason)
 			}
 		}
@@ -60,7 +59,7 @@ func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 		var many []*v1alpha1.BatchAccount
 		long := strings.Repeat("x", 30000)
 		for i := range 200 {
-			many = append(many, withVerdicts(fmt.Sprintf("acct-%03d", i), covered, cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, account.ReasonResultsPending, long)))
+			many = append(many, withVerdicts(fmt.Sprintf("acct-%03d", i), covered, cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, long)))
 		}
 		for _, c := range desiredWorkloadConditions(wl, many, now) {
 			if len(c.Message) > 32768 {

@@ -11,7 +11,7 @@
 // the completion.
 //
 // The result is read from the container named by the pod annotation
-// batchledger.dev/result-container (AnnotationResultContainer), else from the pod's
+// batchledger.dev/result-container (v1alpha1.AnnotationResultContainer), else from the pod's
 // first container, and only once the pod has Succeeded: a failed or running pod has not
 // completed its index, whatever it wrote.
 //

@@ -7,15 +7,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// AnnotationResultContainer on a worker pod (set it in the Job's pod template) names the
-// container whose termination message carries the result; it overrides the account's
-// spec.acceptance.resultContainer for that pod.
-const AnnotationResultContainer = "batchledger.dev/result-container"
-
 // ResultContainer returns the name of the container that reports pod's result: the one
-// named by AnnotationResultContainer, else named (the account's
+// named by v1alpha1.AnnotationResultContainer, else named (the account's
 // spec.acceptance.resultContainer), else the first container of the pod spec. It returns
 // "" when the pod has no spec to tell: the order of container statuses is no substitute,
 // since a real kubelet sorts them by name (an "istio-proxy" sidecar before "worker").
@@ -23,7 +19,7 @@ func ResultContainer(pod *corev1.Pod, named string) string {
 	if pod == nil {
 		return ""
 	}
-	if name := pod.Annotations[AnnotationResultContainer]; name != "" {
+	if name := pod.Annotations[v1alpha1.AnnotationResultContainer]; name != "" {
 		return name
 	}
 	if named != "" {

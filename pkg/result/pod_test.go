@@ -40,7 +40,7 @@ func sidecarPod(statuses []corev1.ContainerStatus, initStatuses ...corev1.Contai
 // a real kubelet sorts container statuses by name (kwok keeps spec order), so a sidecar
 // whose name sorts first must never be read instead of the worker.
 func TestMessageOf(t *testing.T) {
-	named := map[string]string{AnnotationResultContainer: "proxy"}
+	named := map[string]string{v1alpha1.AnnotationResultContainer: "proxy"}
 	proxyFirst := []corev1.ContainerStatus{ // kubelet order: sorted by name
 		{Name: "proxy", State: terminated("envoy: shutting down", 0)},
 		{Name: "worker", State: terminated("worker says", 0)},
@@ -59,7 +59,7 @@ func TestMessageOf(t *testing.T) {
 			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)},
 			corev1.ContainerStatus{Name: "proxy", State: terminated("proxy says", 0)}), "", "proxy says", true},
 		{"annotation overrides the account", workerPod(named, proxyFirst...), "worker", "envoy: shutting down", true},
-		{"annotation names a missing container", workerPod(map[string]string{AnnotationResultContainer: "nope"},
+		{"annotation names a missing container", workerPod(map[string]string{v1alpha1.AnnotationResultContainer: "nope"},
 			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)}), "", "", false},
 		{"native sidecar sorts first: the worker is read", sidecarPod(proxyFirst[1:],
 			corev1.ContainerStatus{Name: "envoy", State: terminated("envoy: bye", 0)}), "", "worker says", true},
@@ -199,7 +199,7 @@ func TestFromPodThroughAccount(t *testing.T) {
 	if rs.Rejected != 2 || len(rs.Rejections) != 2 {
 		t.Fatalf("results summary = %+v; want 2 rejections", rs)
 	}
-	if r := rs.Rejections[0]; r.Pod != "p1" || r.Reason != account.ResultForgedClaim || r.Shard != "A" {
+	if r := rs.Rejections[0]; r.Pod != "p1" || r.Reason != v1alpha1.RejectionForgedClaim || r.Shard != "A" {
 		t.Errorf("first rejection = %+v; want p1 ForgedClaim of shard A", r)
 	}
 	if r := rs.Rejections[1]; r.Pod != "p2" || r.Reason != ReasonMalformed {

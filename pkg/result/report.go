@@ -12,7 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // SchemaVersion is the only result schema this package understands. Workers write it in
@@ -32,7 +32,7 @@ const (
 	ReasonMissing = "MissingResult"
 	// ReasonMalformed: the message is not a well-formed result (bad JSON, wrong field
 	// types, impossible counts). It shares the account core's Malformed reason.
-	ReasonMalformed = account.ResultMalformed
+	ReasonMalformed = v1alpha1.RejectionMalformed
 	// ReasonOversized: the message reaches MaxMessageBytes and may have been truncated.
 	ReasonOversized = "Oversized"
 	// ReasonUnknownVersion: the message declares a schema version other than SchemaVersion.
@@ -41,7 +41,7 @@ const (
 	ReasonMissingField = "MissingField"
 	// ReasonCriterionNotMet: the account's acceptance rule evaluated to false. It shares
 	// the account core's CriterionNotMet reason.
-	ReasonCriterionNotMet = account.ResultCriterionNotMet
+	ReasonCriterionNotMet = v1alpha1.RejectionCriterionNotMet
 	// ReasonCriterionError: the acceptance rule could not be evaluated on this result
 	// (a runtime error such as a missing field, or the cost limit was exceeded).
 	ReasonCriterionError = "CriterionError"

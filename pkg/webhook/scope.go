@@ -127,7 +127,7 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 	var ops []jsonpatch.JsonPatchOperation
 	for i, rj := range js.Spec.ReplicatedJobs {
 		scope := ""
-		if js.Metadata.Annotations[controller.AnnotationReplicatedJob] == rj.Name {
+		if js.Metadata.Annotations[v1alpha1.AnnotationReplicatedJob] == rj.Name {
 			scope = shortForm
 		}
 		if name != "" {

@@ -70,7 +70,7 @@ func TestScopeStamperJobs(t *testing.T) {
 	}
 	withTemplateLabels := func(j *batchv1.Job, l map[string]string) *batchv1.Job { j.Spec.Template.Labels = l; return j }
 	shortForm := func(j *batchv1.Job, require string) *batchv1.Job {
-		j.Annotations = map[string]string{controller.AnnotationInputRev: "D", controller.AnnotationModelRev: "m", controller.AnnotationShards: "A", controller.AnnotationRequire: require}
+		j.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationModelRev: "m", v1alpha1.AnnotationShards: "A", v1alpha1.AnnotationRequire: require}
 		return j
 	}
 	jobSetChild := func(rj, idx string) *batchv1.Job {
@@ -166,7 +166,7 @@ func TestScopeStamperJobSets(t *testing.T) {
 	t.Run("short form names its replicatedJob", func(t *testing.T) {
 		sf := js.DeepCopy()
 		sf.Name = "other"
-		sf.Annotations = map[string]string{controller.AnnotationInputRev: "D", controller.AnnotationReplicatedJob: "leader", controller.AnnotationRequire: "true"}
+		sf.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationReplicatedJob: "leader", v1alpha1.AnnotationRequire: "true"}
 		raw, _ := json.Marshal(sf)
 		resp := admit(t, admission.HandlerFunc(h.handleJobSet), raw)
 		want := scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})
