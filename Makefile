@@ -2,7 +2,9 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
-PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/... ./hack/soak/... ./hack/kwok/... ./hack/kind/...
+PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/... ./hack/soak/... ./hack/kind/... ./internal/testsupport/kwok/...
+# The local control plane's own tests start its processes: they need `make binaries`.
+PKGS_E2E := ./e2e/... ./internal/testsupport/localcluster/...
 E2E_TIMEOUT ?= 40m
 CHART := charts/batchledger
 # Files of the chart that `make generate` copies from config/.
@@ -72,7 +74,7 @@ binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and J
 
 .PHONY: test-e2e
 test-e2e: binaries ## e2e tests on a local control plane started by the tests (or E2E_USE_EXISTING_CLUSTER=true with KUBECONFIG).
-	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) $(PKGS_E2E)
 
 .PHONY: test-e2e-kind
 test-e2e-kind: binaries install-tools ## e2e on a kind cluster of real kubelets (GPU-flavored workers, charts of Kueue, JobSet and batchledger), then helm uninstall; builds and tears down everything (KIND_KEEP=true keeps it).

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/hack/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 

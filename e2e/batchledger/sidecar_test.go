@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/hack/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )

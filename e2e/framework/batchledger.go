@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"batchledger.dev/batchledger/e2e/framework/localcluster"
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 )
 
 // UseDeployedControllerEnv: with an existing cluster, the batchledger controller is expected

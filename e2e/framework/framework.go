@@ -14,8 +14,9 @@
 //	f.Create(wrappers.MakeJob("train", f.Namespace).Indexed(4).Queue("default").Obj())
 //
 // The kubelet helpers (FinishIndexPod, CopyIndexPodAsSucceeded, ...) drive pods on the kwok
-// nodes of the local cluster through the stages in hack/kwok; an existing cluster needs kwok
-// with those stages (and GPU nodes labelled gpu-type) for the tests that use them.
+// nodes of the local cluster through the stages in internal/testsupport/kwok; an existing
+// cluster needs kwok with those stages (and GPU nodes labelled gpu-type) for the tests
+// that use them.
 //
 // Tests run in parallel (t.Parallel) up to DefaultParallel at a time: each owns its
 // namespace and its ClusterQueues, so only the GPU nodes are shared.
@@ -42,7 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"batchledger.dev/batchledger/e2e/framework/localcluster"
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/scheme"
 )
 

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"batchledger.dev/batchledger/hack/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
 )
 
 // The kubelet helpers play the part of the node agent for pods on the kwok nodes: pods run

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"batchledger.dev/batchledger/e2e/framework/localcluster"
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 

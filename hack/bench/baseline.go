@@ -41,8 +41,8 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 
-	"batchledger.dev/batchledger/e2e/framework/localcluster"
-	"batchledger.dev/batchledger/hack/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )

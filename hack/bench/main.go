@@ -56,8 +56,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"batchledger.dev/batchledger/e2e/framework/localcluster"
-	"batchledger.dev/batchledger/hack/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/scheme"

@@ -18,7 +18,7 @@ import (
 	"os"
 	"time"
 
-	"batchledger.dev/batchledger/e2e/framework/localcluster"
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 )
 
 func main() {

@@ -34,8 +34,8 @@ import (
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"batchledger.dev/batchledger/e2e/framework/localcluster"
-	"batchledger.dev/batchledger/hack/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli"

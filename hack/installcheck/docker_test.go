@@ -153,7 +153,7 @@ func TestDockerContextBuilds(t *testing.T) {
 		}
 		for _, p := range []string{
 			".git/HEAD", "bin/helm", "_output/install/helm-self.yaml", "docs/benchmarks.md",
-			"e2e/framework/localcluster/cluster.go", "hack/installcheck/installcheck.go",
+			"internal/testsupport/localcluster/cluster.go", "hack/installcheck/installcheck.go",
 			"charts/batchledger/values.yaml", "config/default/kustomization.yaml", "Makefile",
 			"README.md", "Dockerfile", ".dockerignore", "batchledger.test",
 			"pkg/account/account.test", "pkg/account/account_test.go", "pkg/result/testdata/x.json",

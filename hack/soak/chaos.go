@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"batchledger.dev/batchledger/e2e/framework/localcluster"
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 )
 
 // KillRecord is one SIGKILL the driver did.

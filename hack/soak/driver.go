@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"batchledger.dev/batchledger/hack/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/result"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"

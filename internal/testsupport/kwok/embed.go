@@ -13,6 +13,9 @@
 //   - deletion → containers killed (exit 137), phase Failed, then removed once no finalizer
 //     is left (finalizers are never removed by kwok);
 //   - annotation kwok.batchledger.dev/unmanaged=true → kwok never writes the pod's status.
+//
+// It lives in internal/testsupport (see there why) beside localcluster, which starts kwok
+// with these stages.
 package kwok
 
 import (

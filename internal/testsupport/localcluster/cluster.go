@@ -11,6 +11,9 @@
 // Start runs the cluster owned by the calling process: if that process dies, the kernel
 // kills the components too. With Options.Detach the components outlive the caller
 // (`hack/cluster up`) and StopDetached stops them later from another process.
+//
+// It lives in internal/testsupport (see there why) because the e2e suites, hack/cluster,
+// hack/demo, hack/bench, hack/soak and hack/installcheck all run it.
 package localcluster
 
 import (

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"batchledger.dev/batchledger/hack/kwok"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
 )
 
 // startControlPlane starts etcd and kube-apiserver and writes the admin kubeconfig.
@@ -176,8 +176,8 @@ func (c *Cluster) startKCMAndScheduler(ctx context.Context) error {
 	return nil
 }
 
-// startKwokAndNodes starts kwok with the stages of hack/kwok, creates the fake nodes and waits
-// until they are Ready and schedulable (the node lifecycle controller of
+// startKwokAndNodes starts kwok with the stages of package kwok, creates the fake nodes
+// and waits until they are Ready and schedulable (the node lifecycle controller of
 // kube-controller-manager removes the not-ready taint).
 func (c *Cluster) startKwokAndNodes(ctx context.Context, nodes []NodeSpec) error {
 	ports, err := freePorts(1)
