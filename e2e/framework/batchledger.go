@@ -1,12 +1,9 @@
 package framework
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
+	"batchledger.dev/batchledger/internal/testsupport/scrape"
 )
 
 // UseDeployedControllerEnv: with an existing cluster, the batchledger controller is expected
@@ -141,13 +139,9 @@ func KillManager(t testing.TB, name string) {
 	}
 }
 
-// ControllerMetrics are batchledger's own counters, read from its metrics endpoint.
-type ControllerMetrics struct {
-	Reconciles, StatusWrites, WorkloadWrites, ResultWrites, PodReleases float64
-	// Leader is whether the process holds the leader Lease (controller-runtime's
-	// leader_election_master_status).
-	Leader bool
-}
+// ControllerMetrics are batchledger's own counters and its leader gauge, read from its
+// metrics endpoint.
+type ControllerMetrics = scrape.Controller
 
 // BatchledgerMetrics reads the controller's counters (local cluster only).
 func BatchledgerMetrics(t testing.TB) ControllerMetrics {
@@ -159,48 +153,15 @@ func BatchledgerMetrics(t testing.TB) ControllerMetrics {
 // or one of StartBatchledgerReplicas' replicas).
 func ManagerMetrics(t testing.TB, name string) ControllerMetrics {
 	t.Helper()
-	m, err := readManagerMetrics(localOnly(t), name)
+	env, ok := localOnly(t).ManagerEnv(name)
+	if !ok {
+		t.Fatalf("read %s metrics: %s is not running", name, name)
+	}
+	f, err := scrape.Get(t.Context(), env.MetricsURL())
 	if err != nil {
 		t.Fatalf("read %s metrics: %v", name, err)
 	}
-	return m
-}
-
-func readManagerMetrics(c *localcluster.Cluster, name string) (ControllerMetrics, error) {
-	var m ControllerMetrics
-	env, ok := c.ManagerEnv(name)
-	if !ok {
-		return m, fmt.Errorf("%s is not running", name)
-	}
-	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort))
-	if err != nil {
-		return m, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		v, _ := strconv.ParseFloat(value, 64)
-		switch {
-		case name == "batchledger_account_reconciles_total":
-			m.Reconciles = v
-		case name == "batchledger_account_status_writes_total":
-			m.StatusWrites = v
-		case name == "batchledger_workload_condition_writes_total":
-			m.WorkloadWrites = v
-		case name == "batchledger_result_chunk_writes_total":
-			m.ResultWrites = v
-		case name == "batchledger_pod_releases_total":
-			m.PodReleases = v
-		case strings.HasPrefix(name, "leader_election_master_status{"):
-			m.Leader = v == 1
-		}
-	}
-	return m, sc.Err()
+	return f.Controller()
 }
 
 // StatusWatch counts the status changes of one object as the API server reports them,

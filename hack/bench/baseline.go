@@ -442,7 +442,7 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 		if !ok {
 			return res, errors.New("batchledger is not running")
 		}
-		b.metrics = fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort)
+		b.metrics = env.MetricsURL()
 	}
 	queues := g.queues()
 	if err := baselineQueues(ctx, c, queues); err != nil {

@@ -58,6 +58,7 @@ import (
 
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
+	"batchledger.dev/batchledger/internal/testsupport/scrape"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/scheme"
@@ -242,7 +243,7 @@ func run(ctx context.Context, cfg config) error {
 	if !ok {
 		return errors.New("batchledger is not running")
 	}
-	b := &bench{cfg: cfg, cl: cl, c: c, metrics: fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort)}
+	b := &bench{cfg: cfg, cl: cl, c: c, metrics: env.MetricsURL()}
 	fmt.Fprintf(os.Stderr, "cluster ready in %s\n", cl.StartupDuration.Round(10*time.Millisecond))
 	if err := b.queues(ctx); err != nil {
 		return err
@@ -323,15 +324,12 @@ func (b *bench) snapshot() (snapshot, error) {
 type controllerCounters struct{ statusWrites, wlWrites, reconciles float64 }
 
 func (b *bench) controllerCounters() (controllerCounters, error) {
-	m, err := readCounters(b.metrics)
+	f, err := scrape.Get(context.Background(), b.metrics)
 	if err != nil {
 		return controllerCounters{}, err
 	}
-	return controllerCounters{
-		statusWrites: m["batchledger_account_status_writes_total"],
-		wlWrites:     m["batchledger_workload_condition_writes_total"],
-		reconciles:   m["batchledger_account_reconciles_total"],
-	}, nil
+	c := f.Controller()
+	return controllerCounters{statusWrites: c.StatusWrites, wlWrites: c.WorkloadWrites, reconciles: c.Reconciles}, nil
 }
 
 // componentCPU is the CPU seconds so far of a cluster component, found by its pid file.
@@ -758,28 +756,6 @@ func peakRSSMiB(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
-}
-
-// readCounters reads the untyped-label counters of a Prometheus text endpoint.
-func readCounters(url string) (map[string]float64, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(value, 64); err == nil {
-			out[name] = v
-		}
-	}
-	return out, sc.Err()
 }
 
 func loadavg() string {

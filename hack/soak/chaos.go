@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
+	"batchledger.dev/batchledger/internal/testsupport/scrape"
 )
 
 // KillRecord is one SIGKILL the driver did.
@@ -97,30 +94,20 @@ func (ch *chaos) leader() string {
 		if !ok {
 			continue
 		}
-		if isLeader(fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort)) {
+		if isLeader(env.MetricsURL()) {
 			return name
 		}
 	}
 	return ""
 }
 
-// isLeader reads controller-runtime's leader_election_master_status gauge.
+// isLeader reads controller-runtime's leader gauge; a replica that does not answer
+// within 2s is not the leader.
 func isLeader(url string) bool {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	resp, err := hc.Get(url)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "leader_election_master_status") && strings.HasSuffix(l, " 1") {
-			return true
-		}
-	}
-	return false
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	f, err := scrape.Get(ctx, url)
+	return err == nil && f.Controller().Leader
 }
 
 func (ch *chaos) snapshot() ([]KillRecord, map[string]int) {

@@ -5,7 +5,8 @@
 //   - localcluster: the local control plane (etcd, Kubernetes, kwok nodes, Kueue, JobSet,
 //     the batchledger controller as one more manager);
 //   - kwok: the kwok stages that play the kubelet of the fake GPU nodes, and the moves a
-//     test makes on those pods.
+//     test makes on those pods;
+//   - scrape: the one reader of a Prometheus text endpoint (the controller's metrics).
 //
 // Their users are e2e/framework (the e2e suites), hack/cluster, hack/demo, hack/bench,
 // hack/soak and hack/installcheck. They used to live in e2e/framework/localcluster and

@@ -63,6 +63,11 @@ type ManagerEnv struct {
 	BinaryPath func(name string) (string, error)
 }
 
+// MetricsURL is where the manager serves its Prometheus metrics (plain HTTP on loopback).
+func (e ManagerEnv) MetricsURL() string {
+	return fmt.Sprintf("http://%s:%d/metrics", e.Host, e.MetricsPort)
+}
+
 // ManagerCommand is how to run a Manager.
 type ManagerCommand struct {
 	// Args is the command line; Args[0] is the binary.
