@@ -109,6 +109,8 @@ install() {
   log "JobSet $JOBSET_VERSION installed from its chart ($((SECONDS - start))s)"
   "$HELM" upgrade --install kueue "$mod/sigs.k8s.io/kueue@$KUEUE_VERSION/charts/kueue" \
     -n kueue-system --create-namespace -f "$HACK_DIR/kind/kueue-values.yaml" --wait --timeout 5m >/dev/null
+  # See kueue-values.yaml: the visibility API is off, so its APIServices must go.
+  "$KUBECTL" delete apiservice v1beta1.visibility.kueue.x-k8s.io v1beta2.visibility.kueue.x-k8s.io --ignore-not-found >/dev/null
   log "Kueue $KUEUE_VERSION installed from its chart ($((SECONDS - start))s)"
   # Kueue's webhooks answer only once its internal certificates are injected.
   wait_until 120 "Kueue's webhooks serve" "$KUBECTL" create --dry-run=server -f - <<'YAML'
