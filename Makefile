@@ -62,7 +62,7 @@ docker-build: ## Build the container image (needs a Docker engine).
 ##@ Tests
 
 .PHONY: test
-test: lint test-unit test-e2e test-install test-soak ## The whole suite: static checks, unit tests, e2e on a real local control plane, the kustomize install's manager, a short chaos soak.
+test: lint test-unit test-e2e test-install test-soak test-e2e-kind ## The whole suite: static checks, unit tests, e2e on a real local control plane, the kustomize install's manager, a short chaos soak, e2e on kind.
 
 .PHONY: test-unit
 test-unit: ## Unit tests of the pure packages (no cluster).

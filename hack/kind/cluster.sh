@@ -99,7 +99,7 @@ gpus() {
 install() {
   local img
   for img in "$MANAGER_IMAGE" "$WORKER_IMAGE" "registry.k8s.io/kueue/kueue:$KUEUE_VERSION" "registry.k8s.io/jobset/jobset:$JOBSET_VERSION"; do
-    "$KIND" load docker-image --name "$KIND_CLUSTER" "$img" >/dev/null
+    "$KIND" load docker-image --name "$KIND_CLUSTER" "$img" 2>&1 | { grep -v "not yet present on node" || true; }
   done
   log "images loaded into every node"
   local mod; mod=$(go env GOMODCACHE)

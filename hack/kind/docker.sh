@@ -52,6 +52,9 @@ JSON
   # kind mounts /lib/modules into its nodes; make sure an empty one is ours to remove.
   [ -d /lib/modules ] || { mkdir -p /lib/modules; touch "$RUN_DIR/made-lib-modules"; }
   sysctl -n net.ipv4.ip_forward >"$RUN_DIR/ip_forward.before" 2>/dev/null || true
+  # dockerd rewrites the host's iptables (its chains, FORWARD and NAT rules for each
+  # bridge); down restores this snapshot.
+  iptables-save >"$RUN_DIR/iptables.before" 2>/dev/null || true
   log "dockerd: starting (data root $DATA_DIR)"
   nohup dockerd --config-file "$RUN_DIR/daemon.json" --data-root "$DATA_DIR" --exec-root "$RUN_DIR/exec" \
     --pidfile "$PIDFILE" -H "unix://$SOCK" >"$RUN_DIR/dockerd.log" 2>&1 &
@@ -74,22 +77,27 @@ down() {
   fi
   # What dockerd leaves behind: its bridges, iptables chains, netns mounts, ip_forward.
   local link
-  for link in $(ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | grep -E '^(docker0|br-)' || true); do
+  for link in $(ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | { grep -E '^(docker0|br-)' || true; }); do
     ip link delete "$link" 2>/dev/null || true
   done
-  local table chain
-  for table in filter nat; do
-    for chain in DOCKER DOCKER-ISOLATION-STAGE-1 DOCKER-ISOLATION-STAGE-2 DOCKER-USER; do
-      iptables -t "$table" -S 2>/dev/null | grep -E "^-A [A-Z-]+ .*-j $chain( |$)" | sed 's/^-A/-D/' |
-        while read -r rule; do eval "iptables -t $table $rule" 2>/dev/null || true; done
-      iptables -t "$table" -F "$chain" 2>/dev/null || true
-      iptables -t "$table" -X "$chain" 2>/dev/null || true
+  if [ -s "$RUN_DIR/iptables.before" ]; then
+    iptables-restore <"$RUN_DIR/iptables.before" || log "warning: restoring iptables failed"
+  else # no snapshot (an engine started by an older script): remove Docker's chains
+    local table chain
+    for table in filter nat; do
+      for chain in DOCKER DOCKER-ISOLATION-STAGE-1 DOCKER-ISOLATION-STAGE-2 DOCKER-USER; do
+        { iptables -t "$table" -S 2>/dev/null || true; } | { grep -E -- "-j $chain( |$)|docker0|br-[0-9a-f]{12}" || true; } | sed 's/^-A/-D/' |
+          while read -r rule; do eval "iptables -t $table $rule" 2>/dev/null || true; done
+        iptables -t "$table" -F "$chain" 2>/dev/null || true
+        iptables -t "$table" -X "$chain" 2>/dev/null || true
+      done
     done
-  done
+    iptables -P FORWARD ACCEPT 2>/dev/null || true # dockerd set DROP
+  fi
   if [ -f "$RUN_DIR/ip_forward.before" ]; then
     sysctl -qw net.ipv4.ip_forward="$(cat "$RUN_DIR/ip_forward.before")" 2>/dev/null || true
   fi
-  grep -o " $RUN_DIR/[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  { grep -o " $RUN_DIR/[^ ]*" /proc/mounts 2>/dev/null || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   if [ -f "$RUN_DIR/made-lib-modules" ]; then rmdir /lib/modules 2>/dev/null || true; fi
   rm -rf "$RUN_DIR"
   log "dockerd: down, bridges and chains removed"
