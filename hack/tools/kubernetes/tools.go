@@ -7,9 +7,9 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubeadm"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
-	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )
