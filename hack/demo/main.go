@@ -36,9 +36,9 @@ import (
 
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/worker"
@@ -333,7 +333,7 @@ func (d *demo) runningIndexPod(job *batchv1.Job, index int) (*corev1.Pod, error)
 	pods, err := d.pods(job)
 	for i := range pods {
 		p := &pods[i]
-		idx, ok := account.CompletionIndex(p)
+		idx, ok := relations.CompletionIndex(p)
 		if ok && idx == index && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Annotations[kwok.ExitCodeAnnotation] == "" {
 			return p, err
 		}
@@ -379,7 +379,7 @@ func (d *demo) repeat(job *batchv1.Job, index int) error {
 	if err := d.wait(fmt.Sprintf("pod of %s index %d succeeded", job.Name, index), func() (bool, error) {
 		pods, err := d.pods(job)
 		for i := range pods {
-			if idx, ok := account.CompletionIndex(&pods[i]); ok && idx == index && pods[i].Status.Phase == corev1.PodSucceeded {
+			if idx, ok := relations.CompletionIndex(&pods[i]); ok && idx == index && pods[i].Status.Phase == corev1.PodSucceeded {
 				src = &pods[i]
 			}
 		}

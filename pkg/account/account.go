@@ -203,7 +203,7 @@ func observeTarget(t Target, obs Observation) *targetState {
 	}
 	ts.facts = readJob(obs.Job)
 	f := &ts.facts
-	name := DescribeTarget(t.Key)
+	name := v1alpha1.TargetKey(t.Key).Describe()
 	if !f.indexed {
 		ts.problems = append(ts.problems, problemf(v1alpha1.ReasonNotIndexed,
 			"%s is not an Indexed Job (completionMode Indexed): its pods have no completion index to assign", name))
@@ -424,7 +424,7 @@ func describeMissing(m *Mapping, missing indexset.Set) string {
 			described += iv.Count()
 			first := r.FirstIndex + iv.First - r.FirstShard
 			last := first + iv.Last - iv.First
-			who := DescribeTarget(r.Target)
+			who := v1alpha1.TargetKey(r.Target).Describe()
 			if iv.First == iv.Last {
 				parts = append(parts, fmt.Sprintf("%s = %s index %d", m.Shards.Name(iv.First), who, first))
 			} else {
@@ -469,7 +469,7 @@ func admittedCondition(states []*targetState) metav1.Condition {
 	var pending, evicted, unqueued, notFound, deleted []string
 	finished := 0
 	for _, ts := range states {
-		name := DescribeTarget(ts.key)
+		name := v1alpha1.TargetKey(ts.key).Describe()
 		w := ts.obs.Workload
 		if ts.deleted {
 			// A record is judged by its Workload as last observed: deleting a Job that ran
@@ -522,7 +522,7 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 	var deleted []string
 	for _, ts := range states {
 		if ts.deleted {
-			deleted = append(deleted, DescribeTarget(ts.key))
+			deleted = append(deleted, v1alpha1.TargetKey(ts.key).Describe())
 		}
 	}
 	if cov.missing.IsEmpty() {
@@ -539,7 +539,7 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 	var notes []string
 	var notFound, neverObserved []string
 	for _, ts := range states {
-		name := DescribeTarget(ts.key)
+		name := v1alpha1.TargetKey(ts.key).Describe()
 		switch {
 		case ts.deleted && ts.coverageLost:
 			notes = append(notes, name+" deleted; its completed indexes were left out of the status for size, so its coverage is lost")
@@ -592,7 +592,7 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 	t := v1alpha1.ConditionTerminated
 	var waiting, failed, lost, lostCovered []string
 	for _, ts := range states {
-		name := DescribeTarget(ts.key)
+		name := v1alpha1.TargetKey(ts.key).Describe()
 		switch {
 		case ts.lostBeforeTerminal():
 			// It will never terminate. Once repairs covered its shards it stands like a

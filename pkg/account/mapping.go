@@ -117,7 +117,8 @@ func (r Run) shards() indexset.Interval {
 
 // Target is one distinct assignment target and the indexes mapped on it.
 type Target struct {
-	// Key is "job/<name>" or "jobset/<name>/<replicatedJob>/<jobIndex>".
+	// Key is the target key (v1alpha1.TargetRef.Key): "job/<name>" or
+	// "jobset/<name>/<replicatedJob>/<jobIndex>".
 	Key string
 	Ref v1alpha1.TargetRef
 	// Indexes are all indexes mapped on this target (original and repair).
@@ -135,27 +136,6 @@ type Mapping struct {
 	byShard []Run
 	// Problems found statically, without looking at any Job.
 	Problems []Problem
-}
-
-// TargetKey is the stable key of a target reference.
-func TargetKey(ref v1alpha1.TargetRef) string {
-	if ref.JobSet != "" {
-		idx := int32(0)
-		if ref.JobIndex != nil {
-			idx = *ref.JobIndex
-		}
-		return fmt.Sprintf("jobset/%s/%s/%d", ref.JobSet, ref.ReplicatedJob, idx)
-	}
-	return "job/" + ref.Job
-}
-
-// DescribeTarget renders a target key for messages: "job j", "jobset train workers[0]".
-func DescribeTarget(key string) string {
-	parts := strings.Split(key, "/")
-	if len(parts) == 4 && parts[0] == "jobset" {
-		return fmt.Sprintf("jobset %s %s[%s]", parts[1], parts[2], parts[3])
-	}
-	return strings.Replace(key, "/", " ", 1)
 }
 
 // Compile checks the spec of an account in namespace and compiles it into runs.
@@ -233,7 +213,7 @@ func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRe
 		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "assignments[%d].target names jobSet %q without a replicatedJob", entry, ref.JobSet))
 		return "", false
 	}
-	return TargetKey(ref), true
+	return string(ref.Key()), true
 }
 
 // compileAssignment turns one assignment into runs: the k-th index onto the k-th shard.
@@ -316,8 +296,8 @@ func (m *Mapping) checkPartition() {
 				o := r.FirstShard
 				m.Problems = append(m.Problems, problemf(v1alpha1.ReasonDuplicateShard,
 					"shard %s is assigned twice: %s index %d (assignments[%d]) and %s index %d (assignments[%d]); a mapping must be a partition",
-					m.Shards.Name(o), DescribeTarget(prev.Target), prev.FirstIndex+(o-prev.FirstShard), prev.Entry,
-					DescribeTarget(r.Target), r.FirstIndex, r.Entry))
+					m.Shards.Name(o), v1alpha1.TargetKey(prev.Target).Describe(), prev.FirstIndex+(o-prev.FirstShard), prev.Entry,
+					v1alpha1.TargetKey(r.Target).Describe(), r.FirstIndex, r.Entry))
 				break
 			}
 		}
@@ -343,7 +323,7 @@ func (m *Mapping) checkPartition() {
 		if prev.Target == r.Target && prev.indexes().Last >= r.FirstIndex {
 			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonDuplicateIndex,
 				"%s index %d is assigned twice (assignments[%d] and assignments[%d]): one completion identity can stand for one shard",
-				DescribeTarget(r.Target), r.FirstIndex, prev.Entry, r.Entry))
+				v1alpha1.TargetKey(r.Target).Describe(), r.FirstIndex, prev.Entry, r.Entry))
 			break
 		}
 	}

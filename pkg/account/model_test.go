@@ -73,7 +73,7 @@ func (c *modelCase) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "shards %v\n", c.names)
 	for i, a := range c.spec.Assignments {
-		fmt.Fprintf(&b, "assignments[%d] %s indexes %q shards %v ordinals %q repair %v\n", i, TargetKey(a.Target), a.Indexes, a.Shards, a.ShardOrdinals, a.Repair)
+		fmt.Fprintf(&b, "assignments[%d] %s indexes %q shards %v ordinals %q repair %v\n", i, string(a.Target.Key()), a.Indexes, a.Shards, a.ShardOrdinals, a.Repair)
 	}
 	for s, st := range c.steps {
 		for _, t := range c.targets {
@@ -143,7 +143,7 @@ func genModelCase(r *rand.Rand) *modelCase {
 			t.job = fmt.Sprintf("j%d", ti)
 			t.ref = v1alpha1.TargetRef{Job: t.job}
 		}
-		t.key = TargetKey(t.ref)
+		t.key = string(t.ref.Key())
 		shards := perm[cuts[ti]:cuts[ti+1]]
 		t.n = len(shards)
 		c.targets = append(c.targets, t)
@@ -198,7 +198,7 @@ func genModelCase(r *rand.Rand) *modelCase {
 		if t == nil {
 			t = &mTarget{job: fmt.Sprintf("r%d", ri)}
 			t.ref = v1alpha1.TargetRef{Job: t.job}
-			t.key = TargetKey(t.ref)
+			t.key = string(t.ref.Key())
 			c.targets = append(c.targets, t)
 		}
 		m := 1 + r.IntN(min(3, n))
@@ -354,7 +354,7 @@ func (c *modelCase) shardTable() map[string]map[int]int {
 // firstEntry is the position of the first assignment that names target key.
 func (c *modelCase) firstEntry(key string) int {
 	for i, a := range c.spec.Assignments {
-		if TargetKey(a.Target) == key {
+		if string(a.Target.Key()) == key {
 			return i
 		}
 	}

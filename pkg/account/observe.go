@@ -43,38 +43,6 @@ type PodAttempt struct {
 	Index int
 }
 
-// SuccessfulAttempts extracts the successful index pods of job from pods. Pods of another
-// Job UID (a recreated Job's predecessor) are not attempts of this identity.
-func SuccessfulAttempts(job *batchv1.Job, pods []corev1.Pod) []PodAttempt {
-	var out []PodAttempt
-	for i := range pods {
-		p := &pods[i]
-		if p.Status.Phase != corev1.PodSucceeded || !metav1.IsControlledBy(p, job) {
-			continue
-		}
-		idx, ok := CompletionIndex(p)
-		if !ok {
-			continue
-		}
-		out = append(out, PodAttempt{UID: p.UID, Index: idx})
-	}
-	return out
-}
-
-// CompletionIndex reads a pod's completion index annotation, as the Job controller does.
-func CompletionIndex(p *corev1.Pod) (int, bool) {
-	v, ok := p.Annotations[batchv1.JobCompletionIndexAnnotation]
-	if !ok {
-		return 0, false
-	}
-	s, err := indexset.Parse(v)
-	if err != nil || s.Count() != 1 {
-		return 0, false
-	}
-	i, _ := s.Min()
-	return i, true
-}
-
 // jobFacts are the pieces of a Job the account reads, already interpreted.
 type jobFacts struct {
 	completions   int

@@ -145,7 +145,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 		}
 	}
 	for i, r := range results {
-		who := fmt.Sprintf("pod %s (%s index %d)", r.Pod, DescribeTarget(r.Target), r.Index)
+		who := fmt.Sprintf("pod %s (%s index %d)", r.Pod, v1alpha1.TargetKey(r.Target).Describe(), r.Index)
 		ordinal, assigned := m.ShardOf(r.Target, r.Index)
 		if !assigned {
 			reject(r, -1, v1alpha1.RejectionUnassignedIdentity, who+" is assigned no shard")

@@ -390,7 +390,7 @@ func newObservedTargets(st *v1alpha1.BatchAccountStatus) observedTargets {
 const maxAssignedRuns = 8
 
 func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStatus) JobExplanation {
-	je := JobExplanation{Target: t.Key, Description: account.DescribeTarget(t.Key), Repair: true}
+	je := JobExplanation{Target: t.Key, Description: v1alpha1.TargetKey(t.Key).Describe(), Repair: true}
 	var runs int
 	for _, r := range m.Runs {
 		if r.Target != t.Key {
@@ -714,7 +714,7 @@ func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets obser
 			break
 		}
 		re.Accepted = append(re.Accepted, AcceptedResult{
-			Shard: m.Shards.Name(int(r.Ordinal)), Identity: fmt.Sprintf("%s index %d", account.DescribeTarget(r.Target), r.Index),
+			Shard: m.Shards.Name(int(r.Ordinal)), Identity: fmt.Sprintf("%s index %d", v1alpha1.TargetKey(r.Target).Describe(), r.Index),
 			Pod: r.Pod, Digest: r.Digest, Output: r.Output, Records: r.Records, Valid: r.Valid, RecordedAt: timestamp(r.RecordedAt),
 			RanOn: ranOn(targets.byKey[r.Target], int(r.Index)),
 		})

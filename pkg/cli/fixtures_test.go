@@ -20,6 +20,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -68,7 +69,7 @@ func seedJob(name string, uid types.UID, completions int32) *wrappers.JobWrapper
 // attempts are the successful attempts of job's listed indexes, extracted by the
 // controller's own rule from succeeded pods named <prefix>-<n>.
 func attempts(job *batchv1.Job, prefix string, indexes ...int) []account.PodAttempt {
-	return account.SuccessfulAttempts(job, wrappers.SucceededIndexPods(job, prefix, time0, indexes...))
+	return relations.SuccessfulAttempts(job, wrappers.SucceededIndexPods(job, prefix, time0, indexes...))
 }
 
 func workloadObs(finished bool) *v1alpha1.WorkloadObservation {

@@ -139,7 +139,7 @@ func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *s
 	judgeShardResults(ba, m, chunks, sm.States)
 
 	for _, t := range m.Targets {
-		g := shardGroup{Name: account.DescribeTarget(t.Key)}
+		g := shardGroup{Name: v1alpha1.TargetKey(t.Key).Describe()}
 		var runs []account.Run
 		for _, r := range m.Runs {
 			if r.Target == t.Key && !r.Repair {

@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
@@ -114,7 +113,7 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 			pending = append(pending, ms)
 		case len(ms.WaitsFor) > 0 && ms.WaitsFor[0].State == stateNotFound && len(ms.WaitsFor) == 1:
 			absent = append(absent, ms)
-		case len(ms.WaitsFor) > 0 && strings.HasPrefix(ms.WaitsFor[0].Target, "jobset/"):
+		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsJobSetChild():
 			jobSetLost = append(jobSetLost, ms)
 		default:
 			lost = append(lost, ms)
@@ -179,7 +178,7 @@ func identities(shards []MissingShard, withState bool) string {
 	}
 	parts := make([]string, 0, maxListed)
 	for _, id := range ids[:min(len(ids), maxListed)] {
-		p := fmt.Sprintf("%s index %d", account.DescribeTarget(id.Target), id.Index)
+		p := fmt.Sprintf("%s index %d", v1alpha1.TargetKey(id.Target).Describe(), id.Index)
 		if common == "" && shown(id) {
 			p += " (" + id.State + ")"
 		}

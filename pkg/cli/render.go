@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // newTabWriter aligns columns two spaces apart, as kubectl's printers do.
@@ -81,7 +81,7 @@ func RenderText(w io.Writer, ex *Explanation) {
 		fmt.Fprintf(w, "\nHistory: %d superseded %s (coverage they had; the verdict is about current identities)\n", len(ex.History), plural(len(ex.History), "identity", "identities"))
 		var rows [][]string
 		for _, h := range ex.History {
-			rows = append(rows, []string{account.DescribeTarget(h.Target), h.Job, h.UID, fmt.Sprint(h.RestartAttempt), orNone(h.CompletedIndexes), h.SupersededAt})
+			rows = append(rows, []string{v1alpha1.TargetKey(h.Target).Describe(), h.Job, h.UID, fmt.Sprint(h.RestartAttempt), orNone(h.CompletedIndexes), h.SupersededAt})
 		}
 		table(w, "  ", []string{"TARGET", "JOB", "UID", "RESTART", "COMPLETED", "SUPERSEDED AT"}, rows)
 	}
@@ -119,7 +119,7 @@ func renderJob(w io.Writer, j *JobExplanation) {
 		return
 	}
 	identity := fmt.Sprintf("%s, uid %s", j.Job, j.UID)
-	if strings.HasPrefix(j.Target, "jobset/") {
+	if v1alpha1.TargetKey(j.Target).IsJobSetChild() {
 		identity += fmt.Sprintf(", restart attempt %d", j.RestartAttempt)
 	}
 	if j.Deleted {
@@ -186,7 +186,7 @@ func renderShards(w io.Writer, ex *Explanation) {
 				if i > 0 {
 					shard = ""
 				}
-				who := fmt.Sprintf("%s index %d", account.DescribeTarget(id.Target), id.Index)
+				who := fmt.Sprintf("%s index %d", v1alpha1.TargetKey(id.Target).Describe(), id.Index)
 				if id.Repair {
 					who += " (repair)"
 				}
@@ -202,7 +202,7 @@ func renderShards(w io.Writer, ex *Explanation) {
 		fmt.Fprintln(w, "  Covered by repair identities:")
 		var rows [][]string
 		for _, c := range s.CoveredByRepair {
-			rows = append(rows, []string{c.Shard, fmt.Sprintf("%s index %d", account.DescribeTarget(c.Target), c.Index)})
+			rows = append(rows, []string{c.Shard, fmt.Sprintf("%s index %d", v1alpha1.TargetKey(c.Target).Describe(), c.Index)})
 		}
 		table(w, "    ", []string{"SHARD", "COVERED BY"}, rows)
 	}
@@ -261,7 +261,7 @@ func renderResults(w io.Writer, ex *Explanation) {
 	fmt.Fprintf(w, "  Rejected: %d, conflicts: %d (newest kept by the account below)\n", r.Rejected, r.Conflicts)
 	var rows [][]string
 	for _, rj := range r.Rejections {
-		rows = append(rows, []string{orNone(rj.Shard), fmt.Sprintf("%s index %d", account.DescribeTarget(rj.Target), rj.Index), rj.Pod, rj.Reason, rj.Message})
+		rows = append(rows, []string{orNone(rj.Shard), fmt.Sprintf("%s index %d", v1alpha1.TargetKey(rj.Target).Describe(), rj.Index), rj.Pod, rj.Reason, rj.Message})
 	}
 	table(w, "    ", []string{"CLAIMED", "IDENTITY", "POD", "REASON", "MESSAGE"}, rows)
 	if r.RejectionsMore > 0 {

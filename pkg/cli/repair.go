@@ -100,7 +100,9 @@ type PlannedRepair struct {
 
 // repairGroup collects the repairable missing shards of one original Job.
 type repairGroup struct {
+	// target is the original Job's target key, job its name.
 	target   string
+	job      string
 	ordinals []int
 	indexes  []int
 	states   []string
@@ -191,13 +193,14 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 			return true
 		}
 		orig := ids[0]
-		if !strings.HasPrefix(orig.Target, "job/") {
+		ref, _ := v1alpha1.ParseTargetKey(orig.Target)
+		if ref.Job == "" {
 			onJobSets = append(onJobSets, ms)
 			return true
 		}
 		g := byTarget[orig.Target]
 		if g == nil {
-			g = &repairGroup{target: orig.Target}
+			g = &repairGroup{target: orig.Target, job: ref.Job}
 			byTarget[orig.Target] = g
 			groups = append(groups, g)
 		}
@@ -235,7 +238,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 	}
 	spec := ba.Spec.DeepCopy()
 	for _, g := range groups {
-		origName := strings.TrimPrefix(g.target, "job/")
+		origName := g.job
 		orig := in.Jobs[origName]
 		shards := m.Shards.Describe(indexset.Of(g.ordinals...), 8)
 		ts := targets.byKey[g.target]

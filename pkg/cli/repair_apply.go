@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 func newRepairCommand(o *Options) *cobra.Command {
@@ -132,26 +133,19 @@ func repairInput(ctx context.Context, c client.Client, ba *v1alpha1.BatchAccount
 	if err := c.List(ctx, &jobs, client.InNamespace(ba.Namespace)); err != nil {
 		return in, fmt.Errorf("listing Jobs in namespace %q: %w", ba.Namespace, err)
 	}
-	byUID := map[types.UID]string{}
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
 		in.Jobs[j.Name] = j
-		byUID[j.UID] = j.Name
 	}
 	var wls kueue.WorkloadList
 	if err := c.List(ctx, &wls, client.InNamespace(ba.Namespace)); err != nil {
 		return in, fmt.Errorf("listing Kueue Workloads in namespace %q: %w", ba.Namespace, err)
 	}
 	// Kueue may briefly hold an old and a new Workload for a Job: the newest wins.
-	slices.SortFunc(wls.Items, func(a, b kueue.Workload) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	for i := range wls.Items {
-		wl := &wls.Items[i]
-		ref := metav1.GetControllerOf(wl)
-		if ref == nil || ref.Kind != "Job" || len(wl.Spec.PodSets) != 1 {
-			continue
-		}
-		if name, ok := byUID[ref.UID]; ok {
-			in.QueuedTemplates[name] = &wl.Spec.PodSets[0].Template
+	newest := relations.NewestWorkloadsByOwner(wls.Items)
+	for _, j := range in.Jobs {
+		if wl := newest[j.UID]; wl != nil && len(wl.Spec.PodSets) == 1 {
+			in.QueuedTemplates[j.Name] = &wl.Spec.PodSets[0].Template
 		}
 	}
 	return in, nil

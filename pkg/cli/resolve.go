@@ -4,17 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // Kinds `explain` resolves, with the aliases kubectl users type.
@@ -72,7 +70,7 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &wl); err != nil {
 			return nil, describeGetError(err, "Workload", namespace, name)
 		}
-		owner := workloadOwner(&wl)
+		owner := relations.WorkloadOwner(&wl)
 		if owner == nil {
 			return nil, fmt.Errorf("Workload %q in namespace %q is owned by no Job or JobSet; batchledger accounts only for those", name, namespace)
 		}
@@ -93,7 +91,7 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 		}
 		found := err == nil
 		accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool {
-			return t.Job == name || (found && targetsJobSetChild(t, &job))
+			return t.Job == name || (found && relations.NamesJob(t, job.Name, job.Labels))
 		})
 		if err != nil {
 			return nil, err
@@ -124,32 +122,6 @@ func describeGetError(err error, kind, namespace, name string) error {
 		return fmt.Errorf("%s %q not found in namespace %q", kind, name, namespace)
 	}
 	return fmt.Errorf("reading %s %q in namespace %q: %w", kind, name, namespace, err)
-}
-
-// workloadOwner is the Job or JobSet a Workload belongs to: its controller, or else the
-// first Job/JobSet owner reference.
-func workloadOwner(wl *kueue.Workload) *metav1.OwnerReference {
-	if ref := metav1.GetControllerOf(wl); ref != nil && (ref.Kind == "Job" || ref.Kind == "JobSet") {
-		return ref
-	}
-	for i := range wl.OwnerReferences {
-		if ref := &wl.OwnerReferences[i]; ref.Kind == "Job" || ref.Kind == "JobSet" {
-			return ref
-		}
-	}
-	return nil
-}
-
-// targetsJobSetChild reports whether a JobSet target names this child Job.
-func targetsJobSetChild(t v1alpha1.TargetRef, job *batchv1.Job) bool {
-	if t.JobSet == "" || job.Labels[jobsetapi.JobSetNameKey] != t.JobSet || job.Labels[jobsetapi.ReplicatedJobNameKey] != t.ReplicatedJob {
-		return false
-	}
-	idx := int32(0)
-	if t.JobIndex != nil {
-		idx = *t.JobIndex
-	}
-	return job.Labels[jobsetapi.JobIndexKey] == strconv.Itoa(int(idx))
 }
 
 // accountsWhere lists the accounts of namespace with a target matching match.

@@ -222,7 +222,7 @@ func progressOf(ba *v1alpha1.BatchAccount) batchProgress {
 		byKey[st.Targets[i].Name] = &st.Targets[i]
 	}
 	for _, t := range m.Targets {
-		jp := jobProgress{Name: account.DescribeTarget(t.Key), Total: t.Indexes.Count()}
+		jp := jobProgress{Name: v1alpha1.TargetKey(t.Key).Describe(), Total: t.Indexes.Count()}
 		if ts := byKey[t.Key]; ts != nil {
 			jp.Observed, jp.Found, jp.Deleted, jp.Terminal = true, ts.Found, ts.Deleted, ts.Terminal
 			if ts.CompletedIndexesOmitted {
@@ -291,7 +291,7 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string
 	if len(lost) > 0 {
 		first := lost[0].WaitsFor[len(lost[0].WaitsFor)-1]
 		return outcomeBlocked, fmt.Sprintf("%s can no longer be covered (%s index %d: %s)",
-			shardNames(lost), account.DescribeTarget(first.Target), first.Index, first.State)
+			shardNames(lost), v1alpha1.TargetKey(first.Target).Describe(), first.Index, first.State)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Reason == v1alpha1.ReasonTargetDeleted {
 		return outcomeBlocked, "a target was deleted before it terminated (TargetDeleted)"

@@ -26,6 +26,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/result"
 )
 
@@ -88,10 +89,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.stampTarget(ctx, &ba, t.Ref, o.obs.Job)
 			obs[t.Key] = o.obs
 			seen[t.Key] = o
-		} else if id := recordedIdentity(&ba, t.Key); id != nil && requiresResults(&ba) {
+		} else if id := relations.RecordedIdentity(&ba, v1alpha1.TargetKey(t.Key)); id != nil && relations.RequiresResults(&ba) {
 			// The Job is gone but its record stands: capture what its held pods reported.
 			var pods corev1.PodList
-			if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingFields{IndexOwnerUID: string(id.UID)}); err != nil {
+			if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingFields{relations.IndexOwnerUID: string(id.UID)}); err != nil {
 				return ctrl.Result{}, fmt.Errorf("listing the pods of deleted %s: %w", t.Key, err)
 			}
 			seen[t.Key] = observed{identity: id, pods: pods.Items}
@@ -118,9 +119,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		prev := ba.Status.Conditions
 		ba.Status = out.Status
 		if err := r.Status().Update(ctx, &ba); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{Requeue: true}, nil
-			}
+			// A conflict (a stale cache) is retried like any error: with the queue's
+			// backoff, from a fresh read.
 			return ctrl.Result{}, err
 		}
 		r.Metrics.statusWritten()
@@ -203,7 +203,7 @@ var workloadChanged = predicate.Funcs{
 func othersConditions(conds []metav1.Condition) []metav1.Condition {
 	out := make([]metav1.Condition, 0, len(conds))
 	for _, c := range conds {
-		if _, ours := publishedTypes[c.Type]; !ours {
+		if !v1alpha1.IsWorkloadCondition(c.Type) {
 			out = append(out, c)
 		}
 	}
@@ -213,19 +213,10 @@ func othersConditions(conds []metav1.Condition) []metav1.Condition {
 // podSucceeded passes pods of Indexed Jobs whose phase became Succeeded, and deletions;
 // other pod churn (scheduling, readiness) never wakes an account.
 var podSucceeded = predicate.Funcs{
-	CreateFunc: func(e event.CreateEvent) bool { return isSucceededIndexPod(e.Object) },
+	CreateFunc: func(e event.CreateEvent) bool { return relations.IsSucceededIndexPod(e.Object) },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return !isSucceededIndexPod(e.ObjectOld) && isSucceededIndexPod(e.ObjectNew)
+		return !relations.IsSucceededIndexPod(e.ObjectOld) && relations.IsSucceededIndexPod(e.ObjectNew)
 	},
-	DeleteFunc:  func(e event.DeleteEvent) bool { return isSucceededIndexPod(e.Object) },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return relations.IsSucceededIndexPod(e.Object) },
 	GenericFunc: func(event.GenericEvent) bool { return false },
-}
-
-func isSucceededIndexPod(obj client.Object) bool {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return false
-	}
-	_, indexed := p.Annotations[batchv1.JobCompletionIndexAnnotation]
-	return indexed && p.Status.Phase == corev1.PodSucceeded
 }

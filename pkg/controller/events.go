@@ -52,7 +52,7 @@ func accountEvents(prev, changed []metav1.Condition) []verdictEvent {
 func workloadEvents(prev, changed []metav1.Condition) []verdictEvent {
 	var out []verdictEvent
 	for _, c := range changed {
-		if typ, ok := workloadConditions[c.Type]; ok {
+		if typ, ok := v1alpha1.WorkloadConditionFor(c.Type); ok {
 			out = append(out, eventOf(prev, c, typ))
 		}
 	}

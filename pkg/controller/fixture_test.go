@@ -22,6 +22,7 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 )
 
@@ -206,7 +207,7 @@ func newFixture(t *testing.T, h hooks, objs ...client.Object) *fixture {
 		WithInterceptorFuncs(funcs).
 		// The API server serves this field selector; the fake client needs an index of it.
 		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} })
-	if err := RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
 		t.Fatal(err)
 	}
 	f.c = b.Build()

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -17,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/release"
 )
 
@@ -30,8 +29,8 @@ const DefaultMaxResultHold = 24 * time.Hour
 
 // PodReleaser removes the result-capture finalizer from a pod as soon as holding it
 // serves no purpose: its result is recorded, it did not succeed (no result to read), or
-// no account requiring results records it (capturedBy: the same rule result capture
-// applies). Pods are held only while a result would otherwise be lost, and at most
+// no account requiring results records it (relations.CapturedBy: the same rule result
+// capture applies). Pods are held only while a result would otherwise be lost, and at most
 // MaxHold after they finished.
 type PodReleaser struct {
 	client.Client
@@ -65,7 +64,7 @@ func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			return ctrl.Result{RequeueAfter: left}, nil
 		}
 		if r.Recorder != nil {
-			r.Recorder.Eventf(&pod, nil, corev1.EventTypeWarning, "ResultNotRecorded", "Release",
+			r.Recorder.Eventf(&pod, nil, corev1.EventTypeWarning, v1alpha1.EventReasonResultNotRecorded, "Release",
 				"released after holding it %s for its result, which was never recorded (see the account's status and the controller's log)", maxHold)
 		}
 		r.Metrics.holdExpired()
@@ -118,31 +117,15 @@ func (r *PodReleaser) mustHold(ctx context.Context, pod *corev1.Pod) (bool, erro
 	}
 	if pod.Status.Phase == corev1.PodSucceeded {
 		var recorded v1alpha1.ShardResultsList
-		if err := r.List(ctx, &recorded, client.InNamespace(pod.Namespace), client.MatchingFields{IndexResultPod: string(pod.UID)}); err != nil {
+		if err := r.List(ctx, &recorded, client.InNamespace(pod.Namespace), client.MatchingFields{relations.IndexResultPod: string(pod.UID)}); err != nil {
 			return false, err
 		}
 		if len(recorded.Items) > 0 {
 			return false, nil
 		}
 	}
-	accounts, err := capturedBy(ctx, r.Client, pod)
+	accounts, err := relations.CapturedBy(ctx, r.Client, pod)
 	return len(accounts) > 0, err
-}
-
-// PodTargetKeys are the account target keys a Job pod answers to (its Job, and its JobSet
-// for a JobSet child); none for a pod of no Job.
-func PodTargetKeys(pod *corev1.Pod) []string {
-	name := pod.Labels[batchv1.JobNameLabel]
-	if name == "" {
-		return nil
-	}
-	return targetKeysOfJob(pod.Labels, name)
-}
-
-// accountsRequiringResults lists the live accounts naming one of keys that capture results.
-func accountsRequiringResults(ctx context.Context, c client.Reader, namespace string, keys []string) ([]*v1alpha1.BatchAccount, error) {
-	accounts, err := liveAccountsNaming(ctx, c, namespace, keys...)
-	return slices.DeleteFunc(accounts, func(ba *v1alpha1.BatchAccount) bool { return !requiresResults(ba) }), err
 }
 
 // SetupWithManager watches held pods, the result chunks that record them, and account
@@ -177,12 +160,8 @@ func (r *PodReleaser) heldPodsOfAccount(ctx context.Context, obj client.Object) 
 	ba := obj.(*v1alpha1.BatchAccount)
 	var reqs []reconcile.Request
 	for _, a := range ba.Spec.Assignments {
-		sel := client.MatchingLabels{batchv1.JobNameLabel: a.Target.Job}
-		if a.Target.JobSet != "" {
-			sel = client.MatchingLabels{jobsetapi.JobSetNameKey: a.Target.JobSet}
-		}
 		var pods corev1.PodList
-		if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), sel); err != nil {
+		if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingLabels(relations.TargetPodLabels(a.Target))); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing held pods of a deleted account")
 			continue
 		}

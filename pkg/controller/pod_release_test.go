@@ -18,6 +18,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -38,7 +39,7 @@ func fakeClient(t *testing.T, objs ...client.Object) client.Client {
 		t.Fatal(err)
 	}
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&v1alpha1.BatchAccount{})
-	if err := RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
 		t.Fatal(err)
 	}
 	return b.Build()
@@ -49,7 +50,7 @@ func withUID(j *batchv1.Job, uid string) *batchv1.Job { j.UID = types.UID(uid); 
 func jobSetChild(rj string, idx string) *batchv1.Job {
 	j := wrappers.MakeJob("ts-"+rj+"-"+idx, "ns").Indexed(2).
 		Label(jobsetapi.JobSetNameKey, "ts").Label(jobsetapi.ReplicatedJobNameKey, rj).
-		Label(jobsetapi.JobIndexKey, idx).Label(LabelRestartAttempt, "0").Obj()
+		Label(jobsetapi.JobIndexKey, idx).Label(relations.LabelRestartAttempt, "0").Obj()
 	return withUID(j, j.Name+"-uid")
 }
 

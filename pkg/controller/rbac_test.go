@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -135,7 +136,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 		WithStatusSubresource(&v1alpha1.BatchAccount{}, &kueue.Workload{}).WithInterceptorFuncs(funcs).
 		// The API server serves this field selector; the fake client needs an index of it.
 		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} })
-	if err := RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
 		t.Fatal(err)
 	}
 	c := b.Build()

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -16,30 +15,9 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/result"
 )
-
-// IndexResultPod indexes ShardResults by the UIDs of the pods whose results they hold, so
-// that the pod releaser can tell in O(1) whether a held pod's result is recorded.
-const IndexResultPod = "batchledger.dev/result-pod"
-
-func resultPods(obj client.Object) []string {
-	sr := obj.(*v1alpha1.ShardResults)
-	out := make([]string, 0, len(sr.Results)+len(sr.DroppedPods))
-	for _, r := range sr.Results {
-		out = append(out, string(r.PodUID))
-	}
-	for _, uid := range sr.DroppedPods {
-		out = append(out, string(uid))
-	}
-	return out
-}
-
-// requiresResults is whether an account captures results at all; accounts that do not
-// never hold pods nor record messages.
-func requiresResults(ba *v1alpha1.BatchAccount) bool {
-	return ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults
-}
 
 // Bounds of the result record. A chunk stays far below etcd's default request limit of
 // 1.5 MiB whatever the batch does: it spills into a continuation chunk past
@@ -179,7 +157,7 @@ func (rc *resultChunks) all() []v1alpha1.ShardResults {
 // in this controller, nothing new is recorded (the pods stay held, their messages
 // unjudged) and the error is returned for the account to say so.
 func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping, obs map[string]observed) ([]account.Result, string, error) {
-	if !requiresResults(ba) {
+	if !relations.RequiresResults(ba) {
 		return nil, "", nil
 	}
 	var list v1alpha1.ShardResultsList
@@ -199,8 +177,8 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		}
 		for i := range o.pods {
 			pod := &o.pods[i]
-			idx, capturable := capturableIndex(pod, o.identity)
-			if !capturable || pod.Status.Phase != corev1.PodSucceeded || rc.recorded[pod.UID] {
+			idx, succeeded := relations.SucceededIndexOf(pod, o.identity)
+			if !succeeded || rc.recorded[pod.UID] {
 				continue
 			}
 			res := result.FromPod(t.Key, o.identity.UID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)

@@ -16,23 +16,8 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 )
-
-// workloadConditions maps the account's verdicts onto the two condition types published
-// on a Workload. Kueue caps Workload conditions at 16 and uses up to 9, so two it is.
-var workloadConditions = map[string]string{
-	v1alpha1.ConditionShardsCovered: v1alpha1.WorkloadConditionShardsCovered,
-	v1alpha1.ConditionAccepted:      v1alpha1.WorkloadConditionAccepted,
-}
-
-// publishedTypes are the condition types batchledger writes on Workloads.
-var publishedTypes = func() map[string]struct{} {
-	m := map[string]struct{}{}
-	for _, typ := range workloadConditions {
-		m[typ] = struct{}{}
-	}
-	return m
-}()
 
 // Bounds of an aggregated Workload condition message: each account's verdict is named,
 // up to maxAccountsNamed of them, each clipped, so the message stays far under the
@@ -52,7 +37,8 @@ const (
 func desiredWorkloadConditions(wl *kueue.Workload, accounts []*v1alpha1.BatchAccount, now metav1.Time) []metav1.Condition {
 	slices.SortFunc(accounts, func(a, b *v1alpha1.BatchAccount) int { return strings.Compare(a.Name, b.Name) })
 	var out []metav1.Condition
-	for _, from := range []string{v1alpha1.ConditionShardsCovered, v1alpha1.ConditionAccepted} {
+	for _, from := range v1alpha1.PublishedConditions {
+		typ, _ := v1alpha1.WorkloadConditionFor(from)
 		var want *metav1.Condition
 		var parts []string
 		allTrue, named := true, 0
@@ -63,7 +49,7 @@ func desiredWorkloadConditions(wl *kueue.Workload, accounts []*v1alpha1.BatchAcc
 			}
 			named++
 			if want == nil {
-				want = &metav1.Condition{Type: workloadConditions[from], Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime}
+				want = &metav1.Condition{Type: typ, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime}
 			}
 			if c.Status != metav1.ConditionTrue && allTrue {
 				allTrue = false
@@ -110,7 +96,7 @@ func clip(s string, n int) string {
 // workloadAccounts are the live accounts naming the Workload's owner Job or JobSet, with
 // ba (just computed, fresher than the cache) in place of its cached copy.
 func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) ([]*v1alpha1.BatchAccount, error) {
-	cached, err := liveAccountsNaming(ctx, r.Client, wl.Namespace, workloadOwnerKeys(wl)...)
+	cached, err := relations.LiveAccountsNaming(ctx, r.Client, wl.Namespace, relations.WorkloadKeys(wl)...)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	jobsetconstants "sigs.k8s.io/jobset/pkg/constants"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -19,8 +20,8 @@ const (
 )
 
 // LabelRestartAttempt is the label JobSet puts on its child Jobs with the restart attempt
-// that created them. It lives in an internal JobSet package, so it is repeated here.
-const LabelRestartAttempt = "jobset.sigs.k8s.io/restart-attempt"
+// that created them (JobSet keeps it with its controller's constants, not in its API).
+const LabelRestartAttempt = jobsetconstants.RestartsKey
 
 // jobIndex is a JobSet target's job index (default 0) as the label value JobSet writes.
 func jobIndex(ref v1alpha1.TargetRef) string {

@@ -9,12 +9,12 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // PodMutatePath is where the pod mutating webhook is served.
@@ -77,7 +77,7 @@ func (h PodResultHolder) Handle(_ context.Context, req admission.Request) admiss
 	if err != nil {
 		return unclassified(PodMutatePath, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}
-	if _, indexed := meta.Annotations[batchv1.JobCompletionIndexAnnotation]; !indexed ||
+	if !relations.HasCompletionIndex(meta.Annotations) ||
 		meta.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults || slices.Contains(meta.Finalizers, v1alpha1.ResultFinalizer) {
 		return admission.Allowed("")
 	}

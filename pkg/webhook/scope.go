@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // Paths of the opt-in scope webhooks on Jobs and JobSets. They stamp
@@ -37,7 +37,7 @@ const (
 // whether an account requires results (ScopeResults: the pods are held until their
 // result is recorded) or only counts them (ScopeCoverage).
 type ScopeStamper struct {
-	// Reader reads BatchAccounts, indexed by controller.IndexAccountTarget.
+	// Reader reads BatchAccounts, indexed by relations.IndexAccountTarget.
 	Reader client.Reader
 }
 
@@ -63,7 +63,7 @@ func labelPatch(path string, t templateMeta, scope string) []jsonpatch.JsonPatch
 	if t.Metadata != nil {
 		have = t.Metadata.Labels[v1alpha1.LabelScope]
 	}
-	if scope == "" || controller.StrongerScope(have, scope) == have {
+	if scope == "" || relations.StrongerScope(have, scope) == have {
 		return nil
 	}
 	switch {
@@ -92,13 +92,13 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 	if err := json.Unmarshal(req.Object.Raw, &job); err != nil {
 		return unclassified(JobMutatePath, fmt.Errorf("decoding the Job: %w", err))
 	}
-	scope := controller.ShortFormScope(job.Metadata.Annotations)
+	scope := relations.ShortFormScope(job.Metadata.Annotations)
 	if name := cmp.Or(job.Metadata.Name, req.Name); name != "" {
-		named, err := controller.JobScope(ctx, s.Reader, cmp.Or(job.Metadata.Namespace, req.Namespace), name, job.Metadata.Labels)
+		named, err := relations.JobScope(ctx, s.Reader, cmp.Or(job.Metadata.Namespace, req.Namespace), name, job.Metadata.Labels)
 		if err != nil {
 			return unclassified(JobMutatePath, err)
 		}
-		scope = controller.StrongerScope(scope, named)
+		scope = relations.StrongerScope(scope, named)
 	}
 	return patched(labelPatch("/spec/template", job.Spec.Template, scope))
 }
@@ -123,7 +123,7 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 		return unclassified(JobSetMutatePath, fmt.Errorf("decoding the JobSet: %w", err))
 	}
 	name, ns := cmp.Or(js.Metadata.Name, req.Name), cmp.Or(js.Metadata.Namespace, req.Namespace)
-	shortForm := controller.ShortFormScope(js.Metadata.Annotations)
+	shortForm := relations.ShortFormScope(js.Metadata.Annotations)
 	var ops []jsonpatch.JsonPatchOperation
 	for i, rj := range js.Spec.ReplicatedJobs {
 		scope := ""
@@ -131,11 +131,11 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 			scope = shortForm
 		}
 		if name != "" {
-			named, err := controller.ReplicatedJobScope(ctx, s.Reader, ns, name, rj.Name)
+			named, err := relations.ReplicatedJobScope(ctx, s.Reader, ns, name, rj.Name)
 			if err != nil {
 				return unclassified(JobSetMutatePath, err)
 			}
-			scope = controller.StrongerScope(scope, named)
+			scope = relations.StrongerScope(scope, named)
 		}
 		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), rj.Template.Spec.Template, scope)...)
 	}

@@ -18,7 +18,7 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -42,7 +42,7 @@ func indexedReader(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object
 	if funcs != nil {
 		b = b.WithInterceptorFuncs(*funcs)
 	}
-	if err := controller.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
 		t.Fatal(err)
 	}
 	return b.Build()

@@ -1,0 +1,46 @@
+package relations
+
+import (
+	"slices"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"batchledger.dev/batchledger/pkg/account"
+)
+
+// TestSuccessfulAttempts: only succeeded pods controlled by the Job (this UID) with one
+// completion index are attempts of its identity; repeats of an index all count.
+func TestSuccessfulAttempts(t *testing.T) {
+	job := job("j")
+	pod := func(uid string, phase corev1.PodPhase, owner types.UID, index string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid), Annotations: map[string]string{}}, Status: corev1.PodStatus{Phase: phase}}
+		if index != "" {
+			p.Annotations[batchv1.JobCompletionIndexAnnotation] = index
+		}
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: owner, Controller: ptr.To(true)}}
+		}
+		return p
+	}
+	pods := []corev1.Pod{
+		pod("ok-0", corev1.PodSucceeded, job.UID, "0"),
+		pod("ok-2", corev1.PodSucceeded, job.UID, "2"),
+		pod("failed", corev1.PodFailed, job.UID, "1"),
+		pod("running", corev1.PodRunning, job.UID, "1"),
+		pod("old-job", corev1.PodSucceeded, "uid-old", "1"),
+		pod("orphan", corev1.PodSucceeded, "", "1"),
+		pod("no-index", corev1.PodSucceeded, job.UID, ""),
+		pod("two-indexes", corev1.PodSucceeded, job.UID, "1,2"),
+		pod("bad-index", corev1.PodSucceeded, job.UID, "x"),
+		pod("ok-2b", corev1.PodSucceeded, job.UID, "2"),
+	}
+	want := []account.PodAttempt{{UID: "ok-0", Index: 0}, {UID: "ok-2", Index: 2}, {UID: "ok-2b", Index: 2}}
+	if got := SuccessfulAttempts(job, pods); !slices.Equal(got, want) {
+		t.Errorf("attempts %+v; want %+v", got, want)
+	}
+}
