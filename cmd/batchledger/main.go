@@ -27,10 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/certs"
 	"batchledger.dev/batchledger/pkg/controller"
-	"batchledger.dev/batchledger/pkg/result"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
 )
@@ -170,7 +170,7 @@ func main() {
 	metrics := controller.NewMetrics()
 	r := &controller.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("batchledger"),
-		Metrics: metrics, Criteria: result.NewCache(result.DefaultCacheSize),
+		Metrics: metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 		MaxConcurrentReconciles: accountSyncs,
 	}
 	setups := []setup{

@@ -24,10 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
-	"batchledger.dev/batchledger/pkg/result"
 )
 
 // FieldManager is the server-side apply field manager batchledger writes under; Kueue's
@@ -46,7 +46,7 @@ type Reconciler struct {
 	// Metrics, when set, counts the reconciler's writes.
 	Metrics *Metrics
 	// Criteria caches compiled acceptance rules; created on first use when nil.
-	Criteria *result.Cache
+	Criteria *acceptance.Cache
 	// MaxConcurrentReconciles is how many accounts are reconciled side by side (0: one).
 	// Each reconcile reads and writes only its own account, so workers never contend.
 	MaxConcurrentReconciles int

@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
-	"batchledger.dev/batchledger/pkg/result"
 )
 
 // Bounds of the result record. A chunk stays far below etcd's default request limit of
@@ -181,7 +181,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 			if !succeeded || rc.recorded[pod.UID] {
 				continue
 			}
-			res := result.FromPod(t.Key, o.identity.UID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)
+			res := acceptance.FromPod(t.Key, o.identity.UID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)
 			ordinal, assigned := m.ShardOf(t.Key, idx)
 			if !assigned {
 				ordinal = -1
@@ -222,10 +222,10 @@ func newChunk(ba *v1alpha1.BatchAccount, name string, first int32) *v1alpha1.Sha
 }
 
 // criteria returns the rule cache, creating it once: reconcile workers run side by side.
-func (r *Reconciler) criteria() *result.Cache {
+func (r *Reconciler) criteria() *acceptance.Cache {
 	r.criteriaOnce.Do(func() {
 		if r.Criteria == nil {
-			r.Criteria = result.NewCache(result.DefaultCacheSize)
+			r.Criteria = acceptance.NewCache(acceptance.DefaultCacheSize)
 		}
 	})
 	return r.Criteria

@@ -1,6 +1,9 @@
-// Package result decodes, verifies and judges the shard result a batchledger worker
-// reports, and turns it into the account.Result the accounting core checks against the
-// (Job UID, completion index) assignment and the account's revisions.
+// Package result is the message format of the shard result a batchledger worker
+// reports: the schema below, Decode (which verifies a message) and Encode (which writes
+// one). It imports nothing but the standard library, no Kubernetes and no CEL code, so
+// that a worker links only it (pkg/worker, cmd/example-worker). Reading the message from
+// a pod and judging it against the account's acceptance rule is pkg/acceptance's work,
+// and checking its claim against the assignment the account core's (pkg/account).
 //
 // # Why the termination message
 //
@@ -10,10 +13,8 @@
 // and no extra RBAC, and the result lives exactly as long as the pod object that proves
 // the completion.
 //
-// The result is read from the container named by the pod annotation
-// batchledger.dev/result-container (v1alpha1.AnnotationResultContainer), else from the pod's
-// first container, and only once the pod has Succeeded: a failed or running pod has not
-// completed its index, whatever it wrote.
+// The controller reads the message of a succeeded pod only, from the container the pod
+// or the account names (see pkg/acceptance).
 //
 // # Schema batchledger.dev/v1
 //
@@ -69,20 +70,8 @@
 //
 // # Acceptance rule
 //
-// An account may declare spec.acceptance.rule, a CEL expression over the variable
-// result that must evaluate to true, e.g.
-//
-//	result.valid == result.records && result.records > 0
-//
-// result.version, result.shard, result.inputRevision, result.modelRevision,
-// result.output and result.digest are strings, result.records and result.valid are
-// ints, and other reported fields are dynamically typed (test with has(result.name)
-// before using a field a worker may omit: reading an absent field fails the
-// evaluation, recorded as CriterionError). A rule may be a bare reported boolean such
-// as result.approved; a non-bool value at run time is a CriterionError. Rules are
-// cost-limited (CostLimit): a rule whose worst case exceeds the limit, such as nested
-// comprehensions over reported lists, is refused when the account is admitted, and
-// evaluation stops at the limit in any case.
+// An account may declare spec.acceptance.rule, a CEL expression over the reported
+// fields; pkg/acceptance documents what a rule sees.
 //
 // Workers written in Go can build the message with Encode; others write the JSON above.
 package result

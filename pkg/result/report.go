@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // SchemaVersion is the only result schema this package understands. Workers write it in
@@ -24,46 +22,42 @@ const SchemaVersion = "batchledger.dev/v1"
 // rejects it as Oversized and Encode refuses to produce it.
 const MaxMessageBytes = 4096
 
-// Reasons a result is rejected before the account core judges its claim. They are
-// CamelCase because they become account.Result.RejectReason and, from there, the
-// recorded rejection's reason in the account status.
+// Reasons a message is rejected before its claim is judged. They are CamelCase because
+// they become the recorded rejection's reason in the account status; the API package
+// names the same strings (v1alpha1.RejectionMissingResult and so on), which this package
+// repeats so that it links no Kubernetes code (a test in pkg/acceptance keeps the two
+// equal).
 const (
 	// ReasonMissing: the result container left no termination message.
 	ReasonMissing = "MissingResult"
 	// ReasonMalformed: the message is not a well-formed result (bad JSON, wrong field
-	// types, impossible counts). It shares the account core's Malformed reason.
-	ReasonMalformed = v1alpha1.RejectionMalformed
+	// types, impossible counts).
+	ReasonMalformed = "Malformed"
 	// ReasonOversized: the message reaches MaxMessageBytes and may have been truncated.
 	ReasonOversized = "Oversized"
 	// ReasonUnknownVersion: the message declares a schema version other than SchemaVersion.
 	ReasonUnknownVersion = "UnknownSchemaVersion"
 	// ReasonMissingField: a required field is absent or empty.
 	ReasonMissingField = "MissingField"
-	// ReasonCriterionNotMet: the account's acceptance rule evaluated to false. It shares
-	// the account core's CriterionNotMet reason.
-	ReasonCriterionNotMet = v1alpha1.RejectionCriterionNotMet
-	// ReasonCriterionError: the acceptance rule could not be evaluated on this result
-	// (a runtime error such as a missing field, or the cost limit was exceeded).
-	ReasonCriterionError = "CriterionError"
 )
 
-// Field names of the schema, shared by the decoder, the encoder and the CEL type so
-// that the three cannot drift apart.
+// Field names of the schema, shared by the decoder, the encoder and the acceptance
+// rule's CEL type (pkg/acceptance) so that the three cannot drift apart.
 const (
-	fieldVersion       = "version"
-	fieldShard         = "shard"
-	fieldInputRevision = "inputRevision"
-	fieldModelRevision = "modelRevision"
-	fieldOutput        = "output"
-	fieldDigest        = "digest"
-	fieldRecords       = "records"
-	fieldValid         = "valid"
+	FieldVersion       = "version"
+	FieldShard         = "shard"
+	FieldInputRevision = "inputRevision"
+	FieldModelRevision = "modelRevision"
+	FieldOutput        = "output"
+	FieldDigest        = "digest"
+	FieldRecords       = "records"
+	FieldValid         = "valid"
 )
 
 // knownFields are the schema's fields; anything else a worker reports goes to Extra.
 var knownFields = map[string]bool{
-	fieldVersion: true, fieldShard: true, fieldInputRevision: true, fieldModelRevision: true,
-	fieldOutput: true, fieldDigest: true, fieldRecords: true, fieldValid: true,
+	FieldVersion: true, FieldShard: true, FieldInputRevision: true, FieldModelRevision: true,
+	FieldOutput: true, FieldDigest: true, FieldRecords: true, FieldValid: true,
 }
 
 // Report is one decoded shard result (schema SchemaVersion, documented in the package
@@ -91,8 +85,8 @@ type Report struct {
 	Extra map[string]any `json:"-"`
 }
 
-// Error is a rejected result: Reason is one of the Reason constants (it becomes
-// account.Result.RejectReason) and Message says what is wrong in words a worker author
+// Error is a rejected result: Reason is one of the Reason constants (it becomes the
+// recorded rejection's reason) and Message says what is wrong in words a worker author
 // can act on.
 type Error struct {
 	Reason  string
@@ -129,9 +123,11 @@ func Decode(msg string) (*Report, error) {
 // re-encoding.
 const canonicalCheckBytes = MaxMessageBytes/2 - 1
 
-// decode is Decode, but returns what it decoded so far with the error when the error
-// comes after the fields were read (missing field, bad counts), so that a rejection can
-// still be recorded against the shard the result claims.
+// DecodePartial is Decode, but returns what it decoded so far with the error when the
+// error comes after the fields were read (missing field, bad counts), so that a
+// rejection can still be recorded against the shard the result claims.
+func DecodePartial(msg string) (*Report, *Error) { return decode(msg) }
+
 func decode(msg string) (*Report, *Error) {
 	if strings.TrimSpace(msg) == "" {
 		return nil, newError(ReasonMissing, "the termination message is empty: the worker must write its result (JSON, version %q) to its termination message file, /dev/termination-log by default", SchemaVersion)
@@ -151,9 +147,9 @@ func decode(msg string) (*Report, *Error) {
 	r := &Report{}
 	// The version comes first: a message of another schema may use the other fields
 	// differently, so it is rejected for its version rather than for its fields.
-	if v, ok := raw[fieldVersion]; !ok || isNull(v) {
-		return nil, newError(ReasonUnknownVersion, "the result has no %q field; this controller understands schema version %q", fieldVersion, SchemaVersion)
-	} else if err := stringField(fieldVersion, v, &r.Version); err != nil {
+	if v, ok := raw[FieldVersion]; !ok || isNull(v) {
+		return nil, newError(ReasonUnknownVersion, "the result has no %q field; this controller understands schema version %q", FieldVersion, SchemaVersion)
+	} else if err := stringField(FieldVersion, v, &r.Version); err != nil {
 		return nil, err
 	} else if r.Version != SchemaVersion {
 		return nil, newError(ReasonUnknownVersion, "the result has schema version %q; this controller understands only %q", r.Version, SchemaVersion)
@@ -163,15 +159,15 @@ func decode(msg string) (*Report, *Error) {
 	for _, f := range []struct {
 		name string
 		dst  *string
-	}{{fieldShard, &r.Shard}, {fieldInputRevision, &r.InputRevision}, {fieldModelRevision, &r.ModelRevision}, {fieldOutput, &r.Output}, {fieldDigest, &r.Digest}} {
+	}{{FieldShard, &r.Shard}, {FieldInputRevision, &r.InputRevision}, {FieldModelRevision, &r.ModelRevision}, {FieldOutput, &r.Output}, {FieldDigest, &r.Digest}} {
 		if err := stringField(f.name, raw[f.name], f.dst); err != nil {
 			return nil, err
 		}
 	}
-	if err := intField(fieldRecords, raw[fieldRecords], &r.Records); err != nil {
+	if err := intField(FieldRecords, raw[FieldRecords], &r.Records); err != nil {
 		return nil, err
 	}
-	if err := intField(fieldValid, raw[fieldValid], &r.Valid); err != nil {
+	if err := intField(FieldValid, raw[FieldValid], &r.Valid); err != nil {
 		return nil, err
 	}
 	for _, name := range extraNames(raw) {
@@ -188,7 +184,7 @@ func decode(msg string) (*Report, *Error) {
 	var missing []string
 	for _, f := range []struct {
 		name, val string
-	}{{fieldShard, r.Shard}, {fieldInputRevision, r.InputRevision}, {fieldModelRevision, r.ModelRevision}, {fieldDigest, r.Digest}} {
+	}{{FieldShard, r.Shard}, {FieldInputRevision, r.InputRevision}, {FieldModelRevision, r.ModelRevision}, {FieldDigest, r.Digest}} {
 		if f.val == "" {
 			missing = append(missing, strconv.Quote(f.name))
 		}
@@ -514,6 +510,24 @@ func convertNumbers(x any) (any, error) {
 	return x, nil
 }
 
+// Fields is the report as one map, the way the acceptance rule sees it: the extra
+// fields, then the schema fields, which a decoded report's Extra never shadows.
+func (r *Report) Fields() map[string]any {
+	m := make(map[string]any, len(r.Extra)+len(knownFields))
+	for k, v := range r.Extra {
+		m[k] = v
+	}
+	m[FieldVersion] = r.Version
+	m[FieldShard] = r.Shard
+	m[FieldInputRevision] = r.InputRevision
+	m[FieldModelRevision] = r.ModelRevision
+	m[FieldOutput] = r.Output
+	m[FieldDigest] = r.Digest
+	m[FieldRecords] = r.Records
+	m[FieldValid] = r.Valid
+	return m
+}
+
 // Encode writes r as a termination message of schema SchemaVersion, for workers and
 // demos. It sets Version (a report of another version is an error rather than being
 // silently relabelled), writes Extra's fields after the schema's in name order, and
@@ -561,21 +575,21 @@ func encodeRaw(r Report) (string, error) {
 		return nil
 	}
 	b.WriteByte('{')
-	_ = put(true, fieldVersion, r.Version)
-	_ = put(false, fieldShard, r.Shard)
-	_ = put(false, fieldInputRevision, r.InputRevision)
-	_ = put(false, fieldModelRevision, r.ModelRevision)
+	_ = put(true, FieldVersion, r.Version)
+	_ = put(false, FieldShard, r.Shard)
+	_ = put(false, FieldInputRevision, r.InputRevision)
+	_ = put(false, FieldModelRevision, r.ModelRevision)
 	if r.Output != "" {
-		_ = put(false, fieldOutput, r.Output)
+		_ = put(false, FieldOutput, r.Output)
 	}
-	_ = put(false, fieldDigest, r.Digest)
+	_ = put(false, FieldDigest, r.Digest)
 	// Zero counts are left out, as absent counts are zero: re-encoding a message must not
 	// make it longer than the worker wrote it.
 	if r.Records != 0 {
-		_ = put(false, fieldRecords, r.Records)
+		_ = put(false, FieldRecords, r.Records)
 	}
 	if r.Valid != 0 {
-		_ = put(false, fieldValid, r.Valid)
+		_ = put(false, FieldValid, r.Valid)
 	}
 	names := make([]string, 0, len(r.Extra))
 	for name := range r.Extra {

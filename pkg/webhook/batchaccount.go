@@ -12,9 +12,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/result"
 )
 
 // ValidatePath is where the BatchAccount validating webhook is served.
@@ -71,7 +71,7 @@ func (BatchAccountValidator) ValidateDelete(context.Context, *v1alpha1.BatchAcco
 
 func validateSpec(ba *v1alpha1.BatchAccount) error {
 	if a := ba.Spec.Acceptance; a != nil && a.Rule != "" {
-		if _, err := result.Compile(a.Rule); err != nil {
+		if _, err := acceptance.Compile(a.Rule); err != nil {
 			return fmt.Errorf("BatchAccount %s: spec.acceptance.rule: %w", ba.Name, err)
 		}
 	}

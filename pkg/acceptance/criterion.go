@@ -1,4 +1,4 @@
-package result
+package acceptance
 
 import (
 	"container/list"
@@ -10,6 +10,9 @@ import (
 	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/common"
 	"github.com/google/cel-go/common/types"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
 )
 
 // CostLimit bounds the work one evaluation of an acceptance rule may do, in CEL cost
@@ -31,9 +34,9 @@ const resultTypeName = "batchledger.dev.v1.Result"
 
 // schemaFieldTypes are the CEL types of the schema fields; any other field is dyn.
 var schemaFieldTypes = map[string]*types.Type{
-	fieldVersion: types.StringType, fieldShard: types.StringType, fieldInputRevision: types.StringType,
-	fieldModelRevision: types.StringType, fieldOutput: types.StringType, fieldDigest: types.StringType,
-	fieldRecords: types.IntType, fieldValid: types.IntType,
+	result.FieldVersion: types.StringType, result.FieldShard: types.StringType, result.FieldInputRevision: types.StringType,
+	result.FieldModelRevision: types.StringType, result.FieldOutput: types.StringType, result.FieldDigest: types.StringType,
+	result.FieldRecords: types.IntType, result.FieldValid: types.IntType,
 }
 
 // resultProvider declares the result object type to the checker: the schema fields with
@@ -88,12 +91,12 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 
 // sizeEstimator tells the cost estimator how large a value taken from a result can be:
 // no string, list or map in a message exceeds the message, which is under
-// MaxMessageBytes. Without it every comprehension over a reported list would estimate
+// result.MaxMessageBytes. Without it every comprehension over a reported list would estimate
 // as unbounded and be refused.
 type sizeEstimator struct{}
 
 func (sizeEstimator) EstimateSize(checker.AstNode) *checker.SizeEstimate {
-	return &checker.SizeEstimate{Min: 0, Max: MaxMessageBytes}
+	return &checker.SizeEstimate{Min: 0, Max: result.MaxMessageBytes}
 }
 
 func (sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
@@ -168,53 +171,36 @@ func compile(rule string, limit uint64, checkEstimate bool) (*Criterion, error) 
 // Evaluate applies the criterion to r. It returns true when r meets the rule; otherwise
 // false and a message, quoting the rule, that says whether the rule was false or could
 // not be evaluated (Check tells the two apart by reason).
-func (c *Criterion) Evaluate(r *Report) (ok bool, msg string) {
+func (c *Criterion) Evaluate(r *result.Report) (ok bool, msg string) {
 	if err := c.Check(r); err != nil {
 		return false, err.Message
 	}
 	return true, ""
 }
 
-// Check applies the criterion to r and returns nil when r meets it, or an *Error with
-// ReasonCriterionNotMet when the rule is false and ReasonCriterionError when it could
-// not be evaluated (a run-time error, a non-bool value, or the cost limit).
-func (c *Criterion) Check(r *Report) *Error {
+// Check applies the criterion to r and returns nil when r meets it, or a *result.Error
+// with v1alpha1.RejectionCriterionNotMet when the rule is false and
+// v1alpha1.RejectionCriterionError when it could not be evaluated (a run-time error, a
+// non-bool value, or the cost limit).
+func (c *Criterion) Check(r *result.Report) *result.Error {
 	if r == nil {
-		return newError(ReasonCriterionError, "there is no result to evaluate the acceptance rule on")
+		return rejectf(v1alpha1.RejectionCriterionError, "there is no result to evaluate the acceptance rule on")
 	}
 	if c == nil || c.prg == nil {
 		return nil
 	}
-	out, _, err := c.prg.Eval(map[string]any{"result": activation(r)})
+	out, _, err := c.prg.Eval(map[string]any{"result": r.Fields()})
 	if err != nil {
-		return newError(ReasonCriterionError, "evaluating acceptance rule %q: %v", c.rule, err)
+		return rejectf(v1alpha1.RejectionCriterionError, "evaluating acceptance rule %q: %v", c.rule, err)
 	}
 	b, isBool := out.Value().(bool)
 	switch {
 	case !isBool:
-		return newError(ReasonCriterionError, "acceptance rule %q evaluated to %v (%s), not bool", c.rule, out.Value(), out.Type())
+		return rejectf(v1alpha1.RejectionCriterionError, "acceptance rule %q evaluated to %v (%s), not bool", c.rule, out.Value(), out.Type())
 	case !b:
-		return newError(ReasonCriterionNotMet, "the result (records=%d, valid=%d) does not meet the acceptance rule %q", r.Records, r.Valid, c.rule)
+		return rejectf(v1alpha1.RejectionCriterionNotMet, "the result (records=%d, valid=%d) does not meet the acceptance rule %q", r.Records, r.Valid, c.rule)
 	}
 	return nil
-}
-
-// activation is the value of `result`: the extra fields, then the schema fields, which
-// a decoded report's Extra never shadows.
-func activation(r *Report) map[string]any {
-	m := make(map[string]any, len(r.Extra)+len(schemaFieldTypes))
-	for k, v := range r.Extra {
-		m[k] = v
-	}
-	m[fieldVersion] = r.Version
-	m[fieldShard] = r.Shard
-	m[fieldInputRevision] = r.InputRevision
-	m[fieldModelRevision] = r.ModelRevision
-	m[fieldOutput] = r.Output
-	m[fieldDigest] = r.Digest
-	m[fieldRecords] = r.Records
-	m[fieldValid] = r.Valid
-	return m
 }
 
 // DefaultCacheSize is the number of rules a zero Cache keeps compiled.
@@ -289,4 +275,9 @@ func (c *Cache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.entries)
+}
+
+// rejectf is a rejection of reason with a formatted message.
+func rejectf(reason, format string, args ...any) *result.Error {
+	return &result.Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }

@@ -1,4 +1,4 @@
-package result
+package acceptance
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
 )
 
 // ResultContainer returns the name of the container that reports pod's result: the one
@@ -72,35 +73,35 @@ func MessageOf(pod *corev1.Pod, container string) (string, bool) {
 // running has not completed its index, whatever it wrote.
 func FromPod(target string, jobUID types.UID, index int, pod *corev1.Pod, resultContainer string, crit *Criterion) account.Result {
 	res := account.Result{Target: target, JobUID: jobUID, Index: index}
-	reject := func(e *Error) account.Result {
+	reject := func(e *result.Error) account.Result {
 		res.RejectReason, res.RejectMessage = e.Reason, e.Message
 		return res
 	}
 	if pod == nil {
-		return reject(newError(ReasonMissing, "no pod to read a result from"))
+		return reject(rejectf(result.ReasonMissing, "no pod to read a result from"))
 	}
 	res.Pod, res.PodUID = pod.Name, pod.UID
 	if pod.Status.Phase != corev1.PodSucceeded {
-		return reject(newError(ReasonMissing, "the pod is %s, not Succeeded: only a succeeded pod reports a result", phaseOf(pod)))
+		return reject(rejectf(result.ReasonMissing, "the pod is %s, not Succeeded: only a succeeded pod reports a result", phaseOf(pod)))
 	}
 	container := ResultContainer(pod, resultContainer)
 	msg, ok := MessageOf(pod, container)
 	if !ok {
 		if container == "" {
-			return reject(newError(ReasonMissing, "the pod has no containers to read a result from"))
+			return reject(rejectf(result.ReasonMissing, "the pod has no containers to read a result from"))
 		}
 		if !hasContainer(pod, container) {
-			return reject(newError(ReasonMissing, "the pod has no container %q to read a result from: set spec.acceptance.resultContainer to the worker container", container))
+			return reject(rejectf(result.ReasonMissing, "the pod has no container %q to read a result from: set spec.acceptance.resultContainer to the worker container", container))
 		}
-		return reject(newError(ReasonMissing, "container %q has no termination message: the worker must write its result (JSON, version %q) to /dev/termination-log", container, SchemaVersion))
+		return reject(rejectf(result.ReasonMissing, "container %q has no termination message: the worker must write its result (JSON, version %q) to /dev/termination-log", container, result.SchemaVersion))
 	}
-	r, derr := decode(msg)
+	r, derr := result.DecodePartial(msg)
 	if r != nil {
 		res.Shard, res.InputRevision, res.ModelRevision, res.Digest = r.Shard, r.InputRevision, r.ModelRevision, r.Digest
 		res.Output, res.Records, res.Valid = r.Output, r.Records, r.Valid
 	}
 	if derr != nil {
-		return reject(&Error{Reason: derr.Reason, Message: fmt.Sprintf("container %q: %s", container, derr.Message)})
+		return reject(&result.Error{Reason: derr.Reason, Message: fmt.Sprintf("container %q: %s", container, derr.Message)})
 	}
 	if cerr := crit.Check(r); cerr != nil {
 		return reject(cerr)

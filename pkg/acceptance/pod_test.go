@@ -1,4 +1,4 @@
-package result
+package acceptance
 
 import (
 	"strings"
@@ -12,6 +12,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
 )
 
 func terminated(msg string, exit int32) corev1.ContainerState {
@@ -95,7 +96,7 @@ func TestFromPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := func(shard string, records, valid int64) string {
-		s, err := Encode(Report{Shard: shard, InputRevision: "in-1", ModelRevision: "m-3", Digest: "sha256:ab", Records: records, Valid: valid})
+		s, err := result.Encode(result.Report{Shard: shard, InputRevision: "in-1", ModelRevision: "m-3", Digest: "sha256:ab", Records: records, Valid: valid})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,17 +131,21 @@ func TestFromPod(t *testing.T) {
 		{"good result, no criterion", withMessage(msg("part-7", 0, 0)), nil, claim(identity, "part-7"), ""},
 		// The claim passes through: the account core judges it against the assignment.
 		{"forged shard passes the claim through", withMessage(msg("part-8", 5, 5)), seed, claim(identity, "part-8", 5, 5), ""},
-		{"malformed message", withMessage(`{"version":"batchledger.dev/v1",`), seed, rejected(identity, ReasonMalformed), `container "worker": the JSON ends`},
+		{"malformed message", withMessage(`{"version":"batchledger.dev/v1",`), seed, rejected(identity, result.ReasonMalformed), `container "worker": the JSON ends`},
 		{"missing field keeps the claim read so far", withMessage(`{"version":"batchledger.dev/v1","shard":"part-7","inputRevision":"in-1","modelRevision":"m-3"}`), seed,
 			func() account.Result {
-				r := rejected(claim(identity, "part-7"), ReasonMissingField)
+				r := rejected(claim(identity, "part-7"), result.ReasonMissingField)
 				r.Digest = ""
 				return r
 			}(), `"digest"`},
-		{"criterion not met", withMessage(msg("part-7", 5, 4)), seed, rejected(claim(identity, "part-7", 5, 4), ReasonCriterionNotMet), seedRule},
-		{"no message", withMessage(""), seed, rejected(identity, ReasonMissing), `container "worker" has no termination message`},
-		{"pod not succeeded", running, seed, rejected(identity, ReasonMissing), "Running, not Succeeded"},
-		{"nil pod", nil, seed, func() account.Result { r := rejected(identity, ReasonMissing); r.Pod, r.PodUID = "", ""; return r }(), "no pod"},
+		{"criterion not met", withMessage(msg("part-7", 5, 4)), seed, rejected(claim(identity, "part-7", 5, 4), v1alpha1.RejectionCriterionNotMet), seedRule},
+		{"no message", withMessage(""), seed, rejected(identity, result.ReasonMissing), `container "worker" has no termination message`},
+		{"pod not succeeded", running, seed, rejected(identity, result.ReasonMissing), "Running, not Succeeded"},
+		{"nil pod", nil, seed, func() account.Result {
+			r := rejected(identity, result.ReasonMissing)
+			r.Pod, r.PodUID = "", ""
+			return r
+		}(), "no pod"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,7 +186,7 @@ func TestFromPodThroughAccount(t *testing.T) {
 		return p
 	}
 	enc := func(shard string) string {
-		s, err := Encode(Report{Shard: shard, InputRevision: "in-1", ModelRevision: "m-3", Digest: "sha256:" + shard, Records: 3, Valid: 3})
+		s, err := result.Encode(result.Report{Shard: shard, InputRevision: "in-1", ModelRevision: "m-3", Digest: "sha256:" + shard, Records: 3, Valid: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +207,7 @@ func TestFromPodThroughAccount(t *testing.T) {
 	if r := rs.Rejections[0]; r.Pod != "p1" || r.Reason != v1alpha1.RejectionForgedClaim || r.Shard != "A" {
 		t.Errorf("first rejection = %+v; want p1 ForgedClaim of shard A", r)
 	}
-	if r := rs.Rejections[1]; r.Pod != "p2" || r.Reason != ReasonMalformed {
+	if r := rs.Rejections[1]; r.Pod != "p2" || r.Reason != result.ReasonMalformed {
 		t.Errorf("second rejection = %+v; want p2 Malformed", r)
 	}
 }

@@ -1,4 +1,4 @@
-package result
+package acceptance
 
 import (
 	"fmt"
@@ -6,13 +6,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
 )
 
 // seedRule is the rule of the seed account.
 const seedRule = "result.valid == result.records && result.records > 0"
 
-func report(records, valid int64, extra map[string]any) *Report {
-	return &Report{Version: SchemaVersion, Shard: "s", InputRevision: "i", ModelRevision: "m", Digest: "d",
+func report(records, valid int64, extra map[string]any) *result.Report {
+	return &result.Report{Version: result.SchemaVersion, Shard: "s", InputRevision: "i", ModelRevision: "m", Digest: "d",
 		Records: records, Valid: valid, Extra: extra}
 }
 
@@ -66,30 +69,30 @@ func TestEvaluate(t *testing.T) {
 	tests := []struct {
 		name   string
 		rule   string
-		r      *Report
+		r      *result.Report
 		reason string // "" when the result meets the rule
 		say    string
 	}{
 		{"seed rule met", seedRule, report(10, 10, nil), "", ""},
-		{"seed rule: some invalid records", seedRule, report(10, 9, nil), ReasonCriterionNotMet, `(records=10, valid=9) does not meet the acceptance rule "` + seedRule + `"`},
-		{"seed rule: no records", seedRule, report(0, 0, nil), ReasonCriterionNotMet, seedRule},
+		{"seed rule: some invalid records", seedRule, report(10, 9, nil), v1alpha1.RejectionCriterionNotMet, `(records=10, valid=9) does not meet the acceptance rule "` + seedRule + `"`},
+		{"seed rule: no records", seedRule, report(0, 0, nil), v1alpha1.RejectionCriterionNotMet, seedRule},
 		{"empty rule accepts", "", report(0, 0, nil), "", ""},
 		{"blank rule accepts", "  ", report(0, 0, nil), "", ""},
 		{"string fields", `result.digest.startsWith("d") && result.shard == "s" && result.output == ""`, report(1, 1, nil), "", ""},
 		{"extra field", "result.retries < 3", report(1, 1, map[string]any{"retries": int64(2)}), "", ""},
-		{"extra field not met", "result.retries < 3", report(1, 1, map[string]any{"retries": int64(5)}), ReasonCriterionNotMet, "result.retries < 3"},
+		{"extra field not met", "result.retries < 3", report(1, 1, map[string]any{"retries": int64(5)}), v1alpha1.RejectionCriterionNotMet, "result.retries < 3"},
 		{"extra float field", "result.durationSeconds < 900.0", report(1, 1, map[string]any{"durationSeconds": 812.5}), "", ""},
 		{"extra bool field as the rule", "result.approved", report(1, 1, map[string]any{"approved": true}), "", ""},
 		{"extra nested", `result.meta.host == "n1" && result.tags.exists(t, t == "gold")`,
 			report(1, 1, map[string]any{"meta": map[string]any{"host": "n1"}, "tags": []any{"x", "gold"}}), "", ""},
 		{"comprehension over a reported list", "result.checks.all(c, c.ok)",
-			report(1, 1, map[string]any{"checks": []any{map[string]any{"ok": true}, map[string]any{"ok": false}}}), ReasonCriterionNotMet, ""},
+			report(1, 1, map[string]any{"checks": []any{map[string]any{"ok": true}, map[string]any{"ok": false}}}), v1alpha1.RejectionCriterionNotMet, ""},
 		{"has() guards an absent extra field", "!has(result.retries) || result.retries < 3", report(1, 1, nil), "", ""},
-		{"absent extra field is an evaluation error", "result.retries < 3", report(1, 1, nil), ReasonCriterionError, "no such key: retries"},
-		{"extra field of the wrong type", "result.retries < 3", report(1, 1, map[string]any{"retries": "two"}), ReasonCriterionError, "no such overload"},
-		{"dyn rule yielding a non-bool", "result.approved", report(1, 1, map[string]any{"approved": "yes"}), ReasonCriterionError, "not bool"},
-		{"division by zero", "result.valid / result.records > 0", report(0, 0, nil), ReasonCriterionError, "division by zero"},
-		{"nil report", seedRule, nil, ReasonCriterionError, "no result"},
+		{"absent extra field is an evaluation error", "result.retries < 3", report(1, 1, nil), v1alpha1.RejectionCriterionError, "no such key: retries"},
+		{"extra field of the wrong type", "result.retries < 3", report(1, 1, map[string]any{"retries": "two"}), v1alpha1.RejectionCriterionError, "no such overload"},
+		{"dyn rule yielding a non-bool", "result.approved", report(1, 1, map[string]any{"approved": "yes"}), v1alpha1.RejectionCriterionError, "not bool"},
+		{"division by zero", "result.valid / result.records > 0", report(0, 0, nil), v1alpha1.RejectionCriterionError, "division by zero"},
+		{"nil report", seedRule, nil, v1alpha1.RejectionCriterionError, "no result"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,7 +153,7 @@ func TestRuntimeCostLimit(t *testing.T) {
 			if elapsed := time.Since(start); elapsed > 5*time.Second {
 				t.Errorf("limit %d: evaluation ran %v", limit, elapsed)
 			}
-			if ok || !strings.Contains(msg, "cost limit exceeded") || c.Check(r).Reason != ReasonCriterionError {
+			if ok || !strings.Contains(msg, "cost limit exceeded") || c.Check(r).Reason != v1alpha1.RejectionCriterionError {
 				t.Errorf("limit %d: Evaluate = %v, %q; want a cost-limit CriterionError", limit, ok, msg)
 			}
 		}
