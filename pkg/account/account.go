@@ -40,6 +40,10 @@ type Input struct {
 	// Generation of the account's spec.
 	Generation int64
 	Spec       *v1alpha1.BatchAccountSpec
+	// Mapping is Spec compiled (Compile(Namespace, Spec)) when the caller has it already,
+	// as the reconciler does to observe the targets; nil compiles it here. It is only
+	// read.
+	Mapping *Mapping
 	// Previous is the account's last written status: the durable memory of identities,
 	// attempts and condition transition times.
 	Previous *v1alpha1.BatchAccountStatus
@@ -117,7 +121,10 @@ func Compute(in Input) Output {
 	if prev == nil {
 		prev = &v1alpha1.BatchAccountStatus{}
 	}
-	m := Compile(in.Namespace, in.Spec)
+	m := in.Mapping
+	if m == nil {
+		m = Compile(in.Namespace, in.Spec)
+	}
 	st := v1alpha1.BatchAccountStatus{ObservedGeneration: in.Generation, History: slices.Clone(prev.History)}
 	prevTargets := map[string]*v1alpha1.TargetStatus{}
 	for i := range prev.Targets {

@@ -109,6 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Namespace:    ba.Namespace,
 		Generation:   ba.Generation,
 		Spec:         &ba.Spec,
+		Mapping:      m,
 		Previous:     &ba.Status,
 		Observations: obs,
 		Results:      results,
