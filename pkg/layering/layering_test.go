@@ -1,0 +1,67 @@
+package layering
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "batchledger.dev/batchledger/"
+
+// deps lists every package pkg imports, directly or not, as `go list -deps` sees it.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list imports: %v", err)
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestImportRules: each package stays clear of what its layer must not link.
+func TestImportRules(t *testing.T) {
+	var (
+		client     = []string{"k8s.io/client-go/", "sigs.k8s.io/controller-runtime"}
+		kubernetes = []string{"k8s.io/", "sigs.k8s.io/"}
+		cel        = []string{"github.com/google/cel-go"}
+	)
+	join := func(sets ...[]string) []string {
+		var out []string
+		for _, s := range sets {
+			out = append(out, s...)
+		}
+		return out
+	}
+	cases := []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{"pkg/indexset", join(kubernetes, cel, []string{module})},
+		{"pkg/result", join(kubernetes, cel, []string{module})},
+		{"pkg/worker", join(kubernetes, cel, []string{module + "pkg/account", module + "pkg/acceptance", module + "pkg/apis"})},
+		{"cmd/example-worker", join(kubernetes, cel)},
+		{"pkg/apis/batchledger/v1alpha1", join(client, cel, []string{module})},
+		{"pkg/account", join(client, cel, []string{module + "pkg/relations", module + "pkg/result", module + "pkg/acceptance"})},
+		{"pkg/relations", []string{module + "pkg/controller", module + "pkg/webhook", module + "pkg/cli", module + "pkg/acceptance", "github.com/google/cel-go"}},
+		{"pkg/webhook", []string{module + "pkg/controller", module + "pkg/cli"}},
+		{"pkg/cli", []string{module + "pkg/controller", module + "pkg/webhook"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.pkg, func(t *testing.T) {
+			for _, dep := range deps(t, tc.pkg) {
+				if dep == module+tc.pkg {
+					continue
+				}
+				for _, f := range tc.forbidden {
+					if strings.HasPrefix(dep, f) {
+						t.Errorf("%s links %s (nothing under %s allowed)", tc.pkg, dep, f)
+					}
+				}
+			}
+		})
+	}
+}
