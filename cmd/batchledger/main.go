@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -59,147 +60,42 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "release" {
 		os.Exit(runRelease(ctrl.SetupSignalHandler(), os.Args[2:]))
 	}
-	var (
-		metricsAddr, probeAddr, webhookHost, certDir string
-		pprofAddr                                    string
-		webhookPort                                  int
-		leaderElect, enableWebhooks                  bool
-		metricsSecure, enableHTTP2                   bool
-		certManagement                               string
-		certOpts                                     certs.Options
-		leaseDuration, renewDeadline, retryPeriod    time.Duration
-		accountSyncs                                 int
-		apiQPS                                       float64
-		apiBurst                                     int
-		maxResultHold                                time.Duration
-	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
-	flag.BoolVar(&metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
-	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoint, for profiling under load; empty disables it.")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
-	// Defaults are client-go's and kube-controller-manager's; tests shorten them to see a
-	// takeover within seconds.
-	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the last renewal before it takes the leader Lease.")
-	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its Lease before it gives up leading.")
-	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
-	flag.IntVar(&accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
-	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
-	// releases alone take about 17 minutes, while the account keeps its share of the budget.
-	flag.Float64Var(&apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
-	flag.IntVar(&apiBurst, "kube-api-burst", 200, "Burst of requests to the API server above --kube-api-qps.")
-	flag.DurationVar(&maxResultHold, "max-result-hold", controller.DefaultMaxResultHold,
-		"Longest a succeeded pod is held for its result; past it the pod is released unrecorded, with a Warning event.")
-	flag.BoolVar(&enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
-	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to.")
-	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port of the webhook server.")
-	flag.StringVar(&certDir, "webhook-cert-dir", "", "Folder with the webhook serving tls.crt and tls.key.")
-	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the webhook and metrics servers (off: HTTP/2 stream-reset and rapid-reset attacks).")
-	flag.StringVar(&certManagement, "cert-management", certsExternal,
-		"Who provides the webhook certificate: 'external' (files in --webhook-cert-dir, caBundle injected by e.g. cert-manager) "+
-			"or 'self' (the manager issues it into --webhook-cert-secret, mounted at --webhook-cert-dir, rotates it and injects the CA).")
-	flag.StringVar(&certOpts.Namespace, "namespace", podNamespace(), "Namespace the manager runs in: its leader-election Lease, and with self-managed certificates the Secret and webhook Service, are there.")
-	flag.StringVar(&certOpts.SecretName, "webhook-cert-secret", certs.DefaultSecretName, "Secret the self-managed webhook certificate is kept in.")
-	flag.StringVar(&certOpts.ServiceName, "webhook-service", certs.DefaultServiceName, "Service in front of the webhook server; the self-managed certificate is issued for it.")
-	flag.StringVar(&certOpts.ValidatingWebhookConfiguration, "validating-webhook-configuration", certs.DefaultValidatingWebhookConfiguration,
-		"ValidatingWebhookConfiguration the self-managed CA is injected into.")
-	flag.StringVar(&certOpts.MutatingWebhookConfiguration, "mutating-webhook-configuration", certs.DefaultMutatingWebhookConfiguration,
-		"MutatingWebhookConfiguration the self-managed CA is injected into.")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
+	cfg := bindFlags(flag.CommandLine)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
-	if certManagement != certsExternal && certManagement != certsSelf {
-		log.Error(fmt.Errorf("--cert-management=%q: want %q or %q", certManagement, certsExternal, certsSelf), "invalid flags")
+	fail := func(err error, msg string, kv ...any) {
+		log.Error(err, msg, kv...)
 		os.Exit(1)
 	}
-	selfCerts := enableWebhooks && certManagement == certsSelf
+	if err := cfg.validate(); err != nil {
+		fail(err, "invalid flags")
+	}
 
 	scheme, err := blscheme.New()
 	if err != nil {
-		log.Error(err, "building scheme")
-		os.Exit(1)
+		fail(err, "building scheme")
 	}
-	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
-	if !enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
-	}
-	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: metricsSecure, TLSOpts: tlsOpts}
-	if metricsSecure {
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-	if certDir == "" {
-		// controller-runtime's default; named here because the rotator watches it too.
-		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
-	}
-	webhookServer := webhook.NewServer(webhook.Options{
-		Host: webhookHost, Port: webhookPort, CertDir: certDir, TLSOpts: tlsOpts,
-	})
-	cfg := ctrl.GetConfigOrDie()
-	cfg.QPS, cfg.Burst = float32(apiQPS), apiBurst
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsOpts,
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         leaderElect,
-		LeaderElectionID:       "batchledger.batchledger.dev",
-		// The Lease lives in the manager's namespace; empty lets controller-runtime read
-		// the in-cluster service account's.
-		LeaderElectionNamespace: certOpts.Namespace,
-		LeaseDuration:           &leaseDuration,
-		RenewDeadline:           &renewDeadline,
-		RetryPeriod:             &retryPeriod,
-		// A replica that stops normally (rollout, drain) hands the Lease over at once
-		// instead of leaving the batch unreconciled for a whole lease duration. Safe
-		// because the manager exits right after it stops leading.
-		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhookServer,
-		Cache:                         cacheOptions(),
-		PprofBindAddress:              pprofAddr,
-	})
+	webhookServer := webhook.NewServer(cfg.webhookOptions())
+	restCfg := ctrl.GetConfigOrDie()
+	restCfg.QPS, restCfg.Burst = float32(cfg.apiQPS), cfg.apiBurst
+	mgr, err := ctrl.NewManager(restCfg, cfg.managerOptions(scheme, webhookServer))
 	if err != nil {
-		log.Error(err, "creating manager")
-		os.Exit(1)
+		fail(err, "creating manager")
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := controller.SetupIndexes(ctx, mgr); err != nil {
-		log.Error(err, "registering field indexes")
-		os.Exit(1)
+		fail(err, "registering field indexes")
 	}
-	metrics := controller.NewMetrics()
-	r := &controller.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("batchledger"),
-		Metrics: metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
-		MaxConcurrentReconciles: accountSyncs,
-	}
-	setups := []setup{
-		r,
-		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics, Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: maxResultHold},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "Job"},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "JobSet"},
-	}
-	var webhooks []setup
-	if enableWebhooks {
-		webhooks = []setup{blwebhook.BatchAccountValidator{}, blwebhook.PodResultHolder{},
-			blwebhook.ScopeStamper{Reader: mgr.GetClient()}}
-	}
+	setups := controllers(mgr, cfg)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
-	if selfCerts {
-		certOpts.CertDir = certDir
-		certsReady, err := certs.Setup(mgr, certOpts)
-		if err != nil {
-			log.Error(err, "setting up webhook certificates")
-			os.Exit(1)
-		}
-		// Registering a webhook adds the webhook server to the manager, and the server
-		// fails to start without its certificate files. So the webhooks are registered
-		// only once the rotator has written the certificate and injected the CA; the
-		// controllers start meanwhile.
-		if err := mgr.Add(&afterCerts{certsReady: certsReady, setups: webhooks, mgr: mgr, done: webhooksReady}); err != nil {
-			log.Error(err, "adding the webhook registration")
-			os.Exit(1)
+	webhooks := cfg.webhooks(mgr)
+	if cfg.selfCerts() {
+		if err := registerAfterCerts(mgr, cfg, webhooks, webhooksReady); err != nil {
+			fail(err, "setting up webhook certificates")
 		}
 	} else {
 		setups = append(setups, webhooks...)
@@ -207,36 +103,193 @@ func main() {
 	}
 	for _, s := range setups {
 		if err := s.SetupWithManager(mgr); err != nil {
-			log.Error(err, "setting up", "component", s)
-			os.Exit(1)
+			fail(err, "setting up", "component", s)
 		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		log.Error(err, "adding health check")
-		os.Exit(1)
+		fail(err, "adding health check")
 	}
-	ready := healthz.Ping
-	if enableWebhooks {
-		// Ready only when the webhook server answers, so that a Service routes admission
-		// requests to this replica only once it can serve them with a trusted certificate.
-		started := webhookServer.StartedChecker()
-		ready = func(req *http.Request) error {
-			select {
-			case <-webhooksReady:
-				return started(req)
-			default:
-				return errors.New("webhook certificate not ready yet")
-			}
-		}
+	if err := mgr.AddReadyzCheck("readyz", cfg.readiness(webhookServer, webhooksReady)); err != nil {
+		fail(err, "adding ready check")
 	}
-	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
-		log.Error(err, "adding ready check")
-		os.Exit(1)
-	}
-	log.Info("starting manager", "version", version, "certManagement", certManagement)
+	log.Info("starting manager", "version", version, "certManagement", cfg.certManagement)
 	if err := mgr.Start(ctx); err != nil {
-		log.Error(err, "manager stopped")
-		os.Exit(1)
+		fail(err, "manager stopped")
+	}
+}
+
+// config is the manager's command line.
+type config struct {
+	metricsAddr, probeAddr, webhookHost, certDir string
+	pprofAddr                                    string
+	webhookPort                                  int
+	leaderElect, enableWebhooks                  bool
+	metricsSecure, enableHTTP2                   bool
+	certManagement                               string
+	certOpts                                     certs.Options
+	leaseDuration, renewDeadline, retryPeriod    time.Duration
+	accountSyncs                                 int
+	apiQPS                                       float64
+	apiBurst                                     int
+	maxResultHold                                time.Duration
+}
+
+// bindFlags registers the manager's flags on fs and returns the config they fill.
+func bindFlags(fs *flag.FlagSet) *config {
+	c := &config{}
+	fs.StringVar(&c.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
+	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
+	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
+	fs.StringVar(&c.pprofAddr, "pprof-bind-address", "", "Address of the pprof endpoint, for profiling under load; empty disables it.")
+	fs.BoolVar(&c.leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
+	// Defaults are client-go's and kube-controller-manager's; tests shorten them to see a
+	// takeover within seconds.
+	fs.DurationVar(&c.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the last renewal before it takes the leader Lease.")
+	fs.DurationVar(&c.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its Lease before it gives up leading.")
+	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
+	fs.IntVar(&c.accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
+	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
+	// releases alone take about 17 minutes, while the account keeps its share of the budget.
+	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
+	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "Burst of requests to the API server above --kube-api-qps.")
+	fs.DurationVar(&c.maxResultHold, "max-result-hold", controller.DefaultMaxResultHold,
+		"Longest a succeeded pod is held for its result; past it the pod is released unrecorded, with a Warning event.")
+	fs.BoolVar(&c.enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
+	fs.StringVar(&c.webhookHost, "webhook-host", "", "Address the webhook server binds to.")
+	fs.IntVar(&c.webhookPort, "webhook-port", 9443, "Port of the webhook server.")
+	fs.StringVar(&c.certDir, "webhook-cert-dir", "", "Folder with the webhook serving tls.crt and tls.key.")
+	fs.BoolVar(&c.enableHTTP2, "enable-http2", false, "Allow HTTP/2 on the webhook and metrics servers (off: HTTP/2 stream-reset and rapid-reset attacks).")
+	fs.StringVar(&c.certManagement, "cert-management", certsExternal,
+		"Who provides the webhook certificate: 'external' (files in --webhook-cert-dir, caBundle injected by e.g. cert-manager) "+
+			"or 'self' (the manager issues it into --webhook-cert-secret, mounted at --webhook-cert-dir, rotates it and injects the CA).")
+	fs.StringVar(&c.certOpts.Namespace, "namespace", podNamespace(), "Namespace the manager runs in: its leader-election Lease, and with self-managed certificates the Secret and webhook Service, are there.")
+	fs.StringVar(&c.certOpts.SecretName, "webhook-cert-secret", certs.DefaultSecretName, "Secret the self-managed webhook certificate is kept in.")
+	fs.StringVar(&c.certOpts.ServiceName, "webhook-service", certs.DefaultServiceName, "Service in front of the webhook server; the self-managed certificate is issued for it.")
+	fs.StringVar(&c.certOpts.ValidatingWebhookConfiguration, "validating-webhook-configuration", certs.DefaultValidatingWebhookConfiguration,
+		"ValidatingWebhookConfiguration the self-managed CA is injected into.")
+	fs.StringVar(&c.certOpts.MutatingWebhookConfiguration, "mutating-webhook-configuration", certs.DefaultMutatingWebhookConfiguration,
+		"MutatingWebhookConfiguration the self-managed CA is injected into.")
+	return c
+}
+
+// validate checks the flags that take one of a set of values, and fills the defaults
+// that depend on the environment.
+func (c *config) validate() error {
+	if c.certManagement != certsExternal && c.certManagement != certsSelf {
+		return fmt.Errorf("--cert-management=%q: want %q or %q", c.certManagement, certsExternal, certsSelf)
+	}
+	if c.certDir == "" {
+		// controller-runtime's default; named here because the rotator watches it too.
+		c.certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+	}
+	return nil
+}
+
+// selfCerts is whether the manager issues its webhook certificate itself.
+func (c *config) selfCerts() bool { return c.enableWebhooks && c.certManagement == certsSelf }
+
+// tlsOptions are the webhook and metrics servers' TLS settings: TLS 1.2 at least, and
+// HTTP/1.1 only unless --enable-http2.
+func (c *config) tlsOptions() []func(*tls.Config) {
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
+	if !c.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	return tlsOpts
+}
+
+// webhookOptions are the webhook server's.
+func (c *config) webhookOptions() webhook.Options {
+	return webhook.Options{Host: c.webhookHost, Port: c.webhookPort, CertDir: c.certDir, TLSOpts: c.tlsOptions()}
+}
+
+// managerOptions are the manager's: metrics, probes, leader election, the webhook server
+// and the trimmed caches.
+func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Server) ctrl.Options {
+	metricsOpts := metricsserver.Options{BindAddress: c.metricsAddr, SecureServing: c.metricsSecure, TLSOpts: c.tlsOptions()}
+	if c.metricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: c.probeAddr,
+		LeaderElection:         c.leaderElect,
+		LeaderElectionID:       "batchledger.batchledger.dev",
+		// The Lease lives in the manager's namespace; empty lets controller-runtime read
+		// the in-cluster service account's.
+		LeaderElectionNamespace: c.certOpts.Namespace,
+		LeaseDuration:           &c.leaseDuration,
+		RenewDeadline:           &c.renewDeadline,
+		RetryPeriod:             &c.retryPeriod,
+		// A replica that stops normally (rollout, drain) hands the Lease over at once
+		// instead of leaving the batch unreconciled for a whole lease duration. Safe
+		// because the manager exits right after it stops leading.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhookServer,
+		Cache:                         cacheOptions(),
+		PprofBindAddress:              c.pprofAddr,
+	}
+}
+
+// controllers are the reconcilers: accounts, held pods, and the short forms of Jobs and
+// JobSets.
+func controllers(mgr ctrl.Manager, c *config) []setup {
+	metrics := controller.NewMetrics()
+	return []setup{
+		&controller.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("batchledger"),
+			Metrics: metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
+			MaxConcurrentReconciles: c.accountSyncs,
+		},
+		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics, Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "Job"},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "JobSet"},
+	}
+}
+
+// webhooks are the admission webhooks, none with --enable-webhooks=false.
+func (c *config) webhooks(mgr ctrl.Manager) []setup {
+	if !c.enableWebhooks {
+		return nil
+	}
+	return []setup{blwebhook.BatchAccountValidator{}, blwebhook.PodResultHolder{},
+		blwebhook.ScopeStamper{Reader: mgr.GetClient()}}
+}
+
+// registerAfterCerts sets up the self-managed certificate and registers the webhooks
+// once it is ready, closing done then. Registering a webhook adds the webhook server to
+// the manager, and the server fails to start without its certificate files. So the
+// webhooks are registered only once the rotator has written the certificate and
+// injected the CA; the controllers start meanwhile.
+func registerAfterCerts(mgr ctrl.Manager, c *config, webhooks []setup, done chan struct{}) error {
+	opts := c.certOpts
+	opts.CertDir = c.certDir
+	certsReady, err := certs.Setup(mgr, opts)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(&afterCerts{certsReady: certsReady, setups: webhooks, mgr: mgr, done: done}); err != nil {
+		return fmt.Errorf("adding the webhook registration: %w", err)
+	}
+	return nil
+}
+
+// readiness is the readyz check: with webhooks, ready only when the webhook server
+// answers, so that a Service routes admission requests to this replica only once it can
+// serve them with a trusted certificate.
+func (c *config) readiness(webhookServer webhook.Server, webhooksReady <-chan struct{}) healthz.Checker {
+	if !c.enableWebhooks {
+		return healthz.Ping
+	}
+	started := webhookServer.StartedChecker()
+	return func(req *http.Request) error {
+		select {
+		case <-webhooksReady:
+			return started(req)
+		default:
+			return errors.New("webhook certificate not ready yet")
+		}
 	}
 }
 

@@ -358,7 +358,11 @@ func TestChartManagerDefaults(t *testing.T) {
 			return true
 		}
 		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if x, isIdent := sel.X.(*ast.Ident); !ok || !isIdent || x.Name != "flag" {
+		if !ok {
+			return true
+		}
+		// flag.XxxVar, or fs.XxxVar on the FlagSet bindFlags registers on.
+		if x, isIdent := sel.X.(*ast.Ident); !isIdent || (x.Name != "flag" && x.Name != "fs") {
 			return true
 		}
 		name, ok := call.Args[1].(*ast.BasicLit)
