@@ -171,7 +171,7 @@ func Compute(in Input) Output {
 	res := judgeResults(m, states, in)
 	st.Shards.Accepted = int32(res.accepted.Count())
 	st.Results = res.summary
-	st.Shards.Progress = progress(st.Shards, requiresResults(in.Spec))
+	st.Shards.Progress = progress(st.Shards, in.Spec.RequiresResults())
 	fitIndexLists(&st)
 	// Only now, with the lists as they will be written, can a target be compared with
 	// its previous status: an unchanged target keeps its observation point.
@@ -640,13 +640,9 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 	return cond(t, true, v1alpha1.ReasonComplete, "every target's Job recorded Complete")
 }
 
-func requiresResults(spec *v1alpha1.BatchAccountSpec) bool {
-	return spec.Acceptance != nil && spec.Acceptance.RequireResults
-}
-
 func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsState, cov coverageState) metav1.Condition {
 	t := v1alpha1.ConditionResultsAccepted
-	if !requiresResults(spec) {
+	if !spec.RequiresResults() {
 		return cond(t, true, v1alpha1.ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
 	}
 	if res.ruleError != "" {
@@ -712,7 +708,7 @@ func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec
 	} else {
 		msg += " Complete"
 	}
-	if requiresResults(spec) {
+	if spec.RequiresResults() {
 		msg += ", every shard result accepted"
 	}
 	return cond(t, true, v1alpha1.ReasonAccepted, msg)

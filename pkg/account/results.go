@@ -13,7 +13,7 @@ import (
 )
 
 // Result is one shard result a worker reported, already decoded and evaluated against
-// the acceptance rule by the result package. The account decides whether it stands.
+// the acceptance rule by pkg/acceptance. The account decides whether it stands.
 type Result struct {
 	// Target key and Job UID of the reporting pod: with Index, its completion identity.
 	Target string
@@ -68,7 +68,7 @@ type resultsState struct {
 // or deleted), with no result of theirs and no pod of the index left, are missing: a
 // result can no longer arrive, so they are counted as MissingResult, not pending.
 func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
-	if requiresResults(in.Spec) && in.RuleError != "" {
+	if in.Spec.RequiresResults() && in.RuleError != "" {
 		return resultsState{ruleError: in.RuleError}
 	}
 	current := map[string]types.UID{}
@@ -78,7 +78,7 @@ func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
 		}
 	}
 	rs := judge(m, in.Spec, current, in.Results)
-	if !requiresResults(in.Spec) {
+	if !in.Spec.RequiresResults() {
 		return rs
 	}
 	var final, open []indexset.Interval

@@ -89,7 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.stampTarget(ctx, &ba, t.Ref, o.obs.Job)
 			obs[t.Key] = o.obs
 			seen[t.Key] = o
-		} else if id := relations.RecordedIdentity(&ba, v1alpha1.TargetKey(t.Key)); id != nil && relations.RequiresResults(&ba) {
+		} else if id := relations.RecordedIdentity(&ba, v1alpha1.TargetKey(t.Key)); id != nil && ba.Spec.RequiresResults() {
 			// The Job is gone but its record stands: capture what its held pods reported.
 			var pods corev1.PodList
 			if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingFields{relations.IndexOwnerUID: string(id.UID)}); err != nil {

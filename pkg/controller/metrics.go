@@ -35,8 +35,9 @@ type Metrics struct {
 	// account, so the series count follows the number of accounts.
 	Shards, ShardsCovered, ShardsAccepted, ShardsMissing *prometheus.GaugeVec
 	// ResultRejections (labels namespace, account, reason): the account's rejected and
-	// conflicting results by reason. Reasons are the fixed CamelCase set of the account
-	// and result packages plus ReasonUnsampled, so an account has a bounded number of series.
+	// conflicting results by reason. Reasons are the fixed CamelCase set of the API's
+	// rejection reasons (v1alpha1.Rejection*) plus ReasonUnsampled, so an account has a
+	// bounded number of series.
 	ResultRejections *prometheus.GaugeVec
 
 	mu sync.Mutex

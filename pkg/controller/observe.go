@@ -26,7 +26,7 @@ type observed struct {
 	pods     []corev1.Pod
 	// identity is the Job whose pods' results the account records: the observed Job, or,
 	// once that Job was deleted, a stand-in carrying the UID the account recorded
-	// (recordedIdentity), whose held pods are still captured.
+	// (relations.RecordedIdentity), whose held pods are still captured.
 	identity *batchv1.Job
 }
 

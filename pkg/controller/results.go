@@ -157,7 +157,7 @@ func (rc *resultChunks) all() []v1alpha1.ShardResults {
 // in this controller, nothing new is recorded (the pods stay held, their messages
 // unjudged) and the error is returned for the account to say so.
 func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping, obs map[string]observed) ([]account.Result, string, error) {
-	if !relations.RequiresResults(ba) {
+	if !ba.Spec.RequiresResults() {
 		return nil, "", nil
 	}
 	var list v1alpha1.ShardResultsList

@@ -23,7 +23,7 @@ func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string
 	}
 	var out []string
 	for _, ba := range accounts {
-		if !RequiresResults(ba) {
+		if !ba.Spec.RequiresResults() {
 			continue
 		}
 		for _, ref := range targetsOfPod(ba, pod) {

@@ -8,12 +8,6 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// RequiresResults is whether an account captures results at all; accounts that do not
-// never hold pods nor record messages.
-func RequiresResults(ba *v1alpha1.BatchAccount) bool {
-	return ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults
-}
-
 // scopeRank orders scopes: a Job named by an account requiring results needs its pods
 // held (ScopeResults), one only counted needs them seen (ScopeCoverage).
 var scopeRank = map[string]int{"": 0, v1alpha1.ScopeCoverage: 1, v1alpha1.ScopeResults: 2}
@@ -29,7 +23,7 @@ func StrongerScope(a, b string) string {
 
 // AccountScope is the scope an account gives the pods of the Jobs it names.
 func AccountScope(ba *v1alpha1.BatchAccount) string {
-	if RequiresResults(ba) {
+	if ba.Spec.RequiresResults() {
 		return v1alpha1.ScopeResults
 	}
 	return v1alpha1.ScopeCoverage
