@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 )
 
 // The suite runs on two kinds of cluster. On the local control plane the GPU nodes are
@@ -16,9 +18,6 @@ import (
 // kubelets: a pod's outcome comes from its container — the example worker image, scripted
 // through its environment (pkg/worker's Plan) — and nothing may be finished by hand.
 // Tests say which they need; the others skip, saying why.
-
-// kwokNodeAnnotation marks the nodes kwok manages.
-const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 
 // WorkerImageEnv names the example worker image on a cluster of real kubelets (default
 // DefaultWorkerImage, which hack/kind/images.sh builds and `kind load`s).
@@ -35,7 +34,7 @@ func detectKubelets(ctx context.Context, c client.Client) error {
 	}
 	env.kwokNodes = false
 	for _, n := range nodes.Items {
-		if _, ok := n.Annotations[kwokNodeAnnotation]; ok {
+		if _, ok := n.Annotations[localcluster.KwokNodeAnnotation]; ok {
 			env.kwokNodes = true
 		}
 	}

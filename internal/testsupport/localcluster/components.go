@@ -196,7 +196,7 @@ func (c *Cluster) startKwokAndNodes(ctx context.Context, nodes []NodeSpec) error
 	kw, err := c.startProcess(procSpec{name: "kwok", args: []string{kwokBin,
 		"--kubeconfig=" + c.Kubeconfig,
 		"--config=" + stages,
-		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
 		fmt.Sprintf("--server-address=127.0.0.1:%d", ports[0]),
 		"--node-ip=127.0.0.1",
 		"--cidr=10.244.0.1/16",

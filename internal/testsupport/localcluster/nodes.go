@@ -10,8 +10,8 @@ import (
 )
 
 const (
-	// kwokNodeAnnotation marks the nodes kwok manages (value "fake").
-	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+	// KwokNodeAnnotation marks the nodes kwok manages (value "fake"); e2e tells kwok's nodes from real kubelets by it.
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
 	// GPUTypeLabel is the node label ResourceFlavors select GPU models by.
 	GPUTypeLabel = "gpu-type"
 	// GPUResource is the extended resource fake nodes advertise.
@@ -73,7 +73,7 @@ func (n NodeSpec) node() *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        n.Name,
 			Labels:      labels,
-			Annotations: map[string]string{kwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Annotations: map[string]string{KwokNodeAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
 		},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
