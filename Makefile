@@ -89,7 +89,7 @@ kind-down: ## Delete the kind cluster and stop its dockerd, removing its bridges
 	hack/kind/cluster.sh down
 
 .PHONY: mutate
-mutate: ## Mutation testing of pkg/indexset, pkg/account, pkg/result (gremlins, pinned in hack/tools/gremlins); fails under 90% efficacy (~75 min on 2 cores).
+mutate: ## Mutation testing of pkg/indexset, pkg/account, pkg/result, pkg/acceptance (gremlins, pinned in hack/tools/gremlins); fails under 90% efficacy (~75 min on 2 cores).
 	hack/mutate.sh
 
 .PHONY: test-soak
