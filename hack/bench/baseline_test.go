@@ -161,20 +161,3 @@ func TestLoadGeneratorRejects(t *testing.T) {
 		})
 	}
 }
-
-func TestReplaceSection(t *testing.T) {
-	section := baselineBegin + "\nnew\n" + baselineEnd + "\n"
-	load := beginMarker + "\nload\n" + endMarker
-	for _, tc := range []struct{ name, doc, want string }{
-		{"replaces between markers", "# B\n\n" + load + "\n\n<!-- bench:baseline:begin -->\nold\n" + baselineEnd + "\n\n## Micro\n",
-			"# B\n\n" + load + "\n\n" + baselineBegin + "\nnew\n" + baselineEnd + "\n\n## Micro\n"},
-		{"appends without markers", "# B\n\n" + load + "\n", "# B\n\n" + load + "\n\n## H\n\n" + section},
-		{"new file", "", "# Benchmarks\n\n## H\n\n" + section},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := replaceSection(tc.doc, baselineBegin, baselineEnd, section, "## H"); got != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
-		})
-	}
-}

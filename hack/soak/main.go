@@ -37,7 +37,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
+	reportfmt "batchledger.dev/batchledger/internal/testsupport/report"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/scheme"
 )
@@ -460,19 +460,28 @@ func (r *report) problems() []string {
 	return out
 }
 
-func (r *report) print(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// figures is the run's figures as a two-column table; header nil for the terminal.
+func (r *report) figures(header []string) reportfmt.Table {
+	t := reportfmt.Table{Header: header}
 	for _, row := range r.rows() {
-		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
+		t.Rows = append(t.Rows, []string{row[0], row[1]})
 	}
-	_ = tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "batch\tshape\toracle\taccount\tnote")
+	return t
+}
+
+// batchTable is a row per batch: the oracle's verdict against the account's.
+func (r *report) batchTable() reportfmt.Table {
+	t := reportfmt.Table{Header: []string{"batch", "shape", "oracle", "account", "note"}}
 	for _, l := range r.batches {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.name, l.shape, l.want, l.got, l.note)
+		t.Rows = append(t.Rows, []string{l.name, l.shape, l.want, l.got, l.note})
 	}
-	_ = tw.Flush()
+	return t
+}
+
+func (r *report) print(w io.Writer) {
+	r.figures(nil).WriteText(w)
+	fmt.Fprintln(w)
+	r.batchTable().WriteText(w)
 	if p := r.problems(); len(p) > 0 {
 		fmt.Fprintln(w, "\nFAILED:")
 		for _, l := range p {
@@ -489,22 +498,10 @@ func (r *report) markdown(root string) string {
 	fmt.Fprintln(&b, "# Reliability: the chaos soak (`make soak`)")
 	fmt.Fprintln(&b)
 	b.WriteString(docIntro)
-	fmt.Fprintf(&b, "## The last run (written by `hack/soak --out`)\n\nRun on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintln(&b, "```sh")
-	fmt.Fprintln(&b, r.cfg.command)
-	fmt.Fprintln(&b, "```")
+	fmt.Fprint(&b, "## The last run (written by `hack/soak --out`)\n\n")
+	reportfmt.WritePreamble(&b, r.cfg.command, reportfmt.MachineFacts(root))
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| machine | |")
-	fmt.Fprintln(&b, "|---|---|")
-	for _, kv := range localcluster.MachineFacts(root) {
-		fmt.Fprintf(&b, "| %s | %s |\n", kv[0], kv[1])
-	}
-	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| figure | value |")
-	fmt.Fprintln(&b, "|---|---|")
-	for _, row := range r.rows() {
-		fmt.Fprintf(&b, "| %s | %s |\n", row[0], row[1])
-	}
+	r.figures([]string{"figure", "value"}).WriteMarkdown(&b)
 	fmt.Fprintln(&b)
 	if p := r.problems(); len(p) > 0 {
 		fmt.Fprintln(&b, "**Failed checks:**")
@@ -516,11 +513,7 @@ func (r *report) markdown(root string) string {
 		fmt.Fprintln(&b, "Every check is 0.")
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "| batch | shape | oracle | account | note |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|")
-	for _, l := range r.batches {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", l.name, l.shape, l.want, l.got, strings.ReplaceAll(l.note, "|", "\\|"))
-	}
+	r.batchTable().WriteMarkdown(&b)
 	return b.String()
 }
 

@@ -6,7 +6,8 @@
 //     the batchledger controller as one more manager);
 //   - kwok: the kwok stages that play the kubelet of the fake GPU nodes, and the moves a
 //     test makes on those pods;
-//   - scrape: the one reader of a Prometheus text endpoint (the controller's metrics).
+//   - scrape: the one reader of a Prometheus text endpoint (the controller's metrics);
+//   - report: the one writer of the tables and Markdown reports of bench and soak.
 //
 // Their users are e2e/framework (the e2e suites), hack/cluster, hack/demo, hack/bench,
 // hack/soak and hack/installcheck. They used to live in e2e/framework/localcluster and

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+// coverageEvent is a Job's completedIndexes change: at t the account of job had expected
+// shards covered, as far as the watch has seen.
+type coverageEvent struct {
+	job      string
+	t        time.Time
+	expected int
+}
+
+// coverageShown is a change of the covered count in a Workload's ShardsCovered message.
+type coverageShown struct {
+	t       time.Time
+	covered int
+}
+
+// recorder collects what the load's watches see during one size: the Job status changes
+// (what the controller must follow), the coverage each implies, the coverage each
+// Workload shows (the latency between the two), and every other change an account reads.
+type recorder struct {
+	mu         sync.Mutex
+	accountOf  map[string]string         // job name -> account name
+	completed  map[string]map[string]int // account -> job -> completed index count
+	jobStatus  map[string]batchv1.JobStatus
+	jobChanges int
+	done       map[string]bool // jobs with a Complete or Failed condition
+	events     []coverageEvent
+	shown      map[string][]coverageShown // job name -> covered counts its Workload showed
+	// Everything else the accounts read, so that writes can be set against every observed
+	// change: Workload status changes other than batchledger's own conditions (creation
+	// included), and pods turning Succeeded (each is an attempt the account counts).
+	wlStatus     map[string]kueue.WorkloadStatus
+	wlChanges    int
+	podSucceeded map[types.UID]bool
+}
+
+func newRecorder() *recorder {
+	return &recorder{
+		accountOf: map[string]string{}, completed: map[string]map[string]int{},
+		jobStatus: map[string]batchv1.JobStatus{}, done: map[string]bool{}, shown: map[string][]coverageShown{},
+		wlStatus: map[string]kueue.WorkloadStatus{}, podSucceeded: map[types.UID]bool{},
+	}
+}
+
+// name records that account names job.
+func (r *recorder) name(account, job string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.completed[account] == nil {
+		r.completed[account] = map[string]int{}
+	}
+	r.accountOf[job] = account
+}
+
+var coveredRE = regexp.MustCompile(`: (\d+)/(\d+) shards covered`)
+
+func (r *recorder) job(j *batchv1.Job, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, seen := r.jobStatus[j.Name]
+	if seen && equality.Semantic.DeepEqual(prev, j.Status) {
+		return
+	}
+	if seen || !equality.Semantic.DeepEqual(j.Status, batchv1.JobStatus{}) {
+		r.jobChanges++
+	}
+	r.jobStatus[j.Name] = *j.Status.DeepCopy()
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			r.done[j.Name] = true
+		}
+	}
+	if j.Status.CompletedIndexes == prev.CompletedIndexes {
+		return
+	}
+	set, err := indexset.Parse(j.Status.CompletedIndexes)
+	if err != nil {
+		return
+	}
+	acct, named := r.accountOf[j.Name]
+	if !named {
+		return // a Job no account names: no coverage to show
+	}
+	r.completed[acct][j.Name] = set.Count()
+	total := 0
+	for _, n := range r.completed[acct] {
+		total += n
+	}
+	r.events = append(r.events, coverageEvent{job: j.Name, t: now, expected: total})
+}
+
+// observedWorkload counts a change of what the account reads from a Workload.
+func (r *recorder) observedWorkload(wl *kueue.Workload) {
+	st := *wl.Status.DeepCopy()
+	st.Conditions = slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool {
+		return strings.HasPrefix(c.Type, "batchledger.dev/")
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, seen := r.wlStatus[wl.Name]; seen && equality.Semantic.DeepEqual(prev, st) {
+		return
+	}
+	r.wlStatus[wl.Name] = st
+	r.wlChanges++
+}
+
+// pod counts a pod's first Succeeded observation.
+func (r *recorder) pod(p *corev1.Pod) {
+	if p.Status.Phase != corev1.PodSucceeded {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.podSucceeded[p.UID] = true
+}
+
+func (r *recorder) workload(wl *kueue.Workload, now time.Time) {
+	r.observedWorkload(wl)
+	job := ownerJob(wl)
+	c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
+	if job == "" || c == nil {
+		return
+	}
+	m := coveredRE.FindStringSubmatch(c.Message)
+	if m == nil {
+		return
+	}
+	n, _ := strconv.Atoi(m[1])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.shown[job]; len(s) > 0 && s[len(s)-1].covered == n {
+		return
+	}
+	r.shown[job] = append(r.shown[job], coverageShown{t: now, covered: n})
+}
+
+// ownerJob is the name of the Job owning a Workload, "" for a Workload of another kind.
+func ownerJob(wl *kueue.Workload) string {
+	job := ""
+	for _, o := range wl.OwnerReferences {
+		if o.Kind == "Job" {
+			job = o.Name
+		}
+	}
+	return job
+}
+
+// latencies matches each coverage event with the first Workload observation showing at
+// least the expected count; unmatched counts events never shown.
+func (r *recorder) latencies() (out []time.Duration, unmatched int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.events {
+		i := slices.IndexFunc(r.shown[e.job], func(s coverageShown) bool { return s.covered >= e.expected })
+		if i < 0 {
+			unmatched++
+			continue
+		}
+		out = append(out, max(0, r.shown[e.job][i].t.Sub(e.t)))
+	}
+	return out, unmatched
+}
+
+func (r *recorder) allDone(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.done) == n
+}
+
+// progress is the Jobs finished and the Job status changes seen so far.
+func (r *recorder) progress() (done, jobChanges int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.done), r.jobChanges
+}
+
+// observed is every account's creation, Job status change, Workload change and pod
+// success: everything the controller might answer with a write.
+func (r *recorder) observed(accounts int) (jobChanges, observed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.jobChanges, accounts + r.jobChanges + r.wlChanges + len(r.podSucceeded)
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadTableDerivedCells(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    loadResult
+		// want maps column headers to cells.
+		want map[string]string
+	}{
+		{"ratios and rates", loadResult{size: size{5, 10}, pods: 50, wall: 10 * time.Second, jobChanges: 40, observed: 80,
+			cost: sample{blCPU: 1.5, kcmCPU: 3, statusWrites: 20}, p50: 120 * time.Millisecond, p99: 900 * time.Millisecond, samples: 9},
+			map[string]string{"pods/s": "5.0", "ratio": "50.0%", "writes/change": "0.50", "writes/observed": "0.25", "latency p50/p99 ms": "120 / 900"}},
+		{"nothing to divide by", loadResult{size: size{1, 1}, pods: 1, wall: time.Second},
+			map[string]string{"ratio": "-", "writes/change": "-", "writes/observed": "-"}},
+		{"coverage never shown", loadResult{size: size{1, 1}, pods: 1, wall: time.Second, samples: 8, unmatched: 2, p50: time.Millisecond, p99: 2 * time.Millisecond},
+			map[string]string{"latency p50/p99 ms": "1 / 2 (2 of 10 never shown)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := loadTable([]loadResult{tc.r})
+			for col, want := range tc.want {
+				i := indexOf(tb.Header, col)
+				if i < 0 {
+					t.Fatalf("no column %q", col)
+				}
+				if got := tb.Rows[0][i]; got != want {
+					t.Errorf("%s = %q, want %q", col, got, want)
+				}
+			}
+		})
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestDocSectionsLeaveEachOther: the load and the baseline each rewrite their own section
+// of one document, whatever order they run in.
+func TestDocSectionsLeaveEachOther(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "benchmarks.md")
+	if err := os.WriteFile(path, []byte("# Benchmarks\n\nIntro.\n\n## Micro\n\nkept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	load := func(mode string) {
+		t.Helper()
+		cfg := loadConfig{command: "go run ./hack/bench", out: path, nodes: 1, gpus: 1, jobsPerAccount: 1, parallelism: 1}
+		if err := writeLoadDoc(cfg, dir, []loadResult{{mode: mode, size: size{1, 1}, pods: 1, wall: time.Second}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	baseline := func(mode string) {
+		t.Helper()
+		g := &generatorConfig{Cohorts: []cohortSet{{ClassName: "cohort", Count: 1, QueuesSets: []queuesSet{{ClassName: "cq", Count: 1, NominalQuota: "1",
+			WorkloadsSets: []workloadsSet{{Count: 1, Workloads: []workloadTemplate{{ClassName: "small", Request: "1"}}}}}}}}}
+		cfg := baselineConfig{command: "go run ./hack/bench baseline", out: path, scale: 1, gpusPerNode: 1}
+		runs := []baselineRun{{mode: mode, round: 1, admission: map[string][]time.Duration{"small": {time.Second}}}}
+		if err := writeBaselineDoc(cfg, dir, g, g, runs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load("first")
+	baseline("without")
+	load("second")
+	baseline("with")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for _, want := range []string{"Intro.", "## Micro\n\nkept", loadHeading, "| second | 1x1 |", baselineHeading, "| small | with | 1 |"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("document lacks %q:\n%s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "| first |") || strings.Count(doc, loadBegin) != 1 || strings.Count(doc, loadHeading) != 1 {
+		t.Errorf("the second load did not replace the first's section:\n%s", doc)
+	}
+	if strings.Contains(doc, "| small | without |") || strings.Count(doc, baselineBegin) != 1 || strings.Count(doc, baselineHeading) != 1 {
+		t.Errorf("the second baseline did not replace the first's section:\n%s", doc)
+	}
+}
