@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/internal/testsupport/scrape"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // UseDeployedControllerEnv: with an existing cluster, the batchledger controller is expected
@@ -218,13 +218,14 @@ func WatchStatus(t testing.TB, obj client.Object) *StatusWatch {
 	return sw
 }
 
-// observedStatus is an object's status without batchledger's conditions.
+// observedStatus is an object's status without batchledger's conditions
+// (v1alpha1.IsWorkloadCondition).
 func observedStatus(u *unstructured.Unstructured) any {
 	status, _, _ := unstructured.NestedMap(u.Object, "status")
 	conds, _, _ := unstructured.NestedSlice(status, "conditions")
 	kept := conds[:0:0]
 	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && strings.HasPrefix(fmt.Sprint(m["type"]), "batchledger.dev/") {
+		if m, ok := c.(map[string]any); ok && v1alpha1.IsWorkloadCondition(fmt.Sprint(m["type"])) {
 			continue
 		}
 		kept = append(kept, c)

@@ -2,7 +2,6 @@ package framework
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // The kubelet helpers play the part of the node agent for pods on the kwok nodes: pods run
@@ -29,17 +29,13 @@ func podFinished(p *corev1.Pod) bool {
 // podActive is a pod the Job controller counts as running: not finished, not being deleted.
 func podActive(p *corev1.Pod) bool { return !podFinished(p) && p.DeletionTimestamp == nil }
 
-// PodIndex returns a pod's completion index, or -1 for a pod of a non-Indexed Job.
+// PodIndex returns a pod's completion index (relations.CompletionIndex), or -1 for a pod
+// of a non-Indexed Job.
 func PodIndex(p *corev1.Pod) int {
-	v, ok := p.Annotations[batchv1.JobCompletionIndexAnnotation]
-	if !ok {
-		return -1
+	if i, ok := relations.CompletionIndex(p); ok {
+		return i
 	}
-	i, err := strconv.Atoi(v)
-	if err != nil {
-		return -1
-	}
-	return i
+	return -1
 }
 
 // jobWithUID makes sure the Job's UID is known (a freshly built object has none).

@@ -12,6 +12,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -71,7 +72,9 @@ func WaitForAbsent(t testing.TB, obj client.Object) {
 	})
 }
 
-// WorkloadFor waits for the Kueue Workload owned by obj (a Job or JobSet) and returns it.
+// WorkloadFor waits for the Kueue Workload owned by obj (a Job or JobSet) and returns it:
+// the one the controller publishes on, the newest of the owner's
+// (relations.NewestWorkloadsByOwner).
 func WorkloadFor(t testing.TB, owner client.Object) *kueue.Workload {
 	t.Helper()
 	var found *kueue.Workload
@@ -80,15 +83,12 @@ func WorkloadFor(t testing.TB, owner client.Object) *kueue.Workload {
 		if err := env.client.List(t.Context(), &wls, client.InNamespace(owner.GetNamespace())); err != nil {
 			return false, "", err
 		}
+		if found = relations.NewestWorkloadsByOwner(wls.Items)[owner.GetUID()]; found != nil {
+			return true, "", nil
+		}
 		var names []string
 		for i := range wls.Items {
 			names = append(names, wls.Items[i].Name)
-			for _, ref := range wls.Items[i].OwnerReferences {
-				if ref.UID == owner.GetUID() {
-					found = &wls.Items[i]
-					return true, "", nil
-				}
-			}
 		}
 		return false, "workloads in namespace: " + strings.Join(names, ", "), nil
 	})

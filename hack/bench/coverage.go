@@ -4,7 +4,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // coverageEvent is a Job's completedIndexes change: at t the account of job had expected
@@ -113,7 +113,7 @@ func (r *recorder) job(j *batchv1.Job, now time.Time) {
 func (r *recorder) observedWorkload(wl *kueue.Workload) {
 	st := *wl.Status.DeepCopy()
 	st.Conditions = slices.DeleteFunc(st.Conditions, func(c metav1.Condition) bool {
-		return strings.HasPrefix(c.Type, "batchledger.dev/")
+		return v1alpha1.IsWorkloadCondition(c.Type)
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -154,15 +154,13 @@ func (r *recorder) workload(wl *kueue.Workload, now time.Time) {
 	r.shown[job] = append(r.shown[job], coverageShown{t: now, covered: n})
 }
 
-// ownerJob is the name of the Job owning a Workload, "" for a Workload of another kind.
+// ownerJob is the name of the Job a Workload belongs to (relations.WorkloadOwner), ""
+// for a Workload of a JobSet or of nothing.
 func ownerJob(wl *kueue.Workload) string {
-	job := ""
-	for _, o := range wl.OwnerReferences {
-		if o.Kind == "Job" {
-			job = o.Name
-		}
+	if ref := relations.WorkloadOwner(wl); ref != nil && ref.Kind == "Job" {
+		return ref.Name
 	}
-	return job
+	return ""
 }
 
 // latencies matches each coverage event with the first Workload observation showing at

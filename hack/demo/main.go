@@ -484,7 +484,7 @@ func (d *demo) show(owner client.Object, accountName string) {
 	var wls kueue.WorkloadList
 	if err := d.c.List(d.ctx, &wls, client.InNamespace(namespace)); err == nil {
 		for _, wl := range wls.Items {
-			if len(wl.OwnerReferences) == 0 || wl.OwnerReferences[0].Name != owner.GetName() {
+			if ref := relations.WorkloadOwner(&wl); ref == nil || ref.UID != owner.GetUID() {
 				continue
 			}
 			fmt.Fprintf(d.out, "\n  Workload %s conditions:\n", wl.Name)

@@ -23,6 +23,7 @@ import (
 
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/result"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -34,9 +35,9 @@ const (
 	// finish whose response was lost (the API server killed mid-request) is adopted.
 	annFate = "soak.batchledger.dev/fate"
 
-	labelJobName       = "batch.kubernetes.io/job-name"
-	labelControllerUID = "batch.kubernetes.io/controller-uid"
-	labelRestart       = "jobset.sigs.k8s.io/restart-attempt"
+	labelJobName       = batchv1.JobNameLabel
+	labelControllerUID = batchv1.ControllerUidLabel
+	labelRestart       = relations.LabelRestartAttempt
 
 	inputRevision = "D"
 	modelRevision = "m-2026-11"
@@ -296,8 +297,8 @@ func (d *driver) workloads(b *BatchPlan) []client.Object {
 func podKey(p *corev1.Pod) (batch string, job string, gen, index int, ok bool) {
 	batch = p.Labels[labelBatch]
 	job = p.Labels[labelJobName]
-	idx, err := strconv.Atoi(p.Annotations[batchv1.JobCompletionIndexAnnotation])
-	if batch == "" || job == "" || err != nil {
+	idx, indexed := relations.CompletionIndex(p)
+	if batch == "" || job == "" || !indexed {
 		return "", "", 0, 0, false
 	}
 	gen, _ = strconv.Atoi(p.Labels[labelRestart])

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"k8s.io/utils/ptr"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // Shape is the kind of batch a soak batch exercises.
@@ -78,7 +82,7 @@ type FateKey struct {
 // Target is one account target and its assignment: indexes 0..Indexes-1 of Job (for a
 // JobSet, the child Job name <jobset>-<rjob>-<i>) onto the shards starting at FirstShard.
 type Target struct {
-	// Key is the account's target key (job/NAME or jobset/JS/RJOB/I).
+	// Key is the account's target key (v1alpha1.TargetKey).
 	Key string
 	// Job is the (child) Job name.
 	Job string
@@ -192,7 +196,7 @@ func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
 	}
 	job := func(suffix string, n int) Target {
 		t := Target{Job: b.Name + "-" + suffix, Indexes: n, FirstShard: b.Shards}
-		t.Key = "job/" + t.Job
+		t.Key = string(v1alpha1.JobTargetKey(t.Job))
 		b.Shards += n
 		b.Targets = append(b.Targets, t)
 		return t
@@ -226,7 +230,7 @@ func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
 		b.RequireResults = true
 		for r := range 2 {
 			t := Target{Job: fmt.Sprintf("%s-js-w-%d", b.Name, r), Indexes: 2, FirstShard: b.Shards}
-			t.Key = fmt.Sprintf("jobset/%s-js/w/%d", b.Name, r)
+			t.Key = string(v1alpha1.TargetRef{JobSet: b.Name + "-js", ReplicatedJob: "w", JobIndex: ptr.To(int32(r))}.Key())
 			b.Shards += 2
 			b.Targets = append(b.Targets, t)
 			succeed(t, 1, 0, "")
