@@ -133,33 +133,30 @@ func (c *Cluster) startKCMAndScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// args are the flags both share: the admin kubeconfig for everything, HTTPS on a
+	// loopback port, no leader election (there is one of each), no profiling.
+	args := func(bin string, port int, more ...string) []string {
+		path, _ := c.bins.find(bin)
+		return append([]string{path,
+			"--kubeconfig=" + c.Kubeconfig,
+			"--authentication-kubeconfig=" + c.Kubeconfig,
+			"--authorization-kubeconfig=" + c.Kubeconfig,
+			"--bind-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", port),
+			"--leader-elect=false",
+			"--profiling=false",
+		}, more...)
+	}
 	pki := filepath.Join(c.StateDir, "pki")
-	kcmBin, _ := c.bins.find(binKCM)
-	kcm, err := c.startProcess(procSpec{name: "kube-controller-manager", args: []string{kcmBin,
-		"--kubeconfig=" + c.Kubeconfig,
-		"--authentication-kubeconfig=" + c.Kubeconfig,
-		"--authorization-kubeconfig=" + c.Kubeconfig,
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", ports[0]),
-		"--leader-elect=false",
-		"--service-account-private-key-file=" + filepath.Join(pki, "sa.key"),
-		"--root-ca-file=" + filepath.Join(pki, "ca.crt"),
+	kcm, err := c.startProcess(procSpec{name: "kube-controller-manager", args: args(binKCM, ports[0],
+		"--service-account-private-key-file="+filepath.Join(pki, "sa.key"),
+		"--root-ca-file="+filepath.Join(pki, "ca.crt"),
 		"--cluster-name=batchledger-local",
-		"--profiling=false",
-	}})
+	)})
 	if err != nil {
 		return err
 	}
-	schedBin, _ := c.bins.find(binScheduler)
-	sched, err := c.startProcess(procSpec{name: "kube-scheduler", args: []string{schedBin,
-		"--kubeconfig=" + c.Kubeconfig,
-		"--authentication-kubeconfig=" + c.Kubeconfig,
-		"--authorization-kubeconfig=" + c.Kubeconfig,
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", ports[1]),
-		"--leader-elect=false",
-		"--profiling=false",
-	}})
+	sched, err := c.startProcess(procSpec{name: "kube-scheduler", args: args(binScheduler, ports[1])})
 	if err != nil {
 		return err
 	}

@@ -154,38 +154,35 @@ func (c *Cluster) startInstance(ctx context.Context, name string, m Manager) (Ma
 // registerWebhooks creates the webhook configurations, named <manager>-<name>, with URL
 // client configs on loopback.
 func (c *Cluster) registerWebhooks(ctx context.Context, manager, base string, objs []client.Object) error {
-	url := func(svc *admissionregistrationv1.ServiceReference, name string) (*string, error) {
-		if svc == nil || svc.Path == nil {
-			return nil, fmt.Errorf("webhook %s has no service path", name)
+	// loopback points one webhook's client config at base + its service path, served with
+	// a certificate of the cluster CA.
+	loopback := func(name string, cc *admissionregistrationv1.WebhookClientConfig) error {
+		if cc.Service == nil || cc.Service.Path == nil {
+			return fmt.Errorf("webhook %s has no service path", name)
 		}
-		u := base + *svc.Path
-		return &u, nil
+		u := base + *cc.Service.Path
+		cc.URL, cc.Service, cc.CABundle = &u, nil, c.CA.CertPEM
+		return nil
 	}
 	for _, obj := range objs {
 		obj = obj.DeepCopyObject().(client.Object)
 		obj.SetName(manager + "-" + obj.GetName())
 		obj.SetResourceVersion("")
+		var err error
 		switch w := obj.(type) {
 		case *admissionregistrationv1.MutatingWebhookConfiguration:
 			for i := range w.Webhooks {
-				cc := &w.Webhooks[i].ClientConfig
-				u, err := url(cc.Service, w.Webhooks[i].Name)
-				if err != nil {
-					return err
-				}
-				cc.URL, cc.Service, cc.CABundle = u, nil, c.CA.CertPEM
+				err = errors.Join(err, loopback(w.Webhooks[i].Name, &w.Webhooks[i].ClientConfig))
 			}
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
 			for i := range w.Webhooks {
-				cc := &w.Webhooks[i].ClientConfig
-				u, err := url(cc.Service, w.Webhooks[i].Name)
-				if err != nil {
-					return err
-				}
-				cc.URL, cc.Service, cc.CABundle = u, nil, c.CA.CertPEM
+				err = errors.Join(err, loopback(w.Webhooks[i].Name, &w.Webhooks[i].ClientConfig))
 			}
 		default:
-			return fmt.Errorf("unsupported webhook object %T", obj)
+			err = fmt.Errorf("unsupported webhook object %T", obj)
+		}
+		if err != nil {
+			return err
 		}
 		if err := c.apply(ctx, obj); err != nil {
 			return err
