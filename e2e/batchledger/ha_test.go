@@ -2,10 +2,7 @@ package batchledger
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,29 +171,8 @@ func TestLeaderKilledMidBatch(t *testing.T) {
 // successfully, from controller-runtime's webhook metrics.
 func podWebhookAdmissions(t *testing.T, name string) float64 {
 	t.Helper()
-	env, ok := framework.Cluster().ManagerEnv(name)
-	if !ok {
-		t.Fatalf("%s is not running", name)
-	}
-	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", env.Host, env.MetricsPort))
-	if err != nil {
-		t.Fatalf("read %s metrics: %v", name, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read %s metrics: %v", name, err)
-	}
-	var n float64
-	for _, line := range strings.Split(string(body), "\n") {
-		metric, value, ok := strings.Cut(line, " ")
-		if ok && strings.HasPrefix(metric, "controller_runtime_webhook_requests_total{") &&
-			strings.Contains(metric, `code="200"`) && strings.Contains(metric, `webhook="`+webhook.PodMutatePath+`"`) {
-			v, _ := strconv.ParseFloat(value, 64)
-			n += v
-		}
-	}
-	return n
+	return framework.ScrapeManager(t, name).Sum("controller_runtime_webhook_requests_total",
+		map[string]string{"code": "200", "webhook": webhook.PodMutatePath})
 }
 
 // checkEventsOnce fails on any batchledger event reason reported twice about the same

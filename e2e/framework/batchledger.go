@@ -153,6 +153,13 @@ func BatchledgerMetrics(t testing.TB) ControllerMetrics {
 // or one of StartBatchledgerReplicas' replicas).
 func ManagerMetrics(t testing.TB, name string) ControllerMetrics {
 	t.Helper()
+	return ScrapeManager(t, name).Controller()
+}
+
+// ScrapeManager reads every metric the named batchledger process serves (local cluster
+// only): controller-runtime's as well as batchledger's own.
+func ScrapeManager(t testing.TB, name string) scrape.Families {
+	t.Helper()
 	env, ok := localOnly(t).ManagerEnv(name)
 	if !ok {
 		t.Fatalf("read %s metrics: %s is not running", name, name)
@@ -161,7 +168,7 @@ func ManagerMetrics(t testing.TB, name string) ControllerMetrics {
 	if err != nil {
 		t.Fatalf("read %s metrics: %v", name, err)
 	}
-	return f.Controller()
+	return f
 }
 
 // StatusWatch counts the status changes of one object as the API server reports them,
