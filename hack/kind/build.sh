@@ -44,7 +44,7 @@ main() {
     github.com/containernetworking/plugins/plugins/ipam/host-local \
     github.com/containernetworking/plugins/plugins/main/loopback \
     github.com/containernetworking/plugins/plugins/meta/portmap
-  build_into "$COREDNS_BIN_DIR" "$HACK_DIR/tools/coredns" "-s -w" github.com/coredns/coredns
+  build_into "$COREDNS_BIN_DIR" "$HACK_DIR/tools/coredns" "-s -w" batchledger.dev/hack/tools/coredns
   # Our own programs change with the checkout, so they are rebuilt (cheaply) every time.
   mkdir -p "$KIND_OWN_BIN_DIR"
   (cd "$ROOT_DIR" && CGO_ENABLED=0 go build -trimpath -o "$KIND_OWN_BIN_DIR/runtime-wrapper" ./hack/kind/runtime-wrapper \

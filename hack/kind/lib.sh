@@ -8,7 +8,8 @@ CNI_VERSION=$(cd "$HACK_DIR/tools/cni-plugins" && go list -m -f '{{.Version}}' g
 KIND_BIN_DIR=$(component_dir kind "$KIND_VERSION")
 NODE_BIN_DIR=$(component_dir kubernetes-node "$KUBE_VERSION")
 CNI_BIN_DIR=$(component_dir cni-plugins "$CNI_VERSION")
-COREDNS_BIN_DIR=$(component_dir coredns "$COREDNS_VERSION")
+# CoreDNS with kubeadm's plugins only (hack/tools/coredns/main.go).
+COREDNS_BIN_DIR=$(component_dir coredns "$COREDNS_VERSION-kubeadm-plugins")
 # KIND_OWN_BIN_DIR holds hack/kind's own programs, rebuilt from the checkout.
 KIND_OWN_BIN_DIR=$CACHE_DIR/kind-own
 NODE_IMAGE=batchledger.dev/kind-node:$KUBE_VERSION
