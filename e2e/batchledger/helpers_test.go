@@ -19,6 +19,21 @@ func h100Queue(f *framework.Framework, gpus string) string {
 	return f.GPUQueue("default", wrappers.GPUFlavorQuotas("h100", "64", "512Gi", gpus))
 }
 
+// preemptionQueue is a LocalQueue "default" on a ClusterQueue of 4 h100 GPUs that preempts
+// lower priorities within itself, and WorkloadPriorityClasses NAMESPACE-low (10) and
+// NAMESPACE-high (1000).
+func preemptionQueue(t *testing.T, f *framework.Framework) {
+	t.Helper()
+	framework.EnsureGPUFlavors(t)
+	cq := wrappers.MakeClusterQueue(f.Namespace + "-pq").WithinClusterQueue(kueue.PreemptionPolicyLowerPriority).
+		ResourceGroup(wrappers.GPUFlavorQuotas("h100", "64", "512Gi", "4")).Obj()
+	f.Create(cq)
+	f.Create(wrappers.MakeLocalQueue("default", f.Namespace).ClusterQueue(cq.Name).Obj())
+	framework.WaitForClusterQueueActive(t, cq.Name)
+	f.Create(wrappers.MakeWorkloadPriorityClass(f.Namespace + "-low").PriorityValue(10).Obj())
+	f.Create(wrappers.MakeWorkloadPriorityClass(f.Namespace + "-high").PriorityValue(1000).Obj())
+}
+
 // condIs reports whether conds has typ with status and reason, and the condition.
 func condIs(conds []metav1.Condition, typ string, status metav1.ConditionStatus, reason string) (bool, string) {
 	c := apimeta.FindStatusCondition(conds, typ)

@@ -289,14 +289,7 @@ func TestKindOverQuotaLandsOnA100(t *testing.T) {
 // Job is re-admitted, runs only index 1 again, and the batch is Accepted.
 func TestKindPreemptionKeepsCoverage(t *testing.T) {
 	f := framework.New(t, framework.OnRealKubelets())
-	framework.EnsureGPUFlavors(t)
-	cq := wrappers.MakeClusterQueue(f.Namespace + "-pq").WithinClusterQueue(kueue.PreemptionPolicyLowerPriority).
-		ResourceGroup(wrappers.GPUFlavorQuotas("h100", "64", "512Gi", "4")).Obj()
-	f.Create(cq)
-	f.Create(wrappers.MakeLocalQueue("default", f.Namespace).ClusterQueue(cq.Name).Obj())
-	framework.WaitForClusterQueueActive(t, cq.Name)
-	f.Create(wrappers.MakeWorkloadPriorityClass(f.Namespace + "-low").PriorityValue(10).Obj())
-	f.Create(wrappers.MakeWorkloadPriorityClass(f.Namespace + "-high").PriorityValue(1000).Obj())
+	preemptionQueue(t, f)
 	setGate(t, f, "1")
 	f.Create(wrappers.MakeBatchAccount("cross", f.Namespace).Shards("A", "B", "C", "D").
 		AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").Obj())

@@ -26,14 +26,7 @@ import (
 // Job, its completed index stays, and after re-admission the batch completes.
 func TestCrossJobAccountSurvivesPreemption(t *testing.T) {
 	f := framework.New(t)
-	framework.EnsureGPUFlavors(t)
-	cq := wrappers.MakeClusterQueue(f.Namespace + "-pq").WithinClusterQueue(kueue.PreemptionPolicyLowerPriority).
-		ResourceGroup(wrappers.GPUFlavorQuotas("h100", "64", "512Gi", "4")).Obj()
-	f.Create(cq)
-	f.Create(wrappers.MakeLocalQueue("default", f.Namespace).ClusterQueue(cq.Name).Obj())
-	framework.WaitForClusterQueueActive(t, cq.Name)
-	f.Create(wrappers.MakeWorkloadPriorityClass(f.Namespace + "-low").PriorityValue(10).Obj())
-	f.Create(wrappers.MakeWorkloadPriorityClass(f.Namespace + "-high").PriorityValue(1000).Obj())
+	preemptionQueue(t, f)
 
 	j := wrappers.MakeJob("j", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).PriorityClass(f.Namespace + "-low").Obj()
 	k := wrappers.MakeJob("k", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).PriorityClass(f.Namespace + "-low").Obj()

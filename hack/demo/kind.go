@@ -78,15 +78,7 @@ func (d *demo) ij245OnKubelets() error {
 		corev1.EnvVar{Name: worker.EnvWorkSeconds, Value: "3"},
 		corev1.EnvVar{Name: worker.EnvFailIndexes, Value: "3"},
 		corev1.EnvVar{Name: worker.EnvExitCode, Value: "3"})
-	ba := ij245Account()
-	for _, obj := range []client.Object{ba, job} {
-		if err := d.c.Create(d.ctx, obj); err != nil {
-			return err
-		}
-	}
-	if err := d.waitAccount("ij245", "Kueue admits Job j", func(ba *v1alpha1.BatchAccount) bool {
-		return apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAdmitted)
-	}); err != nil {
+	if err := d.startIJ245(job); err != nil {
 		return err
 	}
 	d.headline("the pods run; kubectl batchledger watch follows the batch to its verdict")

@@ -213,20 +213,24 @@ func ij245Account() *v1alpha1.BatchAccount {
 	return wrappers.MakeBatchAccount("ij245", namespace).Shards(shards...).AssignJob("j", "0-3", shards...).RequireResults(seedRule).Obj()
 }
 
+// startIJ245 creates the IJ245 account and job and waits until Kueue admits the Job.
+func (d *demo) startIJ245(job *batchv1.Job) error {
+	for _, obj := range []client.Object{ij245Account(), job} {
+		if err := d.c.Create(d.ctx, obj); err != nil {
+			return err
+		}
+	}
+	return d.waitAccount("ij245", "Kueue admits Job j", func(ba *v1alpha1.BatchAccount) bool {
+		return apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAdmitted)
+	})
+}
+
 // ij245 plays the seed's worked case.
 func (d *demo) ij245() error {
 	shards := []string{"A", "B", "C", "D"}
 	d.headline("IJ245: Job j (indexes 0-3 onto shards A, B, C, D of input revision D, model m-2026-11) and its BatchAccount")
 	job := workerJob("j", shards)
-	ba := ij245Account()
-	for _, obj := range []client.Object{ba, job} {
-		if err := d.c.Create(d.ctx, obj); err != nil {
-			return err
-		}
-	}
-	if err := d.waitAccount("ij245", "Kueue admits Job j", func(ba *v1alpha1.BatchAccount) bool {
-		return apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAdmitted)
-	}); err != nil {
+	if err := d.startIJ245(job); err != nil {
 		return err
 	}
 	if err := d.runningPods(job, 4); err != nil {
