@@ -23,6 +23,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/release"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 const (
@@ -34,14 +35,10 @@ func webhookConfiguration(name string) *admissionregistrationv1.MutatingWebhookC
 	return &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
-func pod(namespace, name string, finalizers ...string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Finalizers: finalizers}}
-}
-
 func TestReleaseHeldPods(t *testing.T) {
 	const held = v1alpha1.ResultFinalizer
 	// latePod is held by an API server that had not yet seen the configuration deleted.
-	latePod := pod("ml-team", "late", held)
+	latePod := wrappers.MakePod("late", "ml-team").Finalizers(held).Obj()
 	cases := map[string]struct {
 		objs []client.Object
 		cfg  releaseConfig
@@ -58,7 +55,7 @@ func TestReleaseHeldPods(t *testing.T) {
 		"webhook configuration deleted first, then pods released": {
 			objs: []client.Object{
 				webhookConfiguration(ourWebhooks), webhookConfiguration(otherWebhooks),
-				pod("ml-team", "a", batchv1.JobTrackingFinalizer, held), pod("vision", "b", held),
+				wrappers.MakePod("a", "ml-team").Finalizers(batchv1.JobTrackingFinalizer, held).Obj(), wrappers.MakePod("b", "vision").Finalizers(held).Obj(),
 			},
 			cfg:          releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
 			wantCalls:    []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "patch vision/b"},
@@ -69,21 +66,21 @@ func TestReleaseHeldPods(t *testing.T) {
 			},
 		},
 		"a missing webhook configuration is fine": {
-			objs:           []client.Object{webhookConfiguration(otherWebhooks), pod("ml-team", "a", held)},
+			objs:           []client.Object{webhookConfiguration(otherWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:            releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
 			wantCalls:      []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a"},
 			wantWebhooks:   []string{otherWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": nil},
 		},
 		"no webhook configuration named: only pods": {
-			objs:           []client.Object{webhookConfiguration(ourWebhooks), pod("ml-team", "a", held)},
+			objs:           []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:            releaseConfig{},
 			wantCalls:      []string{"list pods", "patch ml-team/a"},
 			wantWebhooks:   []string{ourWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": nil},
 		},
 		"a pod held while the deletion propagates is released by the second pass": {
-			objs:             []client.Object{webhookConfiguration(ourWebhooks), pod("ml-team", "a", held)},
+			objs:             []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:              releaseConfig{MutatingWebhookConfiguration: ourWebhooks, RecheckAfter: 5 * time.Second},
 			admitDuringSleep: true,
 			wantCalls:        []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "list pods", "patch ml-team/late"},
@@ -91,7 +88,7 @@ func TestReleaseHeldPods(t *testing.T) {
 			wantFinalizers:   map[string][]string{"ml-team/a": nil, "ml-team/late": nil},
 		},
 		"one namespace only": {
-			objs:         []client.Object{pod("ml-team", "a", held), pod("vision", "b", held)},
+			objs:         []client.Object{wrappers.MakePod("a", "ml-team").Finalizers(held).Obj(), wrappers.MakePod("b", "vision").Finalizers(held).Obj()},
 			cfg:          releaseConfig{Options: release.Options{Namespace: "vision"}, MutatingWebhookConfiguration: ourWebhooks},
 			wantCalls:    []string{"delete " + ourWebhooks, "list pods", "patch vision/b"},
 			wantWebhooks: nil,
@@ -101,14 +98,14 @@ func TestReleaseHeldPods(t *testing.T) {
 			},
 		},
 		"dry run deletes and releases nothing": {
-			objs:           []client.Object{webhookConfiguration(ourWebhooks), pod("ml-team", "a", held)},
+			objs:           []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:            releaseConfig{Options: release.Options{DryRun: true}, MutatingWebhookConfiguration: ourWebhooks, RecheckAfter: 5 * time.Second},
 			wantCalls:      []string{"list pods"},
 			wantWebhooks:   []string{ourWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": {held}},
 		},
 		"a webhook configuration that cannot be deleted fails, pods are released all the same": {
-			objs:           []client.Object{webhookConfiguration(ourWebhooks), pod("ml-team", "a", held)},
+			objs:           []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:            releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
 			deleteErr:      apierrors.NewForbidden(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}, ourWebhooks, errors.New("denied")),
 			wantCalls:      []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a"},
@@ -187,7 +184,7 @@ func TestReleaseHeldPods(t *testing.T) {
 // TestReleaseHeldPodsStillHeld fails when a pod could not be released.
 func TestReleaseHeldPodsStillHeld(t *testing.T) {
 	base := fake.NewClientBuilder().WithScheme(blscheme.Must()).
-		WithObjects(pod("ml-team", "a", v1alpha1.ResultFinalizer), pod("ml-team", "b", v1alpha1.ResultFinalizer)).Build()
+		WithObjects(wrappers.MakePod("a", "ml-team").Finalizers(v1alpha1.ResultFinalizer).Obj(), wrappers.MakePod("b", "ml-team").Finalizers(v1alpha1.ResultFinalizer).Obj()).Build()
 	c := interceptor.NewClient(base, interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if obj.GetName() == "a" {

@@ -3,29 +3,34 @@ package acceptance
 import (
 	"strings"
 	"testing"
+	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/result"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 func terminated(msg string, exit int32) corev1.ContainerState {
 	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: msg}}
 }
 
-// workerPod is a succeeded pod with a proxy and a worker container.
+// trainJob is the Job the pods of these tests belong to.
+var trainJob = wrappers.MakeJob("train", "ns").Indexed(8).UID("job-uid").Obj()
+
+// workerPod is the succeeded pod of index 7 of trainJob with a worker and a proxy
+// container, its container statuses as given.
 func workerPod(annotations map[string]string, statuses ...corev1.ContainerStatus) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "job-1-abcde", UID: "pod-uid", Annotations: annotations},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "worker"}, {Name: "proxy"}}},
-		Status:     corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: statuses},
+	p := wrappers.MakeIndexPod(trainJob, "job-1-abcde", 7).UID("pod-uid").Sidecar("proxy").
+		Phase(corev1.PodSucceeded).ContainerStatuses(statuses...)
+	for k, v := range annotations {
+		p.Annotation(k, v)
 	}
+	return p.Obj()
 }
 
 // sidecarPod is a succeeded pod whose spec lists worker first, with a native sidecar
@@ -177,13 +182,9 @@ func TestFromPodThroughAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "uid-j"},
-		Spec:   batchv1.JobSpec{Completions: ptr.To[int32](3), CompletionMode: ptr.To(batchv1.IndexedCompletion)},
-		Status: batchv1.JobStatus{CompletedIndexes: "0-2", Succeeded: 3}}
-	pod := func(name, m string) *corev1.Pod {
-		p := workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated(m, 0)})
-		p.Name, p.UID = name, types.UID(name)
-		return p
+	job := wrappers.MakeJob("j", "ns").Indexed(3).UID("uid-j").Completed("0-2", 3).Obj()
+	pod := func(name string, idx int, m string) *corev1.Pod {
+		return wrappers.MakeIndexPod(job, name, idx).UID(name).Succeeded(time.Now(), m).Obj()
 	}
 	enc := func(shard string) string {
 		s, err := result.Encode(result.Report{Shard: shard, InputRevision: "in-1", ModelRevision: "m-3", Digest: "sha256:" + shard, Records: 3, Valid: 3})
@@ -193,9 +194,9 @@ func TestFromPodThroughAccount(t *testing.T) {
 		return s
 	}
 	results := []account.Result{
-		FromPod("job/j", "uid-j", 0, pod("p0", enc("A")), "", crit),
-		FromPod("job/j", "uid-j", 1, pod("p1", enc("A")), "", crit), // index 1 is assigned B
-		FromPod("job/j", "uid-j", 2, pod("p2", "{"), "", crit),
+		FromPod("job/j", "uid-j", 0, pod("p0", 0, enc("A")), "", crit),
+		FromPod("job/j", "uid-j", 1, pod("p1", 1, enc("A")), "", crit), // index 1 is assigned B
+		FromPod("job/j", "uid-j", 2, pod("p2", 2, "{"), "", crit),
 	}
 	out := account.Compute(account.Input{Namespace: "ns", Generation: 1, Spec: spec,
 		Observations: map[string]account.Observation{"job/j": {Job: job, SuccessfulPods: []account.PodAttempt{{UID: "p0", Index: 0}, {UID: "p1", Index: 1}, {UID: "p2", Index: 2}}}},

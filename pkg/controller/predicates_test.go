@@ -2,23 +2,23 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 func TestWorkloadChanged(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	base := func() *kueue.Workload {
-		return &kueue.Workload{
-			ObjectMeta: metav1.ObjectMeta{Name: "job-j", Generation: 1},
-			Status: kueue.WorkloadStatus{Conditions: []metav1.Condition{
-				{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved"},
-				{Type: v1alpha1.WorkloadConditionShardsCovered, Status: metav1.ConditionFalse, Reason: "ShardsMissing", Message: "1/4"},
-			}},
-		}
+		return wrappers.MakeWorkload("job-j", "").Generation(1).
+			Condition(metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved", LastTransitionTime: metav1.NewTime(at)}).
+			Condition(metav1.Condition{Type: v1alpha1.WorkloadConditionShardsCovered, Status: metav1.ConditionFalse, Reason: "ShardsMissing", Message: "1/4", LastTransitionTime: metav1.NewTime(at)}).
+			Obj()
 	}
 	cases := map[string]struct {
 		change func(*kueue.Workload)

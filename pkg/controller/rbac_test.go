@@ -13,7 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -123,8 +122,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	j := suspended(withUID(wrappers.MakeJob("j", "ns").Indexed(2).Obj(), "j-uid"))
 	child := suspended(jobSetChild("workers", "0"))
 	js := wrappers.MakeJobSet("ts", "ns").Suspend(true).ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Job(child).Obj()).Obj()
-	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "job-j", Namespace: "ns", UID: "wl-uid",
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}}}
+	wl := wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()
 	results := wrappers.MakeBatchAccount("results", "ns").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").Obj()
 	results.UID = "results-uid"
 	train := wrappers.MakeBatchAccount("train", "ns").Shards("W").AssignJobSet("ts", "workers", 0, "0", "0").Obj()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -25,7 +24,7 @@ func withVerdicts(name string, covered, accepted metav1.Condition) *v1alpha1.Bat
 // and stay bounded however many accounts there are.
 func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "job-j", Namespace: "ns", Generation: 3}}
+	wl := wrappers.MakeWorkload("job-j", "ns").Generation(3).Obj()
 	covered := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "2/2 shards covered")
 	accepted := cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "2/2 shards accepted")
 	pending := cond(v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, "waiting for results of B")

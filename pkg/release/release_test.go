@@ -22,6 +22,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 const (
@@ -29,20 +30,6 @@ const (
 	jobTracking = batchv1.JobTrackingFinalizer
 	other       = "example.com/keep"
 )
-
-// podWrapper builds test pods fluently.
-type podWrapper struct{ corev1.Pod }
-
-func makePod(ns, name string) *podWrapper {
-	return &podWrapper{corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}
-}
-
-func (w *podWrapper) finalizers(f ...string) *podWrapper {
-	w.Finalizers = f
-	return w
-}
-
-func (w *podWrapper) obj() *corev1.Pod { return &w.Pod }
 
 func key(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
@@ -151,17 +138,17 @@ func TestFinalizerRemovalPatch(t *testing.T) {
 		wantHeld  bool
 	}{
 		"ours only": {
-			pod:       makePod("ml-team", "p").finalizers(ours).obj(),
+			pod:       wrappers.MakePod("p", "ml-team").Finalizers(ours).Obj(),
 			wantPatch: `[{"op":"test","path":"/metadata/finalizers/0","value":"batchledger.dev/result-capture"},{"op":"remove","path":"/metadata/finalizers/0"}]`,
 			wantHeld:  true,
 		},
 		"ours after job-tracking": {
-			pod:       makePod("ml-team", "p").finalizers(jobTracking, ours).obj(),
+			pod:       wrappers.MakePod("p", "ml-team").Finalizers(jobTracking, ours).Obj(),
 			wantPatch: `[{"op":"test","path":"/metadata/finalizers/1","value":"batchledger.dev/result-capture"},{"op":"remove","path":"/metadata/finalizers/1"}]`,
 			wantHeld:  true,
 		},
-		"not ours": {pod: makePod("ml-team", "p").finalizers(jobTracking).obj()},
-		"none":     {pod: makePod("ml-team", "p").obj()},
+		"not ours": {pod: wrappers.MakePod("p", "ml-team").Finalizers(jobTracking).Obj()},
+		"none":     {pod: wrappers.MakePod("p", "ml-team").Obj()},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -196,21 +183,21 @@ func TestRelease(t *testing.T) {
 	manyWant := map[types.NamespacedName][]string{}
 	for i := range 10 {
 		ns := []string{"ml-team", "vision"}[i%2]
-		p := makePod(ns, "p"+strconv.Itoa(i))
+		p := wrappers.MakePod("p"+strconv.Itoa(i), ns)
 		if i < 7 {
-			p.finalizers(jobTracking, ours)
+			p.Finalizers(jobTracking, ours)
 			manyHeld = append(manyHeld, key(ns, p.Name))
 		} else {
-			p.finalizers(jobTracking)
+			p.Finalizers(jobTracking)
 		}
-		many = append(many, p.obj())
+		many = append(many, p.Obj())
 		manyWant[key(ns, p.Name)] = []string{jobTracking}
 	}
 	slices.SortFunc(manyHeld, compareKeys)
 
 	twoNamespaces := []*corev1.Pod{
-		makePod("ml-team", "a").finalizers(ours).obj(),
-		makePod("vision", "b").finalizers(ours).obj(),
+		wrappers.MakePod("a", "ml-team").Finalizers(ours).Obj(),
+		wrappers.MakePod("b", "vision").Finalizers(ours).Obj(),
 	}
 
 	cases := map[string]struct {
@@ -225,7 +212,7 @@ func TestRelease(t *testing.T) {
 		wantPatches    int
 	}{
 		"our finalizer only": {
-			pods:           []*corev1.Pod{makePod("ml-team", "a").finalizers(ours).obj()},
+			pods:           []*corev1.Pod{wrappers.MakePod("a", "ml-team").Finalizers(ours).Obj()},
 			opts:           Options{Namespace: "ml-team"},
 			want:           Report{Namespace: "ml-team", Examined: 1, Held: []types.NamespacedName{key("ml-team", "a")}, Released: []types.NamespacedName{key("ml-team", "a")}},
 			wantFinalizers: map[types.NamespacedName][]string{key("ml-team", "a"): nil},
@@ -233,7 +220,7 @@ func TestRelease(t *testing.T) {
 			wantPatches:    1,
 		},
 		"ours among others: only ours removed, order kept": {
-			pods:           []*corev1.Pod{makePod("ml-team", "a").finalizers(jobTracking, ours, other).obj()},
+			pods:           []*corev1.Pod{wrappers.MakePod("a", "ml-team").Finalizers(jobTracking, ours, other).Obj()},
 			opts:           Options{Namespace: "ml-team"},
 			want:           Report{Namespace: "ml-team", Examined: 1, Held: []types.NamespacedName{key("ml-team", "a")}, Released: []types.NamespacedName{key("ml-team", "a")}},
 			wantFinalizers: map[types.NamespacedName][]string{key("ml-team", "a"): {jobTracking, other}},
@@ -242,8 +229,8 @@ func TestRelease(t *testing.T) {
 		},
 		"pods without ours untouched": {
 			pods: []*corev1.Pod{
-				makePod("ml-team", "a").finalizers(jobTracking).obj(),
-				makePod("ml-team", "b").obj(),
+				wrappers.MakePod("a", "ml-team").Finalizers(jobTracking).Obj(),
+				wrappers.MakePod("b", "ml-team").Obj(),
 			},
 			opts: Options{Namespace: "ml-team"},
 			want: Report{Namespace: "ml-team", Examined: 2},
@@ -280,7 +267,7 @@ func TestRelease(t *testing.T) {
 			wantPatches: 2,
 		},
 		"dry run changes nothing and lists the held pods": {
-			pods: append(slices.Clone(twoNamespaces), makePod("vision", "c").finalizers(jobTracking).obj()),
+			pods: append(slices.Clone(twoNamespaces), wrappers.MakePod("c", "vision").Finalizers(jobTracking).Obj()),
 			opts: Options{DryRun: true},
 			want: Report{DryRun: true, Examined: 3, Held: []types.NamespacedName{key("ml-team", "a"), key("vision", "b")}},
 			wantFinalizers: map[types.NamespacedName][]string{
@@ -299,7 +286,7 @@ func TestRelease(t *testing.T) {
 			wantPatches:    7,
 		},
 		"job-tracking added in between: re-read, ours removed at its new index": {
-			pods: []*corev1.Pod{makePod("ml-team", "a").finalizers(ours).obj()},
+			pods: []*corev1.Pod{wrappers.MakePod("a", "ml-team").Finalizers(ours).Obj()},
 			hooks: hooks{beforePatch: func(ctx context.Context, c client.Client, k types.NamespacedName, call int) error {
 				if call == 1 {
 					return setFinalizers(ctx, c, k, jobTracking, ours)
@@ -312,7 +299,7 @@ func TestRelease(t *testing.T) {
 			wantPatches:    2,
 		},
 		"released by the controller in between": {
-			pods: []*corev1.Pod{makePod("ml-team", "a").finalizers(jobTracking, ours).obj()},
+			pods: []*corev1.Pod{wrappers.MakePod("a", "ml-team").Finalizers(jobTracking, ours).Obj()},
 			hooks: hooks{beforePatch: func(ctx context.Context, c client.Client, k types.NamespacedName, call int) error {
 				return setFinalizers(ctx, c, k, jobTracking)
 			}},
@@ -322,7 +309,7 @@ func TestRelease(t *testing.T) {
 			wantPatches:    1,
 		},
 		"deleted in between": {
-			pods: []*corev1.Pod{makePod("ml-team", "a").finalizers(ours).obj()},
+			pods: []*corev1.Pod{wrappers.MakePod("a", "ml-team").Finalizers(ours).Obj()},
 			hooks: hooks{beforePatch: func(ctx context.Context, c client.Client, k types.NamespacedName, call int) error {
 				if err := setFinalizers(ctx, c, k); err != nil {
 					return err
@@ -335,7 +322,7 @@ func TestRelease(t *testing.T) {
 			wantPatches:    1,
 		},
 		"finalizers that keep changing: an error after the attempts": {
-			pods: []*corev1.Pod{makePod("ml-team", "a").finalizers(ours).obj()},
+			pods: []*corev1.Pod{wrappers.MakePod("a", "ml-team").Finalizers(ours).Obj()},
 			opts: Options{Attempts: 3},
 			hooks: hooks{beforePatch: func(ctx context.Context, c client.Client, k types.NamespacedName, call int) error {
 				// Each time one more finalizer ahead of ours.
@@ -355,8 +342,8 @@ func TestRelease(t *testing.T) {
 		},
 		"a forbidden patch is an error, not retried": {
 			pods: []*corev1.Pod{
-				makePod("ml-team", "a").finalizers(ours).obj(),
-				makePod("ml-team", "b").finalizers(ours).obj(),
+				wrappers.MakePod("a", "ml-team").Finalizers(ours).Obj(),
+				wrappers.MakePod("b", "ml-team").Finalizers(ours).Obj(),
 			},
 			hooks: hooks{beforePatch: func(ctx context.Context, c client.Client, k types.NamespacedName, call int) error {
 				if k.Name == "a" {

@@ -18,25 +18,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// indexPod is a pod as the Job controller creates it: no namespace in the object, the
-// labels of its Job's pod template (scope, if any) plus the Job controller's.
+// indexPod is the pod of index 0 of Job j as the Job controller creates it: the labels of
+// the Job's pod template (the scope label, if any) plus the Job controller's.
 func indexPod(scope string, finalizers ...string) *corev1.Pod {
-	labels := map[string]string{batchv1.JobNameLabel: "j", batchv1.JobCompletionIndexAnnotation: "0"}
+	job := wrappers.MakeJob("j", "ml-team").Indexed(1)
 	if scope != "" {
-		labels[v1alpha1.LabelScope] = scope
+		job.PodLabel(v1alpha1.LabelScope, scope)
 	}
-	return &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: "j-0-",
-			Labels:       labels,
-			Annotations:  map[string]string{batchv1.JobCompletionIndexAnnotation: "0"},
-			Finalizers:   finalizers,
-		},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "w"}}},
-	}
+	return wrappers.MakeIndexPod(job.Obj(), "j-0-x7k2p", 0).Finalizers(finalizers...).Obj()
 }
 
 func admit(t *testing.T, h admission.Handler, raw []byte) admission.Response {
@@ -124,7 +116,6 @@ func TestPodResultHolder(t *testing.T) {
 func benchPod(b *testing.B) []byte {
 	b.Helper()
 	p := indexPod(v1alpha1.ScopeResults)
-	p.Namespace = "ml-team"
 	for i := range 8 {
 		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("BATCH_VAR_%d", i), Value: strings.Repeat("v", 64)})
 	}

@@ -60,6 +60,19 @@ func (w *PodWrapper) Succeeded(t time.Time, msg string) *PodWrapper {
 	return w
 }
 
+// Sidecar appends a container (e.g. an injected proxy) after the existing ones.
+func (w *PodWrapper) Sidecar(name string) *PodWrapper {
+	w.Spec.Containers = append(w.Spec.Containers, corev1.Container{Name: name, Image: name})
+	return w
+}
+
+// ContainerStatuses sets the container statuses in the order given: a kubelet reports
+// them sorted by name, not in the spec's order.
+func (w *PodWrapper) ContainerStatuses(s ...corev1.ContainerStatus) *PodWrapper {
+	w.Status.ContainerStatuses = s
+	return w
+}
+
 // Finalizers sets the pod's finalizers.
 func (w *PodWrapper) Finalizers(f ...string) *PodWrapper { w.ObjectMeta.Finalizers = f; return w }
 

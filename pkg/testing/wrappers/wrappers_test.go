@@ -258,3 +258,15 @@ func TestBatchAccountConditionReplacesItsType(t *testing.T) {
 		t.Errorf("conditions = %+v", c)
 	}
 }
+
+func TestIndexPodWithSidecarKeepsStatusOrder(t *testing.T) {
+	job := MakeJob("j", "ns").Indexed(1).Obj()
+	statuses := []corev1.ContainerStatus{{Name: "proxy"}, {Name: "worker"}} // kubelet order: by name
+	p := MakeIndexPod(job, "j-0", 0).Sidecar("proxy").ContainerStatuses(statuses...).Obj()
+	if len(p.Spec.Containers) != 2 || p.Spec.Containers[0].Name != "worker" || p.Spec.Containers[1].Name != "proxy" {
+		t.Errorf("containers = %+v; want worker, then proxy", p.Spec.Containers)
+	}
+	if len(p.Status.ContainerStatuses) != 2 || p.Status.ContainerStatuses[0].Name != "proxy" {
+		t.Errorf("statuses = %+v; want them in the order given", p.Status.ContainerStatuses)
+	}
+}
