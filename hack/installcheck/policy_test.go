@@ -292,7 +292,7 @@ func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !equality.Semantic.DeepEqual(now.ObjectMeta.Labels, p.Labels) || !slices.Equal(now.Finalizers, p.Finalizers) ||
+				if !equality.Semantic.DeepEqual(now.Labels, p.Labels) || !slices.Equal(now.Finalizers, p.Finalizers) ||
 					!equality.Semantic.DeepEqual(now.Annotations, p.Annotations) || now.Spec.Containers[0].Image != p.Spec.Containers[0].Image ||
 					len(now.OwnerReferences) != 0 {
 					t.Errorf("a refused patch changed the pod: %s", jsonString(now.ObjectMeta))

@@ -252,7 +252,8 @@ func (d *driver) account(b *BatchPlan) *v1alpha1.BatchAccount {
 		ordinals := fmt.Sprintf("%d-%d", t.FirstShard, t.FirstShard+t.Indexes-1)
 		if b.Shape == ShapeJobSetRestart {
 			var rj int32
-			fmt.Sscanf(t.Job[strings.LastIndexByte(t.Job, '-')+1:], "%d", &rj)
+			// The plan names child Job n of the JobSet "<batch>-js-w-n" (plan.go), always parseable.
+			_, _ = fmt.Sscanf(t.Job[strings.LastIndexByte(t.Job, '-')+1:], "%d", &rj)
 			w.AssignJobSet(b.Name+"-js", "w", rj, indexes, ordinals)
 		} else {
 			w.AssignJobOrdinals(t.Job, indexes, ordinals)

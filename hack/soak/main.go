@@ -160,7 +160,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer replicas.Stop()
+	defer func() { _ = replicas.Stop() }() // teardown: the soak's verdict does not depend on it
 	c, err := client.New(cl.RESTConfig, client.Options{Scheme: scheme.Must()})
 	if err != nil {
 		return nil, err

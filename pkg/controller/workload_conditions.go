@@ -62,8 +62,8 @@ func desiredWorkloadConditions(wl *kueue.Workload, accounts []*v1alpha1.BatchAcc
 		if want == nil {
 			continue
 		}
-		switch {
-		case named == 1:
+		switch named {
+		case 1:
 			want.Message = parts[0]
 		default:
 			want.Message = fmt.Sprintf("%d accounts; %s", named, strings.Join(parts, "; "))

@@ -88,7 +88,7 @@ func TestStringAndParse(t *testing.T) {
 			// The Kubernetes writer must produce the same bytes.
 			k := make(k8sOrderedIntervals, 0, tc.set.NumIntervals())
 			for _, iv := range tc.set.Intervals() {
-				k = append(k, k8sInterval{iv.First, iv.Last})
+				k = append(k, k8sInterval(iv))
 			}
 			if ks := k.String(); ks != tc.want {
 				t.Fatalf("Kubernetes writes %q, we write %q", ks, tc.want)

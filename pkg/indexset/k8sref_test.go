@@ -213,7 +213,7 @@ func fromK8s(oi k8sOrderedIntervals) []Interval {
 	}
 	out := make([]Interval, len(oi))
 	for i, iv := range oi {
-		out[i] = Interval{iv.First, iv.Last}
+		out[i] = Interval(iv)
 	}
 	return out
 }

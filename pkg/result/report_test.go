@@ -2,6 +2,7 @@ package result
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -155,7 +156,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Shard: "part-1", InputRevision: "in", ModelRevision: "m", Digest: "sha256:00", Records: 10, Valid: 9},
 		{Shard: "p", InputRevision: "in", ModelRevision: "m", Output: "s3://b/<k>&v", Digest: "d"},
 		{Version: SchemaVersion, Shard: "ünïcode \u2028 \"quoted\"", InputRevision: "i", ModelRevision: "m", Digest: "d",
-			Extra: map[string]any{"f": 3.0, "g": 0.1, "h": -0.0, "n": int64(-4), "s": "x", "b": false, "z": nil,
+			Extra: map[string]any{"f": 3.0, "g": 0.1, "h": math.Copysign(0, -1), "n": int64(-4), "s": "x", "b": false, "z": nil,
 				"l": []any{1.0, int64(2), "3", []any{}}, "m": map[string]any{"k": 1e21, "e": map[string]any{}}}},
 	}
 	for _, r := range reports {

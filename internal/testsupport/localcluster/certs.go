@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -50,37 +49,6 @@ func newCA() (*CA, error) {
 		return nil, err
 	}
 	return &CA{Cert: cert, Key: key, CertPEM: pemBlock("CERTIFICATE", der)}, nil
-}
-
-// loadCA reads a CA written by writeFiles, so that a later process (hack/cluster, a manager
-// added after start) signs with the same authority.
-func loadCA(dir string) (*CA, error) {
-	certPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		return nil, err
-	}
-	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
-	if err != nil {
-		return nil, err
-	}
-	cb, _ := pem.Decode(certPEM)
-	kb, _ := pem.Decode(keyPEM)
-	if cb == nil || kb == nil {
-		return nil, fmt.Errorf("bad CA PEM in %s", dir)
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, fmt.Errorf("CA key in %s is not a signer", dir)
-	}
-	return &CA{Cert: cert, Key: signer, CertPEM: certPEM}, nil
 }
 
 // writeFiles stores the CA as ca.crt and ca.key in dir.

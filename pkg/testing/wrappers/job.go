@@ -40,7 +40,7 @@ func MakeJob(name, ns string) *JobWrapper {
 
 // GenerateName makes the API server choose the name from prefix (the Job's name is cleared).
 func (w *JobWrapper) GenerateName(prefix string) *JobWrapper {
-	w.ObjectMeta.Name, w.ObjectMeta.GenerateName = "", prefix
+	w.Name, w.ObjectMeta.GenerateName = "", prefix
 	return w
 }
 
