@@ -44,8 +44,15 @@ vet: ## go vet, and a gofmt check.
 	  [ -z "$$out" ] || { echo "gofmt needed: $$out" >&2; exit 1; }
 	$(GO) vet ./...
 
+GOLANGCI_LINT := $(CURDIR)/bin/golangci-lint
+
+.PHONY: golangci-lint
+golangci-lint: ## golangci-lint with .golangci.yml (pinned in hack/tools/golangci-lint, built once into the cache).
+	hack/build-install-tools.sh golangci-lint
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: lint
-lint: vet verify-generate verify-install ## Every static check CI runs.
+lint: vet golangci-lint verify-generate verify-install ## Every static check CI runs.
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 

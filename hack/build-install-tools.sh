@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds the install tooling, helm and kustomize, from Go module sources (no release
-# downloads, only the Go module proxy), into the same cache as hack/build-binaries.sh and
-# links them into ./bin.
+# Builds the install tooling, helm and kustomize, and the linter, golangci-lint, from Go
+# module sources (no release downloads, only the Go module proxy), into the same cache as
+# hack/build-binaries.sh and links them into ./bin.
 #
-# The versions are those pinned by the wrapper modules hack/tools/helm and
-# hack/tools/kustomize (their go.mod and committed go.sum), so a bump is one `go get` there
-# and nothing else to keep in step. A tool already built for its version is reused.
+# The versions are those pinned by the wrapper modules hack/tools/helm,
+# hack/tools/kustomize and hack/tools/golangci-lint (their go.mod and committed go.sum), so
+# a bump is one `go get` there and nothing else to keep in step. A tool already built for
+# its version is reused.
 #
-#   hack/build-install-tools.sh        build what is missing, link bin/helm and bin/kustomize
+#   hack/build-install-tools.sh                build what is missing, link bin/helm and bin/kustomize
+#   hack/build-install-tools.sh golangci-lint  the same for bin/golangci-lint (`make lint`; its
+#                                              cold build takes ~5 CPU-minutes, so only lint asks for it)
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -36,9 +39,8 @@ build_tool() {
   ln -sf "$out/$name" "$BIN_DIR/$name"
 }
 
-main() {
-  command -v go >/dev/null || die "go is not on PATH"
-  mkdir -p "$CACHE_DIR" "$BIN_DIR"
+# install_tools builds helm and kustomize.
+install_tools() {
   local helm_version kustomize_version client_go major minor
   helm_version=$(module_version helm helm.sh/helm/v3)
   kustomize_version=$(module_version kustomize sigs.k8s.io/kustomize/kustomize/v5)
@@ -53,6 +55,27 @@ main() {
   build_tool helm "$helm_version" helm.sh/helm/v3/cmd/helm "$helm_ldflags"
   build_tool kustomize "$kustomize_version" sigs.k8s.io/kustomize/kustomize/v5 "-s -w"
   log "install tools ready in $BIN_DIR"
+}
+
+# lint_tools builds golangci-lint (it reports the version of its module from build info).
+lint_tools() {
+  local version
+  version=$(module_version golangci-lint github.com/golangci/golangci-lint/v2)
+  build_tool golangci-lint "$version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-s -w"
+}
+
+main() {
+  command -v go >/dev/null || die "go is not on PATH"
+  mkdir -p "$CACHE_DIR" "$BIN_DIR"
+  [ $# -gt 0 ] || set -- install
+  local what
+  for what in "$@"; do
+    case $what in
+      install) install_tools ;;
+      golangci-lint) lint_tools ;;
+      *) die "unknown tool set $what (install or golangci-lint)" ;;
+    esac
+  done
 }
 
 main "$@"
