@@ -46,10 +46,12 @@ vet: ## go vet, and a gofmt check.
 
 GOLANGCI_LINT := $(CURDIR)/bin/golangci-lint
 
+# --allow-parallel-runners: several checkouts (worktrees, a CI clone) may lint at once on
+# one machine; they need not fail on golangci-lint's lock.
 .PHONY: golangci-lint
 golangci-lint: ## golangci-lint with .golangci.yml (pinned in hack/tools/golangci-lint, built once into the cache).
 	hack/build-install-tools.sh golangci-lint
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: lint
 lint: vet golangci-lint verify-generate verify-install ## Every static check CI runs.
