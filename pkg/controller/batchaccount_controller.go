@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
@@ -196,8 +197,42 @@ var workloadChanged = predicate.Funcs{
 		}
 		was, now := o.Status, n.Status
 		was.Conditions, now.Conditions = othersConditions(was.Conditions), othersConditions(now.Conditions)
-		return !equality.Semantic.DeepEqual(was, now)
+		if !equality.Semantic.DeepEqual(was, now) {
+			return true
+		}
+		// Only our conditions changed. On a Workload several accounts name, each account
+		// publishes the verdicts of all of them, reading the others from the cache: the
+		// last publish may rest on a copy of another account that was about to change, and
+		// nothing else would wake them again. So that echo wakes them once more; publish
+		// writes nothing once the conditions are right, which ends it.
+		return sharedByAccounts(n.Status.Conditions) &&
+			!equality.Semantic.DeepEqual(ourConditions(o.Status.Conditions), ourConditions(n.Status.Conditions))
 	},
+}
+
+// sharedByAccounts reports whether our conditions speak for several accounts (their
+// message starts "N accounts; ", see desiredWorkloadConditions).
+func sharedByAccounts(conds []metav1.Condition) bool {
+	for _, c := range ourConditions(conds) {
+		if multiAccountMessage.MatchString(c.Message) {
+			return true
+		}
+	}
+	return false
+}
+
+// multiAccountMessage matches the message of a Workload condition aggregating accounts.
+var multiAccountMessage = regexp.MustCompile(`^[0-9]+ accounts; `)
+
+// ourConditions are the conditions batchledger writes.
+func ourConditions(conds []metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(conds))
+	for _, c := range conds {
+		if v1alpha1.IsWorkloadCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // othersConditions are the conditions not written by batchledger.

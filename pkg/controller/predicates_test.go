@@ -29,6 +29,9 @@ func TestWorkloadChanged(t *testing.T) {
 		"our Accepted condition added": {change: func(w *kueue.Workload) {
 			w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: v1alpha1.WorkloadConditionAccepted})
 		}, want: false},
+		"our aggregated message, several accounts": {change: func(w *kueue.Workload) {
+			w.Status.Conditions[1].Message = "2 accounts; BatchAccount a: 2/4; BatchAccount b: 1/4"
+		}, want: true},
 		"Kueue admits": {change: func(w *kueue.Workload) {
 			w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue})
 		}, want: true},
