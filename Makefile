@@ -2,6 +2,8 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
+# GOGC for the compiler in our builds (hack/lib.sh BUILD_GOGC says why); $GOGC wins.
+BUILD_GOGC ?= $(or $(GOGC),400)
 PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/... ./hack/soak/... ./hack/kind/... ./internal/testsupport/kwok/... ./internal/testsupport/scrape/... ./internal/testsupport/report/...
 # The local control plane's own tests start its processes: they need `make binaries`.
 PKGS_E2E := ./e2e/... ./internal/testsupport/localcluster/...
@@ -30,6 +32,11 @@ generate: ## Regenerate deepcopy code and CRD manifests with controller-gen.
 	cp config/rbac/role.yaml $(CHART_GENERATED)/role.yaml
 	cp config/webhook/manifests.yaml $(CHART_GENERATED)/webhook-manifests.yaml
 
+.PHONY: verify-tools
+verify-tools: ## Fail when JobSet's or kwok's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
+	hack/tools/align.sh jobset --check
+	hack/tools/align.sh kwok --check
+
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.
 	@git diff --exit-code -- pkg/apis config/crd config/rbac config/webhook $(CHART)/crds $(CHART_GENERATED) && [ -z "$$(git ls-files --others --exclude-standard $(GENERATED_PATHS))" ] || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
@@ -54,14 +61,14 @@ golangci-lint: ## golangci-lint with .golangci.yml (pinned in hack/tools/golangc
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: lint
-lint: vet golangci-lint verify-generate verify-install ## Every static check CI runs.
+lint: vet golangci-lint verify-generate verify-install verify-tools ## Every static check CI runs.
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: build
-build: ## Build the manager into bin/ exactly as the Dockerfile's build stage does (lint compiles every package).
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/batchledger ./cmd/batchledger
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kubectl-batchledger ./cmd/kubectl-batchledger
+build: ## Build the manager into bin/ exactly as the Dockerfile's build stage does.
+	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/batchledger ./cmd/batchledger
+	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -o bin/kubectl-batchledger ./cmd/kubectl-batchledger
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
@@ -144,13 +151,15 @@ test-install: binaries install-tools ## Run config/default's manager (self-manag
 ##@ Local cluster
 
 .PHONY: demo
-# The demo builds the manager itself (localcluster.BuildBatchledger) with go's default
-# flags, as `go run` builds the demo: bin/kubectl-batchledger is built the same way so all
-# three share one Go build cache. `make build`'s static -trimpath build (other cache keys)
-# would compile every dependency a second time on a newcomer's cold first run.
+# The demo, the plugin and the manager (built by the demo through `go build`) compile
+# static and -trimpath, like `make build`, the component binaries and the kind images: one
+# build configuration, so a newcomer's cold first run fills the Go build cache once.
+demo: export CGO_ENABLED = 0
+demo: export GOFLAGS += -trimpath
 demo: binaries ## The main job: local cluster + controller, then the IJ245 batch and a JobSet run, step by step (DEMO_FLAGS=--down tears down).
-	$(GO) build -o bin/kubectl-batchledger ./cmd/kubectl-batchledger
-	$(GO) run ./hack/demo $(DEMO_FLAGS)
+	GOGC=$(BUILD_GOGC) $(GO) build -o bin/kubectl-batchledger ./cmd/kubectl-batchledger
+	GOGC=$(BUILD_GOGC) $(GO) build -o bin/batchledger-demo ./hack/demo
+	bin/batchledger-demo $(DEMO_FLAGS)
 
 .PHONY: demo-kind
 demo-kind: binaries install-tools ## The same batches on kind: real kubelets, batchledger installed by its Helm chart (make kind-down tears down).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real components batchledger is tested against, from Go module sources:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl,
-# and the Kueue and JobSet managers. No image registry or setup-envtest download is
-# needed, only the Go module proxy.
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, and the
+# Kueue and JobSet managers. No image registry or setup-envtest download is needed, only
+# the Go module proxy.
 #
 # Binaries land in a cache outside the checkout, keyed by component version, because CI
 # clones the repository into a fresh folder each time: a cache inside the clone would be
@@ -12,48 +12,101 @@
 #   BATCHLEDGER_CACHE_DIR=/x ...      use another cache folder
 #
 # Idempotent: a component already built for its pinned version is skipped.
+#
+# Cold builds are what a newcomer waits for, so they compile as little as possible: etcd,
+# Kubernetes and Kueue come from one wrapper module (hack/tools/kubernetes), so each shared
+# dependency has one version and each package is compiled once for all of them. JobSet's
+# module (controller-runtime v0.22) and kwok's (cri-client v0.36) pin every other
+# dependency at that module's versions (hack/tools/align.sh), so they reuse those packages
+# from the Go build cache and compile little of their own. One `go build` per module builds
+# all its missing binaries (links overlap compiles); JobSet and kwok build side by side.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# bin_name is the binary a package builds to; etcd's main package is its module root.
-bin_name() { case $1 in go.etcd.io/etcd/server/v3) echo etcd ;; *) basename "$1" ;; esac; }
+# COMPONENTS lists, one a line: name|version|wrapper module (hack/tools/...)|ldflags|packages.
+COMPONENTS="\
+etcd|$ETCD_VERSION|kubernetes|-s -w|go.etcd.io/etcd/server/v3
+kubernetes|$KUBE_VERSION|kubernetes|$(kube_ldflags "$KUBE_VERSION")|k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+kueue|$KUEUE_VERSION|kubernetes|-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION|sigs.k8s.io/kueue/cmd/kueue
+jobset|$JOBSET_VERSION|jobset|-s -w|sigs.k8s.io/jobset
+kwok|$KWOK_VERSION|kwok|-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}|sigs.k8s.io/kwok/cmd/kwok"
 
-build_component() {
-  local name=$1 version=$2 ldflags=$3; shift 3
-  local out; out=$(component_dir "$name" "$version")
-  local missing=0 pkg bin
-  for pkg in "$@"; do
-    [ -x "$out/$(bin_name "$pkg")" ] || missing=1
-  done
-  if [ "$missing" = 0 ]; then
-    log "$name $version: cached in $out"
+# go_name is the file `go build -o DIR/` writes for a main package: its last path
+# element, skipping a major version suffix (go.etcd.io/etcd/server/v3 -> server).
+go_name() {
+  local b; b=$(basename "$1")
+  if [[ $b =~ ^v[0-9]+$ ]]; then basename "$(dirname "$1")"; else echo "$b"; fi
+}
+
+# bin_name is the name a package's binary is cached and linked under.
+bin_name() { case $1 in go.etcd.io/etcd/server/v3) echo etcd ;; *) go_name "$1" ;; esac; }
+
+# missing_components prints the names of the components of wrapper module MODULE whose
+# cache entry lacks a binary.
+missing_components() {
+  local module=$1 name version mod ldflags pkgs pkg
+  while IFS='|' read -r name version mod ldflags pkgs; do
+    [ "$mod" = "$module" ] || continue
+    local dir; dir=$(component_dir "$name" "$version")
+    if ! stamp_matches "$dir" "$HACK_DIR/tools/$module"; then echo "$name"; continue; fi
+    for pkg in $pkgs; do
+      if [ ! -x "$dir/$(bin_name "$pkg")" ]; then
+        echo "$name"; break
+      fi
+    done
+  done <<<"$COMPONENTS"
+}
+
+# build_module builds the listed components of wrapper module MODULE with one `go build`
+# into a scratch folder, then moves each component's binaries into its cache entry.
+build_module() {
+  local module=$1; shift
+  local want=" $* " start=$SECONDS scratch="$CACHE_DIR/.build-$module"
+  local name version mod ldflags pkgs pkg args=() all=()
+  while IFS='|' read -r name version mod ldflags pkgs; do
+    [[ $want == *" $name "* ]] || continue
+    for pkg in $pkgs; do
+      args+=("-ldflags=$pkg=$ldflags"); all+=("$pkg")
+    done
+  done <<<"$COMPONENTS"
+  log "$module module: building $* (${all[*]})"
+  rm -rf "$scratch"; mkdir -p "$scratch"
+  (cd "$HACK_DIR/tools/$module" && CGO_ENABLED=0 GOGC=$BUILD_GOGC go build -trimpath "${args[@]}" -o "$scratch/" "${all[@]}") \
+    || die "$module module: go build failed"
+  while IFS='|' read -r name version mod ldflags pkgs; do
+    [[ $want == *" $name "* ]] || continue
+    local out tmp; out=$(component_dir "$name" "$version"); tmp="$out.tmp"
+    rm -rf "$tmp"; mkdir -p "$tmp"
+    for pkg in $pkgs; do mv "$scratch/$(go_name "$pkg")" "$tmp/$(bin_name "$pkg")"; done
+    module_stamp "$HACK_DIR/tools/$module" >"$tmp/.module-stamp"
+    rm -rf "$out"; mv "$tmp" "$out"
+  done <<<"$COMPONENTS"
+  rm -rf "$scratch"
+  log "$module module: built $* in $((SECONDS - start))s"
+}
+
+# build_missing builds the components of wrapper module MODULE that are not cached.
+build_missing() {
+  local module=$1 missing
+  missing=$(missing_components "$module" | tr '\n' ' ')
+  if [ -z "${missing// }" ]; then
+    log "$module module: cached in $CACHE_DIR"
     return
   fi
-  log "$name $version: building $* (cold builds take minutes on 2 cores)"
-  local start=$SECONDS tmp="$out.tmp"
-  rm -rf "$tmp"; mkdir -p "$tmp"
-  for pkg in "$@"; do
-    bin=$(bin_name "$pkg")
-    (cd "$HACK_DIR/tools/$name" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/$bin" "$pkg") \
-      || die "$name: go build $pkg failed"
-    log "  built $bin ($((SECONDS - start))s)"
-  done
-  rm -rf "$out"; mv "$tmp" "$out"
+  # shellcheck disable=SC2086 # missing is a list of names
+  build_module "$module" $missing
 }
 
 main() {
   command -v go >/dev/null || die "go is not on PATH"
   mkdir -p "$CACHE_DIR" "$BIN_DIR"
-  build_component etcd "$ETCD_VERSION" "-s -w" go.etcd.io/etcd/server/v3
-  build_component kubernetes "$KUBE_VERSION" "$(kube_ldflags "$KUBE_VERSION")" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
-  build_component kwok "$KWOK_VERSION" "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
-    sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
-  build_component kueue "$KUEUE_VERSION" "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" \
-    sigs.k8s.io/kueue/cmd/kueue
-  build_component jobset "$JOBSET_VERSION" "-s -w" sigs.k8s.io/jobset
+  build_missing kubernetes
+  local jobset kwok
+  build_missing jobset & jobset=$!
+  build_missing kwok & kwok=$!
+  wait "$jobset" || die "building JobSet failed"
+  wait "$kwok" || die "building kwok failed"
   link_binaries
   log "binaries ready in $BIN_DIR"
 }

@@ -31,7 +31,7 @@ build_tool() {
     log "$name $version: building $pkg"
     local start=$SECONDS tmp="$out.tmp"
     rm -rf "$tmp"; mkdir -p "$tmp"
-    (cd "$HACK_DIR/tools/$name" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$tmp/$name" "$pkg") \
+    (cd "$HACK_DIR/tools/$name" && CGO_ENABLED=0 GOGC=$BUILD_GOGC go build -trimpath -ldflags "$ldflags" -o "$tmp/$name" "$pkg") \
       || die "$name: go build $pkg failed"
     rm -rf "$out"; mv "$tmp" "$out"
     log "  built $name ($((SECONDS - start))s)"

@@ -14,10 +14,27 @@ JOBSET_VERSION=v0.11.1
 CACHE_DIR=${BATCHLEDGER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/batchledger}
 BIN_DIR=${BATCHLEDGER_BIN_DIR:-$ROOT_DIR/bin}
 
+# BUILD_GOGC is the GOGC the Go compiler runs with in our builds ($GOGC when set). The
+# compiler spends much of its time collecting garbage; 400 measured 20-25% less CPU than
+# the default 100 on client-go's clientset (125 s -> 99 s wall on 2 cores) for ~30% more
+# memory per compile (0.6 GB at most there). Set only on `go build`, never exported to
+# the programs we run.
+BUILD_GOGC=${GOGC:-400}
+
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 component_dir() { echo "$CACHE_DIR/$1-$2"; }
+
+# module_stamp prints a digest of wrapper module DIR's go.mod, which fixes every version a
+# cached binary was built from. A cache entry is keyed by its component's version; the
+# stamp stored beside its binaries (.module-stamp) makes a changed wrapper (a re-aligned
+# dependency) rebuild it too.
+module_stamp() { sha256sum "$1/go.mod" | cut -c1-16; }
+
+# stamp_matches tells whether cache entry DIR was built from wrapper module MODULE_DIR as
+# it is now.
+stamp_matches() { [ "$(cat "$1/.module-stamp" 2>/dev/null)" = "$(module_stamp "$2")" ]; }
 
 # link_binaries links every cached component binary into BIN_DIR.
 link_binaries() {

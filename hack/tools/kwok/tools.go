@@ -1,9 +1,7 @@
 //go:build tools
 
-// Package tools pins the kwok binaries hack/build-binaries.sh builds.
+// Package tools pins the kwok binary hack/build-binaries.sh builds (kwokctl is not needed:
+// the local cluster runs kwok directly).
 package tools
 
-import (
-	_ "sigs.k8s.io/kwok/cmd/kwok"
-	_ "sigs.k8s.io/kwok/cmd/kwokctl"
-)
+import _ "sigs.k8s.io/kwok/cmd/kwok"

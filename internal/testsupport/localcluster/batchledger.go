@@ -22,6 +22,11 @@ func BuildBatchledger(dir string) (string, error) {
 	out := filepath.Join(dir, "batchledger")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/batchledger")
 	cmd.Dir = root
+	if os.Getenv("GOGC") == "" {
+		// As hack/lib.sh's BUILD_GOGC: the compiler collects garbage less often, for
+		// 20-25% less CPU on a cold build.
+		cmd.Env = append(os.Environ(), "GOGC=400")
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/batchledger: %v\n%s", err, b)
 	}
