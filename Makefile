@@ -33,9 +33,8 @@ generate: ## Regenerate deepcopy code and CRD manifests with controller-gen.
 	cp config/webhook/manifests.yaml $(CHART_GENERATED)/webhook-manifests.yaml
 
 .PHONY: verify-tools
-verify-tools: ## Fail when JobSet's or kwok's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
+verify-tools: ## Fail when JobSet's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
 	hack/tools/align.sh jobset --check
-	hack/tools/align.sh kwok --check
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.

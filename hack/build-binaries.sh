@@ -16,10 +16,11 @@
 # Cold builds are what a newcomer waits for, so they compile as little as possible: etcd,
 # Kubernetes and Kueue come from one wrapper module (hack/tools/kubernetes), so each shared
 # dependency has one version and each package is compiled once for all of them. JobSet's
-# module (controller-runtime v0.22) and kwok's (cri-client v0.36) pin every other
-# dependency at that module's versions (hack/tools/align.sh), so they reuse those packages
-# from the Go build cache and compile little of their own. One `go build` per module builds
-# all its missing binaries (links overlap compiles); JobSet and kwok build side by side.
+# module (it needs controller-runtime v0.22) selects that module's versions of everything
+# else (hack/tools/align.sh), so it reuses those packages from the Go build cache and
+# compiles little of its own; kwok (k8s.io/* v0.36) compiles its own. One `go build` per
+# module builds all its missing binaries (links overlap compiles); JobSet and kwok build
+# side by side.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

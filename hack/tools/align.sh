@@ -5,15 +5,15 @@
 # builds at hack/tools/kubernetes' version, with replace directives, except the modules
 # MODULE cannot build with (keep_list). Then the Go build cache reuses the packages
 # hack/build-binaries.sh compiled for Kubernetes, etcd and Kueue instead of compiling
-# MODULE's own copies: on a cold cache that is most of JobSet's and kwok's build.
+# MODULE's own copies: on a cold cache that is most of JobSet's build.
 #
-# A replace (not a require) because MODULE may need a newer version than Kubernetes pins
-# (kwok v0.8.0 asks for k8s.io/* v0.36): `go get` would then downgrade MODULE itself.
-# Whether MODULE still compiles and works against the older versions is checked by
-# building it and by the e2e suite, which runs on those binaries.
+# Only where MODULE's own requirements are at most Kubernetes' versions does this save
+# anything: the Go build cache keys a package by its module's *selected* version, so a
+# replace that pins older sources under a newer selected version compiles them again
+# (why kwok, which needs k8s.io/* v0.36, keeps its own module unaligned).
 #
 # Run it after bumping a pin in either module; --check only reports modules that differ
-# (make verify-tools).
+# (make verify-tools checks JobSet's).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -27,8 +27,6 @@ keep_list() {
   case $1 in
   # JobSet needs controller-runtime v0.22 (Kueue, in hack/tools/kubernetes, v0.23).
   jobset) echo sigs.k8s.io/jobset sigs.k8s.io/controller-runtime github.com/open-policy-agent/cert-controller ;;
-  # kwok's log streaming uses cri-client's v0.36 API; nothing else of Kubernetes builds it.
-  kwok) echo sigs.k8s.io/kwok k8s.io/cri-api k8s.io/cri-client ;;
   *) echo "$1" ;;
   esac
 }

@@ -7,8 +7,8 @@
 // One module means one version of each shared dependency (k8s.io/*, grpc, protobuf, otel,
 // prometheus...), so a package compiled for one component is reused from the Go build
 // cache by the others instead of being compiled again for each. JobSet (controller-runtime
-// v0.22) and kwok (cri-client v0.36) have their own modules, pinned to this one's versions
-// elsewhere by hack/tools/align.sh.
+// v0.22) has its own module, aligned to this one's versions by hack/tools/align.sh; kwok
+// (k8s.io/* v0.36) has its own.
 module batchledger.dev/hack/tools/kubernetes
 
 go 1.25.0
