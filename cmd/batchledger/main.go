@@ -132,6 +132,7 @@ type config struct {
 	apiQPS                                       float64
 	apiBurst                                     int
 	maxResultHold                                time.Duration
+	workloadMessageInterval                      time.Duration
 }
 
 // bindFlags registers the manager's flags on fs and returns the config they fill.
@@ -150,6 +151,8 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.IntVar(&c.accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
 	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
 	// releases alone take about 17 minutes, while the account keeps its share of the budget.
+	fs.DurationVar(&c.workloadMessageInterval, "workload-message-interval", 10*time.Second,
+		"Least time between two writes to a Workload that change only a condition message (a count that moved); a change of verdict is written at once, and the live count is on the BatchAccount. 0 writes every change at once.")
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
 	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "Burst of requests to the API server above --kube-api-qps.")
 	fs.DurationVar(&c.maxResultHold, "max-result-hold", controller.DefaultMaxResultHold,
@@ -240,7 +243,7 @@ func controllers(mgr ctrl.Manager, c *config) []setup {
 		&controller.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("batchledger"),
 			Metrics: metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
-			MaxConcurrentReconciles: c.accountSyncs,
+			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics, Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "Job"},

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -20,15 +17,18 @@ import (
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
-// coverageEvent is a Job's completedIndexes change: at t the account of job had expected
-// shards covered, as far as the watch has seen.
+// coverageEvent is a Job's completedIndexes change: at t the account had expected shards
+// covered, as far as the watch has seen.
 type coverageEvent struct {
-	job      string
+	account  string
 	t        time.Time
 	expected int
 }
 
-// coverageShown is a change of the covered count in a Workload's ShardsCovered message.
+// coverageShown is a change of the covered count in an account's status
+// (status.shards.covered): where the live count is published. The Workload carries the
+// verdict and refreshes a count-only message change at most once per
+// --workload-message-interval, so it is no latency probe.
 type coverageShown struct {
 	t       time.Time
 	covered int
@@ -36,7 +36,8 @@ type coverageShown struct {
 
 // recorder collects what the load's watches see during one size: the Job status changes
 // (what the controller must follow), the coverage each implies, the coverage each
-// Workload shows (the latency between the two), and every other change an account reads.
+// account's status shows (the latency between the two), and every other change an
+// account reads.
 type recorder struct {
 	mu         sync.Mutex
 	accountOf  map[string]string         // job name -> account name
@@ -45,7 +46,7 @@ type recorder struct {
 	jobChanges int
 	done       map[string]bool // jobs with a Complete or Failed condition
 	events     []coverageEvent
-	shown      map[string][]coverageShown // job name -> covered counts its Workload showed
+	shown      map[string][]coverageShown // account name -> covered counts its status showed
 	// Everything else the accounts read, so that writes can be set against every observed
 	// change: Workload status changes other than batchledger's own conditions (creation
 	// included), and pods turning Succeeded (each is an attempt the account counts).
@@ -71,8 +72,6 @@ func (r *recorder) name(account, job string) {
 	}
 	r.accountOf[job] = account
 }
-
-var coveredRE = regexp.MustCompile(`: (\d+)/(\d+) shards covered`)
 
 func (r *recorder) job(j *batchv1.Job, now time.Time) {
 	r.mu.Lock()
@@ -106,7 +105,7 @@ func (r *recorder) job(j *batchv1.Job, now time.Time) {
 	for _, n := range r.completed[acct] {
 		total += n
 	}
-	r.events = append(r.events, coverageEvent{job: j.Name, t: now, expected: total})
+	r.events = append(r.events, coverageEvent{account: acct, t: now, expected: total})
 }
 
 // observedWorkload counts a change of what the account reads from a Workload.
@@ -134,24 +133,19 @@ func (r *recorder) pod(p *corev1.Pod) {
 	r.podSucceeded[p.UID] = true
 }
 
-func (r *recorder) workload(wl *kueue.Workload, now time.Time) {
+func (r *recorder) workload(wl *kueue.Workload, _ time.Time) {
 	r.observedWorkload(wl)
-	job := ownerJob(wl)
-	c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
-	if job == "" || c == nil {
-		return
-	}
-	m := coveredRE.FindStringSubmatch(c.Message)
-	if m == nil {
-		return
-	}
-	n, _ := strconv.Atoi(m[1])
+}
+
+// account records a change of the covered count an account's status shows.
+func (r *recorder) account(ba *v1alpha1.BatchAccount, now time.Time) {
+	n := int(ba.Status.Shards.Covered)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if s := r.shown[job]; len(s) > 0 && s[len(s)-1].covered == n {
+	if s := r.shown[ba.Name]; len(s) > 0 && s[len(s)-1].covered == n {
 		return
 	}
-	r.shown[job] = append(r.shown[job], coverageShown{t: now, covered: n})
+	r.shown[ba.Name] = append(r.shown[ba.Name], coverageShown{t: now, covered: n})
 }
 
 // ownerJob is the name of the Job a Workload belongs to (relations.WorkloadOwner), ""
@@ -163,18 +157,19 @@ func ownerJob(wl *kueue.Workload) string {
 	return ""
 }
 
-// latencies matches each coverage event with the first Workload observation showing at
+// latencies matches each coverage event with the first status of its account showing at
 // least the expected count; unmatched counts events never shown.
 func (r *recorder) latencies() (out []time.Duration, unmatched int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.events {
-		i := slices.IndexFunc(r.shown[e.job], func(s coverageShown) bool { return s.covered >= e.expected })
+		shown := r.shown[e.account]
+		i := slices.IndexFunc(shown, func(s coverageShown) bool { return s.covered >= e.expected })
 		if i < 0 {
 			unmatched++
 			continue
 		}
-		out = append(out, max(0, r.shown[e.job][i].t.Sub(e.t)))
+		out = append(out, max(0, shown[i].t.Sub(e.t)))
 	}
 	return out, unmatched
 }

@@ -185,6 +185,7 @@ func (l *load) runSize(ctx context.Context, mode string, sz size, profile bool) 
 	errs := make(chan error, 3)
 	startWatch(wctx, &wg, errs, l.cl, ns, &batchv1.JobList{}, rec.job)
 	startWatch(wctx, &wg, errs, l.cl, ns, &kueue.WorkloadList{}, rec.workload)
+	startWatch(wctx, &wg, errs, l.cl, ns, &v1alpha1.BatchAccountList{}, rec.account)
 	startWatch(wctx, &wg, errs, l.cl, ns, &corev1.PodList{}, func(p *corev1.Pod, _ time.Time) { rec.pod(p) })
 
 	before, err := l.cl.sampler.take()

@@ -126,7 +126,10 @@ func startCluster(ctx context.Context, stateDir string) (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := localcluster.BatchledgerManager(bin)
+	// Each step shows the Workload's conditions; with a short message interval the count
+	// a step reached is on the Workload within show's wait. Users keep the 10s default,
+	// which spares the API server and Kueue a write per moving count.
+	m, err := localcluster.BatchledgerManager(bin, "--workload-message-interval="+demoMessageInterval.String())
 	if err != nil {
 		return nil, err
 	}
@@ -481,10 +484,48 @@ func (d *demo) waitAccount(name, what string, cond func(*v1alpha1.BatchAccount) 
 	})
 }
 
+// demoMessageInterval is the demo manager's --workload-message-interval.
+const demoMessageInterval = 2 * time.Second
+
+// publishWait bounds how long show waits for the Workload to carry the account's verdict
+// and message: a message-only change reaches the Workload up to the manager's
+// --workload-message-interval after the account (10s as the chart installs it on kind).
+const publishWait = 15 * time.Second
+
+// published reports whether every Workload of owner carries the verdicts of account
+// accountName as the account now states them (status and message), which is what the
+// controller converges to.
+func (d *demo) published(owner client.Object, accountName string) bool {
+	var ba v1alpha1.BatchAccount
+	if err := d.c.Get(d.ctx, client.ObjectKey{Namespace: namespace, Name: accountName}, &ba); err != nil {
+		return false
+	}
+	var wls kueue.WorkloadList
+	if err := d.c.List(d.ctx, &wls, client.InNamespace(namespace)); err != nil {
+		return false
+	}
+	for _, wl := range wls.Items {
+		if ref := relations.WorkloadOwner(&wl); ref == nil || ref.UID != owner.GetUID() {
+			continue
+		}
+		for _, from := range v1alpha1.PublishedConditions {
+			have := apimeta.FindStatusCondition(ba.Status.Conditions, from)
+			typ, _ := v1alpha1.WorkloadConditionFor(from)
+			got := apimeta.FindStatusCondition(wl.Status.Conditions, typ)
+			if have != nil && (got == nil || got.Status != have.Status || got.Message != "BatchAccount "+ba.Name+": "+have.Message) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // show prints what an admin sees: the owner's Workload conditions and the account.
 func (d *demo) show(owner client.Object, accountName string) {
-	// Let the controller publish the verdict on the Workload before reading it.
-	time.Sleep(time.Second)
+	deadline := time.Now().Add(publishWait)
+	for !d.published(owner, accountName) && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
 	var wls kueue.WorkloadList
 	if err := d.c.List(d.ctx, &wls, client.InNamespace(namespace)); err == nil {
 		for _, wl := range wls.Items {

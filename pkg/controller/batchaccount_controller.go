@@ -51,8 +51,13 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is how many accounts are reconciled side by side (0: one).
 	// Each reconcile reads and writes only its own account, so workers never contend.
 	MaxConcurrentReconciles int
+	// WorkloadMessageInterval spaces the writes to a Workload that change only a message
+	// (a count that moved); a change of verdict is written at once (see publish). 0
+	// writes every change at once.
+	WorkloadMessageInterval time.Duration
 
-	criteriaOnce sync.Once
+	criteriaOnce   sync.Once
+	workloadWrites workloadWrites
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
@@ -119,6 +124,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	})
 	if !equality.Semantic.DeepEqual(out.Status, ba.Status) {
 		prev := ba.Status.Conditions
+		if v := log.V(3); v.Enabled() {
+			v.Info("writing account status", "changes", statusChanges(&ba.Status, &out.Status))
+		}
 		ba.Status = out.Status
 		if err := r.Status().Update(ctx, &ba); err != nil {
 			// A conflict (a stale cache) is retried like any error: with the queue's
@@ -144,12 +152,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// ba.Status is now what the API server holds, written or already equal: the gauges
 	// follow it even when nothing was written (e.g. after a controller restart).
 	r.Metrics.accountObserved(&ba)
+	// A message publish deferred on any Workload brings the account back when it is due.
+	var due time.Duration
 	for _, wl := range workloads {
-		if err := r.publish(ctx, wl, &ba); err != nil {
+		wait, err := r.publish(ctx, wl, &ba)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if wait > 0 && (due == 0 || wait < due) {
+			due = wait
+		}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: due}, nil
 }
 
 func (r *Reconciler) now() time.Time {
@@ -161,14 +175,17 @@ func (r *Reconciler) now() time.Time {
 
 // SetupWithManager registers the reconciler and its watches. Jobs, pods and Workloads
 // wake only the accounts that name them, through field indexes; there is no periodic
-// resync of all accounts. Job and pod changes are batched (BatchPeriod) so that a burst
-// of pod completions costs one computation and at most one status write.
+// resync of all accounts. Every change is batched (BatchPeriod; a pod's success
+// PodBatchPeriod) so that a burst of pod completions, or a Job's completion followed by
+// its Workload's, costs one computation and at most one status write.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.BatchAccount{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&batchv1.Job{}, batched(r.jobToAccounts), builder.WithPredicates(jobChanged)).
-		Watches(&corev1.Pod{}, batched(r.podToAccounts), builder.WithPredicates(podSucceeded)).
-		Watches(&kueue.Workload{}, batched(r.workloadToAccounts), builder.WithPredicates(workloadChanged)).
+		// An account is mostly created just before its Jobs (one kubectl apply): batched
+		// too, its first status already finds them and their Workloads.
+		Watches(&v1alpha1.BatchAccount{}, batched(BatchPeriod, self), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&batchv1.Job{}, batched(BatchPeriod, r.jobToAccounts), builder.WithPredicates(jobChanged)).
+		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), builder.WithPredicates(podSucceeded)).
+		Watches(&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), builder.WithPredicates(workloadChanged)).
 		Named("batchaccount").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)

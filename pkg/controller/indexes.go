@@ -58,19 +58,28 @@ func (r *Reconciler) workloadToAccounts(ctx context.Context, obj client.Object) 
 	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.WorkloadKeys(obj)...)
 }
 
-// BatchPeriod is how long the reconciler lets Job and pod changes gather before it
-// recomputes an account: the Job controller itself batches pod updates (its
+// BatchPeriod is how long the reconciler lets Job, Workload and account changes gather
+// before it recomputes an account: the Job controller itself batches pod updates (its
 // syncJobBatchPeriod), and a Job of many indexes finishing pods every few milliseconds
 // would otherwise cost one account computation and status write per pod.
 const BatchPeriod = 300 * time.Millisecond
 
-// batched is an event handler that maps an object to accounts like mapFn, but enqueues
-// them after BatchPeriod: the workqueue keeps one pending entry per account, so every
-// change within the period folds into one reconcile.
-func batched(mapFn handler.MapFunc) handler.EventHandler {
+// PodBatchPeriod is how long a pod's success waits before it wakes its accounts: the Job
+// controller's own batch period (1s, syncJobBatchPeriod) plus BatchPeriod. The Job status
+// update that records the index follows the pod by up to that second, so the account reads
+// both in one computation and writes once, where waking at once would write the attempt,
+// then the index. The pod is held by our finalizer when its result counts, so nothing is
+// lost by waiting; a Job update in between wakes the account sooner (the workqueue keeps
+// the earliest of an account's pending wake-ups).
+const PodBatchPeriod = time.Second + BatchPeriod
+
+// batched is an event handler that maps an object to the accounts naming it and enqueues
+// them after delay: the workqueue keeps one pending entry per account, so every change
+// within the window costs a single reconcile.
+func batched(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
 	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range mapFn(ctx, obj) {
-			q.AddAfter(req, BatchPeriod)
+			q.AddAfter(req, delay)
 		}
 	}
 	return handler.Funcs{
@@ -87,4 +96,9 @@ func batched(mapFn handler.MapFunc) handler.EventHandler {
 			enqueue(ctx, e.Object, q)
 		},
 	}
+}
+
+// self maps an account to itself.
+func self(_ context.Context, obj client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
 }

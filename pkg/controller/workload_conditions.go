@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -113,14 +116,27 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 // field manager, so Kueue's conditions are never touched. It writes only when something
 // differs, and pins the Workload UID so that a Workload Kueue deleted and recreated under
 // the same name is never written through a stale read.
-func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) error {
+//
+// A change of a condition's status, reason or observedGeneration (the verdict) is written
+// at once. A change of the message alone (a count that moved, the account's live figures)
+// waits until WorkloadMessageInterval has passed since the last write to that Workload:
+// each apply costs a round trip, its echo through our watch and Kueue's, and a wake-up of
+// Kueue's Workload controller, while the live count is on the account's status. The
+// returned duration is when the deferred message is due (0: nothing deferred).
+func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
 	accounts, err := r.workloadAccounts(ctx, wl, ba)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	want := desiredWorkloadConditions(wl, accounts, metav1.NewTime(r.now()))
+	now := r.now()
+	want := desiredWorkloadConditions(wl, accounts, metav1.NewTime(now))
 	if len(want) == 0 || upToDate(wl.Status.Conditions, want) {
-		return nil
+		return 0, nil
+	}
+	if verdictUpToDate(wl.Status.Conditions, want) {
+		if wait := r.workloadWrites.wait(wl.UID, now, r.WorkloadMessageInterval); wait > 0 {
+			return wait, nil
+		}
 	}
 	st := kueueac.WorkloadStatus()
 	for _, c := range want {
@@ -133,12 +149,69 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// The Workload went away or was replaced; its successor wakes us again.
-		return nil
+		return 0, nil
 	case err != nil:
-		return fmt.Errorf("publishing conditions on Workload %s: %w", wl.Name, err)
+		return 0, fmt.Errorf("publishing conditions on Workload %s: %w", wl.Name, err)
 	}
+	r.workloadWrites.wrote(wl.UID, now, r.WorkloadMessageInterval)
 	r.Metrics.workloadWritten()
-	return nil
+	return 0, nil
+}
+
+// verdictUpToDate reports whether have carries every wanted condition with the wanted
+// status, reason and observedGeneration: only the messages may differ.
+func verdictUpToDate(have, want []metav1.Condition) bool {
+	for _, w := range want {
+		h := apimeta.FindStatusCondition(have, w.Type)
+		if h == nil || h.Status != w.Status || h.Reason != w.Reason || h.ObservedGeneration != w.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// workloadWrites remembers when publish last wrote each Workload, to space message-only
+// writes. In memory: after a restart or a leader change the first message change is
+// written at once, which costs one write per Workload at most.
+type workloadWrites struct {
+	mu    sync.Mutex
+	last  map[types.UID]time.Time
+	swept time.Time
+}
+
+// wait is how long a message-only write to Workload uid must still wait (0: write now).
+func (w *workloadWrites) wait(uid types.UID, now time.Time, interval time.Duration) time.Duration {
+	if interval <= 0 {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if last, ok := w.last[uid]; ok {
+		return max(0, interval-now.Sub(last))
+	}
+	return 0
+}
+
+// wrote records a write to Workload uid at now, forgetting the writes old enough to hold
+// nothing back any more (so the map follows the Workloads written recently, not all).
+func (w *workloadWrites) wrote(uid types.UID, now time.Time, interval time.Duration) {
+	if interval <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last == nil {
+		w.last = map[types.UID]time.Time{}
+	}
+	if now.Sub(w.swept) >= interval {
+		for id, at := range w.last {
+			if now.Sub(at) >= interval {
+				delete(w.last, id)
+			}
+		}
+		w.swept = now
+	}
+	w.last[uid] = now
 }
 
 func upToDate(have, want []metav1.Condition) bool {

@@ -1,13 +1,19 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -69,4 +75,94 @@ func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPublishSpacesMessageOnlyWrites: a change of verdict reaches the Workload at once; a
+// change of its message alone (a count that moved) waits until WorkloadMessageInterval has
+// passed since the last write to that Workload, and the reconcile asks to come back when
+// it is due, so the last count is never left unpublished.
+func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
+	const interval = 10 * time.Second
+	job := func(completed string, succeeded int32) *wrappers.JobWrapper {
+		return wrappers.MakeJob("j", "ns").Indexed(4).UID("j-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+			Completed(completed, succeeded)
+	}
+	steps := []struct {
+		name string
+		at   time.Duration // after testNow
+		job  *batchv1.Job  // the Job's status from this step on; nil: unchanged
+
+		wantCovered int32 // the account's status.shards.covered: every change at once
+		wantApply   bool
+		wantMessage string // the Workload's ShardsCovered message afterwards
+		wantRequeue time.Duration
+	}{
+		{
+			name: "first verdict: written", job: job("0", 1).Obj(),
+			wantCovered: 1, wantApply: true, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3",
+		},
+		{
+			name: "the count moves 1s later: deferred", at: time.Second, job: job("0-1", 2).Obj(),
+			wantCovered: 2, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3", wantRequeue: 9 * time.Second,
+		},
+		{
+			name: "it moves again: still deferred, to the same time", at: 4 * time.Second, job: job("0-2", 3).Obj(),
+			wantCovered: 3, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3", wantRequeue: 6 * time.Second,
+		},
+		{
+			name: "when due: the last count", at: interval,
+			wantCovered: 3, wantApply: true, wantMessage: "BatchAccount acct: 3/4 shards covered; missing D = job j index 3",
+		},
+		{
+			name: "the verdict changes 1s later: written at once", at: interval + time.Second, job: job("0-3", 4).Complete(testNow).Obj(),
+			wantCovered: 4, wantApply: true, wantMessage: "BatchAccount acct: 4/4 shards covered",
+		},
+		{
+			name: "nothing changes: nothing written", at: interval + 2*time.Second,
+			wantCovered: 4, wantMessage: "BatchAccount acct: 4/4 shards covered",
+		},
+	}
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj()
+	j := steps[0].job
+	f := newFixture(t, hooks{}, acct, j, workloadOfJ(j).Obj())
+	now := testNow
+	r := f.reconciler()
+	r.Now = func() time.Time { return now }
+	r.WorkloadMessageInterval = interval
+	ctx := context.Background()
+	for _, s := range steps {
+		now = testNow.Add(s.at)
+		if s.job != nil {
+			var cur batchv1.Job
+			if err := f.c.Get(ctx, client.ObjectKeyFromObject(s.job), &cur); err != nil {
+				t.Fatal(err)
+			}
+			cur.Status = s.job.Status
+			if err := f.c.Status().Update(ctx, &cur); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.reset()
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(acct)})
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := len(f.applies) > 0; got != s.wantApply {
+			t.Errorf("%s: applied %v, want %v", s.name, got, s.wantApply)
+		}
+		if res.RequeueAfter != s.wantRequeue {
+			t.Errorf("%s: requeue after %v, want %v", s.name, res.RequeueAfter, s.wantRequeue)
+		}
+		var wl kueue.Workload
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "job-j"}, &wl); err != nil {
+			t.Fatal(err)
+		}
+		if c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered); c == nil || c.Message != s.wantMessage {
+			t.Errorf("%s: Workload ShardsCovered = %+v, want message %q", s.name, c, s.wantMessage)
+		}
+		// The account's own status follows every change at once.
+		if got := f.account(t, "acct").Status.Shards.Covered; got != s.wantCovered {
+			t.Errorf("%s: account covers %d shards, want %d", s.name, got, s.wantCovered)
+		}
+	}
 }

@@ -147,12 +147,17 @@ func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 
 // AccountsNaming lists the accounts of namespace that name one of keys, each once, in
 // the order of keys, through IndexAccountTarget. Accounts being deleted are included.
+//
+// The accounts are read-only: from the cache they are its own objects, not copies
+// (UnsafeDisableDeepCopy). Every event mapper, the pod webhook and each publish ask this,
+// often for accounts with long statuses, and none of them writes what it reads.
 func AccountsNaming(ctx context.Context, c client.Reader, namespace string, keys ...IndexKey) ([]*v1alpha1.BatchAccount, error) {
 	var out []*v1alpha1.BatchAccount
 	seen := map[string]bool{}
 	for _, k := range keys {
 		var list v1alpha1.BatchAccountList
-		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexAccountTarget: string(k)}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexAccountTarget: string(k)},
+			client.UnsafeDisableDeepCopy); err != nil {
 			return out, err
 		}
 		for i := range list.Items {
@@ -166,8 +171,9 @@ func AccountsNaming(ctx context.Context, c client.Reader, namespace string, keys
 	return out, nil
 }
 
-// LiveAccountsNaming is AccountsNaming without the accounts being deleted. Holding and
-// releasing pods, stamping scopes and publishing Workload conditions all ask it.
+// LiveAccountsNaming is AccountsNaming without the accounts being deleted (read-only as
+// well). Holding and releasing pods, stamping scopes and publishing Workload conditions
+// all ask it.
 func LiveAccountsNaming(ctx context.Context, c client.Reader, namespace string, keys ...IndexKey) ([]*v1alpha1.BatchAccount, error) {
 	all, err := AccountsNaming(ctx, c, namespace, keys...)
 	if err != nil {
