@@ -350,6 +350,7 @@ var managerDefaults = map[string]string{
 	"concurrent-account-syncs":         "5",
 	"kube-api-qps":                     "100",
 	"kube-api-burst":                   "200",
+	"workload-message-interval":        "10s",
 	"metrics-bind-address":             "0",
 	"metrics-secure":                   "false",
 	"health-probe-bind-address":        ":8081",
