@@ -51,9 +51,9 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is how many accounts are reconciled side by side (0: one).
 	// Each reconcile reads and writes only its own account, so workers never contend.
 	MaxConcurrentReconciles int
-	// WorkloadMessageInterval spaces the writes to a Workload that change only a message
-	// (a count that moved); a change of verdict is written at once (see publish). 0
-	// writes every change at once.
+	// WorkloadMessageInterval spaces the writes of progress to a Workload (a count that
+	// moved); what a reader must learn at once is written at once (see publish and
+	// urgent). 0 writes every change at once.
 	WorkloadMessageInterval time.Duration
 
 	criteriaOnce   sync.Once

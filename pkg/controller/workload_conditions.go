@@ -117,12 +117,12 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 // differs, and pins the Workload UID so that a Workload Kueue deleted and recreated under
 // the same name is never written through a stale read.
 //
-// A change of a condition's status, reason or observedGeneration (the verdict) is written
-// at once. A change of the message alone (a count that moved, the account's live figures)
-// waits until WorkloadMessageInterval has passed since the last write to that Workload:
-// each apply costs a round trip, its echo through our watch and Kueue's, and a wake-up of
-// Kueue's Workload controller, while the live count is on the account's status. The
-// returned duration is when the deferred message is due (0: nothing deferred).
+// What a Workload reader must see at once is written at once (urgent). Progress (a count
+// that moved, shards covered while the batch still waits, one expected wait giving way to
+// another) waits until WorkloadMessageInterval has passed since the last write to that
+// Workload: each apply costs a round trip, its echo through our watch and Kueue's, and a
+// wake-up of Kueue's Workload controller, while the live count is on the account's
+// status. The returned duration is when the deferred write is due (0: nothing deferred).
 func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
 	accounts, err := r.workloadAccounts(ctx, wl, ba)
 	if err != nil {
@@ -133,7 +133,7 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	if len(want) == 0 || upToDate(wl.Status.Conditions, want) {
 		return 0, nil
 	}
-	if verdictUpToDate(wl.Status.Conditions, want) {
+	if !urgent(wl.Status.Conditions, want) {
 		if wait := r.workloadWrites.wait(wl.UID, now, r.WorkloadMessageInterval); wait > 0 {
 			return wait, nil
 		}
@@ -158,16 +158,27 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	return 0, nil
 }
 
-// verdictUpToDate reports whether have carries every wanted condition with the wanted
-// status, reason and observedGeneration: only the messages may differ.
-func verdictUpToDate(have, want []metav1.Condition) bool {
+// urgent reports whether want changes what a reader of the Workload must learn at once:
+// our conditions appear, follow a new Workload generation, turn False for a problem (a
+// reason that is no expected wait), fall from True, or the batch is Accepted. Everything
+// else is progress: a message alone, ShardsCovered turning True while the batch still
+// waits (for termination, for results), one expected wait giving way to another. So a
+// batch that goes well costs its Workload two writes, the first verdict and the last.
+func urgent(have, want []metav1.Condition) bool {
 	for _, w := range want {
 		h := apimeta.FindStatusCondition(have, w.Type)
-		if h == nil || h.Status != w.Status || h.Reason != w.Reason || h.ObservedGeneration != w.ObservedGeneration {
-			return false
+		switch {
+		case h == nil || h.ObservedGeneration != w.ObservedGeneration:
+			return true
+		case h.Status == w.Status && h.Reason == w.Reason:
+			continue
+		case h.Status == metav1.ConditionTrue,
+			w.Status == metav1.ConditionFalse && !expectedWaits[w.Reason],
+			w.Status == metav1.ConditionTrue && w.Type == v1alpha1.WorkloadConditionAccepted:
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // workloadWrites remembers when publish last wrote each Workload, to space message-only

@@ -77,10 +77,11 @@ func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 	})
 }
 
-// TestPublishSpacesMessageOnlyWrites: a change of verdict reaches the Workload at once; a
-// change of its message alone (a count that moved) waits until WorkloadMessageInterval has
-// passed since the last write to that Workload, and the reconcile asks to come back when
-// it is due, so the last count is never left unpublished.
+// TestPublishSpacesMessageOnlyWrites: what a Workload reader must see (the first verdict,
+// the batch Accepted) reaches the Workload at once; progress (a count that moved, every
+// shard covered while the Job still runs) waits until WorkloadMessageInterval has passed
+// since the last write to that Workload, and the reconcile asks to come back when it is
+// due, so the last count is never left unpublished.
 func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 	const interval = 10 * time.Second
 	job := func(completed string, succeeded int32) *wrappers.JobWrapper {
@@ -114,11 +115,15 @@ func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 			wantCovered: 3, wantApply: true, wantMessage: "BatchAccount acct: 3/4 shards covered; missing D = job j index 3",
 		},
 		{
-			name: "the verdict changes 1s later: written at once", at: interval + time.Second, job: job("0-3", 4).Complete(testNow).Obj(),
+			name: "every shard covered, the Job still running: progress, deferred", at: interval + time.Second, job: job("0-3", 4).Obj(),
+			wantCovered: 4, wantMessage: "BatchAccount acct: 3/4 shards covered; missing D = job j index 3", wantRequeue: 9 * time.Second,
+		},
+		{
+			name: "the batch is Accepted 1s later: written at once", at: interval + 2*time.Second, job: job("0-3", 4).Complete(testNow).Obj(),
 			wantCovered: 4, wantApply: true, wantMessage: "BatchAccount acct: 4/4 shards covered",
 		},
 		{
-			name: "nothing changes: nothing written", at: interval + 2*time.Second,
+			name: "nothing changes: nothing written", at: interval + 3*time.Second,
 			wantCovered: 4, wantMessage: "BatchAccount acct: 4/4 shards covered",
 		},
 	}
@@ -164,5 +169,45 @@ func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 		if got := f.account(t, "acct").Status.Shards.Covered; got != s.wantCovered {
 			t.Errorf("%s: account covers %d shards, want %d", s.name, got, s.wantCovered)
 		}
+	}
+}
+
+// TestUrgentWorkloadChanges: which changes of the Workload's conditions are written at
+// once, and which are progress that may wait.
+func TestUrgentWorkloadChanges(t *testing.T) {
+	covered := func(status metav1.ConditionStatus, reason string) metav1.Condition {
+		c := cond(v1alpha1.WorkloadConditionShardsCovered, status, reason, "")
+		c.ObservedGeneration = 1
+		return c
+	}
+	accepted := func(status metav1.ConditionStatus, reason string) metav1.Condition {
+		c := cond(v1alpha1.WorkloadConditionAccepted, status, reason, "")
+		c.ObservedGeneration = 1
+		return c
+	}
+	missing := []metav1.Condition{covered("False", v1alpha1.ReasonShardsMissing), accepted("False", v1alpha1.ReasonShardsMissing)}
+	awaiting := []metav1.Condition{covered("True", v1alpha1.ReasonAllShardsCovered), accepted("False", v1alpha1.ReasonAwaitingTermination)}
+	done := []metav1.Condition{covered("True", v1alpha1.ReasonAllShardsCovered), accepted("True", v1alpha1.ReasonAccepted)}
+	nextGen := []metav1.Condition{missing[0], missing[1]}
+	nextGen[0].ObservedGeneration, nextGen[1].ObservedGeneration = 2, 2
+	cases := []struct {
+		name       string
+		have, want []metav1.Condition
+		urgent     bool
+	}{
+		{name: "our conditions appear", want: missing, urgent: true},
+		{name: "the message alone", have: missing, want: missing},
+		{name: "covered, termination awaited: progress", have: missing, want: awaiting},
+		{name: "Accepted", have: awaiting, want: done, urgent: true},
+		{name: "a problem", have: missing, want: []metav1.Condition{missing[0], accepted("False", v1alpha1.ReasonResultRejected)}, urgent: true},
+		{name: "falls from True", have: done, want: awaiting, urgent: true},
+		{name: "a new Workload generation", have: missing, want: nextGen, urgent: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := urgent(tc.have, tc.want); got != tc.urgent {
+				t.Errorf("urgent = %v, want %v", got, tc.urgent)
+			}
+		})
 	}
 }
