@@ -51,8 +51,8 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is how many accounts are reconciled side by side (0: one).
 	// Each reconcile reads and writes only its own account, so workers never contend.
 	MaxConcurrentReconciles int
-	// WorkloadMessageInterval spaces the writes of progress to a Workload (a count that
-	// moved); what a reader must learn at once is written at once (see publish and
+	// WorkloadMessageInterval is how long progress waits before it is written to a
+	// Workload (a count that moved); what a reader must learn at once is written at once (see publish and
 	// urgent). 0 writes every change at once.
 	WorkloadMessageInterval time.Duration
 

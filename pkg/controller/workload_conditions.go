@@ -119,8 +119,7 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 //
 // What a Workload reader must see at once is written at once (urgent). Progress (a count
 // that moved, shards covered while the batch still waits, one expected wait giving way to
-// another) waits until WorkloadMessageInterval has passed since the last write to that
-// Workload: each apply costs a round trip, its echo through our watch and Kueue's, and a
+// another) waits WorkloadMessageInterval from when it was first seen unpublished: each apply costs a round trip, its echo through our watch and Kueue's, and a
 // wake-up of Kueue's Workload controller, while the live count is on the account's
 // status. The returned duration is when the deferred write is due (0: nothing deferred).
 func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
@@ -153,7 +152,7 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	case err != nil:
 		return 0, fmt.Errorf("publishing conditions on Workload %s: %w", wl.Name, err)
 	}
-	r.workloadWrites.wrote(wl.UID, now, r.WorkloadMessageInterval)
+	r.workloadWrites.wrote(wl.UID)
 	r.Metrics.workloadWritten()
 	return 0, nil
 }
@@ -181,48 +180,50 @@ func urgent(have, want []metav1.Condition) bool {
 	return false
 }
 
-// workloadWrites remembers when publish last wrote each Workload, to space message-only
-// writes. In memory: after a restart or a leader change the first message change is
-// written at once, which costs one write per Workload at most.
+// workloadWrites remembers, per Workload, since when progress has waited unpublished. In
+// memory: after a restart or a leader change pending progress waits one interval again.
 type workloadWrites struct {
-	mu    sync.Mutex
-	last  map[types.UID]time.Time
-	swept time.Time
+	mu      sync.Mutex
+	pending map[types.UID]time.Time
+	swept   time.Time
 }
 
-// wait is how long a message-only write to Workload uid must still wait (0: write now).
+// wait is how long progress on Workload uid must still wait (0: write now). Progress
+// waits interval from when it was first seen unpublished, not from the last write: a
+// batch that waited long in the queue and then finishes within the interval publishes
+// its coverage with its acceptance, in one write.
 func (w *workloadWrites) wait(uid types.UID, now time.Time, interval time.Duration) time.Duration {
 	if interval <= 0 {
 		return 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if last, ok := w.last[uid]; ok {
-		return max(0, interval-now.Sub(last))
+	if w.pending == nil {
+		w.pending = map[types.UID]time.Time{}
 	}
-	return 0
-}
-
-// wrote records a write to Workload uid at now, forgetting the writes old enough to hold
-// nothing back any more (so the map follows the Workloads written recently, not all).
-func (w *workloadWrites) wrote(uid types.UID, now time.Time, interval time.Duration) {
-	if interval <= 0 {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.last == nil {
-		w.last = map[types.UID]time.Time{}
-	}
+	// Forget what waited so long that its Workload must be gone (a live one is written
+	// when due): the map follows the Workloads with progress pending, not all.
 	if now.Sub(w.swept) >= interval {
-		for id, at := range w.last {
-			if now.Sub(at) >= interval {
-				delete(w.last, id)
+		for id, since := range w.pending {
+			if now.Sub(since) >= 10*interval {
+				delete(w.pending, id)
 			}
 		}
 		w.swept = now
 	}
-	w.last[uid] = now
+	since, ok := w.pending[uid]
+	if !ok {
+		w.pending[uid] = now
+		return interval
+	}
+	return max(0, interval-now.Sub(since))
+}
+
+// wrote records that Workload uid carries everything up to now.
+func (w *workloadWrites) wrote(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.pending, uid)
 }
 
 func upToDate(have, want []metav1.Condition) bool {

@@ -79,9 +79,9 @@ func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 
 // TestPublishSpacesMessageOnlyWrites: what a Workload reader must see (the first verdict,
 // the batch Accepted) reaches the Workload at once; progress (a count that moved, every
-// shard covered while the Job still runs) waits until WorkloadMessageInterval has passed
-// since the last write to that Workload, and the reconcile asks to come back when it is
-// due, so the last count is never left unpublished.
+// shard covered while the Job still runs) waits WorkloadMessageInterval from when it was
+// first seen unpublished, and the reconcile asks to come back when it is due, so the
+// last count is never left unpublished.
 func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 	const interval = 10 * time.Second
 	job := func(completed string, succeeded int32) *wrappers.JobWrapper {
@@ -103,27 +103,27 @@ func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 			wantCovered: 1, wantApply: true, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3",
 		},
 		{
-			name: "the count moves 1s later: deferred", at: time.Second, job: job("0-1", 2).Obj(),
-			wantCovered: 2, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3", wantRequeue: 9 * time.Second,
+			name: "the count moves 1s later: deferred an interval", at: time.Second, job: job("0-1", 2).Obj(),
+			wantCovered: 2, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3", wantRequeue: interval,
 		},
 		{
 			name: "it moves again: still deferred, to the same time", at: 4 * time.Second, job: job("0-2", 3).Obj(),
-			wantCovered: 3, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3", wantRequeue: 6 * time.Second,
+			wantCovered: 3, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3", wantRequeue: 7 * time.Second,
 		},
 		{
-			name: "when due: the last count", at: interval,
+			name: "when due: the last count", at: interval + time.Second,
 			wantCovered: 3, wantApply: true, wantMessage: "BatchAccount acct: 3/4 shards covered; missing D = job j index 3",
 		},
 		{
-			name: "every shard covered, the Job still running: progress, deferred", at: interval + time.Second, job: job("0-3", 4).Obj(),
-			wantCovered: 4, wantMessage: "BatchAccount acct: 3/4 shards covered; missing D = job j index 3", wantRequeue: 9 * time.Second,
+			name: "every shard covered, the Job still running: progress, deferred", at: interval + 2*time.Second, job: job("0-3", 4).Obj(),
+			wantCovered: 4, wantMessage: "BatchAccount acct: 3/4 shards covered; missing D = job j index 3", wantRequeue: interval,
 		},
 		{
-			name: "the batch is Accepted 1s later: written at once", at: interval + 2*time.Second, job: job("0-3", 4).Complete(testNow).Obj(),
+			name: "the batch is Accepted 1s later: written at once, with the coverage", at: interval + 3*time.Second, job: job("0-3", 4).Complete(testNow).Obj(),
 			wantCovered: 4, wantApply: true, wantMessage: "BatchAccount acct: 4/4 shards covered",
 		},
 		{
-			name: "nothing changes: nothing written", at: interval + 3*time.Second,
+			name: "nothing changes: nothing written", at: interval + 4*time.Second,
 			wantCovered: 4, wantMessage: "BatchAccount acct: 4/4 shards covered",
 		},
 	}
