@@ -149,10 +149,10 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.DurationVar(&c.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing its Lease before it gives up leading.")
 	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
 	fs.IntVar(&c.accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
-	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
-	// releases alone take about 17 minutes, while the account keeps its share of the budget.
 	fs.DurationVar(&c.workloadMessageInterval, "workload-message-interval", 10*time.Second,
 		"How long progress waits before it is written to a Workload (a count that moved, shards covered while the batch still waits); the first verdict, a problem and the batch's acceptance are written at once, and the live count is on the BatchAccount. 0 writes every change at once.")
+	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
+	// releases alone take about 17 minutes, while the account keeps its share of the budget.
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
 	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "Burst of requests to the API server above --kube-api-qps.")
 	fs.DurationVar(&c.maxResultHold, "max-result-hold", controller.DefaultMaxResultHold,

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -500,14 +501,11 @@ func (d *demo) published(owner client.Object, accountName string) bool {
 	if err := d.c.Get(d.ctx, client.ObjectKey{Namespace: namespace, Name: accountName}, &ba); err != nil {
 		return false
 	}
-	var wls kueue.WorkloadList
-	if err := d.c.List(d.ctx, &wls, client.InNamespace(namespace)); err != nil {
+	wls, err := d.ownerWorkloads(owner)
+	if err != nil {
 		return false
 	}
-	for _, wl := range wls.Items {
-		if ref := relations.WorkloadOwner(&wl); ref == nil || ref.UID != owner.GetUID() {
-			continue
-		}
+	for _, wl := range wls {
 		for _, from := range v1alpha1.PublishedConditions {
 			have := apimeta.FindStatusCondition(ba.Status.Conditions, from)
 			typ, _ := v1alpha1.WorkloadConditionFor(from)
@@ -520,18 +518,27 @@ func (d *demo) published(owner client.Object, accountName string) bool {
 	return true
 }
 
+// ownerWorkloads are the Workloads of the demo's namespace that owner (a Job or JobSet)
+// runs under.
+func (d *demo) ownerWorkloads(owner client.Object) ([]kueue.Workload, error) {
+	var wls kueue.WorkloadList
+	if err := d.c.List(d.ctx, &wls, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(wls.Items, func(wl kueue.Workload) bool {
+		ref := relations.WorkloadOwner(&wl)
+		return ref == nil || ref.UID != owner.GetUID()
+	}), nil
+}
+
 // show prints what an admin sees: the owner's Workload conditions and the account.
 func (d *demo) show(owner client.Object, accountName string) {
 	deadline := time.Now().Add(publishWait)
 	for !d.published(owner, accountName) && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 	}
-	var wls kueue.WorkloadList
-	if err := d.c.List(d.ctx, &wls, client.InNamespace(namespace)); err == nil {
-		for _, wl := range wls.Items {
-			if ref := relations.WorkloadOwner(&wl); ref == nil || ref.UID != owner.GetUID() {
-				continue
-			}
+	if wls, err := d.ownerWorkloads(owner); err == nil {
+		for _, wl := range wls {
 			fmt.Fprintf(d.out, "\n  Workload %s conditions:\n", wl.Name)
 			tw := tabwriter.NewWriter(d.out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "    TYPE\tSTATUS\tREASON\tMESSAGE")

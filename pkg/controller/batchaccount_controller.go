@@ -52,8 +52,8 @@ type Reconciler struct {
 	// Each reconcile reads and writes only its own account, so workers never contend.
 	MaxConcurrentReconciles int
 	// WorkloadMessageInterval is how long progress waits before it is written to a
-	// Workload (a count that moved); what a reader must learn at once is written at once (see publish and
-	// urgent). 0 writes every change at once.
+	// Workload (a count that moved); what a reader must learn at once is written at once
+	// (see publish and urgent). 0 writes every change at once.
 	WorkloadMessageInterval time.Duration
 
 	criteriaOnce   sync.Once
@@ -152,7 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// ba.Status is now what the API server holds, written or already equal: the gauges
 	// follow it even when nothing was written (e.g. after a controller restart).
 	r.Metrics.accountObserved(&ba)
-	// A message publish deferred on any Workload brings the account back when it is due.
+	// Progress deferred on any Workload brings the account back when it is due.
 	var due time.Duration
 	for _, wl := range workloads {
 		wait, err := r.publish(ctx, wl, &ba)
@@ -213,7 +213,9 @@ var workloadChanged = predicate.Funcs{
 			return true
 		}
 		was, now := o.Status, n.Status
-		was.Conditions, now.Conditions = othersConditions(was.Conditions), othersConditions(now.Conditions)
+		var oursWas, oursNow []metav1.Condition
+		oursWas, was.Conditions = splitConditions(was.Conditions)
+		oursNow, now.Conditions = splitConditions(now.Conditions)
 		if !equality.Semantic.DeepEqual(was, now) {
 			return true
 		}
@@ -222,15 +224,14 @@ var workloadChanged = predicate.Funcs{
 		// last publish may rest on a copy of another account that was about to change, and
 		// nothing else would wake them again. So that echo wakes them once more; publish
 		// writes nothing once the conditions are right, which ends it.
-		return sharedByAccounts(n.Status.Conditions) &&
-			!equality.Semantic.DeepEqual(ourConditions(o.Status.Conditions), ourConditions(n.Status.Conditions))
+		return sharedByAccounts(oursNow) && !equality.Semantic.DeepEqual(oursWas, oursNow)
 	},
 }
 
 // sharedByAccounts reports whether our conditions speak for several accounts (their
 // message starts "N accounts; ", see desiredWorkloadConditions).
-func sharedByAccounts(conds []metav1.Condition) bool {
-	for _, c := range ourConditions(conds) {
+func sharedByAccounts(ours []metav1.Condition) bool {
+	for _, c := range ours {
 		if multiAccountMessage.MatchString(c.Message) {
 			return true
 		}
@@ -241,26 +242,17 @@ func sharedByAccounts(conds []metav1.Condition) bool {
 // multiAccountMessage matches the message of a Workload condition aggregating accounts.
 var multiAccountMessage = regexp.MustCompile(`^[0-9]+ accounts; `)
 
-// ourConditions are the conditions batchledger writes.
-func ourConditions(conds []metav1.Condition) []metav1.Condition {
-	out := make([]metav1.Condition, 0, len(conds))
+// splitConditions separates the conditions batchledger writes (v1alpha1.IsWorkloadCondition)
+// from everyone else's, each in its order.
+func splitConditions(conds []metav1.Condition) (ours, others []metav1.Condition) {
 	for _, c := range conds {
 		if v1alpha1.IsWorkloadCondition(c.Type) {
-			out = append(out, c)
+			ours = append(ours, c)
+		} else {
+			others = append(others, c)
 		}
 	}
-	return out
-}
-
-// othersConditions are the conditions not written by batchledger.
-func othersConditions(conds []metav1.Condition) []metav1.Condition {
-	out := make([]metav1.Condition, 0, len(conds))
-	for _, c := range conds {
-		if !v1alpha1.IsWorkloadCondition(c.Type) {
-			out = append(out, c)
-		}
-	}
-	return out
+	return ours, others
 }
 
 // podSucceeded passes pods of Indexed Jobs whose phase became Succeeded, and deletions;

@@ -36,8 +36,7 @@ func statusChanges(was, now *v1alpha1.BatchAccountStatus) []string {
 		out = append(out, "target/"+name+" (gone)")
 	}
 	for _, c := range now.Conditions {
-		p := apimeta.FindStatusCondition(was.Conditions, c.Type)
-		if p == nil || p.Status != c.Status || p.Reason != c.Reason || p.Message != c.Message || p.ObservedGeneration != c.ObservedGeneration {
+		if !sameCondition(apimeta.FindStatusCondition(was.Conditions, c.Type), &c) {
 			out = append(out, "condition/"+c.Type)
 		}
 	}

@@ -119,9 +119,10 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 //
 // What a Workload reader must see at once is written at once (urgent). Progress (a count
 // that moved, shards covered while the batch still waits, one expected wait giving way to
-// another) waits WorkloadMessageInterval from when it was first seen unpublished: each apply costs a round trip, its echo through our watch and Kueue's, and a
-// wake-up of Kueue's Workload controller, while the live count is on the account's
-// status. The returned duration is when the deferred write is due (0: nothing deferred).
+// another) waits WorkloadMessageInterval from when it was first seen unpublished: each
+// apply costs a round trip, its echo through our watch and Kueue's, and a wake-up of
+// Kueue's Workload controller, while the live count is on the account's status. The
+// returned duration is when the deferred write is due (0: nothing deferred).
 func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
 	accounts, err := r.workloadAccounts(ctx, wl, ba)
 	if err != nil {
@@ -226,12 +227,20 @@ func (w *workloadWrites) wrote(uid types.UID) {
 	delete(w.pending, uid)
 }
 
+// upToDate reports whether have carries every condition of want as it is (transition
+// times aside).
 func upToDate(have, want []metav1.Condition) bool {
 	for _, w := range want {
-		h := apimeta.FindStatusCondition(have, w.Type)
-		if h == nil || h.Status != w.Status || h.Reason != w.Reason || h.Message != w.Message || h.ObservedGeneration != w.ObservedGeneration {
+		if !sameCondition(apimeta.FindStatusCondition(have, w.Type), &w) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameCondition reports whether h (nil: absent) says what w says: status, reason,
+// message and observedGeneration; the transition time only follows from those.
+func sameCondition(h, w *metav1.Condition) bool {
+	return h != nil && h.Status == w.Status && h.Reason == w.Reason && h.Message == w.Message &&
+		h.ObservedGeneration == w.ObservedGeneration
 }
