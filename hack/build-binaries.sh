@@ -73,8 +73,7 @@ build_module() {
   done <<<"$COMPONENTS"
   log "$module module: building $* (${all[*]})"
   rm -rf "$scratch"; mkdir -p "$scratch"
-  (cd "$HACK_DIR/tools/$module" && CGO_ENABLED=0 GOGC=$BUILD_GOGC go build -trimpath "${args[@]}" -o "$scratch/" "${all[@]}") \
-    || die "$module module: go build failed"
+  static_build "$HACK_DIR/tools/$module" "${args[@]}" -o "$scratch/" "${all[@]}" || die "$module module: go build failed"
   while IFS='|' read -r name version mod ldflags pkgs; do
     [[ $want == *" $name "* ]] || continue
     local out tmp; out=$(component_dir "$name" "$version"); tmp="$out.tmp"

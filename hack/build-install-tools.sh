@@ -11,6 +11,7 @@
 #   hack/build-install-tools.sh                build what is missing, link bin/helm and bin/kustomize
 #   hack/build-install-tools.sh golangci-lint  the same for bin/golangci-lint (`make lint`; its
 #                                              cold build takes ~5 CPU-minutes, so only lint asks for it)
+#   hack/build-install-tools.sh gremlins       the same for bin/gremlins (hack/mutate.sh)
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -31,8 +32,7 @@ build_tool() {
     log "$name $version: building $pkg"
     local start=$SECONDS tmp="$out.tmp"
     rm -rf "$tmp"; mkdir -p "$tmp"
-    (cd "$HACK_DIR/tools/$name" && CGO_ENABLED=0 GOGC=$BUILD_GOGC go build -trimpath -ldflags "$ldflags" -o "$tmp/$name" "$pkg") \
-      || die "$name: go build $pkg failed"
+    static_build "$HACK_DIR/tools/$name" -ldflags "$ldflags" -o "$tmp/$name" "$pkg" || die "$name: go build $pkg failed"
     rm -rf "$out"; mv "$tmp" "$out"
     log "  built $name ($((SECONDS - start))s)"
   fi
@@ -64,6 +64,13 @@ lint_tools() {
   build_tool golangci-lint "$version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint "-s -w"
 }
 
+# mutate_tools builds gremlins, the mutation tester of hack/mutate.sh.
+mutate_tools() {
+  local version
+  version=$(module_version gremlins github.com/go-gremlins/gremlins)
+  build_tool gremlins "$version" github.com/go-gremlins/gremlins/cmd/gremlins "-s -w"
+}
+
 main() {
   command -v go >/dev/null || die "go is not on PATH"
   mkdir -p "$CACHE_DIR" "$BIN_DIR"
@@ -73,7 +80,8 @@ main() {
     case $what in
       install) install_tools ;;
       golangci-lint) lint_tools ;;
-      *) die "unknown tool set $what (install or golangci-lint)" ;;
+      gremlins) mutate_tools ;;
+      *) die "unknown tool set $what (install, golangci-lint or gremlins)" ;;
     esac
   done
 }

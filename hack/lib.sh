@@ -21,6 +21,13 @@ BIN_DIR=${BATCHLEDGER_BIN_DIR:-$ROOT_DIR/bin}
 # the programs we run.
 BUILD_GOGC=${GOGC:-400}
 
+# static_build runs `go build` in DIR with the one configuration every binary of ours and
+# of the components is built with: static (CGO_ENABLED=0: the binaries run in images FROM
+# scratch and in the kind node's rootfs alike), -trimpath, the compiler at BUILD_GOGC. One
+# configuration means one set of Go build cache entries. The other arguments go to
+# `go build`.
+static_build() { local dir=$1; shift; (cd "$dir" && CGO_ENABLED=0 GOGC=$BUILD_GOGC go build -trimpath "$@"); }
+
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 

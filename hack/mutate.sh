@@ -2,8 +2,8 @@
 # Mutation testing of the packages that decide a verdict: the pure core (pkg/indexset,
 # pkg/account), the worker's message format (pkg/result) and the judging of results by
 # the acceptance rule (pkg/acceptance, the CEL code). gremlins (pinned by the wrapper
-# module hack/tools/gremlins, built from Go module sources into the batchledger cache like
-# hack/build-install-tools.sh builds helm) mutates each package's code one change at a
+# module hack/tools/gremlins, built from Go module sources into the batchledger cache by
+# hack/build-install-tools.sh, as helm is) mutates each package's code one change at a
 # time and runs the package's tests against every covered mutant. A mutant the tests
 # let live is a bug they would let through, or an equivalent mutant (docs/testing.md
 # lists the known ones).
@@ -37,20 +37,8 @@ DEFAULT_PKGS=(pkg/indexset pkg/account pkg/result pkg/acceptance)
 
 # gremlins_bin builds (or reuses) the pinned gremlins and prints its path.
 gremlins_bin() {
-  local version out
-  version=$(cd "$HACK_DIR/tools/gremlins" && go list -m -f '{{.Version}}' github.com/go-gremlins/gremlins)
-  out=$(component_dir gremlins "$version")
-  if [ ! -x "$out/gremlins" ]; then
-    log "gremlins $version: building"
-    local tmp="$out.tmp"
-    rm -rf "$tmp"; mkdir -p "$tmp"
-    (cd "$HACK_DIR/tools/gremlins" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/gremlins" github.com/go-gremlins/gremlins/cmd/gremlins) \
-      || die "gremlins: go build failed"
-    rm -rf "$out"; mv "$tmp" "$out"
-  fi
-  mkdir -p "$BIN_DIR"
-  ln -sf "$out/gremlins" "$BIN_DIR/gremlins"
-  echo "$out/gremlins"
+  "$HACK_DIR/build-install-tools.sh" gremlins >&2 || die "building gremlins failed"
+  echo "$BIN_DIR/gremlins"
 }
 
 main() {

@@ -15,9 +15,9 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 source "$HACK_DIR/kind/lib.sh"
 
-# build_into builds the packages of the wrapper module hack/tools/MODULE into DIR, unless
-# DIR already holds every binary, built from the module as it is now. Binaries are static (CGO_ENABLED=0): they run in images
-# built FROM scratch as well as in the node's Debian rootfs.
+# build_into builds the packages of the wrapper module hack/tools/MODULE into DIR
+# (static_build), unless DIR already holds every binary, built from the module as it is
+# now.
 build_into() {
   local dir=$1 module=$2 ldflags=$3; shift 3
   local missing=0 pkg
@@ -30,7 +30,7 @@ build_into() {
   # One `go build` for all: links overlap compiles.
   local args=() pkg
   for pkg in "$@"; do args+=("-ldflags=$pkg=$ldflags"); done
-  (cd "$module" && CGO_ENABLED=0 GOGC=$BUILD_GOGC go build -trimpath "${args[@]}" -o "$tmp/" "$@") || die "go build $* failed"
+  static_build "$module" "${args[@]}" -o "$tmp/" "$@" || die "go build $* failed"
   module_stamp "$module" >"$tmp/.module-stamp"
   log "  built $* ($((SECONDS - start))s)"
   rm -rf "$dir"; mv "$tmp" "$dir"
@@ -49,9 +49,9 @@ main() {
   build_into "$COREDNS_BIN_DIR" "$HACK_DIR/tools/coredns" "-s -w" batchledger.dev/hack/tools/coredns
   # Our own programs change with the checkout, so they are rebuilt (cheaply) every time.
   mkdir -p "$KIND_OWN_BIN_DIR"
-  (cd "$ROOT_DIR" && CGO_ENABLED=0 GOGC=$BUILD_GOGC go build -trimpath -o "$KIND_OWN_BIN_DIR/runtime-wrapper" ./hack/kind/runtime-wrapper \
-    && CGO_ENABLED=0 GOGC=$BUILD_GOGC go build -trimpath -ldflags "-s -w" -o "$KIND_OWN_BIN_DIR/pause" ./hack/kind/pause) \
-    || die "building hack/kind programs failed"
+  { static_build "$ROOT_DIR" -o "$KIND_OWN_BIN_DIR/runtime-wrapper" ./hack/kind/runtime-wrapper &&
+    static_build "$ROOT_DIR" -ldflags "-s -w" -o "$KIND_OWN_BIN_DIR/pause" ./hack/kind/pause; } ||
+    die "building hack/kind programs failed"
 }
 
 main "$@"
