@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
@@ -71,7 +72,17 @@ func RunningIndexPod(t testing.TB, job *batchv1.Job, index int) *corev1.Pod {
 	return found
 }
 
-// RunningPods waits until the Job has at least n Running pods and returns the running ones.
+// RunningPods waits until the Job has at least n Running pods, and until the Job
+// controller has counted them as active and ready, and returns the running ones.
+//
+// The second wait matters to whatever the test does next. A pod finished while the Job
+// controller still has a status write in flight can be seen by a sync that works from a
+// stale Job; its status write then conflicts after the sync has already acted on pods. For
+// a successPolicy Job this is fatal: the sync deletes the other pods for SuccessCriteriaMet,
+// the write carrying that condition conflicts, and the next sync counts the deleted pods
+// as failed and fails the Job for BackoffLimitExceeded (kube-controller-manager v1.35
+// checks the backoff limit before the success policy). A real kubelet's pods are just as
+// exposed, but a test should start from a settled Job.
 func RunningPods(t testing.TB, job *batchv1.Job, n int) []corev1.Pod {
 	t.Helper()
 	job = jobWithUID(t, job)
@@ -85,6 +96,11 @@ func RunningPods(t testing.TB, job *batchv1.Job, n int) []corev1.Pod {
 			}
 		}
 		return len(running) >= n, SummarizePods(pods), nil
+	})
+	counted := &batchv1.Job{}
+	counted.Namespace, counted.Name = job.Namespace, job.Name
+	WaitFor(t, counted, DefaultTimeout, fmt.Sprintf("status counting %d active and ready pods", n), func(j *batchv1.Job) bool {
+		return j.Status.Active >= int32(n) && ptr.Deref(j.Status.Ready, 0) >= int32(n)
 	})
 	return running
 }
