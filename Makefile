@@ -33,7 +33,8 @@ generate: ## Regenerate deepcopy code and CRD manifests with controller-gen.
 	cp config/webhook/manifests.yaml $(CHART_GENERATED)/webhook-manifests.yaml
 
 .PHONY: verify-tools
-verify-tools: ## Fail when JobSet's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
+verify-tools: ## Fail when the project or JobSet's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
+	hack/tools/align.sh project --check
 	hack/tools/align.sh jobset --check
 
 .PHONY: verify-generate

@@ -5,7 +5,7 @@ HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT_DIR=$(cd "$HACK_DIR/.." && pwd)
 
 # Pinned versions of the real components. Bumping one rebuilds it into a new cache entry.
-KUBE_VERSION=v1.35.4
+KUBE_VERSION=v1.35.3
 ETCD_VERSION=v3.6.6
 KWOK_VERSION=v0.8.0
 KUEUE_VERSION=v0.17.0

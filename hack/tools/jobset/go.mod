@@ -4,7 +4,7 @@
 // packages compiled for Kubernetes, etcd and Kueue are reused from the Go build cache.
 module batchledger.dev/hack/tools/jobset
 
-go 1.25.0
+go 1.26.0
 
 require sigs.k8s.io/jobset v0.11.1
 
@@ -142,6 +142,26 @@ replace golang.org/x/tools => golang.org/x/tools v0.42.0
 
 replace golang.org/x/tools/go/expect => golang.org/x/tools/go/expect v0.1.1-deprecated
 
-replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.35.4
+replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.35.3
 
-replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.35.4
+replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.35.3
+
+replace golang.org/x/sys => golang.org/x/sys v0.48.0
+
+replace k8s.io/api => k8s.io/api v0.35.3
+
+replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.35.3
+
+replace k8s.io/apimachinery => k8s.io/apimachinery v0.35.3
+
+replace k8s.io/apiserver => k8s.io/apiserver v0.35.3
+
+replace k8s.io/client-go => k8s.io/client-go v0.35.3
+
+replace k8s.io/code-generator => k8s.io/code-generator v0.35.3
+
+replace k8s.io/component-base => k8s.io/component-base v0.35.3
+
+replace k8s.io/kms => k8s.io/kms v0.35.3
+
+replace github.com/moby/spdystream => github.com/moby/spdystream v0.5.1
