@@ -87,6 +87,10 @@ test-unit: ## Unit tests of the pure packages (no cluster).
 binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and JobSet binaries.
 	hack/build-binaries.sh
 
+.PHONY: kubectl
+kubectl: ## Build (or reuse from the cache) bin/kubectl v1.35, to look into the demo's cluster; `make binaries` leaves it out, since nothing on the local control plane runs it.
+	hack/build-binaries.sh kubectl
+
 .PHONY: test-e2e
 test-e2e: binaries ## e2e tests on a local control plane started by the tests (or E2E_USE_EXISTING_CLUSTER=true with KUBECONFIG).
 	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) $(PKGS_E2E)

@@ -9,6 +9,7 @@
 # empty on every run. They are then linked into ./bin (git-ignored).
 #
 #   hack/build-binaries.sh            build what is missing, link into bin/
+#   hack/build-binaries.sh kubectl    also kubectl (make kubectl; the kind path needs it)
 #   BATCHLEDGER_CACHE_DIR=/x ...      use another cache folder
 #
 # Idempotent: a component already built for its pinned version is skipped.
@@ -20,7 +21,10 @@
 # else (hack/tools/align.sh), so it reuses those packages from the Go build cache and
 # compiles little of its own; kwok (k8s.io/* v0.36) compiles its own. One `go build` per
 # module builds all its missing binaries (links overlap compiles); JobSet and kwok build
-# side by side.
+# side by side. kwok, which shares nothing with the others, compiles beside all of them:
+# the Kubernetes build leaves a core idle while it links and in its last big packages.
+# kubectl is built only on request: nothing on the local control plane runs it, and it
+# is ~70 CPU-s of a newcomer's first `make demo`.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -28,7 +32,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # COMPONENTS lists, one a line: name|version|wrapper module (hack/tools/...)|ldflags|packages.
 COMPONENTS="\
 etcd|$ETCD_VERSION|kubernetes|-s -w|go.etcd.io/etcd/server/v3
-kubernetes|$KUBE_VERSION|kubernetes|$(kube_ldflags "$KUBE_VERSION")|k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+kubernetes|$KUBE_VERSION|kubernetes|$(kube_ldflags "$KUBE_VERSION")|k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+kubectl|$KUBE_VERSION|kubernetes|$(kube_ldflags "$KUBE_VERSION")|k8s.io/kubernetes/cmd/kubectl
 kueue|$KUEUE_VERSION|kubernetes|-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION|sigs.k8s.io/kueue/cmd/kueue
 jobset|$JOBSET_VERSION|jobset|-s -w|sigs.k8s.io/jobset
 kwok|$KWOK_VERSION|kwok|-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}|sigs.k8s.io/kwok/cmd/kwok"
@@ -43,12 +48,17 @@ go_name() {
 # bin_name is the name a package's binary is cached and linked under.
 bin_name() { case $1 in go.etcd.io/etcd/server/v3) echo etcd ;; *) go_name "$1" ;; esac; }
 
+# OPTIONAL lists the components built only when named on the command line (WANTED).
+OPTIONAL=" kubectl "
+WANTED=" "
+
 # missing_components prints the names of the components of wrapper module MODULE whose
-# cache entry lacks a binary.
+# cache entry lacks a binary, optional ones only when wanted.
 missing_components() {
   local module=$1 name version mod ldflags pkgs pkg
   while IFS='|' read -r name version mod ldflags pkgs; do
     [ "$mod" = "$module" ] || continue
+    [[ $OPTIONAL != *" $name "* || $WANTED == *" $name "* ]] || continue
     local dir; dir=$(component_dir "$name" "$version")
     if ! stamp_matches "$dir" "$HACK_DIR/tools/$module"; then echo "$name"; continue; fi
     for pkg in $pkgs; do
@@ -100,12 +110,17 @@ build_missing() {
 
 main() {
   command -v go >/dev/null || die "go is not on PATH"
+  local arg
+  for arg in "$@"; do
+    [[ $OPTIONAL == *" $arg "* ]] || die "unknown optional component $arg (have:$OPTIONAL)"
+    WANTED+="$arg "
+  done
   mkdir -p "$CACHE_DIR" "$BIN_DIR"
-  build_missing kubernetes
-  local jobset kwok
-  build_missing jobset & jobset=$!
+  local kwok
   build_missing kwok & kwok=$!
-  wait "$jobset" || die "building JobSet failed"
+  # JobSet reuses what the Kubernetes build compiled (hack/tools/align.sh), so after it.
+  build_missing kubernetes || die "building Kubernetes failed"
+  build_missing jobset || die "building JobSet failed"
   wait "$kwok" || die "building kwok failed"
   link_binaries
   log "binaries ready in $BIN_DIR"

@@ -47,8 +47,8 @@ stamp_matches() { [ "$(cat "$1/.module-stamp" 2>/dev/null)" = "$(module_stamp "$
 link_binaries() {
   mkdir -p "$BIN_DIR"
   local pair name version f
-  for pair in "etcd $ETCD_VERSION" "kubernetes $KUBE_VERSION" "kwok $KWOK_VERSION" \
-    "kueue $KUEUE_VERSION" "jobset $JOBSET_VERSION"; do
+  for pair in "etcd $ETCD_VERSION" "kubernetes $KUBE_VERSION" "kubectl $KUBE_VERSION" \
+    "kwok $KWOK_VERSION" "kueue $KUEUE_VERSION" "jobset $JOBSET_VERSION"; do
     read -r name version <<<"$pair"
     for f in "$(component_dir "$name" "$version")"/*; do
       [ -x "$f" ] && ln -sf "$f" "$BIN_DIR/$(basename "$f")"

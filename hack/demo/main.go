@@ -104,6 +104,10 @@ func run(ctx context.Context, stateDir string, down bool) error {
 	}
 	if !down {
 		kubeconfig := filepath.Join(stateDir, "kubeconfig")
+		// bin/kubectl is not part of the demo's build (make kubectl builds it).
+		if _, err := os.Stat(filepath.Join("bin", "kubectl")); err != nil {
+			fmt.Fprintln(d.out, "\n(bin/kubectl is not built yet: make kubectl)")
+		}
 		fmt.Fprintf(d.out, "\nThe cluster is still up. Look around:\n"+
 			"  export KUBECONFIG=%s\n"+
 			"  %s get batchaccounts,workloads -n %s\n"+

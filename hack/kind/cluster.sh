@@ -26,7 +26,7 @@ exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; }
 nodes() { "$KIND" get nodes --name "$KIND_CLUSTER"; }
 
 build() {
-  "$HACK_DIR/build-binaries.sh"
+  "$HACK_DIR/build-binaries.sh" kubectl
   "$HACK_DIR/build-install-tools.sh"
   "$HACK_DIR/kind/build.sh"
   "$HACK_DIR/kind/docker.sh" up

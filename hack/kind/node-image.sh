@@ -104,7 +104,7 @@ main() {
   docker image inspect "$rootfs_image" >/dev/null 2>&1 || docker import "$(rootfs_tar)" "$rootfs_image" >/dev/null
 
   # The control-plane images kubeadm asks for, by the exact names it asks for.
-  local kube; kube=$(component_dir kubernetes "$KUBE_VERSION")
+  local kube kubectl; kube=$(component_dir kubernetes "$KUBE_VERSION"); kubectl=$(component_dir kubectl "$KUBE_VERSION")
   local -A images=() name
   while read -r name; do images[${name}]=1; done < <("$NODE_BIN_DIR/kubeadm" config images list --kubernetes-version "$KUBE_VERSION" 2>/dev/null)
   local ref
@@ -133,7 +133,7 @@ main() {
   local ctx; ctx=$(mktemp -d)
   cp -r "$KIND_FILES" "$ctx/files"; chmod -R u+w "$ctx/files"
   mkdir -p "$ctx/bin" "$ctx/cni"
-  cp "$NODE_BIN_DIR/kubelet" "$NODE_BIN_DIR/kubeadm" "$kube/kubectl" "$ctx/bin/"
+  cp "$NODE_BIN_DIR/kubelet" "$NODE_BIN_DIR/kubeadm" "$kubectl/kubectl" "$ctx/bin/"
   cp "$CNI_BIN_DIR"/* "$ctx/cni/"
   sed -i 's/restrict_oom_score_adj = false/restrict_oom_score_adj = true/' "$ctx/files/etc/containerd/config.toml"
   grep -q 'restrict_oom_score_adj = true' "$ctx/files/etc/containerd/config.toml" || die "kind's containerd config changed: restrict_oom_score_adj not found"

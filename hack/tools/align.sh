@@ -43,29 +43,41 @@ keep_list() {
   esac
 }
 
-# versions prints "path version" for each module of wrapper module DIR's build list,
-# after replacements.
+# versions prints "path selected:source" for each module of wrapper module DIR's build
+# list: the version the build list selects, and the version its source comes from (the
+# replacement's, if any). The Go build cache keys a package by both, so two modules share
+# a compiled package only when both agree.
 versions() {
-  (cd "$1" && go list -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all) |
+  (cd "$1" && go list -m -f '{{if not .Main}}{{.Path}} {{.Version}}:{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all) |
     awk 'NF == 2' | sort
 }
 
-# differ prints "path version" for each module MODULE resolves to another version than
-# Kubernetes does, keep_list excepted.
+# differ prints "path selected:source" (Kubernetes') for each module whose packages both
+# MODULE's binary and Kubernetes' compile and that MODULE resolves otherwise, keep_list
+# excepted.
 differ() {
   local keep ours kube
   keep=" $(keep_list "$module") "
-  ours=$(versions "$module") || exit 1
-  kube=$(versions kubernetes) || exit 1
+  ours=$(compiled "$module" "$(main_package "$module")") || exit 1
+  kube=$(compiled kubernetes "${KUBERNETES_PACKAGES[@]}") || exit 1
   join <(echo "$ours") <(echo "$kube") |
     awk -v keep="$keep" '$2 != $3 && index(keep, " " $1 " ") == 0 { print $1, $3 }'
 }
 
-# compiled DIR PACKAGES... prints "path version" for each module whose packages the build
-# of PACKAGES in module DIR compiles: only those matter to the build cache.
+# main_package prints the package wrapper module MODULE builds (hack/build-binaries.sh).
+main_package() {
+  case $1 in
+  jobset) echo sigs.k8s.io/jobset ;;
+  *) echo "align.sh: no main package known for hack/tools/$1" >&2; return 1 ;;
+  esac
+}
+
+# compiled DIR PACKAGES... prints "path selected:source" (as versions) for each module
+# whose packages the build of PACKAGES in module DIR compiles: only those matter to the
+# build cache.
 compiled() {
   local dir=$1; shift
-  (cd "$dir" && go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}' "$@") |
+  (cd "$dir" && go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}:{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}' "$@") |
     awk 'NF == 2' | sort -u
 }
 
@@ -107,6 +119,9 @@ if [ "$module" = project ]; then
     [ -z "$d" ] && break
     raise=()
     while read -r path ours kube; do
+      # Neither the project nor hack/tools/kubernetes replaces a module it shares with the
+      # other at another version (only Kubernetes' staging modules, by themselves).
+      ours=${ours%%:*} kube=${kube%%:*}
       max=$(higher "$ours" "$kube")
       [ "$ours" = "$max" ] || raise+=("$path@$max")
       [ "$kube" = "$max" ] || (cd kubernetes && go mod edit -require "$path@$max")
@@ -130,8 +145,10 @@ fi
 for _ in 1 2 3 4 5; do
   d=$(differ) || exit 1
   [ -z "$d" ] && break
+  # Raise the requirement to Kubernetes' selected version and take the source from its
+  # version: a replace alone would leave the selected version, part of the cache key, older.
   while read -r path version; do
-    (cd "$module" && go mod edit -replace "$path=$path@$version")
+    (cd "$module" && go mod edit -require "$path@${version%%:*}" -replace "$path=$path@${version#*:}")
   done <<<"$d"
   (cd "$module" && go mod tidy)
 done

@@ -32,7 +32,7 @@ var componentOf = map[string][2]string{
 	binAPIServer: {"kubernetes", "KUBE_VERSION"},
 	binKCM:       {"kubernetes", "KUBE_VERSION"},
 	binScheduler: {"kubernetes", "KUBE_VERSION"},
-	"kubectl":    {"kubernetes", "KUBE_VERSION"},
+	"kubectl":    {"kubectl", "KUBE_VERSION"},
 	binKwok:      {"kwok", "KWOK_VERSION"},
 	binKueue:     {"kueue", "KUEUE_VERSION"},
 	binJobSet:    {"jobset", "JOBSET_VERSION"},
