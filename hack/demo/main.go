@@ -55,6 +55,7 @@ func main() {
 	down := flag.Bool("down", false, "tear the cluster down at the end instead of leaving it up")
 	stateDir := flag.String("state-dir", localcluster.DefaultStateDir(), "the cluster's state directory (shared with hack/cluster)")
 	kindConfig := flag.String("kind", "", "play the batches on the kind cluster of this kubeconfig (make demo-kind) instead of a local control plane")
+	flag.StringVar(&managerBinary, "manager", "", "the batchledger manager binary to run (make demo builds it with the demo); empty builds ./cmd/batchledger")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -117,19 +118,26 @@ func run(ctx context.Context, stateDir string, down bool) error {
 	return nil
 }
 
+// managerBinary is the --manager flag: the manager binary to run, when already built.
+var managerBinary string
+
 // startCluster starts a detached local cluster (so it outlives the demo) with the
 // batchledger controller as one more manager.
 func startCluster(ctx context.Context, stateDir string) (client.Client, error) {
 	if err := localcluster.StopDetached(stateDir); err != nil {
 		return nil, fmt.Errorf("stopping the previous cluster: %w", err)
 	}
-	binDir := filepath.Join(localcluster.CacheDir(), "demo")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return nil, err
-	}
-	bin, err := localcluster.BuildBatchledger(binDir)
-	if err != nil {
-		return nil, err
+	bin := managerBinary
+	if bin == "" {
+		binDir := filepath.Join(localcluster.CacheDir(), "demo")
+		if err := os.MkdirAll(binDir, 0o755); err != nil {
+			return nil, err
+		}
+		built, err := localcluster.BuildBatchledger(binDir)
+		if err != nil {
+			return nil, err
+		}
+		bin = built
 	}
 	// Each step shows the Workload's conditions; with a short message interval the count
 	// a step reached is on the Workload within show's wait. Users keep the 10s default,
