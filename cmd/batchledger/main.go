@@ -15,9 +15,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +33,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/certs"
 	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/relations"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
 )
@@ -89,7 +91,11 @@ func main() {
 	if err := controller.SetupIndexes(ctx, mgr); err != nil {
 		fail(err, "registering field indexes")
 	}
-	setups := controllers(mgr, cfg)
+	coverage, err := coveragePodCache(ctx, mgr)
+	if err != nil {
+		fail(err, "setting up the cache of succeeded coverage pods")
+	}
+	setups := controllers(mgr, cfg, coverage)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
 	webhooks := cfg.webhooks(mgr)
@@ -237,12 +243,13 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 
 // controllers are the reconcilers: accounts, held pods, and the short forms of Jobs and
 // JobSets.
-func controllers(mgr ctrl.Manager, c *config) []setup {
+func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache) []setup {
 	metrics := controller.NewMetrics()
 	return []setup{
 		&controller.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("batchledger"),
-			Metrics: metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods,
+			Recorder: mgr.GetEventRecorder("batchledger"),
+			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics, Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
@@ -343,25 +350,19 @@ func podNamespace() string {
 	return ""
 }
 
-// cacheOptions keep the caches to what accounting reads. Pods: only those in the opt-in
-// scope (their Job's template carries v1alpha1.LabelScope), without managed fields and
-// with a spec cut down to the container names a result is read from, so memory follows
-// the accounted pods, not every pod of the cluster. Workloads: without the pod templates
-// Kueue copies into each podSet.
+// cacheOptions keep the caches to what accounting reads. Pods: only those of the results
+// scope (their Job's template carries v1alpha1.LabelScope=results), in every phase, since
+// the releaser must see a held pod deleted before it ran; the coverage scope's pods are in
+// coveragePodCache. Without managed fields and with a spec cut down to the container names
+// a result is read from, so memory follows the accounted pods, not every pod of the
+// cluster. Workloads: without the pod templates Kueue copies into each podSet.
 func cacheOptions() cache.Options {
-	scoped, _ := labels.NewRequirement(v1alpha1.LabelScope, selection.Exists, nil)
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {
-				Label: labels.NewSelector().Add(*scoped),
-				Transform: func(obj any) (any, error) {
-					if p, ok := obj.(*corev1.Pod); ok {
-						p.ManagedFields = nil
-						p.Spec = containerNames(p.Spec)
-					}
-					return obj, nil
-				},
+				Label:     scopeSelector(v1alpha1.ScopeResults),
+				Transform: podTransform,
 			},
 			&kueue.Workload{}: {
 				Transform: func(obj any) (any, error) {
@@ -376,6 +377,49 @@ func cacheOptions() cache.Options {
 			},
 		},
 	}
+}
+
+// coveragePodCache is the second pod cache, added to mgr: the pods of the coverage scope,
+// and only once they succeeded (a field selector on status.phase). A coverage account
+// counts only succeeded pods and holds none, so the API server never sends it the
+// Pending and Running updates of those pods, which were most of the pod traffic the
+// controller decoded only to drop. It shares the manager's HTTP client and RESTMapper, and
+// starts with the controllers (only the leader watches).
+func coveragePodCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:       mgr.GetHTTPClient(),
+		Scheme:           mgr.GetScheme(),
+		Mapper:           mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {
+				Label:     scopeSelector(v1alpha1.ScopeCoverage),
+				Field:     fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded)),
+				Transform: podTransform,
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := relations.RegisterPodIndexes(ctx, c); err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// scopeSelector selects the pods labelled with the opt-in scope.
+func scopeSelector(scope string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: scope})
+}
+
+// podTransform strips a cached pod to what accounting and result capture read.
+func podTransform(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+		p.Spec = containerNames(p.Spec)
+	}
+	return obj, nil
 }
 
 // containerNames keeps of a pod spec what result capture reads: the node, the containers'

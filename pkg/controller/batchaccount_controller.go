@@ -19,10 +19,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
@@ -41,7 +43,14 @@ type Reconciler struct {
 	// APIReader reads from the API server directly: the pods of a Job outside the opt-in
 	// scope (its account came after it started) are not in the cache.
 	APIReader client.Reader
-	Recorder  events.EventRecorder
+	// CoveragePods, when set, is the cache of the succeeded pods of Jobs in the coverage
+	// scope (v1alpha1.ScopeCoverage), with the relations.RegisterPodIndexes indexes: all
+	// such an account reads of its pods, so the Pending and Running updates of its pods are
+	// never sent to the controller at all. The manager's cache then holds only the pods of
+	// the results scope, which the releaser follows in every phase. Unset (unit tests),
+	// coverage pods are read from Client like results pods.
+	CoveragePods cache.Cache
+	Recorder     events.EventRecorder
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 	// Metrics, when set, counts the reconciler's writes.
@@ -179,7 +188,11 @@ func (r *Reconciler) now() time.Time {
 // PodBatchPeriod) so that a burst of pod completions, or a Job's completion followed by
 // its Workload's, costs one computation and at most one status write.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.CoveragePods != nil {
+		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, &corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), podSucceeded))
+	}
+	return b.
 		// An account is mostly created just before its Jobs (one kubectl apply): batched
 		// too, its first status already finds them and their Workloads.
 		Watches(&v1alpha1.BatchAccount{}, batched(BatchPeriod, self), builder.WithPredicates(predicate.GenerationChangedPredicate{})).

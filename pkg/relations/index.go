@@ -136,13 +136,19 @@ func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		{&v1alpha1.BatchAccount{}, IndexAccountTarget, accountIndex},
 		{&kueue.Workload{}, IndexOwnerUID, ownerUIDIndex},
 		{&v1alpha1.ShardResults{}, IndexResultPod, resultPodsIndex},
-		{&corev1.Pod{}, IndexOwnerUID, ownerUIDIndex},
 	} {
 		if err := fi.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return err
 		}
 	}
-	return nil
+	return RegisterPodIndexes(ctx, fi)
+}
+
+// RegisterPodIndexes registers the pod indexes alone: the manager's cache has them through
+// RegisterIndexes, the cache of succeeded coverage pods (which holds pods only) through
+// this, since indexing another type there would start an informer of it.
+func RegisterPodIndexes(ctx context.Context, fi client.FieldIndexer) error {
+	return fi.IndexField(ctx, &corev1.Pod{}, IndexOwnerUID, ownerUIDIndex)
 }
 
 // AccountsNaming lists the accounts of namespace that name one of keys, each once, in
