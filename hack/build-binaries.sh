@@ -23,8 +23,8 @@
 # module builds all its missing binaries (links overlap compiles); JobSet and kwok build
 # side by side, after Kubernetes: kwok shares nothing with Kubernetes, but compiling both
 # at once on 2 cores cost 190 CPU-s more than one after the other (915 s against ~830 s
-# wall for a cold `make demo`). kubectl is built only on request: nothing on the local control plane runs it, and it
-# is ~70 CPU-s of a newcomer's first `make demo`.
+# wall for a cold `make demo`). kubectl is built only on request: nothing on the local
+# control plane runs it, and it is ~70 CPU-s of a newcomer's first `make demo`.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -6,9 +6,9 @@
 # cache reuses a package only when it and everything it imports have the same versions.
 #
 #   align.sh jobset    pins every dependency of wrapper module hack/tools/jobset that
-#                      hack/tools/kubernetes also builds at hack/tools/kubernetes' version,
-#                      with replace directives, except what JobSet cannot build with
-#                      (keep_list).
+#                      hack/tools/kubernetes also builds at hack/tools/kubernetes' version
+#                      (a raised requirement and a replace), except what JobSet cannot
+#                      build with (keep_list).
 #   align.sh project   makes the project (the repository's go.mod: the manager, the plugin,
 #                      the demo) and hack/tools/kubernetes select the same version of every
 #                      module both have, the higher of the two on each side, by raising
@@ -43,27 +43,6 @@ keep_list() {
   esac
 }
 
-# versions prints "path selected:source" for each module of wrapper module DIR's build
-# list: the version the build list selects, and the version its source comes from (the
-# replacement's, if any). The Go build cache keys a package by both, so two modules share
-# a compiled package only when both agree.
-versions() {
-  (cd "$1" && go list -m -f '{{if not .Main}}{{.Path}} {{.Version}}:{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}' all) |
-    awk 'NF == 2' | sort
-}
-
-# differ prints "path selected:source" (Kubernetes') for each module whose packages both
-# MODULE's binary and Kubernetes' compile and that MODULE resolves otherwise, keep_list
-# excepted.
-differ() {
-  local keep ours kube
-  keep=" $(keep_list "$module") "
-  ours=$(compiled "$module" "$(main_package "$module")") || exit 1
-  kube=$(compiled kubernetes "${KUBERNETES_PACKAGES[@]}") || exit 1
-  join <(echo "$ours") <(echo "$kube") |
-    awk -v keep="$keep" '$2 != $3 && index(keep, " " $1 " ") == 0 { print $1, $3 }'
-}
-
 # main_package prints the package wrapper module MODULE builds (hack/build-binaries.sh).
 main_package() {
   case $1 in
@@ -72,9 +51,11 @@ main_package() {
   esac
 }
 
-# compiled DIR PACKAGES... prints "path selected:source" (as versions) for each module
-# whose packages the build of PACKAGES in module DIR compiles: only those matter to the
-# build cache.
+# compiled DIR PACKAGES... prints "path selected:source" for each module whose packages
+# the build of PACKAGES in module DIR compiles (only those matter to the build cache): the
+# version the build list selects, and the version its source comes from (the
+# replacement's, if any). The Go build cache keys a package by both, so two builds share a
+# compiled package only when both agree.
 compiled() {
   local dir=$1; shift
   (cd "$dir" && go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}:{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}' "$@") |
@@ -89,67 +70,70 @@ KUBERNETES_PACKAGES=(go.etcd.io/etcd/server/v3 sigs.k8s.io/kueue/cmd/kueue
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
   k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kube-proxy)
 
-# project_differ prints "path project-version kubernetes-version" for each module that the
-# project's binaries compile and Kubernetes resolves to a different version.
-project_differ() {
+# What MODULE aligns: its directory, its name in messages, the packages it builds, and the
+# modules it keeps at its own version.
+if [ "$module" = project ]; then
+  dir=$root label="the project" keep="" packages=("${PROJECT_PACKAGES[@]}")
+else
+  dir=$module label="hack/tools/$module" keep=$(keep_list "$module") packages=("$(main_package "$module")")
+fi
+
+# differ prints "path ours kubernetes" (each "selected:source") for each module whose
+# packages both MODULE's build and Kubernetes' compile and that they resolve differently,
+# keep_list excepted.
+differ() {
   local ours kube
-  ours=$(compiled "$root" "${PROJECT_PACKAGES[@]}") || exit 1
+  ours=$(compiled "$dir" "${packages[@]}") || exit 1
   kube=$(compiled kubernetes "${KUBERNETES_PACKAGES[@]}") || exit 1
-  join <(echo "$ours") <(echo "$kube") | awk '$2 != $3'
+  join <(echo "$ours") <(echo "$kube") |
+    awk -v keep=" $keep " '$2 != $3 && index(keep, " " $1 " ") == 0'
 }
 
 # higher prints the higher of two module versions (semver order; pseudo-versions sort by
 # their date like go does for the same base).
 higher() { printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1; }
 
-report() {
-  echo "$1 resolves other versions than hack/tools/kubernetes (run hack/tools/align.sh $module):" >&2
-  echo "$2" | sed 's/^/  /' >&2
-  exit 1
+# align_project raises, on each side, the lower of the two selected versions of each
+# module in differ's output D. No replace: the project's go.mod is also what its users
+# build with, and neither side replaces a module it shares with the other at another
+# version (only Kubernetes' staging modules, by themselves).
+align_project() {
+  local path ours kube max raise=()
+  while read -r path ours kube; do
+    ours=${ours%%:*} kube=${kube%%:*}
+    max=$(higher "$ours" "$kube")
+    [ "$ours" = "$max" ] || raise+=("$path@$max")
+    [ "$kube" = "$max" ] || (cd kubernetes && go mod edit -require "$path@$max")
+  done <<<"$1"
+  [ ${#raise[@]} -eq 0 ] || (cd "$root" && go get "${raise[@]}")
+  (cd "$root" && go mod tidy)
+  (cd kubernetes && go mod tidy)
 }
 
-if [ "$module" = project ]; then
-  if [ "$check" = --check ]; then
-    d=$(project_differ) || exit 1
-    [ -z "$d" ] || report "the project" "$d"
-    exit 0
-  fi
-  for _ in 1 2 3 4 5; do
-    d=$(project_differ) || exit 1
-    [ -z "$d" ] && break
-    raise=()
-    while read -r path ours kube; do
-      # Neither the project nor hack/tools/kubernetes replaces a module it shares with the
-      # other at another version (only Kubernetes' staging modules, by themselves).
-      ours=${ours%%:*} kube=${kube%%:*}
-      max=$(higher "$ours" "$kube")
-      [ "$ours" = "$max" ] || raise+=("$path@$max")
-      [ "$kube" = "$max" ] || (cd kubernetes && go mod edit -require "$path@$max")
-    done <<<"$d"
-    [ ${#raise[@]} -eq 0 ] || (cd "$root" && go get "${raise[@]}")
-    (cd "$root" && go mod tidy)
-    (cd kubernetes && go mod tidy)
-  done
-  [ -z "$(project_differ)" ] || { echo "align.sh: the project and hack/tools/kubernetes did not converge" >&2; exit 1; }
-  exit 0
-fi
-
-if [ "$check" = --check ]; then
-  d=$(differ) || exit 1
-  [ -z "$d" ] || report "hack/tools/$module" "$d"
-  exit 0
-fi
-
-# Replacing one module can change what the replaced versions require, so repeat until
-# nothing differs (a few rounds at most).
-for _ in 1 2 3 4 5; do
-  d=$(differ) || exit 1
-  [ -z "$d" ] && break
-  # Raise the requirement to Kubernetes' selected version and take the source from its
-  # version: a replace alone would leave the selected version, part of the cache key, older.
-  while read -r path version; do
-    (cd "$module" && go mod edit -require "$path@${version%%:*}" -replace "$path=$path@${version#*:}")
-  done <<<"$d"
+# align_wrapper raises the wrapper module's requirement of each module in differ's output
+# D to Kubernetes' selected version and takes the source from Kubernetes' version: a
+# replace alone would leave the selected version, part of the cache key, older.
+align_wrapper() {
+  local path ours kube
+  while read -r path ours kube; do
+    (cd "$module" && go mod edit -require "$path@${kube%%:*}" -replace "$path=$path@${kube#*:}")
+  done <<<"$1"
   (cd "$module" && go mod tidy)
+}
+
+d=$(differ) || exit 1
+if [ "$check" = --check ]; then
+  [ -z "$d" ] && exit 0
+  echo "$label resolves other versions than hack/tools/kubernetes (run hack/tools/align.sh $module):" >&2
+  echo "$d" | sed 's/^/  /' >&2
+  exit 1
+fi
+
+# Raising one module can change what the raised versions require, so repeat until nothing
+# differs (a few rounds at most).
+for _ in 1 2 3 4 5; do
+  [ -z "$d" ] && exit 0
+  if [ "$module" = project ]; then align_project "$d"; else align_wrapper "$d"; fi
+  d=$(differ) || exit 1
 done
-[ -z "$(differ)" ] || { echo "align.sh: hack/tools/$module did not converge" >&2; exit 1; }
+[ -z "$d" ] || { echo "align.sh: $label and hack/tools/kubernetes did not converge" >&2; exit 1; }
