@@ -4,6 +4,7 @@
 #   hack/kind/docker.sh install   apt-get install docker.io debootstrap iptables (root)
 #   hack/kind/docker.sh up        start dockerd in the background (idempotent)
 #   hack/kind/docker.sh down      stop it; remove its bridges, iptables chains and mounts
+#   hack/kind/docker.sh prune     remove the images this path no longer uses (engine up)
 #   hack/kind/docker.sh env       print the DOCKER_HOST to export
 #
 # The engine is a private one: its own socket, pid file, exec root and data root, so it
@@ -103,10 +104,36 @@ down() {
   log "dockerd: down, bridges and chains removed"
 }
 
+# prune removes every image this path made that the current versions no longer use: node
+# images of other Kubernetes versions, the control-plane images already preloaded into the
+# node image, component images of other versions, and the untagged images each rebuild of
+# a tag leaves behind. The data root lives in the cache and outlives runs, so without this
+# it grows by about a gigabyte per Kubernetes version and 200 MB per run until the disk
+# fills (a CI run once failed so, unpacking an image inside a node).
+prune() {
+  export DOCKER_HOST=unix://$SOCK
+  local -A keep=(
+    ["$NODE_IMAGE"]=1 ["$MANAGER_IMAGE"]=1 ["$WORKER_IMAGE"]=1
+    ["registry.k8s.io/kueue/kueue:$KUEUE_VERSION"]=1 ["registry.k8s.io/jobset/jobset:$JOBSET_VERSION"]=1
+  )
+  local ref removed=0
+  while read -r ref; do
+    case $ref in
+      batchledger.dev/kind-rootfs:*) continue ;; # the debootstrap rootfs, keyed by its packages
+      batchledger.dev/* | registry.k8s.io/*) [ -n "${keep[$ref]:-}" ] && continue ;;
+      *) continue ;; # not ours
+    esac
+    docker rmi "$ref" >/dev/null 2>&1 && removed=$((removed + 1))
+  done < <(docker images --format '{{.Repository}}:{{.Tag}}' | grep -v ':<none>$')
+  docker image prune -f >/dev/null
+  log "docker: $removed unused tags removed, untagged images pruned; $(docker system df --format '{{.Type}} {{.Size}}' | head -1)"
+}
+
 case ${1:-} in
   install) install ;;
+  prune) prune ;;
   up) up ;;
   down) down ;;
   env) echo "export DOCKER_HOST=unix://$SOCK PATH=/usr/bin:/usr/sbin:\$PATH" ;;
-  *) die "usage: $0 install|up|down|env" ;;
+  *) die "usage: $0 install|up|down|prune|env" ;;
 esac
