@@ -67,6 +67,12 @@ type Output struct {
 	// Changed lists the condition types whose status or reason changed from Previous:
 	// the verdict changes worth an event.
 	Changed []metav1.Condition
+	// AheadOfJobs is true when Status differs from Previous only by attempts read from
+	// succeeded pods that their Jobs' controller has not counted yet (they are in the
+	// Job's uncountedTerminatedPods). The Job controller's next status write counts them
+	// and wakes the account again, so writing now would cost one more status write per
+	// pod batch for nothing a reader of the account needs sooner (see aheadOfJobs).
+	AheadOfJobs bool
 }
 
 // targetState is one target's current identity and what it covers.
@@ -115,6 +121,32 @@ func (ts *targetState) lostBeforeTerminal() bool {
 	return ts.deleted && ts.facts.terminal == ""
 }
 
+// settleWorkload keeps the Workload as recorded once the Job's terminal condition is on
+// record. The terminal condition decided the account; what Kueue writes on the Workload
+// afterwards (Finished, its retention policy deleting it) is no accounting fact, and
+// following it cost one more status write per Job after the verdict, or turned Admitted
+// Unknown when a finished Workload was deleted. A Workload of another UID is still
+// observed: that is a new admission, not the end of the old one.
+func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
+	if !ts.found || ts.facts.terminal == "" || prev == nil || prev.Terminal == "" ||
+		prev.UID != ts.obs.Job.UID || prev.Workload == nil {
+		return
+	}
+	if w := ts.obs.Workload; w != nil && w.UID != prev.Workload.UID {
+		return
+	}
+	w := *prev.Workload.DeepCopy()
+	ts.obs.Workload = &w
+}
+
+// terminal is the identity's terminal condition: observed, or on its record.
+func (ts *targetState) terminal() string {
+	if ts.found || ts.deleted {
+		return ts.facts.terminal
+	}
+	return ""
+}
+
 // Compute derives the account status from its input.
 func Compute(in Input) Output {
 	prev := in.Previous
@@ -146,6 +178,7 @@ func Compute(in Input) Output {
 			ts.fromRecord(p)
 		}
 		ts.everObserved = ts.found || inHistory[t.Key] || (p != nil && p.UID != "")
+		ts.settleWorkload(p)
 		states[i] = ts
 		problems = append(problems, ts.problems...)
 		status, superseded, identityPrev := targetStatus(ts, p, in.Now)
@@ -200,7 +233,38 @@ func Compute(in Input) Output {
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	out.Status = st
+	out.AheadOfJobs = aheadOfJobs(prev, &st, states)
 	return out
+}
+
+// aheadOfJobs reports whether now differs from prev only by the attempt fields of targets
+// whose Jobs still hold uncounted terminated pods: the Job controller records a pod's
+// end there first and moves it into succeeded and completedIndexes in a later write.
+func aheadOfJobs(prev, now *v1alpha1.BatchAccountStatus, states []*targetState) bool {
+	if len(prev.Targets) != len(now.Targets) {
+		return false
+	}
+	cur := *now
+	cur.Targets = slices.Clone(now.Targets)
+	ahead := false
+	for i := range cur.Targets {
+		t, p := &cur.Targets[i], &prev.Targets[i]
+		if t.Name != p.Name || t.UID != p.UID {
+			return false
+		}
+		if t.SuccessfulAttempts == p.SuccessfulAttempts && t.RepeatedIndexes == p.RepeatedIndexes &&
+			equality.Semantic.DeepEqual(t.AttemptLedger, p.AttemptLedger) {
+			continue
+		}
+		if job := states[i].obs.Job; !states[i].found || job.Status.UncountedTerminatedPods == nil ||
+			len(job.Status.UncountedTerminatedPods.Succeeded)+len(job.Status.UncountedTerminatedPods.Failed) == 0 {
+			return false
+		}
+		ahead = true
+		t.SuccessfulAttempts, t.RepeatedIndexes, t.AttemptLedger = p.SuccessfulAttempts, p.RepeatedIndexes, p.AttemptLedger
+		t.ObservedResourceVersion = p.ObservedResourceVersion
+	}
+	return ahead && equality.Semantic.DeepEqual(&cur, prev)
 }
 
 func observeTarget(t Target, obs Observation) *targetState {
@@ -492,7 +556,8 @@ func admittedCondition(states []*targetState) metav1.Condition {
 			unqueued = append(unqueued, name)
 		case w.Evicted:
 			evicted = append(evicted, fmt.Sprintf("%s (Workload %s)", name, w.Name))
-		case w.Finished:
+		case w.Finished || ts.terminal() != "":
+			// Kueue finishes a Workload because its Job ended; the Job says so first.
 			finished++
 		case !w.Admitted:
 			pending = append(pending, fmt.Sprintf("%s (Workload %s)", name, w.Name))
@@ -513,7 +578,7 @@ func admittedCondition(states []*targetState) metav1.Condition {
 		c.Status = metav1.ConditionUnknown
 		return c
 	case finished == len(states):
-		return cond(t, true, v1alpha1.ReasonFinished, "every target's Workload was admitted and is Finished")
+		return cond(t, true, v1alpha1.ReasonFinished, "every target's Job ran to its end under its Kueue admission")
 	}
 	return cond(t, true, v1alpha1.ReasonAdmitted, "every target's Workload is admitted")
 }

@@ -261,6 +261,87 @@ func TestWorkloadAdmission(t *testing.T) {
 	}
 }
 
+// TestWorkloadSettlesOnceTheJobIsTerminal: after the Job's terminal condition is on
+// record, what Kueue does to its Workload (Finished, deletion by a retention policy) is no
+// status change; a new Workload UID, or the first terminal observation, still is.
+func TestWorkloadSettlesOnceTheJobIsTerminal(t *testing.T) {
+	spec := makeSpec("A").AssignJob("j", "0", "A").SpecObj()
+	admitted := &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Admitted: true, ClusterQueue: "ml-team", ObservedResourceVersion: "10"}
+	running := makeJob("j", "u", 1).ResourceVersion("1").Obj()
+	done := makeJob("j", "u", 1).ResourceVersion("2").Completed("0", 1).Complete(time0).Obj()
+	finished := &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Admitted: true, Finished: true, ClusterQueue: "ml-team", ObservedResourceVersion: "11"}
+	replaced := &v1alpha1.WorkloadObservation{Name: "w", UID: "wu2", ObservedResourceVersion: "12"}
+
+	runningSt := step(t, spec, nil, map[string]Observation{"job/j": {Job: running, Workload: admitted}}).Status
+	terminalSt := step(t, spec, &runningSt, map[string]Observation{"job/j": {Job: done, Workload: admitted}}).Status
+	wantCond(t, terminalSt, v1alpha1.ConditionAdmitted, "True", v1alpha1.ReasonFinished, "")
+
+	cases := []struct {
+		name         string
+		prev         *v1alpha1.BatchAccountStatus
+		w            *v1alpha1.WorkloadObservation
+		want         *v1alpha1.WorkloadObservation
+		admittedWhy  string
+		admittedWhat metav1.ConditionStatus
+	}{
+		{"Workload finished after the terminal write", &terminalSt, finished, admitted, v1alpha1.ReasonFinished, "True"},
+		{"finished Workload deleted", &terminalSt, nil, admitted, v1alpha1.ReasonFinished, "True"},
+		{"terminal seen for the first time", &runningSt, finished, finished, v1alpha1.ReasonFinished, "True"},
+		{"a Workload of another UID", &terminalSt, replaced, replaced, v1alpha1.ReasonFinished, "True"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, spec, tc.prev, map[string]Observation{"job/j": {Job: done, Workload: tc.w}}).Status
+			if got := st.Targets[0].Workload; !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("workload %+v, want %+v", got, tc.want)
+			}
+			wantCond(t, st, v1alpha1.ConditionAdmitted, tc.admittedWhat, tc.admittedWhy, "")
+			if tc.prev == &terminalSt && tc.want == admitted && !equality.Semantic.DeepEqual(st, terminalSt) {
+				t.Errorf("a settled Workload changed the status:\n%+v\nwas\n%+v", st, terminalSt)
+			}
+		})
+	}
+}
+
+// TestAheadOfJobs: attempts read from succeeded pods that the Job controller has not
+// counted yet (uncountedTerminatedPods) are no reason to write; anything else is.
+func TestAheadOfJobs(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
+	admitted := &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Admitted: true, ClusterQueue: "ml-team"}
+	running := makeJob("j", "u", 2).ResourceVersion("1").Completed("0", 1)
+	prev := step(t, spec, nil, map[string]Observation{"job/j": {Job: running.Obj(), Workload: admitted, SuccessfulPods: pods("p", 0)}}).Status
+	cases := []struct {
+		name string
+		obs  Observation
+		want bool
+	}{
+		{"a success the Job controller has not counted", Observation{
+			Job: makeJob("j", "u", 2).ResourceVersion("2").Completed("0", 1).Uncounted("p-1").Obj(), Workload: admitted,
+			SuccessfulPods: append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1})}, true},
+		{"the same success, counted", Observation{
+			Job:      makeJob("j", "u", 2).ResourceVersion("3").Completed("0-1", 2).Obj(),
+			Workload: admitted, SuccessfulPods: append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1})}, false},
+		{"a success no Job controller write will follow", Observation{
+			Job: makeJob("j", "u", 2).ResourceVersion("2").Completed("0", 1).Obj(), Workload: admitted,
+			SuccessfulPods: append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1})}, false},
+		{"an uncounted success and an eviction", Observation{
+			Job:            makeJob("j", "u", 2).ResourceVersion("2").Completed("0", 1).Uncounted("p-1").Obj(),
+			Workload:       &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Evicted: true, EvictionReason: "Preempted"},
+			SuccessfulPods: append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1})}, false},
+		{"nothing new, pods still uncounted", Observation{
+			Job: makeJob("j", "u", 2).ResourceVersion("2").Completed("0", 1).Uncounted("p-1").Obj(), Workload: admitted,
+			SuccessfulPods: pods("p", 0)}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := step(t, spec, &prev, map[string]Observation{"job/j": tc.obs})
+			if out.AheadOfJobs != tc.want {
+				t.Errorf("AheadOfJobs = %v, want %v; status changed: %v", out.AheadOfJobs, tc.want, !equality.Semantic.DeepEqual(out.Status, prev))
+			}
+		})
+	}
+}
+
 // TestConditionTransitions: an unchanged verdict keeps its transition time and is not
 // reported again for an event.
 func TestConditionTransitions(t *testing.T) {

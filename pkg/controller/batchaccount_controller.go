@@ -131,7 +131,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		RuleError:    ruleErr,
 		Now:          metav1.NewTime(r.now()),
 	})
-	if !equality.Semantic.DeepEqual(out.Status, ba.Status) {
+	switch {
+	case equality.Semantic.DeepEqual(out.Status, ba.Status):
+	case out.AheadOfJobs:
+		// Only attempts the Job controller is about to count changed; its status write
+		// wakes the account again and this write goes with it.
+		log.V(3).Info("account status waits for the Job controller to count its pods")
+	default:
 		prev := ba.Status.Conditions
 		if v := log.V(3); v.Enabled() {
 			v.Info("writing account status", "changes", statusChanges(&ba.Status, &out.Status))

@@ -86,7 +86,7 @@ func TestReconcileWritesStatusOnceThenEmits(t *testing.T) {
 			objs:             []client.Object{accountOfJ().Obj(), complete, workloadOfJ(complete).Obj()},
 			wantStatusWrites: 1,
 			wantAccountEvents: []string{
-				"Normal AssignmentValidValid", "Normal AdmittedAdmitted", "Normal ShardsCoveredAllShardsCovered",
+				"Normal AssignmentValidValid", "Normal AdmittedFinished", "Normal ShardsCoveredAllShardsCovered",
 				"Normal TerminatedComplete", "Normal ResultsAcceptedResultsNotRequired", "Normal AcceptedAccepted",
 			},
 			wantWorkloadEvents: []string{"Normal ShardsCoveredAllShardsCovered", "Normal AcceptedAccepted"},
@@ -104,9 +104,23 @@ func TestReconcileWritesStatusOnceThenEmits(t *testing.T) {
 			settle:             true,
 			change:             func(t *testing.T, c client.Client) { writeStatus(t, c, complete) },
 			wantStatusWrites:   1,
-			wantAccountEvents:  []string{"Normal ShardsCoveredAllShardsCovered", "Normal TerminatedComplete", "Normal AcceptedAccepted"},
+			wantAccountEvents:  []string{"Normal AdmittedFinished", "Normal ShardsCoveredAllShardsCovered", "Normal TerminatedComplete", "Normal AcceptedAccepted"},
 			wantWorkloadEvents: []string{"Normal ShardsCoveredAllShardsCovered", "Normal AcceptedAccepted"},
 			wantCovered:        "True AllShardsCovered",
+		},
+		{
+			name: "a pod succeeded that the Job controller has not counted yet: no write",
+			objs: []client.Object{accountOfJ().Obj(), running, workloadOfJ(running).Obj(),
+				wrappers.MakeIndexPod(running, "j-0", 0).UID("pod-0").Succeeded(testNow.Add(-time.Minute), "").Obj()},
+			settle: true,
+			change: func(t *testing.T, c client.Client) {
+				pod := wrappers.MakeIndexPod(running, "j-1", 1).UID("pod-1").Succeeded(testNow, "").Obj()
+				if err := c.Create(context.Background(), pod); err != nil {
+					t.Fatal(err)
+				}
+				writeStatus(t, c, jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).Uncounted("pod-1").Obj())
+			},
+			wantCovered: "False ShardsMissing",
 		},
 		{
 			name: "the status write conflicts (a stale cache, another replica): no event, retried",

@@ -342,7 +342,10 @@ type TargetStatus struct {
 	// +optional
 	TerminalObservedAt *metav1.Time `json:"terminalObservedAt,omitempty"`
 
-	// Workload is the Kueue Workload the target runs under.
+	// Workload is the Kueue Workload the target runs under, as last observed before the
+	// Job's terminal condition was recorded: after that Kueue's changes to it (Finished,
+	// deletion by its retention policy) are not followed, since they change nothing the
+	// account decides.
 	// +optional
 	Workload *WorkloadObservation `json:"workload,omitempty"`
 
@@ -429,7 +432,8 @@ type WorkloadObservation struct {
 	// EvictionReason is the reason of the Workload's Evicted condition, when evicted.
 	// +optional
 	EvictionReason string `json:"evictionReason,omitempty"`
-	// Finished is whether Kueue marked the Workload Finished.
+	// Finished is whether Kueue marked the Workload Finished (usually false: Kueue does so
+	// after the Job's terminal condition, when the observation is no longer followed).
 	// +optional
 	Finished bool `json:"finished,omitempty"`
 	// ObservedResourceVersion is the Workload resourceVersion these were read at.

@@ -35,7 +35,8 @@ const (
 	ReasonPending = "Pending"
 	// ReasonEvicted: a target's Workload was evicted.
 	ReasonEvicted = "Evicted"
-	// ReasonFinished: every target's Workload finished.
+	// ReasonFinished: every target's Job ran to its end under its admission (its Job is
+	// terminal; Kueue marks the Workload Finished after that).
 	ReasonFinished = "Finished"
 	// ReasonNoWorkload: a target runs without a Kueue Workload.
 	ReasonNoWorkload = "NoWorkload"
