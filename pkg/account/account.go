@@ -68,8 +68,8 @@ type Output struct {
 	// the verdict changes worth an event.
 	Changed []metav1.Condition
 	// AheadOfJobs is true when Status differs from Previous only by attempts read from
-	// succeeded pods that their Jobs' controller has not counted yet (they are in the
-	// Job's uncountedTerminatedPods). The Job controller's next status write counts them
+	// succeeded pods, and the Job controller has not counted some of those pods yet
+	// (PodAttempt.Uncounted). The Job controller's next status write counts them
 	// and wakes the account again, so writing now would cost one more status write per
 	// pod batch for nothing a reader of the account needs sooner (see aheadOfJobs).
 	AheadOfJobs bool
@@ -238,8 +238,8 @@ func Compute(in Input) Output {
 }
 
 // aheadOfJobs reports whether now differs from prev only by the attempt fields of targets
-// whose Jobs still hold uncounted terminated pods: the Job controller records a pod's
-// end there first and moves it into succeeded and completedIndexes in a later write.
+// with a successful pod the Job controller has not counted yet: its count is a later Job
+// status write, which wakes the account and carries these attempts.
 func aheadOfJobs(prev, now *v1alpha1.BatchAccountStatus, states []*targetState) bool {
 	if len(prev.Targets) != len(now.Targets) {
 		return false
@@ -256,8 +256,7 @@ func aheadOfJobs(prev, now *v1alpha1.BatchAccountStatus, states []*targetState) 
 			equality.Semantic.DeepEqual(t.AttemptLedger, p.AttemptLedger) {
 			continue
 		}
-		if job := states[i].obs.Job; !states[i].found || job.Status.UncountedTerminatedPods == nil ||
-			len(job.Status.UncountedTerminatedPods.Succeeded)+len(job.Status.UncountedTerminatedPods.Failed) == 0 {
+		if !states[i].found || !slices.ContainsFunc(states[i].obs.SuccessfulPods, func(p PodAttempt) bool { return p.Uncounted }) {
 			return false
 		}
 		ahead = true

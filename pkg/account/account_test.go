@@ -304,33 +304,28 @@ func TestWorkloadSettlesOnceTheJobIsTerminal(t *testing.T) {
 }
 
 // TestAheadOfJobs: attempts read from succeeded pods that the Job controller has not
-// counted yet (uncountedTerminatedPods) are no reason to write; anything else is.
+// counted yet are no reason to write (its count is a Job status write, which brings
+// them); anything else is.
 func TestAheadOfJobs(t *testing.T) {
 	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
 	admitted := &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Admitted: true, ClusterQueue: "ml-team"}
-	running := makeJob("j", "u", 2).ResourceVersion("1").Completed("0", 1)
-	prev := step(t, spec, nil, map[string]Observation{"job/j": {Job: running.Obj(), Workload: admitted, SuccessfulPods: pods("p", 0)}}).Status
+	running := makeJob("j", "u", 2).ResourceVersion("1").Completed("0", 1).Obj()
+	prev := step(t, spec, nil, map[string]Observation{"job/j": {Job: running, Workload: admitted, SuccessfulPods: pods("p", 0)}}).Status
+	attempts := func(uncounted bool) []PodAttempt {
+		return append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1, Uncounted: uncounted})
+	}
 	cases := []struct {
 		name string
 		obs  Observation
 		want bool
 	}{
-		{"a success the Job controller has not counted", Observation{
-			Job: makeJob("j", "u", 2).ResourceVersion("2").Completed("0", 1).Uncounted("p-1").Obj(), Workload: admitted,
-			SuccessfulPods: append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1})}, true},
-		{"the same success, counted", Observation{
-			Job:      makeJob("j", "u", 2).ResourceVersion("3").Completed("0-1", 2).Obj(),
-			Workload: admitted, SuccessfulPods: append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1})}, false},
-		{"a success no Job controller write will follow", Observation{
-			Job: makeJob("j", "u", 2).ResourceVersion("2").Completed("0", 1).Obj(), Workload: admitted,
-			SuccessfulPods: append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1})}, false},
-		{"an uncounted success and an eviction", Observation{
-			Job:            makeJob("j", "u", 2).ResourceVersion("2").Completed("0", 1).Uncounted("p-1").Obj(),
+		{"a success the Job controller has not counted", Observation{Job: running, Workload: admitted, SuccessfulPods: attempts(true)}, true},
+		{"the same success, counted", Observation{Job: makeJob("j", "u", 2).ResourceVersion("3").Completed("0-1", 2).Obj(), Workload: admitted, SuccessfulPods: attempts(false)}, false},
+		{"a success no Job controller write will follow", Observation{Job: running, Workload: admitted, SuccessfulPods: attempts(false)}, false},
+		{"an uncounted success and an eviction", Observation{Job: running,
 			Workload:       &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Evicted: true, EvictionReason: "Preempted"},
-			SuccessfulPods: append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1})}, false},
-		{"nothing new, pods still uncounted", Observation{
-			Job: makeJob("j", "u", 2).ResourceVersion("2").Completed("0", 1).Uncounted("p-1").Obj(), Workload: admitted,
-			SuccessfulPods: pods("p", 0)}, false},
+			SuccessfulPods: attempts(true)}, false},
+		{"nothing new", Observation{Job: running, Workload: admitted, SuccessfulPods: []PodAttempt{{UID: "p-0", Index: 0, Uncounted: true}}}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

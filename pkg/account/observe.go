@@ -41,6 +41,10 @@ type Observation struct {
 type PodAttempt struct {
 	UID   types.UID
 	Index int
+	// Uncounted is true while the Job controller has not counted this success: the pod
+	// still carries its tracking finalizer, or is in the Job's uncountedTerminatedPods. A
+	// Job status write follows for each such pod.
+	Uncounted bool
 }
 
 // jobFacts are the pieces of a Job the account reads, already interpreted.

@@ -1,6 +1,8 @@
 package relations
 
 import (
+	"slices"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +65,17 @@ func SucceededIndexOf(pod *corev1.Pod, job *batchv1.Job) (int, bool) {
 	return IndexOf(pod, job)
 }
 
+// uncounted reports whether the Job controller has yet to count pod's end: it records a
+// terminated pod in uncountedTerminatedPods, then removes the pod's tracking finalizer,
+// then moves it into succeeded (and completedIndexes) in a later status write.
+func uncounted(job *batchv1.Job, pod *corev1.Pod) bool {
+	if slices.Contains(pod.Finalizers, batchv1.JobTrackingFinalizer) {
+		return true
+	}
+	u := job.Status.UncountedTerminatedPods
+	return u != nil && (slices.Contains(u.Succeeded, pod.UID) || slices.Contains(u.Failed, pod.UID))
+}
+
 // SuccessfulAttempts are the succeeded index pods of job among pods (SucceededIndexOf),
 // as the account core's observation of the Job's attempts.
 func SuccessfulAttempts(job *batchv1.Job, pods []corev1.Pod) []account.PodAttempt {
@@ -70,7 +83,7 @@ func SuccessfulAttempts(job *batchv1.Job, pods []corev1.Pod) []account.PodAttemp
 	for i := range pods {
 		p := &pods[i]
 		if idx, ok := SucceededIndexOf(p, job); ok {
-			out = append(out, account.PodAttempt{UID: p.UID, Index: idx})
+			out = append(out, account.PodAttempt{UID: p.UID, Index: idx, Uncounted: uncounted(job, p)})
 		}
 	}
 	return out

@@ -44,3 +44,37 @@ func TestSuccessfulAttempts(t *testing.T) {
 		t.Errorf("attempts %+v; want %+v", got, want)
 	}
 }
+
+// TestSuccessfulAttemptsUncounted: a success is uncounted while the pod keeps the Job
+// controller's tracking finalizer or is listed in the Job's uncountedTerminatedPods.
+func TestSuccessfulAttemptsUncounted(t *testing.T) {
+	cases := []struct {
+		name       string
+		finalizers []string
+		listed     bool
+		want       bool
+	}{
+		{"tracking finalizer on", []string{batchv1.JobTrackingFinalizer}, false, true},
+		{"in uncountedTerminatedPods", nil, true, true},
+		{"counted: neither", nil, false, false},
+		{"only someone else's finalizer", []string{"example.com/keep"}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := job("j")
+			pod := corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Finalizers: tc.finalizers,
+					Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: "0"},
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: j.UID, Controller: ptr.To(true)}}},
+				Status: corev1.PodStatus{Phase: corev1.PodSucceeded},
+			}
+			if tc.listed {
+				j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"p"}}
+			}
+			got := SuccessfulAttempts(j, []corev1.Pod{pod})
+			if len(got) != 1 || got[0].Uncounted != tc.want {
+				t.Errorf("attempts %+v; want one with Uncounted %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -291,13 +291,6 @@ func (w *JobWrapper) FailedIndexes(indexes string) *JobWrapper {
 	return w
 }
 
-// Uncounted sets status.uncountedTerminatedPods.succeeded: pods the Job controller saw
-// succeed and has not yet moved into succeeded and completedIndexes.
-func (w *JobWrapper) Uncounted(succeeded ...types.UID) *JobWrapper {
-	w.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: succeeded}
-	return w
-}
-
 // Condition appends a condition of type t, status True, with reason, last changed at.
 func (w *JobWrapper) Condition(t batchv1.JobConditionType, reason string, at time.Time) *JobWrapper {
 	w.Status.Conditions = append(w.Status.Conditions, batchv1.JobCondition{
