@@ -382,7 +382,9 @@ func cacheOptions() cache.Options {
 // and only once they succeeded (a field selector on status.phase). A coverage account
 // counts only succeeded pods and holds none, so the API server never sends it the
 // Pending and Running updates of those pods, which were most of the pod traffic the
-// controller decoded only to drop. It shares the manager's HTTP client and RESTMapper, and
+// controller decoded only to drop. It holds their metadata only (relations.PodMetadata):
+// owner, completion index, UID and finalizers are all an account reads of a succeeded
+// pod, and the API server then sends neither spec nor status. It shares the manager's HTTP client and RESTMapper, and
 // starts with the controllers (only the leader watches).
 func coveragePodCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
@@ -391,17 +393,16 @@ func coveragePodCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error
 		Mapper:           mgr.GetRESTMapper(),
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {
-				Label:     scopeSelector(v1alpha1.ScopeCoverage),
-				Field:     fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded)),
-				Transform: podTransform,
+			relations.PodMetadata(): {
+				Label: scopeSelector(v1alpha1.ScopeCoverage),
+				Field: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded)),
 			},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := relations.RegisterPodIndexes(ctx, c); err != nil {
+	if err := relations.RegisterPodIndexes(ctx, c, relations.PodMetadata()); err != nil {
 		return nil, err
 	}
 	return c, mgr.Add(c)

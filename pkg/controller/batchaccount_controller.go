@@ -44,9 +44,10 @@ type Reconciler struct {
 	// scope (its account came after it started) are not in the cache.
 	APIReader client.Reader
 	// CoveragePods, when set, is the cache of the succeeded pods of Jobs in the coverage
-	// scope (v1alpha1.ScopeCoverage), with the relations.RegisterPodIndexes indexes: all
-	// such an account reads of its pods, so the Pending and Running updates of its pods are
-	// never sent to the controller at all. The manager's cache then holds only the pods of
+	// scope (v1alpha1.ScopeCoverage), as metadata (relations.PodMetadata), with the
+	// relations.RegisterPodIndexes indexes: all such an account reads of its pods, so the
+	// Pending and Running updates of its pods are never sent to the controller, and their
+	// specs and statuses are never decoded. The manager's cache then holds only the pods of
 	// the results scope, which the releaser follows in every phase. Unset (unit tests),
 	// coverage pods are read from Client like results pods.
 	CoveragePods cache.Cache
@@ -196,7 +197,7 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.CoveragePods != nil {
-		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, &corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), podSucceeded))
+		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.podToAccounts), succeededPodArrived))
 	}
 	return b.
 		// An account is mostly created just before its Jobs (one kubectl apply): batched
@@ -272,6 +273,16 @@ func splitConditions(conds []metav1.Condition) (ours, others []metav1.Condition)
 		}
 	}
 	return ours, others
+}
+
+// succeededPodArrived is podSucceeded for the cache of succeeded pods' metadata: a pod
+// enters it when it succeeds (a create event) and leaves it when deleted; its later
+// updates (the Job controller removing its finalizer) change nothing an account reads.
+var succeededPodArrived = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return relations.HasCompletionIndex(e.Object.GetAnnotations()) },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return relations.HasCompletionIndex(e.Object.GetAnnotations()) },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // podSucceeded passes pods of Indexed Jobs whose phase became Succeeded, and deletions;

@@ -43,12 +43,20 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	o.obs.RestartAttempt = attempt
 	// The pods are only read: listing them without a deep copy saves a copy of every pod
 	// of the Job on every reconcile (the largest cost in the load benchmark's profile).
+	ofJob := client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}
 	var pods corev1.PodList
-	if reader := r.podReader(job.Spec.Template.Labels[v1alpha1.LabelScope]); reader != nil {
-		if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+	switch scope := job.Spec.Template.Labels[v1alpha1.LabelScope]; {
+	case scope == v1alpha1.ScopeCoverage && r.CoveragePods != nil:
+		list := relations.PodMetadataList()
+		if err := r.CoveragePods.List(ctx, list, client.InNamespace(namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {
 			return o, err
 		}
-	} else {
+		pods.Items = relations.SucceededPods(list.Items)
+	case scope != "" || r.APIReader == nil:
+		if err := r.List(ctx, &pods, client.InNamespace(namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {
+			return o, err
+		}
+	default:
 		// A Job outside the opt-in scope (it started before its account existed): its pods
 		// are not in the cache. Only succeeded pods count (attempts, results), so only
 		// those are read, straight from the API server.
@@ -70,19 +78,6 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		o.obs.Workload = workloadObservation(wl)
 	}
 	return o, nil
-}
-
-// podReader is the cache that holds the pods of a Job labelled with scope: the results
-// scope's pods are in the manager's cache, the coverage scope's succeeded pods in
-// CoveragePods. nil for a Job outside the opt-in scope, whose pods no cache holds.
-func (r *Reconciler) podReader(scope string) client.Reader {
-	switch {
-	case scope == v1alpha1.ScopeCoverage && r.CoveragePods != nil:
-		return r.CoveragePods
-	case scope != "" || r.APIReader == nil:
-		return r.Client
-	}
-	return nil
 }
 
 // workloadObservation reads admission, eviction and finish from a Kueue Workload.

@@ -4,11 +4,13 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -46,6 +48,44 @@ func TestWorkloadChanged(t *testing.T) {
 			tc.change(updated)
 			if got := workloadChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated}); got != tc.want {
 				t.Errorf("workloadChanged = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSucceededPodArrived: the cache of succeeded coverage pods (metadata only) wakes
+// accounts when an index pod enters it (it succeeded) or leaves it (deleted), never for
+// its later updates, and never for a pod without a completion index.
+func TestSucceededPodArrived(t *testing.T) {
+	pod := func(index bool) *metav1.PartialObjectMetadata {
+		m := relations.PodMetadata()
+		m.Name, m.Namespace = "j-0", "ns"
+		if index {
+			m.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}
+		}
+		return m
+	}
+	cases := []struct {
+		name string
+		pass func(p *metav1.PartialObjectMetadata) bool
+		want [2]bool // an index pod, a pod without an index
+	}{
+		{"create (it succeeded)", func(p *metav1.PartialObjectMetadata) bool {
+			return succeededPodArrived.Create(event.CreateEvent{Object: p})
+		}, [2]bool{true, false}},
+		{"update (a finalizer removed)", func(p *metav1.PartialObjectMetadata) bool {
+			q := p.DeepCopy()
+			q.Finalizers = nil
+			return succeededPodArrived.Update(event.UpdateEvent{ObjectOld: p, ObjectNew: q})
+		}, [2]bool{false, false}},
+		{"delete", func(p *metav1.PartialObjectMetadata) bool {
+			return succeededPodArrived.Delete(event.DeleteEvent{Object: p})
+		}, [2]bool{true, false}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := [2]bool{tc.pass(pod(true)), tc.pass(pod(false))}; got != tc.want {
+				t.Errorf("passes (index pod, pod without index) = %v, want %v", got, tc.want)
 			}
 		})
 	}

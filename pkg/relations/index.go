@@ -141,14 +141,15 @@ func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 			return err
 		}
 	}
-	return RegisterPodIndexes(ctx, fi)
+	return RegisterPodIndexes(ctx, fi, &corev1.Pod{})
 }
 
-// RegisterPodIndexes registers the pod indexes alone: the manager's cache has them through
-// RegisterIndexes, the cache of succeeded coverage pods (which holds pods only) through
-// this, since indexing another type there would start an informer of it.
-func RegisterPodIndexes(ctx context.Context, fi client.FieldIndexer) error {
-	return fi.IndexField(ctx, &corev1.Pod{}, IndexOwnerUID, ownerUIDIndex)
+// RegisterPodIndexes registers the pod indexes alone, on pods of the given form: the
+// manager's cache holds whole pods (*corev1.Pod, through RegisterIndexes), the cache of
+// succeeded coverage pods holds their metadata (PodMetadata) and is indexed through this
+// alone, since indexing another type there would start an informer of it.
+func RegisterPodIndexes(ctx context.Context, fi client.FieldIndexer, pod client.Object) error {
+	return fi.IndexField(ctx, pod, IndexOwnerUID, ownerUIDIndex)
 }
 
 // AccountsNaming lists the accounts of namespace that name one of keys, each once, in

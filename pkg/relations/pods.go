@@ -34,6 +34,33 @@ func CompletionIndex(p *corev1.Pod) (int, bool) {
 	return i, true
 }
 
+// PodMetadata is a pod as a metadata-only cache holds it (its GroupVersionKind set, so
+// that a cache and a client know which resource it is).
+func PodMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	return m
+}
+
+// PodMetadataList is a list of PodMetadata.
+func PodMetadataList() *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	return l
+}
+
+// SucceededPods turns the metadata of pods known to have succeeded (read from a cache
+// selected on status.phase=Succeeded) into pods that say so. All the accounting reads of
+// a succeeded pod is in its metadata (owner, completion index, UID, finalizers); its
+// phase is what the selector guarantees.
+func SucceededPods(items []metav1.PartialObjectMetadata) []corev1.Pod {
+	out := make([]corev1.Pod, len(items))
+	for i := range items {
+		out[i] = corev1.Pod{ObjectMeta: items[i].ObjectMeta, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
+	}
+	return out
+}
+
 // IsSucceededIndexPod reports whether obj is a pod of an Indexed Job (it carries a
 // completion index annotation) that Succeeded. It is the cheap test of the watches:
 // whose Job the pod belongs to is SucceededIndexOf's question.

@@ -78,3 +78,18 @@ func TestSuccessfulAttemptsUncounted(t *testing.T) {
 		})
 	}
 }
+
+// TestSucceededPodsFromMetadata: the metadata of a succeeded pod (all the coverage cache
+// holds) counts as the same attempt as the whole pod, finalizer included.
+func TestSucceededPodsFromMetadata(t *testing.T) {
+	j := job("j")
+	m := PodMetadata()
+	m.Name, m.UID, m.Finalizers = "p", "p", []string{batchv1.JobTrackingFinalizer}
+	m.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: "3"}
+	m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: j.UID, Controller: ptr.To(true)}}
+	got := SuccessfulAttempts(j, SucceededPods([]metav1.PartialObjectMetadata{*m}))
+	want := []account.PodAttempt{{UID: "p", Index: 3, Uncounted: true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("attempts %+v; want %+v", got, want)
+	}
+}
