@@ -63,9 +63,9 @@ func loadTable(results []loadResult) report.Table {
 
 // loadDetailTable is the load's figures that only the Markdown shows.
 func loadDetailTable(results []loadResult) report.Table {
-	t := report.Table{Header: []string{"size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s"}}
+	t := report.Table{Header: []string{"mode", "size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s"}}
 	for _, r := range results {
-		t.Rows = append(t.Rows, []string{r.size.String(), fmt.Sprintf("%.0f", r.cost.reconciles), fmt.Sprintf("%.0f", r.cost.wlWrites),
+		t.Rows = append(t.Rows, []string{r.mode, r.size.String(), fmt.Sprintf("%.0f", r.cost.reconciles), fmt.Sprintf("%.0f", r.cost.wlWrites),
 			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds())})
 	}
 	return t
