@@ -139,14 +139,6 @@ func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
 	ts.obs.Workload = &w
 }
 
-// terminal is the identity's terminal condition: observed, or on its record.
-func (ts *targetState) terminal() string {
-	if ts.found || ts.deleted {
-		return ts.facts.terminal
-	}
-	return ""
-}
-
 // Compute derives the account status from its input.
 func Compute(in Input) Output {
 	prev := in.Previous
@@ -555,7 +547,7 @@ func admittedCondition(states []*targetState) metav1.Condition {
 			unqueued = append(unqueued, name)
 		case w.Evicted:
 			evicted = append(evicted, fmt.Sprintf("%s (Workload %s)", name, w.Name))
-		case w.Finished || ts.terminal() != "":
+		case w.Finished || ts.facts.terminal != "":
 			// Kueue finishes a Workload because its Job ended; the Job says so first.
 			finished++
 		case !w.Admitted:
