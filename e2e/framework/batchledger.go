@@ -17,10 +17,6 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// UseDeployedControllerEnv: with an existing cluster, the batchledger controller is expected
-// to be deployed there already (kind, a real cluster); its metrics are then not read.
-const UseDeployedControllerEnv = "E2E_BATCHLEDGER_DEPLOYED"
-
 // batchledger is the controller process of a local cluster.
 var batchledger struct {
 	mu      sync.Mutex
