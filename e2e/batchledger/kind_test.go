@@ -198,7 +198,13 @@ func TestKindTrainerHeadlessService(t *testing.T) {
 	var job *batchv1.Job
 	for _, o := range objs {
 		if j, ok := o.(*batchv1.Job); ok {
-			onKubelet(&j.Spec.Template.Spec, envVar(worker.EnvShards, "r0,r1,r2,r3"), envVar(worker.EnvWaitForHosts, hosts))
+			// After the rendezvous each rank works 30 s, as a trainer trains: a rank that
+			// exited at once would leave the headless Service's DNS (Succeeded pods are not
+			// endpoints) before a slower rank, whose lookups CoreDNS answered NXDOMAIN while
+			// the records were not yet published, had resolved it; that rank then waited
+			// forever (seen once in CI: rank 0 Running 3 min after ranks 1-3 succeeded).
+			onKubelet(&j.Spec.Template.Spec, envVar(worker.EnvShards, "r0,r1,r2,r3"), envVar(worker.EnvWaitForHosts, hosts),
+				envVar(worker.EnvWorkSeconds, "30"))
 			job = j
 		}
 		f.Create(o)
