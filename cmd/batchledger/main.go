@@ -384,8 +384,8 @@ func cacheOptions() cache.Options {
 // Pending and Running updates of those pods, which were most of the pod traffic the
 // controller decoded only to drop. It holds their metadata only (relations.PodMetadata):
 // owner, completion index, UID and finalizers are all an account reads of a succeeded
-// pod, and the API server then sends neither spec nor status. It shares the manager's HTTP client and RESTMapper, and
-// starts with the controllers (only the leader watches).
+// pod, and the API server then sends neither spec nor status. It shares the manager's
+// HTTP client and RESTMapper, and starts with the controllers (only the leader watches).
 func coveragePodCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient:       mgr.GetHTTPClient(),

@@ -42,7 +42,7 @@ build() {
 KIND_MIN_FREE_GIB=${KIND_MIN_FREE_GIB:-6}
 
 need_disk() {
-  local dir=$CACHE_DIR/docker avail_kib
+  local dir=$DOCKER_DATA_DIR avail_kib
   avail_kib=$(df -Pk "$dir" | awk 'NR == 2 {print $4}')
   [ "$avail_kib" -ge $((KIND_MIN_FREE_GIB * 1024 * 1024)) ] && return
   df -h "$dir" >&2

@@ -20,7 +20,6 @@ source "$HACK_DIR/kind/lib.sh"
 RUN_DIR=${BATCHLEDGER_DOCKER_RUN_DIR:-/run/batchledger-docker}
 SOCK=$RUN_DIR/docker.sock
 PIDFILE=$RUN_DIR/dockerd.pid
-DATA_DIR=$CACHE_DIR/docker
 # The Debian engine's client speaks the engine's API version; a newer client elsewhere on
 # PATH (e.g. /usr/local/bin/docker) may not, so the scripts put /usr/bin first.
 export PATH=/usr/bin:/usr/sbin:$PATH
@@ -41,7 +40,7 @@ up() {
   install
   if running; then log "dockerd: running (pid $(cat "$PIDFILE"))"; return; fi
   [ -x "$KIND_OWN_BIN_DIR/runtime-wrapper" ] || die "no runtime wrapper: run hack/kind/build.sh"
-  mkdir -p "$RUN_DIR" "$DATA_DIR"
+  mkdir -p "$RUN_DIR" "$DOCKER_DATA_DIR"
   cat >"$RUN_DIR/daemon.json" <<JSON
 {
   "runtimes": {"capwrap": {"path": "$KIND_OWN_BIN_DIR/runtime-wrapper"}},
@@ -56,8 +55,8 @@ JSON
   # dockerd rewrites the host's iptables (its chains, FORWARD and NAT rules for each
   # bridge); down restores this snapshot.
   iptables-save >"$RUN_DIR/iptables.before" 2>/dev/null || true
-  log "dockerd: starting (data root $DATA_DIR)"
-  nohup dockerd --config-file "$RUN_DIR/daemon.json" --data-root "$DATA_DIR" --exec-root "$RUN_DIR/exec" \
+  log "dockerd: starting (data root $DOCKER_DATA_DIR)"
+  nohup dockerd --config-file "$RUN_DIR/daemon.json" --data-root "$DOCKER_DATA_DIR" --exec-root "$RUN_DIR/exec" \
     --pidfile "$PIDFILE" -H "unix://$SOCK" >"$RUN_DIR/dockerd.log" 2>&1 &
   local i
   for i in $(seq 1 60); do

@@ -14,6 +14,8 @@ COREDNS_BIN_DIR=$(component_dir coredns "$COREDNS_VERSION-kubeadm-plugins")
 KIND_OWN_BIN_DIR=$CACHE_DIR/kind-own
 NODE_IMAGE=batchledger.dev/kind-node:$KUBE_VERSION
 DOCKER_SOCK=${BATCHLEDGER_DOCKER_RUN_DIR:-/run/batchledger-docker}/docker.sock
+# DOCKER_DATA_DIR is the private engine's data root: in the cache, so images outlive runs.
+DOCKER_DATA_DIR=$CACHE_DIR/docker
 MANAGER_IMAGE=batchledger.dev/batchledger:e2e
 WORKER_IMAGE=batchledger.dev/example-worker:e2e
 # KIND_CLUSTER is the kind cluster's name; its kubeconfig is written to KIND_KUBECONFIG.

@@ -135,8 +135,7 @@ func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
 	if w := ts.obs.Workload; w != nil && w.UID != prev.Workload.UID {
 		return
 	}
-	w := *prev.Workload.DeepCopy()
-	ts.obs.Workload = &w
+	ts.obs.Workload = prev.Workload.DeepCopy()
 }
 
 // Compute derives the account status from its input.
@@ -248,7 +247,7 @@ func aheadOfJobs(prev, now *v1alpha1.BatchAccountStatus, states []*targetState) 
 			equality.Semantic.DeepEqual(t.AttemptLedger, p.AttemptLedger) {
 			continue
 		}
-		if !states[i].found || !slices.ContainsFunc(states[i].obs.SuccessfulPods, func(p PodAttempt) bool { return p.Uncounted }) {
+		if !states[i].found || !slices.ContainsFunc(states[i].obs.SuccessfulPods, func(a PodAttempt) bool { return a.Uncounted }) {
 			return false
 		}
 		ahead = true

@@ -13,20 +13,23 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 )
 
+// pod is a pod named and identified uid in phase, controlled by Job j of UID owner (none
+// when ""), with completion index annotation index (none when "").
+func pod(uid string, phase corev1.PodPhase, owner types.UID, index string) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid), Annotations: map[string]string{}}, Status: corev1.PodStatus{Phase: phase}}
+	if index != "" {
+		p.Annotations[batchv1.JobCompletionIndexAnnotation] = index
+	}
+	if owner != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: owner, Controller: ptr.To(true)}}
+	}
+	return p
+}
+
 // TestSuccessfulAttempts: only succeeded pods controlled by the Job (this UID) with one
 // completion index are attempts of its identity; repeats of an index all count.
 func TestSuccessfulAttempts(t *testing.T) {
 	job := job("j")
-	pod := func(uid string, phase corev1.PodPhase, owner types.UID, index string) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid), Annotations: map[string]string{}}, Status: corev1.PodStatus{Phase: phase}}
-		if index != "" {
-			p.Annotations[batchv1.JobCompletionIndexAnnotation] = index
-		}
-		if owner != "" {
-			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: owner, Controller: ptr.To(true)}}
-		}
-		return p
-	}
 	pods := []corev1.Pod{
 		pod("ok-0", corev1.PodSucceeded, job.UID, "0"),
 		pod("ok-2", corev1.PodSucceeded, job.UID, "2"),
@@ -62,16 +65,12 @@ func TestSuccessfulAttemptsUncounted(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			j := job("j")
-			pod := corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "p", Finalizers: tc.finalizers,
-					Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: "0"},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: j.UID, Controller: ptr.To(true)}}},
-				Status: corev1.PodStatus{Phase: corev1.PodSucceeded},
-			}
+			p := pod("p", corev1.PodSucceeded, j.UID, "0")
+			p.Finalizers = tc.finalizers
 			if tc.listed {
 				j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"p"}}
 			}
-			got := SuccessfulAttempts(j, []corev1.Pod{pod})
+			got := SuccessfulAttempts(j, []corev1.Pod{p})
 			if len(got) != 1 || got[0].Uncounted != tc.want {
 				t.Errorf("attempts %+v; want one with Uncounted %v", got, tc.want)
 			}
@@ -84,9 +83,8 @@ func TestSuccessfulAttemptsUncounted(t *testing.T) {
 func TestSucceededPodsFromMetadata(t *testing.T) {
 	j := job("j")
 	m := PodMetadata()
-	m.Name, m.UID, m.Finalizers = "p", "p", []string{batchv1.JobTrackingFinalizer}
-	m.Annotations = map[string]string{batchv1.JobCompletionIndexAnnotation: "3"}
-	m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: j.UID, Controller: ptr.To(true)}}
+	m.ObjectMeta = pod("p", corev1.PodSucceeded, j.UID, "3").ObjectMeta
+	m.Finalizers = []string{batchv1.JobTrackingFinalizer}
 	got := SuccessfulAttempts(j, SucceededPods([]metav1.PartialObjectMetadata{*m}))
 	want := []account.PodAttempt{{UID: "p", Index: 3, Uncounted: true}}
 	if !slices.Equal(got, want) {
