@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
@@ -354,7 +356,8 @@ func podNamespace() string {
 // the releaser must see a held pod deleted before it ran; the coverage scope's pods are in
 // coveragePodCache. Without managed fields and with a spec cut down to the container names
 // a result is read from, so memory follows the accounted pods, not every pod of the
-// cluster. Workloads: without the pod templates Kueue copies into each podSet.
+// cluster. Workloads: without the pod templates Kueue copies into each podSet. Jobs and
+// JobSets: without the pod specs of their templates (jobTransform, jobSetTransform).
 func cacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -363,6 +366,8 @@ func cacheOptions() cache.Options {
 				Label:     scopeSelector(v1alpha1.ScopeResults),
 				Transform: podTransform,
 			},
+			&batchv1.Job{}:      {Transform: jobTransform},
+			&jobsetapi.JobSet{}: {Transform: jobSetTransform},
 			&kueue.Workload{}: {
 				Transform: func(obj any) (any, error) {
 					if wl, ok := obj.(*kueue.Workload); ok {
@@ -418,6 +423,31 @@ func podTransform(obj any) (any, error) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		p.ManagedFields = nil
 		p.Spec = containerNames(p.Spec)
+	}
+	return obj, nil
+}
+
+// jobTransform strips a cached Job to what the controllers read: its metadata, its spec
+// but for the pod spec of its template (the template's labels and annotations carry the
+// opt-in scope), and its status. The cache holds every Job of the cluster, most of them
+// no account's, and each reconcile copies its targets' Jobs out of it: a pod spec (images,
+// environment, volumes) is most of a Job and no controller reads it. A patch answers with
+// the whole Job; that copy is the caller's, never the cache's.
+func jobTransform(obj any) (any, error) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		j.ManagedFields = nil
+		j.Spec.Template.Spec = corev1.PodSpec{}
+	}
+	return obj, nil
+}
+
+// jobSetTransform is jobTransform for each replicatedJob's Job template of a JobSet.
+func jobSetTransform(obj any) (any, error) {
+	if js, ok := obj.(*jobsetapi.JobSet); ok {
+		js.ManagedFields = nil
+		for i := range js.Spec.ReplicatedJobs {
+			js.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec = corev1.PodSpec{}
+		}
 	}
 	return obj, nil
 }

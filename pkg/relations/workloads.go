@@ -63,9 +63,14 @@ func NewestWorkloadsByOwner(wls []kueue.Workload) map[types.UID]*kueue.Workload 
 
 // WorkloadOfJob reads the Workload a Job runs under (the NewestWorkload owned by
 // WorkloadOwnerUID) through IndexOwnerUID; nil when there is none.
+//
+// The Workload is read-only: from the cache it is its own object, not a copy
+// (UnsafeDisableDeepCopy). Every reconcile reads the Workload of each target, and only
+// reads it: conditions are published with an apply configuration of their own.
 func WorkloadOfJob(ctx context.Context, r client.Reader, job *batchv1.Job) (*kueue.Workload, error) {
 	var wls kueue.WorkloadList
-	if err := r.List(ctx, &wls, client.InNamespace(job.Namespace), client.MatchingFields{IndexOwnerUID: string(WorkloadOwnerUID(job))}); err != nil {
+	if err := r.List(ctx, &wls, client.InNamespace(job.Namespace), client.MatchingFields{IndexOwnerUID: string(WorkloadOwnerUID(job))},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return NewestWorkload(wls.Items), nil
