@@ -386,7 +386,7 @@ func TestChartManagerDefaults(t *testing.T) {
 			t.Errorf("--%s defaults to %q in cmd/batchledger/main.go, managerDefaults says %q", name, got, want)
 		}
 	}
-	for _, name := range []string{"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "concurrent-account-syncs", "kube-api-qps", "kube-api-burst", "workload-message-interval"} {
+	for _, name := range []string{"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "concurrent-account-syncs", "kube-api-qps", "kube-api-burst", "workload-message-interval", "waiting-status-delay"} {
 		if _, ok := defaults[name]; !ok {
 			t.Errorf("no literal default for --%s found in cmd/batchledger/main.go", name)
 		}

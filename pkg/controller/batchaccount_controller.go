@@ -65,9 +65,15 @@ type Reconciler struct {
 	// Workload (a count that moved); what a reader must learn at once is written at once
 	// (see publish and urgent). 0 writes every change at once.
 	WorkloadMessageInterval time.Duration
+	// WaitingStatusDelay is how long an account status that only changes which wait the
+	// account is in (waitingOnly) waits before it is written, so that the steps of a
+	// batch's start share one write; coverage, milestones and problems are written at
+	// once. 0 writes every change at once.
+	WaitingStatusDelay time.Duration
 
 	criteriaOnce   sync.Once
-	workloadWrites workloadWrites
+	workloadWrites progressClock
+	accountWaits   progressClock
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
@@ -121,6 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	now := r.now()
 	out := account.Compute(account.Input{
 		Namespace:    ba.Namespace,
 		Generation:   ba.Generation,
@@ -130,14 +137,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Observations: obs,
 		Results:      results,
 		RuleError:    ruleErr,
-		Now:          metav1.NewTime(r.now()),
+		Now:          metav1.NewTime(now),
 	})
+	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
+	// due is when deferred progress (of the account, of a Workload) brings it back.
+	var due time.Duration
+	if changed && !out.AheadOfJobs && waitingOnly(&ba.Status, &out.Status, out.Changed) {
+		due = r.accountWaits.wait(ba.UID, now, r.WaitingStatusDelay)
+	}
 	switch {
-	case equality.Semantic.DeepEqual(out.Status, ba.Status):
+	case !changed:
 	case out.AheadOfJobs:
 		// Only attempts the Job controller is about to count changed; its status write
 		// wakes the account again and this write goes with it.
 		log.V(3).Info("account status waits for the Job controller to count its pods")
+	case due > 0:
+		log.V(3).Info("account status waits: only which wait the account is in changed", "for", due)
 	default:
 		prev := ba.Status.Conditions
 		if v := log.V(3); v.Enabled() {
@@ -150,6 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		r.Metrics.statusWritten()
+		r.accountWaits.wrote(ba.UID)
 		// Events follow only the write that recorded the change: the update carries the
 		// resourceVersion read, so a replica with a stale cache, or a second replica
 		// after a leader change, conflicts above instead of repeating them.
@@ -169,7 +185,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// follow it even when nothing was written (e.g. after a controller restart).
 	r.Metrics.accountObserved(&ba)
 	// Progress deferred on any Workload brings the account back when it is due.
-	var due time.Duration
 	for _, wl := range workloads {
 		wait, err := r.publish(ctx, wl, &ba)
 		if err != nil {

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -179,52 +177,6 @@ func urgent(have, want []metav1.Condition) bool {
 		}
 	}
 	return false
-}
-
-// workloadWrites remembers, per Workload, since when progress has waited unpublished. In
-// memory: after a restart or a leader change pending progress waits one interval again.
-type workloadWrites struct {
-	mu      sync.Mutex
-	pending map[types.UID]time.Time
-	swept   time.Time
-}
-
-// wait is how long progress on Workload uid must still wait (0: write now). Progress
-// waits interval from when it was first seen unpublished, not from the last write: a
-// batch that waited long in the queue and then finishes within the interval publishes
-// its coverage with its acceptance, in one write.
-func (w *workloadWrites) wait(uid types.UID, now time.Time, interval time.Duration) time.Duration {
-	if interval <= 0 {
-		return 0
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.pending == nil {
-		w.pending = map[types.UID]time.Time{}
-	}
-	// Forget what waited so long that its Workload must be gone (a live one is written
-	// when due): the map follows the Workloads with progress pending, not all.
-	if now.Sub(w.swept) >= interval {
-		for id, since := range w.pending {
-			if now.Sub(since) >= 10*interval {
-				delete(w.pending, id)
-			}
-		}
-		w.swept = now
-	}
-	since, ok := w.pending[uid]
-	if !ok {
-		w.pending[uid] = now
-		return interval
-	}
-	return max(0, interval-now.Sub(since))
-}
-
-// wrote records that Workload uid carries everything up to now.
-func (w *workloadWrites) wrote(uid types.UID) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.pending, uid)
 }
 
 // upToDate reports whether have carries every condition of want as it is (transition

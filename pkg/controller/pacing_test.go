@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// statusOf is an account status with the given covered count and conditions
+// ("Type=Status/Reason").
+func statusOf(covered int32, conds ...metav1.Condition) *v1alpha1.BatchAccountStatus {
+	return &v1alpha1.BatchAccountStatus{Shards: v1alpha1.ShardSummary{Total: 2, Covered: covered}, Conditions: conds}
+}
+
+func condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: reason}
+}
+
+// TestWaitingOnly: an account status waits only when it changes nothing but which wait
+// the account is in; coverage, a milestone, a fall from True and a problem are written at
+// once.
+func TestWaitingOnly(t *testing.T) {
+	const (
+		T = metav1.ConditionTrue
+		F = metav1.ConditionFalse
+		U = metav1.ConditionUnknown
+	)
+	valid := condition(v1alpha1.ConditionAssignmentValid, T, v1alpha1.ReasonValid)
+	noWorkload := condition(v1alpha1.ConditionAdmitted, U, v1alpha1.ReasonNoWorkload)
+	notFound := condition(v1alpha1.ConditionAdmitted, F, v1alpha1.ReasonTargetsNotFound)
+	pending := condition(v1alpha1.ConditionAdmitted, F, v1alpha1.ReasonPending)
+	admitted := condition(v1alpha1.ConditionAdmitted, T, v1alpha1.ReasonAdmitted)
+	evicted := condition(v1alpha1.ConditionAdmitted, F, v1alpha1.ReasonEvicted)
+	missing := condition(v1alpha1.ConditionShardsCovered, F, v1alpha1.ReasonShardsMissing)
+	covered := condition(v1alpha1.ConditionShardsCovered, T, v1alpha1.ReasonAllShardsCovered)
+	invalid := condition(v1alpha1.ConditionAssignmentValid, F, v1alpha1.ReasonDuplicateShard)
+	notRequired := condition(v1alpha1.ConditionResultsAccepted, T, v1alpha1.ReasonResultsNotRequired)
+	cases := []struct {
+		name       string
+		prev, next *v1alpha1.BatchAccountStatus
+		changed    []metav1.Condition
+		want       bool
+	}{
+		{"the first status, waiting for the Jobs", statusOf(0), statusOf(0, valid, notFound, missing, notRequired),
+			[]metav1.Condition{valid, notFound, missing, notRequired}, true},
+		{"the first status, an invalid assignment", statusOf(0), statusOf(0, invalid, notFound, missing),
+			[]metav1.Condition{invalid, notFound, missing}, false},
+		{"the first status, shards already covered", statusOf(0), statusOf(1, valid, admitted, missing),
+			[]metav1.Condition{valid, admitted, missing}, false},
+		{"the Jobs appeared, their Workloads not yet", statusOf(0, valid, notFound, missing), statusOf(0, valid, noWorkload, missing),
+			[]metav1.Condition{noWorkload}, true},
+		{"the Workloads appeared, pending", statusOf(0, valid, noWorkload, missing), statusOf(0, valid, pending, missing),
+			[]metav1.Condition{pending}, true},
+		{"only observations of the targets changed", statusOf(0, valid, pending, missing), statusOf(0, valid, pending, missing),
+			nil, true},
+		{"admitted: a milestone", statusOf(0, valid, pending, missing), statusOf(0, valid, admitted, missing),
+			[]metav1.Condition{admitted}, false},
+		{"evicted: a fall from True", statusOf(0, valid, admitted, missing), statusOf(0, valid, evicted, missing),
+			[]metav1.Condition{evicted}, false},
+		{"evicted while pending: a problem", statusOf(0, valid, pending, missing), statusOf(0, valid, evicted, missing),
+			[]metav1.Condition{evicted}, false},
+		{"a shard covered", statusOf(0, valid, admitted, missing), statusOf(1, valid, admitted, missing),
+			nil, false},
+		{"all shards covered", statusOf(1, valid, admitted, missing), statusOf(2, valid, admitted, covered),
+			[]metav1.Condition{covered}, false},
+		{"a result verdict", statusOf(0, valid, pending, missing),
+			func() *v1alpha1.BatchAccountStatus {
+				s := statusOf(0, valid, pending, missing)
+				s.Results.Rejected = 1
+				return s
+			}(), nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := waitingOnly(tc.prev, tc.next, tc.changed); got != tc.want {
+				t.Errorf("waitingOnly = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReconcileWaitsOnlyForWaits: with WaitingStatusDelay, the steps of a batch's start
+// (the account, then its Job, then the Job's Workload) share one status write, made when
+// the delay since the first unwritten step has passed; the admission that follows, a
+// milestone, is written at once.
+func TestReconcileWaitsOnlyForWaits(t *testing.T) {
+	const delay = 2 * time.Second
+	j := jobJ(v1alpha1.ScopeCoverage).Suspend(true).ResourceVersion("").Obj()
+	f := newFixture(t, hooks{}, accountOfJ().Obj())
+	at := testNow
+	r := f.reconciler()
+	r.WaitingStatusDelay = delay
+	r.Now = func() time.Time { return at }
+	create := func(obj client.Object) func() {
+		return func() {
+			if err := f.c.Create(context.Background(), obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	steps := []struct {
+		name        string
+		after       time.Duration
+		change      func()
+		wantWrites  int
+		wantRequeue time.Duration
+		// wantAdmitted is the stored Admitted condition ("" before the first write).
+		wantAdmitted string
+	}{
+		{name: "the account alone: waits for its Job", wantRequeue: delay},
+		{name: "its Job appears: still waiting", after: 500 * time.Millisecond, change: create(j), wantRequeue: 1500 * time.Millisecond},
+		{name: "the Workload appears, pending: still waiting", after: 500 * time.Millisecond,
+			change: create(wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()), wantRequeue: time.Second},
+		{name: "the delay has passed: one write of where it stands", after: time.Second, wantWrites: 1,
+			wantAdmitted: "False Pending"},
+		{name: "admitted: written at once", after: 100 * time.Millisecond,
+			change: func() {
+				writeStatus(t, f.c, wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Admitted("gpu", at).Obj())
+			},
+			wantWrites: 1, wantAdmitted: "True Admitted"},
+	}
+	for _, s := range steps {
+		at = at.Add(s.after)
+		if s.change != nil {
+			s.change()
+		}
+		f.reset()
+		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := len(f.writesOf("status-update")); got != s.wantWrites {
+			t.Errorf("%s: %d status writes, want %d", s.name, got, s.wantWrites)
+		}
+		if res.RequeueAfter != s.wantRequeue {
+			t.Errorf("%s: requeue after %v, want %v", s.name, res.RequeueAfter, s.wantRequeue)
+		}
+		if diff := cmp.Diff(s.wantAdmitted, conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAdmitted)); diff != "" {
+			t.Errorf("%s: stored Admitted (-want +got):\n%s", s.name, diff)
+		}
+	}
+}
