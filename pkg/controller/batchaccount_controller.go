@@ -67,8 +67,8 @@ type Reconciler struct {
 	WorkloadMessageInterval time.Duration
 	// WaitingStatusDelay is how long an account status that only changes which wait the
 	// account is in (waitingOnly) waits before it is written, so that the steps of a
-	// batch's start share one write; coverage, milestones and problems are written at
-	// once. 0 writes every change at once.
+	// batch's start share one write; coverage, verdicts and problems are written at once.
+	// 0 writes every change at once.
 	WaitingStatusDelay time.Duration
 
 	criteriaOnce   sync.Once

@@ -22,9 +22,13 @@ import (
 // no shard newly covered or accepted, no condition newly True (a milestone) or no longer
 // True, no problem (a False condition whose reason is no expected wait), no superseded
 // identity and no result verdict. Such a status waits WaitingStatusDelay, so that the
-// steps of a batch's start (the account is created, then its Jobs, then their Workloads)
-// go in one write instead of one each. On the first status, a condition that is True from
-// the start (a valid assignment, results not required) is no milestone.
+// steps of a batch's start (the account is created, then its Jobs, then their Workloads,
+// then Kueue admits them and their pods run) go in one write instead of one each. Two
+// changes count as waits although a condition turns True: on the first status, a
+// condition that is True from the start (a valid assignment, results not required); and
+// admission, a step towards the verdict that Kueue already shows on the Workload at once,
+// and that the account's first covered shard, written at once, carries when it follows
+// within the delay.
 func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condition) bool {
 	if next.Shards.Covered != prev.Shards.Covered || next.Shards.Accepted != prev.Shards.Accepted ||
 		!equality.Semantic.DeepEqual(next.History, prev.History) || !equality.Semantic.DeepEqual(next.Results, prev.Results) {
@@ -36,7 +40,7 @@ func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condi
 		case old != nil && old.Status == metav1.ConditionTrue:
 			// No longer True, or True for another reason.
 			return false
-		case c.Status == metav1.ConditionTrue && old != nil:
+		case c.Status == metav1.ConditionTrue && old != nil && c.Type != v1alpha1.ConditionAdmitted:
 			return false
 		case c.Status == metav1.ConditionFalse && !expectedWaits[c.Reason]:
 			return false

@@ -61,8 +61,10 @@ func TestWaitingOnly(t *testing.T) {
 			[]metav1.Condition{pending}, true},
 		{"only observations of the targets changed", statusOf(0, valid, pending, missing), statusOf(0, valid, pending, missing),
 			nil, true},
-		{"admitted: a milestone", statusOf(0, valid, pending, missing), statusOf(0, valid, admitted, missing),
-			[]metav1.Condition{admitted}, false},
+		{"admitted: a step towards the verdict", statusOf(0, valid, pending, missing), statusOf(0, valid, admitted, missing),
+			[]metav1.Condition{admitted}, true},
+		{"all shards covered: a milestone", statusOf(2, valid, admitted, missing), statusOf(2, valid, admitted, covered),
+			[]metav1.Condition{covered}, false},
 		{"evicted: a fall from True", statusOf(0, valid, admitted, missing), statusOf(0, valid, evicted, missing),
 			[]metav1.Condition{evicted}, false},
 		{"evicted while pending: a problem", statusOf(0, valid, pending, missing), statusOf(0, valid, evicted, missing),
@@ -89,8 +91,8 @@ func TestWaitingOnly(t *testing.T) {
 
 // TestReconcileWaitsOnlyForWaits: with WaitingStatusDelay, the steps of a batch's start
 // (the account, then its Job, then the Job's Workload) share one status write, made when
-// the delay since the first unwritten step has passed; the admission that follows, a
-// milestone, is written at once.
+// the delay since the first unwritten step has passed; the admission that follows waits
+// too, and goes with the first covered shard, which is written at once.
 func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 	const delay = 2 * time.Second
 	j := jobJ(v1alpha1.ScopeCoverage).Suspend(true).ResourceVersion("").Obj()
@@ -121,9 +123,14 @@ func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 			change: create(wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()), wantRequeue: time.Second},
 		{name: "the delay has passed: one write of where it stands", after: time.Second, wantWrites: 1,
 			wantAdmitted: "False Pending"},
-		{name: "admitted: written at once", after: 100 * time.Millisecond,
+		{name: "admitted: waits", after: 100 * time.Millisecond,
 			change: func() {
 				writeStatus(t, f.c, wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Admitted("gpu", at).Obj())
+			},
+			wantRequeue: delay, wantAdmitted: "False Pending"},
+		{name: "a shard covered: written at once, with the admission", after: 500 * time.Millisecond,
+			change: func() {
+				writeStatus(t, f.c, jobJ(v1alpha1.ScopeCoverage).Suspend(false).StartTime(at).Completed("0", 1).Obj())
 			},
 			wantWrites: 1, wantAdmitted: "True Admitted"},
 	}
