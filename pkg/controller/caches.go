@@ -1,0 +1,118 @@
+package controller
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
+)
+
+// CacheOptions keep the manager's cache to what accounting reads. Pods: only those of the results
+// scope (their Job's template carries v1alpha1.LabelScope=results), in every phase, since
+// the releaser must see a held pod deleted before it ran; the coverage scope's pods are in
+// the coverage pod cache (CoveragePodCacheOptions). Without managed fields and with a spec cut down to the container names
+// a result is read from, so memory follows the accounted pods, not every pod of the
+// cluster. Workloads: without the pod templates Kueue copies into each podSet. Jobs and
+// JobSets: without the pod specs of their templates (jobTransform, jobSetTransform).
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {
+				Label:     scopeSelector(v1alpha1.ScopeResults),
+				Transform: podTransform,
+			},
+			&batchv1.Job{}:      {Transform: jobTransform},
+			&jobsetapi.JobSet{}: {Transform: jobSetTransform},
+			&kueue.Workload{}: {
+				Transform: func(obj any) (any, error) {
+					if wl, ok := obj.(*kueue.Workload); ok {
+						wl.ManagedFields = nil
+						for i := range wl.Spec.PodSets {
+							wl.Spec.PodSets[i].Template = corev1.PodTemplateSpec{}
+						}
+					}
+					return obj, nil
+				},
+			},
+		},
+	}
+}
+
+// CoveragePodCacheOptions are the options of the second pod cache (Reconciler.CoveragePods):
+// the pods of the coverage scope, and only once they succeeded (a field selector on
+// status.phase). A coverage account counts only succeeded pods and holds none, so the API
+// server never sends it the Pending and Running updates of those pods, which were most of
+// the pod traffic the controller decoded only to drop. It holds their metadata only
+// (relations.PodMetadata): owner, completion index, UID and finalizers are all an account
+// reads of a succeeded pod, and the API server then sends neither spec nor status.
+func CoveragePodCacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			relations.PodMetadata(): {
+				Label: scopeSelector(v1alpha1.ScopeCoverage),
+				Field: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded)),
+			},
+		},
+	}
+}
+
+// scopeSelector selects the pods labelled with the opt-in scope.
+func scopeSelector(scope string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: scope})
+}
+
+// podTransform strips a cached pod to what accounting and result capture read.
+func podTransform(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+		p.Spec = containerNames(p.Spec)
+	}
+	return obj, nil
+}
+
+// jobTransform strips a cached Job to what the controllers read: its metadata, its spec
+// but for the pod spec of its template (the template's labels and annotations carry the
+// opt-in scope), and its status. The cache holds every Job of the cluster, most of them
+// no account's, and each reconcile copies its targets' Jobs out of it: a pod spec (images,
+// environment, volumes) is most of a Job and no controller reads it. A patch answers with
+// the whole Job; that copy is the caller's, never the cache's.
+func jobTransform(obj any) (any, error) {
+	if j, ok := obj.(*batchv1.Job); ok {
+		j.ManagedFields = nil
+		j.Spec.Template.Spec = corev1.PodSpec{}
+	}
+	return obj, nil
+}
+
+// jobSetTransform is jobTransform for each replicatedJob's Job template of a JobSet.
+func jobSetTransform(obj any) (any, error) {
+	if js, ok := obj.(*jobsetapi.JobSet); ok {
+		js.ManagedFields = nil
+		for i := range js.Spec.ReplicatedJobs {
+			js.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec = corev1.PodSpec{}
+		}
+	}
+	return obj, nil
+}
+
+// containerNames keeps of a pod spec what result capture reads: the node, the containers'
+// names in spec order (the default result container is the first) and the native sidecars.
+func containerNames(spec corev1.PodSpec) corev1.PodSpec {
+	out := corev1.PodSpec{NodeName: spec.NodeName}
+	for _, c := range spec.Containers {
+		out.Containers = append(out.Containers, corev1.Container{Name: c.Name})
+	}
+	for _, c := range spec.InitContainers {
+		out.InitContainers = append(out.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy})
+	}
+	return out
+}
