@@ -22,6 +22,7 @@ type loadConfig struct {
 	command        string
 	pprofOut       string
 	pprofSeconds   int
+	watchFloor     bool
 	modes          []string
 }
 
@@ -56,6 +57,7 @@ func parseLoadFlags(args []string) (loadConfig, error) {
 	fs.StringVar(&cfg.out, "out", "", "when set (docs/benchmarks.md), rewrite the load section of this Markdown file")
 	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "limit for one size")
 	fs.StringVar(&cfg.pprofOut, "pprof", "", "when set, run the controller with --pprof-bind-address and write a CPU profile of the last size to this file")
+	fs.BoolVar(&cfg.watchFloor, "watch-floor", true, "run the watch floor beside the controller: its caches alone, without reconciling (floor.go)")
 	fs.IntVar(&cfg.pprofSeconds, "pprof-seconds", 60, "length of the --pprof CPU profile, started when the last size's Jobs are created")
 	modes := fs.String("modes", modeCoverage, "comma-separated modes, each run at every size: coverage (accounts count coverage), results (accounts require results), mixed (one Job in ten has an account)")
 	_ = fs.Parse(args)

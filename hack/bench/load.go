@@ -85,6 +85,19 @@ func runLoad(ctx context.Context, cfg loadConfig) error {
 	}
 	defer l.cl.stop("bench")
 	fmt.Fprintf(os.Stderr, "cluster ready in %s\n", l.cl.StartupDuration.Round(10*time.Millisecond))
+	if cfg.watchFloor {
+		floorCtx, stopFloor := context.WithCancel(ctx)
+		floor, err := startWatchFloor(floorCtx, l.cl.Kubeconfig)
+		if err != nil {
+			stopFloor()
+			return fmt.Errorf("starting the watch floor: %w", err)
+		}
+		defer func() {
+			stopFloor()
+			_ = floor.Wait()
+		}()
+		l.cl.sampler.floorPID = floor.Process.Pid
+	}
 	if err := l.queues(ctx); err != nil {
 		return err
 	}

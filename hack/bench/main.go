@@ -15,6 +15,9 @@
 //     time its Workload's batchledger.dev/ShardsCovered message shows the account's
 //     covered count including that change (watch time): p50 and p99.
 //
+// Beside the controller runs the watch floor (floor.go): the controller's caches alone,
+// whose CPU is what decoding the watched objects costs whatever the controller does.
+//
 // It prints a table and, with --out, rewrites the load section of docs/benchmarks.md.
 //
 //	go run ./hack/bench --sizes=5x10,20x50 --exit-delay=1s
@@ -40,6 +43,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == watchFloorCommand {
+		exit("bench "+watchFloorCommand, runWatchFloor(ctx, os.Args[2:]), 1)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "baseline" {
 		cfg, err := parseBaselineFlags(os.Args[2:])
 		if err != nil {

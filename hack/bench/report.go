@@ -63,10 +63,18 @@ func loadTable(results []loadResult) report.Table {
 
 // loadDetailTable is the load's figures that only the Markdown shows.
 func loadDetailTable(results []loadResult) report.Table {
-	t := report.Table{Header: []string{"mode", "size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s"}}
+	t := report.Table{Header: []string{"mode", "size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s",
+		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm"}}
 	for _, r := range results {
-		t.Rows = append(t.Rows, []string{r.mode, r.size.String(), fmt.Sprintf("%.0f", r.cost.reconciles), fmt.Sprintf("%.0f", r.cost.wlWrites),
-			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds())})
+		c := r.cost
+		floor, floorRatio, above := "-", "-", "-"
+		if c.floorCPU > 0 && c.kcmCPU > 0 {
+			floor = fmt.Sprintf("%.2f", c.floorCPU)
+			floorRatio = fmt.Sprintf("%.1f%%", 100*c.floorCPU/c.kcmCPU)
+			above = fmt.Sprintf("%.1f%%", 100*(c.blCPU-c.floorCPU)/c.kcmCPU)
+		}
+		t.Rows = append(t.Rows, []string{r.mode, r.size.String(), fmt.Sprintf("%.0f", c.reconciles), fmt.Sprintf("%.0f", c.wlWrites),
+			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above})
 	}
 	return t
 }

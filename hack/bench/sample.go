@@ -22,8 +22,9 @@ const clockTicks = 100
 // sample is the cumulative cost counters of a cluster at one moment; the cost of a
 // window is the later sample minus the earlier.
 type sample struct {
-	// CPU seconds so far of the controller, kube-controller-manager, Kueue, kube-apiserver.
-	blCPU, kcmCPU, kueueCPU, apiCPU float64
+	// CPU seconds so far of the controller, kube-controller-manager, Kueue, kube-apiserver
+	// and the watch floor (0 without one).
+	blCPU, kcmCPU, kueueCPU, apiCPU, floorCPU float64
 	// peakRSSMiB is the controller's high-water mark, not a counter: minus keeps it.
 	peakRSSMiB float64
 	// The controller's counters.
@@ -35,6 +36,7 @@ func (s sample) minus(earlier sample) sample {
 	return sample{
 		blCPU: s.blCPU - earlier.blCPU, kcmCPU: s.kcmCPU - earlier.kcmCPU,
 		kueueCPU: s.kueueCPU - earlier.kueueCPU, apiCPU: s.apiCPU - earlier.apiCPU,
+		floorCPU:     s.floorCPU - earlier.floorCPU,
 		peakRSSMiB:   s.peakRSSMiB,
 		statusWrites: s.statusWrites - earlier.statusWrites, wlWrites: s.wlWrites - earlier.wlWrites,
 		reconciles: s.reconciles - earlier.reconciles,
@@ -48,6 +50,8 @@ type sampler struct {
 	stateDir string
 	// metrics is the controller's metrics URL; "" when the run has no controller.
 	metrics string
+	// floorPID is the watch floor's process; 0 without one.
+	floorPID int
 }
 
 // take reads every counter now. It is bound by its own short deadline, not by the run's:
@@ -69,6 +73,12 @@ func (sm sampler) take() (sample, error) {
 		}
 		if *c.dst, err = cpuSeconds(pid); err != nil {
 			return s, err
+		}
+	}
+	if sm.floorPID > 0 {
+		var err error
+		if s.floorCPU, err = cpuSeconds(sm.floorPID); err != nil {
+			return s, fmt.Errorf("watch floor: %w", err)
 		}
 	}
 	if sm.metrics == "" {
