@@ -88,7 +88,11 @@ func main() {
 	if err != nil {
 		fail(err, "setting up the cache of succeeded coverage pods")
 	}
-	setups := controllers(mgr, cfg, coverage)
+	writer, err := controller.NewRESTStatusWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme())
+	if err != nil {
+		fail(err, "setting up the status writer")
+	}
+	setups := controllers(mgr, cfg, coverage, writer)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
 	webhooks := cfg.webhooks(mgr)
@@ -239,11 +243,11 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 
 // controllers are the reconcilers: accounts, held pods, and the short forms of Jobs and
 // JobSets.
-func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache) []setup {
+func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer controller.StatusWriter) []setup {
 	metrics := controller.NewMetrics()
 	return []setup{
 		&controller.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods, Writer: writer,
 			Recorder: mgr.GetEventRecorder("batchledger"),
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,

@@ -52,6 +52,10 @@ type Reconciler struct {
 	// coverage pods are read from Client like results pods.
 	CoveragePods cache.Cache
 	Recorder     events.EventRecorder
+	// Writer sends the account status and Workload condition writes; nil sends them
+	// through Client (clientWriter). The manager's never decodes an answer
+	// (NewRESTStatusWriter).
+	Writer StatusWriter
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 	// Metrics, when set, counts the reconciler's writes.
@@ -159,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			v.Info("writing account status", "changes", statusChanges(&ba.Status, &out.Status))
 		}
 		ba.Status = out.Status
-		if err := r.Status().Update(ctx, &ba); err != nil {
+		if err := r.writer().UpdateAccountStatus(ctx, &ba); err != nil {
 			// A conflict (a stale cache) is retried like any error: with the queue's
 			// backoff, from a fresh read.
 			return ctrl.Result{}, err
@@ -195,6 +199,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{RequeueAfter: due}, nil
+}
+
+func (r *Reconciler) writer() StatusWriter {
+	if r.Writer != nil {
+		return r.Writer
+	}
+	return clientWriter{r.Client}
 }
 
 func (r *Reconciler) now() time.Time {

@@ -12,7 +12,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
@@ -143,7 +142,7 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 			WithObservedGeneration(c.ObservedGeneration).WithLastTransitionTime(c.LastTransitionTime))
 	}
 	ac := kueueac.Workload(wl.Name, wl.Namespace).WithUID(wl.UID).WithStatus(st)
-	err = r.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	err = r.writer().ApplyWorkloadStatus(ctx, ac)
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// The Workload went away or was replaced; its successor wakes us again.
