@@ -19,28 +19,28 @@ import (
 // so two writes where one would do cost twice that for nothing a reader needed.
 
 // waitingOnly reports whether next differs from prev only in which wait the account is in:
-// no shard newly covered or accepted, no condition newly True (a milestone) or no longer
-// True, no problem (a False condition whose reason is no expected wait), no superseded
-// identity and no result verdict. Such a status waits WaitingStatusDelay, so that the
-// steps of a batch's start (the account is created, then its Jobs, then their Workloads,
-// then Kueue admits them and their pods run) go in one write instead of one each. Two
-// changes count as waits although a condition turns True: on the first status, a
-// condition that is True from the start (a valid assignment, results not required); and
-// admission, a step towards the verdict that Kueue already shows on the Workload at once,
-// and that the account's first covered shard, written at once, carries when it follows
-// within the delay.
+// no shard newly covered or accepted, no condition newly True (a milestone), no longer
+// True or new, no problem (a False condition whose reason is no expected wait), no
+// superseded identity and no result verdict. Such a status waits WaitingStatusDelay, so
+// that the steps of a batch's way to its verdict share writes: its Workloads appearing
+// after it, Kueue admitting them and their first shards being covered. Admission counts
+// as a wait although Admitted turns True: it is a step towards the verdict that Kueue
+// shows on the Workload at once, and the first covered shard, written at once, carries it
+// when it follows within the delay. The first status is no wait: a new account shows
+// where it stands at once.
 func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condition) bool {
-	if next.Shards.Covered != prev.Shards.Covered || next.Shards.Accepted != prev.Shards.Accepted ||
+	if len(prev.Conditions) == 0 ||
+		next.Shards.Covered != prev.Shards.Covered || next.Shards.Accepted != prev.Shards.Accepted ||
 		!equality.Semantic.DeepEqual(next.History, prev.History) || !equality.Semantic.DeepEqual(next.Results, prev.Results) {
 		return false
 	}
 	for _, c := range changed {
 		old := apimeta.FindStatusCondition(prev.Conditions, c.Type)
 		switch {
-		case old != nil && old.Status == metav1.ConditionTrue:
-			// No longer True, or True for another reason.
+		case old == nil, old.Status == metav1.ConditionTrue:
+			// New, no longer True, or True for another reason.
 			return false
-		case c.Status == metav1.ConditionTrue && old != nil && c.Type != v1alpha1.ConditionAdmitted:
+		case c.Status == metav1.ConditionTrue && c.Type != v1alpha1.ConditionAdmitted:
 			return false
 		case c.Status == metav1.ConditionFalse && !expectedWaits[c.Reason]:
 			return false

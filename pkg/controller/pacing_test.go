@@ -49,12 +49,10 @@ func TestWaitingOnly(t *testing.T) {
 		changed    []metav1.Condition
 		want       bool
 	}{
-		{"the first status, waiting for the Jobs", statusOf(0), statusOf(0, valid, notFound, missing, notRequired),
-			[]metav1.Condition{valid, notFound, missing, notRequired}, true},
-		{"the first status, an invalid assignment", statusOf(0), statusOf(0, invalid, notFound, missing),
-			[]metav1.Condition{invalid, notFound, missing}, false},
-		{"the first status, shards already covered", statusOf(0), statusOf(1, valid, admitted, missing),
-			[]metav1.Condition{valid, admitted, missing}, false},
+		{"the first status: a new account shows at once where it stands", statusOf(0), statusOf(0, valid, notFound, missing, notRequired),
+			[]metav1.Condition{valid, notFound, missing, notRequired}, false},
+		{"a condition that was not there", statusOf(0, valid, notFound, missing), statusOf(0, valid, notFound, missing, notRequired),
+			[]metav1.Condition{notRequired}, false},
 		{"the Jobs appeared, their Workloads not yet", statusOf(0, valid, notFound, missing), statusOf(0, valid, noWorkload, missing),
 			[]metav1.Condition{noWorkload}, true},
 		{"the Workloads appeared, pending", statusOf(0, valid, noWorkload, missing), statusOf(0, valid, pending, missing),
@@ -73,6 +71,8 @@ func TestWaitingOnly(t *testing.T) {
 			nil, false},
 		{"all shards covered", statusOf(1, valid, admitted, missing), statusOf(2, valid, admitted, covered),
 			[]metav1.Condition{covered}, false},
+		{"an invalid assignment", statusOf(0, valid, pending, missing), statusOf(0, invalid, pending, missing),
+			[]metav1.Condition{invalid}, false},
 		{"a result verdict", statusOf(0, valid, pending, missing),
 			func() *v1alpha1.BatchAccountStatus {
 				s := statusOf(0, valid, pending, missing)
@@ -89,12 +89,13 @@ func TestWaitingOnly(t *testing.T) {
 	}
 }
 
-// TestReconcileWaitsOnlyForWaits: with WaitingStatusDelay, the steps of a batch's start
-// (the account, then its Job, then the Job's Workload) share one status write, made when
-// the delay since the first unwritten step has passed; the admission that follows waits
-// too, and goes with the first covered shard, which is written at once.
+// TestReconcileWaitsOnlyForWaits: with WaitingStatusDelay, a new account's first status
+// is written at once; the steps that follow on its way to the verdict (its Job's
+// Workload appearing, Kueue admitting it) wait, and go in one write with what comes
+// within the delay: the Workload's appearance alone once the delay has passed, the
+// admission with the first covered shard, which is written at once.
 func TestReconcileWaitsOnlyForWaits(t *testing.T) {
-	const delay = 2 * time.Second
+	const delay = 10 * time.Second
 	j := jobJ(v1alpha1.ScopeCoverage).Suspend(true).ResourceVersion("").Obj()
 	f := newFixture(t, hooks{}, accountOfJ().Obj())
 	at := testNow
@@ -117,11 +118,13 @@ func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 		// wantAdmitted is the stored Admitted condition ("" before the first write).
 		wantAdmitted string
 	}{
-		{name: "the account alone: waits for its Job", wantRequeue: delay},
-		{name: "its Job appears: still waiting", after: 500 * time.Millisecond, change: create(j), wantRequeue: 1500 * time.Millisecond},
-		{name: "the Workload appears, pending: still waiting", after: 500 * time.Millisecond,
-			change: create(wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()), wantRequeue: time.Second},
-		{name: "the delay has passed: one write of where it stands", after: time.Second, wantWrites: 1,
+		{name: "the account and its Job: the first status, at once", change: create(j), wantWrites: 1,
+			wantAdmitted: "Unknown NoWorkload"},
+		{name: "the Workload appears, pending: waits", after: 500 * time.Millisecond,
+			change: create(wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()), wantRequeue: delay,
+			wantAdmitted: "Unknown NoWorkload"},
+		{name: "still waiting", after: 4 * time.Second, wantRequeue: 6 * time.Second, wantAdmitted: "Unknown NoWorkload"},
+		{name: "the delay has passed: one write of where it stands", after: 6 * time.Second, wantWrites: 1,
 			wantAdmitted: "False Pending"},
 		{name: "admitted: waits", after: 100 * time.Millisecond,
 			change: func() {
