@@ -139,10 +139,12 @@ func startCluster(ctx context.Context, stateDir string) (client.Client, error) {
 		}
 		bin = built
 	}
-	// Each step shows the Workload's conditions; with a short message interval the count
-	// a step reached is on the Workload within show's wait. Users keep the 10s default,
-	// which spares the API server and Kueue a write per moving count.
-	m, err := localcluster.BatchledgerManager(bin, "--workload-message-interval="+demoMessageInterval.String())
+	// Each step shows the Workload's conditions and waits for the account's: with short
+	// intervals the count a step reached is on the Workload, and the wait the account moved
+	// to (admitted) on the account, within show's wait. Users keep the 10s defaults, which
+	// spare the API server and Kueue a write per moving count or wait.
+	m, err := localcluster.BatchledgerManager(bin, "--workload-message-interval="+demoMessageInterval.String(),
+		"--waiting-status-delay="+demoMessageInterval.String())
 	if err != nil {
 		return nil, err
 	}
@@ -497,7 +499,8 @@ func (d *demo) waitAccount(name, what string, cond func(*v1alpha1.BatchAccount) 
 	})
 }
 
-// demoMessageInterval is the demo manager's --workload-message-interval.
+// demoMessageInterval is the demo manager's --workload-message-interval and
+// --waiting-status-delay.
 const demoMessageInterval = 2 * time.Second
 
 // publishWait bounds how long show waits for the Workload to carry the account's verdict
