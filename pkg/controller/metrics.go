@@ -46,6 +46,16 @@ type Metrics struct {
 	reasons map[types.NamespacedName]map[string]bool
 }
 
+// The names of the counters that the e2e suites, the benchmark and the soak read
+// (internal/testsupport/scrape), named once here.
+const (
+	MetricReconciles     = "batchledger_account_reconciles_total"
+	MetricStatusWrites   = "batchledger_account_status_writes_total"
+	MetricWorkloadWrites = "batchledger_workload_condition_writes_total"
+	MetricResultWrites   = "batchledger_result_chunk_writes_total"
+	MetricPodReleases    = "batchledger_pod_releases_total"
+)
+
 // NewMetrics creates the counters and gauges and registers them with controller-runtime's
 // registry, served on the manager's metrics endpoint.
 func NewMetrics() *Metrics { return newMetrics(metrics.Registry) }
@@ -57,19 +67,19 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m := &Metrics{
 		Reconciles: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "batchledger_account_reconciles_total", Help: "BatchAccount reconciles.",
+			Name: MetricReconciles, Help: "BatchAccount reconciles.",
 		}),
 		StatusWrites: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "batchledger_account_status_writes_total", Help: "BatchAccount status writes.",
+			Name: MetricStatusWrites, Help: "BatchAccount status writes.",
 		}),
 		WorkloadWrites: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "batchledger_workload_condition_writes_total", Help: "Server-side applies of batchledger conditions on Kueue Workloads.",
+			Name: MetricWorkloadWrites, Help: "Server-side applies of batchledger conditions on Kueue Workloads.",
 		}),
 		ResultWrites: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "batchledger_result_chunk_writes_total", Help: "Writes of ShardResults chunks recording captured results.",
+			Name: MetricResultWrites, Help: "Writes of ShardResults chunks recording captured results.",
 		}),
 		PodReleases: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "batchledger_pod_releases_total", Help: "Result-capture finalizers removed from pods.",
+			Name: MetricPodReleases, Help: "Result-capture finalizers removed from pods.",
 		}),
 		HoldsExpired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "batchledger_pod_hold_expired_total", Help: "Succeeded pods released unrecorded after the maximum result hold.",

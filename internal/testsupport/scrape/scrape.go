@@ -14,15 +14,17 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"batchledger.dev/batchledger/pkg/controller"
 )
 
-// The batchledger controller's counters, as pkg/controller registers them.
+// The batchledger controller's counters, under the names pkg/controller registers.
 const (
-	ReconcilesTotal     = "batchledger_account_reconciles_total"
-	StatusWritesTotal   = "batchledger_account_status_writes_total"
-	WorkloadWritesTotal = "batchledger_workload_condition_writes_total"
-	ResultWritesTotal   = "batchledger_result_chunk_writes_total"
-	PodReleasesTotal    = "batchledger_pod_releases_total"
+	ReconcilesTotal     = controller.MetricReconciles
+	StatusWritesTotal   = controller.MetricStatusWrites
+	WorkloadWritesTotal = controller.MetricWorkloadWrites
+	ResultWritesTotal   = controller.MetricResultWrites
+	PodReleasesTotal    = controller.MetricPodReleases
 	// LeaderGauge is controller-runtime's leader_election_master_status: 1 while the
 	// process holds the leader Lease.
 	LeaderGauge = "leader_election_master_status"
