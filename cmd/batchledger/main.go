@@ -26,7 +26,6 @@ import (
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/certs"
 	"batchledger.dev/batchledger/pkg/controller"
-	"batchledger.dev/batchledger/pkg/relations"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
 )
@@ -351,17 +350,13 @@ func podNamespace() string {
 	return ""
 }
 
-// coveragePodCache is the second pod cache (controller.CoveragePodCacheOptions), added to
+// coveragePodCache is the second pod cache (controller.NewCoveragePodCache), added to
 // mgr. It shares the manager's HTTP client and RESTMapper, and starts with the controllers
 // (only the leader watches).
 func coveragePodCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error) {
-	opts := controller.CoveragePodCacheOptions()
-	opts.HTTPClient, opts.Scheme, opts.Mapper = mgr.GetHTTPClient(), mgr.GetScheme(), mgr.GetRESTMapper()
-	c, err := cache.New(mgr.GetConfig(), opts)
+	c, err := controller.NewCoveragePodCache(ctx, mgr.GetConfig(),
+		cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
-		return nil, err
-	}
-	if err := relations.RegisterPodIndexes(ctx, c, relations.PodMetadata()); err != nil {
 		return nil, err
 	}
 	return c, mgr.Add(c)

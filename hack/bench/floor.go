@@ -24,7 +24,7 @@ import (
 )
 
 // The watch floor is what the controller's caches cost alone: a process that holds the
-// manager's caches (controller.CacheOptions and CoveragePodCacheOptions, the same field
+// manager's caches (controller.CacheOptions and NewCoveragePodCache, the same field
 // indexes, an informer on every kind a controller watches) under the same load, and
 // does nothing else — no event handler, no reconcile, no write. Its CPU is what any
 // controller following these objects pays to decode their watch events; the
@@ -63,13 +63,8 @@ func runWatchFloor(ctx context.Context, args []string) error {
 	if err := relations.RegisterIndexes(ctx, main); err != nil {
 		return err
 	}
-	covOpts := controller.CoveragePodCacheOptions()
-	covOpts.Scheme = s
-	cov, err := cache.New(cfg, covOpts)
+	cov, err := controller.NewCoveragePodCache(ctx, cfg, cache.Options{Scheme: s})
 	if err != nil {
-		return err
-	}
-	if err := relations.RegisterPodIndexes(ctx, cov, relations.PodMetadata()); err != nil {
 		return err
 	}
 	for _, o := range watchedKinds() {

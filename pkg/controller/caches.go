@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"context"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -17,7 +20,7 @@ import (
 // CacheOptions keep the manager's cache to what accounting reads. Pods: only those of the results
 // scope (their Job's template carries v1alpha1.LabelScope=results), in every phase, since
 // the releaser must see a held pod deleted before it ran; the coverage scope's pods are in
-// the coverage pod cache (CoveragePodCacheOptions). Without managed fields and with a spec cut down to the container names
+// the coverage pod cache (NewCoveragePodCache). Without managed fields and with a spec cut down to the container names
 // a result is read from, so memory follows the accounted pods, not every pod of the
 // cluster. Workloads: without the pod templates Kueue copies into each podSet. Jobs and
 // JobSets: without the pod specs of their templates (jobTransform, jobSetTransform).
@@ -46,23 +49,32 @@ func CacheOptions() cache.Options {
 	}
 }
 
-// CoveragePodCacheOptions are the options of the second pod cache (Reconciler.CoveragePods):
-// the pods of the coverage scope, and only once they succeeded (a field selector on
-// status.phase). A coverage account counts only succeeded pods and holds none, so the API
-// server never sends it the Pending and Running updates of those pods, which were most of
-// the pod traffic the controller decoded only to drop. It holds their metadata only
+// NewCoveragePodCache creates the second pod cache (Reconciler.CoveragePods), with the
+// relations.RegisterPodIndexes indexes the reconciler lists it by: the pods of the
+// coverage scope, and only once they succeeded (a field selector on status.phase). A
+// coverage account counts only succeeded pods and holds none, so the API server never
+// sends it the Pending and Running updates of those pods, which were most of the pod
+// traffic the controller decoded only to drop. It holds their metadata only
 // (relations.PodMetadata): owner, completion index, UID and finalizers are all an account
-// reads of a succeeded pod, and the API server then sends neither spec nor status.
-func CoveragePodCacheOptions() cache.Options {
-	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			relations.PodMetadata(): {
-				Label: scopeSelector(v1alpha1.ScopeCoverage),
-				Field: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded)),
-			},
+// reads of a succeeded pod, and the API server then sends neither spec nor status. base
+// gives what the cache shares with its caller (HTTP client, scheme, RESTMapper); the
+// cache starts when the caller starts it.
+func NewCoveragePodCache(ctx context.Context, cfg *rest.Config, base cache.Options) (cache.Cache, error) {
+	base.DefaultTransform = cache.TransformStripManagedFields()
+	base.ByObject = map[client.Object]cache.ByObject{
+		relations.PodMetadata(): {
+			Label: scopeSelector(v1alpha1.ScopeCoverage),
+			Field: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded)),
 		},
 	}
+	c, err := cache.New(cfg, base)
+	if err != nil {
+		return nil, err
+	}
+	if err := relations.RegisterPodIndexes(ctx, c, relations.PodMetadata()); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // scopeSelector selects the pods labelled with the opt-in scope.
