@@ -103,29 +103,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.Metrics.reconciled()
 	m := account.Compile(ba.Namespace, &ba.Spec)
-	obs := make(map[string]account.Observation, len(m.Targets))
-	seen := make(map[string]observed, len(m.Targets))
-	workloads := map[types.UID]*kueue.Workload{}
-	for _, t := range m.Targets {
-		o, err := r.observeTarget(ctx, ba.Namespace, t)
-		if err != nil {
-			return ctrl.Result{}, fmt.Errorf("observing %s: %w", t.Key, err)
-		}
-		if o.obs.Job != nil {
-			r.stampTarget(ctx, &ba, t.Ref, o.obs.Job)
-			obs[t.Key] = o.obs
-			seen[t.Key] = o
-		} else if id := relations.RecordedIdentity(&ba, v1alpha1.TargetKey(t.Key)); id != nil && ba.Spec.RequiresResults() {
-			// The Job is gone but its record stands: capture what its held pods reported.
-			var pods corev1.PodList
-			if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingFields{relations.IndexOwnerUID: string(id.UID)}); err != nil {
-				return ctrl.Result{}, fmt.Errorf("listing the pods of deleted %s: %w", t.Key, err)
-			}
-			seen[t.Key] = observed{identity: id, pods: pods.Items}
-		}
-		if o.workload != nil {
-			workloads[o.workload.UID] = o.workload
-		}
+	obs, seen, workloads, err := r.observeAccount(ctx, &ba, m)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	results, ruleErr, err := r.captureResults(ctx, &ba, m, seen)
 	if err != nil {
@@ -199,6 +179,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{RequeueAfter: due}, nil
+}
+
+// observeAccount observes every target of ba (observeTarget): the observations the
+// account is computed from, the targets' pods and Workloads by target key, and the
+// Workloads by UID. It stamps each Job it finds with the account's scope (stampTarget).
+func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping) (map[string]account.Observation, map[string]observed, map[types.UID]*kueue.Workload, error) {
+	obs := make(map[string]account.Observation, len(m.Targets))
+	seen := make(map[string]observed, len(m.Targets))
+	workloads := map[types.UID]*kueue.Workload{}
+	for _, t := range m.Targets {
+		o, err := r.observeTarget(ctx, ba.Namespace, t, ba.Spec.RequiresResults())
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
+		}
+		seen[t.Key] = o
+		if o.obs.Job != nil {
+			r.stampTarget(ctx, ba, t.Ref, o.obs.Job)
+			obs[t.Key] = o.obs
+		}
+		if o.workload != nil {
+			workloads[o.workload.UID] = o.workload
+		}
+	}
+	return obs, seen, workloads, nil
 }
 
 func (r *Reconciler) writer() StatusWriter {

@@ -560,3 +560,64 @@ func TestPublishPinsTheWorkloadUID(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileRecordsResultsOfASupersededAttempt: a pod that succeeded and reported its
+// result under a JobSet child that a restart then superseded keeps its result in the
+// ledger, whether the reconcile first runs while the old child is being deleted or after
+// its successor exists: recorded under the old Job UID, rejected as StaleIdentity, never
+// standing for the shard; the successor's result stands. Before, such a pod was released
+// unrecorded unless a reconcile had captured it in the moment between its success and
+// the restart.
+func TestReconcileRecordsResultsOfASupersededAttempt(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js.UID = "ts-uid"
+	child := func(attempt int) *wrappers.JobWrapper {
+		name := "ts-workers-0-a" + string(rune('0'+attempt))
+		return wrappers.MakeJob(name, "ns").Indexed(1).UID(name+"-uid").JobSetChild(js, "workers", 0, attempt).
+			PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults)
+	}
+	old := child(0).Finalizers("batch.kubernetes.io/test").Deleting(testNow.Add(-time.Second)).Obj()
+	oldPod := wrappers.MakeIndexPod(old, "ts-workers-0-0-old", 0).Succeeded(testNow.Add(-time.Minute), reportOf(t, "s0")).
+		Finalizers(v1alpha1.ResultFinalizer).Deleting(testNow.Add(-time.Second)).Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 1).
+		AssignJobSet("ts", "workers", 0, "0", "0").RequireResults("").Revisions("D", "m").Obj()
+	for _, tc := range []struct {
+		name     string
+		children []client.Object
+	}{
+		{"the old child is being deleted, its successor not created yet", []client.Object{old}},
+		{"the successor exists", []client.Object{old, child(1).Obj()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, append([]client.Object{acct, js, oldPod.DeepCopy()}, tc.children...)...)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			var recorded []v1alpha1.RecordedResult
+			for _, ch := range chunksOf(t, f.c) {
+				recorded = append(recorded, ch.Results...)
+			}
+			if len(recorded) != 1 || recorded[0].PodUID != oldPod.UID || recorded[0].JobUID != old.UID {
+				t.Fatalf("recorded %+v; want the old pod's result under Job UID %s", recorded, old.UID)
+			}
+			st := f.account(t, "acct").Status
+			if st.Shards.Accepted != 0 || len(st.Results.Rejections) != 1 || st.Results.Rejections[0].Reason != v1alpha1.RejectionStaleIdentity {
+				t.Fatalf("accepted %d, results %+v; want the old result rejected as %s", st.Shards.Accepted, st.Results, v1alpha1.RejectionStaleIdentity)
+			}
+			if len(tc.children) < 2 {
+				return
+			}
+			cur := child(1).Obj()
+			pod := wrappers.MakeIndexPod(cur, "ts-workers-0-0-new", 0).Succeeded(testNow, reportOf(t, "s0")).Obj()
+			if err := f.c.Create(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			if st := f.account(t, "acct").Status; st.Shards.Accepted != 1 {
+				t.Errorf("accepted %d after the successor's pod reported; results %+v", st.Shards.Accepted, st.Results)
+			}
+		})
+	}
+}

@@ -23,23 +23,31 @@ import (
 type observed struct {
 	obs      account.Observation
 	workload *kueue.Workload
-	pods     []corev1.Pod
-	// identity is the Job whose pods' results the account records: the observed Job, or,
-	// once that Job was deleted, a stand-in carrying the UID the account recorded
-	// (relations.RecordedIdentity), whose held pods are still captured.
-	identity *batchv1.Job
+	// pods are the target's pods the account reads: of the observed Job (its attempts),
+	// and, from the cache of whole pods, of every identity of the target (whose results
+	// are captured, relations.TargetPodIndex).
+	pods []corev1.Pod
 }
 
 // observeTarget reads a target's current Job (relations.ResolveTarget), its successful
 // pods and its Workload from the cache. A target that does not exist yields an empty
-// observation.
-func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target) (observed, error) {
+// observation, with, when the account captures results, the pods its deleted identities
+// left (a Job deleted, or between a JobSet restart's delete and create), whose results
+// are still captured.
+func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
 	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
-	if err != nil || job == nil {
+	if err != nil {
 		return observed{}, err
 	}
+	if job == nil {
+		if !results {
+			return observed{}, nil
+		}
+		pods, err := relations.TargetPods(ctx, r.Client, namespace, t.Ref)
+		return observed{pods: pods}, err
+	}
 	var o observed
-	o.obs.Job, o.identity = job, job
+	o.obs.Job = job
 	o.obs.RestartAttempt = attempt
 	// The pods are only read: listing them without a deep copy saves a copy of every pod
 	// of the Job on every reconcile (the largest cost in the load benchmark's profile).
@@ -53,7 +61,9 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		}
 		pods.Items = relations.SucceededPods(list.Items)
 	case scope != "" || r.APIReader == nil:
-		if err := r.List(ctx, &pods, client.InNamespace(namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {
+		// Every identity's pods: a superseded identity's succeeded pods are still held
+		// for their results (SuccessfulAttempts counts only the Job's own).
+		if pods.Items, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref); err != nil {
 			return o, err
 		}
 	default:

@@ -61,7 +61,7 @@ func TestObserveReadsPodsFromTheCacheOfTheirScope(t *testing.T) {
 			}
 			ba := accountOfJ().Obj()
 			m := account.Compile(ba.Namespace, &ba.Spec)
-			o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0])
+			o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], false)
 			if err != nil {
 				t.Fatal(err)
 			}

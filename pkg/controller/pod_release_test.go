@@ -78,7 +78,9 @@ func TestHoldMatchesCapture(t *testing.T) {
 	}{
 		{"succeeded pod of the named Job, unrecorded", held(done(wrappers.MakeIndexPod(j, "j-0", 0))), []client.Object{j}, true},
 		{"running pod of the named Job", held(wrappers.MakeIndexPod(j, "j-1", 1).Phase(corev1.PodRunning)), []client.Object{j}, true},
-		{"pod of a superseded identity of the named Job", held(done(wrappers.MakeIndexPod(oldJ, "j-old-0", 0))), []client.Object{j}, false},
+		{"pod of a superseded identity of the named Job", held(done(wrappers.MakeIndexPod(oldJ, "j-old-0", 0))), []client.Object{j}, true},
+		{"pod of the named Job, deleted before the account observed it", held(done(wrappers.MakeIndexPod(j, "j-0", 0)).Deleting(now)), nil, true},
+		{"pod of a superseded JobSet attempt, its successor not created yet", held(done(wrappers.MakeIndexPod(workers1, "w1-0", 0)).Deleting(now)), nil, true},
 		{"pod no Job controls, with the Job's labels", held(done(wrappers.MakeIndexPod(j, "forged-0", 0)).NoOwner()), []client.Object{j}, false},
 		{"malformed completion index", held(done(wrappers.MakeIndexPod(j, "j-x", 0)).Annotation(batchv1.JobCompletionIndexAnnotation, "x")), []client.Object{j}, false},
 		{"pod of the named JobSet child", held(done(wrappers.MakeIndexPod(workers1, "w1-0", 0))), []client.Object{workers1}, true},
@@ -127,15 +129,9 @@ func capturedByReconciler(t *testing.T, c client.Client, pod *corev1.Pod) bool {
 	for i := range list.Items {
 		ba := &list.Items[i]
 		m := account.Compile(ba.Namespace, &ba.Spec)
-		seen := map[string]observed{}
-		for _, tg := range m.Targets {
-			o, err := r.observeTarget(ctx, ba.Namespace, tg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if o.obs.Job != nil {
-				seen[tg.Key] = o
-			}
+		_, seen, _, err := r.observeAccount(ctx, ba, m)
+		if err != nil {
+			t.Fatal(err)
 		}
 		results, _, err := r.captureResults(ctx, ba, m, seen)
 		if err != nil {

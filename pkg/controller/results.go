@@ -172,16 +172,16 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	now := metav1.NewTime(r.now())
 	for _, t := range m.Targets {
 		o, ok := obs[t.Key]
-		if !ok || o.identity == nil {
+		if !ok {
 			continue
 		}
 		for i := range o.pods {
 			pod := &o.pods[i]
-			idx, succeeded := relations.SucceededIndexOf(pod, o.identity)
+			idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod)
 			if !succeeded || rc.recorded[pod.UID] {
 				continue
 			}
-			res := acceptance.FromPod(t.Key, o.identity.UID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)
+			res := acceptance.FromPod(t.Key, jobUID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)
 			ordinal, assigned := m.ShardOf(t.Key, idx)
 			if !assigned {
 				ordinal = -1

@@ -24,15 +24,9 @@ func captureOnce(t *testing.T, c client.Client, ba *v1alpha1.BatchAccount) ([]ac
 	ctx := context.Background()
 	r := &Reconciler{Client: c, Now: func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) }}
 	m := account.Compile(ba.Namespace, &ba.Spec)
-	seen := map[string]observed{}
-	for _, tg := range m.Targets {
-		o, err := r.observeTarget(ctx, ba.Namespace, tg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o.identity != nil {
-			seen[tg.Key] = o
-		}
+	_, seen, _, err := r.observeAccount(ctx, ba, m)
+	if err != nil {
+		t.Fatal(err)
 	}
 	res, ruleErr, err := r.captureResults(ctx, ba, m, seen)
 	if err != nil {

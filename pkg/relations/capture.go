@@ -2,21 +2,98 @@ package relations
 
 import (
 	"context"
+	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// CapturedBy returns the names of the live accounts requiring results that would record
-// pod's result when it succeeds: those with a target whose current Job (ResolveTarget,
-// else the identity the account recorded for a deleted Job) has the pod as an index pod
-// (IndexOf). The pod releaser holds a pod exactly while this is not empty.
+// PodTargets are the target keys of every target a pod is an index pod of, whichever
+// identity (Job UID) of the target controls it: the Job target of the Job that controls
+// the pod, and, for a JobSet child's pod, the JobSet target of its replicatedJob and job
+// index. None for a pod no Job controls or without a well-formed completion index.
+//
+// Identities come and go under a target (a JobSet restart deletes its children and
+// creates them again, a Job may be deleted and created again under its name), but a pod
+// that succeeded has reported its result whichever identity it ran under: the result is
+// recorded (a superseded identity's is recorded and rejected as StaleIdentity by the
+// account, so the ledger keeps it), and so the pod is held until it is.
+func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != kindJob || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
+		return nil
+	}
+	if _, ok := CompletionIndex(pod); !ok {
+		return nil
+	}
+	keys := []v1alpha1.TargetKey{v1alpha1.JobTargetKey(owner.Name)}
+	l := pod.Labels
+	if js, rj := l[jobsetapi.JobSetNameKey], l[jobsetapi.ReplicatedJobNameKey]; js != "" && rj != "" {
+		if idx, err := strconv.ParseInt(l[jobsetapi.JobIndexKey], 10, 32); err == nil && idx >= 0 {
+			keys = append(keys, v1alpha1.TargetRef{JobSet: js, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))}.Key())
+		}
+	}
+	return keys
+}
+
+// TargetPodIndex is the one rule for which pods are a target's index pods: pod is an
+// index pod of ref (PodTargets) in namespace, under any identity of the target. It
+// returns the pod's completion index and the UID of the Job that controls it (the
+// identity the pod ran under). Result capture records exactly these pods once they
+// succeed (SucceededTargetPodIndex), and the pod releaser holds exactly these pods until
+// then (CapturedBy); any other pod (another replicatedJob or job index of a named JobSet,
+// a pod no Job controls, a malformed index annotation) is never waited for, so it is
+// never stranded.
+func TargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod) (int, types.UID, bool) {
+	if pod.Namespace != namespace || (ref.Namespace != "" && ref.Namespace != namespace) {
+		return 0, "", false
+	}
+	key := ref.Key()
+	for _, k := range PodTargets(pod) {
+		if k == key {
+			idx, _ := CompletionIndex(pod)
+			return idx, metav1.GetControllerOf(pod).UID, true
+		}
+	}
+	return 0, "", false
+}
+
+// SucceededTargetPodIndex is TargetPodIndex for a pod that Succeeded: a completed
+// attempt of the index, whose result may be read.
+func SucceededTargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod) (int, types.UID, bool) {
+	if pod.Status.Phase != corev1.PodSucceeded {
+		return 0, "", false
+	}
+	return TargetPodIndex(ref, namespace, pod)
+}
+
+// TargetPods lists from c the pods of every identity of the target ref in namespace,
+// through IndexPodTarget. The pods are the cache's own (no copy): read them, never write.
+func TargetPods(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef) ([]corev1.Pod, error) {
+	if ref.Namespace != "" && ref.Namespace != namespace {
+		return nil, nil
+	}
+	var pods corev1.PodList
+	err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingFields{IndexPodTarget: string(ref.Key())}, client.UnsafeDisableDeepCopy)
+	return pods.Items, err
+}
+
+// CapturedBy returns the names of the live accounts requiring results that record pod's
+// result when it succeeds: those with a target the pod is an index pod of
+// (TargetPodIndex), under the target's current identity or an earlier one. The pod
+// releaser holds a pod exactly while this is not empty.
 func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string, error) {
+	keys := PodTargets(pod)
+	if len(keys) == 0 {
+		return nil, nil
+	}
 	accounts, err := LiveAccountsNaming(ctx, c, pod.Namespace, PodKeys(pod)...)
 	if err != nil {
 		return nil, err
@@ -26,49 +103,12 @@ func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string
 		if !ba.Spec.RequiresResults() {
 			continue
 		}
-		for _, ref := range targetsOfPod(ba, pod) {
-			job, _, err := ResolveTarget(ctx, c, ba.Namespace, ref)
-			if err != nil {
-				return nil, err
-			}
-			if job == nil {
-				job = RecordedIdentity(ba, ref.Key())
-			}
-			if _, ok := IndexOf(pod, job); ok {
+		for _, a := range ba.Spec.Assignments {
+			if _, _, ok := TargetPodIndex(a.Target, ba.Namespace, pod); ok {
 				out = append(out, ba.Name)
 				break
 			}
 		}
 	}
 	return out, nil
-}
-
-// targetsOfPod are the distinct targets of ba that may resolve to the pod's Job: the Job
-// by its name, or a child of the pod's JobSet.
-func targetsOfPod(ba *v1alpha1.BatchAccount, pod *corev1.Pod) []v1alpha1.TargetRef {
-	job, jobSet := pod.Labels[batchv1.JobNameLabel], pod.Labels[jobsetapi.JobSetNameKey]
-	var out []v1alpha1.TargetRef
-	seen := map[v1alpha1.TargetKey]bool{}
-	for _, a := range ba.Spec.Assignments {
-		ref := a.Target
-		if key := ref.Key(); !seen[key] &&
-			((ref.Job != "" && ref.Job == job) || (ref.JobSet != "" && ref.JobSet == jobSet)) {
-			seen[key] = true
-			out = append(out, ref)
-		}
-	}
-	return out
-}
-
-// RecordedIdentity is a stand-in for the Job of a target that no longer exists, carrying
-// the UID the account recorded for it: the pods of a deleted Job that are still held
-// (the finalizer keeps them while they terminate) are still captured, and so still held
-// until then. nil when the account never observed the target.
-func RecordedIdentity(ba *v1alpha1.BatchAccount, key v1alpha1.TargetKey) *batchv1.Job {
-	for _, ts := range ba.Status.Targets {
-		if ts.Name == string(key) && ts.UID != "" {
-			return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: ts.Job, Namespace: ba.Namespace, UID: ts.UID}}
-		}
-	}
-	return nil
 }

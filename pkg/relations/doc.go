@@ -2,8 +2,9 @@
 // place for the controller, the webhooks, the CLI and the tests: the field indexes and
 // their keys (which accounts name a Job or JobSet), which child Job of a JobSet a target
 // means (ResolveTarget), which Workload a target runs under (WorkloadOwner,
-// NewestWorkload), which pods are succeeded index pods of a Job (SucceededIndexOf), which
-// accounts capture a pod's result (CapturedBy), and the opt-in scope the accounts naming
+// NewestWorkload), which pods are succeeded index pods of a Job (SucceededIndexOf) and of a
+// target under any of its identities (TargetPodIndex), which accounts capture a pod's
+// result (CapturedBy), and the opt-in scope the accounts naming
 // a Job give its pods (JobScope).
 //
 // Two kinds of functions live here. Most are pure: they take objects and answer from

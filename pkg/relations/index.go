@@ -21,6 +21,10 @@ const (
 	IndexAccountTarget = "batchledger.dev/target"
 	// IndexOwnerUID indexes Workloads and pods by the UID of their controller owner.
 	IndexOwnerUID = "batchledger.dev/owner-uid"
+	// IndexPodTarget indexes pods by the target keys they are index pods of (PodTargets),
+	// under whichever identity of the target: result capture reads a target's pods of
+	// every identity through it.
+	IndexPodTarget = "batchledger.dev/pod-target"
 	// IndexResultPod indexes ShardResults by the UIDs of the pods whose results they hold
 	// (recorded or dropped), so that the pod releaser can tell in O(1) whether a held
 	// pod's result is recorded.
@@ -112,6 +116,15 @@ func ownerUIDIndex(obj client.Object) []string {
 	return nil
 }
 
+func podTargetIndex(obj client.Object) []string {
+	keys := PodTargets(obj.(*corev1.Pod))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = string(k)
+	}
+	return out
+}
+
 func resultPodsIndex(obj client.Object) []string {
 	sr := obj.(*v1alpha1.ShardResults)
 	out := make([]string, 0, len(sr.Results)+len(sr.DroppedPods))
@@ -136,6 +149,7 @@ func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		{&v1alpha1.BatchAccount{}, IndexAccountTarget, accountIndex},
 		{&kueue.Workload{}, IndexOwnerUID, ownerUIDIndex},
 		{&v1alpha1.ShardResults{}, IndexResultPod, resultPodsIndex},
+		{&corev1.Pod{}, IndexPodTarget, podTargetIndex},
 	} {
 		if err := fi.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return err

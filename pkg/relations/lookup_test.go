@@ -140,11 +140,13 @@ func TestAccountLookups(t *testing.T) {
 	}
 }
 
-// TestCapturedBy: a pod is captured by the accounts requiring results whose target's
-// current Job (or recorded identity, once deleted) controls it.
+// TestCapturedBy: a pod is captured by the accounts requiring results that name its
+// target, whichever identity of the target it ran under: the current Job, a superseded
+// JobSet child, or a deleted Job, recorded by the account or never observed by it (a
+// restart can supersede a Job before any status records it).
 func TestCapturedBy(t *testing.T) {
 	j := job("j")
-	gone := job("gone")
+	gone, unseen := job("gone"), job("unseen")
 	recorded := wrappers.MakeBatchAccount("recorded", ns).Shards("A").AssignJob("gone", "0", "A").RequireResults("").Obj()
 	recorded.Status.Targets = []v1alpha1.TargetStatus{{Name: "job/gone", Job: "gone", UID: gone.UID}}
 	old, cur := child("train", "workers", 0, 0), child("train", "workers", 0, 1)
@@ -152,6 +154,7 @@ func TestCapturedBy(t *testing.T) {
 		wrappers.MakeBatchAccount("needs-j", ns).Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj(),
 		wrappers.MakeBatchAccount("counts-j", ns).Shards("A").AssignJob("j", "0", "A").Obj(),
 		wrappers.MakeBatchAccount("needs-workers", ns).Shards("A").AssignJobSet("train", "workers", 0, "0", "0").RequireResults("").Obj(),
+		wrappers.MakeBatchAccount("needs-unseen", ns).Shards("A").AssignJob("unseen", "0", "A").RequireResults("").Obj(),
 		recorded,
 	)
 	cases := []struct {
@@ -161,8 +164,11 @@ func TestCapturedBy(t *testing.T) {
 	}{
 		{"pod of a Job named by one account requiring results", wrappers.MakeIndexPod(j, "p", 0), []string{"needs-j"}},
 		{"pod of the current child", wrappers.MakeIndexPod(cur, "p", 0), []string{"needs-workers"}},
-		{"pod of a superseded child", wrappers.MakeIndexPod(old, "p", 0), nil},
+		{"pod of a superseded child", wrappers.MakeIndexPod(old, "p", 0), []string{"needs-workers"}},
+		{"pod of another job index of the replicatedJob", wrappers.MakeIndexPod(child("train", "workers", 1, 1), "p", 0), nil},
+		{"pod of another replicatedJob", wrappers.MakeIndexPod(child("train", "leader", 0, 1), "p", 0), nil},
 		{"pod of a deleted Job the account recorded", wrappers.MakeIndexPod(gone, "p", 0), []string{"recorded"}},
+		{"pod of a deleted Job the account never observed", wrappers.MakeIndexPod(unseen, "p", 0), []string{"needs-unseen"}},
 		{"pod no Job controls", wrappers.MakeIndexPod(j, "p", 0).NoOwner(), nil},
 		{"pod with a malformed index", wrappers.MakeIndexPod(j, "p", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "x"), nil},
 	}

@@ -71,11 +71,9 @@ func IsSucceededIndexPod(obj any) bool {
 
 // IndexOf is the one rule for which pods of a Job count as its index pods: a pod the Job
 // controls (by UID, so a recreated Job's predecessor's pods do not count) with a
-// well-formed completion index. Result capture records exactly these pods once they
-// succeed (SucceededIndexOf), and the pod releaser holds exactly these pods until then;
-// any other pod (another replicatedJob or job index of a named JobSet, a superseded
-// attempt, a pod no Job controls, a malformed index annotation) is never waited for, so
-// it is never stranded. A nil job controls no pod.
+// well-formed completion index. A Job's attempts are counted from exactly these pods
+// once they succeed (SucceededIndexOf). Results are captured from the pods of every
+// identity of a target (TargetPodIndex). A nil job controls no pod.
 func IndexOf(pod *corev1.Pod, job *batchv1.Job) (int, bool) {
 	if job == nil || !metav1.IsControlledBy(pod, job) {
 		return 0, false

@@ -71,6 +71,33 @@ func TestIndexKeys(t *testing.T) {
 	}
 }
 
+// TestPodTargets: a pod answers, under whichever identity, to the Job target of the Job
+// that controls it and, as a JobSet child's pod, to its JobSet target; a pod no Job
+// controls or without a well-formed completion index answers to none.
+func TestPodTargets(t *testing.T) {
+	ch := child("train", "workers", 1, 3)
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want []v1alpha1.TargetKey
+	}{
+		{"pod of a Job", wrappers.MakeIndexPod(job("j"), "j-0", 0).Obj(), []v1alpha1.TargetKey{"job/j"}},
+		{"pod of a JobSet child, any restart attempt", wrappers.MakeIndexPod(ch, "p", 0).Obj(),
+			[]v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name), "jobset/train/workers/1"}},
+		{"pod no Job controls", wrappers.MakeIndexPod(job("j"), "j-0", 0).NoOwner().Obj(), nil},
+		{"malformed completion index", wrappers.MakeIndexPod(job("j"), "j-0", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "0-1").Obj(), nil},
+		{"JobSet labels with a malformed job index: the Job target only", wrappers.MakeIndexPod(ch, "p", 0).Label(jobsetapi.JobIndexKey, "x").Obj(),
+			[]v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, PodTargets(tc.pod)); diff != "" {
+				t.Errorf("PodTargets (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestNamesJob: a Job target names its Job by name; a JobSet target names the child of
 // its replicatedJob and job index (default 0), of any restart attempt, and nothing else.
 func TestNamesJob(t *testing.T) {
