@@ -64,7 +64,7 @@ func loadTable(results []loadResult) report.Table {
 // loadDetailTable is the load's figures that only the Markdown shows.
 func loadDetailTable(results []loadResult) report.Table {
 	t := report.Table{Header: []string{"mode", "size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s",
-		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm"}}
+		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm", "queue wait mean ms", "queue waits > 1 s", "reconcile mean ms"}}
 	for _, r := range results {
 		c := r.cost
 		floor, floorRatio, above := "-", "-", "-"
@@ -73,8 +73,16 @@ func loadDetailTable(results []loadResult) report.Table {
 			floorRatio = fmt.Sprintf("%.1f%%", 100*c.floorCPU/c.kcmCPU)
 			above = fmt.Sprintf("%.1f%%", 100*(c.blCPU-c.floorCPU)/c.kcmCPU)
 		}
+		wait, over, rec := "-", "-", "-"
+		if c.queueWaits > 0 {
+			wait = fmt.Sprintf("%.0f", 1000*c.queueWaitSum/c.queueWaits)
+			over = fmt.Sprintf("%.0f of %.0f", c.queueWaitsOver1s, c.queueWaits)
+		}
+		if c.reconcileCount > 0 {
+			rec = fmt.Sprintf("%.1f", 1000*c.reconcileSum/c.reconcileCount)
+		}
 		t.Rows = append(t.Rows, []string{r.mode, r.size.String(), fmt.Sprintf("%.0f", c.reconciles), fmt.Sprintf("%.0f", c.wlWrites),
-			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above})
+			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above, wait, over, rec})
 	}
 	return t
 }

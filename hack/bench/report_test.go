@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"batchledger.dev/batchledger/internal/testsupport/report"
 )
 
 // TestDocSectionsLeaveEachOther: the load and the baseline each rewrite their own section
@@ -70,21 +72,41 @@ func TestLoadTableDerivedCells(t *testing.T) {
 		{"coverage never shown", loadResult{size: size{1, 1}, pods: 1, wall: time.Second, samples: 8, unmatched: 2, p50: time.Millisecond, p99: 2 * time.Millisecond},
 			map[string]string{"latency p50/p99 ms": "1 / 2 (2 of 10 never shown)"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tb := loadTable([]loadResult{tc.r})
-			column := map[string]int{}
-			for i, h := range tb.Header {
-				column[h] = i
-			}
-			for col, want := range tc.want {
-				i, ok := column[col]
-				if !ok {
-					t.Fatalf("no column %q", col)
-				}
-				if got := tb.Rows[0][i]; got != want {
-					t.Errorf("%s = %q, want %q", col, got, want)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantCells(t, loadTable([]loadResult{tc.r}), tc.want) })
+	}
+}
+
+func TestLoadDetailTableDerivedCells(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    loadResult
+		want map[string]string
+	}{
+		{"floor, queue waits and reconciles", loadResult{size: size{1, 1}, cost: sample{blCPU: 3, kcmCPU: 10, floorCPU: 1,
+			queueWaits: 200, queueWaitSum: 50, queueWaitsOver1s: 7, reconcileCount: 100, reconcileSum: 2.5}},
+			map[string]string{"floor / kcm": "10.0%", "batchledger above floor / kcm": "20.0%", "queue wait mean ms": "250",
+				"queue waits > 1 s": "7 of 200", "reconcile mean ms": "25.0"}},
+		{"no floor, no metrics", loadResult{size: size{1, 1}},
+			map[string]string{"floor / kcm": "-", "queue wait mean ms": "-", "queue waits > 1 s": "-", "reconcile mean ms": "-"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { wantCells(t, loadDetailTable([]loadResult{tc.r}), tc.want) })
+	}
+}
+
+// wantCells checks the first row of tb: want maps column headers to cells.
+func wantCells(t *testing.T, tb report.Table, want map[string]string) {
+	t.Helper()
+	column := map[string]int{}
+	for i, h := range tb.Header {
+		column[h] = i
+	}
+	for col, w := range want {
+		i, ok := column[col]
+		if !ok {
+			t.Fatalf("no column %q", col)
+		}
+		if got := tb.Rows[0][i]; got != w {
+			t.Errorf("%s = %q, want %q", col, got, w)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/internal/testsupport/scrape"
+	"batchledger.dev/batchledger/pkg/controller"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on Linux).
@@ -29,6 +30,11 @@ type sample struct {
 	peakRSSMiB float64
 	// The controller's counters.
 	statusWrites, wlWrites, reconciles float64
+	// The account controller's queue waits (ready in its workqueue until a worker took
+	// it) and reconcile durations, from controller-runtime's histograms: their count,
+	// sum (seconds), and the waits over one second.
+	queueWaits, queueWaitSum, queueWaitsOver1s float64
+	reconcileCount, reconcileSum               float64
 }
 
 // minus is the cost between earlier and s.
@@ -40,6 +46,9 @@ func (s sample) minus(earlier sample) sample {
 		peakRSSMiB:   s.peakRSSMiB,
 		statusWrites: s.statusWrites - earlier.statusWrites, wlWrites: s.wlWrites - earlier.wlWrites,
 		reconciles: s.reconciles - earlier.reconciles,
+		queueWaits: s.queueWaits - earlier.queueWaits, queueWaitSum: s.queueWaitSum - earlier.queueWaitSum,
+		queueWaitsOver1s: s.queueWaitsOver1s - earlier.queueWaitsOver1s,
+		reconcileCount:   s.reconcileCount - earlier.reconcileCount, reconcileSum: s.reconcileSum - earlier.reconcileSum,
 	}
 }
 
@@ -99,6 +108,10 @@ func (sm sampler) take() (sample, error) {
 	}
 	c := f.Controller()
 	s.statusWrites, s.wlWrites, s.reconciles = c.StatusWrites, c.WorkloadWrites, c.Reconciles
+	wait := f.Histogram(scrape.QueueWaitSeconds, map[string]string{"name": controller.AccountControllerName})
+	s.queueWaits, s.queueWaitSum, s.queueWaitsOver1s = wait.Count, wait.Sum, wait.Above(1)
+	rec := f.Histogram(scrape.ReconcileSeconds, map[string]string{"controller": controller.AccountControllerName})
+	s.reconcileCount, s.reconcileSum = rec.Count, rec.Sum
 	return s, nil
 }
 

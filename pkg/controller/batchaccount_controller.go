@@ -219,6 +219,10 @@ func (r *Reconciler) now() time.Time {
 	return time.Now()
 }
 
+// AccountControllerName names the account reconciler's controller, its workqueue and
+// their metrics (the "controller" and "name" labels of controller-runtime's).
+const AccountControllerName = "batchaccount"
+
 // SetupWithManager registers the reconciler and its watches. Jobs, pods and Workloads
 // wake only the accounts that name them, through field indexes; there is no periodic
 // resync of all accounts. Every change is batched (BatchPeriod; a pod's success
@@ -236,7 +240,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&batchv1.Job{}, batched(BatchPeriod, r.jobToAccounts), builder.WithPredicates(jobChanged)).
 		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), builder.WithPredicates(podSucceeded)).
 		Watches(&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), builder.WithPredicates(workloadChanged)).
-		Named("batchaccount").
+		Named(AccountControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 
 	dto "github.com/prometheus/client_model/go"
@@ -25,6 +26,12 @@ const (
 	WorkloadWritesTotal = controller.MetricWorkloadWrites
 	ResultWritesTotal   = controller.MetricResultWrites
 	PodReleasesTotal    = controller.MetricPodReleases
+	// QueueWaitSeconds is controller-runtime's histogram of how long a workqueue item
+	// waited, ready, before a worker took it (label "name": the controller).
+	QueueWaitSeconds = "workqueue_queue_duration_seconds"
+	// ReconcileSeconds is controller-runtime's histogram of reconcile durations (label
+	// "controller").
+	ReconcileSeconds = "controller_runtime_reconcile_time_seconds"
 	// LeaderGauge is controller-runtime's leader_election_master_status: 1 while the
 	// process holds the leader Lease.
 	LeaderGauge = "leader_election_master_status"
@@ -124,4 +131,54 @@ func value(m *dto.Metric) float64 {
 		return m.Untyped.GetValue()
 	}
 	return 0
+}
+
+// Histogram is a histogram summed over the series a scrape holds of it.
+type Histogram struct {
+	// Count and Sum are the observations and their sum.
+	Count, Sum float64
+	// Cumulative maps each bucket's upper bound to the observations at or below it.
+	Cumulative map[float64]float64
+}
+
+// Histogram sums the buckets, count and sum of the named histogram's series whose labels
+// include every name and value of match (nil: every series); zero when it is absent.
+func (f Families) Histogram(name string, match map[string]string) Histogram {
+	h := Histogram{Cumulative: map[float64]float64{}}
+	fam, ok := f[name]
+	if !ok {
+		return h
+	}
+	for _, m := range fam.GetMetric() {
+		hist := m.GetHistogram()
+		if hist == nil || !hasLabels(m, match) {
+			continue
+		}
+		h.Count += float64(hist.GetSampleCount())
+		h.Sum += hist.GetSampleSum()
+		for _, b := range hist.GetBucket() {
+			h.Cumulative[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+		}
+	}
+	return h
+}
+
+// Above is how many observations exceeded bound, which must be one of the bucket bounds
+// (to within one part in a million: exponential bounds are computed in floating point);
+// it is the count when no bucket has that bound.
+func (h Histogram) Above(bound float64) float64 {
+	for ub, n := range h.Cumulative {
+		if math.Abs(ub-bound) <= 1e-6*bound {
+			return h.Count - n
+		}
+	}
+	return h.Count
+}
+
+// Mean is the mean observation; 0 without any.
+func (h Histogram) Mean() float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	return h.Sum / h.Count
 }

@@ -94,6 +94,36 @@ batchledger_pod_releases_total 5
 	}
 }
 
+// TestHistogram: a histogram's series that match are summed, bucket by bucket; Above
+// finds a bound computed in floating point (1e-8 * 10^8 is not exactly 1).
+func TestHistogram(t *testing.T) {
+	text := exposition + `workqueue_work_duration_seconds_bucket{name="other",le="0.1"} 100
+workqueue_work_duration_seconds_bucket{name="other",le="+Inf"} 100
+workqueue_work_duration_seconds_sum{name="other"} 1
+workqueue_work_duration_seconds_count{name="other"} 100
+`
+	f, err := Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := f.Histogram("workqueue_work_duration_seconds", map[string]string{"name": "batchaccount"})
+	if one.Count != 4 || one.Sum != 0.5 || one.Mean() != 0.125 {
+		t.Errorf("batchaccount's series: count %v, sum %v, mean %v; want 4, 0.5, 0.125", one.Count, one.Sum, one.Mean())
+	}
+	if got := one.Above(0.1 + 1e-17); got != 1 {
+		t.Errorf("Above(0.1) = %v, want 1 (4 observations, 3 at or below 0.1)", got)
+	}
+	if got := one.Above(0.2); got != 4 {
+		t.Errorf("Above a bound no bucket has = %v, want the count, 4", got)
+	}
+	if all := f.Histogram("workqueue_work_duration_seconds", nil); all.Count != 104 || all.Above(0.1) != 1 {
+		t.Errorf("every series: count %v, above 0.1 %v; want 104, 1", all.Count, all.Above(0.1))
+	}
+	if none := f.Histogram("absent_seconds", nil); none.Count != 0 || none.Mean() != 0 {
+		t.Errorf("absent histogram: %+v", none)
+	}
+}
+
 func TestParseRejectsMalformedText(t *testing.T) {
 	if _, err := Parse(strings.NewReader("batchledger_account_status_writes_total forty-two\n")); err == nil {
 		t.Fatal("a non-numeric value parsed")
