@@ -132,7 +132,7 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 		admission: map[string][]time.Duration{}, jobToFinish: map[string][]time.Duration{}}
 	with := mode == modeWith
 	spec := clusterSpec{nodePrefix: "kwok-baseline", flavor: baselineFlavor, nodes: g.nodes(cfg.gpusPerNode), gpusPerNode: cfg.gpusPerNode,
-		log: prefixWriter{os.Stderr, "  "}}
+		log: prefixWriter{os.Stderr, "  "}, apiserverProfiling: cfg.apiPprof != ""}
 	if with {
 		spec.binary = cfg.binary
 	}
@@ -202,6 +202,16 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 		return res, err
 	}
 	start := time.Now()
+	var profiled sync.WaitGroup
+	defer profiled.Wait()
+	if cfg.apiPprof != "" {
+		profiled.Go(func() {
+			path := fmt.Sprintf("%s-%s-r%d.pprof", cfg.apiPprof, mode, round)
+			if err := cl.profileAPIServer(ctx, cfg.apiPprofSeconds, path); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: kube-apiserver CPU profile:", err)
+			}
+		})
+	}
 	// One generator per (ClusterQueue, workloads set), all at once, as Kueue's runner does.
 	genErr := make(chan error, len(plan))
 	var gen sync.WaitGroup

@@ -17,6 +17,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -35,6 +36,8 @@ type clusterSpec struct {
 	binary         string
 	controllerArgs []string
 	log            io.Writer
+	// apiserverProfiling serves the API server's /debug/pprof (profileAPIServer).
+	apiserverProfiling bool
 }
 
 // cluster is the running cluster of a run: a client that can watch, and a sampler of
@@ -47,7 +50,7 @@ type cluster struct {
 
 // startCluster starts the cluster of spec; stop it with stop.
 func startCluster(ctx context.Context, spec clusterSpec) (*cluster, error) {
-	opts := localcluster.Options{Log: spec.log}
+	opts := localcluster.Options{Log: spec.log, APIServerProfiling: spec.apiserverProfiling}
 	for i := range spec.nodes {
 		opts.Nodes = append(opts.Nodes, localcluster.NodeSpec{
 			Name: fmt.Sprintf("%s-%d", spec.nodePrefix, i), Labels: map[string]string{localcluster.GPUTypeLabel: spec.flavor},
@@ -195,15 +198,16 @@ func poll(ctx context.Context, limit time.Duration, cond func() (bool, error)) e
 	}
 }
 
-// cpuProfile writes a CPU profile of seconds of the controller serving /debug/pprof at
-// addr (--pprof-bind-address) to path.
-func cpuProfile(ctx context.Context, addr string, seconds int, path string) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
+// cpuProfile writes a CPU profile of seconds of the process serving /debug/pprof at base
+// (http://host:port of the controller's --pprof-bind-address, or the API server's URL) to
+// path; hc makes the request (the API server's needs the admin credentials).
+func cpuProfile(ctx context.Context, hc *http.Client, base, who string, seconds int, path string) error {
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -219,8 +223,18 @@ func cpuProfile(ctx context.Context, addr string, seconds int, path string) erro
 		f.Close()
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote a %ds CPU profile of the controller to %s (go tool pprof -top %s)\n", seconds, path, path)
+	fmt.Fprintf(os.Stderr, "wrote a %ds CPU profile of %s to %s (go tool pprof -top %s)\n", seconds, who, path, path)
 	return f.Close()
+}
+
+// profileAPIServer writes a CPU profile of seconds of the cluster's API server (started
+// with clusterSpec.apiserverProfiling) to path.
+func (cl *cluster) profileAPIServer(ctx context.Context, seconds int, path string) error {
+	hc, err := rest.HTTPClientFor(cl.RESTConfig)
+	if err != nil {
+		return err
+	}
+	return cpuProfile(ctx, hc, strings.TrimSuffix(cl.RESTConfig.Host, "/"), "kube-apiserver", seconds, path)
 }
 
 func freePort() (int, error) {

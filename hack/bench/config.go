@@ -102,6 +102,10 @@ type baselineConfig struct {
 	command           string
 	modes             []string
 	generatorRelative string
+	// apiPprof, when set, is the prefix of the API server's CPU profiles: one per run,
+	// <apiPprof>-<mode>-r<round>.pprof, of apiPprofSeconds from its first submission.
+	apiPprof        string
+	apiPprofSeconds int
 }
 
 // Modes of the baseline.
@@ -128,6 +132,8 @@ func parseBaselineFlags(args []string) (baselineConfig, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 6*time.Minute, "limit for one run, cluster start-up included")
 	fs.StringVar(&cfg.binary, "binary", "", "batchledger controller binary (default <repo>/bin/batchledger)")
 	fs.StringVar(&cfg.out, "out", "", "when set (docs/benchmarks.md), rewrite the baseline section of this Markdown file")
+	fs.StringVar(&cfg.apiPprof, "apiserver-pprof", "", "when set, serve kube-apiserver's /debug/pprof and write a CPU profile of each run to <this>-<mode>-r<round>.pprof (compare them with go tool pprof -diff_base)")
+	fs.IntVar(&cfg.apiPprofSeconds, "apiserver-pprof-seconds", 90, "length of each --apiserver-pprof profile, from the run's first submission")
 	modes := fs.String("modes", modeWithout+","+modeWith, "modes of the first round, in order (later rounds alternate); paced is a control: no batchledger, but a ConfigMap created where with creates the BatchAccount")
 	_ = fs.Parse(args)
 	for m := range strings.SplitSeq(*modes, ",") {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -220,7 +221,7 @@ func (l *load) runSize(ctx context.Context, mode string, sz size, profile bool) 
 	defer profiled.Wait()
 	if profile {
 		profiled.Go(func() {
-			if err := cpuProfile(ctx, l.pprofAddr, l.cfg.pprofSeconds, l.cfg.pprofOut); err != nil {
+			if err := cpuProfile(ctx, http.DefaultClient, "http://"+l.pprofAddr, "the controller", l.cfg.pprofSeconds, l.cfg.pprofOut); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: CPU profile:", err)
 			}
 		})

@@ -66,6 +66,9 @@ type Options struct {
 	Managers []Manager
 	// Log receives one line per start-up step; nil discards them.
 	Log io.Writer
+	// APIServerProfiling serves the API server's /debug/pprof (its --profiling), for a
+	// benchmark that profiles it; off otherwise, as in the other components.
+	APIServerProfiling bool
 }
 
 // Cluster is a running local cluster.
@@ -86,6 +89,7 @@ type Cluster struct {
 	detach       bool
 	ownsStateDir bool
 	log          io.Writer
+	apiProfiling bool
 
 	mu    sync.Mutex
 	procs []*process
@@ -104,10 +108,11 @@ type Cluster struct {
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	begin := time.Now()
 	c := &Cluster{
-		bins:       newBinaryFinder(opts.BinDir),
-		detach:     opts.Detach,
-		log:        opts.Log,
-		stopSignal: make(chan struct{}),
+		bins:         newBinaryFinder(opts.BinDir),
+		detach:       opts.Detach,
+		log:          opts.Log,
+		apiProfiling: opts.APIServerProfiling,
+		stopSignal:   make(chan struct{}),
 	}
 	if c.log == nil {
 		c.log = io.Discard

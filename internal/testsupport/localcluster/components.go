@@ -83,7 +83,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		// kubernetes Service.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-		"--profiling=false",
+		fmt.Sprintf("--profiling=%t", c.apiProfiling),
 	}})
 	if err != nil {
 		return err
