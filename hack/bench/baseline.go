@@ -50,9 +50,12 @@ type wlRecord struct {
 
 // baselineRun is one run's measurements.
 type baselineRun struct {
-	mode                            string
-	round                           int
-	startup, wall                   time.Duration
+	mode          string
+	round         int
+	startup, wall time.Duration
+	// window is how long the cost was measured: from just before the first create to
+	// the last sample, after the settle (with batchledger: until its writes stop).
+	window                          time.Duration
 	submitted                       time.Duration // first create to the last Job's create call
 	workloads, finished, readmitted int
 	accounts                        int
@@ -295,6 +298,7 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 	if err != nil {
 		return res, err
 	}
+	res.window = time.Since(start)
 	stopWatch()
 	res.cost = after.minus(before)
 	mu.Lock()

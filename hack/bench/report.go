@@ -139,7 +139,7 @@ func baselineClassTable(g *generatorConfig, runs []baselineRun) report.Table {
 }
 
 // baselineRunHeader has the class names in its per-class column (%s).
-var baselineRunHeader = []string{"round", "batchledger", "cluster start s", "submitted s", "wall s", "finished", "re-admitted", "admission avg ms (%s)", "batchledger CPU s", "kcm CPU s", "Kueue CPU s", "apiserver CPU s", "status writes", "writes/account", "Workload condition writes", "load avg (before → after)"}
+var baselineRunHeader = []string{"round", "batchledger", "cluster start s", "submitted s", "wall s", "measured s", "finished", "re-admitted", "admission avg ms (%s)", "batchledger CPU s", "kcm CPU s", "Kueue CPU s", "apiserver CPU s", "status writes", "writes/account", "Workload condition writes", "load avg (before → after)"}
 
 // baselineRunTable is a row per run; its per-class admission averages show how much two
 // runs of the same mode differ, the yardstick for any difference between the modes.
@@ -170,7 +170,7 @@ func baselineRunTable(classes []string, runs []baselineRun) report.Table {
 			wall += " (timed out)"
 		}
 		t.Rows = append(t.Rows, []string{strconv.Itoa(r.round), r.mode, fmt.Sprintf("%.1f", r.startup.Seconds()), fmt.Sprintf("%.1f", r.submitted.Seconds()), wall,
-			fmt.Sprintf("%d/%d", r.finished, r.workloads), strconv.Itoa(r.readmitted), strings.Join(perClass, " / "),
+			fmt.Sprintf("%.1f", r.window.Seconds()), fmt.Sprintf("%d/%d", r.finished, r.workloads), strconv.Itoa(r.readmitted), strings.Join(perClass, " / "),
 			bl, fmt.Sprintf("%.2f", r.cost.kcmCPU), fmt.Sprintf("%.2f", r.cost.kueueCPU), fmt.Sprintf("%.2f", r.cost.apiCPU),
 			writes, perAccount, wl, r.loadBefore + " → " + r.loadAfter})
 	}
