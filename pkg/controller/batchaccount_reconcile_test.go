@@ -55,8 +55,8 @@ func conditionOf(conds []metav1.Condition, typ string) string {
 }
 
 // TestReconcileWritesStatusOnceThenEmits: each reconcile computes the account and writes
-// its status at most once; events follow only that write, one per condition whose status
-// or reason changed, and none when the write failed or nothing changed (the events of a
+// its status at most once; events follow only that write, one per newsworthy condition
+// change (newsworthy), and none when the write failed or nothing changed (the events of a
 // conflicting write would repeat those of the replica that won).
 func TestReconcileWritesStatusOnceThenEmits(t *testing.T) {
 	running := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).Obj()
@@ -82,12 +82,11 @@ func TestReconcileWritesStatusOnceThenEmits(t *testing.T) {
 		wantCovered string
 	}{
 		{
-			name:             "first observation: one write, then one event per condition, and the Workload's two",
+			name:             "first observation: one write, then one event per milestone, and the Workload's two",
 			objs:             []client.Object{accountOfJ().Obj(), complete, workloadOfJ(complete).Obj()},
 			wantStatusWrites: 1,
 			wantAccountEvents: []string{
-				"Normal AssignmentValidValid", "Normal AdmittedFinished", "Normal ShardsCoveredAllShardsCovered",
-				"Normal TerminatedComplete", "Normal ResultsAcceptedResultsNotRequired", "Normal AcceptedAccepted",
+				"Normal AdmittedFinished", "Normal ShardsCoveredAllShardsCovered", "Normal TerminatedComplete", "Normal AcceptedAccepted",
 			},
 			wantWorkloadEvents: []string{"Normal ShardsCoveredAllShardsCovered", "Normal AcceptedAccepted"},
 			wantCovered:        "True AllShardsCovered",
@@ -99,12 +98,12 @@ func TestReconcileWritesStatusOnceThenEmits(t *testing.T) {
 			wantCovered: "True AllShardsCovered",
 		},
 		{
-			name:               "the Job completed: one write, events only for the conditions that changed",
+			name:               "the Job completed: one write, events only for the conditions that turned True",
 			objs:               []client.Object{accountOfJ().Obj(), running, workloadOfJ(running).Obj()},
 			settle:             true,
 			change:             func(t *testing.T, c client.Client) { writeStatus(t, c, complete) },
 			wantStatusWrites:   1,
-			wantAccountEvents:  []string{"Normal AdmittedFinished", "Normal ShardsCoveredAllShardsCovered", "Normal TerminatedComplete", "Normal AcceptedAccepted"},
+			wantAccountEvents:  []string{"Normal ShardsCoveredAllShardsCovered", "Normal TerminatedComplete", "Normal AcceptedAccepted"},
 			wantWorkloadEvents: []string{"Normal ShardsCoveredAllShardsCovered", "Normal AcceptedAccepted"},
 			wantCovered:        "True AllShardsCovered",
 		},

@@ -15,6 +15,9 @@ func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg}
 }
 
+// TestVerdictEvents: milestones are Normal events, problems and falls from True are
+// Warnings, and expected waits, the start every account has and a True condition's new
+// reason are no events; only ShardsCovered and Accepted reach the Workload.
 func TestVerdictEvents(t *testing.T) {
 	covered := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "4/4 shards covered")
 	missing := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3")
@@ -25,6 +28,10 @@ func TestVerdictEvents(t *testing.T) {
 	queued := cond(v1alpha1.ConditionAdmitted, metav1.ConditionFalse, v1alpha1.ReasonPending, "not admitted by Kueue yet: job j")
 	notYet := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound, "job j not found")
 	terminated := cond(v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonComplete, "job j Complete")
+	valid := cond(v1alpha1.ConditionAssignmentValid, metav1.ConditionTrue, v1alpha1.ReasonValid, "a partition")
+	notRequired := cond(v1alpha1.ConditionResultsAccepted, metav1.ConditionTrue, v1alpha1.ReasonResultsNotRequired, "no results required")
+	admitted := cond(v1alpha1.ConditionAdmitted, metav1.ConditionTrue, v1alpha1.ReasonAdmitted, "admitted")
+	finished := cond(v1alpha1.ConditionAdmitted, metav1.ConditionTrue, v1alpha1.ReasonFinished, "finished")
 
 	cases := map[string]struct {
 		prev         []metav1.Condition
@@ -40,19 +47,25 @@ func TestVerdictEvents(t *testing.T) {
 			wantWorkload: []verdictEvent{{corev1.EventTypeNormal, "ShardsCoveredAllShardsCovered",
 				"batchledger.dev/ShardsCovered=True: 4/4 shards covered"}},
 		},
-		"expected waits are Normal": {
+		"expected waits are no events: the conditions say where the batch waits": {
 			changed: []metav1.Condition{missing, pending, queued, notYet},
-			wantAccount: []verdictEvent{
-				{corev1.EventTypeNormal, "ShardsCoveredShardsMissing", "ShardsCovered=False: 3/4 shards covered; missing D = job j index 3"},
-				{corev1.EventTypeNormal, "AcceptedResultsPending", "Accepted=False: waiting for results of A-D"},
-				{corev1.EventTypeNormal, "AdmittedPending", "Admitted=False: not admitted by Kueue yet: job j"},
-				{corev1.EventTypeNormal, "ShardsCoveredTargetsNotFound", "ShardsCovered=False: job j not found"},
-			},
-			wantWorkload: []verdictEvent{
-				{corev1.EventTypeNormal, "ShardsCoveredShardsMissing", "batchledger.dev/ShardsCovered=False: 3/4 shards covered; missing D = job j index 3"},
-				{corev1.EventTypeNormal, "AcceptedResultsPending", "batchledger.dev/Accepted=False: waiting for results of A-D"},
-				{corev1.EventTypeNormal, "ShardsCoveredTargetsNotFound", "batchledger.dev/ShardsCovered=False: job j not found"},
-			},
+		},
+		"the True every account starts with is no event, unless it follows a problem": {
+			changed: []metav1.Condition{valid, notRequired},
+		},
+		"a mapping fixed is an event": {
+			prev:        []metav1.Condition{duplicate},
+			changed:     []metav1.Condition{valid},
+			wantAccount: []verdictEvent{{corev1.EventTypeNormal, "AssignmentValidValid", "AssignmentValid=True: a partition"}},
+		},
+		"True for another reason is no event": {
+			prev:    []metav1.Condition{admitted},
+			changed: []metav1.Condition{finished},
+		},
+		"a wait after a milestone is a fall from True: a Warning": {
+			prev:        []metav1.Condition{admitted},
+			changed:     []metav1.Condition{queued},
+			wantAccount: []verdictEvent{{corev1.EventTypeWarning, "AdmittedPending", "Admitted=False: not admitted by Kueue yet: job j"}},
 		},
 		"problems are Warnings; account-only conditions stay off the Workload": {
 			changed: []metav1.Condition{duplicate, rejected, terminated},
