@@ -155,7 +155,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.DurationVar(&c.workloadMessageInterval, "workload-message-interval", 10*time.Second,
 		"How long progress waits before it is written to a Workload (a count that moved, shards covered while the batch still waits); the first verdict, a problem and the batch's acceptance are written at once, and the live count is on the BatchAccount. 0 writes every change at once.")
 	fs.DurationVar(&c.waitingStatusDelay, "waiting-status-delay", 10*time.Second,
-		"How long an account status may wait before it is written when it only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them), or when a Job met its success criteria and its Complete is yet to come, so that the steps of a batch share writes; a new account's first status, other coverage, verdicts and problems are written at once. 0 writes every change at once.")
+		"How long an account status that only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them) waits before it is written, so that the steps of a batch share writes; a new account's first status, coverage, verdicts and problems are written at once. 0 writes every change at once.")
 	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
 	// releases alone take about 17 minutes, while the account keeps its share of the budget.
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")

@@ -69,12 +69,10 @@ type Reconciler struct {
 	// Workload (a count that moved); what a reader must learn at once is written at once
 	// (see publish and urgent). 0 writes every change at once.
 	WorkloadMessageInterval time.Duration
-	// WaitingStatusDelay is how long an account status may wait before it is written
-	// when it only changes which wait the account is in (waitingOnly), so that the steps
-	// of a batch's start share one write, or when a Job met its success criteria and its
-	// Complete is yet to come (awaitingCompletion), so that the last covered shards and
-	// the termination share one. Any other coverage, verdicts and problems are written at
-	// once. 0 writes every change at once.
+	// WaitingStatusDelay is how long an account status that only changes which wait the
+	// account is in (waitingOnly) waits before it is written, so that the steps of a
+	// batch's start share one write; coverage, verdicts and problems are written at once.
+	// 0 writes every change at once.
 	WaitingStatusDelay time.Duration
 
 	criteriaOnce   sync.Once
@@ -128,15 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration
-	waits := ""
-	switch {
-	case !changed || out.AheadOfJobs:
-	case waitingOnly(&ba.Status, &out.Status, out.Changed):
-		waits = "only which wait the account is in changed"
-	case awaitingCompletion(&ba.Status, &out.Status, out.Changed):
-		waits = "a Job met its success criteria; the Job controller's Complete follows"
-	}
-	if waits != "" {
+	if changed && !out.AheadOfJobs && waitingOnly(&ba.Status, &out.Status, out.Changed) {
 		due = r.accountWaits.wait(ba.UID, now, r.WaitingStatusDelay)
 	}
 	switch {
@@ -146,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// wakes the account again and this write goes with it.
 		log.V(3).Info("account status waits for the Job controller to count its pods")
 	case due > 0:
-		log.V(3).Info("account status waits", "why", waits, "for", due)
+		log.V(3).Info("account status waits: only which wait the account is in changed", "for", due)
 	default:
 		prev := ba.Status.Conditions
 		if v := log.V(3); v.Enabled() {

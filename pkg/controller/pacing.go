@@ -35,42 +35,12 @@ func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condi
 		return false
 	}
 	for _, c := range changed {
-		if c.Status == metav1.ConditionTrue && c.Type != v1alpha1.ConditionAdmitted {
-			return false
-		}
-	}
-	return noNews(prev.Conditions, changed)
-}
-
-// awaitingCompletion reports whether next shows a Job that met its success criteria and
-// whose Complete the Job controller has yet to record, and no problem or fall from True.
-// kube-controller-manager writes a Job's last completed index with SuccessCriteriaMet,
-// and Complete in its next status write, once the Job's pods are gone (about a second
-// later); that write wakes the account. Writing the covered shards at once would cost
-// one more write for the same verdict a second later, so they wait for Complete, bounded
-// by WaitingStatusDelay like the waits: a Job whose pods take long to go is written
-// when the delay has passed. An account's first status never waits.
-func awaitingCompletion(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condition) bool {
-	if len(prev.Conditions) == 0 {
-		return false
-	}
-	completing := false
-	for i := range next.Targets {
-		if t := &next.Targets[i]; t.SuccessCriteriaMet && t.Terminal == "" {
-			completing = true
-		}
-	}
-	return completing && noNews(prev.Conditions, changed)
-}
-
-// noNews reports whether none of the changed conditions is news a reader must learn at
-// once: new (absent before), no longer True or True for another reason, or False for a
-// reason that is no expected wait (a problem).
-func noNews(prev []metav1.Condition, changed []metav1.Condition) bool {
-	for _, c := range changed {
-		old := apimeta.FindStatusCondition(prev, c.Type)
+		old := apimeta.FindStatusCondition(prev.Conditions, c.Type)
 		switch {
 		case old == nil, old.Status == metav1.ConditionTrue:
+			// New, no longer True, or True for another reason.
+			return false
+		case c.Status == metav1.ConditionTrue && c.Type != v1alpha1.ConditionAdmitted:
 			return false
 		case c.Status == metav1.ConditionFalse && !expectedWaits[c.Reason]:
 			return false

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,60 +89,11 @@ func TestWaitingOnly(t *testing.T) {
 	}
 }
 
-// TestAwaitingCompletion: a status waits for the Job controller's Complete only when a
-// Job met its success criteria without it, the account has a status already, and nothing
-// in the change is a problem or a fall from True.
-func TestAwaitingCompletion(t *testing.T) {
-	const (
-		T = metav1.ConditionTrue
-		F = metav1.ConditionFalse
-	)
-	valid := condition(v1alpha1.ConditionAssignmentValid, T, v1alpha1.ReasonValid)
-	admitted := condition(v1alpha1.ConditionAdmitted, T, v1alpha1.ReasonAdmitted)
-	evicted := condition(v1alpha1.ConditionAdmitted, F, v1alpha1.ReasonEvicted)
-	missing := condition(v1alpha1.ConditionShardsCovered, F, v1alpha1.ReasonShardsMissing)
-	covered := condition(v1alpha1.ConditionShardsCovered, T, v1alpha1.ReasonAllShardsCovered)
-	rejected := condition(v1alpha1.ConditionResultsAccepted, F, v1alpha1.ReasonResultRejected)
-	pendingResults := condition(v1alpha1.ConditionResultsAccepted, F, v1alpha1.ReasonResultsPending)
-	withTarget := func(s *v1alpha1.BatchAccountStatus, criteriaMet bool, terminal string) *v1alpha1.BatchAccountStatus {
-		s.Targets = []v1alpha1.TargetStatus{{Name: "job/j", SuccessCriteriaMet: criteriaMet, Terminal: terminal}}
-		return s
-	}
-	cases := []struct {
-		name       string
-		prev, next *v1alpha1.BatchAccountStatus
-		changed    []metav1.Condition
-		want       bool
-	}{
-		{"all covered, success criteria met, Complete to come", statusOf(1, valid, admitted, missing),
-			withTarget(statusOf(2, valid, admitted, covered), true, ""), []metav1.Condition{covered}, true},
-		{"all covered, the Job's criteria not met yet", statusOf(1, valid, admitted, missing),
-			withTarget(statusOf(2, valid, admitted, covered), false, ""), []metav1.Condition{covered}, false},
-		{"Complete recorded", statusOf(2, valid, admitted, covered),
-			withTarget(statusOf(2, valid, admitted, covered), true, "Complete"), nil, false},
-		{"the account's first status", statusOf(0),
-			withTarget(statusOf(2, valid, admitted, covered), true, ""), []metav1.Condition{valid, admitted, covered}, false},
-		{"a fall from True besides", statusOf(1, valid, admitted, missing),
-			withTarget(statusOf(2, valid, evicted, covered), true, ""), []metav1.Condition{evicted, covered}, false},
-		{"a rejected result besides", statusOf(1, valid, admitted, missing, pendingResults),
-			withTarget(statusOf(2, valid, admitted, covered, rejected), true, ""), []metav1.Condition{covered, rejected}, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := awaitingCompletion(tc.prev, tc.next, tc.changed); got != tc.want {
-				t.Errorf("awaitingCompletion = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestReconcileWaitsOnlyForWaits: with WaitingStatusDelay, a new account's first status
 // is written at once; the steps that follow on its way to the verdict (its Job's
 // Workload appearing, Kueue admitting it) wait, and go in one write with what comes
 // within the delay: the Workload's appearance alone once the delay has passed, the
-// admission with the first covered shard, which is written at once. The last shard,
-// covered with the Job's SuccessCriteriaMet, waits for its Complete, and both go in one
-// write.
+// admission with the first covered shard, which is written at once.
 func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 	const delay = 10 * time.Second
 	j := jobJ(v1alpha1.ScopeCoverage).Suspend(true).ResourceVersion("").Obj()
@@ -165,10 +115,8 @@ func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 		change      func()
 		wantWrites  int
 		wantRequeue time.Duration
-		// wantAdmitted, wantCovered and wantTerminated are the stored Admitted,
-		// ShardsCovered and Terminated conditions ("" before the first write; the last two
-		// checked when set).
-		wantAdmitted, wantCovered, wantTerminated string
+		// wantAdmitted is the stored Admitted condition ("" before the first write).
+		wantAdmitted string
 	}{
 		{name: "the account and its Job: the first status, at once", change: create(j), wantWrites: 1,
 			wantAdmitted: "Unknown NoWorkload"},
@@ -188,17 +136,6 @@ func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 				writeStatus(t, f.c, jobJ(v1alpha1.ScopeCoverage).Suspend(false).StartTime(at).Completed("0", 1).Obj())
 			},
 			wantWrites: 1, wantAdmitted: "True Admitted"},
-		{name: "the last shard covered, success criteria met: waits for Complete", after: 5 * time.Second,
-			change: func() {
-				writeStatus(t, f.c, jobJ(v1alpha1.ScopeCoverage).Suspend(false).StartTime(at).Completed("0-1", 2).
-					Condition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached, at).Obj())
-			},
-			wantRequeue: delay, wantAdmitted: "True Admitted", wantCovered: "False ShardsMissing"},
-		{name: "Complete: coverage and termination in one write", after: time.Second,
-			change: func() {
-				writeStatus(t, f.c, jobJ(v1alpha1.ScopeCoverage).Suspend(false).StartTime(at).Completed("0-1", 2).Complete(at).Obj())
-			},
-			wantWrites: 1, wantAdmitted: "True Finished", wantCovered: "True AllShardsCovered", wantTerminated: "True Complete"},
 	}
 	for _, s := range steps {
 		at = at.Add(s.after)
@@ -216,14 +153,8 @@ func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 		if res.RequeueAfter != s.wantRequeue {
 			t.Errorf("%s: requeue after %v, want %v", s.name, res.RequeueAfter, s.wantRequeue)
 		}
-		stored := f.account(t, "acct").Status.Conditions
-		if diff := cmp.Diff(s.wantAdmitted, conditionOf(stored, v1alpha1.ConditionAdmitted)); diff != "" {
+		if diff := cmp.Diff(s.wantAdmitted, conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAdmitted)); diff != "" {
 			t.Errorf("%s: stored Admitted (-want +got):\n%s", s.name, diff)
-		}
-		for typ, want := range map[string]string{v1alpha1.ConditionShardsCovered: s.wantCovered, v1alpha1.ConditionTerminated: s.wantTerminated} {
-			if got := conditionOf(stored, typ); want != "" && got != want {
-				t.Errorf("%s: stored %s = %q, want %q", s.name, typ, got, want)
-			}
 		}
 	}
 }
