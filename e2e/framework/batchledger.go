@@ -33,26 +33,28 @@ func SetupWithBatchledger(m *testing.M) {
 	Setup(m)
 }
 
-// startBatchledger builds and starts the controller on the local cluster.
-func startBatchledger(ctx context.Context, c *localcluster.Cluster) error {
+// startBatchledger builds the controller into a new temporary directory and starts it
+// on the local cluster. It returns the directory, which the caller removes when the suite
+// ends (a 70 MB binary per suite run would otherwise pile up in the machine's /tmp).
+func startBatchledger(ctx context.Context, c *localcluster.Cluster) (string, error) {
 	dir, err := os.MkdirTemp("", "batchledger-bin-")
 	if err != nil {
-		return err
+		return "", err
 	}
 	bin, err := localcluster.BuildBatchledger(dir)
 	if err != nil {
-		return err
+		return dir, err
 	}
 	m, err := localcluster.BatchledgerManager(bin)
 	if err != nil {
-		return err
+		return dir, err
 	}
 	batchledger.manager, batchledger.binary = m, bin
 	if err := c.StartManager(ctx, m); err != nil {
-		return err
+		return dir, err
 	}
 	batchledger.running = true
-	return nil
+	return dir, nil
 }
 
 // StopBatchledger stops the controller (local cluster only; the test is skipped elsewhere).

@@ -114,7 +114,13 @@ func setup(m *testing.M, opts []Option) int {
 		env.cluster = c
 		env.config = rest.CopyConfig(c.RESTConfig)
 		if withBatchledger {
-			if err := startBatchledger(ctx, c); err != nil {
+			dir, err := startBatchledger(ctx, c)
+			if dir != "" {
+				// Runs before the cluster's Stop (defers run last first): removing the
+				// binary of a running process is harmless on Linux.
+				defer os.RemoveAll(dir)
+			}
+			if err != nil {
 				fmt.Fprintf(os.Stderr, "e2e: starting the batchledger controller failed: %v\n", err)
 				return 1
 			}
