@@ -2,6 +2,7 @@ package relations
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -52,17 +53,17 @@ func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
 // a pod no Job controls, a malformed index annotation) is never waited for, so it is
 // never stranded.
 func TargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod) (int, types.UID, bool) {
-	if pod.Namespace != namespace || (ref.Namespace != "" && ref.Namespace != namespace) {
+	if !podOfTarget(PodTargets(pod), pod.Namespace, ref, namespace) {
 		return 0, "", false
 	}
-	key := ref.Key()
-	for _, k := range PodTargets(pod) {
-		if k == key {
-			idx, _ := CompletionIndex(pod)
-			return idx, metav1.GetControllerOf(pod).UID, true
-		}
-	}
-	return 0, "", false
+	idx, _ := CompletionIndex(pod)
+	return idx, metav1.GetControllerOf(pod).UID, true
+}
+
+// podOfTarget is TargetPodIndex's test on a pod's PodTargets keys, for a caller that
+// tests one pod against many targets (CapturedBy) and derives its keys once.
+func podOfTarget(keys []v1alpha1.TargetKey, podNamespace string, ref v1alpha1.TargetRef, namespace string) bool {
+	return podNamespace == namespace && (ref.Namespace == "" || ref.Namespace == namespace) && slices.Contains(keys, ref.Key())
 }
 
 // SucceededTargetPodIndex is TargetPodIndex for a pod that Succeeded: a completed
@@ -104,7 +105,7 @@ func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string
 			continue
 		}
 		for _, a := range ba.Spec.Assignments {
-			if _, _, ok := TargetPodIndex(a.Target, ba.Namespace, pod); ok {
+			if podOfTarget(keys, pod.Namespace, a.Target, ba.Namespace) {
 				out = append(out, ba.Name)
 				break
 			}

@@ -101,7 +101,11 @@ func WorkloadKeys(wl client.Object) []IndexKey {
 }
 
 func accountIndex(obj client.Object) []string {
-	keys := AccountKeys(obj.(*v1alpha1.BatchAccount))
+	return keyStrings(AccountKeys(obj.(*v1alpha1.BatchAccount)))
+}
+
+// keyStrings are keys as the strings a field index stores.
+func keyStrings[K ~string](keys []K) []string {
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = string(k)
@@ -117,12 +121,7 @@ func ownerUIDIndex(obj client.Object) []string {
 }
 
 func podTargetIndex(obj client.Object) []string {
-	keys := PodTargets(obj.(*corev1.Pod))
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = string(k)
-	}
-	return out
+	return keyStrings(PodTargets(obj.(*corev1.Pod)))
 }
 
 func resultPodsIndex(obj client.Object) []string {
