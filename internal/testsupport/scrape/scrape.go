@@ -174,11 +174,3 @@ func (h Histogram) Above(bound float64) float64 {
 	}
 	return h.Count
 }
-
-// Mean is the mean observation; 0 without any.
-func (h Histogram) Mean() float64 {
-	if h.Count == 0 {
-		return 0
-	}
-	return h.Sum / h.Count
-}
