@@ -26,6 +26,7 @@ import (
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/certs"
 	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/relations"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
 )
@@ -253,8 +254,8 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer c
 			WaitingStatusDelay: c.waitingStatusDelay,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics, Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "Job"},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: "JobSet"},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: relations.KindJob},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: relations.KindJobSet},
 	}
 }
 

@@ -75,7 +75,7 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 			return nil, fmt.Errorf("Workload %q in namespace %q is owned by no Job or JobSet; batchledger accounts only for those", name, namespace)
 		}
 		kind := KindJob
-		if owner.Kind == "JobSet" {
+		if owner.Kind == relations.KindJobSet {
 			kind = KindJobSet
 		}
 		accts, err := ResolveAccounts(ctx, c, namespace, kind, owner.Name)

@@ -17,12 +17,13 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // ShortFormReconciler creates the BatchAccount a short-form Job or JobSet declares.
 type ShortFormReconciler struct {
 	client.Client
-	// Kind is "Job" or "JobSet".
+	// Kind is relations.KindJob or relations.KindJobSet.
 	Kind string
 }
 
@@ -36,7 +37,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	var spec v1alpha1.BatchAccountSpec
 	var err error
 	switch r.Kind {
-	case "JobSet":
+	case relations.KindJobSet:
 		var js jobsetapi.JobSet
 		if err := r.Get(ctx, req.NamespacedName, &js); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -78,7 +79,7 @@ func (r *ShortFormReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return ok
 	})
 	var obj client.Object = &batchv1.Job{}
-	if r.Kind == "JobSet" {
+	if r.Kind == relations.KindJobSet {
 		obj = &jobsetapi.JobSet{}
 	}
 	return ctrl.NewControllerManagedBy(mgr).

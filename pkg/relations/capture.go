@@ -28,7 +28,7 @@ import (
 // account, so the ledger keeps it), and so the pod is held until it is.
 func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
 	owner := metav1.GetControllerOf(pod)
-	if owner == nil || owner.Kind != kindJob || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
+	if owner == nil || owner.Kind != KindJob || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
 		return nil
 	}
 	if _, ok := CompletionIndex(pod); !ok {

@@ -91,9 +91,9 @@ func WorkloadKeys(wl client.Object) []IndexKey {
 	var keys []IndexKey
 	for _, ref := range wl.GetOwnerReferences() {
 		switch ref.Kind {
-		case kindJob:
+		case KindJob:
 			keys = append(keys, JobKey(ref.Name))
-		case kindJobSet:
+		case KindJobSet:
 			keys = append(keys, JobSetKey(ref.Name))
 		}
 	}

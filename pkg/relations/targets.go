@@ -13,10 +13,11 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// Owner kinds batchledger follows.
+// The owner kinds batchledger follows: a Workload's or a pod's controller, and the kind a
+// short-form account was declared on.
 const (
-	kindJob    = "Job"
-	kindJobSet = "JobSet"
+	KindJob    = "Job"
+	KindJobSet = "JobSet"
 )
 
 // LabelRestartAttempt is the label JobSet puts on its child Jobs with the restart attempt

@@ -14,12 +14,12 @@ import (
 // WorkloadOwner is the Job or JobSet a Workload belongs to: its controller when that is a
 // Job or JobSet, else its first Job or JobSet owner reference; nil when it has none.
 func WorkloadOwner(wl metav1.Object) *metav1.OwnerReference {
-	if ref := metav1.GetControllerOf(wl); ref != nil && (ref.Kind == kindJob || ref.Kind == kindJobSet) {
+	if ref := metav1.GetControllerOf(wl); ref != nil && (ref.Kind == KindJob || ref.Kind == KindJobSet) {
 		return ref
 	}
 	refs := wl.GetOwnerReferences()
 	for i := range refs {
-		if ref := &refs[i]; ref.Kind == kindJob || ref.Kind == kindJobSet {
+		if ref := &refs[i]; ref.Kind == KindJob || ref.Kind == KindJobSet {
 			return ref
 		}
 	}
@@ -30,7 +30,7 @@ func WorkloadOwner(wl metav1.Object) *metav1.OwnerReference {
 // Kueue makes a plain Job's Workload the Job's, and a JobSet child's Workload the
 // JobSet's (its controller).
 func WorkloadOwnerUID(job *batchv1.Job) types.UID {
-	if ref := metav1.GetControllerOf(job); ref != nil && ref.Kind == kindJobSet {
+	if ref := metav1.GetControllerOf(job); ref != nil && ref.Kind == KindJobSet {
 		return ref.UID
 	}
 	return job.UID
