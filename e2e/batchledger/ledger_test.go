@@ -7,9 +7,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -92,7 +94,9 @@ func TestLedgerOutlivesItsJob(t *testing.T) {
 
 // TestTwoAccountsOneWorkload: two accounts name the same Job; the Workload's
 // batchledger.dev/Accepted speaks for both: False while one of them is not Accepted,
-// naming each, whichever wrote last.
+// naming each, whichever wrote last. It speaks only for accounts that exist: once the
+// rejecting account is deleted the Workload says the other's verdict, and once no
+// account is left our conditions leave the finished Workload (Kueue's stay).
 func TestTwoAccountsOneWorkload(t *testing.T) {
 	f := framework.New(t)
 	h100Queue(f, "8")
@@ -115,5 +119,27 @@ func TestTwoAccountsOneWorkload(t *testing.T) {
 		if !strings.Contains(c.Message, want) {
 			t.Errorf("Workload Accepted message %q lacks %q", c.Message, want)
 		}
+	}
+
+	if err := f.Client.Delete(f.Ctx, strict); err != nil {
+		t.Fatal(err)
+	}
+	c = waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+	if !strings.HasPrefix(c.Message, "BatchAccount counts:") {
+		t.Errorf("Workload Accepted message after strict was deleted: %q", c.Message)
+	}
+	if err := f.Client.Delete(f.Ctx, counts); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitFor(t, wl, framework.DefaultTimeout, "no batchledger condition left", func(wl *kueue.Workload) bool {
+		for _, c := range wl.Status.Conditions {
+			if v1alpha1.IsWorkloadCondition(c.Type) {
+				return false
+			}
+		}
+		return true
+	})
+	if !apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished) {
+		t.Errorf("Kueue's Finished condition went with ours: %+v", wl.Status.Conditions)
 	}
 }

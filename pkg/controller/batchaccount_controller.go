@@ -223,20 +223,24 @@ func (r *Reconciler) now() time.Time {
 // their metrics (the "controller" and "name" labels of controller-runtime's).
 const AccountControllerName = "batchaccount"
 
-// SetupWithManager registers the reconciler and its watches. Jobs, pods and Workloads
-// wake only the accounts that name them, through field indexes; there is no periodic
-// resync of all accounts. Every change is batched (BatchPeriod; a pod's success
-// PodBatchPeriod) so that a burst of pod completions, or a Job's completion followed by
-// its Workload's, costs one computation and at most one status write.
+// SetupWithManager registers the reconciler and its watches, and the cleanup of our
+// Workload conditions that no account speaks for any more (workloadCleanup). Jobs, pods
+// and Workloads wake only the accounts that name them, through field indexes; there is
+// no periodic resync of all accounts. Every change is batched (BatchPeriod; a pod's
+// success PodBatchPeriod) so that a burst of pod completions, or a Job's completion
+// followed by its Workload's, costs one computation and at most one status write.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.CoveragePods != nil {
 		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.podToAccounts), succeededPodArrived))
 	}
+	if err := r.setupWorkloadCleanup(mgr); err != nil {
+		return err
+	}
 	return b.
 		// An account is mostly created just before its Jobs (one kubectl apply): batched
 		// too, its first status already finds them and their Workloads.
-		Watches(&v1alpha1.BatchAccount{}, batched(BatchPeriod, self), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.BatchAccount{}, r.accountChanges(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&batchv1.Job{}, batched(BatchPeriod, r.jobToAccounts), builder.WithPredicates(jobChanged)).
 		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), builder.WithPredicates(podSucceeded)).
 		Watches(&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), builder.WithPredicates(workloadChanged)).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -243,8 +244,9 @@ func retried(res ctrl.Result, err error) bool {
 // applyWorkloadStatus applies the conditions of ac to the Workload's status as the API
 // server does, where the fake client cannot: without Kueue's schema it would replace the
 // whole list, where the API server merges it by condition type (listType=map), keeping
-// Kueue's own conditions. A UID in ac is a precondition: a Workload of that name with
-// another UID (deleted and recreated) fails with a Conflict.
+// Kueue's own conditions, and removes the conditions of ours that ac no longer names
+// (our field manager is their only owner). A UID in ac is a precondition: a Workload of
+// that name with another UID (deleted and recreated) fails with a Conflict.
 func applyWorkloadStatus(ctx context.Context, c client.Client, ac *kueueac.WorkloadApplyConfiguration) error {
 	var wl kueue.Workload
 	if err := c.Get(ctx, client.ObjectKey{Namespace: *ac.GetNamespace(), Name: *ac.GetName()}, &wl); err != nil {
@@ -253,6 +255,17 @@ func applyWorkloadStatus(ctx context.Context, c client.Client, ac *kueueac.Workl
 	if ac.UID != nil && *ac.UID != wl.UID {
 		return apierrors.NewConflict(kueue.GroupVersion.WithResource("workloads").GroupResource(), wl.Name,
 			fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", *ac.UID, wl.UID))
+	}
+	named := map[string]bool{}
+	if ac.Status != nil {
+		for _, cond := range ac.Status.Conditions {
+			named[*cond.Type] = true
+		}
+	}
+	for _, c := range slices.Clone(wl.Status.Conditions) {
+		if v1alpha1.IsWorkloadCondition(c.Type) && !named[c.Type] {
+			apimeta.RemoveStatusCondition(&wl.Status.Conditions, c.Type)
+		}
 	}
 	if ac.Status != nil {
 		for _, cond := range ac.Status.Conditions {

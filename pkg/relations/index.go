@@ -25,6 +25,10 @@ const (
 	// under whichever identity of the target: result capture reads a target's pods of
 	// every identity through it.
 	IndexPodTarget = "batchledger.dev/pod-target"
+	// IndexWorkloadOwner indexes Workloads by the IndexKey of each Job or JobSet owner
+	// (WorkloadKeys): the Workloads an account's targets run under, found from the
+	// account alone, also once the account is gone or no longer names them.
+	IndexWorkloadOwner = "batchledger.dev/workload-owner"
 	// IndexResultPod indexes ShardResults by the UIDs of the pods whose results they hold
 	// (recorded or dropped), so that the pod releaser can tell in O(1) whether a held
 	// pod's result is recorded.
@@ -113,6 +117,10 @@ func keyStrings[K ~string](keys []K) []string {
 	return out
 }
 
+func workloadOwnerIndex(obj client.Object) []string {
+	return keyStrings(WorkloadKeys(obj))
+}
+
 func ownerUIDIndex(obj client.Object) []string {
 	if ref := metav1.GetControllerOf(obj); ref != nil {
 		return []string{string(ref.UID)}
@@ -147,6 +155,7 @@ func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 	}{
 		{&v1alpha1.BatchAccount{}, IndexAccountTarget, accountIndex},
 		{&kueue.Workload{}, IndexOwnerUID, ownerUIDIndex},
+		{&kueue.Workload{}, IndexWorkloadOwner, workloadOwnerIndex},
 		{&v1alpha1.ShardResults{}, IndexResultPod, resultPodsIndex},
 		{&corev1.Pod{}, IndexPodTarget, podTargetIndex},
 	} {
@@ -185,6 +194,27 @@ func AccountsNaming(ctx context.Context, c client.Reader, namespace string, keys
 			if !seen[ba.Name] {
 				seen[ba.Name] = true
 				out = append(out, ba)
+			}
+		}
+	}
+	return out, nil
+}
+
+// WorkloadsOf lists the Workloads of namespace whose Job or JobSet owner answers to one of
+// keys, each once, through IndexWorkloadOwner. They are read-only, as in AccountsNaming.
+func WorkloadsOf(ctx context.Context, c client.Reader, namespace string, keys ...IndexKey) ([]*kueue.Workload, error) {
+	var out []*kueue.Workload
+	seen := map[string]bool{}
+	for _, k := range keys {
+		var list kueue.WorkloadList
+		if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{IndexWorkloadOwner: string(k)},
+			client.UnsafeDisableDeepCopy); err != nil {
+			return out, err
+		}
+		for i := range list.Items {
+			if wl := &list.Items[i]; !seen[wl.Name] {
+				seen[wl.Name] = true
+				out = append(out, wl)
 			}
 		}
 	}
