@@ -172,6 +172,60 @@ func TestJobSetRestartMovesCoverageToHistory(t *testing.T) {
 	waitWorkloadVerdict(t, wl, v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 }
 
+// TestJobSetFailureEndsItsActiveChild: a JobSet without restarts fails when one child
+// fails, and deletes its child that was still running. That child is no restart in
+// progress: the account keeps what it covered as its record and says it was deleted
+// before it terminated because its JobSet failed, with a way forward (repair), instead of
+// waiting for it to exist again.
+func TestJobSetFailureEndsItsActiveChild(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "16")
+	worker := wrappers.MakeJob("", "").Indexed(4).Parallelism(4).GPU(1).BackoffLimit(0).Obj()
+	js := wrappers.MakeJobSet("ends", f.Namespace).Queue("default").MaxRestarts(0).
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(3).Job(worker).Obj()).Obj()
+	f.Create(js)
+	f.Create(wrappers.MakeBatchAccount("ends", f.Namespace).ShardCount("s", 12).
+		AssignJobSet("ends", "workers", 0, "0-3", "0-3").AssignJobSet("ends", "workers", 1, "0-3", "4-7").
+		AssignJobSet("ends", "workers", 2, "0-3", "8-11").Obj())
+
+	w0, w1, w2 := childJob(t, f, "ends-workers-0", ""), childJob(t, f, "ends-workers-1", ""), childJob(t, f, "ends-workers-2", "")
+	for _, w := range []*batchv1.Job{w0, w1, w2} {
+		framework.RunningPods(t, w, 4)
+	}
+	for i := range 4 {
+		framework.FinishIndexPod(t, w0, i, 0, "")
+	}
+	framework.FinishIndexPod(t, w2, 0, 0, "")
+	waitAccount(t, f, "ends", "5/12 covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 5 })
+
+	framework.FinishIndexPod(t, w1, 0, 1, "")
+	framework.WaitFor(t, js, framework.DefaultTimeout, "JobSet Failed", func(js *jobset.JobSet) bool {
+		return apimeta.IsStatusConditionTrue(js.Status.Conditions, string(jobset.JobSetFailed))
+	})
+	framework.Eventually(t, framework.DefaultTimeout, "the running child deleted", func() (bool, string, error) {
+		err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(w2), &batchv1.Job{})
+		return apierrors.IsNotFound(err), "still there", client.IgnoreNotFound(err)
+	})
+	c := waitAccountCondition(t, f, "ends", v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted)
+	if !strings.Contains(c.Message, "jobset ends workers[2]") {
+		t.Errorf("Terminated message %q does not name the deleted child", c.Message)
+	}
+	ba := waitAccount(t, f, "ends", "the deleted child's record", func(ba *v1alpha1.BatchAccount) bool {
+		t2 := target(ba, "jobset/ends/workers/2")
+		return t2 != nil && t2.Deleted
+	})
+	if t2 := target(ba, "jobset/ends/workers/2"); t2.UID != w2.UID || t2.CompletedIndexes != "0" {
+		t.Errorf("record of workers[2]: uid %s completed %q; want %s, \"0\"", t2.UID, t2.CompletedIndexes, w2.UID)
+	}
+	if ba.Status.Shards.Covered != 5 {
+		t.Errorf("covered %d, want 5 (workers[0] 0-3 and workers[2] 0 stand)", ba.Status.Shards.Covered)
+	}
+	cov := apimeta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionShardsCovered)
+	if cov == nil || !strings.Contains(cov.Message, "(its JobSet Failed)") || !strings.Contains(cov.Message, "repair") {
+		t.Errorf("ShardsCovered message gives no way forward: %+v", cov)
+	}
+}
+
 // TestControllerRestartRebuildsTheAccount: the controller is down while the batch
 // progresses; after restart it reaches the account a running controller would have.
 func TestControllerRestartRebuildsTheAccount(t *testing.T) {

@@ -116,9 +116,30 @@ func (ts *targetState) final() bool {
 	return ts.deleted || (ts.found && ts.facts.terminal != "" && ts.obs.PodsListed)
 }
 
-// lostBeforeTerminal is true for a deleted identity that never terminated.
+// endedBy says, for a JobSet child deleted because its JobSet ended, how it ended: " (its
+// JobSet Failed)"; empty otherwise.
+func (ts *targetState) endedBy() string {
+	switch e := ts.obs.JobSetEnded; e {
+	case "":
+		return ""
+	case JobSetDeleted, JobSetBeingDeleted:
+		return " (its JobSet was " + e + ")"
+	default:
+		return " (its JobSet " + e + ")"
+	}
+}
+
+// lostBeforeTerminal is true for a deleted identity that never terminated, and for a
+// JobSet child this account never observed whose JobSet ended (neverCreated): neither
+// can complete any more.
 func (ts *targetState) lostBeforeTerminal() bool {
-	return ts.deleted && ts.facts.terminal == ""
+	return (ts.deleted && ts.facts.terminal == "") || ts.neverCreated()
+}
+
+// neverCreated is true for a JobSet child target without an identity or a record whose
+// JobSet ended: it will not be created any more.
+func (ts *targetState) neverCreated() bool {
+	return !ts.found && !ts.deleted && ts.obs.JobSetEnded != ""
 }
 
 // settleWorkload keeps the Workload as recorded once the Job's terminal condition is on
@@ -165,8 +186,15 @@ func Compute(in Input) Output {
 	for i, t := range m.Targets {
 		ts := observeTarget(t, in.Observations[t.Key])
 		p := prevTargets[t.Key]
-		if !ts.found && keepsRecord(t, p) {
+		switch rec, at := endedRecord(t, ts.obs, st.History); {
+		case ts.found:
+		case keepsRecord(t, p, ts.obs):
 			ts.fromRecord(p)
+		case rec != nil:
+			// Its JobSet ended after a reconcile had taken the child's disappearance for a
+			// restart: no successor came, so the identity is the target's record again.
+			st.History = slices.Delete(st.History, at, at+1)
+			ts.fromRecord(rec)
 		}
 		ts.everObserved = ts.found || inHistory[t.Key] || (p != nil && p.UID != "")
 		ts.settleWorkload(p)
@@ -289,12 +317,12 @@ func observeTarget(t Target, obs Observation) *targetState {
 func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time) (v1alpha1.TargetStatus, *v1alpha1.SupersededIdentity, *v1alpha1.TargetStatus) {
 	if ts.deleted {
 		// The record stands: what was last observed of the identity, marked deleted.
-		s := *prev.DeepCopy()
+		s := *ts.record.DeepCopy()
 		s.Found, s.Deleted = false, true
 		if s.DeletedAt == nil {
 			s.DeletedAt = now.DeepCopy()
 		}
-		return s, nil, prev
+		return s, nil, ts.record
 	}
 	s := v1alpha1.TargetStatus{Name: ts.key, Found: ts.found}
 	for _, p := range ts.problems {
@@ -310,7 +338,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 	if prev != nil && prev.UID != "" && prev.UID != uid {
 		superseded = &v1alpha1.SupersededIdentity{
 			Target: ts.key, Job: prev.Job, UID: prev.UID, RestartAttempt: prev.RestartAttempt,
-			CompletedIndexes: prev.CompletedIndexes, CompletedIndexesOmitted: prev.CompletedIndexesOmitted,
+			Completions: prev.Completions, CompletedIndexes: prev.CompletedIndexes, CompletedIndexesOmitted: prev.CompletedIndexesOmitted,
 			Terminal: prev.Terminal, SupersededAt: now,
 		}
 		prev = nil // a new identity starts with no attempts of its own
@@ -605,8 +633,10 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 		switch {
 		case ts.deleted && ts.coverageLost:
 			notes = append(notes, name+" deleted; its completed indexes were left out of the status for size, so its coverage is lost")
+		case ts.neverCreated():
+			notes = append(notes, name+" was never created and will not be"+ts.endedBy()+"; repair its missing shards")
 		case ts.lostBeforeTerminal():
-			notes = append(notes, name+" deleted before it terminated: it can no longer complete; repair its missing shards")
+			notes = append(notes, name+" deleted before it terminated"+ts.endedBy()+": it can no longer complete; repair its missing shards")
 		case ts.deleted:
 			notes = append(notes, fmt.Sprintf("%s deleted after it recorded %s, its record stands", name, ts.facts.terminal))
 		case !ts.found:
@@ -643,7 +673,7 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 
 func allNotFound(states []*targetState) bool {
 	for _, ts := range states {
-		if ts.found || ts.deleted {
+		if ts.found || ts.deleted || ts.neverCreated() {
 			return false
 		}
 	}

@@ -31,16 +31,50 @@ const (
 // as a record. A Job observed once is kept, whether or not it terminated: its deletion
 // is an event about the record, not a new identity. A JobSet child that is gone before
 // it terminated is a restart in progress (the JobSet deletes and recreates its
-// children): it is superseded into history as before. A child that terminated keeps
-// its record (a JobSet deleted by its TTL, or a cascade).
-func keepsRecord(t Target, prev *v1alpha1.TargetStatus) bool {
+// children): it is superseded into history as before — unless its JobSet ended
+// (Observation.JobSetEnded), which recreates nothing. A child that terminated keeps its
+// record (a JobSet deleted by its TTL, or a cascade).
+func keepsRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation) bool {
 	if prev == nil || prev.UID == "" {
 		return false
 	}
-	if prev.Deleted || t.Ref.Job != "" {
+	if prev.Deleted || t.Ref.Job != "" || obs.JobSetEnded != "" {
 		return true
 	}
 	return prev.Terminal != ""
+}
+
+// endedRecord is the record a JobSet child target stands for once its JobSet ended
+// without recreating it: the identity a restart in progress had superseded into
+// history (the last one of the target, if it never terminated), as a target status, and
+// that entry's position in history. nil when there is none.
+func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentity) (*v1alpha1.TargetStatus, int) {
+	if t.Ref.JobSet == "" || obs.JobSetEnded == "" {
+		return nil, -1
+	}
+	for i := len(history) - 1; i >= 0; i-- {
+		h := history[i]
+		if h.Target != t.Key {
+			continue
+		}
+		if h.Terminal != "" {
+			return nil, -1
+		}
+		completions := h.Completions
+		if completions == 0 {
+			// Recorded before history kept completions: read the indexes against the
+			// mapping's, which is all coverage reads of them.
+			if max, ok := t.Indexes.Max(); ok {
+				completions = int32(max + 1)
+			}
+		}
+		return &v1alpha1.TargetStatus{
+			Name: h.Target, Job: h.Job, UID: h.UID, RestartAttempt: h.RestartAttempt, Completions: completions,
+			CompletedIndexes: h.CompletedIndexes, CompletedIndexesOmitted: h.CompletedIndexesOmitted,
+			Deleted: true, DeletedAt: h.SupersededAt.DeepCopy(),
+		}, i
+	}
+	return nil, -1
 }
 
 // fromRecord makes ts stand for its previous identity's record.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -440,5 +441,77 @@ func TestClipMessage(t *testing.T) {
 	}
 	if clipMessage("short", 51) != "short" {
 		t.Errorf("a short message was changed")
+	}
+}
+
+// TestJobSetEndedWithoutItsChild: a JobSet child gone before it terminated is a restart
+// in progress only while its JobSet may recreate it. Once the JobSet ended (Completed,
+// Failed, deleted) the child's last identity is its record, as for a plain Job deleted
+// before it terminated: its coverage counts, the account says it can no longer complete
+// and how to go on, and no wait for the child to exist is left. That holds whether the
+// account saw the JobSet end together with the child's deletion, or took the deletion
+// for a restart first; and a child the account never saw is reported as never coming.
+func TestJobSetEndedWithoutItsChild(t *testing.T) {
+	spec := makeCompactSpec("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").SpecObj()
+	key := "jobset/train/workers/0"
+	running := map[string]Observation{key: {Job: makeJob("train-workers-0", "uid-w0", 2).Completed("0", 1).Obj(), RestartAttempt: 3}}
+	gone := func(ended string) map[string]Observation { return map[string]Observation{key: {JobSetEnded: ended}} }
+	lost := "1/2 shards covered; missing s1 = jobset train workers[0] index 1; jobset train workers[0] deleted before it terminated (its JobSet Failed): it can no longer complete; repair its missing shards"
+
+	for _, tc := range []struct {
+		name string
+		// steps are observed in order, 10 s apart; the last one is checked.
+		steps           []map[string]Observation
+		wantCovered     int32
+		wantRecordUID   string
+		wantHistory     int
+		wantTerminated  string
+		wantCoveredMsg  string
+		wantAdmittedWhy string
+	}{{
+		name:          "the JobSet failed and deleted its active child in one observation",
+		steps:         []map[string]Observation{running, gone(string(jobset.JobSetFailed))},
+		wantCovered:   1,
+		wantRecordUID: "uid-w0", wantTerminated: v1alpha1.ReasonTargetDeleted, wantCoveredMsg: lost,
+		wantAdmittedWhy: v1alpha1.ReasonTargetDeleted,
+	}, {
+		name:          "taken for a restart first, then the JobSet recorded Failed",
+		steps:         []map[string]Observation{running, gone(""), gone(string(jobset.JobSetFailed))},
+		wantCovered:   1,
+		wantRecordUID: "uid-w0", wantTerminated: v1alpha1.ReasonTargetDeleted, wantCoveredMsg: lost,
+		wantAdmittedWhy: v1alpha1.ReasonTargetDeleted,
+	}, {
+		name:        "a restart in progress while the JobSet runs: superseded, waiting for the successor",
+		steps:       []map[string]Observation{running, gone("")},
+		wantHistory: 1, wantTerminated: v1alpha1.ReasonAwaitingTermination,
+		wantAdmittedWhy: v1alpha1.ReasonTargetsNotFound,
+	}, {
+		name:            "the JobSet was deleted before the account saw the child",
+		steps:           []map[string]Observation{gone(JobSetDeleted)},
+		wantTerminated:  v1alpha1.ReasonTargetDeleted,
+		wantCoveredMsg:  "0/2 shards covered; missing s0, s1 = jobset train workers[0] indexes 0,1; jobset train workers[0] was never created and will not be (its JobSet was deleted); repair its missing shards",
+		wantAdmittedWhy: v1alpha1.ReasonTargetDeleted,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st *v1alpha1.BatchAccountStatus
+			for i, obs := range tc.steps {
+				out := at(spec, st, time.Duration(i)*10*time.Second, obs)
+				st = &out.Status
+			}
+			last := tc.steps[len(tc.steps)-1]
+			tgt := st.Targets[0]
+			if string(tgt.UID) != tc.wantRecordUID || (tc.wantRecordUID != "") != tgt.Deleted {
+				t.Errorf("target: uid %q deleted %v; want uid %q", tgt.UID, tgt.Deleted, tc.wantRecordUID)
+			}
+			if st.Shards.Covered != tc.wantCovered || len(st.History) != tc.wantHistory {
+				t.Errorf("covered %d, history %d; want %d, %d", st.Shards.Covered, len(st.History), tc.wantCovered, tc.wantHistory)
+			}
+			wantCond(t, *st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, tc.wantTerminated, "")
+			wantCond(t, *st, v1alpha1.ConditionAdmitted, metav1.ConditionFalse, tc.wantAdmittedWhy, "")
+			if tc.wantCoveredMsg != "" {
+				wantCond(t, *st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, tc.wantCoveredMsg)
+			}
+			wantFixedPoint(t, spec, *st, time.Hour, last)
+		})
 	}
 }

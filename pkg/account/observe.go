@@ -19,12 +19,27 @@ const (
 	TerminalFailed   = "Failed"
 )
 
+// JobSet endings an Observation reports (JobSetEnded) beside the JobSet's own terminal
+// condition types, Completed and Failed.
+const (
+	JobSetDeleted      = "deleted"
+	JobSetBeingDeleted = "being deleted"
+)
+
 // Observation is what the controller saw of one target at one point. A nil Job means the
 // target does not exist (yet, or any more).
 type Observation struct {
 	Job *batchv1.Job
 	// RestartAttempt is the JobSet restart attempt of a child Job.
 	RestartAttempt int32
+	// JobSetEnded, for a JobSet child target that is not found, says why its JobSet
+	// will create no more child Jobs: it is gone (JobSetDeleted), being deleted
+	// (JobSetBeingDeleted), or recorded its terminal condition (Completed, Failed).
+	// Empty while the JobSet may still (re)create the child. A child gone before it
+	// terminated is a restart in progress only while the JobSet may recreate it; once
+	// the JobSet ended it is a Job deleted before it terminated (JobSet deletes its
+	// active children when it finishes or fails).
+	JobSetEnded string
 	// SuccessfulPods are the successful pods of the Job seen now (the Job controller may
 	// delete repeats of an index, so the account keeps a ledger of what it saw).
 	SuccessfulPods []PodAttempt

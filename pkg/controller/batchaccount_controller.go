@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
@@ -196,6 +197,8 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 		seen[t.Key] = o
 		if o.obs.Job != nil {
 			r.stampTarget(ctx, ba, t.Ref, o.obs.Job)
+		}
+		if o.obs.Job != nil || o.obs.JobSetEnded != "" {
 			obs[t.Key] = o.obs
 		}
 		if o.workload != nil {
@@ -244,6 +247,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&batchv1.Job{}, batched(BatchPeriod, r.jobToAccounts), builder.WithPredicates(jobChanged)).
 		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), builder.WithPredicates(podSucceeded)).
 		Watches(&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), builder.WithPredicates(workloadChanged)).
+		Watches(&jobsetapi.JobSet{}, batched(BatchPeriod, r.jobSetToAccounts), builder.WithPredicates(jobSetEnding)).
 		Named(AccountControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
@@ -257,6 +261,19 @@ var jobChanged = predicate.Funcs{
 		return !equality.Semantic.DeepEqual(o.Status, n.Status) || o.DeletionTimestamp != n.DeletionTimestamp ||
 			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Generation != n.Generation
 	},
+}
+
+// jobSetEnding passes a JobSet's deletion, its deletion starting and its terminal
+// condition appearing: then its children gone before they terminated stop being a restart
+// in progress (account.Observation.JobSetEnded). JobSet may delete them before it writes
+// the condition, and nothing else would wake their accounts again.
+var jobSetEnding = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*jobsetapi.JobSet), e.ObjectNew.(*jobsetapi.JobSet)
+		return (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || relations.JobSetTerminal(o) != relations.JobSetTerminal(n)
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // workloadChanged passes creation, deletion and every Workload change except the

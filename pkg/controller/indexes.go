@@ -58,6 +58,11 @@ func (r *Reconciler) workloadToAccounts(ctx context.Context, obj client.Object) 
 	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.WorkloadKeys(obj)...)
 }
 
+// jobSetToAccounts wakes the accounts naming a child of a JobSet.
+func (r *Reconciler) jobSetToAccounts(ctx context.Context, obj client.Object) []reconcile.Request {
+	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.JobSetKey(obj.GetName()))
+}
+
 // BatchPeriod is how long the reconciler lets Job, Workload and account changes gather
 // before it recomputes an account: the Job controller itself batches pod updates (its
 // syncJobBatchPeriod), and a Job of many indexes finishing pods every few milliseconds

@@ -33,18 +33,23 @@ type observed struct {
 // pods and its Workload from the cache. A target that does not exist yields an empty
 // observation, with, when the account captures results, the pods its deleted identities
 // left (a Job deleted, or between a JobSet restart's delete and create), whose results
-// are still captured.
+// are still captured, and for a JobSet child whether its JobSet ended (JobSetEnded).
 func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
 	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
 	if err != nil {
 		return observed{}, err
 	}
 	if job == nil {
-		if !results {
-			return observed{}, nil
+		var o observed
+		if t.Ref.JobSet != "" {
+			if o.obs.JobSetEnded, err = relations.JobSetEnded(ctx, r.Client, namespace, t.Ref.JobSet); err != nil {
+				return o, err
+			}
 		}
-		pods, err := relations.TargetPods(ctx, r.Client, namespace, t.Ref)
-		return observed{pods: pods}, err
+		if results {
+			o.pods, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref)
+		}
+		return o, err
 	}
 	var o observed
 	o.obs.Job = job

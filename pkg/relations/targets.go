@@ -6,10 +6,12 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	jobsetconstants "sigs.k8s.io/jobset/pkg/constants"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
@@ -90,6 +92,35 @@ func CurrentChild(jobs []batchv1.Job) (*batchv1.Job, int32) {
 		return nil, 0
 	}
 	return best, bestAttempt
+}
+
+// JobSetEnded says why the JobSet named name will create no more child Jobs: it is gone
+// (account.JobSetDeleted), being deleted (account.JobSetBeingDeleted), or recorded its terminal
+// condition (Completed, Failed); "" while it may still create or recreate children.
+// JobSet deletes its active children when it finishes or fails, and a restart deletes
+// them too: only this tells the one from the other.
+func JobSetEnded(ctx context.Context, r client.Reader, namespace, name string) (string, error) {
+	var js jobsetapi.JobSet
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &js); {
+	case apierrors.IsNotFound(err):
+		return account.JobSetDeleted, nil
+	case err != nil:
+		return "", err
+	case js.DeletionTimestamp != nil:
+		return account.JobSetBeingDeleted, nil
+	}
+	return JobSetTerminal(&js), nil
+}
+
+// JobSetTerminal is the JobSet's terminal condition type that is True (Completed,
+// Failed), or "".
+func JobSetTerminal(js *jobsetapi.JobSet) string {
+	for _, c := range js.Status.Conditions {
+		if c.Status == metav1.ConditionTrue && (c.Type == string(jobsetapi.JobSetCompleted) || c.Type == string(jobsetapi.JobSetFailed)) {
+			return c.Type
+		}
+	}
+	return ""
 }
 
 // ResolveTarget finds the Job a target names in namespace, and its JobSet restart

@@ -452,6 +452,10 @@ type SupersededIdentity struct {
 	// RestartAttempt of the superseded JobSet child.
 	// +optional
 	RestartAttempt int32 `json:"restartAttempt,omitempty"`
+	// Completions of the superseded Job (spec.completions), which CompletedIndexes is read
+	// against.
+	// +optional
+	Completions int32 `json:"completions,omitempty"`
 	// CompletedIndexes the superseded identity had covered when last observed.
 	// +optional
 	CompletedIndexes string `json:"completedIndexes,omitempty"`

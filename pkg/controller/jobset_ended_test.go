@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// jobSetWith is JobSet ends with its terminal condition typ True ("" for none).
+func jobSetWith(typ string) *jobset.JobSet {
+	js := wrappers.MakeJobSet("ends", "ns").Obj()
+	if typ != "" {
+		js.Status.Conditions = []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(testNow)}}
+	}
+	return js
+}
+
+// TestReconcileJobSetEndedRestoresTheRecord: an account took a JobSet child's
+// disappearance for a restart (its identity in history, the target waiting for a
+// successor). When the reconcile then finds the JobSet ended (Failed, Completed, or gone)
+// the child is a Job deleted before it terminated: its identity is the target's record
+// again, its coverage counts, and the account says how to go on. While the JobSet runs,
+// the account keeps waiting for the successor.
+func TestReconcileJobSetEndedRestoresTheRecord(t *testing.T) {
+	superseded := func() *v1alpha1.BatchAccount {
+		ba := wrappers.MakeBatchAccount("ends", "ns").ShardCount("s", 4).AssignJobSet("ends", "workers", 2, "0-3", "0-3").Obj()
+		ba.Status.Targets = []v1alpha1.TargetStatus{{Name: "jobset/ends/workers/2"}}
+		ba.Status.History = []v1alpha1.SupersededIdentity{{Target: "jobset/ends/workers/2", Job: "ends-workers-2", UID: "uid-w2",
+			Completions: 4, CompletedIndexes: "0", SupersededAt: metav1.NewTime(testNow.Add(-time.Minute))}}
+		return ba
+	}
+	for _, tc := range []struct {
+		name        string
+		objs        []client.Object
+		wantRecord  bool
+		wantReason  string
+		wantMessage string
+	}{
+		{name: "the JobSet failed", objs: []client.Object{jobSetWith(string(jobset.JobSetFailed))},
+			wantRecord: true, wantReason: v1alpha1.ReasonTargetDeleted, wantMessage: "(its JobSet Failed)"},
+		{name: "the JobSet completed", objs: []client.Object{jobSetWith(string(jobset.JobSetCompleted))},
+			wantRecord: true, wantReason: v1alpha1.ReasonTargetDeleted, wantMessage: "(its JobSet Completed)"},
+		{name: "the JobSet is gone",
+			wantRecord: true, wantReason: v1alpha1.ReasonTargetDeleted, wantMessage: "(its JobSet was deleted)"},
+		{name: "the JobSet runs: a restart in progress", objs: []client.Object{jobSetWith("")},
+			wantReason: v1alpha1.ReasonAwaitingTermination},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, append(tc.objs, superseded())...)
+			if res, err := f.reconcile("ends"); retried(res, err) {
+				t.Fatalf("reconcile = %+v, %v", res, err)
+			}
+			st := f.account(t, "ends").Status
+			tgt := st.Targets[0]
+			if tc.wantRecord != (tgt.Deleted && tgt.UID == "uid-w2" && tgt.CompletedIndexes == "0" && st.Shards.Covered == 1 && len(st.History) == 0) {
+				t.Errorf("target %+v, covered %d, history %d; want the record restored: %v", tgt, st.Shards.Covered, len(st.History), tc.wantRecord)
+			}
+			term := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated)
+			if term.Reason != tc.wantReason {
+				t.Errorf("Terminated = %s (%q), want %s", term.Reason, term.Message, tc.wantReason)
+			}
+			cov := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionShardsCovered)
+			if tc.wantMessage != "" && (!strings.Contains(cov.Message, tc.wantMessage) || !strings.Contains(cov.Message, "repair")) {
+				t.Errorf("ShardsCovered message %q lacks %q and the repair", cov.Message, tc.wantMessage)
+			}
+		})
+	}
+}
+
+// TestJobSetEnding: a JobSet wakes its accounts when it ends (a terminal condition, a
+// deletion starting, or gone), never for its other updates or its creation.
+func TestJobSetEnding(t *testing.T) {
+	running, failed := jobSetWith(""), jobSetWith(string(jobset.JobSetFailed))
+	deleting := jobSetWith("")
+	deleting.DeletionTimestamp = &metav1.Time{Time: testNow}
+	relabelled := jobSetWith("")
+	relabelled.Labels = map[string]string{"x": "y"}
+	for _, tc := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"failed", jobSetEnding.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: failed}), true},
+		{"deletion starts", jobSetEnding.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: deleting}), true},
+		{"deleted", jobSetEnding.Delete(event.DeleteEvent{Object: running}), true},
+		{"another update", jobSetEnding.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: relabelled}), false},
+		{"created", jobSetEnding.Create(event.CreateEvent{Object: running}), false},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
