@@ -300,7 +300,7 @@ func TestIndexPods(t *testing.T) {
 }
 
 // TestScopes: scopes only rise; an account gives the scope its result requirement asks
-// for; short-form annotations declare one only with the input revision.
+// for (the short form's scope is TestShortFormScope's).
 func TestScopes(t *testing.T) {
 	for _, tc := range []struct{ a, b, want string }{
 		{"", "", ""}, {"", v1alpha1.ScopeCoverage, v1alpha1.ScopeCoverage}, {v1alpha1.ScopeCoverage, "", v1alpha1.ScopeCoverage},
@@ -315,20 +315,6 @@ func TestScopes(t *testing.T) {
 	}
 	if got := AccountScope(wrappers.MakeBatchAccount("a", ns).RequireResults("").Obj()); got != v1alpha1.ScopeResults {
 		t.Errorf("an account requiring results: %q", got)
-	}
-	for _, tc := range []struct {
-		ann  map[string]string
-		want string
-	}{
-		{nil, ""},
-		{map[string]string{v1alpha1.AnnotationRequire: "true"}, ""},
-		{map[string]string{v1alpha1.AnnotationInputRev: "D"}, v1alpha1.ScopeCoverage},
-		{map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationRequire: "false"}, v1alpha1.ScopeCoverage},
-		{map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationRequire: "true"}, v1alpha1.ScopeResults},
-	} {
-		if got := ShortFormScope(tc.ann); got != tc.want {
-			t.Errorf("ShortFormScope(%v) = %q, want %q", tc.ann, got, tc.want)
-		}
 	}
 }
 

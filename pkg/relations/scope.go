@@ -22,20 +22,12 @@ func StrongerScope(a, b string) string {
 }
 
 // AccountScope is the scope an account gives the pods of the Jobs it names.
-func AccountScope(ba *v1alpha1.BatchAccount) string {
-	if ba.Spec.RequiresResults() {
-		return v1alpha1.ScopeResults
-	}
-	return v1alpha1.ScopeCoverage
-}
+func AccountScope(ba *v1alpha1.BatchAccount) string { return specScope(&ba.Spec) }
 
-// ShortFormScope is the scope the short-form annotations of a Job or JobSet declare; ""
-// when it carries none.
-func ShortFormScope(annotations map[string]string) string {
-	if _, ok := annotations[v1alpha1.AnnotationInputRev]; !ok {
-		return ""
-	}
-	if annotations[v1alpha1.AnnotationRequire] == "true" {
+// specScope is the scope an account of this spec gives: ScopeResults when it requires
+// results, ScopeCoverage otherwise.
+func specScope(spec *v1alpha1.BatchAccountSpec) string {
+	if spec.RequiresResults() {
 		return v1alpha1.ScopeResults
 	}
 	return v1alpha1.ScopeCoverage

@@ -8,10 +8,11 @@ import (
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
@@ -19,7 +20,7 @@ import (
 
 // Paths of the opt-in scope webhooks on Jobs and JobSets. They stamp
 // v1alpha1.LabelScope onto the pod template of a Job or JobSet that an account names (or
-// that carries the short-form annotations), so that the pod webhook and the controller's
+// that carries a short form that parses), so that the pod webhook and the controller's
 // pod cache see only pods whose batch opted in. They fail open (failurePolicy Ignore):
 // a Job created while batchledger is down is created unlabelled, and the controller
 // stamps it later while it is still suspended and never started.
@@ -33,9 +34,10 @@ const (
 
 // ScopeStamper stamps the opt-in scope label onto the pod templates of new Jobs and
 // JobSets whose pods batchledger accounts for: a Job (or JobSet child) an account names,
-// or a Job or JobSet carrying the short-form annotations. The label's value tells
-// whether an account requires results (ScopeResults: the pods are held until their
-// result is recorded) or only counts them (ScopeCoverage).
+// or a Job or JobSet whose short form parses (relations.ShortFormScope; one that does not
+// gets no account, so no scope either). The label's value tells whether an account
+// requires results (ScopeResults: the pods are held until their result is recorded) or
+// only counts them (ScopeCoverage).
 type ScopeStamper struct {
 	// Reader reads BatchAccounts, indexed by relations.IndexAccountTarget.
 	Reader client.Reader
@@ -83,34 +85,36 @@ func labelPatch(path string, t templateMeta, scope string) []jsonpatch.JsonPatch
 // handleJob stamps a new Job. The webhook fails open: a Job it cannot classify is
 // admitted unchanged, and the controller stamps it later while it is suspended.
 func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admission.Response {
-	var job struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-		Spec     struct {
+	// The Job is decoded twice: whole, for the short form, and the template's metadata
+	// alone, to tell a template without metadata (the patch must add it) from one with.
+	var job batchv1.Job
+	var tmpl struct {
+		Spec struct {
 			Template templateMeta `json:"template"`
 		} `json:"spec"`
 	}
-	if err := json.Unmarshal(req.Object.Raw, &job); err != nil {
+	if err := decode(req.Object.Raw, &job, &tmpl); err != nil {
 		return unclassified(JobMutatePath, fmt.Errorf("decoding the Job: %w", err))
 	}
-	scope := relations.ShortFormScope(job.Metadata.Annotations)
-	if name := cmp.Or(job.Metadata.Name, req.Name); name != "" {
-		named, err := relations.JobScope(ctx, s.Reader, cmp.Or(job.Metadata.Namespace, req.Namespace), name, job.Metadata.Labels)
+	job.Name, job.Namespace = cmp.Or(job.Name, req.Name), cmp.Or(job.Namespace, req.Namespace)
+	scope := relations.ShortFormScope(&job)
+	if job.Name != "" {
+		named, err := relations.JobScope(ctx, s.Reader, job.Namespace, job.Name, job.Labels)
 		if err != nil {
 			return unclassified(JobMutatePath, err)
 		}
 		scope = relations.StrongerScope(scope, named)
 	}
-	return patched(labelPatch("/spec/template", job.Spec.Template, scope))
+	return patched(labelPatch("/spec/template", tmpl.Spec.Template, scope))
 }
 
 // handleJobSet stamps the replicatedJobs of a new JobSet that accounts (or its short-form
 // annotations) name; its child Jobs inherit the label, also when a restart recreates them.
 func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) admission.Response {
-	var js struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-		Spec     struct {
+	var js jobsetapi.JobSet
+	var tmpl struct {
+		Spec struct {
 			ReplicatedJobs []struct {
-				Name     string `json:"name"`
 				Template struct {
 					Spec struct {
 						Template templateMeta `json:"template"`
@@ -119,27 +123,37 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 			} `json:"replicatedJobs"`
 		} `json:"spec"`
 	}
-	if err := json.Unmarshal(req.Object.Raw, &js); err != nil {
+	if err := decode(req.Object.Raw, &js, &tmpl); err != nil {
 		return unclassified(JobSetMutatePath, fmt.Errorf("decoding the JobSet: %w", err))
 	}
-	name, ns := cmp.Or(js.Metadata.Name, req.Name), cmp.Or(js.Metadata.Namespace, req.Namespace)
-	shortForm := relations.ShortFormScope(js.Metadata.Annotations)
+	js.Name, js.Namespace = cmp.Or(js.Name, req.Name), cmp.Or(js.Namespace, req.Namespace)
+	shortForm := relations.ShortFormScope(&js)
 	var ops []jsonpatch.JsonPatchOperation
 	for i, rj := range js.Spec.ReplicatedJobs {
 		scope := ""
-		if js.Metadata.Annotations[v1alpha1.AnnotationReplicatedJob] == rj.Name {
+		if js.Annotations[v1alpha1.AnnotationReplicatedJob] == rj.Name {
 			scope = shortForm
 		}
-		if name != "" {
-			named, err := relations.ReplicatedJobScope(ctx, s.Reader, ns, name, rj.Name)
+		if js.Name != "" {
+			named, err := relations.ReplicatedJobScope(ctx, s.Reader, js.Namespace, js.Name, rj.Name)
 			if err != nil {
 				return unclassified(JobSetMutatePath, err)
 			}
 			scope = relations.StrongerScope(scope, named)
 		}
-		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), rj.Template.Spec.Template, scope)...)
+		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), tmpl.Spec.ReplicatedJobs[i].Template.Spec.Template, scope)...)
 	}
 	return patched(ops)
+}
+
+// decode unmarshals raw into each of into.
+func decode(raw []byte, into ...any) error {
+	for _, v := range into {
+		if err := json.Unmarshal(raw, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func patched(ops []jsonpatch.JsonPatchOperation) admission.Response {

@@ -73,6 +73,11 @@ func TestScopeStamperJobs(t *testing.T) {
 		j.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationModelRev: "m", v1alpha1.AnnotationShards: "A", v1alpha1.AnnotationRequire: require}
 		return j
 	}
+	// malformed is a short form without its model revision: it declares no account.
+	malformed := func(j *batchv1.Job) *batchv1.Job {
+		j.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationShards: "A", v1alpha1.AnnotationRequire: "true"}
+		return j
+	}
 	jobSetChild := func(rj, idx string) *batchv1.Job {
 		j := job("ts-" + rj + "-" + idx)
 		j.Labels = map[string]string{jobsetapi.JobSetNameKey: "ts", jobsetapi.ReplicatedJobNameKey: rj, jobsetapi.JobIndexKey: idx}
@@ -103,6 +108,11 @@ func TestScopeStamperJobs(t *testing.T) {
 		},
 		"short form without results": {
 			job:  shortForm(job("sf"), ""),
+			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
+		},
+		"a short form that does not parse: untouched, its pods would be held for no account": {job: malformed(job("sf"))},
+		"a short form that does not parse gives nothing beyond the accounts naming the Job": {
+			job:  malformed(job("c")),
 			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
 		},
 		"the JobSet child an account names": {
@@ -163,17 +173,29 @@ func TestScopeStamperJobSets(t *testing.T) {
 		t.Errorf("allowed=%v, patch (-want +got):\n%s", resp.Allowed, diff)
 	}
 
-	t.Run("short form names its replicatedJob", func(t *testing.T) {
-		sf := js.DeepCopy()
-		sf.Name = "other"
-		sf.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationReplicatedJob: "leader", v1alpha1.AnnotationRequire: "true"}
-		raw, _ := json.Marshal(sf)
-		resp := admit(t, admission.HandlerFunc(h.handleJobSet), raw)
-		want := scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})
-		if diff := cmp.Diff(want, patchOf(t, resp)); diff != "" {
-			t.Errorf("patch (-want +got):\n%s", diff)
-		}
-	})
+	// leader runs 2 replicas of 1 index: a short form over it declares 2 shards.
+	for name, tc := range map[string]struct {
+		shards string
+		want   []jsonpatch.JsonPatchOperation
+	}{
+		"short form names its replicatedJob": {
+			shards: "A,B",
+			want:   scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+		},
+		"a short form whose shards do not fit the replicatedJob: untouched": {shards: "A,B,C"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sf := js.DeepCopy()
+			sf.Name = "other"
+			sf.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationModelRev: "m",
+				v1alpha1.AnnotationShards: tc.shards, v1alpha1.AnnotationReplicatedJob: "leader", v1alpha1.AnnotationRequire: "true"}
+			raw, _ := json.Marshal(sf)
+			resp := admit(t, admission.HandlerFunc(h.handleJobSet), raw)
+			if diff := cmp.Diff(tc.want, patchOf(t, resp)); !resp.Allowed || diff != "" {
+				t.Errorf("allowed=%v, patch (-want +got):\n%s", resp.Allowed, diff)
+			}
+		})
+	}
 }
 
 // TestScopeStamperFailsOpen: a failed account lookup or an undecodable object admits the

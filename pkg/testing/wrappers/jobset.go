@@ -34,6 +34,15 @@ func (w *JobSetWrapper) Label(k, v string) *JobSetWrapper {
 	return w
 }
 
+// Annotation sets an annotation on the JobSet.
+func (w *JobSetWrapper) Annotation(k, v string) *JobSetWrapper {
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	w.Annotations[k] = v
+	return w
+}
+
 // SuccessPolicy sets when the JobSet succeeds: operator All or Any over the Jobs of the
 // target replicated jobs (none listed means all of them).
 func (w *JobSetWrapper) SuccessPolicy(op jobset.Operator, targets ...string) *JobSetWrapper {

@@ -1,0 +1,211 @@
+package relations
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// shortFormJob is an Indexed Job of completions indexes with the annotations kv (key,
+// value, key, value, ...).
+func shortFormJob(completions int32, kv ...string) *batchv1.Job {
+	w := wrappers.MakeJob("j", ns).Indexed(completions)
+	for i := 0; i+1 < len(kv); i += 2 {
+		w.Annotation(kv[i], kv[i+1])
+	}
+	return w.Obj()
+}
+
+// shortFormJobSet is JobSet train, replicatedJob workers of 2 child Jobs of 4 indexes,
+// with the annotations kv.
+func shortFormJobSet(kv ...string) *jobsetapi.JobSet {
+	w := wrappers.MakeJobSet("train", ns).
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(wrappers.MakeJob("", "").Indexed(4).Obj()).Obj())
+	for i := 0; i+1 < len(kv); i += 2 {
+		w.Annotation(kv[i], kv[i+1])
+	}
+	return w.Obj()
+}
+
+const (
+	inputRev  = v1alpha1.AnnotationInputRev
+	modelRev  = v1alpha1.AnnotationModelRev
+	shardsAnn = v1alpha1.AnnotationShards
+	countAnn  = v1alpha1.AnnotationShardCount
+	prefixAnn = v1alpha1.AnnotationShardPrefix
+	rjAnn     = v1alpha1.AnnotationReplicatedJob
+	requireAn = v1alpha1.AnnotationRequire
+	ruleAnn   = v1alpha1.AnnotationRule
+)
+
+func TestShortFormJob(t *testing.T) {
+	job := shortFormJob(4, inputRev, "D", modelRev, "m-2026-11", shardsAnn, "A, B, C, D", requireAn, "true")
+	spec, err := ShortFormJob(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := account.Compile(ns, &spec)
+	if len(m.Problems) != 0 {
+		t.Fatalf("short form compiles to an invalid mapping: %+v", m.Problems)
+	}
+	if o, ok := m.ShardOf("job/j", 3); !ok || m.Shards.Name(o) != "D" {
+		t.Errorf("index 3 maps to %d", o)
+	}
+	if spec.Acceptance == nil || !spec.Acceptance.RequireResults {
+		t.Errorf("acceptance = %+v", spec.Acceptance)
+	}
+
+	one, err := ShortFormJob(shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := account.Compile(ns, &one); len(m.Problems) != 0 {
+		t.Errorf("single-shard short form is invalid: %+v", m.Problems)
+	}
+}
+
+func TestShortFormJobSet(t *testing.T) {
+	js := shortFormJobSet(inputRev, "D", modelRev, "m", countAnn, "8", prefixAnn, "s", rjAnn, "workers")
+	spec, err := ShortFormJobSet(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := account.Compile(ns, &spec)
+	if len(m.Problems) != 0 || len(m.Targets) != 2 {
+		t.Fatalf("problems %+v targets %d", m.Problems, len(m.Targets))
+	}
+	if o, _ := m.ShardOf("jobset/train/workers/1", 0); m.Shards.Name(o) != "s4" {
+		t.Errorf("workers[1] index 0 maps to %s, want s4", m.Shards.Name(o))
+	}
+}
+
+// TestShortFormInvalid: every mistake in the annotations is an error that names the
+// annotation to fix and what is wrong with it (the controller's InvalidShortForm event).
+func TestShortFormInvalid(t *testing.T) {
+	valid := func(kv ...string) []string { return append([]string{inputRev, "D", modelRev, "m"}, kv...) }
+	cases := map[string]struct {
+		job  *batchv1.Job
+		js   *jobsetapi.JobSet
+		want []string
+	}{
+		"no model revision": {
+			job:  shortFormJob(1, inputRev, "D", shardsAnn, "A"),
+			want: []string{"annotation " + modelRev + " is missing", "needs both"},
+		},
+		"no input revision": {
+			job:  shortFormJob(1, modelRev, "m", shardsAnn, "A", requireAn, "true"),
+			want: []string{"annotation " + inputRev + " is missing"},
+		},
+		"no shards": {
+			job:  shortFormJob(1, valid()...),
+			want: []string{shardsAnn, countAnn, "is required"},
+		},
+		"shards declared twice over": {
+			job:  shortFormJob(2, valid(shardsAnn, "A,B", countAnn, "2")...),
+			want: []string{"annotations " + shardsAnn + " and " + countAnn + " both declare the shards"},
+		},
+		"an empty shard name": {
+			job:  shortFormJob(3, valid(shardsAnn, "A,,B")...),
+			want: []string{"annotation " + shardsAnn + " has an empty shard name at position 2"},
+		},
+		"a trailing comma": {
+			job:  shortFormJob(2, valid(shardsAnn, "A,B,")...),
+			want: []string{"annotation " + shardsAnn + " has an empty shard name at position 3"},
+		},
+		"a shard name given twice": {
+			job:  shortFormJob(3, valid(shardsAnn, "A,B,A")...),
+			want: []string{"annotation " + shardsAnn + `: shard "A" is declared twice`},
+		},
+		"a negative count": {
+			job:  shortFormJob(1, valid(countAnn, "-3")...),
+			want: []string{"annotation " + countAnn + `="-3" is not a positive count`},
+		},
+		"a count that is no number": {
+			job:  shortFormJob(1, valid(countAnn, "ten")...),
+			want: []string{"annotation " + countAnn + `="ten" is not a positive count`},
+		},
+		"require-results neither true nor false": {
+			job:  shortFormJob(1, valid(shardsAnn, "A", requireAn, "yes")...),
+			want: []string{"annotation " + requireAn + `="yes" is not true or false`},
+		},
+		"a JobSet without replicated-job": {
+			js:   shortFormJobSet(valid(countAnn, "8")...),
+			want: []string{"annotation " + rjAnn + " is missing"},
+		},
+		"a JobSet naming a replicatedJob it does not have": {
+			js:   shortFormJobSet(valid(countAnn, "8", rjAnn, "leader")...),
+			want: []string{"annotation " + rjAnn + ` names replicatedJob "leader", which the JobSet does not have (it has workers)`},
+		},
+		"replicas x completions is not the shard count": {
+			js:   shortFormJobSet(valid(countAnn, "9", rjAnn, "workers")...),
+			want: []string{"annotation " + countAnn + " declares 9 shards, but replicatedJob workers runs 2 replicas x 4 completions = 8 indexes"},
+		},
+		"a shard list of the wrong length": {
+			js:   shortFormJobSet(valid(shardsAnn, "A,B", rjAnn, "workers")...),
+			want: []string{"annotation " + shardsAnn + " declares 2 shards"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			if tc.js != nil {
+				_, err = ShortForm(tc.js)
+			} else {
+				_, err = ShortForm(tc.job)
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestShortFormScope: the scope is that of the account the short form declares, and none
+// for a short form that does not parse: no account will exist to record its pods' results.
+func TestShortFormScope(t *testing.T) {
+	notAWorkload := wrappers.MakeBatchAccount("j", ns).Obj()
+	notAWorkload.Annotations = map[string]string{inputRev: "D", modelRev: "m", shardsAnn: "A"}
+	cases := map[string]struct {
+		obj  client.Object
+		want string
+	}{
+		"no short form":                 {obj: shortFormJob(1), want: ""},
+		"requiring results":             {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "true"), want: v1alpha1.ScopeResults},
+		"require-results in other case": {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "True"), want: v1alpha1.ScopeResults},
+		"not requiring results":         {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "false"), want: v1alpha1.ScopeCoverage},
+		"require-results empty":         {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, ""), want: v1alpha1.ScopeCoverage},
+		"a rule alone requires nothing": {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", ruleAnn, "result.valid"), want: v1alpha1.ScopeCoverage},
+		"requiring results, but no model revision": {
+			obj: shortFormJob(1, inputRev, "D", shardsAnn, "A", requireAn, "true"), want: "",
+		},
+		"only require-results": {obj: shortFormJob(1, requireAn, "true"), want: ""},
+		"a JobSet requiring results": {
+			obj:  shortFormJobSet(inputRev, "D", modelRev, "m", countAnn, "8", rjAnn, "workers", requireAn, "true"),
+			want: v1alpha1.ScopeResults,
+		},
+		"a JobSet whose shards do not fit its replicatedJob": {
+			obj:  shortFormJobSet(inputRev, "D", modelRev, "m", countAnn, "9", rjAnn, "workers", requireAn, "true"),
+			want: "",
+		},
+		"neither Job nor JobSet": {obj: notAWorkload, want: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := ShortFormScope(tc.obj); got != tc.want {
+				t.Errorf("ShortFormScope = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
