@@ -254,8 +254,8 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer c
 			WaitingStatusDelay: c.waitingStatusDelay,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics, Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: relations.KindJob},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Kind: relations.KindJobSet},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJob},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJobSet},
 	}
 }
 

@@ -2,10 +2,15 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,24 +21,34 @@ import (
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
+// EventActionCreateAccount is the action of the events about a short form: creating the
+// account it declares.
+const EventActionCreateAccount = "CreateAccount"
+
+// maxEventNote bounds an event's note: the API server refuses a longer one.
+const maxEventNote = 1024
+
 // ShortFormReconciler creates the BatchAccount a short-form Job or JobSet declares
-// (relations.ShortForm, the parse the scope webhook shares).
+// (relations.ShortForm). Whatever stands in the way of that account is a Warning event on
+// the Job or JobSet, whose author is the one to act: annotations that do not parse
+// (InvalidShortForm), an account the API server refuses (ShortFormRejected).
 type ShortFormReconciler struct {
 	client.Client
+	// Recorder emits the Warnings on the Job or JobSet.
+	Recorder events.EventRecorder
 	// Kind is relations.KindJob or relations.KindJobSet.
 	Kind string
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile applies the declared account. Errors in the annotations become an event-free
-// account-less log line: there is no account to carry a condition yet, so the message
-// names the annotation to fix.
+// Reconcile creates the declared account once. A mistake in the annotations, or an
+// account the API server refuses, is terminal until the Job or JobSet changes: it is a
+// Warning, not a retry. An existing account of that name is never modified: the account
+// is the user's from now on.
 func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var obj client.Object = &batchv1.Job{}
-	if r.Kind == relations.KindJobSet {
-		obj = &jobsetapi.JobSet{}
-	}
+	obj := r.newObject()
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -42,13 +57,14 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	spec, err := relations.ShortForm(obj)
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Info("ignoring malformed batchledger short form", "error", err.Error())
+		r.warn(ctx, obj, nil, v1alpha1.EventReasonInvalidShortForm,
+			"no BatchAccount was created (and the pods get no batchledger scope): %s. Fix the annotation; the account is created as soon as the annotations parse", err)
 		return ctrl.Result{}, nil
 	}
 	var existing v1alpha1.BatchAccount
 	if err := r.Get(ctx, req.NamespacedName, &existing); err == nil {
-		return ctrl.Result{}, nil // created before; the account is the user's from now on
-	} else if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, nil
+	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
 	ba := &v1alpha1.BatchAccount{
@@ -58,20 +74,51 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		},
 		Spec: spec,
 	}
-	return ctrl.Result{}, client.IgnoreAlreadyExists(r.Create(ctx, ba))
+	switch err := r.Create(ctx, ba); {
+	case err == nil, apierrors.IsAlreadyExists(err):
+		// AlreadyExists: the cache lags a create; the next change of the object compares.
+		return ctrl.Result{}, nil
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
+		r.warn(ctx, obj, nil, v1alpha1.EventReasonShortFormRejected,
+			"the API server refused BatchAccount %s, which the short-form annotations declare: %s. It is tried again when the %s's annotations or spec change",
+			ba.Name, err, r.Kind)
+		return ctrl.Result{}, nil
+	default:
+		return ctrl.Result{}, err
+	}
 }
 
-// SetupWithManager watches annotated Jobs or JobSets.
+// newObject is an empty object of the reconciler's kind.
+func (r *ShortFormReconciler) newObject() client.Object {
+	if r.Kind == relations.KindJobSet {
+		return &jobsetapi.JobSet{}
+	}
+	return &batchv1.Job{}
+}
+
+// warn emits a Warning about obj's short form, and logs it.
+func (r *ShortFormReconciler) warn(ctx context.Context, obj client.Object, related runtime.Object, reason, note string, args ...any) {
+	msg := clip(fmt.Sprintf(note, args...), maxEventNote)
+	ctrl.LoggerFrom(ctx).Info("short form: no account as declared", "reason", reason, "message", msg)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, reason, EventActionCreateAccount, "%s", msg)
+	}
+}
+
+// SetupWithManager watches Jobs or JobSets carrying a short form (shortFormChanges).
 func (r *ShortFormReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(r.newObject(), builder.WithPredicates(shortFormChanges())).
+		Named("shortform-" + strings.ToLower(r.Kind)).
+		Complete(r)
+}
+
+// shortFormChanges passes a Job or JobSet carrying a short form when it is created and
+// when its spec or annotations change: fixing an annotation is the way forward from an
+// InvalidShortForm or a ShortFormRejected.
+func shortFormChanges() predicate.Predicate {
 	hasShortForm := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return relations.HasShortForm(o.GetAnnotations())
 	})
-	var obj client.Object = &batchv1.Job{}
-	if r.Kind == relations.KindJobSet {
-		obj = &jobsetapi.JobSet{}
-	}
-	return ctrl.NewControllerManagedBy(mgr).
-		For(obj, builder.WithPredicates(hasShortForm, predicate.GenerationChangedPredicate{})).
-		Named("shortform-" + strings.ToLower(r.Kind)).
-		Complete(r)
+	return predicate.And(hasShortForm, predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
 }

@@ -30,6 +30,15 @@ func (w *BatchAccountWrapper) Revisions(input, model string) *BatchAccountWrappe
 	return w
 }
 
+// Label sets a label on the account.
+func (w *BatchAccountWrapper) Label(k, v string) *BatchAccountWrapper {
+	if w.Labels == nil {
+		w.Labels = map[string]string{}
+	}
+	w.Labels[k] = v
+	return w
+}
+
 // Shards declares the shards by name.
 func (w *BatchAccountWrapper) Shards(names ...string) *BatchAccountWrapper {
 	w.Spec.Shards = v1alpha1.ShardPopulation{Names: names}

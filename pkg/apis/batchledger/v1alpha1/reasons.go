@@ -113,4 +113,11 @@ const (
 	// EventReasonResultNotRecorded: a succeeded pod was released after holding it the
 	// maximum time for a result that was never recorded.
 	EventReasonResultNotRecorded = "ResultNotRecorded"
+	// EventReasonInvalidShortForm: the short-form annotations of a Job or JobSet do not
+	// declare a valid account, so none was created (and its pods were given no scope);
+	// the note names the annotation to fix and what is wrong with it.
+	EventReasonInvalidShortForm = "InvalidShortForm"
+	// EventReasonShortFormRejected: the API server refused to create the account a short
+	// form declares; the note carries its message.
+	EventReasonShortFormRejected = "ShortFormRejected"
 )

@@ -1,0 +1,235 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestShortFormReconcile: a short form that parses gets its account; every way it can
+// fail to get the account it declares (annotations that do not parse, an account the API
+// server refuses) is a Warning on the Job or JobSet that says what to fix, and no retry,
+// while a transient failure is retried.
+func TestShortFormReconcile(t *testing.T) {
+	const (
+		inputRev = v1alpha1.AnnotationInputRev
+		modelRev = v1alpha1.AnnotationModelRev
+		shards   = v1alpha1.AnnotationShards
+		count    = v1alpha1.AnnotationShardCount
+		rjAnn    = v1alpha1.AnnotationReplicatedJob
+		require  = v1alpha1.AnnotationRequire
+	)
+	// job is Indexed Job j of 2 completions with the annotations kv (key, value, ...).
+	job := func(kv ...string) *batchv1.Job {
+		w := wrappers.MakeJob("j", "ns").Indexed(2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			w.Annotation(kv[i], kv[i+1])
+		}
+		return w.Obj()
+	}
+	// jobSet is JobSet train, replicatedJob workers of 2 child Jobs of 2 indexes.
+	jobSet := func(kv ...string) *jobsetapi.JobSet {
+		w := wrappers.MakeJobSet("train", "ns").
+			ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(wrappers.MakeJob("", "").Indexed(2).Obj()).Obj())
+		for i := 0; i+1 < len(kv); i += 2 {
+			w.Annotation(kv[i], kv[i+1])
+		}
+		return w.Obj()
+	}
+	valid := []string{inputRev, "D", modelRev, "m", shards, "A,B"}
+	failCreate := func(err error) hooks {
+		return hooks{create: func(client.Object) error { return err }}
+	}
+	accounts := schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "batchaccounts"}
+	invalid := apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("BatchAccount").GroupKind(), "j",
+		field.ErrorList{field.Invalid(field.NewPath("spec", "shards", "names").Index(0), strings.Repeat("x", 300), "may not be longer than 253")})
+
+	cases := map[string]struct {
+		kind string // relations.KindJob unless set
+		objs []client.Object
+		h    hooks
+		// wantCreate is the account created, with its label; nil: none.
+		wantCreate *v1alpha1.BatchAccount
+		// wantAttempt: a create was sent, though it failed.
+		wantAttempt bool
+		wantErr     bool
+		// wantEvents are "<Kind>/<name> <type> <reason>"; wantNote, substrings of each
+		// event's note.
+		wantEvents []string
+		wantNote   []string
+	}{
+		"a short form that parses: its account, labelled, and no event": {
+			objs: []client.Object{job(valid...)},
+			wantCreate: wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
+				AssignJobOrdinals("j", "0,1", "0,1").Label(v1alpha1.LabelShortFormOf, relations.KindJob).Obj(),
+		},
+		"a JobSet short form: its account, labelled JobSet": {
+			kind: relations.KindJobSet,
+			objs: []client.Object{jobSet(inputRev, "D", modelRev, "m", count, "4", rjAnn, "workers")},
+			wantCreate: wrappers.MakeBatchAccount("train", "ns").Revisions("D", "m").ShardCount("", 4).
+				AssignJobSet("train", "workers", 0, "0,1", "0,1").AssignJobSet("train", "workers", 1, "0,1", "2,3").
+				Label(v1alpha1.LabelShortFormOf, relations.KindJobSet).Obj(),
+		},
+		"no short form: nothing":   {objs: []client.Object{job()}},
+		"the Job is gone: nothing": {},
+
+		// (a) a short form that does not parse
+		"no model revision: a Warning naming the annotation, no account": {
+			objs:       []client.Object{job(inputRev, "D", shards, "A,B")},
+			wantEvents: []string{"Job/j Warning InvalidShortForm"},
+			wantNote:   []string{"no BatchAccount was created", "annotation " + modelRev + " is missing"},
+		},
+		"replicas x completions is not the shard count: a Warning on the JobSet": {
+			kind:       relations.KindJobSet,
+			objs:       []client.Object{jobSet(inputRev, "D", modelRev, "m", count, "5", rjAnn, "workers")},
+			wantEvents: []string{"JobSet/train Warning InvalidShortForm"},
+			wantNote:   []string{"annotation " + count + " declares 5 shards, but replicatedJob workers runs 2 replicas x 2 completions = 4 indexes"},
+		},
+		"an empty name in the shard list: a Warning": {
+			objs:       []client.Object{job(inputRev, "D", modelRev, "m", shards, "A,,B")},
+			wantEvents: []string{"Job/j Warning InvalidShortForm"},
+			wantNote:   []string{"annotation " + shards + " has an empty shard name at position 2"},
+		},
+		"a shard named twice: a Warning before the API server refuses it": {
+			objs:       []client.Object{job(inputRev, "D", modelRev, "m", shards, "A,A")},
+			wantEvents: []string{"Job/j Warning InvalidShortForm"},
+			wantNote:   []string{"annotation " + shards + `: shard "A" is declared twice`},
+		},
+		"require-results alone: a Warning, not silence": {
+			objs:       []client.Object{job(require, "true")},
+			wantEvents: []string{"Job/j Warning InvalidShortForm"},
+			wantNote:   []string{"annotation " + inputRev + " is missing"},
+		},
+
+		// (c) the API server refuses the account
+		"the account is invalid to the API server: a Warning with its message, no retry": {
+			objs:        []client.Object{job(valid...)},
+			h:           failCreate(invalid),
+			wantAttempt: true,
+			wantEvents:  []string{"Job/j Warning ShortFormRejected"},
+			wantNote:    []string{"the API server refused BatchAccount j", "may not be longer than 253", "tried again when the Job's annotations or spec change"},
+		},
+		"the validating webhook forbids the account: a Warning, no retry": {
+			objs:        []client.Object{job(valid...)},
+			h:           failCreate(apierrors.NewForbidden(accounts, "j", errRuleDoesNotCompile)),
+			wantAttempt: true,
+			wantEvents:  []string{"Job/j Warning ShortFormRejected"},
+			wantNote:    []string{"spec.acceptance.rule: undeclared reference"},
+		},
+		"a transient failure: retried, no event": {
+			objs:        []client.Object{job(valid...)},
+			h:           failCreate(apierrors.NewServiceUnavailable("etcd is down")),
+			wantAttempt: true,
+			wantErr:     true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, tc.h, tc.objs...)
+			kind, key := relations.KindJob, client.ObjectKey{Namespace: "ns", Name: "j"}
+			if tc.kind == relations.KindJobSet {
+				kind, key.Name = relations.KindJobSet, "train"
+			}
+			var before v1alpha1.BatchAccount
+			existed := f.c.Get(context.Background(), key, &before) == nil
+			f.reset()
+			r := &ShortFormReconciler{Client: f.c, Recorder: f, Kind: kind}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
+			if (err != nil) != tc.wantErr || retried(res, err) != tc.wantErr {
+				t.Fatalf("reconcile = %+v, %v; want retried: %v", res, err, tc.wantErr)
+			}
+			var wantWrites []string
+			if tc.wantCreate != nil || tc.wantAttempt {
+				wantWrites = []string{"BatchAccount/" + key.Name}
+			}
+			if diff := cmp.Diff(wantWrites, f.writesOf("create")); diff != "" {
+				t.Errorf("creates (-want +got):\n%s", diff)
+			}
+			if got := append(f.writesOf("update"), f.writesOf("patch")...); len(got) > 0 {
+				t.Errorf("wrote %v: the short form never changes an account", got)
+			}
+			var got []string
+			for _, e := range f.events {
+				got = append(got, e.Kind+"/"+e.Name+" "+e.Type+" "+e.Reason)
+				for _, w := range tc.wantNote {
+					if !strings.Contains(e.Note, w) {
+						t.Errorf("note %q does not say %q", e.Note, w)
+					}
+				}
+				if len(e.Note) > maxEventNote {
+					t.Errorf("note of %d bytes, over the API server's %d", len(e.Note), maxEventNote)
+				}
+			}
+			if diff := cmp.Diff(tc.wantEvents, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			var after v1alpha1.BatchAccount
+			switch err := f.c.Get(context.Background(), key, &after); {
+			case existed:
+				if diff := cmp.Diff(before.Spec, after.Spec); err != nil || diff != "" {
+					t.Errorf("the existing account changed (%v):\n%s", err, diff)
+				}
+			case tc.wantCreate != nil:
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.wantCreate.Labels, after.Labels); diff != "" {
+					t.Errorf("labels (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tc.wantCreate.Spec, after.Spec); diff != "" {
+					t.Errorf("spec (-want +got):\n%s", diff)
+				}
+				if len(after.OwnerReferences) != 0 {
+					t.Errorf("owned by %v: the ledger outlives its Jobs", after.OwnerReferences)
+				}
+			case !apierrors.IsNotFound(err):
+				t.Errorf("an account exists (%v), though none was declared", err)
+			}
+		})
+	}
+}
+
+// errRuleDoesNotCompile is the message BatchAccountValidator refuses a bad rule with.
+var errRuleDoesNotCompile = errors.New(`admission webhook "vbatchaccount.batchledger.dev" denied the request: BatchAccount j: spec.acceptance.rule: undeclared reference to 'reslt'`)
+
+// TestShortFormWatch: the reconciler wakes for a Job or JobSet with a short form when it
+// is created and when its annotations or spec change (fixing an annotation is the way
+// forward from a Warning), not for its status, nor for objects without a short form.
+func TestShortFormWatch(t *testing.T) {
+	sf := wrappers.MakeJob("j", "ns").Annotation(v1alpha1.AnnotationInputRev, "D").Generation(1).Obj()
+	fixed := sf.DeepCopy()
+	fixed.Annotations[v1alpha1.AnnotationModelRev] = "m"
+	progressed := sf.DeepCopy()
+	progressed.Status.Active = 2
+	plain := wrappers.MakeJob("j", "ns").Generation(1).Obj()
+	p := shortFormChanges()
+	for name, tc := range map[string]struct {
+		got, want bool
+	}{
+		"created with a short form":       {p.Create(event.CreateEvent{Object: sf}), true},
+		"created without":                 {p.Create(event.CreateEvent{Object: plain}), false},
+		"an annotation fixed":             {p.Update(event.UpdateEvent{ObjectOld: sf, ObjectNew: fixed}), true},
+		"status only":                     {p.Update(event.UpdateEvent{ObjectOld: sf, ObjectNew: progressed}), false},
+		"the short form removed":          {p.Update(event.UpdateEvent{ObjectOld: sf, ObjectNew: plain}), false},
+		"a short form added to a new Job": {p.Update(event.UpdateEvent{ObjectOld: plain, ObjectNew: sf}), true},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: reconciled %v, want %v", name, tc.got, tc.want)
+		}
+	}
+}
