@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
 )
@@ -31,7 +35,8 @@ const maxEventNote = 1024
 // ShortFormReconciler creates the BatchAccount a short-form Job or JobSet declares
 // (relations.ShortForm). Whatever stands in the way of that account is a Warning event on
 // the Job or JobSet, whose author is the one to act: annotations that do not parse
-// (InvalidShortForm), an account the API server refuses (ShortFormRejected).
+// (InvalidShortForm), an account the API server refuses (ShortFormRejected), an account
+// of that name that exists with another spec (ShortFormMismatch).
 type ShortFormReconciler struct {
 	client.Client
 	// Recorder emits the Warnings on the Job or JobSet.
@@ -45,8 +50,9 @@ type ShortFormReconciler struct {
 
 // Reconcile creates the declared account once. A mistake in the annotations, or an
 // account the API server refuses, is terminal until the Job or JobSet changes: it is a
-// Warning, not a retry. An existing account of that name is never modified: the account
-// is the user's from now on.
+// Warning, not a retry. An existing account of that name is never modified (its
+// revisions, shards and assignments are immutable); when it is not what the annotations
+// declare, a Warning says how it differs and what to do.
 func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := r.newObject()
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -63,6 +69,9 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	var existing v1alpha1.BatchAccount
 	if err := r.Get(ctx, req.NamespacedName, &existing); err == nil {
+		if fixed, acceptance := shortFormDiffs(existing.Namespace, &existing.Spec, &spec); len(fixed)+len(acceptance) > 0 {
+			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s", r.mismatchNote(&existing, fixed, acceptance))
+		}
 		return ctrl.Result{}, nil
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
@@ -102,6 +111,123 @@ func (r *ShortFormReconciler) warn(ctx context.Context, obj client.Object, relat
 	ctrl.LoggerFrom(ctx).Info("short form: no account as declared", "reason", reason, "message", msg)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, reason, EventActionCreateAccount, "%s", msg)
+	}
+}
+
+// mismatchNote is the note of a ShortFormMismatch: which account, whence it came, how it
+// differs (fixed: in fields that may not change; acceptance: in its acceptance, which may),
+// and the way forward.
+func (r *ShortFormReconciler) mismatchNote(existing *v1alpha1.BatchAccount, fixed, acceptance []string) string {
+	origin := "created by hand, not from a short form"
+	if of := existing.Labels[v1alpha1.LabelShortFormOf]; of != "" {
+		origin = "created from the short form of a " + of + " of this name"
+	}
+	way := fmt.Sprintf("delete the BatchAccount (its results go with it) and re-create the %s, or re-create the %s under another name", r.Kind, r.Kind)
+	if existing.Labels[v1alpha1.LabelShortFormOf] != r.Kind {
+		way = fmt.Sprintf("give the %s another name, or remove its short-form annotations to be accounted by the existing BatchAccount", r.Kind)
+	}
+	if len(fixed) == 0 {
+		way = "edit the BatchAccount's spec.acceptance, or " + way
+	}
+	return fmt.Sprintf("BatchAccount %s (%s) is not what the short-form annotations declare: %s. It was left unchanged and accounts for this %s; to fix it, %s",
+		existing.Name, origin, strings.Join(append(fixed, acceptance...), "; "), r.Kind, way)
+}
+
+// shortFormDiffs are the fields in which an existing account differs from the spec a
+// short form declares, each with both values where they are short: fixed are those that
+// may not change once a target was admitted (revisions, shards, assignments), acceptance
+// those of its acceptance, which may. Shards and assignments are compared by what they
+// mean (the names of the shards; which index of which target maps onto which shard), not
+// by how they are written: an account written by hand may say by name or by range what
+// the short form says by ordinal or by list. Repair assignments appended since (kubectl
+// batchledger repair) and the result container, which a short form cannot declare, are
+// no difference.
+func shortFormDiffs(namespace string, have, want *v1alpha1.BatchAccountSpec) (fixed, acceptance []string) {
+	if have.InputRevision != want.InputRevision {
+		fixed = append(fixed, fmt.Sprintf("spec.inputRevision is %q, the annotations declare %q", have.InputRevision, want.InputRevision))
+	}
+	if have.ModelRevision != want.ModelRevision {
+		fixed = append(fixed, fmt.Sprintf("spec.modelRevision is %q, the annotations declare %q", have.ModelRevision, want.ModelRevision))
+	}
+	hm, wm := account.Compile(namespace, have), account.Compile(namespace, want)
+	if !sameShards(have, want, hm, wm) {
+		fixed = append(fixed, fmt.Sprintf("spec.shards is %s, the annotations declare %s", describeShards(have.Shards), describeShards(want.Shards)))
+	}
+	if !slices.Equal(originalRuns(hm), originalRuns(wm)) {
+		fixed = append(fixed, "spec.assignments map other indexes onto other shards")
+	}
+	if h, w := have.RequiresResults(), want.RequiresResults(); h != w {
+		acceptance = append(acceptance, fmt.Sprintf("spec.acceptance.requireResults is %t, the annotations declare %t", h, w))
+	}
+	if h, w := ruleOf(have), ruleOf(want); h != w {
+		acceptance = append(acceptance, fmt.Sprintf("spec.acceptance.rule is %q, the annotations declare %q", h, w))
+	}
+	return fixed, acceptance
+}
+
+// sameShards reports whether two specs (and their mappings) declare the same shards, in
+// the same order, in either form.
+func sameShards(have, want *v1alpha1.BatchAccountSpec, hm, wm *account.Mapping) bool {
+	if equality.Semantic.DeepEqual(have.Shards, want.Shards) {
+		return true
+	}
+	if (len(have.Shards.Names) > 0) == (len(want.Shards.Names) > 0) || hm.Shards.Count() != wm.Shards.Count() {
+		return false
+	}
+	for o := range hm.Shards.Count() {
+		if hm.Shards.Name(o) != wm.Shards.Name(o) {
+			return false
+		}
+	}
+	return true
+}
+
+// originalRuns are the runs of a mapping's original (non-repair) assignments, ordered by
+// target and index and merged where one continues another, so that two ways of writing
+// the same mapping give the same runs.
+func originalRuns(m *account.Mapping) []account.Run {
+	var runs []account.Run
+	for _, r := range m.Runs {
+		if !r.Repair {
+			r.Entry = 0
+			runs = append(runs, r)
+		}
+	}
+	slices.SortFunc(runs, func(a, b account.Run) int {
+		return cmp.Or(strings.Compare(a.Target, b.Target), cmp.Compare(a.FirstIndex, b.FirstIndex))
+	})
+	var out []account.Run
+	for _, r := range runs {
+		if n := len(out); n > 0 && out[n-1].Target == r.Target &&
+			out[n-1].FirstIndex+out[n-1].Length == r.FirstIndex && out[n-1].FirstShard+out[n-1].Length == r.FirstShard {
+			out[n-1].Length += r.Length
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// ruleOf is the acceptance rule of spec, "" when it has none.
+func ruleOf(spec *v1alpha1.BatchAccountSpec) string {
+	if spec.Acceptance == nil {
+		return ""
+	}
+	return spec.Acceptance.Rule
+}
+
+// describeShards is a shard population in a few words: its names (the first and last of
+// a long list), or its count and prefix.
+func describeShards(p v1alpha1.ShardPopulation) string {
+	switch n := len(p.Names); {
+	case n > 0 && n <= 8:
+		return fmt.Sprintf("names %s", strings.Join(p.Names, ","))
+	case n > 8:
+		return fmt.Sprintf("%d names %s…%s", n, p.Names[0], p.Names[n-1])
+	case p.Count != nil:
+		return fmt.Sprintf("count %d with prefix %q", *p.Count, p.Prefix)
+	default:
+		return "no shards"
 	}
 }
 

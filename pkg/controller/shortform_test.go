@@ -23,8 +23,8 @@ import (
 
 // TestShortFormReconcile: a short form that parses gets its account; every way it can
 // fail to get the account it declares (annotations that do not parse, an account the API
-// server refuses) is a Warning on the Job or JobSet that says what to fix, and no retry,
-// while a transient failure is retried.
+// server refuses, an account of that name with another spec) is a Warning on the Job or
+// JobSet that says what to fix, and no retry, while a transient failure is retried.
 func TestShortFormReconcile(t *testing.T) {
 	const (
 		inputRev = v1alpha1.AnnotationInputRev
@@ -52,6 +52,12 @@ func TestShortFormReconcile(t *testing.T) {
 		return w.Obj()
 	}
 	valid := []string{inputRev, "D", modelRev, "m", shards, "A,B"}
+	// declared is the account job(valid...) declares, as the controller created it (but
+	// for the indexes, written as ranges: what they mean is compared, not their text).
+	declared := func() *wrappers.BatchAccountWrapper {
+		return wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
+			AssignJobOrdinals("j", "0-1", "0-1").Label(v1alpha1.LabelShortFormOf, relations.KindJob)
+	}
 	failCreate := func(err error) hooks {
 		return hooks{create: func(client.Object) error { return err }}
 	}
@@ -136,6 +142,52 @@ func TestShortFormReconcile(t *testing.T) {
 			h:           failCreate(apierrors.NewServiceUnavailable("etcd is down")),
 			wantAttempt: true,
 			wantErr:     true,
+		},
+
+		// (d) an account of that name exists
+		"the account as declared: nothing": {
+			objs: []client.Object{job(valid...), declared().Obj()},
+		},
+		"the same account written by hand, by shard names: nothing": {
+			objs: []client.Object{job(valid...), wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()},
+		},
+		"the same shards by count and prefix where the annotations list them: nothing": {
+			objs: []client.Object{job(inputRev, "D", modelRev, "m", shards, "s0,s1"),
+				wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").ShardCount("s", 2).AssignJobOrdinals("j", "0-1", "0-1").Obj()},
+		},
+		"repairs appended and a result container set since: no difference": {
+			objs: []client.Object{job(append(valid, require, "true")...),
+				declared().RequireResults("").Repair("j-repair-1", "0", "B").ResultContainer("worker").Obj()},
+		},
+		"an earlier Job's account of other revisions: a Warning, the account unchanged": {
+			objs:       []client.Object{job(valid...), declared().Revisions("D", "m-old").Obj()},
+			wantEvents: []string{"Job/j Warning ShortFormMismatch"},
+			wantNote: []string{`BatchAccount j (created from the short form of a Job of this name)`,
+				`spec.modelRevision is "m-old", the annotations declare "m"`,
+				"left unchanged", "delete the BatchAccount (its results go with it) and re-create the Job, or re-create the Job under another name"},
+		},
+		"other shards: a Warning naming shards and assignments": {
+			objs:       []client.Object{job(inputRev, "D", modelRev, "m", shards, "A,B,C"), declared().Obj()},
+			wantEvents: []string{"Job/j Warning ShortFormMismatch"},
+			wantNote:   []string{"spec.shards is names A,B, the annotations declare names A,B,C", "spec.assignments"},
+		},
+		"only the acceptance differs: a Warning that it may be edited": {
+			objs:       []client.Object{job(append(valid, require, "true")...), declared().Obj()},
+			wantEvents: []string{"Job/j Warning ShortFormMismatch"},
+			wantNote:   []string{"spec.acceptance.requireResults is false, the annotations declare true", "edit the BatchAccount's spec.acceptance, or delete"},
+		},
+		"an account of that name made by hand: a Warning to rename the Job": {
+			objs:       []client.Object{job(valid...), wrappers.MakeBatchAccount("j", "ns").Shards("X").AssignJob("j", "0", "X").Obj()},
+			wantEvents: []string{"Job/j Warning ShortFormMismatch"},
+			wantNote:   []string{"created by hand", "give the Job another name, or remove its short-form annotations"},
+		},
+		"a JobSet short form under the name of a Job's account: a Warning": {
+			kind: relations.KindJobSet,
+			objs: []client.Object{jobSet(inputRev, "D", modelRev, "m", count, "4", rjAnn, "workers"),
+				wrappers.MakeBatchAccount("train", "ns").Revisions("D", "m").ShardCount("", 4).AssignJobOrdinals("train", "0-3", "0-3").
+					Label(v1alpha1.LabelShortFormOf, relations.KindJob).Obj()},
+			wantEvents: []string{"JobSet/train Warning ShortFormMismatch"},
+			wantNote:   []string{"created from the short form of a Job of this name", "give the JobSet another name"},
 		},
 	}
 	for name, tc := range cases {

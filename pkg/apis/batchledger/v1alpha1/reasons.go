@@ -120,4 +120,8 @@ const (
 	// EventReasonShortFormRejected: the API server refused to create the account a short
 	// form declares; the note carries its message.
 	EventReasonShortFormRejected = "ShortFormRejected"
+	// EventReasonShortFormMismatch: an account of the short form's name exists and its
+	// spec is not what the annotations declare. It was left unchanged; the note names the
+	// fields that differ and the way forward.
+	EventReasonShortFormMismatch = "ShortFormMismatch"
 )
