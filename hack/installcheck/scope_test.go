@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -391,44 +392,104 @@ func comparePolicies(t *testing.T, k, h Objects) {
 	}
 }
 
-// checkPolicy checks a rendering's pod-patch policy: one ValidatingAdmissionPolicy, bound
-// with Deny, evaluated for UPDATE of pods (not their subresources) by exactly the
-// manager's ServiceAccount, failing closed.
+// Name suffixes of the two ValidatingAdmissionPolicies each install renders (after its
+// name prefix: config/default's namePrefix, the chart's fullname).
+const (
+	releaseOnlyPolicy = "-pod-release-only"
+	heldScopePolicy   = "-held-pod-scope"
+)
+
+// checkPolicy checks a rendering's two admission policies, each bound once with Deny alone
+// and failing closed:
+//   - pod-release-only: UPDATE of pods (not their subresources), evaluated for exactly
+//     the manager's ServiceAccount;
+//   - held-pod-scope: UPDATE of pods and pods/status (whose update may change labels),
+//     evaluated for every user but only for a pod whose old object carries the
+//     result-capture finalizer and the scope label, and validating that label, both by
+//     the names pkg/apis defines.
 func checkPolicy(t *testing.T, o Objects) {
 	d := deployment(t, o)
 	vaps, bindings := o.Of("ValidatingAdmissionPolicy"), o.Of("ValidatingAdmissionPolicyBinding")
-	if len(vaps) != 1 || len(bindings) != 1 {
-		t.Fatalf("%d ValidatingAdmissionPolicies and %d bindings rendered, want 1 and 1", len(vaps), len(bindings))
+	if len(vaps) != 2 || len(bindings) != 2 {
+		t.Fatalf("%d ValidatingAdmissionPolicies and %d bindings rendered, want 2 and 2", len(vaps), len(bindings))
 	}
-	var vap admissionregistrationv1.ValidatingAdmissionPolicy
-	var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	if err := Into(vaps[0], &vap); err != nil {
-		t.Fatal(err)
+	rules := func(resources ...string) []admissionregistrationv1.NamedRuleWithOperations {
+		return []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: resources},
+		}}}
 	}
-	if err := Into(bindings[0], &b); err != nil {
-		t.Fatal(err)
-	}
-	if b.Spec.PolicyName != vap.Name {
-		t.Errorf("binding %s binds policy %q, the policy is %q", b.Name, b.Spec.PolicyName, vap.Name)
-	}
-	if !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) || b.Spec.ParamRef != nil || b.Spec.MatchResources != nil {
-		t.Errorf("binding %s: %s, want validationActions [Deny] alone", b.Name, jsonString(b.Spec))
-	}
-	if fp := vap.Spec.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Fail {
-		t.Errorf("policy %s: failurePolicy %v, want Fail", vap.Name, fp)
-	}
-	wantRules := []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-	}}}
-	if mc := vap.Spec.MatchConstraints; mc == nil || !equality.Semantic.DeepEqual(mc.ResourceRules, wantRules) {
+
+	vap := boundPolicy(t, o, releaseOnlyPolicy)
+	if mc := vap.Spec.MatchConstraints; mc == nil || !equality.Semantic.DeepEqual(mc.ResourceRules, rules("pods")) {
 		t.Errorf("policy %s: matchConstraints %s, want UPDATE of v1 pods alone", vap.Name, jsonString(vap.Spec.MatchConstraints))
 	}
 	want := fmt.Sprintf("request.userInfo.username == 'system:serviceaccount:%s:%s'", d.Namespace, d.Spec.Template.Spec.ServiceAccountName)
 	if mcs := vap.Spec.MatchConditions; len(mcs) != 1 || mcs[0].Expression != want {
 		t.Errorf("policy %s: matchConditions %s, want the single expression %q", vap.Name, jsonString(mcs), want)
 	}
+
+	vap = boundPolicy(t, o, heldScopePolicy)
+	if mc := vap.Spec.MatchConstraints; mc == nil || !equality.Semantic.DeepEqual(mc.ResourceRules, rules("pods", "pods/status")) {
+		t.Errorf("policy %s: matchConstraints %s, want UPDATE of v1 pods and pods/status", vap.Name, jsonString(vap.Spec.MatchConstraints))
+	}
+	wantConditions := []string{
+		fmt.Sprintf("'%s' in oldObject.metadata.?finalizers.orValue([])", v1alpha1.ResultFinalizer),
+		fmt.Sprintf("'%s' in oldObject.metadata.?labels.orValue({})", v1alpha1.LabelScope),
+	}
+	var got []string
+	for _, mc := range vap.Spec.MatchConditions {
+		got = append(got, mc.Expression)
+	}
+	if !slices.Equal(got, wantConditions) {
+		t.Errorf("policy %s: matchConditions %q, want %q (every user, held pods only)", vap.Name, got, wantConditions)
+	}
+	if len(vap.Spec.Validations) != 1 || !strings.Contains(vap.Spec.Validations[0].Expression, "'"+v1alpha1.LabelScope+"'") ||
+		!strings.Contains(vap.Spec.Validations[0].Expression, "'"+v1alpha1.ResultFinalizer+"'") {
+		t.Errorf("policy %s: validations %s, want one on the %s label and the %s finalizer",
+			vap.Name, jsonString(vap.Spec.Validations), v1alpha1.LabelScope, v1alpha1.ResultFinalizer)
+	}
+}
+
+// boundPolicy returns the rendering's ValidatingAdmissionPolicy whose name ends in suffix,
+// after checking what every batchledger policy must be: failing closed, with validations,
+// bound by exactly one binding, with validationActions [Deny] alone and no parameters or
+// narrowing of its own.
+func boundPolicy(t *testing.T, o Objects, suffix string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	var vap admissionregistrationv1.ValidatingAdmissionPolicy
+	for _, u := range o.Of("ValidatingAdmissionPolicy") {
+		if strings.HasSuffix(u.GetName(), suffix) {
+			if err := Into(u, &vap); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if vap.Name == "" {
+		t.Fatalf("no ValidatingAdmissionPolicy *%s rendered", suffix)
+	}
+	if fp := vap.Spec.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Fail {
+		t.Errorf("policy %s: failurePolicy %v, want Fail", vap.Name, fp)
+	}
 	if len(vap.Spec.Validations) == 0 {
 		t.Errorf("policy %s has no validations", vap.Name)
 	}
+	n := 0
+	for _, u := range o.Of("ValidatingAdmissionPolicyBinding") {
+		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		if err := Into(u, &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Spec.PolicyName != vap.Name {
+			continue
+		}
+		n++
+		if !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) || b.Spec.ParamRef != nil || b.Spec.MatchResources != nil {
+			t.Errorf("binding %s: %s, want validationActions [Deny] alone", b.Name, jsonString(b.Spec))
+		}
+	}
+	if n != 1 {
+		t.Errorf("policy %s is bound by %d bindings, want 1", vap.Name, n)
+	}
+	return &vap
 }
