@@ -103,6 +103,10 @@ func (w *PodWrapper) Label(k, v string) *PodWrapper {
 	return w
 }
 
+// NoLabel removes a label, as someone relabelling the pod after the Job controller
+// created it does.
+func (w *PodWrapper) NoLabel(k string) *PodWrapper { delete(w.Labels, k); return w }
+
 // UID sets the pod's UID (MakeIndexPod derives it from the name).
 func (w *PodWrapper) UID(uid string) *PodWrapper {
 	w.ObjectMeta.UID = types.UID(uid)
