@@ -253,7 +253,8 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer c
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
 			WaitingStatusDelay: c.waitingStatusDelay,
 		},
-		&controller.PodReleaser{Client: mgr.GetClient(), Metrics: metrics, Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
+		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics,
+			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJob},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJobSet},
 	}

@@ -24,6 +24,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
+	"batchledger.dev/batchledger/pkg/release"
 	"batchledger.dev/batchledger/pkg/scheme"
 )
 
@@ -206,8 +207,9 @@ func newFixture(t *testing.T, h hooks, objs ...client.Object) *fixture {
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 		WithStatusSubresource(&v1alpha1.BatchAccount{}, &kueue.Workload{}).
 		WithInterceptorFuncs(funcs).
-		// The API server serves this field selector; the fake client needs an index of it.
-		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} })
+		// The API server serves these field selectors; the fake client needs an index of each.
+		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} }).
+		WithIndex(&corev1.Pod{}, release.NameField, func(o client.Object) []string { return []string{o.GetName()} })
 	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,10 +34,19 @@ const DefaultMaxResultHold = 24 * time.Hour
 // no account requiring results records it (relations.CapturedBy: the same rule result
 // capture applies). Pods are held only while a result would otherwise be lost, and at most
 // MaxHold after they finished.
+//
+// A held pod is in the manager's pod cache only while it carries LabelScope=ScopeResults
+// (CacheOptions). A pod that loses the label while held (the held-pod-scope admission
+// policy forbids it, but a cluster may lack the policy) leaves the cache, and the cache
+// would never show it again; ReleaseOutOfScope releases such a pod.
 type PodReleaser struct {
 	client.Client
-	Metrics  *Metrics
-	Recorder events.EventRecorder
+	// APIReader reads from the API server directly (the manager's GetAPIReader): a pod
+	// that left the results scope is no longer in the cache. Without it ReleaseOutOfScope
+	// does nothing.
+	APIReader client.Reader
+	Metrics   *Metrics
+	Recorder  events.EventRecorder
 	// MaxHold bounds how long a succeeded, unrecorded pod is held (0: DefaultMaxResultHold).
 	MaxHold time.Duration
 	// Now is the clock; tests may replace it.
@@ -78,6 +89,65 @@ func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	r.Metrics.podReleased()
 	return ctrl.Result{}, nil
+}
+
+// ReleaseOutOfScope releases a pod that left the results scope while held. It is woken
+// when a held pod leaves the manager's pod cache (leftResultsScope): the API server sends
+// a label-selected watch a DELETED event when the object stops matching, as it does when
+// the pod is deleted for real. The event shows the pod as it last matched, so the pod is
+// read live: if it still exists, carries the finalizer and not LabelScope=ScopeResults,
+// the finalizer is removed (Reconcile's patch) with a Warning event, since the controller
+// can no longer see the pod to record its result or to release it later. A pod gone is
+// left alone, and a pod back in scope to Reconcile, which sees it in the cache again.
+func (r *PodReleaser) ReleaseOutOfScope(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.APIReader == nil {
+		return ctrl.Result{}, nil
+	}
+	pod, err := r.livePod(ctx, req.NamespacedName)
+	if err != nil || pod == nil {
+		return ctrl.Result{}, err
+	}
+	if pod.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults {
+		return ctrl.Result{}, nil
+	}
+	patch, ok := release.FinalizerRemovalPatch(pod)
+	if !ok {
+		return ctrl.Result{}, nil // released meanwhile
+	}
+	// A rejected patch (the finalizers changed since the read) returns the error: the
+	// retry reads the pod again.
+	if err := r.Patch(ctx, pod, patch); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Metrics.podReleased()
+	if r.Recorder != nil {
+		scope, labelled := pod.Labels[v1alpha1.LabelScope]
+		was := "removed"
+		if labelled {
+			was = "changed to " + strconv.Quote(scope)
+		}
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, v1alpha1.EventReasonLeftResultsScope, "Release",
+			"released: its label %s=%s was %s while batchledger held it, which took it out of batchledger's sight, so its result may not be recorded",
+			v1alpha1.LabelScope, v1alpha1.ScopeResults, was)
+	}
+	return ctrl.Result{}, nil
+}
+
+// livePod reads a pod from the API server, nil when it is gone. A list by name rather
+// than a get, so that the manager needs no get permission on pods (list, watch and patch
+// are all it has).
+func (r *PodReleaser) livePod(ctx context.Context, key types.NamespacedName) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.APIReader.List(ctx, &pods, client.InNamespace(key.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(release.NameField, key.Name)}); err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Name == key.Name {
+			return &pods.Items[i], nil
+		}
+	}
+	return nil, nil
 }
 
 func (r *PodReleaser) now() time.Time {
@@ -129,13 +199,11 @@ func (r *PodReleaser) mustHold(ctx context.Context, pod *corev1.Pod) (bool, erro
 }
 
 // SetupWithManager watches held pods, the result chunks that record them, and account
-// deletions that leave pods held for nothing.
+// deletions that leave pods held for nothing; and, in a second controller
+// (pod-release-out-of-scope, ReleaseOutOfScope), held pods leaving the results scope.
 func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
-	held := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return slices.Contains(o.GetFinalizers(), v1alpha1.ResultFinalizer)
-	})
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&corev1.Pod{}, builder.WithPredicates(held)).
+	err := ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(held))).
 		Watches(&v1alpha1.ShardResults{}, handler.EnqueueRequestsFromMapFunc(recordedPods)).
 		Watches(&v1alpha1.BatchAccount{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfAccount),
 			builder.WithPredicates(predicate.Funcs{
@@ -144,6 +212,32 @@ func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 			})).
 		Named("pod-release").
 		Complete(r)
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}, builder.WithPredicates(leftResultsScope)).
+		Named("pod-release-out-of-scope").
+		Complete(reconcile.Func(r.ReleaseOutOfScope))
+}
+
+// held reports whether a pod carries batchledger's finalizer.
+func held(o client.Object) bool {
+	return slices.Contains(o.GetFinalizers(), v1alpha1.ResultFinalizer)
+}
+
+// leftResultsScope passes the pod cache's delete events of held pods: each may be a held
+// pod leaving the results scope. A label-selected watch reports a pod whose label stops
+// matching as DELETED, with the last state that matched (scope=results), so such an
+// event cannot be told from a held pod deleted for real (whose last finalizer was ours,
+// removed by Reconcile or kubectl batchledger release): ReleaseOutOfScope reads the pod
+// live to tell. That costs one read by name per held pod whose deletion ends with our
+// finalizer, and none for other pods.
+var leftResultsScope = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return held(e.Object) },
 }
 
 func recordedPods(_ context.Context, obj client.Object) []reconcile.Request {

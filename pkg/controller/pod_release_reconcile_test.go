@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -190,5 +191,162 @@ func TestPodReleaserIgnoresAPodThatIsGone(t *testing.T) {
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "gone"}})
 	if err != nil || !res.IsZero() || len(f.writes) != 0 {
 		t.Errorf("reconcile = %+v, %v, writes %v; want nothing", res, err, f.writes)
+	}
+}
+
+// TestReleaseOutOfScope: a pod that left the results scope while held (its scope label
+// removed or changed, so it left the manager's pod cache) is read live and released with
+// a Warning, since the controller can no longer see it; a pod deleted for real, a pod
+// still (or again) in scope and a pod released meanwhile are left alone, and a failed
+// read or a rejected patch is retried.
+func TestReleaseOutOfScope(t *testing.T) {
+	const jobTracking = "batch.kubernetes.io/job-tracking"
+	j := jobJ(v1alpha1.ScopeResults).Obj()
+	results := accountOfJ().RequireResults("").Obj()
+	// pod is held by batchledger and succeeded, its result unrecorded: in scope, the
+	// releaser would hold it.
+	pod := func() *wrappers.PodWrapper {
+		return wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(jobTracking, v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), "")
+	}
+	ours := []string{jobTracking, v1alpha1.ResultFinalizer}
+	released := []string{jobTracking}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod // nil: gone from the API server
+		h    hooks
+		// noReader leaves the releaser without an APIReader.
+		noReader bool
+
+		wantErr        bool
+		wantFinalizers []string // nil: the pod is gone
+		wantPatches    int
+		wantEvents     []string
+		wantReleased   float64
+	}{
+		{
+			name:           "held, its scope label removed: released with a Warning",
+			pod:            pod().NoLabel(v1alpha1.LabelScope).Obj(),
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+			wantEvents: []string{"Warning LeftResultsScope"},
+		},
+		{
+			name:           "held, its scope label changed: released with a Warning",
+			pod:            pod().Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj(),
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+			wantEvents: []string{"Warning LeftResultsScope"},
+		},
+		{
+			name:        "held, being deleted, its scope label removed: released, and so gone",
+			pod:         pod().NoLabel(v1alpha1.LabelScope).Finalizers(v1alpha1.ResultFinalizer).Deleting(testNow).Obj(),
+			wantPatches: 1, wantReleased: 1,
+			wantEvents: []string{"Warning LeftResultsScope"},
+		},
+		{
+			name: "deleted for real: nothing",
+		},
+		{
+			name:           "still or again in scope (relabelled, or a relist's stale tombstone): not released by this path",
+			pod:            pod().Obj(),
+			wantFinalizers: ours,
+		},
+		{
+			name:           "out of scope, released meanwhile: nothing",
+			pod:            pod().NoLabel(v1alpha1.LabelScope).Finalizers(jobTracking).Obj(),
+			wantFinalizers: released,
+		},
+		{
+			name:           "without an API reader: nothing",
+			pod:            pod().NoLabel(v1alpha1.LabelScope).Obj(),
+			noReader:       true,
+			wantFinalizers: ours,
+		},
+		{
+			name: "the patch is rejected (the finalizers changed meanwhile): held, the error",
+			pod:  pod().NoLabel(v1alpha1.LabelScope).Obj(),
+			h: hooks{patch: func(obj client.Object) error {
+				return apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, obj.GetName(), nil)
+			}},
+			wantErr:        true,
+			wantFinalizers: ours, wantPatches: 1,
+		},
+		{
+			name: "the pod cannot be read: held, the error",
+			pod:  pod().NoLabel(v1alpha1.LabelScope).Obj(),
+			h: hooks{list: func(list client.ObjectList) error {
+				if _, ok := list.(*corev1.PodList); ok {
+					return errors.New("the API server is unavailable")
+				}
+				return nil
+			}},
+			wantErr:        true,
+			wantFinalizers: ours,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []client.Object{results, j}
+			key := client.ObjectKey{Namespace: "ns", Name: "j-0"}
+			if tc.pod != nil {
+				objs = append(objs, tc.pod)
+			}
+			f := newFixture(t, tc.h, objs...)
+			m := newMetrics(prometheus.NewRegistry())
+			r := &PodReleaser{Client: f.c, APIReader: f.c, Metrics: m, Recorder: f, Now: func() time.Time { return testNow }}
+			if tc.noReader {
+				r.APIReader = nil
+			}
+			res, err := r.ReleaseOutOfScope(context.Background(), ctrl.Request{NamespacedName: key})
+			if (err != nil) != tc.wantErr || !res.IsZero() {
+				t.Fatalf("ReleaseOutOfScope = %+v, %v; want no requeue, error %v", res, err, tc.wantErr)
+			}
+			var got corev1.Pod
+			if err := f.c.Get(context.Background(), key, &got); client.IgnoreNotFound(err) != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantFinalizers, got.Finalizers); diff != "" {
+				t.Errorf("finalizers (-want +got):\n%s", diff)
+			}
+			if n := len(f.writesOf("patch")); n != tc.wantPatches {
+				t.Errorf("%d patches, want %d: %v", n, tc.wantPatches, f.writes)
+			}
+			if diff := cmp.Diff(tc.wantEvents, f.eventsOf("Pod")); diff != "" {
+				t.Errorf("pod events (-want +got):\n%s", diff)
+			}
+			if got := testutil.ToFloat64(m.PodReleases); got != tc.wantReleased {
+				t.Errorf("pods released metric = %v, want %v", got, tc.wantReleased)
+			}
+		})
+	}
+}
+
+// TestLeftResultsScopeEvents: the out-of-scope releaser is woken by every delete event of
+// a held pod from the pod cache (a pod leaving the results scope is reported with the
+// labels it last matched with, as a pod deleted for real is), never by another pod's, nor
+// by create, update or generic events.
+func TestLeftResultsScopeEvents(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeResults).Obj()
+	heldPod := func() *wrappers.PodWrapper {
+		return wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer)
+	}
+	for _, tc := range []struct {
+		name  string
+		event event.DeleteEvent
+		want  bool
+	}{
+		{"held: its scope label removed, or deleted for real", event.DeleteEvent{Object: heldPod().Obj()}, true},
+		{"held, being deleted: its scope label removed, or deleted for real", event.DeleteEvent{Object: heldPod().Deleting(testNow).Obj()}, true},
+		{"held: a relist's tombstone", event.DeleteEvent{Object: heldPod().Obj(), DeleteStateUnknown: true}, true},
+		{"not held", event.DeleteEvent{Object: heldPod().Finalizers("batch.kubernetes.io/job-tracking").Obj()}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := leftResultsScope.Delete(tc.event); got != tc.want {
+				t.Errorf("delete event passed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	p := heldPod().Obj()
+	if leftResultsScope.Create(event.CreateEvent{Object: p}) || leftResultsScope.Update(event.UpdateEvent{ObjectOld: p, ObjectNew: p}) ||
+		leftResultsScope.Generic(event.GenericEvent{Object: p}) {
+		t.Error("a create, update or generic event passed; only delete events may")
 	}
 }

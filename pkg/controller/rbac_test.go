@@ -26,6 +26,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
+	"batchledger.dev/batchledger/pkg/release"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -133,7 +134,8 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(j, child, js, wl, results, train, short, pod0).
 		WithStatusSubresource(&v1alpha1.BatchAccount{}, &kueue.Workload{}).WithInterceptorFuncs(funcs).
 		// The API server serves this field selector; the fake client needs an index of it.
-		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} })
+		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} }).
+		WithIndex(&corev1.Pod{}, release.NameField, func(o client.Object) []string { return []string{o.GetName()} })
 	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +159,20 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	if _, err := (&PodReleaser{Client: c, Now: func() time.Time { return now }}).Reconcile(ctx,
 		ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod0)}); err != nil {
 		t.Fatal(err)
+	}
+	// j-1 loses its scope label while held: the out-of-scope release reads it live.
+	recording = false
+	delete(pod1.Labels, v1alpha1.LabelScope)
+	if err := c.Update(ctx, pod1); err != nil {
+		t.Fatal(err)
+	}
+	recording = true
+	if _, err := (&PodReleaser{Client: c, APIReader: c, Now: func() time.Time { return now }}).ReleaseOutOfScope(ctx,
+		ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod1), pod1); err != nil || slices.Contains(pod1.Finalizers, v1alpha1.ResultFinalizer) {
+		t.Fatalf("the pod that left the results scope was not released (%v): %v", err, pod1.Finalizers)
 	}
 	if _, err := (&ShortFormReconciler{Client: c, Kind: "Job"}).Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(short)}); err != nil {
 		t.Fatal(err)

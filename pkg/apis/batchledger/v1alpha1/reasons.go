@@ -124,4 +124,8 @@ const (
 	// spec is not what the annotations declare. It was left unchanged; the note names the
 	// fields that differ and the way forward.
 	EventReasonShortFormMismatch = "ShortFormMismatch"
+	// EventReasonLeftResultsScope: a pod batchledger held lost its LabelScope=ScopeResults
+	// label (removed or changed by someone else), which took it out of the controller's
+	// sight; it was released, and its result may not be recorded.
+	EventReasonLeftResultsScope = "LeftResultsScope"
 )
