@@ -423,3 +423,49 @@ func mutatingConfigurationOf(t *testing.T, f *framework.Framework, webhook strin
 	}
 	return names[0]
 }
+
+// TestHeldPodLeavingResultsScopeIsReleased: someone removes the scope label of a running
+// pod batchledger holds, which takes it out of the manager's pod cache; the manager reads
+// it live, releases it with a Warning event LeftResultsScope, and keeps holding its
+// sibling, whose label is intact. Without that the pod would stay Terminating with the
+// finalizer once deleted. Local cluster only: an install with the held-pod-scope
+// admission policy denies the label change (hack/installcheck
+// TestHeldPodScopePolicyOnLocalCluster), and the local cluster runs the manager without it.
+func TestHeldPodLeavingResultsScopeIsReleased(t *testing.T) {
+	f := framework.New(t)
+	if framework.Cluster() == nil {
+		t.Skip("needs the local cluster, whose install has no held-pod-scope admission policy")
+	}
+	resultsJob(t, f, "relabelled", "A", "B")
+	job := jobStatus(t, f, "j")
+	pods := framework.RunningPods(t, job, 2)
+	if held := heldPods(pods); len(held) != 2 {
+		t.Fatalf("held pods = %v, want both running pods held", held)
+	}
+	left, kept := &pods[0], &pods[1]
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+v1alpha1.LabelScope+`":null}}}`))
+	if err := f.Client.Patch(f.Ctx, left, patch); err != nil {
+		t.Fatalf("remove the scope label of %s: %v", left.Name, err)
+	}
+	framework.WaitFor(t, left, framework.DefaultTimeout, "released after leaving the results scope", func(p *corev1.Pod) bool {
+		return !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer)
+	})
+	framework.Eventually(t, framework.DefaultTimeout, "a Warning "+v1alpha1.EventReasonLeftResultsScope+" event on "+left.Name, func() (bool, string, error) {
+		var evs corev1.EventList
+		if err := f.Client.List(f.Ctx, &evs, client.InNamespace(f.Namespace)); err != nil {
+			return false, "", err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.UID == left.UID && e.Reason == v1alpha1.EventReasonLeftResultsScope && e.Type == corev1.EventTypeWarning {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d events in the namespace", len(evs.Items)), nil
+	})
+	if err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(kept), kept); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(kept.Finalizers, v1alpha1.ResultFinalizer) {
+		t.Errorf("pod %s, still in scope, was released too: %v", kept.Name, kept.Finalizers)
+	}
+}
