@@ -92,6 +92,41 @@ func TestLedgerOutlivesItsJob(t *testing.T) {
 	}
 }
 
+// TestLedgerKeepsAJobDeletedTheMomentItFinished: with ttlSecondsAfterFinished: 0 the real
+// TTL controller deletes the Job as soon as it recorded Complete, before the account's
+// reconcile reads it. The Job's last state, delivered by its deletion, completes the
+// record: terminated Complete, every shard covered, Accepted — not "deleted before it
+// terminated".
+func TestLedgerKeepsAJobDeletedTheMomentItFinished(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	f.Create(wrappers.MakeBatchAccount("ttl0", f.Namespace).Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj())
+	waitAccount(t, f, "ttl0", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool { return len(ba.Status.Conditions) > 0 })
+	job := wrappers.MakeJob("j", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	job.Spec.TTLSecondsAfterFinished = ptr.To(int32(0))
+	f.Create(job)
+	job = jobStatus(t, f, "j")
+	framework.RunningPods(t, job, 2)
+	framework.FinishIndexPod(t, job, 0, 0, "")
+	waitAccount(t, f, "ttl0", "index 0 covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 1 })
+	framework.FinishIndexPod(t, job, 1, 0, "")
+	framework.Eventually(t, framework.DefaultTimeout, "job j deleted by its TTL", func() (bool, string, error) {
+		err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
+		return apierrors.IsNotFound(err), "still there", client.IgnoreNotFound(err)
+	})
+	got := waitAccount(t, f, "ttl0", "the deleted Job's record", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/j")
+		return tg != nil && tg.Deleted
+	})
+	tg := target(got, "job/j")
+	if tg.Terminal != "Complete" || tg.CompletedIndexes != "0,1" || got.Status.Shards.Covered != 2 {
+		t.Errorf("record: terminal %q completed %q, covered %d; want Complete, 0,1, 2", tg.Terminal, tg.CompletedIndexes, got.Status.Shards.Covered)
+	}
+	if ok, state := condIs(got.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted); !ok {
+		t.Errorf("after the TTL deleted the Job at once: %s", state)
+	}
+}
+
 // TestTwoAccountsOneWorkload: two accounts name the same Job; the Workload's
 // batchledger.dev/Accepted speaks for both: False while one of them is not Accepted,
 // naming each, whichever wrote last. It speaks only for accounts that exist: once the

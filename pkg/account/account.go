@@ -189,7 +189,7 @@ func Compute(in Input) Output {
 		switch rec, at := endedRecord(t, ts.obs, st.History); {
 		case ts.found:
 		case keepsRecord(t, p, ts.obs):
-			ts.fromRecord(p)
+			ts.fromRecord(finalRecord(t, p, ts.obs, in.Now))
 		case rec != nil:
 			// Its JobSet ended after a reconcile had taken the child's disappearance for a
 			// restart: no successor came, so the identity is the target's record again.

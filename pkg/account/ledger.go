@@ -77,6 +77,20 @@ func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentit
 	return nil, -1
 }
 
+// finalRecord is the record of a target whose Job is gone: its previous status, brought up
+// to the Job's last state when the controller saw the deletion (Observation.DeletedJob)
+// of that same identity before the status recorded its end.
+func finalRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation, now metav1.Time) *v1alpha1.TargetStatus {
+	job := obs.DeletedJob
+	if job == nil || job.UID != prev.UID || prev.Terminal != "" || prev.Deleted {
+		return prev
+	}
+	last := observeTarget(t, Observation{Job: job, RestartAttempt: prev.RestartAttempt, Workload: prev.Workload})
+	s, _, _ := targetStatus(last, prev, now)
+	s.Problems = prev.Problems
+	return &s
+}
+
 // fromRecord makes ts stand for its previous identity's record.
 func (ts *targetState) fromRecord(rec *v1alpha1.TargetStatus) {
 	ts.deleted, ts.record = true, rec

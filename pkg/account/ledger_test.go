@@ -515,3 +515,42 @@ func TestJobSetEndedWithoutItsChild(t *testing.T) {
 		})
 	}
 }
+
+// TestJobDeletedTheMomentItFinished: a Job deleted by a TTL of 0 the moment it finished
+// is gone before the account observed its end. The Job's last state, which its deletion
+// delivered (Observation.DeletedJob), completes the record: it terminated Complete and the
+// batch is Accepted, not "deleted before it terminated". Only the same identity's last
+// state counts, and never one that would rewrite a record that already ended.
+func TestJobDeletedTheMomentItFinished(t *testing.T) {
+	ab := []string{"A", "B"}
+	spec := makeSpec(ab...).AssignJob("j", "0-1", ab...).SpecObj()
+	running := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Obj()}}
+	for _, tc := range []struct {
+		name         string
+		deleted      *batchv1.Job
+		wantTerminal string
+		wantCovered  int32
+		wantVerdict  string
+	}{
+		{name: "its last state recorded Complete", deleted: completeJob("j", "uid-j", 2).Obj(),
+			wantTerminal: TerminalComplete, wantCovered: 2, wantVerdict: v1alpha1.ReasonAccepted},
+		{name: "its deletion was not seen", wantCovered: 1, wantVerdict: v1alpha1.ReasonTargetDeleted},
+		{name: "the last state of another identity", deleted: completeJob("j", "uid-other", 2).Obj(),
+			wantCovered: 1, wantVerdict: v1alpha1.ReasonTargetDeleted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := at(spec, nil, 0, running).Status
+			gone := map[string]Observation{"job/j": {DeletedJob: tc.deleted}}
+			st := at(spec, &live, 10*time.Second, gone).Status
+			tgt := st.Targets[0]
+			if !tgt.Deleted || tgt.UID != "uid-j" || tgt.Terminal != tc.wantTerminal || st.Shards.Covered != tc.wantCovered {
+				t.Errorf("record: deleted %v uid %s terminal %q, covered %d; want deleted uid-j %q, %d",
+					tgt.Deleted, tgt.UID, tgt.Terminal, st.Shards.Covered, tc.wantTerminal, tc.wantCovered)
+			}
+			wantCond(t, st, v1alpha1.ConditionAccepted, map[bool]metav1.ConditionStatus{true: metav1.ConditionTrue, false: metav1.ConditionFalse}[tc.wantVerdict == v1alpha1.ReasonAccepted], tc.wantVerdict, "")
+			// The record stands from then on, the deleted Job's state or not.
+			wantFixedPoint(t, spec, st, time.Hour, map[string]Observation{})
+			wantFixedPoint(t, spec, st, time.Hour, gone)
+		})
+	}
+}

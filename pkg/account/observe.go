@@ -32,6 +32,11 @@ type Observation struct {
 	Job *batchv1.Job
 	// RestartAttempt is the JobSet restart attempt of a child Job.
 	RestartAttempt int32
+	// DeletedJob, when Job is nil, is the target's Job as it was when it was deleted (the
+	// last state its watch delivered). What the Job recorded between the account's last
+	// observation and its deletion is part of its record: a Job deleted by its TTL the
+	// moment it finished (ttlSecondsAfterFinished: 0) recorded Complete there.
+	DeletedJob *batchv1.Job
 	// JobSetEnded, for a JobSet child target that is not found, says why its JobSet
 	// will create no more child Jobs: it is gone (JobSetDeleted), being deleted
 	// (JobSetBeingDeleted), or recorded its terminal condition (Completed, Failed).

@@ -76,6 +76,7 @@ type Reconciler struct {
 	// 0 writes every change at once.
 	WaitingStatusDelay time.Duration
 
+	deletedJobs    deletedJobs
 	criteriaOnce   sync.Once
 	workloadWrites progressClock
 	accountWaits   progressClock
@@ -198,7 +199,7 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 		if o.obs.Job != nil {
 			r.stampTarget(ctx, ba, t.Ref, o.obs.Job)
 		}
-		if o.obs.Job != nil || o.obs.JobSetEnded != "" {
+		if o.obs.Job != nil || o.obs.JobSetEnded != "" || o.obs.DeletedJob != nil {
 			obs[t.Key] = o.obs
 		}
 		if o.workload != nil {
@@ -244,7 +245,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// An account is mostly created just before its Jobs (one kubectl apply): batched
 		// too, its first status already finds them and their Workloads.
 		Watches(&v1alpha1.BatchAccount{}, r.accountChanges(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&batchv1.Job{}, batched(BatchPeriod, r.jobToAccounts), builder.WithPredicates(jobChanged)).
+		Watches(&batchv1.Job{}, r.jobEvents(), builder.WithPredicates(jobChanged)).
 		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), builder.WithPredicates(podSucceeded)).
 		Watches(&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), builder.WithPredicates(workloadChanged)).
 		Watches(&jobsetapi.JobSet{}, batched(BatchPeriod, r.jobSetToAccounts), builder.WithPredicates(jobSetEnding)).

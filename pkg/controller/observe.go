@@ -33,7 +33,8 @@ type observed struct {
 // pods and its Workload from the cache. A target that does not exist yields an empty
 // observation, with, when the account captures results, the pods its deleted identities
 // left (a Job deleted, or between a JobSet restart's delete and create), whose results
-// are still captured, and for a JobSet child whether its JobSet ended (JobSetEnded).
+// are still captured, the last state of a Job seen deleted (DeletedJob), and for a JobSet
+// child whether its JobSet ended (JobSetEnded).
 func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
 	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
 	if err != nil {
@@ -41,6 +42,9 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	}
 	if job == nil {
 		var o observed
+		if t.Ref.Job != "" {
+			o.obs.DeletedJob = r.deletedJobs.get(namespace, t.Ref.Job, r.now())
+		}
 		if t.Ref.JobSet != "" {
 			if o.obs.JobSetEnded, err = relations.JobSetEnded(ctx, r.Client, namespace, t.Ref.JobSet); err != nil {
 				return o, err
