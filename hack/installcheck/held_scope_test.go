@@ -15,10 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
@@ -49,29 +47,10 @@ func TestHeldPodScopePolicyOnLocalCluster(t *testing.T) {
 		"chart":     mustChartAs(t, tools, filepath.Join(root, "charts", "batchledger"), "ledger", "ops"),
 	}
 
-	c, err := localcluster.Start(ctx, localcluster.Options{Log: testLog{t}, SkipKueue: true, SkipJobSet: true})
-	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
-			t.Skipf("local cluster binaries missing: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	cl := c.Client()
-	admin, err := kubernetes.NewForConfig(c.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cl, admin := startBareCluster(ctx, t)
 
 	const ns = "ml-team"
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	// Pod admission needs the namespace's default ServiceAccount, which the controller
-	// manager creates in its own time.
-	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	createPodNamespace(ctx, t, cl, ns)
 	const keep = "example.com/keep"
 	seq := 0
 	// newPod creates a pod that carries the finalizer keep, and batchledger's

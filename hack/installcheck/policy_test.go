@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
@@ -47,19 +46,7 @@ func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
 		"chart":     mustChartAs(t, tools, filepath.Join(root, "charts", "batchledger"), "ledger", "ops"),
 	}
 
-	c, err := localcluster.Start(ctx, localcluster.Options{Log: testLog{t}, SkipKueue: true, SkipJobSet: true})
-	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
-			t.Skipf("local cluster binaries missing: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	cl := c.Client()
-	admin, err := kubernetes.NewForConfig(c.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl, admin := startBareCluster(ctx, t)
 
 	// The manager's identity and RBAC, and the policy, as each install creates them.
 	managers := map[string]string{} // install → ServiceAccount user name
@@ -93,14 +80,7 @@ func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
 	}
 
 	const ns = "ml-team"
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	// Pod admission needs the namespace's default ServiceAccount, which the controller
-	// manager creates in its own time.
-	if err := cl.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	createPodNamespace(ctx, t, cl, ns)
 	owner, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
@@ -232,19 +231,7 @@ func TestUninstallHookOnLocalCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := localcluster.Start(ctx, localcluster.Options{Log: testLog{t}, SkipKueue: true, SkipJobSet: true})
-	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
-			t.Skipf("local cluster binaries missing: %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	cl := c.Client()
-	admin, err := kubernetes.NewForConfig(c.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, cl, admin := startBareCluster(ctx, t)
 	for _, name := range []string{ns, "team-a", "team-b"} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			t.Fatal(err)
