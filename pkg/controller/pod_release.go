@@ -199,17 +199,15 @@ func (r *PodReleaser) mustHold(ctx context.Context, pod *corev1.Pod) (bool, erro
 }
 
 // SetupWithManager watches held pods, the result chunks that record them, and account
-// deletions that leave pods held for nothing; and, in a second controller
-// (pod-release-out-of-scope, ReleaseOutOfScope), held pods leaving the results scope.
+// deletions and spec changes that may leave pods held for nothing (accountReleasesPods);
+// and, in a second controller (pod-release-out-of-scope, ReleaseOutOfScope), held pods
+// leaving the results scope.
 func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(held))).
 		Watches(&v1alpha1.ShardResults{}, handler.EnqueueRequestsFromMapFunc(recordedPods)).
 		Watches(&v1alpha1.BatchAccount{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfAccount),
-			builder.WithPredicates(predicate.Funcs{
-				CreateFunc: func(_ event.CreateEvent) bool { return false },
-				UpdateFunc: func(e event.UpdateEvent) bool { return e.ObjectNew.GetDeletionTimestamp() != nil },
-			})).
+			builder.WithPredicates(accountReleasesPods)).
 		Named("pod-release").
 		Complete(r)
 	if err != nil {
@@ -249,14 +247,26 @@ func recordedPods(_ context.Context, obj client.Object) []reconcile.Request {
 	return reqs
 }
 
-// heldPodsOfAccount wakes the held pods of a deleted account's targets.
+// accountReleasesPods passes the account changes that may leave pods held for nothing: its
+// deletion (starting or done) and a spec change (requireResults turned off, a target no
+// longer named). The mapper runs for the old and the new spec of an update, so the pods
+// of a target the account no longer names are woken too; each is then judged by
+// mustHold, under every account as it is now. Status writes and creations pass not.
+var accountReleasesPods = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectNew.GetDeletionTimestamp() != nil || e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+	},
+}
+
+// heldPodsOfAccount wakes the held pods of an account's targets.
 func (r *PodReleaser) heldPodsOfAccount(ctx context.Context, obj client.Object) []reconcile.Request {
 	ba := obj.(*v1alpha1.BatchAccount)
 	var reqs []reconcile.Request
 	for _, a := range ba.Spec.Assignments {
 		var pods corev1.PodList
 		if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingLabels(relations.TargetPodLabels(a.Target))); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "listing held pods of a deleted account")
+			ctrl.LoggerFrom(ctx).Error(err, "listing held pods of an account's targets")
 			continue
 		}
 		for _, p := range pods.Items {

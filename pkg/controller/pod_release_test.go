@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -186,5 +187,54 @@ func TestReleaseAfterMaxHold(t *testing.T) {
 				t.Errorf("batchledger_pod_hold_expired_total = %v, want %v", got, wantExpired)
 			}
 		})
+	}
+}
+
+// TestAccountChangesWakeItsHeldPods: turning requireResults off, or naming another Job,
+// wakes the pods the account held under its old spec (the mapper runs for the old and the
+// new object of an update), and each is released at once: no account captures it any
+// more, so it never waits out MaxHold. Status writes and creations wake nothing.
+func TestAccountChangesWakeItsHeldPods(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	before := wrappers.MakeBatchAccount("results", "ns").Shards("A").AssignJob("j", "0", "A").RequireResults("").Generation(1).Obj()
+	statusOnly := before.DeepCopy()
+	statusOnly.Status.ObservedGeneration = 1
+	for _, tc := range []struct {
+		name  string
+		after *v1alpha1.BatchAccount
+	}{
+		{"requireResults turned off", wrappers.MakeBatchAccount("results", "ns").Shards("A").AssignJob("j", "0", "A").Generation(2).Obj()},
+		{"another Job named", wrappers.MakeBatchAccount("results", "ns").Shards("A").AssignJob("k", "0", "A").RequireResults("").Generation(2).Obj()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now.Add(-time.Minute), "").Finalizers(v1alpha1.ResultFinalizer).Obj()
+			c := fakeClient(t, tc.after, j, pod)
+			r := &PodReleaser{Client: c, MaxHold: time.Hour, Now: func() time.Time { return now }}
+			update := event.UpdateEvent{ObjectOld: before, ObjectNew: tc.after}
+			if !accountReleasesPods.Update(update) {
+				t.Fatal("the spec change does not pass accountReleasesPods")
+			}
+			woken := append(r.heldPodsOfAccount(context.Background(), before), r.heldPodsOfAccount(context.Background(), tc.after)...)
+			if !slices.ContainsFunc(woken, func(req ctrl.Request) bool { return req.Name == pod.Name }) {
+				t.Fatalf("woken %v, want pod %s", woken, pod.Name)
+			}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Pod
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(pod), &got); err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer) {
+				t.Errorf("pod still held after the account stopped capturing it")
+			}
+		})
+	}
+	if accountReleasesPods.Update(event.UpdateEvent{ObjectOld: before, ObjectNew: statusOnly}) {
+		t.Error("a status write passes accountReleasesPods")
+	}
+	if accountReleasesPods.Create(event.CreateEvent{Object: before}) {
+		t.Error("a creation passes accountReleasesPods")
 	}
 }
