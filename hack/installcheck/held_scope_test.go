@@ -3,7 +3,6 @@ package installcheck
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -42,10 +40,7 @@ func TestHeldPodScopePolicyOnLocalCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	installs := map[string]Objects{
-		"kustomize": mustKustomize(t, tools, filepath.Join(root, "config", "default")),
-		"chart":     mustChartAs(t, tools, filepath.Join(root, "charts", "batchledger"), "ledger", "ops"),
-	}
+	installs := bothInstalls(t, root, tools)
 
 	_, cl, admin := startBareCluster(ctx, t)
 
@@ -67,27 +62,7 @@ func TestHeldPodScopePolicyOnLocalCluster(t *testing.T) {
 		if held {
 			finalizers = []string{v1alpha1.ResultFinalizer, keep}
 		}
-		p, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("worker-%d", seq), Labels: labels, Finalizers: finalizers},
-			Spec: corev1.PodSpec{
-				// Never scheduled: no kwok node runs it, so nothing but this test (kwok's
-				// delete stage clears finalizers, for one) touches the pod.
-				NodeSelector:                 map[string]string{"batchledger.dev/no-such-node": "true"},
-				RestartPolicy:                corev1.RestartPolicyNever,
-				AutomountServiceAccountToken: ptr.To(false),
-				Containers:                   []corev1.Container{{Name: "worker", Image: "registry.example/worker:1"}},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			// Let the pod go: removing every finalizer is allowed whatever the label.
-			_, _ = admin.CoreV1().Pods(ns).Patch(context.Background(), p.Name, types.MergePatchType,
-				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-			_ = admin.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
-		})
-		return p
+		return createIdlePod(ctx, t, admin, metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("worker-%d", seq), Labels: labels, Finalizers: finalizers})
 	}
 	scopeLabel := func(value string) podPatch {
 		if value == "" {
@@ -133,20 +108,7 @@ func TestHeldPodScopePolicyOnLocalCluster(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("the %s policy %s never denied the canary's label patch: %v", install, policy, err)
 		}
-		// The API server type-checks the policy against the pod schema: an expression
-		// that names a field wrongly or compares mismatched types shows up as a warning.
-		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			vap, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policy, metav1.GetOptions{})
-			if err != nil || vap.Status.ObservedGeneration != vap.Generation || vap.Status.TypeChecking == nil {
-				return false, err
-			}
-			if w := vap.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-				t.Errorf("policy %s: type-checking warnings %s", policy, jsonString(w))
-			}
-			return true, nil
-		}); err != nil {
-			t.Fatalf("policy %s was never type-checked: %v", policy, err)
-		}
+		waitTypeChecked(ctx, t, admin, policy)
 
 		for _, tc := range []struct {
 			name string
@@ -205,13 +167,7 @@ func TestHeldPodScopePolicyOnLocalCluster(t *testing.T) {
 			t.Run(install+"/"+tc.name, func(t *testing.T) {
 				p := newPod(t, tc.held, !tc.unscoped)
 				if tc.deleting {
-					if err := admin.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-						t.Fatal(err)
-					}
-					var err error
-					if p, err = admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
-						t.Fatalf("the deleted pod is not held by its finalizers: %v", err)
-					}
+					p = deleteHeldPod(ctx, t, admin, p)
 				}
 				var sub []string
 				if tc.subresource != "" {

@@ -3,7 +3,6 @@ package installcheck
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -41,10 +39,7 @@ func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	installs := map[string]Objects{
-		"kustomize": mustKustomize(t, tools, filepath.Join(root, "config", "default")),
-		"chart":     mustChartAs(t, tools, filepath.Join(root, "charts", "batchledger"), "ledger", "ops"),
-	}
+	installs := bothInstalls(t, root, tools)
 
 	c, cl, admin := startBareCluster(ctx, t)
 
@@ -90,32 +85,13 @@ func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
 	newPod := func(t *testing.T) *corev1.Pod {
 		t.Helper()
 		seq++
-		p, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        fmt.Sprintf("worker-%d", seq),
-				Labels:      map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults, "batch.kubernetes.io/job-name": "j"},
-				Annotations: map[string]string{"batch.kubernetes.io/job-completion-index": "3"},
-				Finalizers:  []string{v1alpha1.ResultFinalizer, keep},
-			},
-			Spec: corev1.PodSpec{
-				// Never scheduled: no kwok node runs it, so nothing but this test (kwok's
-				// delete stage clears finalizers, for one) touches the pod.
-				NodeSelector:                 map[string]string{"batchledger.dev/no-such-node": "true"},
-				RestartPolicy:                corev1.RestartPolicyNever,
-				AutomountServiceAccountToken: ptr.To(false),
-				Containers:                   []corev1.Container{{Name: "worker", Image: "registry.example/worker:1"}},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			// Let the pod go: the admin is not subject to the policy.
-			_, _ = admin.CoreV1().Pods(ns).Patch(context.Background(), p.Name, types.MergePatchType,
-				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-			_ = admin.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+		return createIdlePod(ctx, t, admin, metav1.ObjectMeta{
+			Namespace:   ns,
+			Name:        fmt.Sprintf("worker-%d", seq),
+			Labels:      map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults, "batch.kubernetes.io/job-name": "j"},
+			Annotations: map[string]string{"batch.kubernetes.io/job-completion-index": "3"},
+			Finalizers:  []string{v1alpha1.ResultFinalizer, keep},
 		})
-		return p
 	}
 	as := func(user string) kubernetes.Interface {
 		cfg := rest.CopyConfig(c.RESTConfig)
@@ -155,23 +131,8 @@ func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
 		}
 	}
 
-	// The API server type-checks each policy against the pod schema: an expression that
-	// names a field wrongly or compares mismatched types shows up as a warning there.
 	for install := range managers {
-		policy := policyName(installs[install], releaseOnlyPolicy)
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			vap, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policy, metav1.GetOptions{})
-			if err != nil || vap.Status.ObservedGeneration != vap.Generation || vap.Status.TypeChecking == nil {
-				return false, err
-			}
-			if w := vap.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-				t.Errorf("policy %s: type-checking warnings %s", policy, jsonString(w))
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("policy %s was never type-checked: %v", policy, err)
-		}
+		waitTypeChecked(ctx, t, admin, policyName(installs[install], releaseOnlyPolicy))
 	}
 
 	for _, install := range []string{"kustomize", "chart"} {
@@ -249,13 +210,7 @@ func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
 			t.Run(install+"/"+tc.name, func(t *testing.T) {
 				p := newPod(t)
 				if tc.deleting {
-					if err := admin.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-						t.Fatal(err)
-					}
-					var err error
-					if p, err = admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || p.DeletionTimestamp == nil {
-						t.Fatalf("the deleted pod is not held by its finalizers: %v", err)
-					}
+					p = deleteHeldPod(ctx, t, admin, p)
 				}
 				body := tc.patch.body
 				got, err := manager.CoreV1().Pods(ns).Patch(ctx, p.Name, tc.patch.pt, []byte(body), metav1.PatchOptions{})

@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
@@ -258,23 +257,8 @@ func TestUninstallHookOnLocalCluster(t *testing.T) {
 		{"team-b", "not-held", []string{keep}, []string{keep}},
 	}
 	for _, p := range pods {
-		_, err := admin.CoreV1().Pods(p.namespace).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.name, Finalizers: p.finalizers,
-				Labels: map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults}},
-			Spec: corev1.PodSpec{
-				// Never scheduled: nothing but this test touches the pod.
-				NodeSelector:                 map[string]string{"batchledger.dev/no-such-node": "true"},
-				AutomountServiceAccountToken: ptr.To(false),
-				Containers:                   []corev1.Container{{Name: "worker", Image: "registry.example/worker:1"}},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_, _ = admin.CoreV1().Pods(p.namespace).Patch(context.Background(), p.name, types.MergePatchType,
-				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-		})
+		createIdlePod(ctx, t, admin, metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, Finalizers: p.finalizers,
+			Labels: map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults}})
 	}
 	// The pod webhook's configuration, created after the pods: nothing serves it here.
 	if err := cl.Create(ctx, o[Key{"MutatingWebhookConfiguration", "", mwcName}].DeepCopy()); err != nil {
