@@ -37,19 +37,13 @@ func TestShortFormReconcile(t *testing.T) {
 	// job is Indexed Job j of 2 completions with the annotations kv (key, value, ...).
 	job := func(kv ...string) *batchv1.Job {
 		w := wrappers.MakeJob("j", "ns").Indexed(2)
-		for i := 0; i+1 < len(kv); i += 2 {
-			w.Annotation(kv[i], kv[i+1])
-		}
-		return w.Obj()
+		return w.AnnotationPairs(kv...).Obj()
 	}
 	// jobSet is JobSet train, replicatedJob workers of 2 child Jobs of 2 indexes.
 	jobSet := func(kv ...string) *jobsetapi.JobSet {
 		w := wrappers.MakeJobSet("train", "ns").
 			ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(wrappers.MakeJob("", "").Indexed(2).Obj()).Obj())
-		for i := 0; i+1 < len(kv); i += 2 {
-			w.Annotation(kv[i], kv[i+1])
-		}
-		return w.Obj()
+		return w.AnnotationPairs(kv...).Obj()
 	}
 	valid := []string{inputRev, "D", modelRev, "m", shards, "A,B"}
 	// declared is the account job(valid...) declares, as the controller created it (but

@@ -17,10 +17,7 @@ import (
 // value, key, value, ...).
 func shortFormJob(completions int32, kv ...string) *batchv1.Job {
 	w := wrappers.MakeJob("j", ns).Indexed(completions)
-	for i := 0; i+1 < len(kv); i += 2 {
-		w.Annotation(kv[i], kv[i+1])
-	}
-	return w.Obj()
+	return w.AnnotationPairs(kv...).Obj()
 }
 
 // shortFormJobSet is JobSet train, replicatedJob workers of 2 child Jobs of 4 indexes,
@@ -28,10 +25,7 @@ func shortFormJob(completions int32, kv ...string) *batchv1.Job {
 func shortFormJobSet(kv ...string) *jobsetapi.JobSet {
 	w := wrappers.MakeJobSet("train", ns).
 		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(wrappers.MakeJob("", "").Indexed(4).Obj()).Obj())
-	for i := 0; i+1 < len(kv); i += 2 {
-		w.Annotation(kv[i], kv[i+1])
-	}
-	return w.Obj()
+	return w.AnnotationPairs(kv...).Obj()
 }
 
 const (

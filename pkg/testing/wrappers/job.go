@@ -97,6 +97,15 @@ func (w *JobWrapper) Annotation(k, v string) *JobWrapper {
 	return w
 }
 
+// AnnotationPairs sets the annotations kv (key, value, key, value, ...) on the Job; a
+// trailing key without a value is ignored.
+func (w *JobWrapper) AnnotationPairs(kv ...string) *JobWrapper {
+	for i := 0; i+1 < len(kv); i += 2 {
+		w.Annotation(kv[i], kv[i+1])
+	}
+	return w
+}
+
 // PodAnnotation sets an annotation on the pod template.
 func (w *JobWrapper) PodAnnotation(k, v string) *JobWrapper {
 	if w.Spec.Template.Annotations == nil {

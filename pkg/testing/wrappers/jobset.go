@@ -43,6 +43,15 @@ func (w *JobSetWrapper) Annotation(k, v string) *JobSetWrapper {
 	return w
 }
 
+// AnnotationPairs sets the annotations kv (key, value, key, value, ...) on the JobSet; a
+// trailing key without a value is ignored.
+func (w *JobSetWrapper) AnnotationPairs(kv ...string) *JobSetWrapper {
+	for i := 0; i+1 < len(kv); i += 2 {
+		w.Annotation(kv[i], kv[i+1])
+	}
+	return w
+}
+
 // SuccessPolicy sets when the JobSet succeeds: operator All or Any over the Jobs of the
 // target replicated jobs (none listed means all of them).
 func (w *JobSetWrapper) SuccessPolicy(op jobset.Operator, targets ...string) *JobSetWrapper {
