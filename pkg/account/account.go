@@ -186,15 +186,15 @@ func Compute(in Input) Output {
 	for i, t := range m.Targets {
 		ts := observeTarget(t, in.Observations[t.Key])
 		p := prevTargets[t.Key]
-		switch rec, at := endedRecord(t, ts.obs, st.History); {
-		case ts.found:
-		case keepsRecord(t, p, ts.obs):
-			ts.fromRecord(finalRecord(t, p, ts.obs, in.Now))
-		case rec != nil:
-			// Its JobSet ended after a reconcile had taken the child's disappearance for a
-			// restart: no successor came, so the identity is the target's record again.
-			st.History = slices.Delete(st.History, at, at+1)
-			ts.fromRecord(rec)
+		if !ts.found {
+			if keepsRecord(t, p, ts.obs) {
+				ts.fromRecord(finalRecord(t, p, ts.obs, in.Now))
+			} else if rec, at := endedRecord(t, ts.obs, st.History); rec != nil {
+				// Its JobSet ended after a reconcile had taken the child's disappearance for
+				// a restart: no successor came, so the identity is the target's record again.
+				st.History = slices.Delete(st.History, at, at+1)
+				ts.fromRecord(rec)
+			}
 		}
 		ts.everObserved = ts.found || inHistory[t.Key] || (p != nil && p.UID != "")
 		ts.settleWorkload(p)

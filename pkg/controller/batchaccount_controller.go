@@ -196,11 +196,9 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 			return nil, nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
 		}
 		seen[t.Key] = o
+		obs[t.Key] = o.obs
 		if o.obs.Job != nil {
 			r.stampTarget(ctx, ba, t.Ref, o.obs.Job)
-		}
-		if o.obs.Job != nil || o.obs.JobSetEnded != "" || o.obs.DeletedJob != nil {
-			obs[t.Key] = o.obs
 		}
 		if o.workload != nil {
 			workloads[o.workload.UID] = o.workload

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,23 +51,22 @@ func (d *deletedJobs) add(job *batchv1.Job, now time.Time) {
 	d.jobs[types.NamespacedName{Namespace: job.Namespace, Name: job.Name}] = deletedJob{job: job, at: now}
 }
 
-// sweep forgets the expired entries, and when that is not enough the oldest, so that an
-// add finds room; called with d.mu held.
+// sweep forgets the expired entries, and when that is not enough the oldest, down to
+// deletedJobSweep under the bound, so that the next adds find room; called with d.mu held.
 func (d *deletedJobs) sweep(now time.Time) {
 	for k, e := range d.jobs {
 		if now.Sub(e.at) > deletedJobTTL {
 			delete(d.jobs, k)
 		}
 	}
-	for len(d.jobs) >= maxDeletedJobs-deletedJobSweep {
-		var oldest types.NamespacedName
-		var at time.Time
-		for k, e := range d.jobs {
-			if at.IsZero() || e.at.Before(at) {
-				oldest, at = k, e.at
-			}
-		}
-		delete(d.jobs, oldest)
+	excess := len(d.jobs) - (maxDeletedJobs - deletedJobSweep)
+	if excess <= 0 {
+		return
+	}
+	keys := slices.Collect(maps.Keys(d.jobs))
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return d.jobs[a].at.Compare(d.jobs[b].at) })
+	for _, k := range keys[:excess] {
+		delete(d.jobs, k)
 	}
 }
 
