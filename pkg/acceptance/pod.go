@@ -72,7 +72,7 @@ func MessageOf(pod *corev1.Pod, container string) (string, bool) {
 // Only a Succeeded pod's message counts as a result: a pod that failed or is still
 // running has not completed its index, whatever it wrote.
 func FromPod(target string, jobUID types.UID, index int, pod *corev1.Pod, resultContainer string, crit *Criterion) account.Result {
-	res := account.Result{Target: target, JobUID: jobUID, Index: index}
+	res := account.Result{Target: target, JobUID: jobUID, Index: index, RuleDigest: crit.Digest()}
 	reject := func(e *result.Error) account.Result {
 		res.RejectReason, res.RejectMessage = e.Reason, e.Message
 		return res

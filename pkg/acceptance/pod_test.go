@@ -110,7 +110,13 @@ func TestFromPod(t *testing.T) {
 	withMessage := func(m string) *corev1.Pod {
 		return workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated(m, 0)})
 	}
-	identity := account.Result{Target: "job/ns/train", JobUID: "job-uid", Index: 7, Pod: "job-1-abcde", PodUID: "pod-uid"}
+	// Every result records the rule it was judged under; with no criterion, the empty rule.
+	identity := account.Result{Target: "job/ns/train", JobUID: "job-uid", Index: 7, Pod: "job-1-abcde", PodUID: "pod-uid",
+		RuleDigest: v1alpha1.RuleDigest(seedRule)}
+	noRule := func(r account.Result) account.Result {
+		r.RuleDigest = v1alpha1.RuleDigest("")
+		return r
+	}
 	claim := func(r account.Result, shard string, counts ...int64) account.Result {
 		r.Shard, r.InputRevision, r.ModelRevision, r.Digest = shard, "in-1", "m-3", "sha256:ab"
 		if len(counts) == 2 {
@@ -133,7 +139,7 @@ func TestFromPod(t *testing.T) {
 		say  string // in RejectMessage
 	}{
 		{"good result", withMessage(msg("part-7", 5, 5)), seed, claim(identity, "part-7", 5, 5), ""},
-		{"good result, no criterion", withMessage(msg("part-7", 0, 0)), nil, claim(identity, "part-7"), ""},
+		{"good result, no criterion", withMessage(msg("part-7", 0, 0)), nil, noRule(claim(identity, "part-7")), ""},
 		// The claim passes through: the account core judges it against the assignment.
 		{"forged shard passes the claim through", withMessage(msg("part-8", 5, 5)), seed, claim(identity, "part-8", 5, 5), ""},
 		{"malformed message", withMessage(`{"version":"batchledger.dev/v1",`), seed, rejected(identity, result.ReasonMalformed), `container "worker": the JSON ends`},

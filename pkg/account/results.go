@@ -40,6 +40,9 @@ type Result struct {
 	// did not meet the acceptance rule.
 	RejectReason  string
 	RejectMessage string
+	// RuleDigest is v1alpha1.RuleDigest of the acceptance rule the result was judged
+	// under ("" for results recorded before digests existed: taken as the spec's).
+	RuleDigest string
 }
 
 type resultsState struct {
@@ -129,6 +132,12 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 	}
 	var rejected []rejection
 	var acceptedOrdinals, reported []int
+	rs.summary.Recorded = int32(len(results))
+	specRule := ""
+	if spec.Acceptance != nil {
+		specRule = spec.Acceptance.Rule
+	}
+	specDigest := v1alpha1.RuleDigest(specRule)
 	reject := func(r Result, ordinal int, reason, msg string) {
 		rs.summary.Rejected++
 		if reason == v1alpha1.RejectionConflict {
@@ -156,6 +165,9 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 			reported = append(reported, ordinal)
 		}
 		switch {
+		case r.RuleDigest != "" && r.RuleDigest != specDigest:
+			// Its verdict, accepted or rejected, was the other rule's: neither stands.
+			reject(r, ordinal, v1alpha1.RejectionRuleChanged, fmt.Sprintf("%s was judged under another acceptance rule (digest %s), not the spec's (digest %s)", who, r.RuleDigest, specDigest))
 		case r.RejectReason != "":
 			reject(r, ordinal, r.RejectReason, who+": "+r.RejectMessage)
 		case current[r.Target] != r.JobUID:
@@ -200,6 +212,7 @@ func FromRecorded(r v1alpha1.RecordedResult) Result {
 		Shard: r.Shard, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision, Digest: r.Digest,
 		Output: r.Output, Records: r.Records, Valid: r.Valid,
 		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: r.RecordedAt, Sequence: r.Sequence,
+		RuleDigest: r.RuleDigest,
 	}
 }
 
@@ -210,6 +223,7 @@ func (r Result) Recorded(ordinal int, at metav1.Time) v1alpha1.RecordedResult {
 		Pod: r.Pod, PodUID: r.PodUID, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision,
 		Output: r.Output, Digest: r.Digest, Records: r.Records, Valid: r.Valid,
 		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: at, Sequence: r.Sequence,
+		RuleDigest: r.RuleDigest,
 	}
 }
 

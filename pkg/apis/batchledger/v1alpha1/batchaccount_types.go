@@ -516,6 +516,11 @@ type ShardCoverage struct {
 // ResultSummary counts result rejections and keeps a bounded sample of them; per-shard
 // results of large batches live outside the account object.
 type ResultSummary struct {
+	// Recorded counts the results the account holds in its ShardResults chunks, accepted
+	// or not. Once it is above 0, spec.acceptance.rule may no longer change: the results
+	// were judged under the rule, and a verdict stands only on the spec's rule.
+	// +optional
+	Recorded int32 `json:"recorded,omitempty"`
 	// Rejected counts results that were not accepted.
 	// +optional
 	Rejected int32 `json:"rejected,omitempty"`
@@ -576,6 +581,7 @@ type ResultRejection struct {
 // +kubebuilder:printcolumn:name="Missing",type=string,JSONPath=`.status.shards.missing`,priority=1
 // +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="(has(self.spec.acceptance) && has(self.spec.acceptance.rule)) == (has(oldSelf.spec.acceptance) && has(oldSelf.spec.acceptance.rule)) && (!has(self.spec.acceptance) || !has(self.spec.acceptance.rule) || self.spec.acceptance.rule == oldSelf.spec.acceptance.rule) || oldSelf.?status.?results.?recorded.orValue(0) == 0",message="spec.acceptance.rule cannot change once results were judged under it (status.results.recorded > 0): a verdict stands only on the rule that judged it. Keep the rule, or create a new BatchAccount with the new rule naming the same Jobs: it reads the results of the pods that still exist, and kubectl batchledger repair re-runs the shards whose pods are gone",reason=FieldValueForbidden,fieldPath=".spec.acceptance.rule"
 type BatchAccount struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -1,8 +1,22 @@
 package v1alpha1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // RequiresResults is whether the account captures its workers' results at all
 // (spec.acceptance.requireResults): only then are pods held for their results and
 // messages recorded and judged.
 func (s *BatchAccountSpec) RequiresResults() bool {
 	return s.Acceptance != nil && s.Acceptance.RequireResults
+}
+
+// RuleDigest identifies an acceptance rule text in RecordedResult.RuleDigest: the first
+// 128 bits of the text's SHA-256, in hex. A result carries it so that the account can
+// tell a result judged under another rule from one judged under the spec's, without
+// storing a rule of up to 4096 bytes with every result.
+func RuleDigest(rule string) string {
+	sum := sha256.Sum256([]byte(rule))
+	return hex.EncodeToString(sum[:16])
 }

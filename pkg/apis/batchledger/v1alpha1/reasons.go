@@ -105,6 +105,9 @@ const (
 	RejectionRevisionMismatch = "RevisionMismatch"
 	// RejectionConflict: the shard already has an accepted result with another digest.
 	RejectionConflict = "Conflict"
+	// RejectionRuleChanged: the result was judged under an acceptance rule that is no
+	// longer the spec's; it never stands (a repair re-runs its shard under the spec's rule).
+	RejectionRuleChanged = "RuleChanged"
 )
 
 // Reasons of the events batchledger emits besides verdict changes (whose reason is the

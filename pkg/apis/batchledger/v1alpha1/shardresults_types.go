@@ -93,6 +93,13 @@ type RecordedResult struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Sequence int64 `json:"sequence,omitempty"`
+	// RuleDigest identifies the acceptance rule the result was judged under at capture
+	// (RuleDigest of spec.acceptance.rule). A result judged under a rule that is no
+	// longer the spec's never stands (RuleChanged). Empty for results recorded before
+	// the field existed, which are taken as judged under the spec's rule.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RuleDigest string `json:"ruleDigest,omitempty"`
 }
 
 // ShardResults holds the captured results of one span of shard ordinals of an account

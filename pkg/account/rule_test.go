@@ -1,0 +1,98 @@
+package account
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// TestResultsJudgedUnderAnotherRuleNeverStand: a result stands only when it was judged
+// under the spec's acceptance rule. One judged under another rule (the rule was edited
+// between its capture and the account's status) is rejected as RuleChanged whatever it
+// said, and the batch is not Accepted on it; results recorded before digests existed are
+// taken as judged under the spec's rule.
+func TestResultsJudgedUnderAnotherRuleNeverStand(t *testing.T) {
+	const specRule = "result.valid == result.records"
+	judgedBy := func(digest string, results []Result) []Result {
+		out := make([]Result, len(results))
+		for i, r := range results {
+			r.RuleDigest = digest
+			out[i] = r
+		}
+		return out
+	}
+	var all []Result
+	for i, s := range []string{"A", "B", "C", "D"} {
+		all = append(all, result("job/j", "uid-j", i, s))
+	}
+	tests := []struct {
+		name         string
+		rule         string
+		results      []Result
+		wantAccepted int32
+		wantStatus   metav1.ConditionStatus
+		wantReason   string
+		wantSays     string
+	}{
+		{"all under the spec's rule", specRule, judgedBy(v1alpha1.RuleDigest(specRule), all), 4,
+			metav1.ConditionTrue, v1alpha1.ReasonAllResultsAccepted, ""},
+		{"recorded before digests existed", specRule, all, 4,
+			metav1.ConditionTrue, v1alpha1.ReasonAllResultsAccepted, ""},
+		{"no rule, judged under none", "", judgedBy(v1alpha1.RuleDigest(""), all), 4,
+			metav1.ConditionTrue, v1alpha1.ReasonAllResultsAccepted, ""},
+		{"shard C judged under an older rule", specRule, func() []Result {
+			rs := judgedBy(v1alpha1.RuleDigest(specRule), all)
+			rs[2].RuleDigest = v1alpha1.RuleDigest("true")
+			return rs
+		}(), 3, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "C (RuleChanged): pod j-2 (job j index 2) was judged under another acceptance rule"},
+		{"a rejection under an older rule does not stand either", specRule, func() []Result {
+			rs := judgedBy(v1alpha1.RuleDigest("false"), all)
+			rs[0].RejectReason, rs[0].RejectMessage = v1alpha1.RejectionCriterionNotMet, "false"
+			return rs
+		}(), 0, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "A (RuleChanged)"},
+		{"a rule added after results were judged under none", specRule, judgedBy(v1alpha1.RuleDigest(""), all), 0,
+			metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "RuleChanged"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults(tc.rule).SpecObj()
+			j := makeJob("j", "uid-j", 4).Completed("0-3", 4).Complete(jobCondAt)
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}, tc.results...).Status
+			if st.Shards.Accepted != tc.wantAccepted {
+				t.Errorf("accepted = %d, want %d", st.Shards.Accepted, tc.wantAccepted)
+			}
+			if st.Results.Recorded != int32(len(tc.results)) {
+				t.Errorf("recorded = %d, want %d", st.Results.Recorded, len(tc.results))
+			}
+			wantCond(t, st, v1alpha1.ConditionResultsAccepted, tc.wantStatus, tc.wantReason, "")
+			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); !strings.Contains(c.Message, tc.wantSays) {
+				t.Errorf("ResultsAccepted message %q does not say %q", c.Message, tc.wantSays)
+			}
+			if tc.wantStatus != metav1.ConditionTrue && meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted).Status == metav1.ConditionTrue {
+				t.Errorf("Accepted on results judged under another rule")
+			}
+		})
+	}
+}
+
+// TestRecordedCountsEveryResult: status.results.recorded (which keeps the rule fixed) counts
+// every recorded result, rejected, stale and unassigned ones too.
+func TestRecordedCountsEveryResult(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
+	j := makeJob("j", "uid-j", 3).Completed("0-2", 3).Complete(jobCondAt)
+	stale := result("job/j", "uid-old", 0, "A")
+	unassigned := result("job/j", "uid-j", 2, "C")
+	forged := result("job/j", "uid-j", 1, "A")
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}, stale, unassigned, forged).Status
+	if st.Results.Recorded != 3 {
+		t.Errorf("recorded = %d, want 3", st.Results.Recorded)
+	}
+	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
+	if st.Results.Recorded != 0 {
+		t.Errorf("recorded with no results = %d, want 0", st.Results.Recorded)
+	}
+}
