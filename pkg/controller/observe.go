@@ -62,26 +62,29 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	// of the Job on every reconcile (the largest cost in the load benchmark's profile).
 	ofJob := client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}
 	var pods corev1.PodList
-	switch scope := job.Spec.Template.Labels[v1alpha1.LabelScope]; {
-	case scope == v1alpha1.ScopeCoverage && r.CoveragePods != nil:
+	scope := job.Spec.Template.Labels[v1alpha1.LabelScope]
+	// The coverage scope's cache holds only its pods' metadata: enough to count attempts,
+	// not to read a result.
+	metadataOnly := scope == v1alpha1.ScopeCoverage && r.CoveragePods != nil
+	switch {
+	case metadataOnly && !results:
 		list := relations.PodMetadataList()
 		if err := r.CoveragePods.List(ctx, list, client.InNamespace(namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {
 			return o, err
 		}
 		pods.Items = relations.SucceededPods(list.Items)
-	case scope != "" || r.APIReader == nil:
+	case scope != "" && !metadataOnly || r.APIReader == nil:
 		// Every identity's pods: a superseded identity's succeeded pods are still held
 		// for their results (SuccessfulAttempts counts only the Job's own).
 		if pods.Items, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref); err != nil {
 			return o, err
 		}
 	default:
-		// A Job outside the opt-in scope (it started before its account existed): its pods
-		// are not in the cache. Only succeeded pods count (attempts, results), so only
-		// those are read, straight from the API server.
-		if err := r.APIReader.List(ctx, &pods, client.InNamespace(namespace),
-			client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)},
-			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded))}); err != nil {
+		// No cache holds what the account reads of these pods: the Job started before its
+		// account existed (outside the opt-in scope), or the account started requiring
+		// results while its Job ran in the coverage scope. Only succeeded pods count
+		// (attempts, results), so only those are read, straight from the API server.
+		if pods.Items, err = r.succeededPodsLive(ctx, namespace, job); err != nil {
 			return o, err
 		}
 	}
@@ -97,6 +100,30 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		o.obs.Workload = workloadObservation(wl)
 	}
 	return o, nil
+}
+
+// livePodsPage is how many pods one request of succeededPodsLive returns: a Job of
+// thousands of completions is read in pages, never in one response held whole by the
+// API server.
+const livePodsPage = 500
+
+// succeededPodsLive lists a Job's succeeded pods from the API server, page by page.
+func (r *Reconciler) succeededPodsLive(ctx context.Context, namespace string, job *batchv1.Job) ([]corev1.Pod, error) {
+	var all []corev1.Pod
+	opts := []client.ListOption{client.InNamespace(namespace),
+		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)},
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded))},
+		client.Limit(livePodsPage)}
+	for cont := ""; ; {
+		var page corev1.PodList
+		if err := r.APIReader.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Items...)
+		if cont = page.Continue; cont == "" {
+			return all, nil
+		}
+	}
 }
 
 // workloadObservation reads admission, eviction and finish from a Kueue Workload.
