@@ -26,17 +26,23 @@ func (c podsOnlyCache) List(ctx context.Context, list client.ObjectList, opts ..
 
 // Each scope's pods are read where they are cached: the results scope's from the
 // manager's cache, the coverage scope's from the cache of succeeded coverage pods, and an
-// unlabelled Job's (it started before its account) from the API server. A pod placed
-// anywhere else would not be counted.
+// unlabelled Job's (it started before its account) from the API server, and so are the
+// coverage scope's when the account requires results (the coverage cache keeps only
+// metadata: no termination message to read). A pod placed anywhere else would not be
+// counted.
 func TestObserveReadsPodsFromTheCacheOfTheirScope(t *testing.T) {
 	cases := map[string]struct {
 		scope string
 		// where the succeeded pod of index 0 is: "manager", "coverage" or "api".
 		podIn string
+		// results: the account requires results, so the whole pod must be read.
+		results bool
 	}{
-		"results scope from the manager's cache": {scope: v1alpha1.ScopeResults, podIn: "manager"},
-		"coverage scope from the coverage cache": {scope: v1alpha1.ScopeCoverage, podIn: "coverage"},
-		"unlabelled Job from the API server":     {scope: "", podIn: "api"},
+		"results scope from the manager's cache":                   {scope: v1alpha1.ScopeResults, podIn: "manager"},
+		"coverage scope from the coverage cache":                   {scope: v1alpha1.ScopeCoverage, podIn: "coverage"},
+		"unlabelled Job from the API server":                       {scope: "", podIn: "api"},
+		"coverage scope of a results account from the API server":  {scope: v1alpha1.ScopeCoverage, podIn: "api", results: true},
+		"results account of an unlabelled Job from the API server": {scope: "", podIn: "api", results: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -61,12 +67,15 @@ func TestObserveReadsPodsFromTheCacheOfTheirScope(t *testing.T) {
 			}
 			ba := accountOfJ().Obj()
 			m := account.Compile(ba.Namespace, &ba.Spec)
-			o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], false)
+			o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], tc.results)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(o.obs.SuccessfulPods) != 1 || o.obs.SuccessfulPods[0].Index != 0 {
 				t.Fatalf("successful pods = %+v, want index 0's pod, read from the %s store", o.obs.SuccessfulPods, tc.podIn)
+			}
+			if tc.results && (len(o.pods) != 1 || len(o.pods[0].Spec.Containers) == 0) {
+				t.Fatalf("pods = %+v, want the whole pod, whose result can be read", o.pods)
 			}
 		})
 	}
