@@ -195,10 +195,12 @@ type BatchAccountStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Targets holds the current identity and observations of each assignment target.
+	// Targets holds the current identity and observations of each assignment target
+	// (one per target the assignments name, so at most as many as assignments).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1024
 	Targets []TargetStatus `json:"targets,omitempty"`
 
 	// Shards summarizes coverage and acceptance over the declared shards.
@@ -207,11 +209,19 @@ type BatchAccountStatus struct {
 
 	// History records identities superseded by a new one (a Job recreated under the same
 	// name, e.g. by a JobSet restart) with the coverage they had, so that nothing is
-	// silently lost. The current verdict is about the current identities only.
+	// silently lost. The current verdict is about the current identities only. Bounded:
+	// the latest superseded identity of each target that has no identity now (a restart
+	// in progress: it becomes the target's record again if its JobSet ends) is always
+	// kept, and beside those the newest others; HistoryDropped counts the others left out.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=1088
 	History []SupersededIdentity `json:"history,omitempty"`
+
+	// HistoryDropped counts superseded identities left out of History (the oldest first),
+	// over the account's life.
+	// +optional
+	HistoryDropped int32 `json:"historyDropped,omitempty"`
 
 	// Results summarizes reported shard results that were rejected or conflicted.
 	// +optional
@@ -316,10 +326,23 @@ type TargetStatus struct {
 
 	// AttemptLedger records the pods of repeated indexes so that attempts are counted
 	// once across reconciles and after the Job controller deleted the extra pods.
+	// Bounded, lowest indexes first, within a pod budget that shrinks with the number of
+	// targets; a repeated index left out keeps its attempts in AttemptsUnledgered.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	AttemptLedger []IndexAttempts `json:"attemptLedger,omitempty"`
+
+	// AttemptLedgerDropped counts the repeated indexes (of RepeatedIndexes) whose pods
+	// AttemptLedger no longer lists.
+	// +optional
+	AttemptLedgerDropped int32 `json:"attemptLedgerDropped,omitempty"`
+
+	// AttemptsUnledgered counts the repeat attempts (beyond each index's first) of the
+	// indexes left out of AttemptLedger: they stay in SuccessfulAttempts, and later pods
+	// of those indexes are not counted again.
+	// +optional
+	AttemptsUnledgered int32 `json:"attemptsUnledgered,omitempty"`
 
 	// Terminal is the Job's terminal condition: "", Complete or Failed.
 	// +optional
@@ -351,21 +374,29 @@ type TargetStatus struct {
 
 	// Admissions are the Kueue admissions of this identity, oldest first: where (queue,
 	// flavors) it ran, when each was first seen, why it was evicted, and which completion
-	// indexes completed under it. Bounded; AdmissionsDropped counts the oldest left out.
+	// indexes completed under it. Bounded by a count that shrinks with the number of
+	// targets: the first admission and the newest are kept, AdmissionsDropped counts
+	// those left out between them.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Admissions []Admission `json:"admissions,omitempty"`
 
-	// AdmissionsDropped counts the oldest admissions left out of Admissions.
+	// AdmissionsDropped counts the admissions left out of Admissions.
 	// +optional
 	AdmissionsDropped int32 `json:"admissionsDropped,omitempty"`
 
-	// Problems lists what is wrong with this target's mapping or observation.
+	// Problems lists what is wrong with this target's mapping or observation, the first
+	// ones, each clipped; how many and how long shrinks with the number of targets.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
 	Problems []string `json:"problems,omitempty"`
+
+	// ProblemsDropped counts the problems left out of Problems.
+	// +optional
+	ProblemsDropped int32 `json:"problemsDropped,omitempty"`
 }
 
 // Admission is one Kueue admission of a target's identity.
@@ -376,11 +407,15 @@ type Admission struct {
 	// ClusterQueue the Workload was admitted to.
 	// +optional
 	ClusterQueue string `json:"clusterQueue,omitempty"`
-	// Flavors lists "<podset>=<resource>:<flavor>" assignments of the admission.
+	// Flavors lists "<podset>=<resource>:<flavor>" assignments of the admission, the
+	// first ones (their number shrinks with the number of targets).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	Flavors []string `json:"flavors,omitempty"`
+	// FlavorsDropped counts the assignments left out of Flavors.
+	// +optional
+	FlavorsDropped int32 `json:"flavorsDropped,omitempty"`
 	// AdmittedAt is when the admission was first observed.
 	AdmittedAt metav1.Time `json:"admittedAt"`
 	// EvictedAt is when the eviction that ended this admission was first observed.
@@ -422,10 +457,15 @@ type WorkloadObservation struct {
 	// ClusterQueue the Workload was admitted to.
 	// +optional
 	ClusterQueue string `json:"clusterQueue,omitempty"`
-	// Flavors lists "<podset>=<resource>:<flavor>" assignments of the admission.
+	// Flavors lists "<podset>=<resource>:<flavor>" assignments of the admission, the
+	// first ones (their number shrinks with the number of targets).
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	Flavors []string `json:"flavors,omitempty"`
+	// FlavorsDropped counts the assignments left out of Flavors.
+	// +optional
+	FlavorsDropped int32 `json:"flavorsDropped,omitempty"`
 	// Evicted is whether the Workload is currently evicted (e.g. preempted).
 	// +optional
 	Evicted bool `json:"evicted,omitempty"`
@@ -496,11 +536,16 @@ type ShardSummary struct {
 	// minus Covered is the number missing.
 	// +optional
 	MissingOrdinalsTruncated bool `json:"missingOrdinalsTruncated,omitempty"`
-	// CoveredBy says, for shards covered only through a repair assignment, which identity covered them.
+	// CoveredBy says, for shards covered only through a repair assignment, which identity
+	// covered them: the lowest ordinals.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	CoveredBy []ShardCoverage `json:"coveredBy,omitempty"`
+	// CoveredByDropped counts the shards covered only through a repair assignment that
+	// CoveredBy does not name.
+	// +optional
+	CoveredByDropped int32 `json:"coveredByDropped,omitempty"`
 }
 
 // ShardCoverage records the identity that covered a shard.
