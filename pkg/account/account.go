@@ -23,8 +23,11 @@ import (
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
-// Bounds that keep the account object small whatever the batch size.
+// Bounds that keep the account object small whatever the batch size; limitsFor lowers
+// some of them for accounts of many targets.
 const (
+	// maxHistory bounds the superseded identities kept beside those a target still
+	// needs (pendingHistory).
 	maxHistory       = 64
 	maxLedger        = 256
 	maxCoveredBy     = 256
@@ -180,15 +183,17 @@ func Compute(in Input) Output {
 	}
 
 	problems := slices.Clone(m.Problems)
+	lim := statusLimits(len(m.Targets))
 	states := make([]*targetState, len(m.Targets))
 	// prevOf[i] is the previous status of target i's current identity (nil if new).
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
 		ts := observeTarget(t, in.Observations[t.Key])
+		ts.obs.Workload = boundWorkload(ts.obs.Workload, lim)
 		p := prevTargets[t.Key]
 		if !ts.found {
 			if keepsRecord(t, p, ts.obs) {
-				ts.fromRecord(finalRecord(t, p, ts.obs, in.Now))
+				ts.fromRecord(finalRecord(t, p, ts.obs, in.Now, lim))
 			} else if rec, at := endedRecord(t, ts.obs, st.History); rec != nil {
 				// Its JobSet ended after a reconcile had taken the child's disappearance for
 				// a restart: no successor came, so the identity is the target's record again.
@@ -200,16 +205,16 @@ func Compute(in Input) Output {
 		ts.settleWorkload(p)
 		states[i] = ts
 		problems = append(problems, ts.problems...)
-		status, superseded, identityPrev := targetStatus(ts, p, in.Now)
+		status, superseded, identityPrev := targetStatus(ts, p, in.Now, lim)
 		if superseded != nil {
 			st.History = append(st.History, *superseded)
 		}
+		boundTarget(&status, lim)
 		st.Targets = append(st.Targets, status)
 		prevOf = append(prevOf, identityPrev)
 	}
-	if n := len(st.History); n > maxHistory {
-		st.History = st.History[n-maxHistory:]
-	}
+	st.HistoryDropped = prev.HistoryDropped
+	boundHistory(&st, lim)
 	valid := len(problems) == 0
 
 	cov := coverage(m, states)
@@ -219,12 +224,15 @@ func Compute(in Input) Output {
 		Missing:         m.Shards.Describe(cov.missing, 8),
 		MissingOrdinals: cov.missing.String(),
 		CoveredBy:       cov.coveredBy,
+		// Every shard covered only by repair has a repair identity that covered it.
+		CoveredByDropped: int32(cov.byRepairOnly.Count() - len(cov.coveredBy)),
 	}
 	res := judgeResults(m, states, in)
 	st.Shards.Accepted = int32(res.accepted.Count())
 	st.Results = res.summary
+	boundRejections(&st.Results)
 	st.Shards.Progress = progress(st.Shards, in.Spec.RequiresResults())
-	fitIndexLists(&st)
+	fitIndexLists(&st, indexBudget(&st, lim))
 	// Only now, with the lists as they will be written, can a target be compared with
 	// its previous status: an unchanged target keeps its observation point.
 	for i := range st.Targets {
@@ -272,6 +280,7 @@ func aheadOfJobs(prev, now *v1alpha1.BatchAccountStatus, states []*targetState) 
 			return false
 		}
 		if t.SuccessfulAttempts == p.SuccessfulAttempts && t.RepeatedIndexes == p.RepeatedIndexes &&
+			t.AttemptLedgerDropped == p.AttemptLedgerDropped && t.AttemptsUnledgered == p.AttemptsUnledgered &&
 			equality.Semantic.DeepEqual(t.AttemptLedger, p.AttemptLedger) {
 			continue
 		}
@@ -280,6 +289,7 @@ func aheadOfJobs(prev, now *v1alpha1.BatchAccountStatus, states []*targetState) 
 		}
 		ahead = true
 		t.SuccessfulAttempts, t.RepeatedIndexes, t.AttemptLedger = p.SuccessfulAttempts, p.RepeatedIndexes, p.AttemptLedger
+		t.AttemptLedgerDropped, t.AttemptsUnledgered = p.AttemptLedgerDropped, p.AttemptsUnledgered
 		t.ObservedResourceVersion = p.ObservedResourceVersion
 	}
 	return ahead && equality.Semantic.DeepEqual(&cur, prev)
@@ -314,7 +324,7 @@ func observeTarget(t Target, obs Observation) *targetState {
 // targetStatus renders one target and, when its identity changed, the superseded one.
 // The third result is the previous status of the current identity (nil when the identity
 // is new), for keepObservationPoints.
-func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time) (v1alpha1.TargetStatus, *v1alpha1.SupersededIdentity, *v1alpha1.TargetStatus) {
+func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time, lim limits) (v1alpha1.TargetStatus, *v1alpha1.SupersededIdentity, *v1alpha1.TargetStatus) {
 	if ts.deleted {
 		// The record stands: what was last observed of the identity, marked deleted.
 		s := *ts.record.DeepCopy()
@@ -326,9 +336,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 	}
 	s := v1alpha1.TargetStatus{Name: ts.key, Found: ts.found}
 	for _, p := range ts.problems {
-		if len(s.Problems) < maxProblems {
-			s.Problems = append(s.Problems, clipMessage(p.Message, maxProblemMessage))
-		}
+		addProblem(&s, p.Message, lim)
 	}
 	var uid types.UID
 	if ts.found {
@@ -352,24 +360,22 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time)
 	s.RestartAttempt = ts.obs.RestartAttempt
 	s.Completions = int32(f.completions)
 	s.PodScope = job.Spec.Template.Labels[v1alpha1.LabelScope]
-	s.SuccessPolicy = f.successPolicy
+	s.SuccessPolicy = clipMessage(f.successPolicy, maxSuccessPolicy)
 	s.Required = f.required.String()
 	s.CompletedIndexes = f.completed.String()
 	s.FailedIndexes = f.failed.String()
 	s.Succeeded = job.Status.Succeeded
 	s.Terminal = f.terminal
-	s.TerminalReason = f.reason
+	s.TerminalReason = clipMessage(f.reason, maxReason)
 	s.TerminalObservedAt = f.terminalAt
 	s.SuccessCriteriaMet = f.criteriaMet
 	s.ObservedResourceVersion = job.ResourceVersion
 	s.Workload = ts.obs.Workload
 	for _, ig := range f.ignored {
-		if len(s.Problems) < maxProblems {
-			s.Problems = append(s.Problems, clipMessage("ignored corrupt Job status interval "+ig, maxProblemMessage))
-		}
+		addProblem(&s, "ignored corrupt Job status interval "+ig, lim)
 	}
-	s.AttemptLedger, s.SuccessfulAttempts, s.RepeatedIndexes = attempts(prev, ts.obs.SuccessfulPods, f.completed)
-	s.Admissions, s.AdmissionsDropped = admissions(prev, ts.obs.Workload, f.completed, job.Status.Succeeded, now)
+	attempts(&s, prev, ts.obs.SuccessfulPods, f.completed)
+	s.Admissions, s.AdmissionsDropped = admissions(prev, ts.obs.Workload, f.completed, job.Status.Succeeded, now, lim)
 	return s, superseded, prev
 }
 
@@ -396,12 +402,49 @@ func keepObservationPoints(s *v1alpha1.TargetStatus, prev *v1alpha1.TargetStatus
 	}
 }
 
-// attempts merges the pods seen now into the ledger of repeated indexes. Attempts are
-// counted per pod, indexes per index: five pods on 0,1,1,2,2 are five attempts over {0,1,2}.
-func attempts(prev *v1alpha1.TargetStatus, pods []PodAttempt, completed indexset.Set) ([]v1alpha1.IndexAttempts, int32, string) {
+// attempts merges the pods seen now into the ledger of repeated indexes and sets s's
+// attempt fields. Attempts are counted per pod, indexes per index: five pods on 0,1,1,2,2
+// are five attempts over {0,1,2}. The ledger is whole here; boundTarget folds what does
+// not fit (foldLedger) into AttemptsUnledgered. A repeated index the ledger left out
+// (in RepeatedIndexes, not in the ledger) is counted once plus its folded repeats: its
+// pods seen again are not counted again.
+func attempts(s *v1alpha1.TargetStatus, prev *v1alpha1.TargetStatus, pods []PodAttempt, completed indexset.Set) {
+	var folded indexset.Set
+	var unledgered, dropped int32
+	known := true // whether folded is known: prev's repeated indexes were written
+	if prev != nil {
+		unledgered, dropped = prev.AttemptsUnledgered, prev.AttemptLedgerDropped
+		was, err := indexset.Parse(prev.RepeatedIndexes)
+		known = err == nil && !slices.Contains(prev.IndexesOmitted, "repeatedIndexes")
+		if !known {
+			dropped = prev.AttemptLedgerDropped
+		}
+		if known {
+			ledgered := make([]int, len(prev.AttemptLedger))
+			for i, e := range prev.AttemptLedger {
+				ledgered[i] = int(e.Index)
+			}
+			folded = was.Difference(indexset.Of(ledgered...))
+			// Statuses written before the count was kept left entries out uncounted.
+			dropped = int32(folded.Count())
+		}
+	}
+	// When prev's repeated indexes were left out for size, which indexes were folded is
+	// not known: then only the ledger's indexes take repeats, so that no pod is counted
+	// twice (a new repeat of another index goes uncounted).
+	ledgerOnly := !known && dropped > 0
+	inLedger := map[int]bool{}
+	if prev != nil {
+		for _, e := range prev.AttemptLedger {
+			inLedger[int(e.Index)] = true
+		}
+	}
 	byIndex := map[int][]types.UID{}
 	var order []int
 	add := func(i int, uid types.UID) {
+		if folded.Contains(i) || (ledgerOnly && !inLedger[i]) {
+			return
+		}
 		if _, ok := byIndex[i]; !ok {
 			order = append(order, i)
 		}
@@ -430,24 +473,25 @@ func attempts(prev *v1alpha1.TargetStatus, pods []PodAttempt, completed indexset
 		}
 		repeated = append(repeated, i)
 		extra += len(uids) - 1
-		if len(ledger) < maxLedger {
-			ledger = append(ledger, v1alpha1.IndexAttempts{Index: int32(i), Pods: uids})
-		}
+		ledger = append(ledger, v1alpha1.IndexAttempts{Index: int32(i), Pods: uids})
 	}
-	total := int32(completed.Union(indexset.Of(order...)).Count() + extra)
+	total := int32(completed.Union(indexset.Of(order...)).Union(folded).Count() + extra)
+	if known || ledgerOnly {
+		total += unledgered
+	}
 	if prev != nil && prev.SuccessfulAttempts > total {
 		// Attempts already counted stay counted even when their pods are gone.
 		total = prev.SuccessfulAttempts
 	}
-	repeatedSet := indexset.Of(repeated...)
-	if prev != nil {
-		// Repeats seen before stay repeats when their pods are gone, also past the ledger's
-		// bound (the ledger keeps only the first maxLedger indexes' pods).
-		if was, err := indexset.Parse(prev.RepeatedIndexes); err == nil {
-			repeatedSet = repeatedSet.Union(was)
-		}
+	repeatedSet := indexset.Of(repeated...).Union(folded)
+	if !known {
+		// Once left out for size the list stays out: the repeats seen before are not
+		// known any more, and a partial list would read as whole.
+		repeatedSet = indexset.Set{}
+		s.IndexesOmitted = append(s.IndexesOmitted, "repeatedIndexes")
 	}
-	return ledger, total, repeatedSet.String()
+	s.AttemptLedger, s.SuccessfulAttempts, s.RepeatedIndexes = ledger, total, repeatedSet.String()
+	s.AttemptLedgerDropped, s.AttemptsUnledgered = dropped, unledgered
 }
 
 // coverageState is which shards the current identities cover.

@@ -1,6 +1,7 @@
 package account
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,8 +18,9 @@ import (
 
 // Bounds of the durable parts of a target's record.
 const (
-	// MaxAdmissions bounds the admissions kept per identity (the oldest are dropped
-	// and counted).
+	// MaxAdmissions bounds the admissions kept per identity (the first and the newest
+	// are kept, those between them counted); fewer when the account has many targets
+	// (limitsFor).
 	MaxAdmissions = 16
 	// MaxConditionMessage bounds every condition message the account writes, far under
 	// the API's 32,768 bytes, so that a Workload-facing copy with its prefix fits too.
@@ -80,14 +82,14 @@ func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentit
 // finalRecord is the record of a target whose Job is gone: its previous status, brought up
 // to the Job's last state when the controller saw the deletion (Observation.DeletedJob)
 // of that same identity before the status recorded its end.
-func finalRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation, now metav1.Time) *v1alpha1.TargetStatus {
+func finalRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation, now metav1.Time, lim limits) *v1alpha1.TargetStatus {
 	job := obs.DeletedJob
 	if job == nil || job.UID != prev.UID || prev.Terminal != "" || prev.Deleted {
 		return prev
 	}
 	last := observeTarget(t, Observation{Job: job, RestartAttempt: prev.RestartAttempt, Workload: prev.Workload})
-	s, _, _ := targetStatus(last, prev, now)
-	s.Problems = prev.Problems
+	s, _, _ := targetStatus(last, prev, now, lim)
+	s.Problems, s.ProblemsDropped = prev.Problems, prev.ProblemsDropped
 	return &s
 }
 
@@ -118,7 +120,7 @@ func (ts *targetState) fromRecord(rec *v1alpha1.TargetStatus) {
 // attributes the indexes completed since the previous observation to the latest
 // admission: the one they ran under. prev is the identity's previous status (nil when it
 // is new); succeeded is the Job's status.succeeded.
-func admissions(prev *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation, completed indexset.Set, succeeded int32, now metav1.Time) ([]v1alpha1.Admission, int32) {
+func admissions(prev *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation, completed indexset.Set, succeeded int32, now metav1.Time, lim limits) ([]v1alpha1.Admission, int32) {
 	var adm []v1alpha1.Admission
 	var dropped int32
 	if prev != nil {
@@ -137,8 +139,14 @@ func admissions(prev *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation, co
 				last.EvictionReason = w.EvictionReason
 			}
 		case w.Admitted:
-			if last == nil || last.EvictedAt != nil || last.Workload != w.Name || last.ClusterQueue != w.ClusterQueue || !slices.Equal(last.Flavors, w.Flavors) {
-				adm = append(adm, v1alpha1.Admission{Workload: w.Name, ClusterQueue: w.ClusterQueue, Flavors: slices.Clone(w.Flavors), AdmittedAt: now})
+			if last == nil && dropped > 0 && sameAdmission(prev.Workload, w) {
+				// Admissions are not kept for this account's size (limitsFor): the Workload
+				// as last observed says the admission counted then still holds.
+				break
+			}
+			if last == nil || last.EvictedAt != nil || last.Workload != w.Name || last.ClusterQueue != w.ClusterQueue || !sameFlavors(last, w) {
+				adm = append(adm, v1alpha1.Admission{Workload: w.Name, ClusterQueue: w.ClusterQueue,
+					Flavors: slices.Clone(w.Flavors), FlavorsDropped: w.FlavorsDropped, AdmittedAt: now})
 			}
 		}
 	}
@@ -166,11 +174,40 @@ func admissions(prev *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation, co
 		have, _ := indexset.Parse(last.CompletedIndexes)
 		last.CompletedIndexes = have.Union(fresh).String()
 	}
-	if n := len(adm); n > MaxAdmissions {
-		dropped += int32(n - MaxAdmissions)
-		adm = adm[n-MaxAdmissions:]
+	return boundAdmissions(adm, dropped, lim.admissions)
+}
+
+// sameFlavors says whether an admission recorded the flavors w shows. w's flavors are
+// bounded already; a's may have been recorded under a larger bound (an account that
+// gained targets since), so it is compared as bounded the same way.
+func sameFlavors(a *v1alpha1.Admission, w *v1alpha1.WorkloadObservation) bool {
+	return len(a.Flavors)+int(a.FlavorsDropped) == len(w.Flavors)+int(w.FlavorsDropped) &&
+		slices.Equal(a.Flavors[:min(len(a.Flavors), len(w.Flavors))], w.Flavors)
+}
+
+// sameAdmission says whether w is the admission was (a previous observation of the same
+// Workload) showed: admitted to the same queue on the same flavors, not evicted since.
+func sameAdmission(was, w *v1alpha1.WorkloadObservation) bool {
+	return was != nil && was.Admitted && !was.Evicted && was.Name == w.Name && was.ClusterQueue == w.ClusterQueue &&
+		was.FlavorsDropped == w.FlavorsDropped && slices.Equal(was.Flavors, w.Flavors)
+}
+
+// boundAdmissions keeps the first admission and the newest, limit in all (only the
+// newest when limit is 1, none when 0): where the identity first ran and where it runs
+// now are what a reader asks. The admissions left out are added to dropped.
+func boundAdmissions(adm []v1alpha1.Admission, dropped int32, limit int) ([]v1alpha1.Admission, int32) {
+	n := len(adm)
+	if n <= limit {
+		return adm, dropped
 	}
-	return adm, dropped
+	dropped += int32(n - limit)
+	switch limit {
+	case 0:
+		return nil, dropped
+	case 1:
+		return adm[n-1:], dropped
+	}
+	return append(adm[:1:1], adm[n-limit+1:]...), dropped
 }
 
 // IndexListBudget bounds the bytes of index lists one account status carries: every
@@ -182,27 +219,31 @@ func admissions(prev *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation, co
 // server's object size limit (etcd's 1.5 MiB by default) and never be written.
 const IndexListBudget = 768 << 10
 
-// fitIndexLists keeps st's index lists within IndexListBudget. It leaves out, while the
-// lists are too long and in this order: history's completed indexes (oldest first), the
-// admissions' completed indexes, the found targets' completed indexes (copies of the
-// Jobs' own status), then truncates the missing shard and result ordinals to their
+// fitIndexLists keeps st's index lists within budget (indexBudget, at most
+// IndexListBudget). It leaves out, while the lists are too long and in this order:
+// history's completed indexes (oldest first) of the identities no target needs any more,
+// the admissions' completed indexes, the found targets' completed indexes (copies of
+// the Jobs' own status), then truncates the missing shard and result ordinals to their
 // lowest intervals, then leaves out the targets' failed, repeated and required indexes
-// and last the deleted records' completed indexes. Everything left out is flagged.
+// and last the completed indexes of the records coverage still reads: the deleted
+// records' and the identities a restart in progress superseded (pendingHistory).
+// Everything left out is flagged.
 //
 // The order makes the result a fixed point of Compute: what is left out of a list
 // carried over from the previous status (history, admissions, records) stays out, and
 // it goes first, so recomputing from the written status makes the same choices.
-func fitIndexLists(st *v1alpha1.BatchAccountStatus) {
+func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int) {
 	size := indexListBytes(st)
-	over := func() bool { return size > IndexListBudget }
+	over := func() bool { return size > budget }
 	if !over() {
 		return
 	}
+	pending := pendingHistory(st)
 	for i := range st.History {
 		if !over() {
 			break
 		}
-		if h := &st.History[i]; h.CompletedIndexes != "" {
+		if h := &st.History[i]; h.CompletedIndexes != "" && !pending[i] {
 			size -= len(h.CompletedIndexes)
 			h.CompletedIndexes, h.CompletedIndexesOmitted = "", true
 		}
@@ -234,9 +275,9 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus) {
 				*flag = true
 			}
 		}
-		truncate(&st.Shards.MissingOrdinals, IndexListBudget/2, &st.Shards.MissingOrdinalsTruncated)
-		truncate(&st.Results.MissingOrdinals, IndexListBudget/16, &st.Results.OrdinalsTruncated)
-		truncate(&st.Results.RejectedOrdinals, IndexListBudget/16, &st.Results.OrdinalsTruncated)
+		truncate(&st.Shards.MissingOrdinals, budget/2, &st.Shards.MissingOrdinalsTruncated)
+		truncate(&st.Results.MissingOrdinals, budget/16, &st.Results.OrdinalsTruncated)
+		truncate(&st.Results.RejectedOrdinals, budget/16, &st.Results.OrdinalsTruncated)
 	}
 	if over() {
 		for i := range st.Targets {
@@ -253,6 +294,15 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus) {
 					}
 				}
 			}
+		}
+	}
+	for i := range st.History {
+		if !over() {
+			break
+		}
+		if h := &st.History[i]; h.CompletedIndexes != "" {
+			size -= len(h.CompletedIndexes)
+			h.CompletedIndexes, h.CompletedIndexesOmitted = "", true
 		}
 	}
 	if over() {
@@ -347,4 +397,285 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// StatusBudget bounds the JSON of one account status: a third under etcd's default
+// request limit (1.5 MiB), which the whole object (spec, metadata and its managed
+// fields, status) must fit, and far under the API server's 3 MiB request limit. What a
+// status holds is bounded by counts that shrink with the number of targets (limitsFor)
+// and by clipped strings; the index lists then get what is left of the budget
+// (indexBudget), at most IndexListBudget.
+const StatusBudget = 1 << 20
+
+// MaxTargets is the most targets an account names: one per assignment at most
+// (spec.assignments' MaxItems).
+const MaxTargets = 1024
+
+// Bounds of the lists and strings a status holds, whatever the number of targets.
+const (
+	// maxLedgerPods bounds the pods of one index in the attempt ledger (the API's
+	// MaxItems of IndexAttempts.Pods).
+	maxLedgerPods = 32
+	// maxFlavors bounds the flavor assignments of a Workload observation and of an
+	// admission: Kueue's 8 pod sets of two resources each.
+	maxFlavors = 16
+	// maxReason bounds a terminal or eviction reason (the API bounds a condition's
+	// reason to 1,024 bytes, a Job's not at all).
+	maxReason = 256
+	// maxSuccessPolicy bounds a Job's success policy in words: its 20 rules of up to
+	// 64 KiB of indexes each would otherwise be copied into every target.
+	maxSuccessPolicy = 512
+	// maxRejectionMessage bounds the message of each rejection kept in the sample, and
+	// maxClaim the shard a rejected result claimed.
+	maxRejectionMessage = 512
+	maxClaim            = 253
+)
+
+// limits are the bounds of an account's lists, from its number of targets: a per-target
+// share of a budget for the whole account, between a floor (what a reader of one target
+// needs) and the per-target maximum.
+type limits struct {
+	// admissions per identity: the first and the newest.
+	admissions int
+	// ledgerPods are the pod UIDs a target's attempt ledger lists.
+	ledgerPods int
+	// problems per target, each clipped to problemBytes.
+	problems, problemBytes int
+	// flavors per Workload observation and per admission.
+	flavors int
+	// history is how many superseded identities are kept beside those a target without
+	// an identity still needs (the latest of each such target, always kept).
+	history int
+	// status and indexLists are StatusBudget and IndexListBudget.
+	status, indexLists int
+}
+
+// limitsFor gives the bounds of an account of the given number of targets. Their
+// worst case at MaxTargets (1,024 identities with one admission each, a ledger of one
+// repeated index, one problem of 128 bytes, four flavors) leaves the index lists about a
+// third of StatusBudget.
+func limitsFor(targets int) limits {
+	n := max(1, targets)
+	share := func(total, lo, hi int) int { return min(hi, max(lo, total/n)) }
+	return limits{
+		admissions:   share(512, 0, MaxAdmissions),
+		ledgerPods:   share(2048, 2, 2048),
+		problems:     share(256, 1, maxProblems),
+		problemBytes: share(128<<10, 128, maxProblemMessage),
+		flavors:      share(512, 0, maxFlavors),
+		// Others' superseded identities are few and small beside the targets: 64 of them
+		// take ~20 KB.
+		history: maxHistory,
+		status:  StatusBudget, indexLists: IndexListBudget,
+	}
+}
+
+// statusLimits is limitsFor; a test replaces it to compute the unbounded account.
+var statusLimits = limitsFor
+
+// boundWorkload returns w with its flavors and eviction reason within lim (a copy when
+// it cuts anything: the observation belongs to the caller).
+func boundWorkload(w *v1alpha1.WorkloadObservation, lim limits) *v1alpha1.WorkloadObservation {
+	if w == nil || (len(w.Flavors) <= lim.flavors && len(w.EvictionReason) <= maxReason) {
+		return w
+	}
+	c := w.DeepCopy()
+	if n := len(c.Flavors); n > lim.flavors {
+		c.FlavorsDropped += int32(n - lim.flavors)
+		c.Flavors = c.Flavors[:lim.flavors]
+	}
+	c.EvictionReason = clipMessage(c.EvictionReason, maxReason)
+	return c
+}
+
+// addProblem appends msg to the target's problems within lim, or counts it.
+func addProblem(s *v1alpha1.TargetStatus, msg string, lim limits) {
+	if len(s.Problems) < lim.problems {
+		s.Problems = append(s.Problems, clipMessage(msg, lim.problemBytes))
+	} else {
+		s.ProblemsDropped++
+	}
+}
+
+// boundTarget brings a target's lists within lim. What a reconcile computes afresh is
+// bounded as it is computed; this bounds what a status carries over from a previous one
+// written under larger bounds (a deleted identity's record, an account that gained
+// targets since) and folds the attempt ledger.
+func boundTarget(s *v1alpha1.TargetStatus, lim limits) {
+	s.Admissions, s.AdmissionsDropped = boundAdmissions(s.Admissions, s.AdmissionsDropped, lim.admissions)
+	for i := range s.Admissions {
+		if a := &s.Admissions[i]; len(a.Flavors) > lim.flavors {
+			a.FlavorsDropped += int32(len(a.Flavors) - lim.flavors)
+			a.Flavors = a.Flavors[:lim.flavors]
+		}
+	}
+	s.Workload = boundWorkload(s.Workload, lim)
+	if n := len(s.Problems); n > lim.problems {
+		s.ProblemsDropped += int32(n - lim.problems)
+		s.Problems = s.Problems[:lim.problems]
+	}
+	for i, p := range s.Problems {
+		s.Problems[i] = clipMessage(p, lim.problemBytes)
+	}
+	foldLedger(s, lim.ledgerPods)
+}
+
+// foldLedger keeps the ledger's entries, lowest indexes first, that fit the pod budget
+// (at most maxLedger entries of at most maxLedgerPods pods). An entry left out is folded
+// into counts: its repeats stay counted in AttemptsUnledgered, and from then on the
+// index's pods are not counted again (attempts), so SuccessfulAttempts never counts a
+// pod twice. Only a later new pod of such an index goes uncounted.
+func foldLedger(s *v1alpha1.TargetStatus, budget int) {
+	var kept []v1alpha1.IndexAttempts
+	pods := 0
+	for _, e := range s.AttemptLedger {
+		if len(kept) < maxLedger && len(e.Pods) <= maxLedgerPods && pods+len(e.Pods) <= budget {
+			kept = append(kept, e)
+			pods += len(e.Pods)
+			continue
+		}
+		s.AttemptsUnledgered += int32(len(e.Pods) - 1)
+		s.AttemptLedgerDropped++
+	}
+	s.AttemptLedger = kept
+}
+
+// pendingHistory marks the history entries a target still needs: the latest superseded
+// identity of each target that has no identity now (a JobSet restart in progress). If
+// its JobSet ends instead of recreating the child, that entry is the target's record
+// again (endedRecord): its coverage counts, so it is never dropped.
+func pendingHistory(st *v1alpha1.BatchAccountStatus) []bool {
+	waiting := map[string]bool{}
+	for i := range st.Targets {
+		if t := &st.Targets[i]; !t.Found && !t.Deleted && t.UID == "" {
+			waiting[t.Name] = true
+		}
+	}
+	pending := make([]bool, len(st.History))
+	for i := len(st.History) - 1; i >= 0; i-- {
+		if k := st.History[i].Target; waiting[k] {
+			pending[i] = true
+			delete(waiting, k)
+		}
+	}
+	return pending
+}
+
+// boundHistory keeps the entries targets still need (pendingHistory) and, beside them,
+// the newest lim.history others, oldest first; the others are added to HistoryDropped.
+func boundHistory(st *v1alpha1.BatchAccountStatus, lim limits) {
+	pending := pendingHistory(st)
+	others := 0
+	for _, p := range pending {
+		if !p {
+			others++
+		}
+	}
+	drop := others - lim.history
+	if drop <= 0 {
+		return
+	}
+	kept := st.History[:0:0]
+	for i, h := range st.History {
+		if !pending[i] && drop > 0 {
+			drop--
+			st.HistoryDropped++
+			continue
+		}
+		kept = append(kept, h)
+	}
+	st.History = kept
+}
+
+// boundRejections clips the messages and claims of the rejection sample.
+func boundRejections(r *v1alpha1.ResultSummary) {
+	for i := range r.Rejections {
+		rj := &r.Rejections[i]
+		rj.Message = clipMessage(rj.Message, maxRejectionMessage)
+		rj.Shard = clipMessage(rj.Shard, maxClaim)
+	}
+}
+
+// conditionsReserve is what the conditions may take of StatusBudget: the account's six
+// and two more (another writer's), each message within MaxConditionMessage.
+const conditionsReserve = 8 * (MaxConditionMessage + 512)
+
+// indexBudget is what st's index lists may take: StatusBudget less everything else the
+// status holds, at most IndexListBudget. Everything else is measured with every index
+// list and every flag saying one was left out cleared, and the keys and flags those
+// lists may cost are reserved, so the budget does not depend on which lists are left
+// out: recomputing from a written status makes the same choices.
+func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits) int {
+	type saved struct {
+		s    *string
+		flag *bool
+		was  string
+		set  bool
+	}
+	var lists []saved
+	var omitted [][]string
+	reserve := 0
+	// keep clears a list and its flag, and reserves what either costs at most beside the
+	// list's bytes: its key when kept, its flag (or its name in indexesOmitted) when left
+	// out; both when truncated.
+	keep := func(s *string, flag *bool, cost int) {
+		if *s != "" || (flag != nil && *flag) {
+			reserve += cost
+		}
+		v := saved{s: s, flag: flag, was: *s}
+		if flag != nil {
+			v.set = *flag
+			*flag = false
+		}
+		*s = ""
+		lists = append(lists, v)
+	}
+	const (
+		completedCost = len(`,"completedIndexesOmitted":true`)
+		truncatedCost = len(`,"missingOrdinals":""`) + len(`,"missingOrdinalsTruncated":true`)
+	)
+	keep(&st.Shards.MissingOrdinals, &st.Shards.MissingOrdinalsTruncated, truncatedCost)
+	keep(&st.Results.MissingOrdinals, &st.Results.OrdinalsTruncated, truncatedCost)
+	keep(&st.Results.RejectedOrdinals, nil, truncatedCost)
+	for i := range st.History {
+		keep(&st.History[i].CompletedIndexes, &st.History[i].CompletedIndexesOmitted, completedCost)
+	}
+	for i := range st.Targets {
+		t := &st.Targets[i]
+		keep(&t.CompletedIndexes, &t.CompletedIndexesOmitted, completedCost)
+		any := len(t.IndexesOmitted) > 0
+		for _, l := range []struct {
+			name string
+			s    *string
+		}{{"failedIndexes", &t.FailedIndexes}, {"repeatedIndexes", &t.RepeatedIndexes}, {"required", &t.Required}} {
+			if slices.Contains(t.IndexesOmitted, l.name) || *l.s != "" {
+				any = true
+				reserve += max(len(`,"":""`)+len(l.name), len(`"",`)+len(l.name))
+			}
+			keep(l.s, nil, 0)
+		}
+		if any {
+			reserve += len(`,"indexesOmitted":[]`)
+		}
+		omitted = append(omitted, t.IndexesOmitted)
+		t.IndexesOmitted = nil
+		for j := range t.Admissions {
+			keep(&t.Admissions[j].CompletedIndexes, &t.Admissions[j].CompletedIndexesOmitted, completedCost)
+		}
+	}
+	raw, err := json.Marshal(st)
+	for _, v := range slices.Backward(lists) {
+		*v.s = v.was
+		if v.flag != nil {
+			*v.flag = v.set
+		}
+	}
+	for i := range st.Targets {
+		st.Targets[i].IndexesOmitted = omitted[i]
+	}
+	if err != nil {
+		return lim.indexLists
+	}
+	rest := len(raw) + reserve + conditionsReserve
+	return max(0, min(lim.indexLists, lim.status-rest))
 }

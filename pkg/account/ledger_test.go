@@ -284,7 +284,8 @@ func TestAdmissionHistory(t *testing.T) {
 	}
 }
 
-// TestAdmissionsBounded: the oldest admissions beyond MaxAdmissions are dropped and counted.
+// TestAdmissionsBounded: beyond MaxAdmissions, the first admission and the newest are
+// kept; those between them are dropped and counted.
 func TestAdmissionsBounded(t *testing.T) {
 	spec := makeSpec("A").AssignJob("j", "0", "A").SpecObj()
 	var st v1alpha1.BatchAccountStatus
@@ -297,8 +298,17 @@ func TestAdmissionsBounded(t *testing.T) {
 		}
 	}
 	tgt := st.Targets[0]
-	if len(tgt.Admissions) != MaxAdmissions || tgt.AdmissionsDropped != 20-MaxAdmissions || tgt.Admissions[0].ClusterQueue != "cq-4" {
-		t.Errorf("%d admissions (first %q), %d dropped; want %d from cq-4, %d dropped", len(tgt.Admissions), tgt.Admissions[0].ClusterQueue, tgt.AdmissionsDropped, MaxAdmissions, 20-MaxAdmissions)
+	if len(tgt.Admissions) != MaxAdmissions || tgt.AdmissionsDropped != 20-MaxAdmissions {
+		t.Fatalf("%d admissions, %d dropped; want %d, %d dropped", len(tgt.Admissions), tgt.AdmissionsDropped, MaxAdmissions, 20-MaxAdmissions)
+	}
+	for k, a := range tgt.Admissions {
+		want := "cq-0"
+		if k > 0 {
+			want = fmt.Sprintf("cq-%d", 20-MaxAdmissions+k)
+		}
+		if a.ClusterQueue != want {
+			t.Errorf("admissions[%d] on %q; want %q", k, a.ClusterQueue, want)
+		}
 	}
 }
 
