@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -433,5 +434,126 @@ func TestTruncateIntervals(t *testing.T) {
 		if got := truncateIntervals(tc.s, tc.limit); got != tc.want {
 			t.Errorf("truncateIntervals(%q, %d) = %q; want %q", tc.s, tc.limit, got, tc.want)
 		}
+	}
+}
+
+// TestLimitsShrinkWithTargets pins the per-target bounds at one, 64 and MaxTargets
+// targets.
+func TestLimitsShrinkWithTargets(t *testing.T) {
+	for _, tc := range []struct {
+		targets int
+		want    limits
+	}{
+		{0, limits{admissions: 16, ledgerPods: 2048, problems: 16, problemBytes: 512, flavors: 16, history: 64}},
+		{1, limits{admissions: 16, ledgerPods: 2048, problems: 16, problemBytes: 512, flavors: 16, history: 64}},
+		{64, limits{admissions: 8, ledgerPods: 32, problems: 4, problemBytes: 512, flavors: 8, history: 64}},
+		{MaxTargets, limits{admissions: 0, ledgerPods: 2, problems: 1, problemBytes: 128, flavors: 0, history: 64}},
+	} {
+		tc.want.status, tc.want.indexLists = StatusBudget, IndexListBudget
+		if got := limitsFor(tc.targets); got != tc.want {
+			t.Errorf("limitsFor(%d) = %+v; want %+v", tc.targets, got, tc.want)
+		}
+	}
+}
+
+// TestHistoryKeepsWhatTargetsNeed: a restart of more children than the history keeps
+// leaves every child's superseded identity in history, and when the JobSet fails instead
+// of recreating them each is its target's record again, its coverage counted.
+func TestHistoryKeepsWhatTargetsNeed(t *testing.T) {
+	const children = 2 * maxHistory
+	spec := makeCompactSpec("s", 2*children)
+	for c := range children {
+		spec.AssignJobSet("train", "workers", int32(c), "0-1", fmt.Sprintf("%d-%d", 2*c, 2*c+1))
+	}
+	key := func(c int) string { return fmt.Sprintf("jobset/train/workers/%d", c) }
+	running := map[string]Observation{}
+	gone, failed := map[string]Observation{}, map[string]Observation{}
+	for c := range children {
+		running[key(c)] = Observation{Job: makeJob(fmt.Sprintf("train-workers-%d", c), fmt.Sprintf("uid-%d", c), 2).Completed("0", 1).Obj()}
+		failed[key(c)] = Observation{JobSetEnded: "Failed"}
+	}
+	st := step(t, spec.SpecObj(), nil, running).Status
+	st = step(t, spec.SpecObj(), &st, gone).Status
+	if len(st.History) != children || st.HistoryDropped != 0 {
+		t.Fatalf("history holds %d identities, %d dropped; want all %d, none dropped", len(st.History), st.HistoryDropped, children)
+	}
+	st = step(t, spec.SpecObj(), &st, failed).Status
+	if st.Shards.Covered != children {
+		t.Errorf("covered %d shards after the JobSet failed; want %d (index 0 of each record)", st.Shards.Covered, children)
+	}
+	for _, tg := range st.Targets {
+		if !tg.Deleted || tg.CompletedIndexes != "0" {
+			t.Fatalf("target %s: deleted %v completed %q; want the superseded identity's record", tg.Name, tg.Deleted, tg.CompletedIndexes)
+		}
+	}
+}
+
+// TestAttemptLedgerFoldsIntoCounts: an index with more pods than a ledger entry holds is
+// folded into counts: the attempts stay exact, its pods seen again are not counted twice,
+// and the ledger never breaks the API's bound.
+func TestAttemptLedgerFoldsIntoCounts(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
+	job := makeJob("j", "uid-j", 2).Completed("0-1", 2).Obj()
+	idx := []int{1}
+	for range maxLedgerPods + 8 {
+		idx = append(idx, 0)
+	}
+	ps := pods("p", idx...)
+	var st v1alpha1.BatchAccountStatus
+	for round := range 3 {
+		st = step(t, spec, &st, map[string]Observation{"job/j": {Job: job, SuccessfulPods: ps, PodsListed: true}}).Status
+		tg := st.Targets[0]
+		if tg.SuccessfulAttempts != int32(len(idx)) || len(tg.AttemptLedger) != 0 || tg.AttemptLedgerDropped != 1 ||
+			tg.AttemptsUnledgered != maxLedgerPods+7 || tg.RepeatedIndexes != "0" {
+			t.Fatalf("round %d: %d attempts, ledger %d entries (%d dropped, %d attempts unledgered), repeated %q; want %d, 0 (1, %d), \"0\"",
+				round, tg.SuccessfulAttempts, len(tg.AttemptLedger), tg.AttemptLedgerDropped, tg.AttemptsUnledgered, tg.RepeatedIndexes, len(idx), maxLedgerPods+7)
+		}
+	}
+	// A second pod on index 1 is a new repeat: it fits the ledger and is counted once.
+	ps = append(ps, PodAttempt{UID: "p-extra", Index: 1})
+	for range 2 {
+		st = step(t, spec, &st, map[string]Observation{"job/j": {Job: job, SuccessfulPods: ps, PodsListed: true}}).Status
+	}
+	if tg := st.Targets[0]; tg.SuccessfulAttempts != int32(len(idx)+1) || len(tg.AttemptLedger) != 1 || tg.RepeatedIndexes != "0,1" {
+		t.Errorf("after a repeat of index 1: %d attempts, %d ledger entries, repeated %q; want %d, 1, \"0,1\"", tg.SuccessfulAttempts, len(tg.AttemptLedger), tg.RepeatedIndexes, len(idx)+1)
+	}
+}
+
+// TestAdmissionsNotKept: an account too large to keep admissions (limitsFor gives 0)
+// counts each admission once and recomputes to itself while the admission holds.
+func TestAdmissionsNotKept(t *testing.T) {
+	saved := statusLimits
+	statusLimits = func(n int) limits { l := limitsFor(n); l.admissions = 0; return l }
+	t.Cleanup(func() { statusLimits = saved })
+	spec := makeSpec("A").AssignJob("j", "0", "A").SpecObj()
+	var st v1alpha1.BatchAccountStatus
+	for i, w := range []*v1alpha1.WorkloadObservation{
+		{Name: "job-j", Admitted: true, ClusterQueue: "cq"},
+		{Name: "job-j", Admitted: true, ClusterQueue: "cq"},
+		{Name: "job-j", Evicted: true, EvictionReason: "Preempted"},
+		{Name: "job-j", Admitted: true, ClusterQueue: "cq"},
+		{Name: "job-j", Admitted: true, ClusterQueue: "cq"},
+	} {
+		st = at(spec, &st, time.Duration(i)*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Obj(), Workload: w}}).Status
+	}
+	if tg := st.Targets[0]; len(tg.Admissions) != 0 || tg.AdmissionsDropped != 2 {
+		t.Errorf("%d admissions kept, %d dropped; want none kept, 2 dropped", len(tg.Admissions), tg.AdmissionsDropped)
+	}
+	wantFixedPoint(t, spec, st, time.Hour, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Obj(), Workload: &v1alpha1.WorkloadObservation{Name: "job-j", Admitted: true, ClusterQueue: "cq"}}})
+}
+
+// TestCoveredByDroppedCounts: the shards covered only by repair that coveredBy does not
+// name are counted.
+func TestCoveredByDroppedCounts(t *testing.T) {
+	const repaired = maxCoveredBy + 10
+	all := indexset.Range(0, repaired-1).String()
+	spec := makeCompactSpec("s", repaired).AssignJobOrdinals("j", all, all).SpecObj()
+	spec.Assignments = append(spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "r"}, Indexes: all, ShardOrdinals: all, Repair: true})
+	st := step(t, spec, nil, map[string]Observation{
+		"job/j": {Job: makeJob("j", "uid-j", repaired).Obj()},
+		"job/r": {Job: makeJob("r", "uid-r", repaired).Completed(all, repaired).Obj()},
+	}).Status
+	if len(st.Shards.CoveredBy) != maxCoveredBy || st.Shards.CoveredByDropped != 10 {
+		t.Errorf("coveredBy names %d, %d dropped; want %d, 10", len(st.Shards.CoveredBy), st.Shards.CoveredByDropped, maxCoveredBy)
 	}
 }
