@@ -352,6 +352,9 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 		prev = nil // a new identity starts with no attempts of its own
 	}
 	if !ts.found {
+		if why := ts.obs.notServed(); why != "" {
+			s.Problems = append(s.Problems, clipMessage(why, maxProblemMessage))
+		}
 		return s, superseded, prev
 	}
 	job, f := ts.obs.Job, &ts.facts
@@ -612,6 +615,8 @@ func admittedCondition(states []*targetState) metav1.Condition {
 		switch {
 		case ts.lostBeforeTerminal():
 			deleted = append(deleted, name)
+		case !ts.found && !ts.deleted && ts.obs.notServed() != "":
+			// Reported per API (notServedNotes), not as a wait.
 		case !ts.found && !ts.deleted:
 			notFound = append(notFound, name)
 		case w == nil:
@@ -626,7 +631,11 @@ func admittedCondition(states []*targetState) metav1.Condition {
 		}
 	}
 	t := v1alpha1.ConditionAdmitted
+	notServed := notServedNotes(states)
 	switch {
+	case len(notServed) > 0:
+		// No wait: nothing comes of it until an admin installs the API.
+		return cond(t, false, v1alpha1.ReasonAPINotServed, strings.Join(notServed, "; "))
 	case len(notFound) > 0:
 		return cond(t, false, v1alpha1.ReasonTargetsNotFound, "waiting for "+listNames(notFound)+" to exist")
 	case len(deleted) > 0:
@@ -672,9 +681,12 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 	msg := head + "; missing " + describeMissing(m, cov.missing)
 	var notes []string
 	var notFound, neverObserved []string
+	notServed := false
 	for _, ts := range states {
 		name := v1alpha1.TargetKey(ts.key).Describe()
 		switch {
+		case !ts.found && !ts.deleted && ts.obs.notServed() != "":
+			notServed = true
 		case ts.deleted && ts.coverageLost:
 			notes = append(notes, name+" deleted; its completed indexes were left out of the status for size, so its coverage is lost")
 		case ts.neverCreated():
@@ -698,6 +710,9 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 	if len(notFound) > 0 {
 		notes = append(notes, listNames(notFound)+" not found")
 	}
+	if notServed {
+		notes = append(notServedNotes(states), notes...)
+	}
 	notes = boundList(notes)
 	if len(notes) > 0 {
 		msg += "; " + strings.Join(notes, "; ")
@@ -705,7 +720,9 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 	reason := v1alpha1.ReasonShardsMissing
 	if len(states) > 0 && allNotFound(states) {
 		reason = v1alpha1.ReasonTargetsNotFound
-		if len(neverObserved) == len(states) {
+		if notServed {
+			reason = v1alpha1.ReasonAPINotServed
+		} else if len(neverObserved) == len(states) {
 			// Never a false acceptance, and never a silent wait either: an account created
 			// after its Jobs finished and were deleted can count nothing of them.
 			msg += "; this account has never observed " + plural(len(states), "it", "them") +
@@ -713,6 +730,29 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 		}
 	}
 	return cond(t, false, reason, msg)
+}
+
+// notServedNotes say which targets cannot exist because the cluster does not serve their
+// kind's API, one note per API: "jobset a replicatedJob w index 0, ... cannot exist:
+// jobset.x-k8s.io/v1alpha2 JobSet is not served by this cluster: install it, ...".
+func notServedNotes(states []*targetState) []string {
+	var whys []string
+	names := map[string][]string{}
+	for _, ts := range states {
+		why := ts.obs.notServed()
+		if why == "" || ts.deleted {
+			continue
+		}
+		if names[why] == nil {
+			whys = append(whys, why)
+		}
+		names[why] = append(names[why], v1alpha1.TargetKey(ts.key).Describe())
+	}
+	out := make([]string, 0, len(whys))
+	for _, why := range whys {
+		out = append(out, listNames(names[why])+" cannot exist: "+why)
+	}
+	return out
 }
 
 func allNotFound(states []*targetState) bool {

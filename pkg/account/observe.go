@@ -45,6 +45,10 @@ type Observation struct {
 	// the JobSet ended it is a Job deleted before it terminated (JobSet deletes its
 	// active children when it finishes or fails).
 	JobSetEnded string
+	// APINotServed, for a target that is not found, names the API its kind needs that
+	// the cluster does not serve ("jobset.x-k8s.io/v1alpha2 JobSet"): the target cannot
+	// exist until that API is installed. Empty when the API is served.
+	APINotServed string
 	// SuccessfulPods are the successful pods of the Job seen now (the Job controller may
 	// delete repeats of an index, so the account keeps a ledger of what it saw).
 	SuccessfulPods []PodAttempt
@@ -55,6 +59,15 @@ type Observation struct {
 	// terminated Job without a pod and without a recorded result count as a result that
 	// can no longer arrive (MissingResult); otherwise it is pending.
 	PodsListed bool
+}
+
+// notServed is the sentence on a target whose kind's API the cluster does not serve
+// (Observation.APINotServed); "" when it is served or the target was found.
+func (o Observation) notServed() string {
+	if o.Job != nil || o.APINotServed == "" {
+		return ""
+	}
+	return o.APINotServed + " is not served by this cluster: install it, and batchledger starts following it then"
 }
 
 // PodAttempt is one successful pod of an index.

@@ -13,6 +13,9 @@ const (
 	ReasonAssignmentInvalid = "AssignmentInvalid"
 	// ReasonTargetsNotFound: a target's Job does not exist (yet).
 	ReasonTargetsNotFound = "TargetsNotFound"
+	// ReasonAPINotServed: a target's kind needs an API the cluster does not serve (JobSet
+	// not installed), so the target cannot exist until that API is installed.
+	ReasonAPINotServed = "APINotServed"
 	// ReasonAwaitingTermination: a target's Job has not reached Complete or Failed.
 	ReasonAwaitingTermination = "AwaitingTermination"
 	// ReasonComplete: every target's Job is Complete.
