@@ -81,7 +81,7 @@ func main() {
 		fail(err, "creating manager")
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controller.SetupIndexes(ctx, mgr); err != nil {
+	if err := controller.SetupIndexes(ctx, mgr, nil); err != nil {
 		fail(err, "registering field indexes")
 	}
 	coverage, err := coveragePodCache(ctx, mgr)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -75,6 +76,9 @@ type Reconciler struct {
 	// batch's start share one write; coverage, verdicts and problems are written at once.
 	// 0 writes every change at once.
 	WaitingStatusDelay time.Duration
+	// APIs are the optional APIs the cluster serves (DiscoverAPIs): no watch, no read of
+	// a kind not served, and its targets are observed as such (APINotServed). nil: all.
+	APIs *ServedAPIs
 
 	deletedJobs    deletedJobs
 	criteriaOnce   sync.Once
@@ -236,8 +240,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.CoveragePods != nil {
 		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.podToAccounts), succeededPodArrived))
 	}
-	if err := r.setupWorkloadCleanup(mgr); err != nil {
-		return err
+	if r.APIs.ServedObject(&kueue.Workload{}, mgr.GetScheme()) {
+		if err := r.setupWorkloadCleanup(mgr); err != nil {
+			return err
+		}
+	}
+	// The watches of optional APIs, each only when the cluster serves it (r.APIs): the
+	// informer of a kind not served never syncs, and the manager would stop.
+	for _, w := range []struct {
+		obj     client.Object
+		handler handler.EventHandler
+		pred    predicate.Predicate
+	}{
+		{&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), workloadChanged},
+		{&jobsetapi.JobSet{}, batched(BatchPeriod, r.jobSetToAccounts), jobSetEnding},
+	} {
+		if r.APIs.ServedObject(w.obj, mgr.GetScheme()) {
+			b = b.Watches(w.obj, w.handler, builder.WithPredicates(w.pred))
+		}
 	}
 	return b.
 		// An account is mostly created just before its Jobs (one kubectl apply): batched
@@ -245,8 +265,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.BatchAccount{}, r.accountChanges(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&batchv1.Job{}, r.jobEvents(), builder.WithPredicates(jobChanged)).
 		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), builder.WithPredicates(podSucceeded)).
-		Watches(&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), builder.WithPredicates(workloadChanged)).
-		Watches(&jobsetapi.JobSet{}, batched(BatchPeriod, r.jobSetToAccounts), builder.WithPredicates(jobSetEnding)).
 		Named(AccountControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)

@@ -16,9 +16,10 @@ import (
 )
 
 // SetupIndexes registers the field indexes the reconcilers, their watches and the
-// webhooks' lookups rely on (relations.RegisterIndexes) with the manager's cache.
-func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	return relations.RegisterIndexes(ctx, mgr.GetFieldIndexer())
+// webhooks' lookups rely on (relations.RegisterIndexes) with the manager's cache, those
+// of kinds the cluster does not serve (apis; nil: all served) left out.
+func SetupIndexes(ctx context.Context, mgr ctrl.Manager, apis *ServedAPIs) error {
+	return relations.RegisterIndexes(ctx, servedIndexer{FieldIndexer: mgr.GetFieldIndexer(), apis: apis, scheme: mgr.GetScheme()})
 }
 
 // accountsFor maps index keys to reconcile requests of the accounts that name them,

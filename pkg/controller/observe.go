@@ -45,7 +45,10 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		if t.Ref.Job != "" {
 			o.obs.DeletedJob = r.deletedJobs.get(namespace, t.Ref.Job, r.now())
 		}
-		if t.Ref.JobSet != "" {
+		if api, ok := targetAPI(t.Ref); ok && !r.APIs.Served(api) {
+			// Nothing of its kind is watched or cached: it cannot exist yet.
+			o.obs.APINotServed = api.String()
+		} else if t.Ref.JobSet != "" {
 			if o.obs.JobSetEnded, err = relations.JobSetEnded(ctx, r.Client, namespace, t.Ref.JobSet); err != nil {
 				return o, err
 			}
@@ -91,6 +94,9 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	o.pods = pods.Items
 	o.obs.PodsListed = true
 	o.obs.SuccessfulPods = relations.SuccessfulAttempts(job, pods.Items)
+	if !r.APIs.Served(APIWorkload) {
+		return o, nil // no Kueue: no Workload to read
+	}
 	wl, err := relations.WorkloadOfJob(ctx, r.Client, job)
 	if err != nil {
 		return o, err

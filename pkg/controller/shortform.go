@@ -43,6 +43,9 @@ type ShortFormReconciler struct {
 	Recorder events.EventRecorder
 	// Kind is relations.KindJob or relations.KindJobSet.
 	Kind string
+	// APIs are the optional APIs the cluster serves: no reconciler for a kind not
+	// served. nil: all.
+	APIs *ServedAPIs
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
@@ -231,8 +234,13 @@ func describeShards(p v1alpha1.ShardPopulation) string {
 	}
 }
 
-// SetupWithManager watches Jobs or JobSets carrying a short form (shortFormChanges).
+// SetupWithManager watches Jobs or JobSets carrying a short form (shortFormChanges),
+// when the cluster serves the kind; otherwise it sets up nothing.
 func (r *ShortFormReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if !r.APIs.ServedObject(r.newObject(), mgr.GetScheme()) {
+		mgr.GetLogger().Info("no short-form reconciler: the cluster does not serve the kind", "kind", r.Kind)
+		return nil
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(r.newObject(), builder.WithPredicates(shortFormChanges())).
 		Named("shortform-" + strings.ToLower(r.Kind)).
