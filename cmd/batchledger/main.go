@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -76,12 +77,23 @@ func main() {
 	webhookServer := webhook.NewServer(cfg.webhookOptions())
 	restCfg := ctrl.GetConfigOrDie()
 	restCfg.QPS, restCfg.Burst = float32(cfg.apiQPS), cfg.apiBurst
-	mgr, err := ctrl.NewManager(restCfg, cfg.managerOptions(scheme, webhookServer))
+	ctx := ctrl.SetupSignalHandler()
+	// Which optional APIs (JobSet, Kueue) are served decides the caches, indexes and
+	// controllers below; without one the manager runs without it instead of exiting.
+	apis, err := discoverAPIs(ctx, restCfg)
+	if err != nil {
+		fail(err, "asking which optional APIs the cluster serves")
+	}
+	if err := apis.served.Report(log, metrics.Registry); err != nil {
+		fail(err, "registering the served APIs gauge")
+	}
+	mgrOpts := cfg.managerOptions(scheme, webhookServer)
+	apis.apply(&mgrOpts, scheme)
+	mgr, err := ctrl.NewManager(restCfg, mgrOpts)
 	if err != nil {
 		fail(err, "creating manager")
 	}
-	ctx := ctrl.SetupSignalHandler()
-	if err := controller.SetupIndexes(ctx, mgr, nil); err != nil {
+	if err := controller.SetupIndexes(ctx, mgr, apis.served); err != nil {
 		fail(err, "registering field indexes")
 	}
 	coverage, err := coveragePodCache(ctx, mgr)
@@ -92,7 +104,7 @@ func main() {
 	if err != nil {
 		fail(err, "setting up the status writer")
 	}
-	setups := controllers(mgr, cfg, coverage, writer)
+	setups := controllers(mgr, cfg, coverage, writer, apis.served)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
 	webhooks := cfg.webhooks(mgr)
@@ -109,14 +121,21 @@ func main() {
 			fail(err, "setting up", "component", s)
 		}
 	}
+	if err := mgr.Add(apis.watch(cfg.apiRecheck)); err != nil {
+		fail(err, "adding the watch of the served APIs")
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		fail(err, "adding health check")
 	}
 	if err := mgr.AddReadyzCheck("readyz", cfg.readiness(webhookServer, webhooksReady)); err != nil {
 		fail(err, "adding ready check")
 	}
-	log.Info("starting manager", "version", version, "certManagement", cfg.certManagement)
-	if err := mgr.Start(ctx); err != nil {
+	log.Info("starting manager", "version", version, "certManagement", cfg.certManagement, "optionalAPIs", apis.served.String())
+	switch err := mgr.Start(ctx); {
+	case errors.Is(err, controller.ErrServedAPIsChanged):
+		// A clean exit: the Deployment starts the manager again, wired for what is served now.
+		log.Info("exiting to follow the optional APIs the cluster serves now")
+	case err != nil:
 		fail(err, "manager stopped")
 	}
 }
@@ -137,6 +156,7 @@ type config struct {
 	maxResultHold                                time.Duration
 	workloadMessageInterval                      time.Duration
 	waitingStatusDelay                           time.Duration
+	apiRecheck                                   time.Duration
 }
 
 // bindFlags registers the manager's flags on fs and returns the config they fill.
@@ -163,6 +183,8 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "Burst of requests to the API server above --kube-api-qps.")
 	fs.DurationVar(&c.maxResultHold, "max-result-hold", controller.DefaultMaxResultHold,
 		"Longest a succeeded pod is held for its result; past it the pod is released unrecorded, with a Warning event.")
+	fs.DurationVar(&c.apiRecheck, "api-recheck-interval", controller.DefaultAPIRecheck,
+		"How often the leader asks discovery whether an optional API (JobSet, Kueue's Workload) was installed or removed since it started; then it exits, to be started again following it.")
 	fs.BoolVar(&c.enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
 	fs.StringVar(&c.webhookHost, "webhook-host", "", "Address the webhook server binds to.")
 	fs.IntVar(&c.webhookPort, "webhook-port", 9443, "Port of the webhook server.")
@@ -243,7 +265,7 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 
 // controllers are the reconcilers: accounts, held pods, and the short forms of Jobs and
 // JobSets.
-func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer controller.StatusWriter) []setup {
+func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
 	metrics := controller.NewMetrics()
 	return []setup{
 		&controller.Reconciler{
@@ -251,12 +273,12 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer c
 			Recorder: mgr.GetEventRecorder("batchledger"),
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
-			WaitingStatusDelay: c.waitingStatusDelay,
+			WaitingStatusDelay: c.waitingStatusDelay, APIs: apis,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJob},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJobSet},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJob, APIs: apis},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJobSet, APIs: apis},
 	}
 }
 

@@ -5,6 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/controller"
+	blscheme "batchledger.dev/batchledger/pkg/scheme"
 )
 
 // TestConfig: the flags parse into the config, --cert-management takes one of its two
@@ -48,5 +55,41 @@ func TestConfig(t *testing.T) {
 				t.Errorf("webhook options %+v", opts)
 			}
 		})
+	}
+}
+
+// TestAPIWiring: the manager is built on the RESTMapper that found which optional APIs
+// are served, without the cache settings of a kind not served (the cache would refuse to
+// start), and the reconcilers learn the same answer; the recheck defaults to 30s.
+func TestAPIWiring(t *testing.T) {
+	fs := flag.NewFlagSet("batchledger", flag.ContinueOnError)
+	c := bindFlags(fs)
+	if err := fs.Parse(nil); err != nil || c.validate() != nil {
+		t.Fatal(err)
+	}
+	if c.apiRecheck != controller.DefaultAPIRecheck {
+		t.Errorf("--api-recheck-interval defaults to %s", c.apiRecheck)
+	}
+	s, err := blscheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	w := &apiWiring{served: controller.NewServedAPIs(controller.OptionalAPIs, controller.APIWorkload), mapper: mapper}
+	opts := c.managerOptions(s, nil)
+	w.apply(&opts, s)
+	for obj := range opts.Cache.ByObject {
+		if _, ok := obj.(*jobsetapi.JobSet); ok {
+			t.Error("the JobSet cache settings were kept, JobSet is not served")
+		}
+	}
+	if len(opts.Cache.ByObject) != len(controller.CacheOptions().ByObject)-1 {
+		t.Errorf("cache settings of %d kinds, want all but JobSet's", len(opts.Cache.ByObject))
+	}
+	if got, err := opts.MapperProvider(nil, nil); err != nil || got != meta.RESTMapper(mapper) {
+		t.Errorf("MapperProvider = %v, %v; want the mapper discovery asked", got, err)
+	}
+	if wa := w.watch(time.Second); wa.Wired != w.served || wa.Interval != time.Second {
+		t.Errorf("watch = %+v", wa)
 	}
 }
