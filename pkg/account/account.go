@@ -215,6 +215,19 @@ func Compute(in Input) Output {
 	}
 	st.HistoryDropped = prev.HistoryDropped
 	boundHistory(&st, lim)
+	// Two targets that reach one Job (one spelled by name, one as a JobSet child) claim
+	// its identities twice: the mapping is invalid, and those identities count for neither.
+	shared := findSharedIdentities(m, states, st.History)
+	if len(shared.problems) > 0 {
+		problems = slices.Insert(problems, len(m.Problems), shared.problems...)
+		for i, msgs := range shared.ofTarget {
+			for _, msg := range msgs {
+				addProblem(&st.Targets[i], msg, lim)
+			}
+		}
+		shared.exclude(states)
+		in.Results = shared.rejectResults(in.Results)
+	}
 	valid := len(problems) == 0
 
 	cov := coverage(m, states)

@@ -387,14 +387,16 @@ func TestAnyValidSpecGetsAStatus(t *testing.T) {
 	cases := map[string]func(i int) (Observation, bool){
 		"none exists": func(int) (Observation, bool) { return Observation{}, false },
 		"all evicted": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u", 1).Obj(), Workload: evicted}, true
+			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Obj(), Workload: evicted}, true
 		},
 		"all failed": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u", 1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", jobCondAt).Obj()}, true
+			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", jobCondAt).Obj()}, true
 		},
-		"all not found but one": func(i int) (Observation, bool) { return Observation{Job: makeJob(name(i), "u", 1).Obj()}, i == 0 },
+		"all not found but one": func(i int) (Observation, bool) {
+			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Obj()}, i == 0
+		},
 		"none indexed": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u", 1).CompletionMode(batchv1.NonIndexedCompletion).Obj()}, true
+			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).CompletionMode(batchv1.NonIndexedCompletion).Obj()}, true
 		},
 	}
 	for cname, obsOf := range cases {

@@ -57,14 +57,18 @@ const (
 // Reasons of the AssignmentValid condition. Each way a mapping can fail has its own
 // reason so that a person (and a test) can tell them apart.
 const (
-	ReasonValid                = "Valid"
-	ReasonNoShards             = "NoShards"
-	ReasonDuplicateShardName   = "DuplicateShardName"
-	ReasonUnknownShard         = "UnknownShard"
-	ReasonMalformedIndexes     = "MalformedIndexes"
-	ReasonShardCountMismatch   = "ShardCountMismatch"
-	ReasonDuplicateShard       = "DuplicateShard"
-	ReasonUnassignedShard      = "UnassignedShard"
+	ReasonValid              = "Valid"
+	ReasonNoShards           = "NoShards"
+	ReasonDuplicateShardName = "DuplicateShardName"
+	ReasonUnknownShard       = "UnknownShard"
+	ReasonMalformedIndexes   = "MalformedIndexes"
+	ReasonShardCountMismatch = "ShardCountMismatch"
+	ReasonDuplicateShard     = "DuplicateShard"
+	ReasonUnassignedShard    = "UnassignedShard"
+	// ReasonDuplicateIndex: one completion identity (Job UID, index) is assigned twice:
+	// the same target's index by two assignments (found by Compile), or one Job reached
+	// by two targets that spell it differently, e.g. by its name and as a JobSet child
+	// (found once the Job is observed; its identities then count for neither shard).
 	ReasonDuplicateIndex       = "DuplicateIndex"
 	ReasonInvalidTarget        = "InvalidTarget"
 	ReasonCrossNamespaceTarget = "CrossNamespaceTarget"
@@ -111,6 +115,10 @@ const (
 	// RejectionRuleChanged: the result was judged under an acceptance rule that is no
 	// longer the spec's; it never stands (a repair re-runs its shard under the spec's rule).
 	RejectionRuleChanged = "RuleChanged"
+	// RejectionDuplicateIndex: the reporting (Job UID, index) is claimed by two
+	// assignment targets that name the same Job (AssignmentValid DuplicateIndex), so its
+	// result stands for neither shard.
+	RejectionDuplicateIndex = "DuplicateIndex"
 )
 
 // Reasons of the events batchledger emits besides verdict changes (whose reason is the
