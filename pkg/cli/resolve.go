@@ -91,7 +91,7 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 		}
 		found := err == nil
 		accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool {
-			return t.Job == name || (found && relations.NamesJob(t, job.Name, job.Labels))
+			return t.Job == name || (found && relations.NamesJob(t, &job))
 		})
 		if err != nil {
 			return nil, err

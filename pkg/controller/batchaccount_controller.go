@@ -270,13 +270,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// jobChanged passes creation, deletion and changes of what the account reads: status
-// and the labels that resolve JobSet children.
+// jobChanged passes creation, deletion and changes of what the account reads: status,
+// and the labels and controller that make a JobSet child.
 var jobChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*batchv1.Job), e.ObjectNew.(*batchv1.Job)
 		return !equality.Semantic.DeepEqual(o.Status, n.Status) || o.DeletionTimestamp != n.DeletionTimestamp ||
-			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Generation != n.Generation
+			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Generation != n.Generation ||
+			!ownersEqual(o.OwnerReferences, n.OwnerReferences)
 	},
 }
 

@@ -570,9 +570,11 @@ func TestPublishPinsTheWorkloadUID(t *testing.T) {
 func TestReconcileRecordsResultsOfASupersededAttempt(t *testing.T) {
 	js := wrappers.MakeJobSet("ts", "ns").Obj()
 	js.UID = "ts-uid"
+	// JobSet names the child alike in every attempt, and creates the successor only once
+	// the old one is gone; the old pod, held by our finalizer, outlives it.
 	child := func(attempt int) *wrappers.JobWrapper {
-		name := "ts-workers-0-a" + string(rune('0'+attempt))
-		return wrappers.MakeJob(name, "ns").Indexed(1).UID(name+"-uid").JobSetChild(js, "workers", 0, attempt).
+		uid := "ts-workers-0-a" + string(rune('0'+attempt)) + "-uid"
+		return wrappers.MakeJob("ts-workers-0", "ns").Indexed(1).UID(uid).JobSetChild(js, "workers", 0, attempt).
 			PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults)
 	}
 	old := child(0).Finalizers("batch.kubernetes.io/test").Deleting(testNow.Add(-time.Second)).Obj()
@@ -585,7 +587,7 @@ func TestReconcileRecordsResultsOfASupersededAttempt(t *testing.T) {
 		children []client.Object
 	}{
 		{"the old child is being deleted, its successor not created yet", []client.Object{old}},
-		{"the successor exists", []client.Object{old, child(1).Obj()}},
+		{"the old child is gone, its successor exists", []client.Object{child(1).Obj()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, hooks{}, append([]client.Object{acct, js, oldPod.DeepCopy()}, tc.children...)...)
@@ -603,7 +605,7 @@ func TestReconcileRecordsResultsOfASupersededAttempt(t *testing.T) {
 			if st.Shards.Accepted != 0 || len(st.Results.Rejections) != 1 || st.Results.Rejections[0].Reason != v1alpha1.RejectionStaleIdentity {
 				t.Fatalf("accepted %d, results %+v; want the old result rejected as %s", st.Shards.Accepted, st.Results, v1alpha1.RejectionStaleIdentity)
 			}
-			if len(tc.children) < 2 {
+			if tc.children[0].GetUID() == old.UID {
 				return
 			}
 			cur := child(1).Obj()

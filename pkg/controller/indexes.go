@@ -2,10 +2,13 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -44,9 +47,11 @@ func accountsFor(ctx context.Context, c client.Reader, namespace string, keys ..
 	return reqs
 }
 
-// jobToAccounts wakes the accounts naming a Job or its JobSet.
+// jobToAccounts wakes the accounts naming a Job, or its JobSet when the JobSet controls
+// it (relations.JobKeys): a Job that only carries a JobSet's labels wakes no account of
+// the JobSet.
 func (r *Reconciler) jobToAccounts(ctx context.Context, obj client.Object) []reconcile.Request {
-	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.JobKeys(obj.GetName(), obj.GetLabels())...)
+	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.JobKeys(obj)...)
 }
 
 // podToAccounts wakes the accounts naming the pod's Job.
@@ -81,7 +86,10 @@ const PodBatchPeriod = time.Second + BatchPeriod
 
 // batched is an event handler that maps an object to the accounts naming it and enqueues
 // them after delay: the workqueue keeps one pending entry per account, so every change
-// within the window costs a single reconcile.
+// within the window costs a single reconcile. An update that changed the object's owner
+// references maps the old object too: a Job whose JobSet stopped controlling it (it was
+// orphaned) is no longer that JobSet's child, and the accounts that followed it must
+// learn so.
 func batched(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
 	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range mapFn(ctx, obj) {
@@ -94,6 +102,9 @@ func batched(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(ctx, e.ObjectNew, q)
+			if e.ObjectOld != nil && !ownersEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences()) {
+				enqueue(ctx, e.ObjectOld, q)
+			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(ctx, e.Object, q)
@@ -107,4 +118,13 @@ func batched(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
 // self maps an account to itself.
 func self(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
+}
+
+// ownersEqual compares two objects' owner references, in memory: the update handlers ask
+// it of every event.
+func ownersEqual(a, b []metav1.OwnerReference) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool {
+		return x.UID == y.UID && x.Kind == y.Kind && x.Name == y.Name && x.APIVersion == y.APIVersion &&
+			ptr.Deref(x.Controller, false) == ptr.Deref(y.Controller, false)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 
@@ -123,6 +125,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	j := suspended(withUID(wrappers.MakeJob("j", "ns").Indexed(2).Obj(), "j-uid"))
 	child := suspended(jobSetChild("workers", "0"))
 	js := wrappers.MakeJobSet("ts", "ns").Suspend(true).ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Job(child).Obj()).Obj()
+	child.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetapi.SchemeGroupVersion.WithKind("JobSet"))}
 	wl := wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()
 	results := wrappers.MakeBatchAccount("results", "ns").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").Obj()
 	results.UID = "results-uid"

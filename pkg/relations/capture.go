@@ -18,8 +18,9 @@ import (
 
 // PodTargets are the target keys of every target a pod is an index pod of, whichever
 // identity (Job UID) of the target controls it: the Job target of the Job that controls
-// the pod, and, for a JobSet child's pod, the JobSet target of its replicatedJob and job
-// index. None for a pod no Job controls or without a well-formed completion index.
+// the pod, and, for a JobSet child's pod (PodJobSetChild), the JobSet target of its
+// replicatedJob and job index. None for a pod no Job controls or without a well-formed
+// completion index.
 //
 // Identities come and go under a target (a JobSet restart deletes its children and
 // creates them again, a Job may be deleted and created again under its name), but a pod
@@ -27,7 +28,7 @@ import (
 // recorded (a superseded identity's is recorded and rejected as StaleIdentity by the
 // account, so the ledger keeps it), and so the pod is held until it is.
 func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
-	owner := metav1.GetControllerOf(pod)
+	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil || owner.Kind != KindJob || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
 		return nil
 	}
@@ -35,13 +36,30 @@ func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
 		return nil
 	}
 	keys := []v1alpha1.TargetKey{v1alpha1.JobTargetKey(owner.Name)}
-	l := pod.Labels
-	if js, rj := l[jobsetapi.JobSetNameKey], l[jobsetapi.ReplicatedJobNameKey]; js != "" && rj != "" {
-		if idx, err := strconv.ParseInt(l[jobsetapi.JobIndexKey], 10, 32); err == nil && idx >= 0 {
-			keys = append(keys, v1alpha1.TargetRef{JobSet: js, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))}.Key())
-		}
+	if ref, ok := PodJobSetChild(owner.Name, pod.Labels); ok {
+		keys = append(keys, ref.Key())
 	}
 	return keys
+}
+
+// PodJobSetChild is the JobSet target a pod of the Job named job belongs to, from the
+// JobSet labels the pod carries (JobSet puts them on its children's pod templates). A pod
+// does not say whether its Job is controlled by the JobSet, but JobSet names each child
+// ChildJobName(jobSet, replicatedJob, jobIndex) in every restart attempt: the pod of a
+// Job of another name carries the labels of a child it is not (a hand-made Job, or one
+// copied from a child), and belongs to no JobSet target. The Job of that name is followed
+// only while the JobSet controls it (ResolveTarget); a pod of any other Job of that name
+// reports under that Job's UID, which the account judges (StaleIdentity).
+func PodJobSetChild(job string, labels map[string]string) (v1alpha1.TargetRef, bool) {
+	js, rj := labels[jobsetapi.JobSetNameKey], labels[jobsetapi.ReplicatedJobNameKey]
+	if js == "" || rj == "" {
+		return v1alpha1.TargetRef{}, false
+	}
+	idx, err := strconv.ParseInt(labels[jobsetapi.JobIndexKey], 10, 32)
+	if err != nil || idx < 0 || job != ChildJobName(js, rj, int(idx)) {
+		return v1alpha1.TargetRef{}, false
+	}
+	return v1alpha1.TargetRef{JobSet: js, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))}, true
 }
 
 // TargetPodIndex is the one rule for which pods are a target's index pods: pod is an

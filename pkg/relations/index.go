@@ -68,26 +68,31 @@ func AccountKeys(ba *v1alpha1.BatchAccount) []IndexKey {
 	return out
 }
 
-// JobKeys are the index keys a Job of that name and labels answers to: its own name,
-// and its JobSet when it is a JobSet child.
-func JobKeys(name string, labels map[string]string) []IndexKey {
-	keys := []IndexKey{JobKey(name)}
-	if js := labels[jobsetapi.JobSetNameKey]; js != "" {
-		keys = append(keys, JobSetKey(js))
+// JobKeys are the index keys a Job answers to: its own name, and its JobSet when that
+// JobSet controls it (IsJobSetChild). A Job that only carries a JobSet's labels wakes no
+// account of the JobSet.
+func JobKeys(job metav1.Object) []IndexKey {
+	keys := []IndexKey{JobKey(job.GetName())}
+	if IsJobSetChild(job) {
+		keys = append(keys, JobSetKey(job.GetLabels()[jobsetapi.JobSetNameKey]))
 	}
 	return keys
 }
 
-// PodKeys are the index keys a Job's pod answers to (its Job, and its JobSet for a
-// JobSet child's pod, from the labels the Job controller and JobSet put on pods); none
-// for a pod of no Job.
+// PodKeys are the index keys a Job's pod answers to: its Job (the job-name label the Job
+// controller puts on pods), and its JobSet for a pod of a JobSet child (PodJobSetChild);
+// none for a pod of no Job.
 func PodKeys(pod client.Object) []IndexKey {
 	labels := pod.GetLabels()
 	name := labels[batchv1.JobNameLabel]
 	if name == "" {
 		return nil
 	}
-	return JobKeys(name, labels)
+	keys := []IndexKey{JobKey(name)}
+	if ref, ok := PodJobSetChild(name, labels); ok {
+		keys = append(keys, JobSetKey(ref.JobSet))
+	}
+	return keys
 }
 
 // WorkloadKeys are the index keys of every Job or JobSet owner of a Workload.

@@ -56,7 +56,13 @@ func TestResolveTarget(t *testing.T) {
 	old, cur := child("train", "workers", 1, 0), child("train", "workers", 1, 1)
 	newer := child("train", "workers", 1, 2)
 	newer.DeletionTimestamp, newer.Finalizers = &metav1.Time{Time: t0}, []string{"keep"}
-	c := reader(t, job("j"), old, cur, newer, child("train", "workers", 0, 5))
+	handMade := impostor("train-workers-1-retry", "train", "workers", 1, 9)
+	ofOldJobSet := impostor("train-workers-1-old", "train", "workers", 1, 8, jobSetOwner("jobset.x-k8s.io/v1alpha2", "train", "train-old-uid"))
+	train := wrappers.MakeJobSet("train", ns).Obj()
+	train.UID = "train-uid"
+	c := reader(t, job("j"), old, cur, newer, child("train", "workers", 0, 5), handMade, train, ofOldJobSet,
+		// JobSet "gone" no longer exists; its child is still followed (its UID is unknown).
+		child("gone", "workers", 0, 2), impostor("gone-workers-0-retry", "gone", "workers", 0, 3))
 	cases := []struct {
 		name        string
 		ref         v1alpha1.TargetRef
@@ -69,6 +75,7 @@ func TestResolveTarget(t *testing.T) {
 		{"Job in its own namespace", v1alpha1.TargetRef{Job: "j", Namespace: ns}, "j", 0},
 		{"JobSet child: the current attempt", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](1)}, cur.Name, 1},
 		{"JobSet child of no Job", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](7)}, "", 0},
+		{"JobSet gone: its child, never a hand-made Job", v1alpha1.TargetRef{JobSet: "gone", ReplicatedJob: "workers"}, child("gone", "workers", 0, 2).Name, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,10 +131,11 @@ func TestAccountLookups(t *testing.T) {
 		{"child whose account counts", child("train", "workers", 0, 0), v1alpha1.ScopeCoverage},
 		{"child no account names", child("train", "workers", 2, 0), ""},
 		{"Job no account names", job("k"), ""},
+		{"a hand-made Job with the labels of a child an account names", impostor("fake", "train", "workers", 1, 9), ""},
 	}
 	for _, tc := range scopes {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := JobScope(ctx, c, ns, tc.job.Name, tc.job.Labels)
+			got, err := JobScope(ctx, c, tc.job)
 			if err != nil || got != tc.want {
 				t.Errorf("JobScope = %q, %v; want %q", got, err, tc.want)
 			}
@@ -149,8 +157,9 @@ func TestCapturedBy(t *testing.T) {
 	gone, unseen := job("gone"), job("unseen")
 	recorded := wrappers.MakeBatchAccount("recorded", ns).Shards("A").AssignJob("gone", "0", "A").RequireResults("").Obj()
 	recorded.Status.Targets = []v1alpha1.TargetStatus{{Name: "job/gone", Job: "gone", UID: gone.UID}}
-	old, cur := child("train", "workers", 0, 0), child("train", "workers", 0, 1)
-	c := reader(t, j, old, cur,
+	// JobSet names a child alike in every attempt; the Jobs need not exist for this.
+	old, cur := namedChild("train", "workers", 0, 0), namedChild("train", "workers", 0, 1)
+	c := reader(t, j,
 		wrappers.MakeBatchAccount("needs-j", ns).Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj(),
 		wrappers.MakeBatchAccount("counts-j", ns).Shards("A").AssignJob("j", "0", "A").Obj(),
 		wrappers.MakeBatchAccount("needs-workers", ns).Shards("A").AssignJobSet("train", "workers", 0, "0", "0").RequireResults("").Obj(),
@@ -165,8 +174,9 @@ func TestCapturedBy(t *testing.T) {
 		{"pod of a Job named by one account requiring results", wrappers.MakeIndexPod(j, "p", 0), []string{"needs-j"}},
 		{"pod of the current child", wrappers.MakeIndexPod(cur, "p", 0), []string{"needs-workers"}},
 		{"pod of a superseded child", wrappers.MakeIndexPod(old, "p", 0), []string{"needs-workers"}},
-		{"pod of another job index of the replicatedJob", wrappers.MakeIndexPod(child("train", "workers", 1, 1), "p", 0), nil},
-		{"pod of another replicatedJob", wrappers.MakeIndexPod(child("train", "leader", 0, 1), "p", 0), nil},
+		{"pod of another job index of the replicatedJob", wrappers.MakeIndexPod(namedChild("train", "workers", 1, 1), "p", 0), nil},
+		{"pod of another replicatedJob", wrappers.MakeIndexPod(namedChild("train", "leader", 0, 1), "p", 0), nil},
+		{"pod of a hand-made Job with the child's labels, a later attempt", wrappers.MakeIndexPod(impostor("fake", "train", "workers", 0, 9), "p", 0), nil},
 		{"pod of a deleted Job the account recorded", wrappers.MakeIndexPod(gone, "p", 0), []string{"recorded"}},
 		{"pod of a deleted Job the account never observed", wrappers.MakeIndexPod(unseen, "p", 0), []string{"needs-unseen"}},
 		{"pod no Job controls", wrappers.MakeIndexPod(j, "p", 0).NoOwner(), nil},

@@ -38,6 +38,29 @@ func child(jobSet, rj string, idx, attempt int) *batchv1.Job {
 	return j
 }
 
+// namedChild is child as JobSet names it: <jobSet>-<replicatedJob>-<idx>, in every
+// restart attempt (child's names tell attempts apart, so that a fake client holds them
+// side by side).
+func namedChild(jobSet, rj string, idx, attempt int) *batchv1.Job {
+	j := child(jobSet, rj, idx, attempt)
+	j.Name = ChildJobName(jobSet, rj, idx)
+	return j
+}
+
+// impostor is a Job made by hand with the labels of JobSet child idx of replicatedJob rj
+// at restart attempt: no controller, or the controller given.
+func impostor(name, jobSet, rj string, idx, attempt int, controller ...metav1.OwnerReference) *batchv1.Job {
+	j := child(jobSet, rj, idx, attempt)
+	j.Name, j.UID = name, types.UID(name+"-uid")
+	j.OwnerReferences = controller
+	return j
+}
+
+// jobSetOwner is a controller reference to a JobSet of apiVersion and uid.
+func jobSetOwner(apiVersion, name, uid string) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: "JobSet", Name: name, UID: types.UID(uid), Controller: ptr.To(true)}
+}
+
 // TestIndexKeys: accounts, Jobs, pods and Workloads meet on the same index keys, and a
 // JobSet answers as a whole whatever child an account names.
 func TestIndexKeys(t *testing.T) {
@@ -51,10 +74,15 @@ func TestIndexKeys(t *testing.T) {
 		want []IndexKey
 	}{
 		{"account: each target's Job or JobSet once, in order", AccountKeys(ba), []IndexKey{"job/j", "jobset/train"}},
-		{"plain Job", JobKeys("j", nil), []IndexKey{"job/j"}},
-		{"JobSet child: its name and its JobSet", JobKeys(ch.Name, ch.Labels), []IndexKey{JobKey(ch.Name), "jobset/train"}},
+		{"plain Job", JobKeys(job("j")), []IndexKey{"job/j"}},
+		{"JobSet child: its name and its JobSet", JobKeys(ch), []IndexKey{JobKey(ch.Name), "jobset/train"}},
+		{"a Job with a child's labels that no JobSet controls: its name only", JobKeys(impostor("fake", "train", "workers", 1, 9)), []IndexKey{"job/fake"}},
+		{"a Job with a child's labels that another JobSet controls: its name only",
+			JobKeys(impostor("fake", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "eval", "eval-uid"))), []IndexKey{"job/fake"}},
 		{"pod of a Job", PodKeys(wrappers.MakeIndexPod(job("j"), "j-0", 0).Obj()), []IndexKey{"job/j"}},
-		{"pod of a JobSet child", PodKeys(wrappers.MakeIndexPod(ch, "p", 0).Obj()), []IndexKey{JobKey(ch.Name), "jobset/train"}},
+		{"pod of a JobSet child", PodKeys(wrappers.MakeIndexPod(namedChild("train", "workers", 1, 0), "p", 0).Obj()), []IndexKey{"job/train-workers-1", "jobset/train"}},
+		{"pod of a Job with a child's labels and another name: its Job only",
+			PodKeys(wrappers.MakeIndexPod(impostor("fake", "train", "workers", 1, 9), "p", 0).Obj()), []IndexKey{"job/fake"}},
 		{"pod of no Job", PodKeys(&corev1.Pod{}), nil},
 		{"Workload of a Job and a JobSet owner; other owners ignored", WorkloadKeys(&kueue.Workload{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{
 			{Kind: "Job", Name: "j"}, {Kind: "ConfigMap", Name: "c"}, {Kind: "JobSet", Name: "train"}}}}), []IndexKey{"job/j", "jobset/train"}},
@@ -73,9 +101,11 @@ func TestIndexKeys(t *testing.T) {
 
 // TestPodTargets: a pod answers, under whichever identity, to the Job target of the Job
 // that controls it and, as a JobSet child's pod, to its JobSet target; a pod no Job
-// controls or without a well-formed completion index answers to none.
+// controls or without a well-formed completion index answers to none. A pod whose Job
+// carries a child's labels under a name JobSet does not give its children is no child's
+// pod, whatever its restart attempt.
 func TestPodTargets(t *testing.T) {
-	ch := child("train", "workers", 1, 3)
+	ch := namedChild("train", "workers", 1, 3)
 	cases := []struct {
 		name string
 		pod  *corev1.Pod
@@ -88,6 +118,10 @@ func TestPodTargets(t *testing.T) {
 		{"malformed completion index", wrappers.MakeIndexPod(job("j"), "j-0", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "0-1").Obj(), nil},
 		{"JobSet labels with a malformed job index: the Job target only", wrappers.MakeIndexPod(ch, "p", 0).Label(jobsetapi.JobIndexKey, "x").Obj(),
 			[]v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name)}},
+		{"a hand-made Job with the child's labels, a later restart attempt: its Job target only",
+			wrappers.MakeIndexPod(impostor("train-workers-1-retry", "train", "workers", 1, 7), "p", 0).Obj(), []v1alpha1.TargetKey{"job/train-workers-1-retry"}},
+		{"a child's labels naming another job index than its Job's name: its Job target only",
+			wrappers.MakeIndexPod(ch, "p", 0).Label(jobsetapi.JobIndexKey, "0").Obj(), []v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,7 +133,8 @@ func TestPodTargets(t *testing.T) {
 }
 
 // TestNamesJob: a Job target names its Job by name; a JobSet target names the child of
-// its replicatedJob and job index (default 0), of any restart attempt, and nothing else.
+// its replicatedJob and job index (default 0), of any restart attempt, that its JobSet
+// controls, and nothing else: the labels alone make no child.
 func TestNamesJob(t *testing.T) {
 	workers1 := v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](1)}
 	workers0 := v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers"}
@@ -118,38 +153,56 @@ func TestNamesJob(t *testing.T) {
 		{"child of another replicatedJob", workers1, child("train", "leader", 1, 0), false},
 		{"child of another JobSet", workers1, child("eval", "workers", 1, 0), false},
 		{"a JobSet target never names a plain Job", workers0, job("train"), false},
+		{"the child's labels without a controller", workers1, impostor("fake", "train", "workers", 1, 9), false},
+		{"the child's labels, controlled by another JobSet", workers1, impostor("fake", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "eval", "eval-uid")), false},
+		{"the child's labels, controlled by a JobSet of another API group", workers1, impostor("fake", "train", "workers", 1, 9, jobSetOwner("example.com/v1", "train", "train-uid")), false},
+		{"the child's labels, owned by the JobSet but not as its controller", workers1,
+			impostor("fake", "train", "workers", 1, 9, metav1.OwnerReference{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "train", UID: "train-uid"}), false},
+		{"the child's labels, controlled by the JobSet at another API version", workers1, impostor("fake", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1", "train", "train-uid")), true},
+		{"a Job target names a JobSet's child by name", v1alpha1.TargetRef{Job: "train-workers-1"}, namedChild("train", "workers", 1, 0), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := NamesJob(tc.ref, tc.job.Name, tc.job.Labels); got != tc.want {
+			if got := NamesJob(tc.ref, tc.job); got != tc.want {
 				t.Errorf("NamesJob = %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestCurrentChild: the highest restart attempt not being deleted is the one followed.
+// TestCurrentChild: of the target's children (the JobSet controls them, by UID when the
+// JobSet is known), the highest restart attempt not being deleted is the one followed;
+// a Job with the child's labels that the JobSet does not control is never followed,
+// whatever its restart attempt.
 func TestCurrentChild(t *testing.T) {
 	deleting := func(j *batchv1.Job) batchv1.Job {
 		j.DeletionTimestamp = &metav1.Time{Time: t0}
 		return *j
 	}
+	ref := v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "w"}
 	a0, a1, a2 := child("t", "w", 0, 0), child("t", "w", 0, 1), child("t", "w", 0, 2)
+	handMade := impostor("t-w-0-retry", "t", "w", 0, 9)
+	ofOldJobSet := impostor("t-w-0-old", "t", "w", 0, 8, jobSetOwner("jobset.x-k8s.io/v1alpha2", "t", "t-old-uid"))
 	cases := []struct {
 		name        string
+		jobSetUID   types.UID
 		jobs        []batchv1.Job
 		want        string
 		wantAttempt int32
 	}{
-		{"none", nil, "", 0},
-		{"one", []batchv1.Job{*a0}, a0.Name, 0},
-		{"the highest attempt, whatever the order", []batchv1.Job{*a2, *a0, *a1}, a2.Name, 2},
-		{"a child being deleted is passed over", []batchv1.Job{*a0, *a1, deleting(a2.DeepCopy())}, a1.Name, 1},
-		{"all being deleted", []batchv1.Job{deleting(a0.DeepCopy())}, "", 0},
+		{"none", "", nil, "", 0},
+		{"one", "", []batchv1.Job{*a0}, a0.Name, 0},
+		{"the highest attempt, whatever the order", "", []batchv1.Job{*a2, *a0, *a1}, a2.Name, 2},
+		{"a child being deleted is passed over", "", []batchv1.Job{*a0, *a1, deleting(a2.DeepCopy())}, a1.Name, 1},
+		{"all being deleted", "", []batchv1.Job{deleting(a0.DeepCopy())}, "", 0},
+		{"a hand-made Job of a later attempt is no child", "", []batchv1.Job{*a1, *handMade}, a1.Name, 1},
+		{"only a hand-made Job: no child", "", []batchv1.Job{*handMade}, "", 0},
+		{"the JobSet's UID unknown: a child of any JobSet of the name", "", []batchv1.Job{*a1, *ofOldJobSet}, ofOldJobSet.Name, 8},
+		{"the JobSet's UID known: a child of an earlier JobSet of the name is passed over", "t-uid", []batchv1.Job{*a1, *ofOldJobSet}, a1.Name, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, attempt := CurrentChild(tc.jobs)
+			got, attempt := CurrentChild(ref, tc.jobSetUID, tc.jobs)
 			name := ""
 			if got != nil {
 				name = got.Name

@@ -3,6 +3,7 @@ package relations
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -34,17 +35,17 @@ func specScope(spec *v1alpha1.BatchAccountSpec) string {
 }
 
 // JobScope is the scope the live accounts naming a Job give its pods: the Job by name,
-// or, for a JobSet child (its labels say which), the child's JobSet, replicatedJob and
-// job index.
-func JobScope(ctx context.Context, c client.Reader, namespace, name string, labels map[string]string) (string, error) {
-	accounts, err := LiveAccountsNaming(ctx, c, namespace, JobKeys(name, labels)...)
+// or, for a JobSet child (its JobSet controls it, its labels say which child), the
+// child's JobSet, replicatedJob and job index (NamesJob).
+func JobScope(ctx context.Context, c client.Reader, job metav1.Object) (string, error) {
+	accounts, err := LiveAccountsNaming(ctx, c, job.GetNamespace(), JobKeys(job)...)
 	if err != nil {
 		return "", err
 	}
 	scope := ""
 	for _, ba := range accounts {
 		for _, a := range ba.Spec.Assignments {
-			if NamesJob(a.Target, name, labels) {
+			if NamesJob(a.Target, job) {
 				scope = StrongerScope(scope, AccountScope(ba))
 				break
 			}

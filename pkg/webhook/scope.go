@@ -99,7 +99,7 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 	job.Name, job.Namespace = cmp.Or(job.Name, req.Name), cmp.Or(job.Namespace, req.Namespace)
 	scope := relations.ShortFormScope(&job)
 	if job.Name != "" {
-		named, err := relations.JobScope(ctx, s.Reader, job.Namespace, job.Name, job.Labels)
+		named, err := relations.JobScope(ctx, s.Reader, &job)
 		if err != nil {
 			return unclassified(JobMutatePath, err)
 		}

@@ -78,9 +78,16 @@ func TestScopeStamperJobs(t *testing.T) {
 		j.Annotations = map[string]string{v1alpha1.AnnotationInputRev: "D", v1alpha1.AnnotationShards: "A", v1alpha1.AnnotationRequire: "true"}
 		return j
 	}
+	// jobSetChild is a child Job as JobSet creates it: labelled, and controlled by it.
 	jobSetChild := func(rj, idx string) *batchv1.Job {
 		j := job("ts-" + rj + "-" + idx)
 		j.Labels = map[string]string{jobsetapi.JobSetNameKey: "ts", jobsetapi.ReplicatedJobNameKey: rj, jobsetapi.JobIndexKey: idx}
+		j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "ts", UID: "ts-uid", Controller: ptr.To(true)}}
+		return j
+	}
+	handMade := func(name string) *batchv1.Job {
+		j := jobSetChild("workers", "1")
+		j.Name, j.OwnerReferences = name, nil
 		return j
 	}
 	cases := map[string]struct {
@@ -119,8 +126,9 @@ func TestScopeStamperJobs(t *testing.T) {
 			job:  jobSetChild("workers", "1"),
 			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
 		},
-		"another job index of that replicatedJob: untouched": {job: jobSetChild("workers", "0")},
-		"another replicatedJob of that JobSet: untouched":    {job: jobSetChild("leader", "1")},
+		"another job index of that replicatedJob: untouched":  {job: jobSetChild("workers", "0")},
+		"a hand-made Job with that child's labels: untouched": {job: handMade("ts-workers-1-retry")},
+		"another replicatedJob of that JobSet: untouched":     {job: jobSetChild("leader", "1")},
 	}
 	t.Run("a template without metadata gets it", func(t *testing.T) {
 		raw := []byte(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"r","namespace":"ml-team"},"spec":{"template":{"spec":{}}}}`)
