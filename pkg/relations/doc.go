@@ -1,7 +1,8 @@
 // Package relations says which Kubernetes objects belong to which BatchAccount, in one
 // place for the controller, the webhooks, the CLI and the tests: the field indexes and
 // their keys (which accounts name a Job or JobSet), which child Job of a JobSet a target
-// means (ResolveTarget), which Workload a target runs under (WorkloadOwner,
+// means (ResolveTarget: a Job the JobSet controls, IsChildOf; labels only select the
+// candidates), which Workload a target runs under (WorkloadOwner,
 // NewestWorkload), which pods are succeeded index pods of a Job (SucceededIndexOf) and of a
 // target under any of its identities (TargetPodIndex), which accounts capture a pod's
 // result (CapturedBy), the opt-in scope the accounts naming a Job give its pods
