@@ -36,6 +36,12 @@ type observed struct {
 // are still captured, the last state of a Job seen deleted (DeletedJob), and for a JobSet
 // child whether its JobSet ended (JobSetEnded).
 func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
+	if api, ok := targetAPI(t.Ref); ok && !r.APIs.Served(api) {
+		// Nothing of its kind is watched or cached (a read would fail): it cannot exist yet.
+		var o observed
+		o.obs.APINotServed = api.String()
+		return o, nil
+	}
 	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
 	if err != nil {
 		return observed{}, err
@@ -45,10 +51,7 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		if t.Ref.Job != "" {
 			o.obs.DeletedJob = r.deletedJobs.get(namespace, t.Ref.Job, r.now())
 		}
-		if api, ok := targetAPI(t.Ref); ok && !r.APIs.Served(api) {
-			// Nothing of its kind is watched or cached: it cannot exist yet.
-			o.obs.APINotServed = api.String()
-		} else if t.Ref.JobSet != "" {
+		if t.Ref.JobSet != "" {
 			if o.obs.JobSetEnded, err = relations.JobSetEnded(ctx, r.Client, namespace, t.Ref.JobSet); err != nil {
 				return o, err
 			}
