@@ -27,6 +27,9 @@ type Metrics struct {
 	PodReleases    prometheus.Counter
 	// HoldsExpired counts pods released unrecorded after MaxHold (PodReleaser).
 	HoldsExpired prometheus.Counter
+	// NamespaceReleases counts pods released unrecorded because their namespace was being
+	// deleted (PodReleaser): the API server refuses new result chunks, and events, there.
+	NamespaceReleases prometheus.Counter
 	// ScopeStamps counts pod templates of suspended Jobs and JobSets the controller
 	// stamped with the opt-in scope label because their account came after them.
 	ScopeStamps prometheus.Counter
@@ -54,6 +57,8 @@ const (
 	MetricWorkloadWrites = "batchledger_workload_condition_writes_total"
 	MetricResultWrites   = "batchledger_result_chunk_writes_total"
 	MetricPodReleases    = "batchledger_pod_releases_total"
+	// MetricNamespaceReleases counts pods released unrecorded in a namespace being deleted.
+	MetricNamespaceReleases = "batchledger_pod_namespace_deleted_releases_total"
 )
 
 // NewMetrics creates the counters and gauges and registers them with controller-runtime's
@@ -82,7 +87,10 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricPodReleases, Help: "Result-capture finalizers removed from pods.",
 		}),
 		HoldsExpired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "batchledger_pod_hold_expired_total", Help: "Succeeded pods released unrecorded after the maximum result hold.",
+			Name: "batchledger_pod_hold_expired_total", Help: "Pods released unrecorded after the maximum result hold: succeeded, or deleted and never finished.",
+		}),
+		NamespaceReleases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricNamespaceReleases, Help: "Held pods released unrecorded because their namespace was being deleted.",
 		}),
 		ScopeStamps: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "batchledger_scope_stamps_total", Help: "Pod templates of suspended Jobs and JobSets stamped with the opt-in scope label by the controller.",
@@ -97,7 +105,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		reasons: map[types.NamespacedName]map[string]bool{},
 	}
 	reg.MustRegister(m.Reconciles, m.StatusWrites, m.WorkloadWrites, m.ResultWrites, m.PodReleases,
-		m.HoldsExpired, m.ScopeStamps, m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.ResultRejections)
+		m.HoldsExpired, m.NamespaceReleases, m.ScopeStamps, m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.ResultRejections)
 	return m
 }
 
@@ -134,6 +142,12 @@ func (m *Metrics) podReleased() {
 func (m *Metrics) holdExpired() {
 	if m != nil {
 		m.HoldsExpired.Inc()
+	}
+}
+
+func (m *Metrics) namespaceReleased() {
+	if m != nil {
+		m.NamespaceReleases.Inc()
 	}
 }
 

@@ -3,14 +3,19 @@ package controller
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,16 +29,29 @@ import (
 	"batchledger.dev/batchledger/pkg/release"
 )
 
-// DefaultMaxResultHold is how long a succeeded pod is held for its result at most. Past
-// it the pod is released unrecorded (with a Warning event and a metric), so that an
-// account whose reconcile keeps failing never strands pods, nor the namespace they are in.
+// DefaultMaxResultHold is how long a pod is held for its result at most: a succeeded
+// pod after it finished, a pod deleted before it finished after its deletion. Past it the
+// pod is released unrecorded (with a Warning event and a metric), so that an account whose
+// reconcile keeps failing, or a pod whose node stopped answering, never strands pods, nor
+// the namespace they are in.
 const DefaultMaxResultHold = 24 * time.Hour
 
+// DefaultNamespaceGrace is how long a pod whose namespace is being deleted is held for
+// its result at most: after it finished (or, if it never does, after its grace period
+// ended), after the namespace's deletion began and after the releaser started, whichever
+// is latest. Result capture records what it still can meanwhile (a chunk that exists may
+// still be updated; no new one may be created in a terminating namespace); the rest is
+// released unrecorded, so that batchledger never keeps a namespace from going.
+const DefaultNamespaceGrace = 5 * time.Second
+
 // PodReleaser removes the result-capture finalizer from a pod as soon as holding it
-// serves no purpose: its result is recorded, it did not succeed (no result to read), or
-// no account requiring results records it (relations.CapturedBy: the same rule result
-// capture applies). Pods are held only while a result would otherwise be lost, and at most
-// MaxHold after they finished.
+// serves no purpose: every account requiring results that captures it
+// (relations.CapturedBy: the same rule result capture applies) has recorded its result,
+// or it failed (no result to read), or no such account captures it. A pod being deleted
+// is held until it finishes, since it may still succeed during its graceful termination
+// and be counted by the Job controller. Pods are held only while a result would otherwise
+// be lost, at most MaxHold after they finished (or were deleted unfinished), and at most
+// NamespaceGrace once their namespace is being deleted.
 //
 // A held pod is in the manager's pod cache only while it carries LabelScope=ScopeResults
 // (CacheOptions). A pod that loses the label while held (the held-pod-scope admission
@@ -47,14 +65,55 @@ type PodReleaser struct {
 	APIReader client.Reader
 	Metrics   *Metrics
 	Recorder  events.EventRecorder
-	// MaxHold bounds how long a succeeded, unrecorded pod is held (0: DefaultMaxResultHold).
+	// MaxHold bounds how long a pod is held for its result (0: DefaultMaxResultHold).
 	MaxHold time.Duration
+	// NamespaceGrace bounds the hold in a namespace being deleted (0: DefaultNamespaceGrace).
+	NamespaceGrace time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+
+	// started is when the releaser first reconciled (it runs on the leader only): in a
+	// namespace being deleted, result capture is given NamespaceGrace from then too, so
+	// that a restart or a new leader does not release what it could still record.
+	started   time.Time
+	startOnce sync.Once
+}
+
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+
+// releaseCause is why a pod is let go unrecorded, for its Warning event; none for a pod whose
+// result is recorded or that has none to record.
+type releaseCause int
+
+const (
+	causeNone releaseCause = iota
+	// causeHoldExpired: held MaxHold, the result never recorded.
+	causeHoldExpired
+	// causeNeverFinished: deleted before it finished, it did not finish within MaxHold.
+	causeNeverFinished
+	// causeNamespaceDeleted: its namespace is being deleted and the result could not be
+	// recorded within NamespaceGrace.
+	causeNamespaceDeleted
+)
+
+// verdict is what judge decided for a held pod.
+type verdict struct {
+	hold bool
+	// after is when to look again while held (0: when the pod changes).
+	after time.Duration
+	// why, when released, is why its result goes unrecorded.
+	why releaseCause
+	// missing are the accounts that have not recorded the pod's result.
+	missing []string
 }
 
 // Reconcile releases one pod when it may go.
 func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.startOnce.Do(func() {
+		if r.started.IsZero() {
+			r.started = r.now()
+		}
+	})
 	var pod corev1.Pod
 	if err := r.Get(ctx, req.NamespacedName, &pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -62,23 +121,12 @@ func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if !slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	hold, err := r.mustHold(ctx, &pod)
+	v, err := r.judge(ctx, &pod)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if hold {
-		if pod.Status.Phase != corev1.PodSucceeded {
-			return ctrl.Result{}, nil // running: its success wakes us again
-		}
-		maxHold := cmp.Or(r.MaxHold, DefaultMaxResultHold)
-		if left := maxHold - r.now().Sub(finishedAt(&pod)); left > 0 {
-			return ctrl.Result{RequeueAfter: left}, nil
-		}
-		if r.Recorder != nil {
-			r.Recorder.Eventf(&pod, nil, corev1.EventTypeWarning, v1alpha1.EventReasonResultNotRecorded, "Release",
-				"released after holding it %s for its result, which was never recorded (see the account's status and the controller's log)", maxHold)
-		}
-		r.Metrics.holdExpired()
+	if v.hold {
+		return ctrl.Result{RequeueAfter: v.after}, nil
 	}
 	patch, ok := release.FinalizerRemovalPatch(&pod)
 	if !ok {
@@ -88,7 +136,161 @@ func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.Metrics.podReleased()
+	r.releasedUnrecorded(ctx, &pod, v)
 	return ctrl.Result{}, nil
+}
+
+// judge decides whether the pod's result still has to be recorded before it may go, and
+// for how long at most.
+func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, error) {
+	if pod.Status.Phase == corev1.PodFailed {
+		return verdict{}, nil // no result to wait for
+	}
+	accounts, err := relations.CapturedBy(ctx, r.Client, pod)
+	if err != nil || len(accounts) == 0 {
+		return verdict{}, err
+	}
+	maxHold := cmp.Or(r.MaxHold, DefaultMaxResultHold)
+	if pod.Status.Phase != corev1.PodSucceeded {
+		if pod.DeletionTimestamp == nil {
+			return verdict{hold: true}, nil // running: its success wakes us again
+		}
+		// Deleted before it finished: it may still exit 0 during its graceful termination
+		// (a worker that checkpoints and exits when preempted), and the Job controller
+		// would count that success. A pod whose node is gone is marked Failed by the pod
+		// garbage collector; one whose kubelet never answers is let go after MaxHold.
+		nsDeleted, err := r.namespaceDeleted(ctx, pod.Namespace)
+		if err != nil {
+			return verdict{}, err
+		}
+		if nsDeleted != nil {
+			// Past its grace period the kubelet has killed it or will never report.
+			return r.namespaceHold(accounts, pod.DeletionTimestamp.Time, nsDeleted.Time), nil
+		}
+		if left := maxHold - r.now().Sub(deletionRequested(pod)); left > 0 {
+			return verdict{hold: true, after: left}, nil
+		}
+		return verdict{why: causeNeverFinished, missing: accounts}, nil
+	}
+	missing, err := r.unrecorded(ctx, pod, accounts)
+	if err != nil || len(missing) == 0 {
+		return verdict{}, err
+	}
+	finished := finishedAt(pod)
+	nsDeleted, err := r.namespaceDeleted(ctx, pod.Namespace)
+	if err != nil {
+		return verdict{}, err
+	}
+	if nsDeleted != nil {
+		return r.namespaceHold(missing, finished, nsDeleted.Time), nil
+	}
+	if left := maxHold - r.now().Sub(finished); left > 0 {
+		return verdict{hold: true, after: left}, nil
+	}
+	return verdict{why: causeHoldExpired, missing: missing}, nil
+}
+
+// namespaceHold holds a pod of a namespace being deleted for NamespaceGrace after the
+// latest of since (its finish, or the end of its grace period), the namespace's deletion
+// and the releaser's start, then releases it unrecorded.
+func (r *PodReleaser) namespaceHold(missing []string, since, nsDeleted time.Time) verdict {
+	from := since
+	for _, t := range []time.Time{nsDeleted, r.started} {
+		if t.After(from) {
+			from = t
+		}
+	}
+	if left := cmp.Or(r.NamespaceGrace, DefaultNamespaceGrace) - r.now().Sub(from); left > 0 {
+		return verdict{hold: true, after: left}
+	}
+	return verdict{why: causeNamespaceDeleted, missing: missing}
+}
+
+// unrecorded returns the accounts of capturing (the names CapturedBy returned) that have
+// not recorded the pod's result: chunks are per account (labelled and controlled by its
+// UID), and a pod dropped past the per-shard bound counts as recorded. The chunks holding
+// the pod are found by the IndexResultPod index and read without a copy; the accounts'
+// UIDs are read from the cache only when there is a chunk to compare them with.
+func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing []string) ([]string, error) {
+	var chunks v1alpha1.ShardResultsList
+	if err := r.List(ctx, &chunks, client.InNamespace(pod.Namespace),
+		client.MatchingFields{relations.IndexResultPod: string(pod.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	if len(chunks.Items) == 0 {
+		return capturing, nil
+	}
+	recordedBy := make(map[types.UID]bool, len(chunks.Items))
+	for i := range chunks.Items {
+		c := &chunks.Items[i]
+		if owner := metav1.GetControllerOf(c); owner != nil && c.Labels[v1alpha1.LabelAccountUID] == string(owner.UID) {
+			recordedBy[owner.UID] = true
+		}
+	}
+	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, pod.Namespace, relations.PodKeys(pod)...)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, name := range capturing {
+		i := slices.IndexFunc(accounts, func(ba *v1alpha1.BatchAccount) bool { return ba.Name == name })
+		if i < 0 || !recordedBy[accounts[i].UID] {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
+
+// namespaceDeleted is when the deletion of the namespace began, nil while it is not
+// being deleted. It is read from the cache of Namespaces' metadata (the deletion
+// timestamp is all a terminating namespace is told by); a namespace the cache does not
+// hold counts as not being deleted.
+func (r *PodReleaser) namespaceDeleted(ctx context.Context, name string) (*metav1.Time, error) {
+	ns := namespaceMetadata()
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return ns.DeletionTimestamp, nil
+}
+
+// namespaceMetadata is an empty Namespace in the form the releaser caches and watches
+// Namespaces: their metadata only.
+func namespaceMetadata() *metav1.PartialObjectMetadata {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return ns
+}
+
+// releasedUnrecorded tells of a pod released before every account recorded its result:
+// a Warning event on the pod, a metric, and, for a namespace being deleted (where the
+// API server refuses new events), a log line and a Warning on the Namespace, whose events
+// are kept in the default namespace.
+func (r *PodReleaser) releasedUnrecorded(ctx context.Context, pod *corev1.Pod, v verdict) {
+	maxHold := cmp.Or(r.MaxHold, DefaultMaxResultHold)
+	var note string
+	switch v.why {
+	case causeNone:
+		return
+	case causeHoldExpired:
+		r.Metrics.holdExpired()
+		note = fmt.Sprintf("released after holding it %s for its result, which was never recorded (see the account's status and the controller's log)", maxHold)
+	case causeNeverFinished:
+		r.Metrics.holdExpired()
+		note = fmt.Sprintf("released %s after its deletion: it never finished (its node may not be answering), so it has no result to record", maxHold)
+	case causeNamespaceDeleted:
+		r.Metrics.namespaceReleased()
+		note = fmt.Sprintf("released unrecorded by %s: the namespace is being deleted, and no result can be recorded in it any more", strings.Join(v.missing, ", "))
+		ctrl.LoggerFrom(ctx).Info("released a held pod unrecorded: its namespace is being deleted",
+			"pod", klog.KObj(pod), "accounts", v.missing, "phase", pod.Status.Phase)
+		if r.Recorder != nil {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pod.Namespace}}
+			r.Recorder.Eventf(ns, nil, corev1.EventTypeWarning, v1alpha1.EventReasonResultNotRecorded, "Release",
+				"released pods held for their results unrecorded while the namespace was being deleted (see batchledger's log)")
+		}
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, v1alpha1.EventReasonResultNotRecorded, "Release", "%s", note)
+	}
 }
 
 // ReleaseOutOfScope releases a pod that left the results scope while held. It is woken
@@ -179,27 +381,20 @@ func finishedAt(pod *corev1.Pod) time.Time {
 	return t
 }
 
-// mustHold is whether the pod's result still has to be recorded before it may go.
-func (r *PodReleaser) mustHold(ctx context.Context, pod *corev1.Pod) (bool, error) {
-	if pod.Status.Phase != corev1.PodSucceeded && (pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil) {
-		// Failed, or deleted before it finished: there is no result to wait for.
-		return false, nil
+// deletionRequested is when the pod's deletion was asked for: its deletion timestamp
+// less its grace period.
+func deletionRequested(pod *corev1.Pod) time.Time {
+	t := pod.DeletionTimestamp.Time
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		t = t.Add(-time.Duration(*g) * time.Second)
 	}
-	if pod.Status.Phase == corev1.PodSucceeded {
-		var recorded v1alpha1.ShardResultsList
-		if err := r.List(ctx, &recorded, client.InNamespace(pod.Namespace), client.MatchingFields{relations.IndexResultPod: string(pod.UID)}); err != nil {
-			return false, err
-		}
-		if len(recorded.Items) > 0 {
-			return false, nil
-		}
-	}
-	accounts, err := relations.CapturedBy(ctx, r.Client, pod)
-	return len(accounts) > 0, err
+	return t
 }
 
-// SetupWithManager watches held pods, the result chunks that record them, and account
-// deletions and spec changes that may leave pods held for nothing (accountReleasesPods);
+// SetupWithManager watches held pods, the result chunks that record them, account
+// deletions and spec changes that may leave pods held for nothing (accountReleasesPods),
+// and the start of a namespace's deletion (namespaceDeletionStarted), which bounds the
+// hold of its pods;
 // and, in a second controller (pod-release-out-of-scope, ReleaseOutOfScope), held pods
 // leaving the results scope.
 func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
@@ -208,6 +403,8 @@ func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.ShardResults{}, handler.EnqueueRequestsFromMapFunc(recordedPods)).
 		Watches(&v1alpha1.BatchAccount{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfAccount),
 			builder.WithPredicates(accountReleasesPods)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfNamespace),
+			builder.OnlyMetadata, builder.WithPredicates(namespaceDeletionStarted)).
 		Named("pod-release").
 		Complete(r)
 	if err != nil {
@@ -251,7 +448,7 @@ func recordedPods(_ context.Context, obj client.Object) []reconcile.Request {
 // deletion (starting or done) and a spec change (requireResults turned off, a target no
 // longer named). The mapper runs for the old and the new spec of an update, so the pods
 // of a target the account no longer names are woken too; each is then judged by
-// mustHold, under every account as it is now. Status writes and creations pass not.
+// judge, under every account as it is now. Status writes and creations pass not.
 var accountReleasesPods = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
@@ -273,6 +470,34 @@ func (r *PodReleaser) heldPodsOfAccount(ctx context.Context, obj client.Object) 
 			if slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
 			}
+		}
+	}
+	return reqs
+}
+
+// namespaceDeletionStarted passes the update of a Namespace whose deletion began. The
+// namespace controller deletes the pods first, which wakes each held pod too; but this
+// cache may see the pod's update before the Namespace's.
+var namespaceDeletionStarted = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// heldPodsOfNamespace wakes the held pods of a namespace.
+func (r *PodReleaser) heldPodsOfNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(obj.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the held pods of a namespace being deleted")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range pods.Items {
+		if held(&pods.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
 		}
 	}
 	return reqs

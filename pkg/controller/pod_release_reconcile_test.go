@@ -1,19 +1,22 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -23,10 +26,12 @@ import (
 )
 
 // TestPodReleaserHoldsAndReleases: the pod releaser removes only batchledger's finalizer,
-// and only once holding the pod serves no purpose (its result is recorded, it has none,
-// or no account records it); a held pod that succeeded is requeued for the rest of
-// MaxHold and then released with a Warning; a rejected patch leaves the pod held and
-// is retried.
+// and only once holding the pod serves no purpose (every account that captures it
+// recorded its result, it has none, or no account records it); a held pod that succeeded
+// is requeued for the rest of MaxHold and then released with a Warning; a pod being
+// deleted is held until it finishes, at most MaxHold after its deletion; in a namespace
+// being deleted a pod is held at most NamespaceGrace, then released with a Warning on the
+// pod and on the Namespace; a rejected patch leaves the pod held and is retried.
 func TestPodReleaserHoldsAndReleases(t *testing.T) {
 	const maxHold = time.Hour
 	const jobTracking = "batch.kubernetes.io/job-tracking"
@@ -47,6 +52,33 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 		c.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", JobUID: j.UID, Pod: p.Name, PodUID: p.UID}}
 		return c
 	}
+	// audit is a second account requiring results on Job j.
+	audit := wrappers.MakeBatchAccount("audit", "ns").UID("audit-uid").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").Obj()
+	// acctBefore is the account acct as it was before it was deleted and created again.
+	acctBefore := accountOfJ().UID("acct-old-uid").RequireResults("").Obj()
+	recordingBy := func(ba *v1alpha1.BatchAccount, p *corev1.Pod) *v1alpha1.ShardResults {
+		c := newChunk(ba, chunkName(ba.UID, "0", 0), 0)
+		c.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", JobUID: j.UID, Pod: p.Name, PodUID: p.UID}}
+		return c
+	}
+	droppingBy := func(ba *v1alpha1.BatchAccount, p *corev1.Pod) *v1alpha1.ShardResults {
+		c := newChunk(ba, chunkName(ba.UID, "0", 0), 0)
+		c.DroppedPods = []types.UID{p.UID}
+		return c
+	}
+	// deleting marks the pod deleted at t with a grace period of grace: the API server sets
+	// the deletion timestamp to the end of the grace period.
+	deleting := func(w *wrappers.PodWrapper, t time.Time, grace time.Duration) *corev1.Pod {
+		p := w.Deleting(t.Add(grace)).Obj()
+		p.DeletionGracePeriodSeconds = ptr.To(int64(grace / time.Second))
+		return p
+	}
+	// nsDeleted is namespace ns, its deletion begun d before testNow.
+	nsDeleted := func(d time.Duration) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Finalizers: []string{"example.com/keep"},
+			DeletionTimestamp: &metav1.Time{Time: testNow.Add(-d)}}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}
+	}
+	nsLive := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}
 	ours := []string{jobTracking, v1alpha1.ResultFinalizer}
 	released := []string{jobTracking}
 	cases := []struct {
@@ -54,14 +86,18 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 		pod  *corev1.Pod
 		objs []client.Object
 		h    hooks
+		// started is how long before testNow the releaser started (0: an hour).
+		started time.Duration
 
-		wantErr          bool
-		wantFinalizers   []string // nil: the pod is gone
-		wantRequeueAfter time.Duration
-		wantPatches      int
-		wantEvents       []string
-		wantReleased     float64
-		wantExpired      float64
+		wantErr               bool
+		wantFinalizers        []string // nil: the pod is gone
+		wantRequeueAfter      time.Duration
+		wantPatches           int
+		wantEvents            []string
+		wantNamespaceEvents   []string
+		wantReleased          float64
+		wantExpired           float64
+		wantNamespaceReleased float64
 	}{
 		{
 			name:           "not held by batchledger: untouched",
@@ -93,6 +129,135 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 			pod:            succeededAgo(time.Minute),
 			objs:           []client.Object{recordedJ},
 			wantFinalizers: ours, wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:             "two accounts capture it, one recorded it: held for the other",
+			pod:              succeededAgo(time.Minute),
+			objs:             []client.Object{results, audit, j, recordingBy(audit, succeededAgo(time.Minute))},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:           "two accounts capture it, both recorded it: released",
+			pod:            succeededAgo(time.Minute),
+			objs:           []client.Object{results, audit, j, recordingBy(audit, succeededAgo(time.Minute)), recordingBy(results, succeededAgo(time.Minute))},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:           "two accounts capture it, one recorded it, the other dropped it past the per-shard bound: released",
+			pod:            succeededAgo(time.Minute),
+			objs:           []client.Object{results, audit, j, recordingBy(results, succeededAgo(time.Minute)), droppingBy(audit, succeededAgo(time.Minute))},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "recorded only by the account of the same name before it was created again: held",
+			pod:              succeededAgo(time.Minute),
+			objs:             []client.Object{results, j, recordingBy(acctBefore, succeededAgo(time.Minute))},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name: "recorded by one account, the other does not require results: released",
+			pod:  succeededAgo(time.Minute),
+			objs: []client.Object{results, j, recordingBy(results, succeededAgo(time.Minute)),
+				wrappers.MakeBatchAccount("counts", "ns").UID("counts-uid").Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "running, being deleted: held until it finishes, at most MaxHold after its deletion",
+			pod:              deleting(pod().Phase(corev1.PodRunning), testNow.Add(-10*time.Minute), 30*time.Second),
+			objs:             []client.Object{results, j, nsLive},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 50 * time.Minute,
+		},
+		{
+			name:             "pending, being deleted: held until it finishes",
+			pod:              deleting(pod().Phase(corev1.PodPending), testNow.Add(-10*time.Minute), 0),
+			objs:             []client.Object{results, j},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 50 * time.Minute,
+		},
+		{
+			name:           "being deleted, never finished within MaxHold: released with a Warning",
+			pod:            deleting(pod().Phase(corev1.PodRunning), testNow.Add(-maxHold-time.Second), 30*time.Second),
+			objs:           []client.Object{results, j},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1, wantExpired: 1,
+			wantEvents: []string{"Warning ResultNotRecorded"},
+		},
+		{
+			name:             "being deleted, then succeeded during its graceful termination, unrecorded: held",
+			pod:              deleting(pod().Succeeded(testNow.Add(-time.Minute), ""), testNow.Add(-2*time.Minute), 5*time.Minute),
+			objs:             []client.Object{results, j},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:           "being deleted, then succeeded during its graceful termination, recorded: released",
+			pod:            deleting(pod().Succeeded(testNow.Add(-time.Minute), ""), testNow.Add(-2*time.Minute), 5*time.Minute),
+			objs:           []client.Object{results, j, recording(succeededAgo(time.Minute))},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:           "being deleted, then failed: released",
+			pod:            deleting(pod().Phase(corev1.PodFailed), testNow.Add(-2*time.Minute), 5*time.Minute),
+			objs:           []client.Object{results, j},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "its namespace is being deleted, unrecorded: held for the rest of the namespace grace",
+			pod:              succeededAgo(time.Minute),
+			objs:             []client.Object{results, j, nsDeleted(2 * time.Second)},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 3 * time.Second,
+		},
+		{
+			name:             "its namespace is being deleted, it finished since: held for the namespace grace after it finished",
+			pod:              succeededAgo(time.Second),
+			objs:             []client.Object{results, j, nsDeleted(time.Minute)},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 4 * time.Second,
+		},
+		{
+			name:             "its namespace is being deleted, the releaser just started: held for the namespace grace after its start",
+			pod:              succeededAgo(time.Hour),
+			objs:             []client.Object{results, j, nsDeleted(time.Minute)},
+			started:          2 * time.Second,
+			wantFinalizers:   ours,
+			wantRequeueAfter: 3 * time.Second,
+		},
+		{
+			name:           "its namespace is being deleted, unrecorded past the namespace grace: released, Warnings on the pod and the namespace",
+			pod:            succeededAgo(time.Minute),
+			objs:           []client.Object{results, j, nsDeleted(10 * time.Second)},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1, wantNamespaceReleased: 1,
+			wantEvents: []string{"Warning ResultNotRecorded"}, wantNamespaceEvents: []string{"Warning ResultNotRecorded"},
+		},
+		{
+			name:           "its namespace is being deleted, one of two accounts recorded it, past the namespace grace: released",
+			pod:            succeededAgo(time.Minute),
+			objs:           []client.Object{results, audit, j, recordingBy(results, succeededAgo(time.Minute)), nsDeleted(10 * time.Second)},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1, wantNamespaceReleased: 1,
+			wantEvents: []string{"Warning ResultNotRecorded"}, wantNamespaceEvents: []string{"Warning ResultNotRecorded"},
+		},
+		{
+			name:           "its namespace is being deleted, recorded: released quietly",
+			pod:            succeededAgo(time.Minute),
+			objs:           []client.Object{results, j, recording(succeededAgo(time.Minute)), nsDeleted(time.Second)},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "its namespace is being deleted, running within its grace period: held until the grace period ends, and the namespace grace after",
+			pod:              deleting(pod().Phase(corev1.PodRunning), testNow.Add(-10*time.Second), 30*time.Second),
+			objs:             []client.Object{results, j, nsDeleted(10 * time.Second)},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 25 * time.Second,
+		},
+		{
+			name:           "its namespace is being deleted, still running past its grace period: released, Warnings on the pod and the namespace",
+			pod:            deleting(pod().Phase(corev1.PodRunning), testNow.Add(-time.Minute), 30*time.Second),
+			objs:           []client.Object{results, j, nsDeleted(time.Minute)},
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1, wantNamespaceReleased: 1,
+			wantEvents: []string{"Warning ResultNotRecorded"}, wantNamespaceEvents: []string{"Warning ResultNotRecorded"},
 		},
 		{
 			name:           "failed: no result to wait for, released",
@@ -156,7 +321,8 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.h, append(slices.Clone(tc.objs), tc.pod)...)
 			m := newMetrics(prometheus.NewRegistry())
-			r := &PodReleaser{Client: f.c, Metrics: m, Recorder: f, MaxHold: maxHold, Now: func() time.Time { return testNow }}
+			r := &PodReleaser{Client: f.c, Metrics: m, Recorder: f, MaxHold: maxHold, Now: func() time.Time { return testNow },
+				started: testNow.Add(-cmp.Or(tc.started, time.Hour))}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.pod)})
 			if (err != nil) != tc.wantErr || res.RequeueAfter != tc.wantRequeueAfter {
 				t.Fatalf("reconcile = %+v, %v; want requeue after %v, error %v", res, err, tc.wantRequeueAfter, tc.wantErr)
@@ -165,13 +331,13 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(tc.pod), &got); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.wantFinalizers, got.Finalizers); diff != "" {
+			if diff := gocmp.Diff(tc.wantFinalizers, got.Finalizers); diff != "" {
 				t.Errorf("finalizers (-want +got):\n%s", diff)
 			}
 			if n := len(f.writesOf("patch")); n != tc.wantPatches {
 				t.Errorf("%d patches, want %d: %v", n, tc.wantPatches, f.writes)
 			}
-			if diff := cmp.Diff(tc.wantEvents, f.eventsOf("Pod")); diff != "" {
+			if diff := gocmp.Diff(tc.wantEvents, f.eventsOf("Pod")); diff != "" {
 				t.Errorf("pod events (-want +got):\n%s", diff)
 			}
 			if got := testutil.ToFloat64(m.PodReleases); got != tc.wantReleased {
@@ -179,6 +345,12 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 			}
 			if got := testutil.ToFloat64(m.HoldsExpired); got != tc.wantExpired {
 				t.Errorf("holds expired metric = %v, want %v", got, tc.wantExpired)
+			}
+			if diff := gocmp.Diff(tc.wantNamespaceEvents, f.eventsOf("Namespace")); diff != "" {
+				t.Errorf("namespace events (-want +got):\n%s", diff)
+			}
+			if got := testutil.ToFloat64(m.NamespaceReleases); got != tc.wantNamespaceReleased {
+				t.Errorf("namespace releases metric = %v, want %v", got, tc.wantNamespaceReleased)
 			}
 		})
 	}
@@ -303,13 +475,13 @@ func TestReleaseOutOfScope(t *testing.T) {
 			if err := f.c.Get(context.Background(), key, &got); client.IgnoreNotFound(err) != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.wantFinalizers, got.Finalizers); diff != "" {
+			if diff := gocmp.Diff(tc.wantFinalizers, got.Finalizers); diff != "" {
 				t.Errorf("finalizers (-want +got):\n%s", diff)
 			}
 			if n := len(f.writesOf("patch")); n != tc.wantPatches {
 				t.Errorf("%d patches, want %d: %v", n, tc.wantPatches, f.writes)
 			}
-			if diff := cmp.Diff(tc.wantEvents, f.eventsOf("Pod")); diff != "" {
+			if diff := gocmp.Diff(tc.wantEvents, f.eventsOf("Pod")); diff != "" {
 				t.Errorf("pod events (-want +got):\n%s", diff)
 			}
 			if got := testutil.ToFloat64(m.PodReleases); got != tc.wantReleased {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,7 +90,8 @@ func TestHoldMatchesCapture(t *testing.T) {
 		{"pod of another replicatedJob of the named JobSet (an Indexed leader)", held(done(wrappers.MakeIndexPod(leader1, "l1-0", 0))), []client.Object{leader1, workers1}, false},
 		{"pod of a Job whose account does not require results", held(done(wrappers.MakeIndexPod(k, "k-0", 0))), []client.Object{k}, false},
 		{"failed pod", held(wrappers.MakeIndexPod(j, "j-2", 2).Phase(corev1.PodFailed)), []client.Object{j}, false},
-		{"deleted before it finished", held(wrappers.MakeIndexPod(j, "j-3", 3).Phase(corev1.PodRunning).Deleting(now)), []client.Object{j}, false},
+		{"deleted before it finished: it may still succeed while it terminates", held(wrappers.MakeIndexPod(j, "j-3", 3).Phase(corev1.PodRunning).Deleting(now)), []client.Object{j}, true},
+		{"deleted before it finished, of a Job whose account does not require results", held(wrappers.MakeIndexPod(k, "k-0", 0).Phase(corev1.PodRunning).Deleting(now)), []client.Object{k}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,5 +238,46 @@ func TestAccountChangesWakeItsHeldPods(t *testing.T) {
 	}
 	if accountReleasesPods.Create(event.CreateEvent{Object: before}) {
 		t.Error("a creation passes accountReleasesPods")
+	}
+}
+
+// TestNamespaceDeletionWakesItsHeldPods: the start of a namespace's deletion wakes the
+// pods held in it (and only those), whose hold it bounds; other Namespace events wake
+// nothing.
+func TestNamespaceDeletionWakesItsHeldPods(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(2).Obj(), "j-uid")
+	heldPod := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, "").Finalizers(v1alpha1.ResultFinalizer).Obj()
+	released := wrappers.MakeIndexPod(j, "j-1", 1).Succeeded(now, "").Obj()
+	elsewhere := wrappers.MakeIndexPod(withUID(wrappers.MakeJob("j", "other").Indexed(1).Obj(), "other-uid"), "j-0", 0).
+		Finalizers(v1alpha1.ResultFinalizer).Obj()
+	live := namespaceMetadata()
+	live.Name = "ns"
+	deleting := live.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	for _, tc := range []struct {
+		name string
+		old  *metav1.PartialObjectMetadata
+		new  *metav1.PartialObjectMetadata
+		want bool
+	}{
+		{"its deletion begins", live, deleting, true},
+		{"another change while it is live", live, live, false},
+		{"another change while it is being deleted", deleting, deleting, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := namespaceDeletionStarted.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+				t.Errorf("passed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if namespaceDeletionStarted.Create(event.CreateEvent{Object: deleting}) || namespaceDeletionStarted.Delete(event.DeleteEvent{Object: deleting}) {
+		t.Error("a create or delete event passed")
+	}
+	c := fakeClient(t, j, heldPod, released, elsewhere)
+	got := (&PodReleaser{Client: c}).heldPodsOfNamespace(context.Background(), deleting)
+	want := []ctrl.Request{{NamespacedName: client.ObjectKeyFromObject(heldPod)}}
+	if !slices.Equal(got, want) {
+		t.Errorf("woken %v, want %v", got, want)
 	}
 }

@@ -57,7 +57,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	}
 	used := map[string]bool{}
 	resourceOf := map[string]string{"BatchAccount": "batchaccounts", "ShardResults": "shardresults", "Job": "jobs",
-		"Pod": "pods", "JobSet": "jobsets", "Workload": "workloads"}
+		"Pod": "pods", "JobSet": "jobsets", "Workload": "workloads", "Namespace": "namespaces"}
 	recording := true // off while the test itself writes
 	record := func(_ client.Client, obj runtime.Object, sub string, verbs ...string) {
 		if !recording {
@@ -150,6 +150,12 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: name}}); err != nil {
 			t.Fatalf("reconcile %s: %v", name, err)
 		}
+	}
+	// j-0 succeeded, its result not recorded yet: the releaser holds it, and reads whether
+	// its namespace is being deleted.
+	if _, err := (&PodReleaser{Client: c, Now: func() time.Time { return now }}).Reconcile(ctx,
+		ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod0)}); err != nil {
+		t.Fatal(err)
 	}
 	reconcile("results") // captures j-0 (chunk created), stamps j, writes status, publishes on the Workload
 	reconcile("train")   // stamps the suspended JobSet's template and its child

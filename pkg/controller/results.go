@@ -8,9 +8,12 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
@@ -189,6 +192,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 			rc.add(res.Recorded(ordinal, now))
 		}
 	}
+	var refused []*v1alpha1.ShardResults
 	for c := range rc.dirty {
 		var err error
 		if c.ResourceVersion == "" {
@@ -196,12 +200,32 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		} else {
 			err = r.Update(ctx, c)
 		}
+		if c.ResourceVersion == "" && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			// No new object may be created in a namespace being deleted: a retry would
+			// wait for nothing. The existing chunks are still updated; the results of this
+			// one stay unrecorded, and the pod releaser lets their pods go.
+			refused = append(refused, c)
+			continue
+		}
 		if err != nil {
 			return nil, "", fmt.Errorf("recording results in ShardResults %s: %w", c.Name, err)
 		}
 		r.Metrics.resultsWritten()
 	}
+	if len(refused) > 0 {
+		ctrl.LoggerFrom(ctx).Info("namespace is being deleted: results that need a new ShardResults are not recorded", "chunks", len(refused))
+		rc.drop(refused)
+	}
 	return account.RecordedInOrder(rc.all()), "", nil
+}
+
+// drop forgets chunks that could not be created, and so the results they held.
+func (rc *resultChunks) drop(chunks []*v1alpha1.ShardResults) {
+	for _, c := range chunks {
+		span, _ := chunkKey(int(c.FirstOrdinal))
+		rc.spans[span] = slices.DeleteFunc(rc.spans[span], func(x *v1alpha1.ShardResults) bool { return x == c })
+		delete(rc.dirty, c)
+	}
 }
 
 func newChunk(ba *v1alpha1.BatchAccount, name string, first int32) *v1alpha1.ShardResults {
