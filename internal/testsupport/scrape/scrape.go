@@ -26,6 +26,9 @@ const (
 	WorkloadWritesTotal = controller.MetricWorkloadWrites
 	ResultWritesTotal   = controller.MetricResultWrites
 	PodReleasesTotal    = controller.MetricPodReleases
+	// NamespaceReleasesTotal counts held pods released unrecorded in a namespace being
+	// deleted.
+	NamespaceReleasesTotal = controller.MetricNamespaceReleases
 	// QueueWaitSeconds is controller-runtime's histogram of how long a workqueue item
 	// waited, ready, before a worker took it (label "name": the controller).
 	QueueWaitSeconds = "workqueue_queue_duration_seconds"
