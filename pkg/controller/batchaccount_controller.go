@@ -79,9 +79,13 @@ type Reconciler struct {
 	// APIs are the optional APIs the cluster serves (DiscoverAPIs): no watch, no read of
 	// a kind not served, and its targets are observed as such (APINotServed). nil: all.
 	APIs *ServedAPIs
+	// Ledger decides which ShardResults chunks count (only those the manager signed) and
+	// signs the chunks capture writes; nil is a Ledger with a key of this reconciler only.
+	Ledger *Ledger
 
 	deletedJobs    deletedJobs
 	criteriaOnce   sync.Once
+	ledgerOnce     sync.Once
 	workloadWrites progressClock
 	accountWaits   progressClock
 }
@@ -129,6 +133,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		RuleError:    ruleErr,
 		Now:          metav1.NewTime(now),
 	})
+	if ba.Spec.RequiresResults() {
+		out.Status.Results.IgnoredChunks = r.ledger().IgnoredChunks(ba.UID)
+	}
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration

@@ -109,6 +109,9 @@ type fixture struct {
 	writes  []string
 	events  []emitted
 	applies []applied
+	// ledger is the signing key of the fixture's manager: every reconciler of the
+	// fixture is the same process, so each verifies the chunks the others signed.
+	ledger Ledger
 }
 
 func (f *fixture) wrote(verb string, obj client.Object) {
@@ -219,7 +222,7 @@ func newFixture(t *testing.T, h hooks, objs ...client.Object) *fixture {
 
 // reconciler is the BatchAccount reconciler of the fixture, at testNow.
 func (f *fixture) reconciler() *Reconciler {
-	return &Reconciler{Client: f.c, APIReader: f.c, Recorder: f, Now: func() time.Time { return testNow }}
+	return &Reconciler{Client: f.c, APIReader: f.c, Recorder: f, Now: func() time.Time { return testNow }, Ledger: &f.ledger}
 }
 
 // reconcile runs one reconcile of account name in namespace ns.

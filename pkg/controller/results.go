@@ -19,6 +19,7 @@ import (
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/ledgerkey"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -65,15 +66,31 @@ type resultChunks struct {
 	recorded map[types.UID]bool
 	nextSeq  int64
 	dirty    map[*v1alpha1.ShardResults]bool
+	// taken are the names of chunks labelled for the account that capture ignores (not
+	// the manager's): a new chunk never takes their name, so a forged chunk under the
+	// next continuation's name does not block capture.
+	taken map[string]bool
 }
 
-func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults) *resultChunks {
+// loadChunks reads the chunks the manager recorded for ba (Reconciler.trustedChunks
+// keeps only those); ignored are the names of the others, which capture neither counts
+// nor appends to nor reuses. A trusted chunk without a signature was written by an
+// earlier version: it is rewritten, signed, with the next write.
+func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignored ...string) *resultChunks {
 	rc := &resultChunks{ba: ba, spans: map[string][]*v1alpha1.ShardResults{}, sizes: map[*v1alpha1.ShardResults]int{},
-		perShard: map[int32]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{}}
+		perShard: map[int32]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{},
+		taken: map[string]bool{}}
+	for _, name := range ignored {
+		rc.taken[name] = true
+	}
 	for i := range items {
 		c := &items[i]
 		if !metav1.IsControlledBy(c, ba) {
+			rc.taken[c.Name] = true
 			continue // the label matched, the owner did not: never adopt another's chunk
+		}
+		if c.Annotations[ledgerkey.AnnotationSignature] == "" {
+			rc.dirty[c] = true // a legacy chunk: sign it
 		}
 		span, _ := chunkKey(int(c.FirstOrdinal))
 		rc.spans[span] = append(rc.spans[span], c)
@@ -127,7 +144,13 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult) {
 		}
 	}
 	if c == nil {
-		c = newChunk(rc.ba, chunkName(rc.ba.UID, span, len(cs)), first)
+		part := len(cs)
+		for rc.taken[chunkName(rc.ba.UID, span, part)] || slices.ContainsFunc(cs, func(o *v1alpha1.ShardResults) bool {
+			return o.Name == chunkName(rc.ba.UID, span, part)
+		}) {
+			part++
+		}
+		c = newChunk(rc.ba, chunkName(rc.ba.UID, span, part), first)
 		rc.spans[span] = append(cs, c)
 		b, _ := json.Marshal(c)
 		rc.sizes[c] = len(b)
@@ -167,7 +190,19 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	if err := r.List(ctx, &list, client.InNamespace(ba.Namespace), client.MatchingLabels(v1alpha1.ChunkLabels(ba))); err != nil {
 		return nil, "", err
 	}
-	rc := loadChunks(ba, list.Items)
+	key, err := r.ledger().Key(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	trusted, ignored, err := r.trustedChunks(ctx, ba, list.Items)
+	if err != nil {
+		return nil, "", err
+	}
+	taken := make([]string, len(ignored))
+	for i := range ignored {
+		taken[i] = ignored[i].Name
+	}
+	rc := loadChunks(ba, trusted, taken...)
 	crit, critErr := r.criteria().Get(ba.Spec.Acceptance.Rule)
 	if critErr != nil {
 		return account.RecordedInOrder(rc.all()), critErr.Error(), nil
@@ -194,6 +229,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	}
 	var refused []*v1alpha1.ShardResults
 	for c := range rc.dirty {
+		key.Sign(c)
 		var err error
 		if c.ResourceVersion == "" {
 			err = r.Create(ctx, c)

@@ -594,6 +594,12 @@ type ResultSummary struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	Rejections []ResultRejection `json:"rejections,omitempty"`
+	// IgnoredChunks counts the ShardResults chunks labelled for the account that the
+	// controller did not record (unsigned, signed with another key, changed after it
+	// signed them, or not owned by the account): their results are not counted. Each is
+	// reported once by an UnrecordedResultsIgnored Warning event.
+	// +optional
+	IgnoredChunks int32 `json:"ignoredChunks,omitempty"`
 }
 
 // ResultRejection records one result that was not accepted, and why.

@@ -142,4 +142,9 @@ const (
 	// label (removed or changed by someone else), which took it out of the controller's
 	// sight; it was released, and its result may not be recorded.
 	EventReasonLeftResultsScope = "LeftResultsScope"
+	// EventReasonUnrecordedResultsIgnored: a ShardResults chunk labelled for the account
+	// was not written by the manager (no signature of its key, a content changed after it
+	// signed, or an owner that is not the account): its results are not counted and
+	// capture never appends to it. Emitted once per version of the chunk.
+	EventReasonUnrecordedResultsIgnored = "UnrecordedResultsIgnored"
 )

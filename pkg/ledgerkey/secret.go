@@ -1,0 +1,138 @@
+package ledgerkey
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Keys of the Secret's data.
+const (
+	// DataKey holds the signing key, KeyBytes random bytes.
+	DataKey = "key"
+	// DataLegacyBefore holds the legacy cutoff, RFC 3339: when the manager generated the
+	// key. Absent (a key an administrator provided), the Secret's creationTimestamp is the
+	// cutoff.
+	DataLegacyBefore = "legacyBefore"
+)
+
+// DefaultSecretName is the key Secret's name as config/default renders it (namePrefix
+// batchledger-) and as the Helm chart names it for a release called batchledger.
+const DefaultSecretName = "batchledger-ledger-key"
+
+// Source is where the key lives: a Secret in the manager's own namespace. The installs
+// create it empty, so the manager needs no permission to create Secrets, only get and
+// update on this one by name; where it may (a development cluster, the e2e tests), the
+// manager creates it when it is missing.
+type Source struct {
+	// Reader reads the Secret from the API server (never a cache: the manager watches no
+	// Secrets for this).
+	Reader client.Reader
+	// Writer creates or fills it.
+	Writer client.Writer
+	// Namespace and Name of the Secret.
+	Namespace, Name string
+	// Now is the clock of a generated key's legacy cutoff; nil is time.Now.
+	Now func() time.Time
+}
+
+// Load returns the key the Secret holds, generating it when the Secret is missing or
+// empty. Replicas that race to generate it are serialized by the API server (a create
+// that finds the Secret there, an update that conflicts): the loser reads the winner's
+// key, so every replica signs with the same one. A key that is present is never
+// replaced: a Secret whose key is malformed is an error to fix, not to overwrite.
+//
+// A generated key's legacy cutoff is the manager's clock when it generates it. Load is
+// called when the manager first needs the key, i.e. once it leads: a manager of an
+// earlier version that did not sign has stopped writing chunks by then.
+func (s Source) Load(ctx context.Context) (*Key, error) {
+	if s.Namespace == "" || s.Name == "" {
+		return nil, errors.New("the signing key Secret needs a namespace and a name (--namespace, --ledger-key-secret)")
+	}
+	nn := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	for range 5 {
+		var sec corev1.Secret
+		err := s.Reader.Get(ctx, nn, &sec)
+		switch {
+		case apierrors.IsNotFound(err):
+			sec = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}, Type: corev1.SecretTypeOpaque}
+			k, err := s.fill(&sec)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.Writer.Create(ctx, &sec); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					continue // another replica created it first: read its key
+				}
+				return nil, fmt.Errorf("creating the signing key Secret %s: %w", nn, err)
+			}
+			return k, nil
+		case err != nil:
+			return nil, fmt.Errorf("reading the signing key Secret %s: %w", nn, err)
+		}
+		if len(sec.Data[DataKey]) == 0 {
+			// Created empty by the install: this manager is the first to need it.
+			k, err := s.fill(&sec)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.Writer.Update(ctx, &sec); err != nil {
+				if apierrors.IsConflict(err) {
+					continue // another replica filled it first: read its key
+				}
+				return nil, fmt.Errorf("writing the signing key into Secret %s: %w", nn, err)
+			}
+			return k, nil
+		}
+		return keyOf(&sec)
+	}
+	return nil, fmt.Errorf("the signing key Secret %s kept changing while it was read", nn)
+}
+
+// fill generates a key into sec.
+func (s Source) fill(sec *corev1.Secret) (*Key, error) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	t := now().UTC().Truncate(time.Second)
+	k, b, err := Generate(t)
+	if err != nil {
+		return nil, fmt.Errorf("generating the signing key: %w", err)
+	}
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	sec.Data[DataKey] = b
+	sec.Data[DataLegacyBefore] = []byte(t.Format(time.RFC3339))
+	if sec.Annotations == nil {
+		sec.Annotations = map[string]string{}
+	}
+	sec.Annotations["batchledger.dev/description"] = "Signs the ShardResults chunks batchledger records; " +
+		"replacing or deleting it makes every recorded result untrusted."
+	return k, nil
+}
+
+// keyOf reads the key of a Secret that holds one.
+func keyOf(sec *corev1.Secret) (*Key, error) {
+	cutoff := sec.CreationTimestamp.Time
+	if v, ok := sec.Data[DataLegacyBefore]; ok {
+		t, err := time.Parse(time.RFC3339, string(v))
+		if err != nil {
+			return nil, fmt.Errorf("signing key Secret %s/%s: %s: %w", sec.Namespace, sec.Name, DataLegacyBefore, err)
+		}
+		cutoff = t
+	}
+	k, err := NewKey(sec.Data[DataKey], cutoff)
+	if err != nil {
+		return nil, fmt.Errorf("signing key Secret %s/%s: %w (refusing to replace it)", sec.Namespace, sec.Name, err)
+	}
+	return k, nil
+}
