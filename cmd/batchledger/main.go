@@ -27,6 +27,7 @@ import (
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/certs"
 	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/ledgerkey"
 	"batchledger.dev/batchledger/pkg/relations"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
@@ -68,6 +69,10 @@ func main() {
 	}
 	if err := cfg.validate(); err != nil {
 		fail(err, "invalid flags")
+	}
+	if cfg.certOpts.Namespace == "" {
+		// The key that signs recorded results lives there (controller.Ledger).
+		fail(errors.New("the manager's namespace is unknown"), "set --namespace or POD_NAMESPACE")
 	}
 
 	scheme, err := blscheme.New()
@@ -157,6 +162,7 @@ type config struct {
 	workloadMessageInterval                      time.Duration
 	waitingStatusDelay                           time.Duration
 	apiRecheck                                   time.Duration
+	ledgerKeySecret                              string
 }
 
 // bindFlags registers the manager's flags on fs and returns the config they fill.
@@ -194,6 +200,8 @@ func bindFlags(fs *flag.FlagSet) *config {
 		"Who provides the webhook certificate: 'external' (files in --webhook-cert-dir, caBundle injected by e.g. cert-manager) "+
 			"or 'self' (the manager issues it into --webhook-cert-secret, mounted at --webhook-cert-dir, rotates it and injects the CA).")
 	fs.StringVar(&c.certOpts.Namespace, "namespace", podNamespace(), "Namespace the manager runs in: its leader-election Lease, and with self-managed certificates the Secret and webhook Service, are there.")
+	fs.StringVar(&c.ledgerKeySecret, "ledger-key-secret", ledgerkey.DefaultSecretName,
+		"Secret in --namespace holding the key that signs the recorded results; created (or filled, when empty) on first use, never replaced.")
 	fs.StringVar(&c.certOpts.SecretName, "webhook-cert-secret", certs.DefaultSecretName, "Secret the self-managed webhook certificate is kept in.")
 	fs.StringVar(&c.certOpts.ServiceName, "webhook-service", certs.DefaultServiceName, "Service in front of the webhook server; the self-managed certificate is issued for it.")
 	fs.StringVar(&c.certOpts.ValidatingWebhookConfiguration, "validating-webhook-configuration", certs.DefaultValidatingWebhookConfiguration,
@@ -267,13 +275,16 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 // JobSets.
 func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
 	metrics := controller.NewMetrics()
+	// One Ledger for every controller that reads recorded results: the key is loaded once.
+	ledger := &controller.Ledger{Source: ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
+		Namespace: c.certOpts.Namespace, Name: c.ledgerKeySecret}}
 	return []setup{
 		&controller.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods, Writer: writer,
 			Recorder: mgr.GetEventRecorder("batchledger"),
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
-			WaitingStatusDelay: c.waitingStatusDelay, APIs: apis,
+			WaitingStatusDelay: c.waitingStatusDelay, APIs: apis, Ledger: ledger,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},

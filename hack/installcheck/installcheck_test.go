@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/certs"
+	"batchledger.dev/batchledger/pkg/ledgerkey"
 )
 
 // requireToolsEnv makes missing tools a failure instead of a skip: `make verify-install`
@@ -362,6 +363,7 @@ var managerDefaults = map[string]string{
 	"webhook-service":                  certs.DefaultServiceName,
 	"validating-webhook-configuration": certs.DefaultValidatingWebhookConfiguration,
 	"mutating-webhook-configuration":   certs.DefaultMutatingWebhookConfiguration,
+	"ledger-key-secret":                ledgerkey.DefaultSecretName,
 	"zap-log-level":                    "",
 }
 
@@ -469,6 +471,11 @@ func checkReferences(t *testing.T, o Objects) {
 	}
 	if !mounted {
 		t.Errorf("Secret %s is not mounted at --webhook-cert-dir=%s", secret, flags["webhook-cert-dir"])
+	}
+	// The signing key Secret is created empty in every install shape: the manager has no
+	// create permission on secrets.
+	if _, ok := o[Key{"Secret", ns, flags["ledger-key-secret"]}]; !ok {
+		t.Errorf("the signing key Secret %s is not created", flags["ledger-key-secret"])
 	}
 	switch flags["cert-management"] {
 	case "self":

@@ -47,6 +47,10 @@ control-plane: controller-manager
 {{ include "batchledger.fullname" . }}-webhook-server-cert
 {{- end }}
 
+{{- define "batchledger.ledgerKeySecretName" -}}
+{{ include "batchledger.fullname" . }}-ledger-key
+{{- end }}
+
 {{- define "batchledger.metricsServiceName" -}}
 {{ include "batchledger.fullname" . }}-controller-manager-metrics-service
 {{- end }}

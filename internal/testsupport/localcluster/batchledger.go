@@ -72,6 +72,8 @@ func BatchledgerManager(binary string, extraArgs ...string) (Manager, error) {
 				fmt.Sprintf("--webhook-port=%d", env.WebhookPort),
 				"--webhook-cert-dir=" + env.CertDir,
 				"--zap-log-level=2",
+				// The manager's namespace: the key that signs recorded results is kept there.
+				"--namespace=default",
 			}
 			return &ManagerCommand{Args: append(args, extraArgs...)}, nil
 		},
