@@ -60,8 +60,8 @@ type Ledger struct {
 
 	mu  sync.Mutex
 	key *ledgerkey.Key
-	// verdicts are the cached verdicts by chunk UID, each for one resourceVersion.
-	verdicts map[types.UID]chunkVerdict
+	// verdicts are the cached verdicts by chunk (chunkID), each for one resourceVersion.
+	verdicts map[string]chunkVerdict
 	// ignored is the number of chunks each account's last capture ignored (accounts with
 	// none are not kept).
 	ignored map[types.UID]int32
@@ -144,8 +144,8 @@ func ownedConsistently(ba *v1alpha1.BatchAccount, c *v1alpha1.ShardResults) bool
 func (l *Ledger) verdict(ctx context.Context, c *v1alpha1.ShardResults) (ledgerkey.Verdict, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cacheable := c.UID != "" && c.ResourceVersion != ""
-	if cv, ok := l.verdicts[c.UID]; ok && cacheable && cv.resourceVersion == c.ResourceVersion {
+	cacheable := c.ResourceVersion != ""
+	if cv, ok := l.verdicts[chunkID(c)]; ok && cacheable && cv.resourceVersion == c.ResourceVersion {
 		return cv.verdict, nil
 	}
 	k, err := l.keyLocked(ctx)
@@ -155,9 +155,9 @@ func (l *Ledger) verdict(ctx context.Context, c *v1alpha1.ShardResults) (ledgerk
 	v := k.Verify(c)
 	if cacheable {
 		if l.verdicts == nil || len(l.verdicts) >= maxCachedVerdicts {
-			l.verdicts = map[types.UID]chunkVerdict{}
+			l.verdicts = map[string]chunkVerdict{}
 		}
-		l.verdicts[c.UID] = chunkVerdict{resourceVersion: c.ResourceVersion, verdict: v}
+		l.verdicts[chunkID(c)] = chunkVerdict{resourceVersion: c.ResourceVersion, verdict: v}
 	}
 	return v, nil
 }
@@ -167,14 +167,14 @@ func (l *Ledger) verdict(ctx context.Context, c *v1alpha1.ShardResults) (ledgerk
 func (l *Ledger) firstReport(c *v1alpha1.ShardResults) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if c.UID == "" || c.ResourceVersion == "" {
+	if c.ResourceVersion == "" {
 		return true
 	}
-	cv, ok := l.verdicts[c.UID]
+	cv, ok := l.verdicts[chunkID(c)]
 	if !ok || cv.resourceVersion != c.ResourceVersion {
 		// Ignored without a verification (not owned): remember the version reported.
 		if l.verdicts == nil || len(l.verdicts) >= maxCachedVerdicts {
-			l.verdicts = map[types.UID]chunkVerdict{}
+			l.verdicts = map[string]chunkVerdict{}
 		}
 		cv = chunkVerdict{resourceVersion: c.ResourceVersion, verdict: ledgerkey.Unsigned}
 	}
@@ -182,8 +182,17 @@ func (l *Ledger) firstReport(c *v1alpha1.ShardResults) bool {
 		return false
 	}
 	cv.reported = true
-	l.verdicts[c.UID] = cv
+	l.verdicts[chunkID(c)] = cv
 	return true
+}
+
+// chunkID names a chunk in the cache: its UID (a chunk deleted and created again under
+// its name is another chunk), or its namespace and name for an object without one.
+func chunkID(c *v1alpha1.ShardResults) string {
+	if c.UID != "" {
+		return string(c.UID)
+	}
+	return c.Namespace + "/" + c.Name
 }
 
 // setIgnored records how many chunks of an account its last capture ignored.

@@ -21,8 +21,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
+	"unicode/utf8"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -130,12 +129,31 @@ func (k *Key) Verify(c *v1alpha1.ShardResults) Verdict {
 	return Tampered
 }
 
+// str is s as it reads back from the API server: encoding/json (the client's, on the way
+// there) writes each byte that is not valid UTF-8 as U+FFFD.
+func str(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
 // Encode is the canonical encoding of what the verdict reads of a chunk: its namespace
 // and name, the account it names (name and UID), its span, every field of every
 // result and the dropped pods, as one JSON array of values in a fixed order. Strings go
-// through encoding/json, as they do on their way to the API server, so the bytes are the
-// same for the chunk written and the chunk read back (invalid UTF-8 is coerced the same
-// way both times; times are whole seconds in UTC, as metav1.Time stores them).
+// through str, so the bytes are the same for the chunk written and the chunk read back
+// (invalid UTF-8 is coerced as the client's encoding/json coerces it on the way to the
+// API server; times are whole seconds in UTC, as metav1.Time stores them).
 //
 // Not signed: labels, owner references and accountUID's agreement with them are
 // checked beside the signature (the account UID itself is signed); metadata the API
@@ -144,16 +162,16 @@ func (k *Key) Verify(c *v1alpha1.ShardResults) Verdict {
 func Encode(c *v1alpha1.ShardResults) []byte {
 	results := make([][]any, len(c.Results))
 	for i, r := range c.Results {
-		results[i] = []any{r.Ordinal, r.Shard, r.Target, r.JobUID, r.Index, r.Pod, r.PodUID,
-			r.InputRevision, r.ModelRevision, r.Output, r.Digest, r.Records, r.Valid,
-			r.RejectReason, r.RejectMessage, r.RecordedAt.UTC().Truncate(time.Second).Unix(), r.Sequence}
+		results[i] = []any{r.Ordinal, str(r.Shard), str(r.Target), str(string(r.JobUID)), r.Index, str(r.Pod), str(string(r.PodUID)),
+			str(r.InputRevision), str(r.ModelRevision), str(r.Output), str(r.Digest), r.Records, r.Valid,
+			str(r.RejectReason), str(r.RejectMessage), r.RecordedAt.UTC().Truncate(time.Second).Unix(), r.Sequence}
 	}
-	dropped := c.DroppedPods
-	if dropped == nil {
-		dropped = []types.UID{}
+	dropped := make([]string, len(c.DroppedPods))
+	for i, uid := range c.DroppedPods {
+		dropped[i] = str(string(uid))
 	}
 	b, err := json.Marshal([]any{"batchledger.dev/ShardResults", signatureVersion,
-		c.Namespace, c.Name, c.Account, c.AccountUID, c.FirstOrdinal, results, dropped})
+		str(c.Namespace), str(c.Name), str(c.Account), str(string(c.AccountUID)), c.FirstOrdinal, results, dropped})
 	if err != nil {
 		// Only strings, integers and slices of them: json.Marshal cannot fail.
 		panic(fmt.Sprintf("encoding ShardResults %s: %v", c.Name, err))
