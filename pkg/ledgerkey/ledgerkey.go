@@ -164,7 +164,8 @@ func Encode(c *v1alpha1.ShardResults) []byte {
 	for i, r := range c.Results {
 		results[i] = []any{r.Ordinal, str(r.Shard), str(r.Target), str(string(r.JobUID)), r.Index, str(r.Pod), str(string(r.PodUID)),
 			str(r.InputRevision), str(r.ModelRevision), str(r.Output), str(r.Digest), r.Records, r.Valid,
-			str(r.RejectReason), str(r.RejectMessage), r.RecordedAt.UTC().Truncate(time.Second).Unix(), r.Sequence}
+			str(r.RejectReason), str(r.RejectMessage), r.RecordedAt.UTC().Truncate(time.Second).Unix(), r.Sequence,
+			str(r.RuleDigest)}
 	}
 	dropped := make([]string, len(c.DroppedPods))
 	for i, uid := range c.DroppedPods {
