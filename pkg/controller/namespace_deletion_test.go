@@ -92,6 +92,7 @@ func TestNamespaceDeletionNeverWaitsOnBatchledger(t *testing.T) {
 				return nil
 			}}
 			f := newFixture(t, h, append([]client.Object{ba, j, ns, j0.DeepCopy(), j1.DeepCopy()}, tc.chunks...)...)
+			signStoredChunks(t, f)
 			r := f.reconciler()
 			r.Metrics = newMetrics(prometheus.NewRegistry())
 			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ba)})
@@ -137,5 +138,26 @@ func TestNamespaceDeletionNeverWaitsOnBatchledger(t *testing.T) {
 				t.Errorf("%d Warnings on the Namespace, want %d: %v", got, want, f.events)
 			}
 		})
+	}
+}
+
+// signStoredChunks signs the fixture's stored chunks with its manager's key, as the
+// manager signed the chunks it wrote before the test begins.
+func signStoredChunks(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx := context.Background()
+	key, err := f.ledger.Key(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks v1alpha1.ShardResultsList
+	if err := f.c.List(ctx, &chunks); err != nil {
+		t.Fatal(err)
+	}
+	for i := range chunks.Items {
+		key.Sign(&chunks.Items[i])
+		if err := f.c.Update(ctx, &chunks.Items[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -67,6 +67,10 @@ type PodReleaser struct {
 	Recorder  events.EventRecorder
 	// MaxHold bounds how long a pod is held for its result (0: DefaultMaxResultHold).
 	MaxHold time.Duration
+	// Ledger tells the chunks the manager recorded (signed) from any other: only those
+	// record a pod, so a forged chunk naming a held pod never lets it go. The manager
+	// shares the account reconciler's; nil (some tests) checks no signature.
+	Ledger *Ledger
 	// NamespaceGrace bounds the hold in a namespace being deleted (0: DefaultNamespaceGrace).
 	NamespaceGrace time.Duration
 	// Now is the clock; tests may replace it.
@@ -223,6 +227,15 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 	recordedBy := make(map[types.UID]bool, len(chunks.Items))
 	for i := range chunks.Items {
 		c := &chunks.Items[i]
+		if r.Ledger != nil {
+			trusted, err := r.Ledger.ChunkTrusted(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			if !trusted {
+				continue
+			}
+		}
 		if owner := metav1.GetControllerOf(c); owner != nil && c.Labels[v1alpha1.LabelAccountUID] == string(owner.UID) {
 			recordedBy[owner.UID] = true
 		}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/ledgerkey"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -47,9 +48,23 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 		return wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(jobTracking, v1alpha1.ResultFinalizer)
 	}
 	succeededAgo := func(d time.Duration) *corev1.Pod { return pod().Succeeded(testNow.Add(-d), "").Obj() }
+	// The chunks the manager records are signed with its key; the releaser of each case
+	// has a Ledger of its own with that key (a Ledger caches verdicts by resourceVersion,
+	// which the fake client of every case starts anew).
+	key, _, err := ledgerkey.Generate(testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// forgedRecording records the pod in a chunk shaped like the manager's but unsigned.
+	forgedRecording := func(p *corev1.Pod) *v1alpha1.ShardResults {
+		c := newChunk(results, chunkName(results.UID, "0", 0), 0)
+		c.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", JobUID: j.UID, Pod: p.Name, PodUID: p.UID}}
+		return c
+	}
 	recording := func(p *corev1.Pod) *v1alpha1.ShardResults {
 		c := newChunk(results, chunkName(results.UID, "0", 0), 0)
 		c.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", JobUID: j.UID, Pod: p.Name, PodUID: p.UID}}
+		key.Sign(c)
 		return c
 	}
 	// audit is a second account requiring results on Job j.
@@ -59,11 +74,13 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 	recordingBy := func(ba *v1alpha1.BatchAccount, p *corev1.Pod) *v1alpha1.ShardResults {
 		c := newChunk(ba, chunkName(ba.UID, "0", 0), 0)
 		c.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", JobUID: j.UID, Pod: p.Name, PodUID: p.UID}}
+		key.Sign(c)
 		return c
 	}
 	droppingBy := func(ba *v1alpha1.BatchAccount, p *corev1.Pod) *v1alpha1.ShardResults {
 		c := newChunk(ba, chunkName(ba.UID, "0", 0), 0)
 		c.DroppedPods = []types.UID{p.UID}
+		key.Sign(c)
 		return c
 	}
 	// deleting marks the pod deleted at t with a grace period of grace: the API server sets
@@ -110,6 +127,13 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 			pod:            succeededAgo(time.Minute),
 			objs:           []client.Object{results, j, recording(succeededAgo(time.Minute))},
 			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "recorded only in a chunk the manager did not sign: held",
+			pod:              succeededAgo(10 * time.Minute),
+			objs:             []client.Object{results, j, forgedRecording(succeededAgo(time.Minute))},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 50 * time.Minute,
 		},
 		{
 			name:             "succeeded, unrecorded: held, requeued for the rest of MaxHold",
@@ -321,7 +345,7 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.h, append(slices.Clone(tc.objs), tc.pod)...)
 			m := newMetrics(prometheus.NewRegistry())
-			r := &PodReleaser{Client: f.c, Metrics: m, Recorder: f, MaxHold: maxHold, Now: func() time.Time { return testNow },
+			r := &PodReleaser{Client: f.c, Metrics: m, Recorder: f, MaxHold: maxHold, Now: func() time.Time { return testNow }, Ledger: &Ledger{key: key},
 				started: testNow.Add(-cmp.Or(tc.started, time.Hour))}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.pod)})
 			if (err != nil) != tc.wantErr || res.RequeueAfter != tc.wantRequeueAfter {
