@@ -92,6 +92,10 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/status,verbs=update
+// Chunks are created with a blockOwnerDeletion owner reference to their account, which
+// the OwnerReferencesPermissionEnforcement admission plugin allows only to a user who may
+// update the account's finalizers.
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batchledger.dev,resources=shardresults,verbs=list;watch;create;update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;patch

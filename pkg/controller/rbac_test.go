@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -91,6 +92,17 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			record(c, obj, "", "create")
+			// Under the OwnerReferencesPermissionEnforcement admission plugin a
+			// blockOwnerDeletion owner reference needs update on the owner's finalizers.
+			for _, ref := range obj.GetOwnerReferences() {
+				if recording && ptr.Deref(ref.BlockOwnerDeletion, false) {
+					gv, err := schema.ParseGroupVersion(ref.APIVersion)
+					if err != nil {
+						t.Fatal(err)
+					}
+					used[gv.Group+"/"+resourceOf[ref.Kind]+"/finalizers update"] = true
+				}
+			}
 			return c.Create(ctx, obj, opts...)
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
