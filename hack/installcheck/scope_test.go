@@ -396,15 +396,16 @@ func comparePolicies(t *testing.T, k, h Objects) {
 	}
 }
 
-// Name suffixes of the two ValidatingAdmissionPolicies each install renders (after its
+// Name suffixes of the three ValidatingAdmissionPolicies each install renders (after its
 // name prefix: config/default's namePrefix, the chart's fullname).
 const (
 	releaseOnlyPolicy = "-pod-release-only"
 	heldScopePolicy   = "-held-pod-scope"
+	ledgerPolicy      = "-ledger-manager-only"
 )
 
-// checkPolicy checks a rendering's two admission policies, each bound once with Deny alone
-// and failing closed:
+// checkPolicy checks a rendering's three admission policies, each bound once with Deny
+// alone and failing closed (the ledger's: checkLedgerPolicy):
 //   - pod-release-only: UPDATE of pods (not their subresources), evaluated for exactly
 //     the manager's ServiceAccount;
 //   - held-pod-scope: UPDATE of pods and pods/status (whose update may change labels),
@@ -414,9 +415,10 @@ const (
 func checkPolicy(t *testing.T, o Objects) {
 	d := deployment(t, o)
 	vaps, bindings := o.Of("ValidatingAdmissionPolicy"), o.Of("ValidatingAdmissionPolicyBinding")
-	if len(vaps) != 2 || len(bindings) != 2 {
-		t.Fatalf("%d ValidatingAdmissionPolicies and %d bindings rendered, want 2 and 2", len(vaps), len(bindings))
+	if len(vaps) != 3 || len(bindings) != 3 {
+		t.Fatalf("%d ValidatingAdmissionPolicies and %d bindings rendered, want 3 and 3", len(vaps), len(bindings))
 	}
+	checkLedgerPolicy(t, o)
 	rules := func(resources ...string) []admissionregistrationv1.NamedRuleWithOperations {
 		return []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
