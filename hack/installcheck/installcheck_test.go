@@ -197,6 +197,10 @@ func compareRBAC(t *testing.T, k, h Objects) {
 			if !equality.Semantic.DeepEqual(kr, hr) {
 				t.Errorf("%s %s: rules differ:\n%s", kind, u.GetName(), diff(kr, hr))
 			}
+			// The users' roles are granted by these labels, aggregated to admin, edit, view.
+			if ka, ha := aggregation(u), aggregation(other); !equality.Semantic.DeepEqual(ka, ha) {
+				t.Errorf("%s %s: kustomize aggregates it to %v, the chart to %v", kind, u.GetName(), ka, ha)
+			}
 		}
 	}
 	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
@@ -217,6 +221,17 @@ func compareRBAC(t *testing.T, k, h Objects) {
 			}
 		}
 	}
+}
+
+// aggregation returns the aggregate-to-* labels of a role.
+func aggregation(u *unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	for k, v := range u.GetLabels() {
+		if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // rules returns a role's rules with each list sorted and the rules sorted, so that only
@@ -387,9 +402,11 @@ func effectiveFlags(args []string) map[string]string {
 // checkReferences checks that a rendering is whole: bindings name rendered roles and
 // service accounts, the webhooks call a rendered Service that selects the manager pods,
 // the names the manager is given (Service, Secret, webhook configurations) exist, and
-// the pod-patch policy is bound and names the manager's ServiceAccount (checkPolicy).
+// the admission policies are bound and name the manager's ServiceAccount (checkPolicy),
+// and only the manager may write the ledger (checkLedgerRBAC).
 func checkReferences(t *testing.T, o Objects) {
 	checkPolicy(t, o)
+	checkLedgerRBAC(t, o)
 	d := deployment(t, o)
 	ns := d.Namespace
 	pod := labels.Set(d.Spec.Template.Labels)
