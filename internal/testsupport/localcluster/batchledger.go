@@ -37,6 +37,8 @@ func BuildBatchledger(dir string) (string, error) {
 // config/crd/bases, its webhooks from the config/webhook kustomization (manifests generated
 // by `make generate`, scoped by its patches), served
 // on loopback with a certificate of the cluster CA. extraArgs are appended to its flags.
+// It runs as its own ServiceAccount (BatchledgerIdentity) with the RBAC and admission
+// policies of config/ (batchledgerObjects), not as the admin.
 func BatchledgerManager(binary string, extraArgs ...string) (Manager, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -59,10 +61,16 @@ func BatchledgerManager(binary string, extraArgs ...string) (Manager, error) {
 	if err != nil {
 		return Manager{}, err
 	}
+	objs, err := batchledgerObjects(root, extraArgs)
+	if err != nil {
+		return Manager{}, err
+	}
 	return Manager{
 		Name:     BatchledgerName,
 		CRDs:     crds,
 		Webhooks: hooks,
+		Identity: &BatchledgerIdentity,
+		Objects:  objs,
 		Command: func(env ManagerEnv) (*ManagerCommand, error) {
 			args := []string{binary,
 				"--kubeconfig=" + env.Kubeconfig,

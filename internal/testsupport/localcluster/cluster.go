@@ -95,6 +95,8 @@ type Cluster struct {
 	procs []*process
 	// managers maps each running Manager's name to what it was assigned.
 	managers map[string]ManagerEnv
+	// tokens maps each of Identities (by Name) to its bearer token.
+	tokens map[string]string
 
 	stopOnce   sync.Once
 	stopErr    error
@@ -346,17 +348,9 @@ func removeStaleTempDirs() {
 
 // writeKubeconfig writes the admin kubeconfig and builds the admin client.
 func (c *Cluster) writeKubeconfig(apiPort int, token string) error {
-	const name = "batchledger-local"
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[name] = &clientcmdapi.Cluster{
-		Server:                   fmt.Sprintf("https://127.0.0.1:%d", apiPort),
-		CertificateAuthorityData: c.CA.CertPEM,
-	}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	cfg.CurrentContext = name
 	c.Kubeconfig = filepath.Join(c.StateDir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, c.Kubeconfig); err != nil {
+	cfg, err := writeKubeconfigFile(c.Kubeconfig, apiPort, c.CA.CertPEM, token)
+	if err != nil {
 		return err
 	}
 	restCfg, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
@@ -367,6 +361,21 @@ func (c *Cluster) writeKubeconfig(apiPort int, token string) error {
 	c.RESTConfig = restCfg
 	c.client, err = client.New(restCfg, client.Options{Scheme: clusterScheme()})
 	return err
+}
+
+// writeKubeconfigFile writes a kubeconfig at path for the API server on apiPort,
+// authenticating with token.
+func writeKubeconfigFile(path string, apiPort int, caPEM []byte, token string) (*clientcmdapi.Config, error) {
+	const name = "batchledger-local"
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[name] = &clientcmdapi.Cluster{
+		Server:                   fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+		CertificateAuthorityData: caPEM,
+	}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	cfg.CurrentContext = name
+	return cfg, clientcmd.WriteToFile(*cfg, path)
 }
 
 func clusterScheme() *runtime.Scheme {

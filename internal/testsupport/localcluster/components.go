@@ -50,10 +50,13 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 
 	token := randomToken()
 	tokens := filepath.Join(pki, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(token+",admin,admin-uid,system:masters\n"), 0o600); err != nil {
+	if err := c.writeTokens(tokens, token); err != nil {
 		return err
 	}
 	if err := c.writeKubeconfig(apiPort, token); err != nil {
+		return err
+	}
+	if err := c.writeIdentityKubeconfigs(apiPort); err != nil {
 		return err
 	}
 	apiBin, _ := c.bins.find(binAPIServer)
@@ -75,6 +78,10 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--requestheader-allowed-names=front-proxy-client",
 		"--authorization-mode=RBAC",
+		// As hardened clusters run it: setting an owner reference with blockOwnerDeletion
+		// needs update on the owner's finalizers, which only RBAC of a component's own
+		// identity (not the admin's) can show missing.
+		"--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + filepath.Join(pki, "sa.pub"),
 		"--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
@@ -133,8 +140,9 @@ func (c *Cluster) startKCMAndScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// args are the flags both share: the admin kubeconfig for everything, HTTPS on a
-	// loopback port, no leader election (there is one of each), no profiling.
+	// args are the flags both share: the admin kubeconfig for everything (the controller
+	// manager's controllers then act as their own ServiceAccounts), HTTPS on a loopback
+	// port, no leader election (there is one of each), no profiling.
 	args := func(bin string, port int, more ...string) []string {
 		path, _ := c.bins.find(bin)
 		return append([]string{path,
@@ -152,6 +160,10 @@ func (c *Cluster) startKCMAndScheduler(ctx context.Context) error {
 		"--service-account-private-key-file="+filepath.Join(pki, "sa.key"),
 		"--root-ca-file="+filepath.Join(pki, "ca.crt"),
 		"--cluster-name=batchledger-local",
+		// Each controller acts as its own ServiceAccount in kube-system (the garbage
+		// collector as generic-garbage-collector, ...), as under kubeadm and kind, so that
+		// admission policies naming them see the same users as on a real cluster.
+		"--use-service-account-credentials=true",
 	)})
 	if err != nil {
 		return err

@@ -45,13 +45,20 @@ type Manager struct {
 	Command func(env ManagerEnv) (*ManagerCommand, error)
 	// ReadyPath is polled on HealthPort until it answers 200; default "/readyz".
 	ReadyPath string
+	// Identity, when set, is who the manager acts as (one of Identities): its kubeconfig
+	// is ManagerEnv.Kubeconfig. Nil is the admin.
+	Identity *Identity
+	// Objects are applied (server-side) after the CRDs and before the manager starts:
+	// what an install creates for it besides its Deployment, such as its namespace, its
+	// RBAC and admission policies.
+	Objects []client.Object
 }
 
 // ManagerEnv is what the cluster assigned to a Manager.
 type ManagerEnv struct {
 	// Dir is the manager's own state directory (for config files).
 	Dir string
-	// Kubeconfig is the admin kubeconfig of the cluster.
+	// Kubeconfig is the kubeconfig of the manager's Identity (the admin's without one).
 	Kubeconfig string
 	// CertDir holds tls.crt and tls.key (serving certificate for 127.0.0.1) and ca.crt.
 	CertDir string
@@ -80,12 +87,16 @@ type ManagerCommand struct {
 	PrivateFiles map[string]string
 }
 
-// StartManager runs a Manager against the cluster: installs its CRDs, starts it, waits until
-// it is ready, then registers its webhooks and conversion webhooks. A manager that exits
+// StartManager runs a Manager against the cluster: installs its CRDs, applies its Objects,
+// starts it (as its Identity), waits until it is ready, then registers its webhooks and
+// conversion webhooks. A manager that exits
 // during start-up fails it with an error naming its log file.
 func (c *Cluster) StartManager(ctx context.Context, m Manager) error {
 	if err := c.installCRDs(ctx, m.CRDs); err != nil {
 		return fmt.Errorf("%s: install CRDs: %w", m.Name, err)
+	}
+	if err := c.applyObjects(ctx, m); err != nil {
+		return err
 	}
 	env, err := c.startInstance(ctx, m.Name, m)
 	if err != nil {
@@ -106,13 +117,17 @@ func (c *Cluster) StartManager(ctx context.Context, m Manager) error {
 // file) and waits until it is ready and its webhook server presents a certificate the
 // API server accepts.
 func (c *Cluster) startInstance(ctx context.Context, name string, m Manager) (ManagerEnv, error) {
+	kubeconfig, err := c.KubeconfigFor(m.Identity)
+	if err != nil {
+		return ManagerEnv{}, fmt.Errorf("%s: %w", name, err)
+	}
 	ports, err := freePorts(3)
 	if err != nil {
 		return ManagerEnv{}, err
 	}
 	env := ManagerEnv{
 		Dir:         filepath.Join(c.StateDir, name),
-		Kubeconfig:  c.Kubeconfig,
+		Kubeconfig:  kubeconfig,
 		CertDir:     filepath.Join(c.StateDir, name, "certs"),
 		Host:        "127.0.0.1",
 		WebhookPort: ports[0], HealthPort: ports[1], MetricsPort: ports[2],
@@ -129,7 +144,7 @@ func (c *Cluster) startInstance(ctx context.Context, name string, m Manager) (Ma
 	p, err := c.startProcess(procSpec{
 		name:         name,
 		args:         mc.Args,
-		env:          append([]string{"KUBECONFIG=" + c.Kubeconfig}, mc.Env...),
+		env:          append([]string{"KUBECONFIG=" + env.Kubeconfig}, mc.Env...),
 		privateFiles: mc.PrivateFiles,
 	})
 	if err != nil {
@@ -149,6 +164,16 @@ func (c *Cluster) startInstance(ctx context.Context, name string, m Manager) (Ma
 		return ManagerEnv{}, err
 	}
 	return env, nil
+}
+
+// applyObjects server-side applies a Manager's Objects, in order.
+func (c *Cluster) applyObjects(ctx context.Context, m Manager) error {
+	for _, obj := range m.Objects {
+		if err := c.apply(ctx, obj.DeepCopyObject().(client.Object)); err != nil {
+			return fmt.Errorf("%s: apply %T %s: %w", m.Name, obj, obj.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // registerWebhooks creates the webhook configurations, named <manager>-<name>, with URL

@@ -23,8 +23,9 @@ type Replicas struct {
 	proxy   *tcpProxy
 }
 
-// StartReplicas runs n processes of m (each with its own ports and serving certificate,
-// started one after another, each awaited ready) and registers m's webhook
+// StartReplicas applies m's Objects, runs n processes of m (each with its own ports and
+// serving certificate, all as m's Identity, started one after another, each awaited
+// ready) and registers m's webhook
 // configurations, under m.Name as StartManager does, pointing at a proxy in front of
 // all of them. Conversion webhooks are not supported: no replicated manager here
 // serves one.
@@ -37,6 +38,9 @@ func (c *Cluster) StartReplicas(ctx context.Context, m Manager, n int) (_ *Repli
 	}
 	if err := c.installCRDs(ctx, m.CRDs); err != nil {
 		return nil, fmt.Errorf("%s: install CRDs: %w", m.Name, err)
+	}
+	if err := c.applyObjects(ctx, m); err != nil {
+		return nil, err
 	}
 	proxy, err := newTCPProxy()
 	if err != nil {
