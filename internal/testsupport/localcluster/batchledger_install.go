@@ -22,12 +22,16 @@ const batchledgerPrefix = "batchledger-"
 // purpose to see the manager release it.
 var batchledgerPolicies = []string{"pod_release_policy.yaml", "ledger_policy.yaml"}
 
+// batchledgerUserRoles are the config/rbac files of the users' ClusterRoles.
+var batchledgerUserRoles = []string{"batchaccount_editor_role.yaml", "batchaccount_viewer_role.yaml"}
+
 // batchledgerObjects are what config/default creates for the manager besides its
 // Deployment, for a manager run with args: its namespace and ServiceAccount (the
 // BatchledgerIdentity), the ClusterRole `make generate` writes (config/rbac/role.yaml)
 // and its binding; with --leader-elect the leader-election Role and binding in the
 // --namespace its Lease is in; with --cert-management=self the certificate Secret's
-// Role there; and the admission policies of batchledgerPolicies. So the manager runs
+// Role there; the users' ClusterRoles (batchledgerUserRoles); and the admission policies
+// of batchledgerPolicies. So the manager runs
 // with exactly the permissions and policies an install gives it: a permission it lacks
 // fails here as it would on a cluster.
 func batchledgerObjects(root string, args []string) ([]client.Object, error) {
@@ -87,6 +91,17 @@ func batchledgerObjects(root string, args []string) ([]client.Object, error) {
 			if selfCerts {
 				bind(obj, ns)
 			}
+		}
+	}
+	// The users' roles, aggregated to the built-in admin, edit and view ClusterRoles.
+	for _, file := range batchledgerUserRoles {
+		roles, err := loadObjects(filepath.Join(rbacDir, file))
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range roles {
+			obj.SetName(batchledgerPrefix + obj.GetName())
+			objs = append(objs, obj)
 		}
 	}
 	if leaderElect {

@@ -11,8 +11,8 @@ import (
 )
 
 // TestBatchledgerObjectsFollowTheFlags: the manager gets its namespace, ServiceAccount,
-// generated ClusterRole (webhook configurations named as config/default names them) and
-// the pod-release-only and ledger policies always; the leader-election Role only with
+// generated ClusterRole (webhook configurations named as config/default names them), the
+// users' aggregated ClusterRoles and the pod-release-only and ledger policies always; the leader-election Role only with
 // --leader-elect, and the certificate Secret's Role only with --cert-management=self,
 // both in --namespace; either without --namespace is an error.
 func TestBatchledgerObjectsFollowTheFlags(t *testing.T) {
@@ -32,6 +32,8 @@ func TestBatchledgerObjectsFollowTheFlags(t *testing.T) {
 		"ServiceAccount/batchledger-system/batchledger-controller-manager",
 		"ClusterRole/batchledger-manager-role",
 		"ClusterRoleBinding/batchledger-manager-rolebinding",
+		"ClusterRole/batchledger-batchaccount-editor-role",
+		"ClusterRole/batchledger-batchaccount-viewer-role",
 		"ValidatingAdmissionPolicy/batchledger-pod-release-only",
 		"ValidatingAdmissionPolicyBinding/batchledger-pod-release-only",
 		"ValidatingAdmissionPolicy/batchledger-ledger-manager-only",
