@@ -63,6 +63,12 @@ func OnRealKubelets() TestOption {
 	return func(o *testOptions) { o.kwok, o.realKubelets = false, true }
 }
 
+// OnAnyKubelets marks a test that runs on either kind of node: it asks KwokNodes whether
+// to finish its pods through kwok's stages or let the example worker run them.
+func OnAnyKubelets() TestOption {
+	return func(o *testOptions) { o.kwok, o.realKubelets = false, false }
+}
+
 // skipUnlessKubelets skips a test whose kind of node the cluster lacks. By default a test
 // drives pods through kwok's stages, so it skips on real kubelets.
 func skipUnlessKubelets(t *testing.T, opts []TestOption) {
