@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -71,6 +73,25 @@ func TestPodPatchPolicyOnLocalCluster(t *testing.T) {
 			if err := cl.Create(ctx, objs[k].DeepCopy()); err != nil {
 				t.Fatalf("%s: create %s: %v", name, k, err)
 			}
+		}
+	}
+
+	// The API server runs OwnerReferencesPermissionEnforcement, which refuses an owner
+	// reference change by a user who may not delete the pod before any policy sees it: the
+	// managers may here (not in the installs), so that the policy's own refusal is tested.
+	deleters := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "policy-check-pod-deleters"},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "policy-check-pod-deleters"}}
+	for _, user := range managers {
+		sa := strings.Split(user, ":")
+		deleters.Subjects = append(deleters.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: sa[2], Name: sa[3]})
+	}
+	for _, obj := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "policy-check-pod-deleters"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}}}},
+		deleters,
+	} {
+		if err := cl.Create(ctx, obj); err != nil {
+			t.Fatal(err)
 		}
 	}
 
