@@ -1,16 +1,20 @@
-// Package release lets go of the pods batchledger holds, for a clean uninstall.
+// Package release lets go of the pods and Jobs batchledger holds, for a clean uninstall.
 //
 // The pod webhook adds the finalizer v1alpha1.ResultFinalizer to index pods of Jobs whose
 // account requires results, and the controller removes it once the pod's result is
-// recorded. Once batchledger is uninstalled nothing removes it any more: the pods stay
-// Terminating and block the deletion of their namespace. Release finds every pod that
-// carries the finalizer and removes that finalizer only.
+// recorded. The Job webhook and the controller add v1alpha1.RecordFinalizer to the Jobs
+// accounts name, and the controller removes it once their end is recorded. Once
+// batchledger is uninstalled nothing removes either any more: the pods and Jobs stay
+// Terminating and block the deletion of their namespace (and a JobSet's restart). Release
+// finds every pod that carries the result finalizer, ReleaseJobs every Job that carries
+// the record finalizer, and each removes that finalizer only.
 //
-// It finds them by their finalizer, not by a label: pods held by older versions may carry
-// no label of ours. It lists metadata only (PartialObjectMetadata), page by page, so a
-// cluster-wide pass over every pod costs neither the pods' specs nor unbounded memory.
-// It needs pods list and patch, nothing else: a pod is re-read with a list by name, not a
-// get, so that the uninstall hook's ClusterRole stays at those two verbs.
+// They find them by their finalizer, not by a label: objects held by older versions may
+// carry no label of ours. They list metadata only (PartialObjectMetadata), page by page,
+// so a cluster-wide pass over every pod costs neither the pods' specs nor unbounded
+// memory. They need list and patch of pods (and of Jobs), nothing else: an object is
+// re-read with a list by name, not a get, so that the uninstall hook's ClusterRole stays
+// at those two verbs.
 package release
 
 import (
@@ -23,10 +27,12 @@ import (
 	"strconv"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,13 +58,19 @@ const (
 // fails with 422 Invalid instead of removing someone else's finalizer. The caller re-reads
 // the object and builds the patch again.
 func FinalizerRemovalPatch(obj metav1.Object) (client.Patch, bool) {
-	i := slices.Index(obj.GetFinalizers(), v1alpha1.ResultFinalizer)
+	return RemovalPatch(obj, v1alpha1.ResultFinalizer)
+}
+
+// RemovalPatch is FinalizerRemovalPatch for any of batchledger's finalizers (the Job
+// record's, v1alpha1.RecordFinalizer): it tests and removes that finalizer only.
+func RemovalPatch(obj metav1.Object, finalizer string) (client.Patch, bool) {
+	i := slices.Index(obj.GetFinalizers(), finalizer)
 	if i < 0 {
 		return nil, false
 	}
 	path := "/metadata/finalizers/" + strconv.Itoa(i)
 	ops := []jsonPatchOp{
-		{Op: "test", Path: path, Value: v1alpha1.ResultFinalizer},
+		{Op: "test", Path: path, Value: finalizer},
 		{Op: "remove", Path: path},
 	}
 	data, err := json.Marshal(ops)
@@ -87,7 +99,7 @@ type Options struct {
 	Attempts int
 }
 
-// PodError is a pod that could not be released, and why.
+// PodError is a pod (for ReleaseJobs, a Job) that could not be released, and why.
 type PodError struct {
 	Pod types.NamespacedName
 	Err error
@@ -97,7 +109,7 @@ func (e PodError) Error() string { return e.Pod.String() + ": " + e.Err.Error() 
 
 func (e PodError) Unwrap() error { return e.Err }
 
-// Report is what a Release did. Every pod in Held ends in exactly one of Released,
+// Report is what a Release (or a ReleaseJobs, of Jobs) did. Every pod in Held ends in exactly one of Released,
 // AlreadyGone, AlreadyReleased or Errors (with DryRun, in none of them). Each list is
 // sorted by namespace and name.
 type Report struct {
@@ -139,24 +151,54 @@ func (r *Report) Err() error {
 	return errors.Join(errs...)
 }
 
+// held is what one kind of release lists and which finalizer it removes.
+type held struct {
+	// kind is the listed objects' kind; its list kind is kind+"List".
+	kind schema.GroupVersionKind
+	// resource names the objects in errors ("pods"), noun one of them ("pod").
+	resource, noun string
+	finalizer      string
+}
+
+var (
+	heldPods = held{kind: corev1.SchemeGroupVersion.WithKind("Pod"), resource: "pods", noun: "pod", finalizer: v1alpha1.ResultFinalizer}
+	heldJobs = held{kind: batchv1.SchemeGroupVersion.WithKind("Job"), resource: "jobs", noun: "Job", finalizer: v1alpha1.RecordFinalizer}
+)
+
+func (h held) list() *metav1.PartialObjectMetadataList {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(h.kind.GroupVersion().WithKind(h.kind.Kind + "List"))
+	return list
+}
+
 // Release removes ResultFinalizer from every pod of opts.Namespace (or of all namespaces)
 // that carries it, and reports what it did. Per-pod failures are in the report's Errors;
 // the error returned is a failed List, with the report of the pods handled until then.
 func Release(ctx context.Context, c client.Client, opts Options) (*Report, error) {
+	return release(ctx, c, opts, heldPods)
+}
+
+// ReleaseJobs is Release for the Jobs that carry RecordFinalizer: it removes that
+// finalizer, and only it, from each. A Job being deleted then goes; its accounts keep
+// what they recorded of it. It needs jobs list and patch.
+func ReleaseJobs(ctx context.Context, c client.Client, opts Options) (*Report, error) {
+	return release(ctx, c, opts, heldJobs)
+}
+
+func release(ctx context.Context, c client.Client, opts Options, h held) (*Report, error) {
 	pageSize := cmp.Or(opts.PageSize, DefaultPageSize)
 	attempts := cmp.Or(opts.Attempts, DefaultAttempts)
 	rep := &Report{Namespace: opts.Namespace, DryRun: opts.DryRun}
 	defer rep.sort()
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	list := h.list()
 	for cont := ""; ; {
 		if err := c.List(ctx, list, client.InNamespace(opts.Namespace), client.Limit(pageSize), client.Continue(cont)); err != nil {
-			return rep, fmt.Errorf("listing pods %s: %w", where(opts.Namespace), err)
+			return rep, fmt.Errorf("listing %s %s: %w", h.resource, where(opts.Namespace), err)
 		}
 		rep.Examined += len(list.Items)
 		for i := range list.Items {
 			pod := &list.Items[i]
-			if !slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer) {
+			if !slices.Contains(pod.Finalizers, h.finalizer) {
 				continue
 			}
 			key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
@@ -164,7 +206,7 @@ func Release(ctx context.Context, c client.Client, opts Options) (*Report, error
 			if opts.DryRun {
 				continue
 			}
-			switch outcome, err := releasePod(ctx, c, pod, attempts); outcome {
+			switch outcome, err := releaseOne(ctx, c, pod, attempts, h); outcome {
 			case released:
 				rep.Released = append(rep.Released, key)
 			case gone:
@@ -190,15 +232,15 @@ const (
 	releasedElsewhere
 )
 
-// releasePod patches the finalizer off pod, re-reading it after each failed test or
-// conflict, at most attempts times.
-func releasePod(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int) (outcome, error) {
+// releaseOne patches h's finalizer off pod (a pod, or a Job), re-reading it after each
+// failed test or conflict, at most attempts times.
+func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int, h held) (outcome, error) {
 	patchedOnce := false
 	for attempt := 1; ; attempt++ {
 		// The client finds the resource by the kind; list items and patch responses of
 		// the metadata API do not say Pod.
-		pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-		patch, held := FinalizerRemovalPatch(pod)
+		pod.SetGroupVersionKind(h.kind)
+		patch, held := RemovalPatch(pod, h.finalizer)
 		if !held {
 			if patchedOnce {
 				return released, nil
@@ -215,14 +257,14 @@ func releasePod(ctx context.Context, c client.Client, pod *metav1.PartialObjectM
 		case apierrors.IsNotFound(err):
 			return gone, nil
 		case !apierrors.IsInvalid(err) && !apierrors.IsConflict(err):
-			return failed, fmt.Errorf("removing finalizer %s: %w", v1alpha1.ResultFinalizer, err)
+			return failed, fmt.Errorf("removing finalizer %s: %w", h.finalizer, err)
 		case attempt >= attempts:
-			return failed, fmt.Errorf("removing finalizer %s: the finalizers kept changing, %d attempts: %w", v1alpha1.ResultFinalizer, attempts, err)
+			return failed, fmt.Errorf("removing finalizer %s: the finalizers kept changing, %d attempts: %w", h.finalizer, attempts, err)
 		}
 		// The finalizers changed since we read them: read them again.
-		fresh, err := reread(ctx, c, pod)
+		fresh, err := reread(ctx, c, pod, h)
 		if err != nil {
-			return failed, fmt.Errorf("re-reading the pod: %w", err)
+			return failed, fmt.Errorf("re-reading the %s: %w", h.noun, err)
 		}
 		if fresh == nil {
 			return gone, nil
@@ -231,11 +273,10 @@ func releasePod(ctx context.Context, c client.Client, pod *metav1.PartialObjectM
 	}
 }
 
-// reread lists the one pod named like pod, nil when it is gone. A list rather than a get,
-// so that the release needs no get permission.
-func reread(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata) (*metav1.PartialObjectMetadata, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+// reread lists the one object of h's kind named like pod, nil when it is gone. A list
+// rather than a get, so that the release needs no get permission.
+func reread(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, h held) (*metav1.PartialObjectMetadata, error) {
+	list := h.list()
 	sel := client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(NameField, pod.Name)}
 	if err := c.List(ctx, list, client.InNamespace(pod.Namespace), sel); err != nil {
 		return nil, err
