@@ -28,6 +28,12 @@ const (
 // gone from the cache before the reconcile its Complete woke, and without its last state
 // the account would record it as deleted before it terminated
 // (account.Observation.DeletedJob). The zero value is ready to use.
+//
+// It is the fallback for Jobs without v1alpha1.RecordFinalizer (created while the webhook
+// was unreachable and gone before the controller added it, or released by hand): a Job
+// that carries it stays, Terminating with its final status, until its accounts recorded
+// its end (JobRecorder), so they read that end from the Job itself, also after a restart,
+// which this memory does not survive.
 type deletedJobs struct {
 	mu   sync.Mutex
 	jobs map[types.NamespacedName]deletedJob

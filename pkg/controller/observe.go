@@ -43,6 +43,11 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		return o, nil
 	}
 	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
+	if err == nil && job == nil {
+		// A JobSet child being deleted that the record finalizer holds is observed until
+		// its end is recorded.
+		job, attempt, err = heldChild(ctx, r.Client, namespace, t.Ref)
+	}
 	if err != nil {
 		return observed{}, err
 	}

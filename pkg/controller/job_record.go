@@ -1,0 +1,457 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/relations"
+	"batchledger.dev/batchledger/pkg/release"
+)
+
+// DefaultMaxRecordHold is how long a Job being deleted is held for its accounts' records
+// at most. Past it the Job is released unrecorded (with a Warning event and a metric), so
+// that an account whose reconcile keeps failing never keeps a Job, nor a JobSet restart
+// waiting for the child of that name to be gone, Terminating for good. It outlasts a
+// manager restart or a leader change by far; a JobSet restart waits for it only while the
+// ledger cannot record.
+const DefaultMaxRecordHold = time.Hour
+
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// JobRecorder keeps v1alpha1.RecordFinalizer on the Jobs live accounts name until every
+// one of them has recorded the Job's end, so that a Job deleted while no manager leads
+// (its TTL the moment it finished, a JobSet restart, a cleanup) is still readable,
+// Terminating with its final status, when one leads again: the account observes it like
+// any Job (a JobSet child being deleted through heldChild) and records its end, and only
+// then does the Job go.
+//
+// Two controllers share it. job-record-hold (Hold) adds the finalizer to a named Job that
+// lacks it (the Job webhook missed it, the Job came before its account, or before this
+// version), when the Job first appears in the cache or an account comes to name it; never
+// in answer to the finalizer's removal, so that `batchledger release` (the uninstall
+// hook) is not undone behind its back. job-record (Reconcile) removes it as soon as
+// holding the Job serves no purpose: every live account naming it records its end
+// (recordsEnd), no live account names it, or its deletion started MaxHold ago.
+type JobRecorder struct {
+	client.Client
+	Recorder events.EventRecorder
+	// Metrics, when set, counts holds and releases.
+	Metrics *JobRecordMetrics
+	// MaxHold bounds how long a Job being deleted is held (0: DefaultMaxRecordHold).
+	MaxHold time.Duration
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+}
+
+// Hold adds the record finalizer to a Job that a live account names and whose end is
+// not recorded yet by all of them. A Job being deleted can be given no new finalizer.
+func (r *JobRecorder) Hold(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var job batchv1.Job
+	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if recordHeld(&job) || job.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	pending, err := r.pendingAccounts(ctx, &job)
+	if err != nil || len(pending) == 0 {
+		return ctrl.Result{}, err
+	}
+	// A strategic merge patch of a list merged by value: our finalizer is added to
+	// whatever the list holds by then, never replacing another's, never twice. The UID
+	// makes it fail on a new Job of the same name.
+	patch := fmt.Appendf(nil, `{"metadata":{"uid":%q,"finalizers":[%q]}}`, job.UID, v1alpha1.RecordFinalizer)
+	if err := r.Patch(ctx, &job, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Metrics.held()
+	return ctrl.Result{}, nil
+}
+
+// Reconcile releases a held Job once holding it serves no purpose, and a Job being
+// deleted at the latest MaxHold after its deletion started.
+func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var job batchv1.Job
+	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !recordHeld(&job) {
+		return ctrl.Result{}, nil
+	}
+	pending, err := r.pendingAccounts(ctx, &job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(pending) > 0 {
+		if job.DeletionTimestamp == nil {
+			return ctrl.Result{}, nil // its end, or its deletion, wakes us again
+		}
+		maxHold := cmp.Or(r.MaxHold, DefaultMaxRecordHold)
+		if left := maxHold - r.now().Sub(job.DeletionTimestamp.Time); left > 0 {
+			return ctrl.Result{RequeueAfter: left}, nil
+		}
+		if r.Recorder != nil {
+			r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release",
+				"released %s after its deletion started, for accounts that never recorded its end: %v (see their status and the controller's log)", maxHold, pending)
+		}
+		r.Metrics.holdExpired()
+	}
+	patch, ok := release.RemovalPatch(&job, v1alpha1.RecordFinalizer)
+	if !ok {
+		return ctrl.Result{}, nil
+	}
+	// A rejected test (the finalizers changed since the cache's copy: the garbage
+	// collector's foregroundDeletion leaving) returns the error: the retry reads again.
+	if err := r.Patch(ctx, &job, patch); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Metrics.released()
+	return ctrl.Result{}, nil
+}
+
+// pendingAccounts are the names of the live accounts naming job that have not recorded
+// its end (recordsEnd).
+func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, error) {
+	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, job.Namespace, relations.JobKeys(job.Name, job.Labels)...)
+	if err != nil {
+		return nil, err
+	}
+	var pending []string
+	for _, ba := range accounts {
+		if namesJob(ba, job) && !recordsEnd(&ba.Status, job) {
+			pending = append(pending, ba.Name)
+		}
+	}
+	return pending, nil
+}
+
+// namesJob reports whether an assignment of ba names job (relations.NamesJob) in ba's
+// namespace.
+func namesJob(ba *v1alpha1.BatchAccount, job *batchv1.Job) bool {
+	if ba.Namespace != job.Namespace {
+		return false
+	}
+	return slices.ContainsFunc(ba.Spec.Assignments, func(a v1alpha1.Assignment) bool {
+		return (a.Target.Namespace == "" || a.Target.Namespace == ba.Namespace) && relations.NamesJob(a.Target, job.Name, job.Labels)
+	})
+}
+
+// recordsEnd reports whether the account status st records job's end: an entry of its
+// targets or history for job's UID with the Job's terminal condition and completed
+// indexes. A Job that has not terminated ends when it is deleted: once its deletion
+// started and the Job controller counted its last pods, what it completed is final. A
+// Job still running has no end to record.
+func recordsEnd(st *v1alpha1.BatchAccountStatus, job *batchv1.Job) bool {
+	terminal := jobTerminal(job)
+	if terminal == "" && job.DeletionTimestamp == nil {
+		return false
+	}
+	if u := job.Status.UncountedTerminatedPods; u != nil && len(u.Succeeded) > 0 {
+		return false // a success the Job controller is about to count
+	}
+	completions := 0
+	if job.Spec.Completions != nil {
+		completions = int(*job.Spec.Completions)
+	}
+	completed, _ := indexset.ParseJobStatus(job.Status.CompletedIndexes, completions)
+	matches := func(uid types.UID, term, indexes string, omitted bool) bool {
+		if uid != job.UID || term != terminal {
+			return false
+		}
+		if omitted {
+			return true // left out for size: the entry stands for the Job's own list
+		}
+		have, err := indexset.Parse(indexes)
+		return err == nil && have.Equal(completed)
+	}
+	for _, t := range st.Targets {
+		if matches(t.UID, t.Terminal, t.CompletedIndexes, t.CompletedIndexesOmitted) {
+			return true
+		}
+	}
+	for _, h := range st.History {
+		if matches(h.UID, h.Terminal, h.CompletedIndexes, h.CompletedIndexesOmitted) {
+			return true
+		}
+	}
+	return false
+}
+
+// jobTerminal is the Job's terminal condition type that is True (Complete, Failed), or "".
+func jobTerminal(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return string(c.Type)
+		}
+	}
+	return ""
+}
+
+// recordHeld reports whether a Job carries the record finalizer.
+func recordHeld(o client.Object) bool {
+	return slices.Contains(o.GetFinalizers(), v1alpha1.RecordFinalizer)
+}
+
+// heldChild is, for a JobSet target none of whose children is live (relations.ResolveTarget
+// found none: all are being deleted), the child of the highest restart attempt that the
+// record finalizer still holds, and its attempt: the account observes it until its end is
+// recorded, so that what it completed before a restart (or its JobSet's end) deleted it
+// is its record even when the deletion happened while no manager led. nil when there is
+// none.
+func heldChild(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
+	if ref.JobSet == "" || (ref.Namespace != "" && ref.Namespace != namespace) {
+		return nil, 0, nil
+	}
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(relations.ChildLabels(ref))); err != nil {
+		return nil, 0, err
+	}
+	var best *batchv1.Job
+	bestAttempt := int32(-1)
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if a := relations.RestartAttempt(j); j.DeletionTimestamp != nil && recordHeld(j) && a > bestAttempt {
+			best, bestAttempt = j, a
+		}
+	}
+	if best == nil {
+		return nil, 0, nil
+	}
+	return best, bestAttempt, nil
+}
+
+func (r *JobRecorder) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// The names of the two controllers (and of their workqueues and metrics).
+const (
+	JobRecordHoldControllerName = "job-record-hold"
+	JobRecordControllerName     = "job-record"
+)
+
+// SetupWithManager registers job-record-hold (Hold: a Job's creation, an account's
+// creation or spec change) and job-record (Reconcile: held Jobs' deletion, end and
+// finalizer changes; account records, spec changes and deletions).
+func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager) error {
+	err := ctrl.NewControllerManagedBy(mgr).
+		For(&batchv1.Job{}, builder.WithPredicates(jobAppeared)).
+		Watches(&v1alpha1.BatchAccount{}, r.accountNamesJobs()).
+		Named(JobRecordHoldControllerName).
+		Complete(reconcile.Func(r.Hold))
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&batchv1.Job{}, builder.WithPredicates(heldJobChanged)).
+		Watches(&v1alpha1.BatchAccount{}, r.accountRecordsJobs()).
+		Named(JobRecordControllerName).
+		Complete(r)
+}
+
+// jobAppeared passes a Job's appearance in the cache only: its creation, and every Job
+// when the manager starts.
+var jobAppeared = predicate.Funcs{
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// heldJobChanged passes a held Job's appearance, and the changes of a Job held before or
+// after that may let it go: its finalizers, its deletion starting, its end, and while it
+// is being deleted its status (the Job controller counting its last pods).
+var heldJobChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return recordHeld(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*batchv1.Job), e.ObjectNew.(*batchv1.Job)
+		if !recordHeld(o) && !recordHeld(n) {
+			return false
+		}
+		return !slices.Equal(o.Finalizers, n.Finalizers) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+			jobTerminal(o) != jobTerminal(n) || (n.DeletionTimestamp != nil && !equality.Semantic.DeepEqual(o.Status, n.Status))
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+type jobQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// accountNamesJobs wakes Hold for the Jobs an account names when it is created or its
+// spec changes.
+func (r *JobRecorder) accountNamesJobs() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q jobQueue) {
+			r.enqueueNamed(ctx, e.Object.(*v1alpha1.BatchAccount), q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q jobQueue) {
+			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				r.enqueueNamed(ctx, e.ObjectNew.(*v1alpha1.BatchAccount), q)
+			}
+		},
+	}
+}
+
+// accountRecordsJobs wakes Reconcile for the Jobs an account's status newly records
+// (newlyRecorded), and for every Job it names, before and after, when its spec changes or
+// it is deleted.
+func (r *JobRecorder) accountRecordsJobs() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q jobQueue) {
+			o, n := e.ObjectOld.(*v1alpha1.BatchAccount), e.ObjectNew.(*v1alpha1.BatchAccount)
+			if o.Generation != n.Generation || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
+				r.enqueueNamed(ctx, o, q)
+				r.enqueueNamed(ctx, n, q)
+				return
+			}
+			for _, name := range newlyRecorded(&o.Status, &n.Status) {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: n.Namespace, Name: name}})
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q jobQueue) {
+			if ba, ok := e.Object.(*v1alpha1.BatchAccount); ok {
+				r.enqueueNamed(ctx, ba, q)
+			}
+		},
+	}
+}
+
+// enqueueNamed adds the Jobs ba names: a Job target's Job by name, and the child Jobs of
+// a JobSet target (of every restart attempt) from the cache.
+func (r *JobRecorder) enqueueNamed(ctx context.Context, ba *v1alpha1.BatchAccount, q jobQueue) {
+	seen := map[string]bool{}
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ba.Namespace, Name: name}})
+		}
+	}
+	for _, a := range ba.Spec.Assignments {
+		ref := a.Target
+		switch {
+		case ref.Namespace != "" && ref.Namespace != ba.Namespace:
+		case ref.Job != "":
+			add(ref.Job)
+		case ref.JobSet != "":
+			var jobs batchv1.JobList
+			if err := r.List(ctx, &jobs, client.InNamespace(ba.Namespace), client.MatchingLabels(relations.ChildLabels(ref))); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing the child Jobs an account names", "account", ba.Name)
+				continue
+			}
+			for i := range jobs.Items {
+				add(jobs.Items[i].Name)
+			}
+		}
+	}
+}
+
+// newlyRecorded are the names of the Jobs whose entry in now (a target's observed
+// identity, or history) says something was that no entry said: a new identity, terminal
+// condition or completed indexes. Only such a write can complete a Job's record.
+func newlyRecorded(was, now *v1alpha1.BatchAccountStatus) []string {
+	type entry struct {
+		job, uid, terminal, completed string
+		omitted                       bool
+	}
+	had := map[entry]bool{}
+	for _, t := range was.Targets {
+		had[entry{t.Job, string(t.UID), t.Terminal, t.CompletedIndexes, t.CompletedIndexesOmitted}] = true
+	}
+	for _, h := range was.History {
+		had[entry{h.Job, string(h.UID), h.Terminal, h.CompletedIndexes, h.CompletedIndexesOmitted}] = true
+	}
+	var out []string
+	add := func(e entry) {
+		if e.job != "" && e.uid != "" && !had[e] && !slices.Contains(out, e.job) {
+			out = append(out, e.job)
+		}
+	}
+	for _, t := range now.Targets {
+		add(entry{t.Job, string(t.UID), t.Terminal, t.CompletedIndexes, t.CompletedIndexesOmitted})
+	}
+	for _, h := range now.History {
+		add(entry{h.Job, string(h.UID), h.Terminal, h.CompletedIndexes, h.CompletedIndexesOmitted})
+	}
+	return out
+}
+
+// JobRecordMetrics count what the JobRecorder does. A nil *JobRecordMetrics counts
+// nothing.
+type JobRecordMetrics struct {
+	// Holds counts record finalizers the controller added (the webhook's are not counted).
+	Holds prometheus.Counter
+	// Releases counts record finalizers removed.
+	Releases prometheus.Counter
+	// HoldsExpired counts Jobs released unrecorded after MaxHold.
+	HoldsExpired prometheus.Counter
+}
+
+// Metric names of the JobRecorder.
+const (
+	MetricJobRecordHolds        = "batchledger_job_record_holds_total"
+	MetricJobRecordReleases     = "batchledger_job_record_releases_total"
+	MetricJobRecordHoldsExpired = "batchledger_job_record_hold_expired_total"
+)
+
+// NewJobRecordMetrics creates the JobRecorder's counters and registers them with
+// controller-runtime's registry.
+func NewJobRecordMetrics() *JobRecordMetrics { return newJobRecordMetrics(metrics.Registry) }
+
+func newJobRecordMetrics(reg prometheus.Registerer) *JobRecordMetrics {
+	m := &JobRecordMetrics{
+		Holds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricJobRecordHolds, Help: "Record finalizers the controller added to Jobs accounts name.",
+		}),
+		Releases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricJobRecordReleases, Help: "Record finalizers removed from Jobs.",
+		}),
+		HoldsExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricJobRecordHoldsExpired, Help: "Jobs being deleted released after the maximum record hold, their end unrecorded.",
+		}),
+	}
+	reg.MustRegister(m.Holds, m.Releases, m.HoldsExpired)
+	return m
+}
+
+func (m *JobRecordMetrics) held() {
+	if m != nil {
+		m.Holds.Inc()
+	}
+}
+
+func (m *JobRecordMetrics) released() {
+	if m != nil {
+		m.Releases.Inc()
+	}
+}
+
+func (m *JobRecordMetrics) holdExpired() {
+	if m != nil {
+		m.HoldsExpired.Inc()
+	}
+}

@@ -1,0 +1,386 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+const (
+	record     = v1alpha1.RecordFinalizer
+	foreground = metav1.FinalizerDeleteDependents
+)
+
+// recordingAccount is account acct naming Job j, whose status holds entry.
+func recordingAccount(entry v1alpha1.TargetStatus) *v1alpha1.BatchAccount {
+	entry.Name = "job/j"
+	return accountOfJ().TargetStatus(entry).Obj()
+}
+
+// jobAt is Job j (uid j-uid, 2 indexes) with finalizers fin.
+func jobAt(fin ...string) *wrappers.JobWrapper {
+	return wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").Finalizers(fin...)
+}
+
+// TestJobRecorderReleases: the record finalizer is removed, and only it, once every live
+// account naming the Job records its end (its terminal condition, or for a Job deleted
+// before it terminated what it completed), when no live account names it, and at the
+// latest MaxHold after its deletion started, with a Warning; until then the Job is held,
+// requeued for the rest of MaxHold while it is being deleted.
+func TestJobRecorderReleases(t *testing.T) {
+	const maxHold = time.Hour
+	deletedAgo := func(d time.Duration) time.Time { return testNow.Add(-d) }
+	complete := func() *wrappers.JobWrapper {
+		return jobAt(foreground, record).Completed("0,1", 2).Complete(testNow.Add(-2 * time.Hour))
+	}
+	recordedComplete := recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "j-uid", Found: true, CompletedIndexes: "0,1", Terminal: "Complete"})
+	recordedRunning := recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "j-uid", Found: true, CompletedIndexes: "0"})
+	other := wrappers.MakeBatchAccount("other", "ns").UID("other-uid").Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()
+	deletedAccount := accountOfJ().Obj()
+	deletedAccount.Finalizers = []string{"example.com/keep"}
+	deletedAccount.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
+	cases := []struct {
+		name string
+		job  *batchv1.Job
+		objs []client.Object
+		h    hooks
+
+		wantErr          bool
+		wantFinalizers   []string // nil: the Job is gone
+		wantRequeueAfter time.Duration
+		wantPatches      int
+		wantEvents       []string
+		wantReleased     float64
+		wantExpired      float64
+	}{
+		{
+			name:           "not held: untouched",
+			job:            jobAt(foreground).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs:           []client.Object{accountOfJ().Obj()},
+			wantFinalizers: []string{foreground},
+		},
+		{
+			name:           "running, named: held, not requeued",
+			job:            jobAt(record).Obj(),
+			objs:           []client.Object{recordedRunning},
+			wantFinalizers: []string{record},
+		},
+		{
+			name:           "complete, recorded Complete: released before any deletion, others' finalizers kept",
+			job:            complete().Obj(),
+			objs:           []client.Object{recordedComplete},
+			wantFinalizers: []string{foreground}, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "complete and being deleted, recorded only running: held for the rest of MaxHold",
+			job:              complete().Deleting(deletedAgo(10 * time.Minute)).Obj(),
+			objs:             []client.Object{recordedRunning},
+			wantFinalizers:   []string{foreground, record},
+			wantRequeueAfter: 50 * time.Minute,
+		},
+		{
+			name:             "complete, one account of two recorded it: held",
+			job:              complete().Deleting(deletedAgo(time.Minute)).Obj(),
+			objs:             []client.Object{recordedComplete, other},
+			wantFinalizers:   []string{foreground, record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name: "deleted before it terminated, its completed indexes recorded: released",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning},
+			// Its last finalizer gone, the Job is.
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "deleted before it terminated, a success still uncounted: held",
+			job:              uncounted(jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj()),
+			objs:             []client.Object{recordedRunning},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:             "deleted before it terminated, more completed than recorded: held",
+			job:              jobAt(record).Completed("0,1", 2).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs:             []client.Object{recordedRunning},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name: "recorded in history (a JobSet restart superseded it): released",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{func() *v1alpha1.BatchAccount {
+				ba := accountOfJ().Obj()
+				ba.Status.History = []v1alpha1.SupersededIdentity{{Target: "job/j", Job: "j", UID: "j-uid", CompletedIndexes: "0"}}
+				return ba
+			}()},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "another identity of the same name recorded: held",
+			job:              complete().Deleting(deletedAgo(time.Minute)).Obj(),
+			objs:             []client.Object{recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "old-uid", CompletedIndexes: "0,1", Terminal: "Complete"})},
+			wantFinalizers:   []string{foreground, record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:           "no account names it: released",
+			job:            jobAt(record).Obj(),
+			wantFinalizers: []string{}, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:           "its account is being deleted: released",
+			job:            jobAt(record).Obj(),
+			objs:           []client.Object{deletedAccount},
+			wantFinalizers: []string{}, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:           "named only from another namespace's target: released",
+			job:            jobAt(record).Obj(),
+			objs:           []client.Object{accountOfJ().TargetNamespace("other").Obj()},
+			wantFinalizers: []string{}, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:           "held past MaxHold after its deletion, never recorded: released with a Warning",
+			job:            complete().Deleting(deletedAgo(maxHold + time.Second)).Obj(),
+			objs:           []client.Object{recordedRunning},
+			wantFinalizers: []string{foreground}, wantPatches: 1, wantReleased: 1, wantExpired: 1,
+			wantEvents: []string{"Warning RecordNotWritten"},
+		},
+		{
+			name: "the patch's test fails (the finalizers changed): retried",
+			job:  complete().Obj(),
+			objs: []client.Object{recordedComplete},
+			h: hooks{patch: func(client.Object) error {
+				return apierrors.NewInvalid(batchv1.SchemeGroupVersion.WithKind("Job").GroupKind(), "j", nil)
+			}},
+			wantErr:        true,
+			wantFinalizers: []string{foreground, record}, wantPatches: 1,
+		},
+		{
+			name:           "listing accounts fails: retried, held",
+			job:            complete().Obj(),
+			objs:           []client.Object{recordedComplete},
+			h:              hooks{list: func(client.ObjectList) error { return errors.New("etcd is sad") }},
+			wantErr:        true,
+			wantFinalizers: []string{foreground, record},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.h, append([]client.Object{tc.job}, tc.objs...)...)
+			m := newJobRecordMetrics(prometheus.NewRegistry())
+			r := &JobRecorder{Client: f.c, Recorder: f, Metrics: m, MaxHold: maxHold, Now: func() time.Time { return testNow }}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if res.RequeueAfter != tc.wantRequeueAfter {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
+			}
+			var got batchv1.Job
+			switch err := f.c.Get(context.Background(), client.ObjectKeyFromObject(tc.job), &got); {
+			case apierrors.IsNotFound(err):
+				if tc.wantFinalizers != nil {
+					t.Errorf("the Job is gone, want finalizers %v", tc.wantFinalizers)
+				}
+			case err != nil:
+				t.Fatal(err)
+			default:
+				if tc.wantFinalizers == nil {
+					t.Errorf("the Job is still there with %v, want it gone", got.Finalizers)
+				} else if diff := cmp.Diff(tc.wantFinalizers, got.Finalizers, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("finalizers (-want +got):\n%s", diff)
+				}
+			}
+			if n := len(f.writesOf("patch")); n != tc.wantPatches {
+				t.Errorf("%d patches, want %d", n, tc.wantPatches)
+			}
+			if diff := cmp.Diff(tc.wantEvents, f.eventsOf("Job")); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if got := testutil.ToFloat64(m.Releases); got != tc.wantReleased {
+				t.Errorf("releases = %v, want %v", got, tc.wantReleased)
+			}
+			if got := testutil.ToFloat64(m.HoldsExpired); got != tc.wantExpired {
+				t.Errorf("expired holds = %v, want %v", got, tc.wantExpired)
+			}
+		})
+	}
+}
+
+// uncounted marks a succeeded pod of job as not counted yet by the Job controller.
+func uncounted(job *batchv1.Job) *batchv1.Job {
+	job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"pod-uid"}}
+	return job
+}
+
+// TestJobRecorderHolds: Hold adds the record finalizer, keeping the others, to a Job a live
+// account names whose end is not recorded, including a JobSet child by its labels; never
+// to a Job no account names, one already held, one being deleted, or one whose end every
+// account recorded.
+func TestJobRecorderHolds(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(2).UID("child-uid").JobSetChild(js, "workers", 0, 0).Obj()
+	train := wrappers.MakeBatchAccount("train", "ns").Shards("W").AssignJobSet("ts", "workers", 0, "0", "0").Obj()
+	recordedComplete := recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "j-uid", Found: true, CompletedIndexes: "0,1", Terminal: "Complete"})
+	cases := []struct {
+		name           string
+		job            *batchv1.Job
+		objs           []client.Object
+		wantFinalizers []string
+		wantHeld       float64
+	}{
+		{"named, running: held, the others kept", jobAt(foreground).Obj(), []client.Object{accountOfJ().Obj()}, []string{foreground, record}, 1},
+		{"named, no finalizer at all: held", jobAt().Obj(), []client.Object{accountOfJ().Obj()}, []string{record}, 1},
+		{"a JobSet child an account names: held", child, []client.Object{train}, []string{record}, 1},
+		{"complete, not recorded yet: held", jobAt().Completed("0,1", 2).Complete(testNow).Obj(), []client.Object{accountOfJ().Obj()}, []string{record}, 1},
+		{"complete and recorded by every account: not held", jobAt().Completed("0,1", 2).Complete(testNow).Obj(), []client.Object{recordedComplete}, nil, 0},
+		{"no account names it: not held", jobAt().Obj(), nil, nil, 0},
+		{"already held: unchanged", jobAt(record).Obj(), []client.Object{accountOfJ().Obj()}, []string{record}, 0},
+		{"being deleted: no new finalizer", jobAt(foreground).Deleting(testNow).Obj(), []client.Object{accountOfJ().Obj()}, []string{foreground}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, append([]client.Object{tc.job}, tc.objs...)...)
+			m := newJobRecordMetrics(prometheus.NewRegistry())
+			r := &JobRecorder{Client: f.c, Metrics: m, Now: func() time.Time { return testNow }}
+			if res, err := r.Hold(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)}); retried(res, err) {
+				t.Fatalf("Hold = %+v, %v", res, err)
+			}
+			var got batchv1.Job
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(tc.job), &got); err != nil {
+				t.Fatal(err)
+			}
+			// A strategic merge orders a merged list as it likes; finalizers are a set.
+			if diff := cmp.Diff(tc.wantFinalizers, got.Finalizers, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("finalizers (-want +got):\n%s", diff)
+			}
+			if got := testutil.ToFloat64(m.Holds); got != tc.wantHeld {
+				t.Errorf("holds = %v, want %v", got, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// TestHeldJobSetChildIsObserved: a JobSet child deleted by a restart while no manager
+// led, held by the record finalizer, is what the account observes (every child being
+// deleted, none live): its final completed indexes become the record, and the account's
+// status then lets the recorder release it.
+func TestHeldJobSetChildIsObserved(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(4).UID("child-uid").JobSetChild(js, "workers", 0, 0).
+		Completed("0-2", 3).Finalizers(record).Deleting(testNow.Add(-time.Minute)).Obj()
+	ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 4).AssignJobSet("ts", "workers", 0, "0-3", "0-3").Obj()
+	// Before the manager stopped, the account saw index 0 only.
+	ba.Status.Targets = []v1alpha1.TargetStatus{{Name: "jobset/ts/workers/0", Job: child.Name, UID: child.UID, Found: true, Completions: 4, CompletedIndexes: "0"}}
+	f := newFixture(t, hooks{}, js, child, ba)
+	if res, err := f.reconcile("train"); retried(res, err) {
+		t.Fatalf("reconcile = %+v, %v", res, err)
+	}
+	got := f.account(t, "train")
+	if tg := got.Status.Targets[0]; tg.UID != child.UID || tg.CompletedIndexes != "0-2" {
+		t.Errorf("target %s: uid %s completed %q; want the held child's final 0-2", tg.Name, tg.UID, tg.CompletedIndexes)
+	}
+	r := &JobRecorder{Client: f.c, Now: func() time.Time { return testNow }}
+	if res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(child)}); retried(res, err) {
+		t.Fatalf("release = %+v, %v", res, err)
+	}
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(child), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the recorded child is still held (%v)", err)
+	}
+	// Gone now: a restart in progress, its final coverage in history.
+	if res, err := f.reconcile("train"); retried(res, err) {
+		t.Fatalf("reconcile = %+v, %v", res, err)
+	}
+	got = f.account(t, "train")
+	if h := got.Status.History; len(h) != 1 || h[0].UID != child.UID || h[0].CompletedIndexes != "0-2" {
+		t.Errorf("history %+v; want the child with 0-2", h)
+	}
+}
+
+// TestHeldJobChangedPassesWhatMayReleaseIt: the release controller hears a held Job's
+// finalizers, deletion, end and, while it is deleted, status; nothing of Jobs never held,
+// nor a running held Job's progress.
+func TestHeldJobChangedPassesWhatMayReleaseIt(t *testing.T) {
+	held := jobAt(record).Obj()
+	cases := []struct {
+		name     string
+		old, new *batchv1.Job
+		want     bool
+	}{
+		{"progress of a running held Job", held, jobAt(record).Completed("0", 1).Obj(), false},
+		{"its end", held, jobAt(record).Completed("0,1", 2).Complete(testNow).Obj(), true},
+		{"its deletion starting", held, jobAt(record).Deleting(testNow).Obj(), true},
+		{"status while being deleted", jobAt(record).Deleting(testNow).Obj(), jobAt(record).Deleting(testNow).Completed("0", 1).Obj(), true},
+		{"finalizers changed", held, jobAt(foreground, record).Obj(), true},
+		{"a Job never held, ending", jobAt().Obj(), jobAt().Complete(testNow).Obj(), false},
+	}
+	for _, tc := range cases {
+		if got := heldJobChanged.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: passes %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !heldJobChanged.Create(event.CreateEvent{Object: held}) || heldJobChanged.Create(event.CreateEvent{Object: jobAt().Obj()}) {
+		t.Error("creation: want only held Jobs passed")
+	}
+	if !jobAppeared.Create(event.CreateEvent{Object: jobAt().Obj()}) ||
+		jobAppeared.Update(event.UpdateEvent{ObjectOld: held, ObjectNew: jobAt().Obj()}) {
+		t.Error("the hold controller must hear creations only, never the finalizer's removal")
+	}
+}
+
+// TestAccountEventsWakeTheJobsTheyRecord: a status write wakes only the Jobs whose entry
+// it changed; a spec change or deletion every Job named before and after, JobSet
+// children from the cache.
+func TestAccountEventsWakeTheJobsTheyRecord(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	child := wrappers.MakeJob("ts-workers-0", "ns").UID("child-uid").JobSetChild(js, "workers", 0, 0).Obj()
+	f := newFixture(t, hooks{}, child)
+	r := &JobRecorder{Client: f.c}
+	ctx := context.Background()
+
+	was := wrappers.MakeBatchAccount("a", "ns").Generation(1).AssignJob("j", "0", "A").AssignJob("k", "0", "B").Obj()
+	was.Status.Targets = []v1alpha1.TargetStatus{{Name: "job/j", Job: "j", UID: "j-uid", CompletedIndexes: "0"}, {Name: "job/k", Job: "k", UID: "k-uid"}}
+	now := was.DeepCopy()
+	now.Status.Targets[1].Terminal = "Complete"
+	q := &recordingQueue{}
+	r.accountRecordsJobs().Update(ctx, event.UpdateEvent{ObjectOld: was, ObjectNew: now}, q)
+	if !slices.Equal(q.added, []string{"k"}) {
+		t.Errorf("status write woke %v, want [k]", q.added)
+	}
+
+	moved := wrappers.MakeBatchAccount("a", "ns").Generation(2).AssignJobSet("ts", "workers", 0, "0", "0").Obj()
+	q = &recordingQueue{}
+	r.accountRecordsJobs().Update(ctx, event.UpdateEvent{ObjectOld: was, ObjectNew: moved}, q)
+	if !slices.Equal(q.added, []string{"j", "k", "ts-workers-0"}) {
+		t.Errorf("spec change woke %v, want [j k ts-workers-0]", q.added)
+	}
+	q = &recordingQueue{}
+	r.accountRecordsJobs().Delete(ctx, event.DeleteEvent{Object: was}, q)
+	if !slices.Equal(q.added, []string{"j", "k"}) {
+		t.Errorf("deletion woke %v, want [j k]", q.added)
+	}
+	q = &recordingQueue{}
+	r.accountNamesJobs().Create(ctx, event.CreateEvent{Object: moved}, q)
+	if !slices.Equal(q.added, []string{"ts-workers-0"}) {
+		t.Errorf("creation woke %v for the hold, want [ts-workers-0]", q.added)
+	}
+}
