@@ -105,7 +105,11 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 		}
 		scope = relations.StrongerScope(scope, named)
 	}
-	return patched(labelPatch("/spec/template", tmpl.Spec.Template, scope))
+	ops := labelPatch("/spec/template", tmpl.Spec.Template, scope)
+	if scope != "" {
+		ops = append(ops, recordFinalizerPatch(job.Finalizers)...)
+	}
+	return patched(ops)
 }
 
 // handleJobSet stamps the replicatedJobs of a new JobSet that accounts (or its short-form

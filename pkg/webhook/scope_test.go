@@ -134,7 +134,7 @@ func TestScopeStamperJobs(t *testing.T) {
 		raw := []byte(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"r","namespace":"ml-team"},"spec":{"template":{"spec":{}}}}`)
 		resp := admit(t, admission.HandlerFunc(h.handleJob), raw)
 		want := scopeOp("/spec/template/metadata", map[string]any{"labels": map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}})
-		if diff := cmp.Diff(want, patchOf(t, resp)); diff != "" {
+		if diff := cmp.Diff(want, specOps(patchOf(t, resp))); diff != "" {
 			t.Errorf("patch (-want +got):\n%s", diff)
 		}
 	})
@@ -148,7 +148,7 @@ func TestScopeStamperJobs(t *testing.T) {
 			if !resp.Allowed {
 				t.Fatalf("denied: %+v", resp.Result)
 			}
-			if diff := cmp.Diff(tc.want, patchOf(t, resp)); diff != "" {
+			if diff := cmp.Diff(tc.want, specOps(patchOf(t, resp))); diff != "" {
 				t.Errorf("patch (-want +got):\n%s", diff)
 			}
 		})
