@@ -271,8 +271,8 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 	}
 }
 
-// controllers are the reconcilers: accounts, held pods, and the short forms of Jobs and
-// JobSets.
+// controllers are the reconcilers: accounts, held pods, held Job records, and the short
+// forms of Jobs and JobSets.
 func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
 	metrics := controller.NewMetrics()
 	// One Ledger for every controller that reads recorded results: the key is loaded once.
@@ -288,6 +288,7 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer c
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics, Ledger: ledger,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
+		&controller.JobRecorder{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Metrics: controller.NewJobRecordMetrics()},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJob, APIs: apis},
 		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJobSet, APIs: apis},
 	}
