@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -23,8 +24,8 @@ import (
 // Exit codes of `batchledger release`.
 const (
 	releaseOK = 0
-	// releaseFailed: a pod is still held, or the webhook configuration or the pods could
-	// not be read or written. A Helm pre-delete hook then fails and the uninstall stops
+	// releaseFailed: a pod or Job is still held, or the webhook configuration, the pods or
+	// the Jobs could not be read or written. A Helm pre-delete hook then fails and the uninstall stops
 	// with the manager still in place, rather than stranding pods.
 	releaseFailed = 1
 	// releaseUsage: the flags are wrong.
@@ -48,12 +49,13 @@ type releaseConfig struct {
 // runRelease is the manager's `release` subcommand, for a Helm pre-delete hook running
 // the manager image: it deletes the pod webhook's MutatingWebhookConfiguration (with
 // --mutating-webhook-configuration), then removes the result-capture finalizer from every
-// pod that carries it. It returns 0 only when every held pod was released (or, with
-// --dry-run, when the pods could be listed).
+// pod that carries it and the record finalizer from every Job that carries it. It returns
+// 0 only when every held pod and Job was released (or, with --dry-run, when they could be
+// listed).
 //
-// RBAC: pods list and patch (cluster-wide with --all-namespaces), and delete on the named
-// mutatingwebhookconfigurations.admissionregistration.k8s.io. Nothing else: pods are
-// re-read with a list by name, never a get.
+// RBAC: pods and jobs list and patch (cluster-wide with --all-namespaces), and delete on
+// the named mutatingwebhookconfigurations.admissionregistration.k8s.io. Nothing else:
+// objects are re-read with a list by name, never a get.
 func runRelease(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	var (
@@ -109,10 +111,10 @@ func runRelease(ctx context.Context, args []string) int {
 	return releaseOK
 }
 
-// releaseHeldPods deletes the webhook configuration, then releases the held pods, then
-// (after the configuration was named) waits RecheckAfter with sleep and releases again.
-// It logs each pod and each pass's report, and returns an error unless every held pod
-// was released. A webhook configuration that cannot be deleted is an error, but the pods
+// releaseHeldPods deletes the webhook configuration, then releases the held pods and
+// Jobs, then (after the configuration was named) waits RecheckAfter with sleep and
+// releases again. It logs each pod, each Job and each pass's reports, and returns an error
+// unless every held pod and Job was released. A webhook configuration that cannot be deleted is an error, but the pods
 // are released all the same: they are stranded either way once the manager is gone.
 func releaseHeldPods(ctx context.Context, c client.Client, cfg releaseConfig, log logr.Logger, sleep func(context.Context, time.Duration) error) error {
 	var errs []error
@@ -134,17 +136,34 @@ func releaseHeldPods(ctx context.Context, c client.Client, cfg releaseConfig, lo
 				return errors.Join(append(errs, err)...)
 			}
 		}
-		rep, err := release.Release(ctx, c, cfg.Options)
-		logReport(log, rep, pass)
-		if err != nil {
-			errs = append(errs, err)
-			break
+		listed := true
+		for _, k := range releasedKinds {
+			rep, err := k.release(ctx, c, cfg.Options)
+			logReport(log, rep, pass, k.noun)
+			if err != nil {
+				// The other kind is released all the same; no second pass.
+				errs, listed = append(errs, err), false
+				continue
+			}
+			if len(rep.Errors) > 0 {
+				errs = append(errs, fmt.Errorf("%d of %d held %ss still held: %w", len(rep.Errors), len(rep.Held), k.noun, rep.Err()))
+			}
 		}
-		if len(rep.Errors) > 0 {
-			errs = append(errs, fmt.Errorf("%d of %d held pods still held: %w", len(rep.Errors), len(rep.Held), rep.Err()))
+		if !listed {
+			break
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// releasedKinds are what a release lets go of, in order: pods held for their results,
+// then Jobs held for their records.
+var releasedKinds = []struct {
+	noun    string
+	release func(context.Context, client.Client, release.Options) (*release.Report, error)
+}{
+	{"pod", release.Release},
+	{"Job", release.ReleaseJobs},
 }
 
 // deleteWebhookConfiguration deletes the named MutatingWebhookConfiguration; one that is
@@ -162,25 +181,26 @@ func deleteWebhookConfiguration(ctx context.Context, c client.Client, name strin
 	return nil
 }
 
-// logReport logs every pod of a pass and its counts.
-func logReport(log logr.Logger, rep *release.Report, pass int) {
-	log = log.WithValues("pass", pass)
+// logReport logs every pod (or Job: noun) of a pass and its counts.
+func logReport(log logr.Logger, rep *release.Report, pass int, noun string) {
+	log = log.WithValues("pass", pass, "kind", noun)
+	key := strings.ToLower(noun)
 	if rep.DryRun {
 		for _, p := range rep.Held {
-			log.Info("would release pod (dry run)", "pod", p.String())
+			log.Info("would release "+noun+" (dry run)", key, p.String())
 		}
 	}
 	for _, p := range rep.Released {
-		log.Info("released pod", "pod", p.String())
+		log.Info("released "+noun, key, p.String())
 	}
 	for _, p := range rep.AlreadyGone {
-		log.Info("pod already gone", "pod", p.String())
+		log.Info(noun+" already gone", key, p.String())
 	}
 	for _, p := range rep.AlreadyReleased {
-		log.Info("pod already released", "pod", p.String())
+		log.Info(noun+" already released", key, p.String())
 	}
 	for _, e := range rep.Errors {
-		log.Error(e.Err, "pod still held", "pod", e.Pod.String())
+		log.Error(e.Err, noun+" still held", key, e.Pod.String())
 	}
 	ns := rep.Namespace
 	if ns == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ func webhookConfiguration(name string) *admissionregistrationv1.MutatingWebhookC
 	return &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
+// TestReleaseHeldPods: the webhook configuration goes first, then the held pods and the
+// held Jobs are released, each of batchledger's finalizer only.
 func TestReleaseHeldPods(t *testing.T) {
 	const held = v1alpha1.ResultFinalizer
 	// latePod is held by an API server that had not yet seen the configuration deleted.
@@ -56,26 +59,30 @@ func TestReleaseHeldPods(t *testing.T) {
 			objs: []client.Object{
 				webhookConfiguration(ourWebhooks), webhookConfiguration(otherWebhooks),
 				wrappers.MakePod("a", "ml-team").Finalizers(batchv1.JobTrackingFinalizer, held).Obj(), wrappers.MakePod("b", "vision").Finalizers(held).Obj(),
+				wrappers.MakeJob("j", "ml-team").Finalizers(metav1.FinalizerDeleteDependents, v1alpha1.RecordFinalizer).Obj(),
+				wrappers.MakeJob("k", "vision").Finalizers(metav1.FinalizerDeleteDependents).Obj(),
 			},
 			cfg:          releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
-			wantCalls:    []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "patch vision/b"},
+			wantCalls:    []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "patch vision/b", "list jobs", "patch ml-team/j"},
 			wantWebhooks: []string{otherWebhooks},
 			wantFinalizers: map[string][]string{
-				"ml-team/a": {batchv1.JobTrackingFinalizer},
-				"vision/b":  nil,
+				"ml-team/a":     {batchv1.JobTrackingFinalizer},
+				"vision/b":      nil,
+				"job ml-team/j": {metav1.FinalizerDeleteDependents},
+				"job vision/k":  {metav1.FinalizerDeleteDependents},
 			},
 		},
 		"a missing webhook configuration is fine": {
 			objs:           []client.Object{webhookConfiguration(otherWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:            releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
-			wantCalls:      []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a"},
+			wantCalls:      []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "list jobs"},
 			wantWebhooks:   []string{otherWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": nil},
 		},
 		"no webhook configuration named: only pods": {
 			objs:           []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:            releaseConfig{},
-			wantCalls:      []string{"list pods", "patch ml-team/a"},
+			wantCalls:      []string{"list pods", "patch ml-team/a", "list jobs"},
 			wantWebhooks:   []string{ourWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": nil},
 		},
@@ -83,14 +90,14 @@ func TestReleaseHeldPods(t *testing.T) {
 			objs:             []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:              releaseConfig{MutatingWebhookConfiguration: ourWebhooks, RecheckAfter: 5 * time.Second},
 			admitDuringSleep: true,
-			wantCalls:        []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "list pods", "patch ml-team/late"},
+			wantCalls:        []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "list jobs", "list pods", "patch ml-team/late", "list jobs"},
 			wantSleeps:       []time.Duration{5 * time.Second},
 			wantFinalizers:   map[string][]string{"ml-team/a": nil, "ml-team/late": nil},
 		},
 		"one namespace only": {
 			objs:         []client.Object{wrappers.MakePod("a", "ml-team").Finalizers(held).Obj(), wrappers.MakePod("b", "vision").Finalizers(held).Obj()},
 			cfg:          releaseConfig{Options: release.Options{Namespace: "vision"}, MutatingWebhookConfiguration: ourWebhooks},
-			wantCalls:    []string{"delete " + ourWebhooks, "list pods", "patch vision/b"},
+			wantCalls:    []string{"delete " + ourWebhooks, "list pods", "patch vision/b", "list jobs"},
 			wantWebhooks: nil,
 			wantFinalizers: map[string][]string{
 				"ml-team/a": {held},
@@ -100,7 +107,7 @@ func TestReleaseHeldPods(t *testing.T) {
 		"dry run deletes and releases nothing": {
 			objs:           []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:            releaseConfig{Options: release.Options{DryRun: true}, MutatingWebhookConfiguration: ourWebhooks, RecheckAfter: 5 * time.Second},
-			wantCalls:      []string{"list pods"},
+			wantCalls:      []string{"list pods", "list jobs"},
 			wantWebhooks:   []string{ourWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": {held}},
 		},
@@ -108,7 +115,7 @@ func TestReleaseHeldPods(t *testing.T) {
 			objs:           []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
 			cfg:            releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
 			deleteErr:      apierrors.NewForbidden(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}, ourWebhooks, errors.New("denied")),
-			wantCalls:      []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a"},
+			wantCalls:      []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "list jobs"},
 			wantErr:        `deleting MutatingWebhookConfiguration batchledger-mutating-webhook-configuration: mutatingwebhookconfigurations.admissionregistration.k8s.io "batchledger-mutating-webhook-configuration" is forbidden: denied`,
 			wantWebhooks:   []string{ourWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": nil},
@@ -128,7 +135,7 @@ func TestReleaseHeldPods(t *testing.T) {
 					return c.Delete(ctx, obj, opts...)
 				},
 				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-					calls = append(calls, "list pods")
+					calls = append(calls, "list "+strings.ToLower(strings.TrimSuffix(list.GetObjectKind().GroupVersionKind().Kind, "List"))+"s")
 					return c.List(ctx, list, opts...)
 				},
 				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
@@ -173,6 +180,13 @@ func TestReleaseHeldPods(t *testing.T) {
 			finalizers := map[string][]string{}
 			for _, p := range pods.Items {
 				finalizers[p.Namespace+"/"+p.Name] = p.Finalizers
+			}
+			var jobs batchv1.JobList
+			if err := base.List(ctx, &jobs); err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs.Items {
+				finalizers["job "+j.Namespace+"/"+j.Name] = j.Finalizers
 			}
 			if diff := cmp.Diff(tc.wantFinalizers, finalizers, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("finalizers afterwards (-want +got):\n%s", diff)

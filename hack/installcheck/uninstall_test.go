@@ -32,7 +32,7 @@ import (
 // `release --all-namespaces --mutating-webhook-configuration <this release's
 // configuration>` as that ServiceAccount, locked down like the manager, in a pod that
 // no Service or PodDisruptionBudget of the release selects; the ServiceAccount may list
-// and patch pods and delete that one configuration, nothing else. With
+// and patch pods and Jobs and delete that one configuration, nothing else. With
 // uninstall.releaseHeldPods=false no hook is rendered.
 func TestChartUninstallHook(t *testing.T) {
 	root, tools := setup(t)
@@ -162,6 +162,7 @@ func TestChartUninstallHook(t *testing.T) {
 			wantRules := []rbacv1.PolicyRule{
 				{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{mwc}, Verbs: []string{"delete"}},
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "patch"}},
+				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"list", "patch"}},
 			}
 			if got := rules(t, o[Key{"ClusterRole", "", name}]); !equality.Semantic.DeepEqual(got, wantRules) {
 				t.Errorf("hook ClusterRole rules differ:\n%s", diff(wantRules, got))
@@ -175,6 +176,9 @@ func TestChartUninstallHook(t *testing.T) {
 				{"patch", "", "pods", "ml-team", "p-0", true},
 				{"delete", "", "pods", "ml-team", "p-0", false},
 				{"update", "", "pods", "ml-team", "p-0", false},
+				{"list", "batch", "jobs", "ml-team", "", true},
+				{"patch", "batch", "jobs", "ml-team", "j", true},
+				{"delete", "batch", "jobs", "ml-team", "j", false},
 				{"delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", mwc, true},
 				{"delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "kueue-mutating-webhook-configuration", false},
 				{"delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", mwc, false},

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/release"
 )
@@ -14,12 +17,15 @@ func newReleaseCommand(o *Options) *cobra.Command {
 	var allNamespaces, dryRun bool
 	cmd := &cobra.Command{
 		Use:   "release",
-		Short: "Remove batchledger's result-capture finalizer from every pod it holds, for a clean uninstall",
+		Short: "Remove batchledger's finalizers from every pod and Job it holds, for a clean uninstall",
 		Long: `release removes the finalizer batchledger.dev/result-capture from the pods that carry it,
-and only that finalizer. Once batchledger is uninstalled nothing else removes it: its pods
-stay Terminating and block the deletion of their namespace. Run it after removing the
-batchledger webhooks (so that no new pod is held) and before or after removing the manager;
-the results of pods released this way are not recorded.`,
+and batchledger.dev/record from the Jobs that carry it, and only those finalizers. Once
+batchledger is uninstalled nothing else removes them: its pods and Jobs stay Terminating
+and block the deletion of their namespace (and a JobSet's restart). Run it after removing
+the batchledger webhooks (so that no new pod or Job is held) and after stopping the manager
+(which gives the Jobs accounts name the record finalizer when it first sees them); the
+results of pods released this way are not recorded, nor the ends of Jobs released while
+they are being deleted.`,
 		Example: `  kubectl batchledger release -A --dry-run
   kubectl batchledger release -n ml-team`,
 		Args: cobra.NoArgs,
@@ -31,59 +37,70 @@ the results of pods released this way are not recorded.`,
 			if allNamespaces {
 				ns = ""
 			}
-			rep, err := release.Release(cmd.Context(), c, release.Options{Namespace: ns, DryRun: dryRun})
-			if err != nil {
-				// A List failed part way: say what was done before it, never "no pod is held".
-				if len(rep.Held) > 0 {
-					printRelease(o.Out, rep)
+			opts := release.Options{Namespace: ns, DryRun: dryRun}
+			var errs []error
+			for _, k := range []struct {
+				noun    string
+				release func(context.Context, client.Client, release.Options) (*release.Report, error)
+			}{{"pod", release.Release}, {"Job", release.ReleaseJobs}} {
+				rep, err := k.release(cmd.Context(), c, opts)
+				if err != nil {
+					// A List failed part way: say what was done before it, never "no pod is held".
+					if len(rep.Held) > 0 {
+						printRelease(o.Out, rep, k.noun)
+					}
+					errs = append(errs, err)
+					continue
 				}
-				return err
+				// No Job held is no news: say so for pods only, as ever.
+				if k.noun == "pod" || len(rep.Held) > 0 {
+					printRelease(o.Out, rep, k.noun)
+				}
+				if len(rep.Errors) > 0 {
+					errs = append(errs, fmt.Errorf("%d of %d held %ss still held:\n%w", len(rep.Errors), len(rep.Held), k.noun, rep.Err()))
+				}
 			}
-			printRelease(o.Out, rep)
-			if len(rep.Errors) > 0 {
-				return fmt.Errorf("%d of %d held pods still held:\n%w", len(rep.Errors), len(rep.Held), rep.Err())
-			}
-			return nil
+			return errors.Join(errs...)
 		},
 	}
-	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "Release pods of every namespace.")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Change nothing; list the pods that would be released.")
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "Release pods and Jobs of every namespace.")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Change nothing; list the pods and Jobs that would be released.")
 	return cmd
 }
 
-// printRelease writes one line per pod released (or that would be, in a dry run), gone
-// or released meanwhile by the controller, then a summary line.
-func printRelease(w io.Writer, rep *release.Report) {
+// printRelease writes one line per pod (or Job: noun) released (or that would be, in a
+// dry run), gone or released meanwhile by the controller, then a summary line.
+func printRelease(w io.Writer, rep *release.Report, noun string) {
 	if rep.DryRun {
 		for _, p := range rep.Held {
-			fmt.Fprintf(w, "would release pod %s\n", p)
+			fmt.Fprintf(w, "would release %s %s\n", noun, p)
 		}
 	}
 	for _, p := range rep.Released {
-		fmt.Fprintf(w, "released pod %s\n", p)
+		fmt.Fprintf(w, "released %s %s\n", noun, p)
 	}
 	for _, p := range rep.AlreadyGone {
-		fmt.Fprintf(w, "pod %s was already gone\n", p)
+		fmt.Fprintf(w, "%s %s was already gone\n", noun, p)
 	}
 	for _, p := range rep.AlreadyReleased {
-		fmt.Fprintf(w, "pod %s was already released\n", p)
+		fmt.Fprintf(w, "%s %s was already released\n", noun, p)
 	}
 	where := "in namespace " + rep.Namespace
 	if rep.Namespace == "" {
 		where = "in any namespace"
 	}
 	if len(rep.Held) == 0 {
-		fmt.Fprintf(w, "no pod is held by batchledger %s\n", where)
+		fmt.Fprintf(w, "no %s is held by batchledger %s\n", noun, where)
 		return
 	}
 	if rep.Namespace == "" {
 		where = "across all namespaces"
 	}
 	if rep.DryRun {
-		fmt.Fprintf(w, "would release %s held by batchledger %s (dry run: nothing changed)\n", pods(len(rep.Held)), where)
+		fmt.Fprintf(w, "would release %s held by batchledger %s (dry run: nothing changed)\n", count(len(rep.Held), noun), where)
 		return
 	}
-	summary := []string{fmt.Sprintf("released %s held by batchledger %s", pods(len(rep.Released)), where)}
+	summary := []string{fmt.Sprintf("released %s held by batchledger %s", count(len(rep.Released), noun), where)}
 	if n := len(rep.AlreadyGone); n > 0 {
 		summary = append(summary, fmt.Sprintf("%d already gone", n))
 	}
@@ -96,9 +113,10 @@ func printRelease(w io.Writer, rep *release.Report) {
 	fmt.Fprintln(w, strings.Join(summary, "; "))
 }
 
-func pods(n int) string {
+// count is "1 pod", "2 pods".
+func count(n int, noun string) string {
 	if n == 1 {
-		return "1 pod"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d pods", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }

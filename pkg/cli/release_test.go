@@ -159,7 +159,7 @@ ml-team/j-1-fghij: removing finalizer batchledger.dev/result-capture: pods "j-1-
 				return apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("denied"))
 			}},
 			args:     []string{"-A"},
-			wantErr:  "error: listing pods in all namespaces: pods is forbidden: denied\n",
+			wantErr:  "error: listing pods in all namespaces: pods is forbidden: denied\nlisting jobs in all namespaces: pods is forbidden: denied\n",
 			wantCode: ExitError,
 			wantFinalizers: map[string][]string{
 				"ml-team/j-0-abcde": {tracking, v1alpha1.ResultFinalizer},
@@ -202,5 +202,54 @@ ml-team/j-1-fghij: removing finalizer batchledger.dev/result-capture: pods "j-1-
 				t.Errorf("finalizers afterwards (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestReleaseCommandJobs: the Jobs held for their records are released too, each of the
+// record finalizer only, and reported after the pods.
+func TestReleaseCommandJobs(t *testing.T) {
+	const foreground = "foregroundDeletion"
+	objs := []client.Object{
+		wrappers.MakePod("j-0-abcde", ns).Finalizers(v1alpha1.ResultFinalizer).Obj(),
+		wrappers.MakeJob("j", ns).Finalizers(foreground, v1alpha1.RecordFinalizer).Obj(),
+		wrappers.MakeJob("k", ns).Finalizers(foreground).Obj(),
+	}
+	for _, tc := range []struct {
+		args           []string
+		wantOut        string
+		wantFinalizers []string
+	}{
+		{[]string{"-n", ns, "--dry-run"}, `would release pod ml-team/j-0-abcde
+would release 1 pod held by batchledger in namespace ml-team (dry run: nothing changed)
+would release Job ml-team/j
+would release 1 Job held by batchledger in namespace ml-team (dry run: nothing changed)
+`, []string{foreground, v1alpha1.RecordFinalizer}},
+		{[]string{"-n", ns}, `released pod ml-team/j-0-abcde
+released 1 pod held by batchledger in namespace ml-team
+released Job ml-team/j
+released 1 Job held by batchledger in namespace ml-team
+`, []string{foreground}},
+	} {
+		base := fakeClient(objs...)
+		out, errOut, code := runReleaseCommand(t, base, tc.args...)
+		if code != 0 || errOut != "" {
+			t.Errorf("%v: exit %d, stderr %q", tc.args, code, errOut)
+		}
+		if diff := cmp.Diff(tc.wantOut, out); diff != "" {
+			t.Errorf("%v: stdout (-want +got):\n%s", tc.args, diff)
+		}
+		var j, k batchv1.Job
+		if err := base.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "j"}, &j); err != nil {
+			t.Fatal(err)
+		}
+		if err := base.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "k"}, &k); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.wantFinalizers, j.Finalizers); diff != "" {
+			t.Errorf("%v: Job j's finalizers (-want +got):\n%s", tc.args, diff)
+		}
+		if diff := cmp.Diff([]string{foreground}, k.Finalizers); diff != "" {
+			t.Errorf("%v: Job k, never held, changed (-want +got):\n%s", tc.args, diff)
+		}
 	}
 }
