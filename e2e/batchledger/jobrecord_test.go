@@ -1,0 +1,95 @@
+package batchledger
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/e2e/framework"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestJobDeletedWhileTheManagerIsDownKeepsItsRecord: the manager is stopped while a Job
+// with ttlSecondsAfterFinished: 0 runs its last index; the real TTL controller deletes it
+// the moment it completes. batchledger's record finalizer, given to the Job by the webhook
+// at creation, keeps it Terminating with its final status until the manager is back: the
+// account records it Complete, not "deleted before it terminated", then the finalizer
+// goes and so does the Job. A Job no account names never gets the finalizer.
+func TestJobDeletedWhileTheManagerIsDownKeepsItsRecord(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	f.Create(wrappers.MakeBatchAccount("down", f.Namespace).Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj())
+	waitAccount(t, f, "down", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool { return len(ba.Status.Conditions) > 0 })
+	job := wrappers.MakeJob("j", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	job.Spec.TTLSecondsAfterFinished = ptr.To(int32(0))
+	f.Create(job)
+	// Nobody names this one: it runs as if batchledger were not installed.
+	free := wrappers.MakeJob("free", f.Namespace).Indexed(1).Queue("default").GPU(1).Obj()
+	f.Create(free)
+	job = jobStatus(t, f, "j")
+	if !slices.Contains(job.Finalizers, v1alpha1.RecordFinalizer) {
+		t.Fatalf("job j finalizers %v: the Job webhook did not give it %s", job.Finalizers, v1alpha1.RecordFinalizer)
+	}
+	framework.RunningPods(t, job, 2)
+	framework.FinishIndexPod(t, job, 0, 0, "")
+	waitAccount(t, f, "down", "index 0 covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 1 })
+
+	framework.StopBatchledger(t)
+	framework.FinishIndexPod(t, job, 1, 0, "")
+	framework.WaitFor(t, job, framework.DefaultTimeout, "Complete and deleted by its TTL, held Terminating", func(j *batchv1.Job) bool {
+		return j.DeletionTimestamp != nil && apimeta.IsStatusConditionTrue(jobConds(j), string(batchv1.JobComplete))
+	})
+	// Long enough for a Job without the finalizer to be gone for good.
+	time.Sleep(2 * time.Second)
+	if err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); err != nil {
+		t.Fatalf("job j while the manager is down: %v; want it held Terminating", err)
+	}
+	framework.StartBatchledger(t)
+
+	framework.Eventually(t, framework.DefaultTimeout, "job j released and gone", func() (bool, string, error) {
+		var j batchv1.Job
+		err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(job), &j)
+		if err == nil {
+			return false, "still there, finalizers " + joinFinalizers(j.Finalizers), nil
+		}
+		return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
+	})
+	got := waitAccount(t, f, "down", "the deleted Job's record", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/j")
+		return tg != nil && tg.Deleted
+	})
+	tg := target(got, "job/j")
+	if tg.UID != job.UID || tg.Terminal != string(batchv1.JobComplete) || tg.CompletedIndexes != "0,1" || got.Status.Shards.Covered != 2 {
+		t.Errorf("record: uid %s terminal %q completed %q, covered %d; want %s, Complete, 0,1, 2", tg.UID, tg.Terminal, tg.CompletedIndexes, got.Status.Shards.Covered, job.UID)
+	}
+	if ok, state := condIs(got.Status.Conditions, v1alpha1.ConditionTerminated, metav1.ConditionTrue, ""); !ok {
+		t.Errorf("Terminated after the restart: %s; want True, not TargetDeleted", state)
+	}
+	if ok, state := condIs(got.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted); !ok {
+		t.Errorf("after the restart: %s", state)
+	}
+
+	f.Get(free)
+	if slices.Contains(free.Finalizers, v1alpha1.RecordFinalizer) {
+		t.Errorf("job free, named by no account, carries %s: %v", v1alpha1.RecordFinalizer, free.Finalizers)
+	}
+}
+
+func joinFinalizers(f []string) string {
+	if len(f) == 0 {
+		return "none"
+	}
+	out := f[0]
+	for _, s := range f[1:] {
+		out += ", " + s
+	}
+	return out
+}
