@@ -83,6 +83,51 @@ func TestJobDeletedWhileTheManagerIsDownKeepsItsRecord(t *testing.T) {
 	}
 }
 
+// TestJobSetRestartWhileTheManagerIsDownKeepsTheChildsCoverage: a JobSet child covers
+// index 0 while the manager runs and index 1 once it is stopped; then its sibling fails
+// and the JobSet restarts, deleting both. The record finalizer holds them Terminating (the
+// restart waits to recreate them) until the manager is back and observes them: history
+// keeps the child's final coverage 0-1, not the 0 it had seen, and the new attempt comes.
+func TestJobSetRestartWhileTheManagerIsDownKeepsTheChildsCoverage(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "16")
+	worker := wrappers.MakeJob("", "").Indexed(4).Parallelism(4).GPU(1).BackoffLimit(0).Obj()
+	js := wrappers.MakeJobSet("train", f.Namespace).Queue("default").MaxRestarts(1).
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(worker).Obj()).Obj()
+	f.Create(js)
+	f.Create(wrappers.MakeBatchAccount("train", f.Namespace).ShardCount("s", 8).
+		AssignJobSet("train", "workers", 0, "0-3", "0-3").AssignJobSet("train", "workers", 1, "0-3", "4-7").Obj())
+	w0, w1 := childJob(t, f, "train-workers-0", ""), childJob(t, f, "train-workers-1", "")
+	// The children may come before their account: the controller gives them the finalizer
+	// when the account comes (the webhook did when the account was first).
+	for _, w := range []*batchv1.Job{w0, w1} {
+		framework.WaitFor(t, w, framework.DefaultTimeout, "held for its record", func(j *batchv1.Job) bool {
+			return slices.Contains(j.Finalizers, v1alpha1.RecordFinalizer)
+		})
+	}
+	framework.RunningPods(t, w0, 4)
+	framework.RunningPods(t, w1, 4)
+	framework.FinishIndexPod(t, w0, 0, 0, "")
+	waitAccount(t, f, "train", "1/8 covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 1 })
+
+	framework.StopBatchledger(t)
+	framework.FinishIndexPod(t, w0, 1, 0, "")
+	framework.WaitFor(t, w0, framework.DefaultTimeout, "workers-0 counted index 1", func(j *batchv1.Job) bool { return j.Status.CompletedIndexes == "0,1" })
+	framework.FinishIndexPod(t, w1, 0, 1, "") // backoffLimit 0: workers-1 fails, the JobSet restarts
+	framework.WaitFor(t, w0, framework.DefaultTimeout, "workers-0 deleted by the restart, held", func(j *batchv1.Job) bool { return j.DeletionTimestamp != nil })
+	framework.StartBatchledger(t)
+
+	ba := waitAccount(t, f, "train", "workers-0's old identity in history", func(ba *v1alpha1.BatchAccount) bool {
+		return slices.ContainsFunc(ba.Status.History, func(h v1alpha1.SupersededIdentity) bool { return h.UID == w0.UID })
+	})
+	for _, h := range ba.Status.History {
+		if h.UID == w0.UID && h.CompletedIndexes != "0,1" {
+			t.Errorf("history keeps workers-0 with %q; want its final 0,1", h.CompletedIndexes)
+		}
+	}
+	childJob(t, f, "train-workers-0", w0.UID) // the restart went on
+}
+
 func joinFinalizers(f []string) string {
 	if len(f) == 0 {
 		return "none"
