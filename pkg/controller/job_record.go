@@ -135,7 +135,7 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 // pendingAccounts are the names of the live accounts naming job that have not recorded
 // its end (recordsEnd).
 func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, error) {
-	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, job.Namespace, relations.JobKeys(job.Name, job.Labels)...)
+	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, job.Namespace, relations.JobKeys(job)...)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func namesJob(ba *v1alpha1.BatchAccount, job *batchv1.Job) bool {
 		return false
 	}
 	return slices.ContainsFunc(ba.Spec.Assignments, func(a v1alpha1.Assignment) bool {
-		return (a.Target.Namespace == "" || a.Target.Namespace == ba.Namespace) && relations.NamesJob(a.Target, job.Name, job.Labels)
+		return (a.Target.Namespace == "" || a.Target.Namespace == ba.Namespace) && relations.NamesJob(a.Target, job)
 	})
 }
 

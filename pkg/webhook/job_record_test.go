@@ -9,6 +9,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -75,6 +76,8 @@ func TestScopeStamperHoldsNamedJobs(t *testing.T) {
 			job: func() *batchv1.Job {
 				j := job("ts-workers-0")
 				j.Labels = map[string]string{jobsetapi.JobSetNameKey: "ts", jobsetapi.ReplicatedJobNameKey: "workers", jobsetapi.JobIndexKey: "0"}
+				// The JobSet controller creates its children with their controller reference.
+				j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "ts", UID: "ts-uid", Controller: ptr.To(true)}}
 				j.Spec.Template.Labels = map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}
 				return j
 			}(),
