@@ -81,7 +81,7 @@ func BatchledgerManager(binary string, extraArgs ...string) (Manager, error) {
 				"--webhook-cert-dir=" + env.CertDir,
 				"--zap-log-level=2",
 				// The manager's namespace: the key that signs recorded results is kept there.
-				"--namespace=default",
+				"--namespace=" + batchledgerRunNamespace,
 			}
 			return &ManagerCommand{Args: append(args, extraArgs...)}, nil
 		},

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,11 @@ import (
 // batchledgerPrefix is config/default's namePrefix, which the local cluster gives the
 // objects it reads from config/ as kustomize would.
 const batchledgerPrefix = "batchledger-"
+
+// batchledgerRunNamespace is the namespace the local cluster runs the manager in (its
+// --namespace unless the caller passes another): its Lease, its certificate and the key
+// that signs recorded results are there.
+const batchledgerRunNamespace = "default"
 
 // batchledgerPolicies are the config/policy files the local cluster applies. Not
 // held_pod_scope_policy.yaml: it binds every user, and e2e tests relabel a held pod on
@@ -64,34 +70,31 @@ func batchledgerObjects(root string, args []string) ([]client.Object, error) {
 		}
 		objs = append(objs, role, binding)
 	}
-	// Roles of the manager's namespace go to the namespace it is told (--namespace), as
-	// the install's namespace is the one it runs in.
-	ns := flagValue(args, "--namespace")
-	needNamespace := func(why string) error {
-		if ns == "" {
-			return fmt.Errorf("batchledger on the local cluster: %s needs --namespace (no pod namespace to default to)", why)
-		}
-		if ns != BatchledgerNamespace {
-			objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		}
-		return nil
+	// Roles of the manager's namespace go to the namespace it runs in (--namespace, by
+	// default batchledgerRunNamespace), as the install's namespace is the one it runs in.
+	ns := cmp.Or(flagValue(args, "--namespace"), batchledgerRunNamespace)
+	if ns != BatchledgerNamespace {
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 	leaderElect := slices.Contains(args, "--leader-elect") || flagValue(args, "--leader-elect") == "true"
-	selfCerts := flagValue(args, "--cert-management") == "self"
-	if leaderElect || selfCerts {
-		if err := needNamespace("--leader-elect or --cert-management=self"); err != nil {
-			return nil, err
-		}
-	}
 	for _, obj := range generated {
 		switch obj.(type) {
 		case *rbacv1.ClusterRole:
 			bind(obj, "")
 		case *rbacv1.Role:
-			if selfCerts {
-				bind(obj, ns)
-			}
+			// The Secrets of its namespace: the result signing key, the certificate.
+			bind(obj, ns)
 		}
+	}
+	// The result signing key's Secret, created empty as config/manager creates it.
+	secrets, err := loadObjects(filepath.Join(root, "config", "manager", "ledger_key_secret.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range secrets {
+		obj.SetName(batchledgerPrefix + obj.GetName())
+		obj.SetNamespace(ns)
+		objs = append(objs, obj)
 	}
 	// The users' roles, aggregated to the built-in admin, edit and view ClusterRoles.
 	for _, file := range batchledgerUserRoles {
@@ -159,6 +162,8 @@ func loadObjects(path string) ([]client.Object, error) {
 			obj = &rbacv1.ClusterRole{}
 		case "Role":
 			obj = &rbacv1.Role{}
+		case "Secret":
+			obj = &corev1.Secret{}
 		case "ValidatingAdmissionPolicy":
 			obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
 		case "ValidatingAdmissionPolicyBinding":

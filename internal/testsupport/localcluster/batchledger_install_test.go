@@ -12,9 +12,10 @@ import (
 
 // TestBatchledgerObjectsFollowTheFlags: the manager gets its namespace, ServiceAccount,
 // generated ClusterRole (webhook configurations named as config/default names them), the
-// users' aggregated ClusterRoles and the pod-release-only and ledger policies always; the leader-election Role only with
-// --leader-elect, and the certificate Secret's Role only with --cert-management=self,
-// both in --namespace; either without --namespace is an error.
+// users' aggregated ClusterRoles, the pod-release-only and ledger policies, and in the
+// namespace it runs in (--namespace, default "default") its Secrets' Role and the empty
+// Secret of the result signing key, always; the leader-election Role only with
+// --leader-elect, in that namespace.
 func TestBatchledgerObjectsFollowTheFlags(t *testing.T) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -39,18 +40,22 @@ func TestBatchledgerObjectsFollowTheFlags(t *testing.T) {
 		"ValidatingAdmissionPolicy/batchledger-ledger-manager-only",
 		"ValidatingAdmissionPolicyBinding/batchledger-ledger-manager-only",
 	}
+	inDefault := []string{"Namespace/default", "Role/default/batchledger-manager-role",
+		"RoleBinding/default/batchledger-manager-rolebinding", "Secret/default/batchledger-ledger-key"}
 	for _, tc := range []struct {
 		args    []string
 		more    []string
 		wantErr bool
 	}{
-		{args: nil},
-		{args: []string{"--workload-message-interval=1s"}},
-		{args: []string{"--leader-elect", "--namespace=default"}, more: []string{
-			"Namespace/default", "Role/default/batchledger-leader-election-role", "RoleBinding/default/batchledger-leader-election-rolebinding"}},
+		{args: nil, more: inDefault},
+		{args: []string{"--workload-message-interval=1s"}, more: inDefault},
+		{args: []string{"--leader-elect", "--namespace=default"}, more: append(slices.Clone(inDefault),
+			"Role/default/batchledger-leader-election-role", "RoleBinding/default/batchledger-leader-election-rolebinding")},
+		{args: []string{"--leader-elect"}, more: append(slices.Clone(inDefault),
+			"Role/default/batchledger-leader-election-role", "RoleBinding/default/batchledger-leader-election-rolebinding")},
 		{args: []string{"--cert-management=self", "--namespace=batchledger-system"}, more: []string{
-			"Role/batchledger-system/batchledger-manager-role", "RoleBinding/batchledger-system/batchledger-manager-rolebinding"}},
-		{args: []string{"--leader-elect"}, wantErr: true},
+			"Role/batchledger-system/batchledger-manager-role", "RoleBinding/batchledger-system/batchledger-manager-rolebinding",
+			"Secret/batchledger-system/batchledger-ledger-key"}},
 	} {
 		objs, err := batchledgerObjects(root, tc.args)
 		if tc.wantErr {
