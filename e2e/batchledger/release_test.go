@@ -1,13 +1,16 @@
 package batchledger
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -148,17 +151,16 @@ func exitWhileTerminating(t *testing.T, f *framework.Framework, pod *corev1.Pod,
 
 // TestTwoResultsAccountsOnOneJob: two accounts require results on the same Job; each
 // records every result in its own chunks, and no pod is released before both have. The
-// second account's chunk name is squatted by an object it does not own, so its creation
-// fails until the squatter goes: meanwhile the first account has recorded everything,
-// and the pods must stay held for the second.
+// API server refuses the second account's chunk writes for a while (an admission policy
+// the test adds, as an outage of that account's writes would): meanwhile the first
+// account has recorded everything, and the pods must stay held for the second. Once the
+// refusal ends the second records, and only then do the pods go.
 func TestTwoResultsAccountsOnOneJob(t *testing.T) {
 	f := framework.New(t)
 	h100Queue(f, "8")
 	first := observedAccount(t, f, "first", "j", "A", "B")
 	second := observedAccount(t, f, "second", "j", "A", "B")
-	squatter := &v1alpha1.ShardResults{ObjectMeta: metav1.ObjectMeta{Name: string(second.UID) + "-0", Namespace: f.Namespace},
-		Account: "someone-else", FirstOrdinal: 0}
-	f.Create(squatter)
+	refuseChunksOf(t, f, second)
 
 	f.Create(wrappers.MakeJob("j", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj())
 	job := jobStatus(t, f, "j")
@@ -169,19 +171,73 @@ func TestTwoResultsAccountsOnOneJob(t *testing.T) {
 	}
 	waitRecorded(t, f, first, pods...)
 	if rec := recordedBy(t, f, second); len(rec) != 0 {
-		t.Fatalf("the second account recorded %v past a squatted chunk name", rec)
+		t.Fatalf("the second account recorded %v while its chunk writes were refused", rec)
 	}
 	stillHeld(t, f, heldFor, "only the first account recorded its result", pods...)
 
-	if err := f.Client.Delete(f.Ctx, squatter); err != nil {
-		t.Fatal(err)
-	}
+	allowChunksOf(t, f, second)
 	waitRecorded(t, f, second, pods...)
 	waitReleased(t, job)
 	for _, name := range []string{"first", "second"} {
 		ba := waitAccount(t, f, name, "2 accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 2 })
 		if ba.Status.Results.Rejected != 0 {
 			t.Errorf("account %s rejected results: %+v", name, ba.Status.Results)
+		}
+	}
+}
+
+// refusalName names the admission policy and binding refuseChunksOf adds for ba.
+func refusalName(ba *v1alpha1.BatchAccount) string { return "e2e-refuse-chunks-" + string(ba.UID) }
+
+// refuseChunksOf makes the API server refuse every write of ba's chunks, and waits until
+// it does (a policy takes effect once the API server has loaded it).
+func refuseChunksOf(t *testing.T, f *framework.Framework, ba *v1alpha1.BatchAccount) {
+	t.Helper()
+	name := refusalName(ba)
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{"*"}, Resources: []string{"shardresults"}},
+				}}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "of-the-account",
+				Expression: fmt.Sprintf("object.metadata.?labels[?%q].orValue(\"\") == %q", v1alpha1.LabelAccountUID, ba.UID)}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: name + ": the test refuses this account's chunks for now"}},
+		}}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := f.Client.Create(f.Ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Client.Delete(context.Background(), obj) })
+	}
+	probe := &v1alpha1.ShardResults{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: f.Namespace,
+		Labels: map[string]string{v1alpha1.LabelAccountUID: string(ba.UID)}}, Account: ba.Name}
+	// Asked as the manager, whose chunk writes only this refusal stops.
+	manager := impersonating(t, localcluster.BatchledgerIdentity.User)
+	framework.Eventually(t, framework.DefaultTimeout, "the refusal in force", func() (bool, string, error) {
+		err := manager.Create(f.Ctx, probe.DeepCopy(), client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), name) {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("a dry-run create answered %v", err), nil
+	})
+}
+
+// allowChunksOf removes refuseChunksOf's refusal.
+func allowChunksOf(t *testing.T, f *framework.Framework, ba *v1alpha1.BatchAccount) {
+	t.Helper()
+	name := refusalName(ba)
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}},
+	} {
+		if err := f.Client.Delete(f.Ctx, obj); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
