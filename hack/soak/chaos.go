@@ -18,6 +18,9 @@ type KillRecord struct {
 	// Down is how long until the component was ready again.
 	Down time.Duration
 	Err  error
+	// Targeted marks a kill a batch asked for (the leader, just before a TTL-0 Job's last
+	// pod finishes), beside the seeded schedule.
+	Targeted bool
 }
 
 // chaos kills components on the plan's schedule and restarts any component that exits by
@@ -85,6 +88,24 @@ func (ch *chaos) run(ctx context.Context, kills []Kill) {
 		ch.kills = append(ch.kills, KillRecord{Component: k.Component, Process: proc, At: at, Down: down, Err: err})
 		ch.mu.Unlock()
 	}
+}
+
+// killLeaderNow SIGKILLs the batchledger leader (a replica when none leads) and restarts
+// it, closing started just before the kill; a batch's own kill, beside the schedule.
+func (ch *chaos) killLeaderNow(ctx context.Context, started chan struct{}) {
+	ch.restartMu.Lock()
+	defer ch.restartMu.Unlock()
+	proc := ch.leader()
+	if proc == "" {
+		proc = ch.replicas[0]
+	}
+	at := time.Now()
+	close(started)
+	down, err := ch.cl.RestartComponent(ctx, proc)
+	logf("kill at a batch's end: SIGKILL %s, ready again after %s (err %v)", proc, down.Round(10*time.Millisecond), err)
+	ch.mu.Lock()
+	ch.kills = append(ch.kills, KillRecord{Component: ComponentBatchledger, Process: proc, At: at, Down: down, Err: err, Targeted: true})
+	ch.mu.Unlock()
 }
 
 // leader is the batchledger replica holding the Lease, "" when none says so.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -27,10 +28,12 @@ type PodRecord struct {
 }
 
 // JobRecord is what the driver saw of one Job name: its identities in the order they
-// appeared, and the terminal condition each recorded.
+// appeared, the terminal condition each recorded, and which were seen and then gone.
 type JobRecord struct {
 	UIDs     []types.UID
 	Terminal map[types.UID]string
+	// Gone marks identities that the driver saw and later found missing.
+	Gone map[types.UID]bool
 }
 
 // Current is the Job name's latest identity ("" if never seen).
@@ -56,6 +59,9 @@ type Expectation struct {
 	Accepted       bool
 	Covered        int
 	AcceptedShards int
+	// Complete lists the targets (keys) whose record must say Complete: those of a Job
+	// with a TTL that completed (the record must outlive the Job).
+	Complete []string
 }
 
 func (e Expectation) String() string {
@@ -71,10 +77,14 @@ func Expect(b *BatchPlan, pods []PodRecord, jobs map[string]*JobRecord) Expectat
 	covered := map[int]bool{}
 	accepted := map[int]bool{}
 	terminated := true
+	var complete []string
 	for _, t := range b.Targets {
 		cur := jobs[t.Job].Current()
-		if cur == "" || jobs[t.Job].Terminal[cur] == "" {
+		switch term := TerminalOf(b, t, pods, jobs); {
+		case term == "":
 			terminated = false
+		case term == "Complete" && b.TTL != nil:
+			complete = append(complete, t.Key)
 		}
 		for _, p := range pods {
 			if p.Batch != b.Num || p.Job != t.Job || p.JobUID != cur || cur == "" || !p.Succeeded {
@@ -89,9 +99,37 @@ func Expect(b *BatchPlan, pods []PodRecord, jobs map[string]*JobRecord) Expectat
 			}
 		}
 	}
-	e := Expectation{Covered: len(covered), AcceptedShards: len(accepted)}
+	e := Expectation{Covered: len(covered), AcceptedShards: len(accepted), Complete: complete}
 	e.Accepted = e.Covered == b.Shards && terminated && (!b.RequireResults || e.AcceptedShards == b.Shards)
 	return e
+}
+
+// TerminalOf is the terminal condition of a target's current identity as the driver
+// knows it: the one it saw, or, for a Job with a TTL that it saw go (the TTL controller
+// deletes only finished Jobs; the soak deletes none) before it saw its condition,
+// Complete when every index succeeded and Failed otherwise. "" while it runs.
+func TerminalOf(b *BatchPlan, t Target, pods []PodRecord, jobs map[string]*JobRecord) string {
+	rec := jobs[t.Job]
+	cur := rec.Current()
+	if cur == "" {
+		return ""
+	}
+	if term := rec.Terminal[cur]; term != "" {
+		return term
+	}
+	if b.TTL == nil || !rec.Gone[cur] {
+		return ""
+	}
+	done := map[int]bool{}
+	for _, p := range pods {
+		if p.Batch == b.Num && p.Job == t.Job && p.JobUID == cur && p.Succeeded && p.Index >= 0 && p.Index < t.Indexes {
+			done[p.Index] = true
+		}
+	}
+	if len(done) == t.Indexes {
+		return "Complete"
+	}
+	return "Failed"
 }
 
 // Observed is an account's verdict as the controller published it.
@@ -101,6 +139,8 @@ type Observed struct {
 	AcceptedShards int
 	// Reason and Message of the Accepted condition, for the report.
 	Reason, Message string
+	// Terminal is each target's recorded terminal condition, by target key.
+	Terminal map[string]string
 }
 
 // Differences lists how an observed verdict differs from the expected one (none: right).
@@ -115,7 +155,61 @@ func Differences(want Expectation, got Observed) []string {
 	if want.AcceptedShards != got.AcceptedShards {
 		out = append(out, fmt.Sprintf("accepted %d, want %d", got.AcceptedShards, want.AcceptedShards))
 	}
+	for _, key := range want.Complete {
+		if got.Terminal[key] != "Complete" {
+			out = append(out, fmt.Sprintf("target %s recorded %q, want Complete", key, got.Terminal[key]))
+		}
+	}
 	return out
+}
+
+// ForgedCounted tells whether an account's verdict counted forged results: it accepts
+// more shards than real pods reported good results for, or is Accepted when they do not
+// make it so, or a chunk the manager signed holds a result of no pod (forgedInSigned).
+// realAccepted is what the real pods' good results accept (the oracle's count, or, while
+// the batch runs, the shards with a good result reported so far).
+func ForgedCounted(realAccepted int, realVerdict bool, got Observed, forgedInSigned int) bool {
+	return got.AcceptedShards > realAccepted || (got.Accepted && !realVerdict) || forgedInSigned > 0
+}
+
+// ReleasedEarly lists the pods that were released (their result finalizer gone) while
+// some account that captures their result had not recorded it: recorded holds each
+// capturing account's recorded pod UIDs, read after the pods were listed.
+func ReleasedEarly(released []types.UID, recorded []map[types.UID]bool) []types.UID {
+	var out []types.UID
+	for _, uid := range released {
+		for _, rec := range recorded {
+			if !rec[uid] {
+				out = append(out, uid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// NamespaceStuck tells whether a deleted namespace broke its bound: its pods ended at
+// podsEnded (zero: not yet), it was gone at gone (zero: not yet), judged at now. It is
+// stuck when it stayed longer than NamespaceGoneWithin after its pods ended, or, its pods
+// never ending, longer than NamespaceGoneWithin after the deletion began (deleted).
+func NamespaceStuck(deleted, podsEnded, gone, now time.Time) bool {
+	from := podsEnded
+	if from.IsZero() {
+		from = deleted
+	}
+	until := gone
+	if until.IsZero() {
+		until = now
+	}
+	if podsEnded.IsZero() && !gone.IsZero() {
+		return false // gone with its pods: nothing waited
+	}
+	if podsEnded.IsZero() {
+		// Its pods have not ended: the namespace waits on them (a worker's grace
+		// period), not on batchledger, unless that goes on far longer.
+		return until.Sub(from) > 4*NamespaceGoneWithin
+	}
+	return until.Sub(from) > NamespaceGoneWithin
 }
 
 // ResultCount is the result bookkeeping of one account.

@@ -20,11 +20,12 @@ func (p *podRec) reports(kind string) *podRec { p.Result = kind; return p }
 func (p *podRec) batch(n int) *podRec         { p.Batch = n; return p }
 func (p *podRec) obj() PodRecord              { return p.PodRecord }
 
-// jobRecs builds the Job records: name -> identities, each "uid=Terminal" ("uid=" running).
+// jobRecs builds the Job records: name -> identities, each "uid=Terminal" ("uid=" running,
+// "uid=gone" seen and then missing, its condition never seen).
 func jobRecs(spec map[string][]string) map[string]*JobRecord {
 	out := map[string]*JobRecord{}
 	for name, ids := range spec {
-		r := &JobRecord{Terminal: map[types.UID]string{}}
+		r := &JobRecord{Terminal: map[types.UID]string{}, Gone: map[types.UID]bool{}}
 		for _, id := range ids {
 			uid, term := id, ""
 			for i := range id {
@@ -33,7 +34,11 @@ func jobRecs(spec map[string][]string) map[string]*JobRecord {
 				}
 			}
 			r.See(types.UID(uid))
-			if term != "" {
+			switch term {
+			case "":
+			case "gone":
+				r.Gone[types.UID(uid)] = true
+			default:
 				r.Terminal[types.UID(uid)] = term
 			}
 		}
@@ -104,6 +109,41 @@ func TestExpect(t *testing.T) {
 			want: Expectation{Accepted: false, Covered: 3, AcceptedShards: 3},
 		},
 		{
+			name: "a TTL-0 Job gone before its condition was seen, every index succeeded: Complete, and its record must say so",
+			b:    ttlJob(0),
+			pods: []PodRecord{pod("j0", "j", "J", 0).obj(), pod("j1", "j", "J", 1).obj()},
+			jobs: jobRecs(map[string][]string{"j": {"J=gone"}}),
+			want: Expectation{Accepted: true, Covered: 2, Complete: []string{"job/j"}},
+		},
+		{
+			name: "a TTL Job gone with an index never succeeded: Failed",
+			b:    ttlJob(0),
+			pods: []PodRecord{pod("j0", "j", "J", 0).obj(), pod("j1", "j", "J", 1).failed().obj()},
+			jobs: jobRecs(map[string][]string{"j": {"J=gone"}}),
+			want: Expectation{Accepted: false, Covered: 1},
+		},
+		{
+			name: "a Job without a TTL that is gone is not taken for finished",
+			b:    &BatchPlan{Name: "b000", Shards: 2, Targets: []Target{{Key: "job/j", Job: "j", Indexes: 2}}},
+			pods: []PodRecord{pod("j0", "j", "J", 0).obj(), pod("j1", "j", "J", 1).obj()},
+			jobs: jobRecs(map[string][]string{"j": {"J=gone"}}),
+			want: Expectation{Accepted: false, Covered: 2},
+		},
+		{
+			name: "a TTL Job seen Complete: its record must say Complete",
+			b:    ttlJob(30),
+			pods: []PodRecord{pod("j0", "j", "J", 0).obj(), pod("j1", "j", "J", 1).obj()},
+			jobs: jobRecs(map[string][]string{"j": {"J=Complete"}}),
+			want: Expectation{Accepted: true, Covered: 2, Complete: []string{"job/j"}},
+		},
+		{
+			name: "results required: a short result (the edited rule would take it) is not accepted",
+			b:    &BatchPlan{Name: "b000", Shards: 2, RequireResults: true, RuleEdit: true, Targets: []Target{{Key: "job/j", Job: "j", Indexes: 2}}},
+			pods: []PodRecord{pod("j0", "j", "J", 0).reports(ResultGood).obj(), pod("j1", "j", "J", 1).reports(ResultShort).obj()},
+			jobs: jobRecs(map[string][]string{"j": {"J=Complete"}}),
+			want: Expectation{Accepted: false, Covered: 2, AcceptedShards: 1},
+		},
+		{
 			name: "pods of another batch are not this batch's",
 			b:    twoJobs(false),
 			pods: []PodRecord{pod("j0", "j", "J", 0).batch(1).obj()},
@@ -113,8 +153,107 @@ func TestExpect(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Expect(tc.b, tc.pods, tc.jobs); got != tc.want {
+			if got := Expect(tc.b, tc.pods, tc.jobs); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Expect = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// ttlJob is a batch of one Job of two indexes with ttlSecondsAfterFinished ttl.
+func ttlJob(ttl int32) *BatchPlan {
+	return &BatchPlan{Name: "b000", Shards: 2, TTL: &ttl, Targets: []Target{{Key: "job/j", Job: "j", Indexes: 2}}}
+}
+
+func TestDifferencesOnTheTargetRecord(t *testing.T) {
+	want := Expectation{Accepted: true, Covered: 2, Complete: []string{"job/j"}}
+	cases := []struct {
+		name     string
+		terminal map[string]string
+		want     []string
+	}{
+		{"recorded Complete", map[string]string{"job/j": "Complete"}, nil},
+		{"recorded without its condition (deleted before it was seen)", map[string]string{"job/j": ""}, []string{`target job/j recorded "", want Complete`}},
+		{"no record", nil, []string{`target job/j recorded "", want Complete`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Differences(want, Observed{Accepted: true, Covered: 2, Terminal: tc.terminal})
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Differences = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestForgedCounted(t *testing.T) {
+	cases := []struct {
+		name         string
+		realAccepted int
+		realVerdict  bool
+		got          Observed
+		forgedIn     int
+		want         bool
+	}{
+		{"the real verdict", 3, true, Observed{Accepted: true, AcceptedShards: 3}, 0, false},
+		{"lagging behind the real pods", 2, false, Observed{AcceptedShards: 1}, 0, false},
+		{"more shards accepted than real pods reported", 1, false, Observed{AcceptedShards: 3}, 0, true},
+		{"Accepted on a wrong-model shard the forger covered", 2, false, Observed{Accepted: true, AcceptedShards: 2}, 0, true},
+		{"a forged result in the manager's chunk", 3, true, Observed{Accepted: true, AcceptedShards: 3}, 1, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ForgedCounted(tc.realAccepted, tc.realVerdict, tc.got, tc.forgedIn); got != tc.want {
+				t.Errorf("ForgedCounted = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReleasedEarly(t *testing.T) {
+	both := map[types.UID]bool{"a": true, "b": true}
+	onlyA := map[types.UID]bool{"a": true}
+	cases := []struct {
+		name     string
+		released []types.UID
+		recorded []map[types.UID]bool
+		want     []types.UID
+	}{
+		{"every account recorded them", []types.UID{"a", "b"}, []map[types.UID]bool{both, both}, nil},
+		{"the second account had not recorded b", []types.UID{"a", "b"}, []map[types.UID]bool{both, onlyA}, []types.UID{"b"}},
+		{"one account, nothing recorded", []types.UID{"a"}, []map[types.UID]bool{{}}, []types.UID{"a"}},
+		{"nothing released", nil, []map[types.UID]bool{{}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ReleasedEarly(tc.released, tc.recorded); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ReleasedEarly = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNamespaceStuck(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var never time.Time
+	cases := []struct {
+		name                        string
+		deleted, ended, gone, judge time.Time
+		want                        bool
+	}{
+		{"gone 5s after its pods ended", at(0), at(2), at(7), at(60), false},
+		{"gone 31s after its pods ended", at(0), at(2), at(33), at(60), true},
+		{"not gone yet, 10s after its pods ended", at(0), at(2), never, at(12), false},
+		{"not gone 40s after its pods ended", at(0), at(2), never, at(42), true},
+		{"gone before its pods were seen ending", at(0), never, at(3), at(60), false},
+		{"pods still terminating a minute on", at(0), never, never, at(60), false},
+		{"pods still terminating three minutes on", at(0), never, never, at(180), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NamespaceStuck(tc.deleted, tc.ended, tc.gone, tc.judge); got != tc.want {
+				t.Errorf("NamespaceStuck = %t, want %t", got, tc.want)
 			}
 		})
 	}

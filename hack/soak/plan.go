@@ -13,7 +13,7 @@ import (
 // Shape is the kind of batch a soak batch exercises.
 type Shape string
 
-// The batch shapes of issue 13 §3.
+// The batch shapes.
 const (
 	// ShapeJob is one Indexed Job; some indexes fail once before they succeed.
 	ShapeJob Shape = "job"
@@ -34,10 +34,51 @@ const (
 	// ShapeTTL is one Job with ttlSecondsAfterFinished: it is deleted after it completes
 	// and the account's record of it must stand.
 	ShapeTTL Shape = "ttl"
+	// ShapeTwoAccounts is one Job with two accounts requiring results: each records every
+	// result, and no pod is released before both did.
+	ShapeTwoAccounts Shape = "two-accounts"
+	// ShapeRequireLater is a coverage account whose pods report results anyway; once its
+	// first index succeeded the driver turns requireResults on, and every result must be
+	// read from the pods that are still there (no TTL: they stay).
+	ShapeRequireLater Shape = "require-later"
+	// ShapeGraceful is one Job (podReplacementPolicy Failed) one of whose running held pods
+	// is deleted with a grace period and succeeds, with its result, while it terminates.
+	ShapeGraceful Shape = "graceful-success"
+	// ShapeRuleEdit is one Job with results required; once a result was recorded the
+	// driver tries to edit the acceptance rule (it must be refused), and sometimes a later
+	// shard reports a result that only the edited rule would accept.
+	ShapeRuleEdit Shape = "rule-edit"
+	// ShapeForger is one Job with results required beside a forger: a user whose
+	// namespace Role grants batchledger.dev's every resource and verb creates a chunk of
+	// forged results for every shard and tries to change the manager's chunks and the
+	// account's status. Sometimes a later shard reports on the wrong model revision, so
+	// that a forged result counted would turn the verdict.
+	ShapeForger Shape = "forger"
+	// ShapeNamespaceDelete is one Job in a namespace of its own, deleted while some held
+	// pods finished and others run: it must be gone within NamespaceGoneWithin of its pods
+	// ending.
+	ShapeNamespaceDelete Shape = "namespace-delete"
+	// ShapeTTLZero is one Job with ttlSecondsAfterFinished: 0; the batchledger leader is
+	// killed just before its last pod finishes, so the Job completes and is deleted while
+	// no replica leads. The account must record it Complete.
+	ShapeTTLZero Shape = "ttl-zero"
 )
 
-// AllShapes lists every shape; the first len(AllShapes) batches of a plan use each once.
-var AllShapes = []Shape{ShapeJob, ShapeCrossJob, ShapeJobSetRestart, ShapePreemption, ShapeResults, ShapeRepeat, ShapeTTL}
+// AllShapes lists every shape; the first len(AllShapes) batches of a plan use each once,
+// the LedgerShapes first.
+var AllShapes = append(append([]Shape(nil), CoreShapes...), LedgerShapes...)
+
+// CoreShapes are the shapes of accounting: coverage, identities, attempts, records.
+var CoreShapes = []Shape{ShapeJob, ShapeCrossJob, ShapeJobSetRestart, ShapePreemption, ShapeResults, ShapeRepeat, ShapeTTL}
+
+// LedgerShapes are the shapes of the result ledger's promises: no valid path loses a
+// result (several accounts, a switch to results, a graceful success, a namespace
+// deletion, a Job gone while no replica leads) and Accepted cannot be forged (a rule
+// edit, a forger). A plan runs them first, so that a short run covers each.
+var LedgerShapes = []Shape{ShapeTwoAccounts, ShapeRequireLater, ShapeGraceful, ShapeRuleEdit, ShapeForger, ShapeNamespaceDelete, ShapeTTLZero}
+
+// NamespaceGoneWithin bounds how long a deleted namespace may remain after its pods ended.
+const NamespaceGoneWithin = 30 * time.Second
 
 // Result kinds a worker reports in its termination message.
 const (
@@ -47,6 +88,9 @@ const (
 	ResultGood = "good"
 	// ResultWrongModel: a result for the right shard on another model revision.
 	ResultWrongModel = "wrong-model"
+	// ResultShort: a result for the right shard whose valid records fall short of its
+	// records: the soak's rule rejects it, the rule the rule-edit shape tries accepts it.
+	ResultShort = "short"
 )
 
 // Gates hold pods until an event of their batch happened.
@@ -55,6 +99,13 @@ const (
 	GatePreempted = "preempted"
 	// GateExtraDone opens once the extra successful attempt was added.
 	GateExtraDone = "extra-done"
+	// GateRequired opens once requireResults was turned on (ShapeRequireLater).
+	GateRequired = "required"
+	// GateRuleTried opens once the rule edit was tried (ShapeRuleEdit).
+	GateRuleTried = "rule-tried"
+	// GateForged opens once the forger's writes were tried and the account was watched
+	// for a while with the forged chunk in place (ShapeForger).
+	GateForged = "forged"
 )
 
 // Fate is what the driver makes one pod do.
@@ -68,6 +119,9 @@ type Fate struct {
 	// RunFor is how long the pod runs (since its start) before the driver finishes it, so
 	// that batches last long enough for the kills to land in the middle of them.
 	RunFor time.Duration
+	// Graceful: the driver deletes the running pod with a grace period and then writes its
+	// success (Exit 0, Result) as the kubelet of a worker that exits while terminating.
+	Graceful bool
 }
 
 // FateKey names one attempt: the n-th pod the driver finishes for an index of one
@@ -110,8 +164,30 @@ type BatchPlan struct {
 	// ExtraAttemptIndex is the index of the first target that gets a second successful
 	// attempt (ShapeRepeat); -1 for none.
 	ExtraAttemptIndex int
-	// TTL is the Jobs' ttlSecondsAfterFinished (ShapeTTL); 0 for none.
-	TTL int32
+	// TTL is the Jobs' ttlSecondsAfterFinished (ShapeTTL, ShapeTTLZero); nil for none.
+	TTL *int32
+	// SecondAccount names a second account over the same targets with the same
+	// criterion (ShapeTwoAccounts); "" for none.
+	SecondAccount string
+	// RequireLater: the account is created without an acceptance criterion and turned to
+	// RequireResults once the first index succeeded (ShapeRequireLater). RequireResults
+	// is the final criterion.
+	RequireLater bool
+	// RuleEdit: the driver tries to edit the acceptance rule once a result was recorded.
+	RuleEdit bool
+	// Forger: a forger writes into the account's ledger (ShapeForger).
+	Forger bool
+	// OwnNamespace: the batch runs in a namespace of its own, deleted mid-batch
+	// (ShapeNamespaceDelete).
+	OwnNamespace bool
+	// FinishBeforeDelete is how many indexes (0..n-1) finish before the namespace is
+	// deleted; the others are still running then.
+	FinishBeforeDelete int
+	// ReplaceOnFailure sets the Jobs' podReplacementPolicy to Failed (ShapeGraceful).
+	ReplaceOnFailure bool
+	// KillLeaderAtEnd: the batchledger leader is killed just before the last pod of the
+	// batch is finished (ShapeTTLZero).
+	KillLeaderAtEnd bool
 	// Preemptor is the name of the high-priority Job (ShapePreemption), outside the account.
 	Preemptor string
 	// PreemptorIndexes is its completion count.
@@ -161,8 +237,11 @@ type PlanOptions struct {
 func NewPlan(o PlanOptions) Plan {
 	rng := rand.New(rand.NewPCG(o.Seed, 0x50a6))
 	p := Plan{Seed: o.Seed}
-	order := append([]Shape(nil), AllShapes...)
-	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	ledger := append([]Shape(nil), LedgerShapes...)
+	rng.Shuffle(len(ledger), func(i, j int) { ledger[i], ledger[j] = ledger[j], ledger[i] })
+	core := append([]Shape(nil), CoreShapes...)
+	rng.Shuffle(len(core), func(i, j int) { core[i], core[j] = core[j], core[i] })
+	order := append(ledger, core...)
 	for i := range o.Batches {
 		shape := order[i%len(order)]
 		if i >= len(order) {
@@ -275,10 +354,90 @@ func newBatch(rng *rand.Rand, num int, shape Shape) BatchPlan {
 		b.ExtraAttemptIndex = 0
 	case ShapeTTL:
 		b.RequireResults = true
-		b.TTL = 30
+		b.TTL = ptr.To(int32(30))
 		succeed(job("j", 2+rng.IntN(2)), 0, 0.2, "")
+	case ShapeTwoAccounts:
+		b.RequireResults = true
+		b.SecondAccount = b.Name + "-bis"
+		succeed(job("j", 2+rng.IntN(3)), 0, 0.25, "")
+	case ShapeRequireLater:
+		b.RequireResults, b.RequireLater = true, true
+		t := job("j", 3+rng.IntN(2))
+		// Every pod reports a result, required or not; the last index waits until the
+		// criterion was turned on, the others may end before or after.
+		set(FateKey{t.Job, 0, 0, 0}, Fate{Result: ResultGood})
+		for i := 1; i < t.Indexes; i++ {
+			gate := ""
+			if i == t.Indexes-1 {
+				gate = GateRequired
+			}
+			a := 0
+			if rng.Float64() < 0.2 {
+				set(FateKey{t.Job, 0, i, a}, Fate{Exit: 1, Gate: gate})
+				a++
+			}
+			set(FateKey{t.Job, 0, i, a}, Fate{Result: ResultGood, Gate: gate})
+		}
+	case ShapeGraceful:
+		b.RequireResults, b.ReplaceOnFailure = true, true
+		t := job("j", 2+rng.IntN(2))
+		set(FateKey{t.Job, 0, 0, 0}, Fate{Result: ResultGood, Graceful: true})
+		for i := 1; i < t.Indexes; i++ {
+			set(FateKey{t.Job, 0, i, 0}, Fate{Result: ResultGood})
+		}
+	case ShapeRuleEdit:
+		b.RequireResults, b.RuleEdit = true, true
+		t := job("j", 3)
+		set(FateKey{t.Job, 0, 0, 0}, Fate{Result: ResultGood})
+		short := -1
+		if rng.IntN(2) == 0 {
+			short = 1 + rng.IntN(t.Indexes-1)
+		}
+		for i := 1; i < t.Indexes; i++ {
+			kind := ResultGood
+			if i == short {
+				kind = ResultShort
+			}
+			set(FateKey{t.Job, 0, i, 0}, Fate{Result: kind, Gate: GateRuleTried})
+		}
+	case ShapeForger:
+		b.RequireResults, b.Forger = true, true
+		t := job("j", 2+rng.IntN(2))
+		set(FateKey{t.Job, 0, 0, 0}, Fate{Result: ResultGood})
+		wrong := -1
+		if rng.IntN(2) == 0 {
+			wrong = 1 + rng.IntN(t.Indexes-1)
+		}
+		for i := 1; i < t.Indexes; i++ {
+			kind := ResultGood
+			if i == wrong {
+				kind = ResultWrongModel
+			}
+			set(FateKey{t.Job, 0, i, 0}, Fate{Result: kind, Gate: GateForged})
+		}
+	case ShapeNamespaceDelete:
+		b.RequireResults, b.OwnNamespace = true, true
+		t := job("j", 3+rng.IntN(2))
+		b.FinishBeforeDelete = 1 + rng.IntN(t.Indexes-1)
+		// The later indexes have no fate: they are running when the namespace goes.
+		for i := range b.FinishBeforeDelete {
+			set(FateKey{t.Job, 0, i, 0}, Fate{Result: ResultGood})
+		}
+	case ShapeTTLZero:
+		b.RequireResults = rng.IntN(2) == 0
+		b.TTL = ptr.To(int32(0))
+		b.KillLeaderAtEnd = true
+		succeed(job("j", 2+rng.IntN(2)), 0, 0, "")
 	}
 	return b
+}
+
+// Accounts are the names of the batch's accounts.
+func (b *BatchPlan) Accounts() []string {
+	if b.SecondAccount != "" {
+		return []string{b.Name, b.SecondAccount}
+	}
+	return []string{b.Name}
 }
 
 // MaxRunSeconds bounds how long a pod runs before the driver finishes it (from 1s).

@@ -33,6 +33,21 @@ func TestNewPlanRunsEveryShapeFirst(t *testing.T) {
 	}
 }
 
+func TestNewPlanRunsTheLedgerShapesFirst(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		p := NewPlan(PlanOptions{Seed: seed, Batches: len(LedgerShapes)})
+		seen := map[Shape]bool{}
+		for _, b := range p.Batches {
+			seen[b.Shape] = true
+		}
+		for _, s := range LedgerShapes {
+			if !seen[s] {
+				t.Errorf("seed %d: shape %s not in the first %d batches", seed, s, len(LedgerShapes))
+			}
+		}
+	}
+}
+
 func TestNewPlanSpreadsKillsOverComponents(t *testing.T) {
 	p := NewPlan(PlanOptions{Seed: 7, Kills: 12, MinGap: 2 * time.Second, MaxGap: 5 * time.Second})
 	per := map[string]int{}
@@ -111,8 +126,94 @@ func TestShapeFates(t *testing.T) {
 			}
 		}},
 		{"a TTL Job requires results and is deleted 30s after it finishes", ShapeTTL, func(t *testing.T, b BatchPlan) {
-			if b.TTL != 30 || !b.RequireResults {
-				t.Errorf("TTL %d, requireResults %t; want 30, true", b.TTL, b.RequireResults)
+			if b.TTL == nil || *b.TTL != 30 || !b.RequireResults || b.KillLeaderAtEnd {
+				t.Errorf("TTL %v, requireResults %t, leader kill %t; want 30, true, false", b.TTL, b.RequireResults, b.KillLeaderAtEnd)
+			}
+		}},
+		{"a TTL-0 Job is deleted at once, the leader killed before its last pod, every index succeeds first time", ShapeTTLZero, func(t *testing.T, b BatchPlan) {
+			if b.TTL == nil || *b.TTL != 0 || !b.KillLeaderAtEnd {
+				t.Errorf("TTL %v, leader kill %t; want 0, true", b.TTL, b.KillLeaderAtEnd)
+			}
+			for k, f := range b.Fates {
+				if f.Exit != 0 || k.Attempt != 0 || f.Result != resultKind(b) {
+					t.Errorf("fate %+v: %+v", k, f)
+				}
+			}
+		}},
+		{"two accounts require results on one Job", ShapeTwoAccounts, func(t *testing.T, b BatchPlan) {
+			if got := b.Accounts(); len(got) != 2 || got[0] != b.Name || got[1] != b.Name+"-bis" || !b.RequireResults {
+				t.Errorf("accounts %v, requireResults %t", got, b.RequireResults)
+			}
+		}},
+		{"require-later: a coverage account at first, every pod reports, the last index waits for the switch", ShapeRequireLater, func(t *testing.T, b BatchPlan) {
+			if !b.RequireLater || !b.RequireResults || b.TTL != nil {
+				t.Errorf("requireLater %t, requireResults %t, TTL %v: want true, true, none (the pods must stay)", b.RequireLater, b.RequireResults, b.TTL)
+			}
+			last := b.Targets[0].Indexes - 1
+			for k, f := range b.Fates {
+				if f.Exit == 0 && f.Result != ResultGood {
+					t.Errorf("fate %+v succeeds without a result", k)
+				}
+				if (f.Gate == GateRequired) != (k.Index == last) {
+					t.Errorf("fate %+v: gate %q", k, f.Gate)
+				}
+			}
+		}},
+		{"graceful: index 0 succeeds while terminating, the Job replaces only failed pods", ShapeGraceful, func(t *testing.T, b BatchPlan) {
+			f := b.Fates[FateKey{b.Targets[0].Job, 0, 0, 0}]
+			if !f.Graceful || f.Exit != 0 || f.Result != ResultGood || !b.ReplaceOnFailure || !b.RequireResults {
+				t.Errorf("index 0 fate %+v, replace on failure %t, requireResults %t", f, b.ReplaceOnFailure, b.RequireResults)
+			}
+			n := 0
+			for _, f := range b.Fates {
+				if f.Graceful {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d graceful fates, want 1", n)
+			}
+		}},
+		{"rule edit: index 0 records first, the others wait for the edit; at most one short result", ShapeRuleEdit, func(t *testing.T, b BatchPlan) {
+			short := 0
+			for k, f := range b.Fates {
+				if (k.Index == 0) != (f.Gate == "") || (k.Index > 0 && f.Gate != GateRuleTried) {
+					t.Errorf("fate %+v: gate %q", k, f.Gate)
+				}
+				if f.Result == ResultShort {
+					short++
+					if k.Index == 0 {
+						t.Errorf("index 0 reports short: no result recorded before the edit would be good")
+					}
+				}
+			}
+			if short > 1 || !b.RuleEdit || !b.RequireResults {
+				t.Errorf("%d short results, rule edit %t", short, b.RuleEdit)
+			}
+		}},
+		{"forger: index 0 records first, the others wait for the forgery; at most one wrong-model result", ShapeForger, func(t *testing.T, b BatchPlan) {
+			wrong := 0
+			for k, f := range b.Fates {
+				if (k.Index == 0) != (f.Gate == "") || (k.Index > 0 && f.Gate != GateForged) {
+					t.Errorf("fate %+v: gate %q", k, f.Gate)
+				}
+				if f.Result == ResultWrongModel {
+					wrong++
+				}
+			}
+			if wrong > 1 || !b.Forger || !b.RequireResults {
+				t.Errorf("%d wrong results, forger %t", wrong, b.Forger)
+			}
+		}},
+		{"namespace delete: its own namespace, some indexes finish, at least one still runs", ShapeNamespaceDelete, func(t *testing.T, b BatchPlan) {
+			n := b.Targets[0].Indexes
+			if !b.OwnNamespace || b.FinishBeforeDelete < 1 || b.FinishBeforeDelete >= n {
+				t.Errorf("own namespace %t, %d of %d finish before the deletion", b.OwnNamespace, b.FinishBeforeDelete, n)
+			}
+			for k := range b.Fates {
+				if k.Index >= b.FinishBeforeDelete {
+					t.Errorf("index %d has a fate: it must still run when the namespace goes", k.Index)
+				}
 			}
 		}},
 	}
@@ -134,6 +235,9 @@ func TestEveryIndexEndsInASuccess(t *testing.T) {
 		}
 		for _, tg := range b.Targets {
 			for i := range tg.Indexes {
+				if b.OwnNamespace && i >= b.FinishBeforeDelete {
+					continue // running when its namespace is deleted
+				}
 				last := Fate{Exit: -1}
 				for a := 0; ; a++ {
 					f, ok := b.Fates[FateKey{tg.Job, gen, i, a}]
