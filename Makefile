@@ -112,7 +112,7 @@ mutate: ## Mutation testing of pkg/indexset, pkg/account, pkg/result, pkg/accept
 	hack/mutate.sh
 
 .PHONY: test-soak
-test-soak: binaries ## The short chaos soak: 10 seeded batches under 10 SIGKILLs (batchledger leader, Kueue, kcm, apiserver); fails on a lost result or wrong verdict (~2 min).
+test-soak: binaries ## The short chaos soak: 10 seeded batches under 10 SIGKILLs (batchledger leader, Kueue, kcm, apiserver); fails on a lost result, a wrong verdict, a forged result counted or a stranded pod (~3 min).
 	$(GO) run ./hack/soak --seed=1 --batches=10 --kills=10
 
 SOAK_FLAGS ?= --seed=7 --batches=100 --kills=100 --min-gap=3s --max-gap=9s --out=docs/reliability.md
