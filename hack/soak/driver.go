@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -38,6 +39,11 @@ const (
 	// annGraceful marks a pod the driver deletes and then finishes as a worker exiting
 	// during its graceful termination.
 	annGraceful = "soak.batchledger.dev/graceful"
+	// observeFinalizer keeps a pod the driver finished until it has seen the pod's
+	// terminal phase. Only TTL-0 Jobs need it: their pods are deleted with the Job the
+	// moment it completes, often before the next look, and the oracle counts only pods
+	// it saw end.
+	observeFinalizer = "soak.batchledger.dev/observe"
 	// gracePeriod is the graceful pod's termination grace period: far longer than the
 	// driver takes to finish it.
 	gracePeriod = 120
@@ -260,7 +266,7 @@ func (d *driver) tick(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	for i := range pods {
-		d.observePod(&pods[i])
+		d.observePod(ctx, &pods[i])
 	}
 	d.checkReleases(ctx, pods)
 	for _, r := range d.runs {
@@ -465,8 +471,10 @@ func podKey(p *corev1.Pod) (batch string, job string, gen, index int, ok bool) {
 	return batch, job, gen, idx, true
 }
 
-// observePod records a pod the driver finished once it is seen in a terminal phase.
-func (d *driver) observePod(p *corev1.Pod) {
+// observePod records a pod the driver finished once it is seen in a terminal phase, and
+// then lets go of it (observeFinalizer).
+func (d *driver) observePod(ctx context.Context, p *corev1.Pod) {
+	defer d.stopObserving(ctx, p)
 	fate, ok := p.Annotations[annFate]
 	if !ok {
 		return
@@ -488,6 +496,24 @@ func (d *driver) observePod(p *corev1.Pod) {
 	extra := p.Annotations[kwok.UnmanagedAnnotation] == "true" && p.Annotations[annGraceful] == ""
 	d.recordLocked(&PodRecord{Batch: r.plan.Num, Job: job, JobUID: types.UID(p.Labels[labelControllerUID]), Gen: gen, Index: idx,
 		Pod: p.Name, UID: p.UID, Succeeded: p.Status.Phase == corev1.PodSucceeded, Result: kind, Extra: extra})
+}
+
+// stopObserving removes observeFinalizer from a pod once the driver has seen all it
+// waits for: its terminal phase, or its deletion before it ran (it never ends then).
+func (d *driver) stopObserving(ctx context.Context, p *corev1.Pod) {
+	i := slices.Index(p.Finalizers, observeFinalizer)
+	ended := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	if i < 0 || (!ended && p.DeletionTimestamp == nil) {
+		return
+	}
+	path := fmt.Sprintf("/metadata/finalizers/%d", i)
+	patch, _ := json.Marshal([]map[string]any{
+		{"op": "test", "path": path, "value": observeFinalizer},
+		{"op": "remove", "path": path},
+	})
+	if err := d.c.Patch(ctx, p, client.RawPatch(types.JSONPatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		d.errors++ // a conflict: the next look tries again
+	}
 }
 
 // recordLocked records a pod that ended, once; d.mu is held.
@@ -569,6 +595,17 @@ func (d *driver) finishPod(ctx context.Context, p *corev1.Pod) {
 		default:
 			return
 		}
+	}
+	if r.plan.TTL != nil && *r.plan.TTL == 0 && !slices.Contains(p.Finalizers, observeFinalizer) {
+		// Added before the pod is told to end, so it cannot be gone unseen.
+		patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/metadata/finalizers/-", "value": observeFinalizer}})
+		if len(p.Finalizers) == 0 {
+			patch, _ = json.Marshal([]map[string]any{{"op": "add", "path": "/metadata/finalizers", "value": []string{observeFinalizer}}})
+		}
+		if err := d.c.Patch(ctx, p, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			d.errors++
+		}
+		return // finished at the next look, from the pod as it is then
 	}
 	msg := d.message(r.plan, job, idx, fate.Result)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
@@ -1083,10 +1120,7 @@ func (d *driver) records() ([]PodRecord, map[string]*JobRecord) {
 	slices.SortFunc(pods, func(a, b PodRecord) int { return strings.Compare(a.Pod, b.Pod) })
 	jobs := map[string]*JobRecord{}
 	for n, j := range d.jobs {
-		c := &JobRecord{UIDs: slices.Clone(j.UIDs), Terminal: map[types.UID]string{}}
-		for k, v := range j.Terminal {
-			c.Terminal[k] = v
-		}
+		c := &JobRecord{UIDs: slices.Clone(j.UIDs), Terminal: maps.Clone(j.Terminal), Gone: maps.Clone(j.Gone)}
 		jobs[n] = c
 	}
 	return pods, jobs

@@ -704,7 +704,10 @@ accepted when such a pod reported a good result (under the account's original ru
 account is Accepted when every shard is covered, every target's current Job terminated and (when
 required) every result was accepted. A Job with a TTL that the driver saw go before it saw its
 condition counts as Complete when every index succeeded (the TTL controller deletes only
-finished Jobs). After the last batch and kill, the accounts get a settle time to converge, then:
+finished Jobs). A TTL-0 Job's pods are deleted with it the moment it completes, so the driver
+holds each with a finalizer of its own (` + "`soak.batchledger.dev/observe`" + `), added before the pod
+is told to end and removed once the driver saw it end: the oracle never misses a pod that
+succeeded. After the last batch and kill, the accounts get a settle time to converge, then:
 
 - **results lost**: succeeded pods that reported a result to an account requiring results, with
   no entry of their pod UID in that account's chunks (each account of two-accounts counts apart);

@@ -327,3 +327,22 @@ func TestKillsDuring(t *testing.T) {
 		}
 	}
 }
+
+// The oracle judges from the driver's copy of its records: a TTL-0 Job seen go before
+// its condition must still be gone there, or a Job the TTL controller deleted the moment
+// it completed would be expected never to terminate.
+func TestRecordsKeepTheJobsSeenGone(t *testing.T) {
+	d := &driver{pods: map[types.UID]*PodRecord{}, jobs: jobRecs(map[string][]string{"j": {"J=gone"}})}
+	for _, p := range []PodRecord{pod("j0", "j", "J", 0).obj(), pod("j1", "j", "J", 1).obj()} {
+		d.pods[p.UID] = &p
+	}
+	pods, jobs := d.records()
+	want := Expectation{Accepted: true, Covered: 2, Complete: []string{"job/j"}}
+	if got := Expect(ttlJob(0), pods, jobs); !reflect.DeepEqual(got, want) {
+		t.Errorf("Expect over the driver's records = %s, want %s", got, want)
+	}
+	jobs["j"].Gone[jobs["j"].Current()] = false
+	if !d.jobs["j"].Gone[d.jobs["j"].Current()] {
+		t.Error("records() shares its Gone map with the driver's own")
+	}
+}
