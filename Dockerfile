@@ -7,7 +7,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/batchledger ./cmd/batchledger
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X batchledger.dev/batchledger/pkg/version.Version=${VERSION}" -o /out/batchledger ./cmd/batchledger
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/batchledger /batchledger

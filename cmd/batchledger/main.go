@@ -30,11 +30,9 @@ import (
 	"batchledger.dev/batchledger/pkg/ledgerkey"
 	"batchledger.dev/batchledger/pkg/relations"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/version"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
 )
-
-// version is stamped at build time (-ldflags -X main.version=...).
-var version = "dev"
 
 // Values of --cert-management.
 const (
@@ -135,7 +133,7 @@ func main() {
 	if err := mgr.AddReadyzCheck("readyz", cfg.readiness(webhookServer, webhooksReady)); err != nil {
 		fail(err, "adding ready check")
 	}
-	log.Info("starting manager", "version", version, "certManagement", cfg.certManagement, "optionalAPIs", apis.served.String())
+	log.Info("starting manager", "version", version.Get().String(), "certManagement", cfg.certManagement, "optionalAPIs", apis.served.String())
 	switch err := mgr.Start(ctx); {
 	case errors.Is(err, controller.ErrServedAPIsChanged):
 		// A clean exit: the Deployment starts the manager again, wired for what is served now.

@@ -35,7 +35,7 @@ main() {
   docker info >/dev/null 2>&1 || die "no Docker engine: run hack/kind/docker.sh up first"
   local out="$ROOT_DIR/_output/kind/bin"
   mkdir -p "$out"
-  { static_build "$ROOT_DIR" -ldflags "-s -w -X main.version=e2e" -o "$out/batchledger" ./cmd/batchledger &&
+  { static_build "$ROOT_DIR" -ldflags "-s -w -X batchledger.dev/batchledger/pkg/version.Version=e2e" -o "$out/batchledger" ./cmd/batchledger &&
     static_build "$ROOT_DIR" -ldflags "-s -w" -o "$out/example-worker" ./cmd/example-worker; } ||
     die "building the manager and the example worker failed"
   scratch_image "$MANAGER_IMAGE" "$out/batchledger" /batchledger
