@@ -51,19 +51,37 @@ func findSharedIdentities(m *Mapping, states []*targetState, history []v1alpha1.
 		position[ts.key] = i
 	}
 	reachedBy := map[types.UID][]int{}
-	reach := func(uid types.UID, i int) {
-		if uid != "" && !slices.Contains(reachedBy[uid], i) {
-			reachedBy[uid] = append(reachedBy[uid], i)
-		}
-	}
 	for i, ts := range states {
-		reach(ts.uid(), i)
+		reach(reachedBy, ts.uid(), i)
 	}
 	for _, h := range history {
 		if i, ok := position[h.Target]; ok {
-			reach(h.UID, i)
+			reach(reachedBy, h.UID, i)
 		}
 	}
+	return sharedAmong(m, reachedBy)
+}
+
+// sharedOfCurrent is findSharedIdentities for readers that know only each target's
+// current Job UID (by target key), such as the CLI reading an account's status.
+func sharedOfCurrent(m *Mapping, current map[string]types.UID) sharedIdentities {
+	reachedBy := map[types.UID][]int{}
+	for i, t := range m.Targets {
+		reach(reachedBy, current[t.Key], i)
+	}
+	return sharedAmong(m, reachedBy)
+}
+
+// reach notes that the target at position i reaches the Job uid.
+func reach(reachedBy map[types.UID][]int, uid types.UID, i int) {
+	if uid != "" && !slices.Contains(reachedBy[uid], i) {
+		reachedBy[uid] = append(reachedBy[uid], i)
+	}
+}
+
+// sharedAmong finds, among the Job UIDs the targets reach (reachedBy: target positions
+// in m.Targets by UID), those that two targets reach with indexes both assign.
+func sharedAmong(m *Mapping, reachedBy map[types.UID][]int) sharedIdentities {
 	var out sharedIdentities
 	var uids []types.UID
 	for uid, targets := range reachedBy {

@@ -2,11 +2,13 @@ package account
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -251,5 +253,48 @@ func TestSharedIdentitiesBounded(t *testing.T) {
 	}
 	if named > 2*maxProblems {
 		t.Errorf("%d targets carry the problem; want at most %d", named, 2*maxProblems)
+	}
+}
+
+// TestStandingResultsOfASharedIdentity: readers of recorded results (the CLI's map and
+// explain) judge a shared identity as Compute does: its results stand for no shard,
+// while a result of an identity only one target reaches still stands.
+func TestStandingResultsOfASharedIdentity(t *testing.T) {
+	cases := []struct {
+		name    string
+		spec    *wrappers.BatchAccountWrapper
+		current map[string]types.UID
+		results []Result
+		want    []int // shard ordinals with a standing result
+	}{
+		{
+			name:    "one Job by name and as the JobSet's child: its result stands for neither shard",
+			spec:    makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(0)).RequireResults(""),
+			current: map[string]types.UID{byName: "uid-tw-w-0", asChild: "uid-tw-w-0"},
+			results: []Result{result(byName, "uid-tw-w-0", 0, "A"), result(asChild, "uid-tw-w-0", 0, "B")},
+		},
+		{
+			name:    "only the index both map is shared: the other index's result stands",
+			spec:    makeSpec("A", "B", "C").AssignJob("tw-w-0", "0-1", "A", "B").AssignJob("", "1", "C").Target(childRef(0)).RequireResults(""),
+			current: map[string]types.UID{byName: "uid-tw-w-0", asChild: "uid-tw-w-0"},
+			results: []Result{result(byName, "uid-tw-w-0", 0, "A"), result(byName, "uid-tw-w-0", 1, "B")},
+			want:    []int{0},
+		},
+		{
+			name:    "two children of the JobSet are two Jobs: both stand",
+			spec:    makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(1)).RequireResults(""),
+			current: map[string]types.UID{byName: "uid-tw-w-0", "jobset/tw/w/1": "uid-tw-w-1"},
+			results: []Result{result(byName, "uid-tw-w-0", 0, "A"), result("jobset/tw/w/1", "uid-tw-w-1", 0, "B")},
+			want:    []int{0, 1},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec.SpecObj()
+			got := slices.Sorted(maps.Keys(StandingResults(Compile("ml-team", spec), spec, tc.current, tc.results)))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("standing shards %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -113,8 +113,11 @@ func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
 // StandingResults returns, per shard ordinal, the result that stands for the shard: the
 // first result, in recording order, of the shard's current identity (current maps target
 // keys to Job UIDs) that claims the assigned shard on the account's revisions and passed
-// decoding and the rule. It is the rule Compute applies, for readers of recorded results.
+// decoding and the rule, and that no other target reaches (DuplicateIndex). It is the
+// rule Compute applies, for readers of recorded results.
 func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, results []Result) map[int]Result {
+	// A completion identity two targets reach stands for no shard, as in Compute.
+	results = sharedOfCurrent(m, current).rejectResults(results)
 	rs := judge(m, spec, current, results)
 	out := make(map[int]Result, len(rs.standing))
 	for o, i := range rs.standing {
