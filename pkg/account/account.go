@@ -162,6 +162,24 @@ func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
 	ts.obs.Workload = prev.Workload.DeepCopy()
 }
 
+// jobSetsSeen names the JobSets of which this account has seen a child: one observed
+// now, or an identity on record or in history. A JobSet that is not found is taken as
+// deleted only if it was seen; the account cannot tell one never created from one
+// created and deleted unseen (while the manager was down all its life), and waits for
+// both.
+func jobSetsSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha1.TargetStatus, inHistory map[string]bool) map[string]bool {
+	seen := map[string]bool{}
+	for _, t := range m.Targets {
+		if t.Ref.JobSet == "" {
+			continue
+		}
+		if obs[t.Key].Job != nil || inHistory[t.Key] || (prev[t.Key] != nil && prev[t.Key].UID != "") {
+			seen[t.Ref.JobSet] = true
+		}
+	}
+	return seen
+}
+
 // Compute derives the account status from its input.
 func Compute(in Input) Output {
 	prev := in.Previous
@@ -182,6 +200,7 @@ func Compute(in Input) Output {
 		inHistory[h.Target] = true
 	}
 
+	seenJobSets := jobSetsSeen(m, in.Observations, prevTargets, inHistory)
 	problems := slices.Clone(m.Problems)
 	lim := statusLimits(len(m.Targets))
 	states := make([]*targetState, len(m.Targets))
@@ -189,6 +208,11 @@ func Compute(in Input) Output {
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
 		ts := observeTarget(t, in.Observations[t.Key])
+		if ts.obs.JobSetEnded == JobSetDeleted && !seenJobSets[t.Ref.JobSet] {
+			// Nothing says this JobSet ever existed: an account written before its JobSet
+			// waits for it, as for a Job not created yet.
+			ts.obs.JobSetEnded = ""
+		}
 		ts.obs.Workload = boundWorkload(ts.obs.Workload, lim)
 		p := prevTargets[t.Key]
 		if !ts.found {

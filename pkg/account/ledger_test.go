@@ -462,7 +462,8 @@ func TestClipMessage(t *testing.T) {
 // before it terminated: its coverage counts, the account says it can no longer complete
 // and how to go on, and no wait for the child to exist is left. That holds whether the
 // account saw the JobSet end together with the child's deletion, or took the deletion
-// for a restart first; and a child the account never saw is reported as never coming.
+// for a restart first. A JobSet the account never saw a child of is only not found (an
+// account may be written before its JobSet).
 func TestJobSetEndedWithoutItsChild(t *testing.T) {
 	spec := makeCompactSpec("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").SpecObj()
 	key := "jobset/train/workers/0"
@@ -498,11 +499,11 @@ func TestJobSetEndedWithoutItsChild(t *testing.T) {
 		wantHistory: 1, wantTerminated: v1alpha1.ReasonAwaitingTermination,
 		wantAdmittedWhy: v1alpha1.ReasonTargetsNotFound,
 	}, {
-		name:            "the JobSet was deleted before the account saw the child",
+		// An account written before its JobSet: nothing says the JobSet ever existed.
+		name:            "a JobSet the account never saw anything of is not found: the account waits for it",
 		steps:           []map[string]Observation{gone(JobSetDeleted)},
-		wantTerminated:  v1alpha1.ReasonTargetDeleted,
-		wantCoveredMsg:  "0/2 shards covered; missing s0, s1 = jobset train workers[0] indexes 0,1; jobset train workers[0] was never created and will not be (its JobSet was deleted); repair its missing shards",
-		wantAdmittedWhy: v1alpha1.ReasonTargetDeleted,
+		wantTerminated:  v1alpha1.ReasonAwaitingTermination,
+		wantAdmittedWhy: v1alpha1.ReasonTargetsNotFound,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var st *v1alpha1.BatchAccountStatus
@@ -565,4 +566,29 @@ func TestJobDeletedTheMomentItFinished(t *testing.T) {
 			wantFixedPoint(t, spec, st, time.Hour, gone)
 		})
 	}
+}
+
+// TestJobSetNotFoundBeforeOrAfterItWasSeen: a JobSet that is not found was deleted only
+// if the account saw one of its children; then a child it never saw was never created and
+// will not be. Before that, the JobSet may just not exist yet (an account written first):
+// no TargetDeleted, no repair advice, until the JobSet and its children appear.
+func TestJobSetNotFoundBeforeOrAfterItWasSeen(t *testing.T) {
+	spec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-1", "0-1").
+		AssignJobSet("train", "workers", 1, "0-1", "2-3").SpecObj()
+	w0, w1 := "jobset/train/workers/0", "jobset/train/workers/1"
+	notYet := map[string]Observation{w0: {JobSetEnded: JobSetDeleted}, w1: {JobSetEnded: JobSetDeleted}}
+	started := map[string]Observation{w0: {Job: makeJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).Complete(jobCondAt).Obj()}, w1: {}}
+
+	// Written before the JobSet: waiting, twice over (a fixed point).
+	out := at(spec, nil, 0, notYet)
+	wantCond(t, out.Status, v1alpha1.ConditionAdmitted, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound, "waiting for jobset train workers[0], jobset train workers[1] to exist")
+	wantCond(t, out.Status, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination, "")
+	wantFixedPoint(t, spec, out.Status, time.Hour, notYet)
+
+	// One child seen, then the JobSet deleted: the other child will never come.
+	st := at(spec, nil, 0, started).Status
+	out = at(spec, &st, 10*time.Second, notYet)
+	wantCond(t, out.Status, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing,
+		"2/4 shards covered; missing s2, s3 = jobset train workers[1] indexes 0,1; jobset train workers[0] deleted after it recorded Complete, its record stands; jobset train workers[1] was never created and will not be (its JobSet was deleted); repair its missing shards")
+	wantCond(t, out.Status, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted, "")
 }
