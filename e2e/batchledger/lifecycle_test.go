@@ -438,3 +438,52 @@ func setActive(t *testing.T, f *framework.Framework, wl *kueue.Workload, active 
 		t.Fatalf("set Workload active=%v: %v", active, err)
 	}
 }
+
+// TestAccountWrittenBeforeItsJobSetWaitsForIt: an account applied before its JobSet (as a
+// GitOps tool may order them) waits for it: its children are not found, never "deleted"
+// or "never created", and no Warning is emitted about the account; once the JobSet runs,
+// the batch is accounted as usual.
+func TestAccountWrittenBeforeItsJobSetWaitsForIt(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "4")
+	f.Create(wrappers.MakeBatchAccount("early", f.Namespace).ShardCount("s", 4).
+		AssignJobSet("late", "workers", 0, "0-1", "0-1").AssignJobSet("late", "workers", 1, "0-1", "2-3").Obj())
+
+	c := waitAccountCondition(t, f, "early", v1alpha1.ConditionAdmitted, metav1.ConditionFalse, v1alpha1.ReasonTargetsNotFound)
+	if !strings.Contains(c.Message, "waiting for jobset late workers[0]") {
+		t.Errorf("Admitted message %q does not say what the account waits for", c.Message)
+	}
+	ba := waitAccount(t, f, "early", "its status written", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.ObservedGeneration == ba.Generation })
+	if term := apimeta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionTerminated); term == nil || term.Reason == v1alpha1.ReasonTargetDeleted {
+		t.Errorf("Terminated %+v before the JobSet exists; want a wait, not TargetDeleted", term)
+	}
+	for _, tg := range ba.Status.Targets {
+		if tg.Deleted {
+			t.Errorf("target %s recorded deleted before its JobSet exists", tg.Name)
+		}
+	}
+
+	worker := wrappers.MakeJob("", "").Indexed(2).Parallelism(2).GPU(1).BackoffLimit(0).Obj()
+	js := wrappers.MakeJobSet("late", f.Namespace).Queue("default").
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(worker).Obj()).Obj()
+	f.Create(js)
+	for _, name := range []string{"late-workers-0", "late-workers-1"} {
+		child := childJob(t, f, name, "")
+		framework.RunningPods(t, child, 2)
+		for i := range 2 {
+			framework.FinishIndexPod(t, child, i, 0, "")
+		}
+	}
+	waitAccountCondition(t, f, "early", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+
+	ba = waitAccount(t, f, "early", "read again", func(*v1alpha1.BatchAccount) bool { return true })
+	var evs corev1.EventList
+	if err := f.Client.List(f.Ctx, &evs, client.InNamespace(f.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if ev.ReportingController == "batchledger" && ev.InvolvedObject.UID == ba.UID && ev.Type == corev1.EventTypeWarning {
+			t.Errorf("Warning %s about the account: %s", ev.Reason, ev.Message)
+		}
+	}
+}
