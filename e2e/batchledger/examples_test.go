@@ -21,45 +21,81 @@ import (
 // examplesDir is the repository's examples/ folder, from this package's directory.
 const examplesDir = "../../examples"
 
-// TestExamples applies the YAML of examples/indexed-job and examples/jobset-shortform as
-// written, finishes every pod with the result the example worker computes from that pod's
-// own environment, and checks that each batch reaches the verdict its README promises: all
-// shards covered and Accepted. An example that no longer applies, or whose worker
-// environment no longer matches its account, fails here.
+// TestExamples applies the YAML of each folder of examples/ as written, finishes every pod
+// with the result the example worker computes from that pod's own environment, and checks
+// that each batch reaches the verdict its README promises: all shards covered and
+// Accepted. An example that no longer applies, or whose worker environment no longer
+// matches its account, fails here; so does a new folder of YAML that no test applies.
 func TestExamples(t *testing.T) {
-	t.Run("indexed-job", func(t *testing.T) {
-		f := framework.New(t)
-		applyExample(t, f, "indexed-job")
-		job := jobStatus(t, f, "j")
-		finishWithWorkerResults(t, job, 4)
-		waitAccountCondition(t, f, "ij245", v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered)
-		waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
-		ba := waitAccount(t, f, "ij245", "4 shards accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 4 })
-		if ba.Status.Results.Rejected != 0 {
-			t.Errorf("rejected results: %+v", ba.Status.Results)
-		}
-		waitWorkloadVerdict(t, framework.WorkloadFor(t, job), v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
-	})
+	examples := []struct {
+		dir string
+		// play drives the applied example to its verdict and checks it.
+		play func(t *testing.T, f *framework.Framework)
+	}{
+		{"indexed-job", playIndexedJob},
+		{"jobset-shortform", playJobSetShortForm},
+	}
+	// Folders whose YAML a test of their own applies.
+	testedElsewhere := []string{"python-worker"}
 
-	t.Run("jobset-shortform", func(t *testing.T) {
-		f := framework.New(t)
-		applyExample(t, f, "jobset-shortform")
-		ba := waitAccount(t, f, "infer", "the account the short form declares", func(ba *v1alpha1.BatchAccount) bool {
-			return ba.Labels[v1alpha1.LabelShortFormOf] == "JobSet"
+	tested := map[string]bool{}
+	for _, e := range examples {
+		tested[e.dir] = true
+	}
+	for _, dir := range testedElsewhere {
+		tested[dir] = true
+	}
+	yamls, err := filepath.Glob(filepath.Join(examplesDir, "*", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, y := range yamls {
+		if dir := filepath.Base(filepath.Dir(y)); !tested[dir] {
+			t.Errorf("examples/%s is applied by no test: add it to TestExamples", dir)
+		}
+	}
+	for _, e := range examples {
+		t.Run(e.dir, func(t *testing.T) {
+			f := framework.New(t)
+			applyExample(t, f, e.dir)
+			e.play(t, f)
 		})
-		if ba.Spec.Shards.Count == nil || *ba.Spec.Shards.Count != 8 || ba.Spec.Shards.Prefix != "part-" || ba.Spec.Acceptance == nil || !ba.Spec.Acceptance.RequireResults {
-			t.Errorf("short-form account spec = %+v", ba.Spec)
-		}
-		for i := range 2 {
-			finishWithWorkerResults(t, childJob(t, f, fmt.Sprintf("infer-workers-%d", i), ""), 4)
-		}
-		waitAccountCondition(t, f, "infer", v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered)
-		waitAccountCondition(t, f, "infer", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
-		ba = waitAccount(t, f, "infer", "8 shards accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 8 })
-		if ba.Status.Results.Rejected != 0 {
-			t.Errorf("rejected results: %+v", ba.Status.Results)
-		}
+	}
+}
+
+// playIndexedJob: Job j's four pods report shards A-D; the account ij245 and the Job's
+// Workload say Accepted.
+func playIndexedJob(t *testing.T, f *framework.Framework) {
+	job := jobStatus(t, f, "j")
+	finishWithWorkerResults(t, job, 4)
+	waitAccountCondition(t, f, "ij245", v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered)
+	waitAccountCondition(t, f, "ij245", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+	ba := waitAccount(t, f, "ij245", "4 shards accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 4 })
+	if ba.Status.Results.Rejected != 0 {
+		t.Errorf("rejected results: %+v", ba.Status.Results)
+	}
+	waitWorkloadVerdict(t, framework.WorkloadFor(t, job), v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+}
+
+// playJobSetShortForm: the controller creates the account infer from the JobSet's
+// annotations; the eight pods of its two child Jobs report part-0..part-7; the account
+// says Accepted.
+func playJobSetShortForm(t *testing.T, f *framework.Framework) {
+	ba := waitAccount(t, f, "infer", "the account the short form declares", func(ba *v1alpha1.BatchAccount) bool {
+		return ba.Labels[v1alpha1.LabelShortFormOf] == "JobSet"
 	})
+	if ba.Spec.Shards.Count == nil || *ba.Spec.Shards.Count != 8 || ba.Spec.Shards.Prefix != "part-" || ba.Spec.Acceptance == nil || !ba.Spec.Acceptance.RequireResults {
+		t.Errorf("short-form account spec = %+v", ba.Spec)
+	}
+	for i := range 2 {
+		finishWithWorkerResults(t, childJob(t, f, fmt.Sprintf("infer-workers-%d", i), ""), 4)
+	}
+	waitAccountCondition(t, f, "infer", v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered)
+	waitAccountCondition(t, f, "infer", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+	ba = waitAccount(t, f, "infer", "8 shards accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 8 })
+	if ba.Status.Results.Rejected != 0 {
+		t.Errorf("rejected results: %+v", ba.Status.Results)
+	}
 }
 
 // applyExample creates every object of examples/NAME/*.yaml, file by file in name order as
