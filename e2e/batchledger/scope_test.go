@@ -26,7 +26,7 @@ import (
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// The opt-in scope (issue 12): batchledger touches only the pods of Jobs an account names.
+// The opt-in scope: batchledger touches only the pods of Jobs an account names.
 // The pod webhook, which fails closed, sees only pods labelled scope=results; every other
 // pod of the cluster is created as if batchledger were not installed, also while the
 // manager is down; and uninstalling lets go of every pod still held.

@@ -1,7 +1,7 @@
 // Command bench runs batchledger's benchmarks, each on fresh local clusters
 // (internal/testsupport/localcluster) owned by this process and stopped at the end.
 //
-// `go run ./hack/bench` (`make bench`) is the load benchmark of issue 8: for each mode and
+// `go run ./hack/bench` (`make bench`) is the load benchmark: for each mode and
 // size it runs BatchAccounts over Indexed Jobs submitted through a Kueue LocalQueue, their
 // pods finished by kwok's auto-exit stage, and measures over the same window:
 //

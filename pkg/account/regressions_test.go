@@ -11,7 +11,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// Tests that kill mutants the rest of the suite let through (issue 17).
+// Tests that kill mutants the rest of the suite let through.
 
 // TestReversedMappingCoversOnlyItsShard: with indexes 0-3 mapped onto D, C, B, A and
 // only index 1 complete, exactly shard C is covered. Mapping completed indexes through

@@ -26,7 +26,7 @@ func retainedBytes(keep func() any) (int64, any) {
 // BenchmarkAccount1MIndexes computes one account of 1,000,000 shards (compact form, the
 // API's maximum) over 100 Jobs of 10,000 indexes, each Job missing every 7th index and its
 // last (~143,000 gaps in all). Besides time and allocations per computation it reports
-// the memory the computed result retains, per tracked index and in total: the issue's
+// the memory the computed result retains, per tracked index and in total: the
 // target is < 100 MiB for 1M tracked indexes. It also reports the status's JSON size,
 // because an object larger than etcd's request limit cannot be written at all.
 func BenchmarkAccount1MIndexes(b *testing.B) {
