@@ -38,11 +38,18 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"go.uber.org/zap/zapcore"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The clients it drives log through controller-runtime: errors go to stderr, apart
+	// from the tables on stdout (unset, controller-runtime prints a stack trace instead).
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if len(os.Args) > 1 && os.Args[1] == watchFloorCommand {
 		exit("bench "+watchFloorCommand, runWatchFloor(ctx, os.Args[2:]), 1)
 	}
