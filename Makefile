@@ -82,8 +82,12 @@ docker-build: ## Build the container image (needs a Docker engine).
 test: lint test-unit test-e2e test-install test-soak test-e2e-kind ## The whole suite: static checks, unit tests, e2e on a real local control plane, the kustomize install's manager, a short chaos soak, e2e on kind.
 
 .PHONY: test-unit
-test-unit: ## Unit tests of the pure packages (no cluster).
+test-unit: test-python ## Unit tests of the pure packages (no cluster), and of the Python worker module.
 	$(GO) test -count=1 $(PKGS_UNIT)
+
+.PHONY: test-python
+test-python: ## Unit tests of the Python worker module (python/, standard library only).
+	python3 -m unittest discover -s python -t python
 
 .PHONY: binaries
 binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and JobSet binaries.
