@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -149,5 +150,35 @@ func TestPodAssignmentAnnotatorFailsOpen(t *testing.T) {
 	}
 	if after := testutil.ToFloat64(unclassifiedObjects.WithLabelValues(PodAssignPath)); after != before+1 {
 		t.Errorf("unclassified metric %v -> %v, want +1", before, after)
+	}
+}
+
+// BenchmarkPodAssignment is the cost the webhook adds to a pod's creation beyond the
+// cache lookup: the accounts naming its Job are compiled per pod (as the controller
+// compiles them per reconcile), which for explicit shard names is linear in the names;
+// compact populations cost nothing per shard. (The fake client copies objects, which the
+// manager's cache does not, so the lookup is left out.)
+func BenchmarkPodAssignment(b *testing.B) {
+	const n = 10000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("part-%05d", i)
+	}
+	for _, bc := range []struct {
+		name string
+		ba   *v1alpha1.BatchAccount
+	}{
+		{"10000 names", wrappers.MakeBatchAccount("named", "ml-team").Shards(names...).AssignJob("j", "0-9999", names...).Obj()},
+		{"100000 compact", wrappers.MakeBatchAccount("compact", "ml-team").ShardCount("p-", 100000).AssignJobOrdinals("j", "0-99999", "0-99999").Obj()},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			keys := []v1alpha1.TargetKey{v1alpha1.JobTargetKey("j")}
+			b.ReportAllocs()
+			for b.Loop() {
+				if a, ok := assignmentOf(bc.ba.Name, bc.ba.Namespace, &bc.ba.Spec, keys, 4242); !ok || a.Shard == "" {
+					b.Fatalf("%+v %v", a, ok)
+				}
+			}
+		})
 	}
 }
