@@ -165,6 +165,10 @@ def validate_message(msg: str | bytes) -> dict:
     (MAX_MESSAGE_BYTES bytes or more), Malformed (not UTF-8, not one JSON object, a name
     repeated, NaN, wrong types, non-integer or impossible counts), UnknownSchemaVersion,
     MissingField (a required field absent, null or empty).
+
+    One check of Decode is left out: a message of more than 2,047 bytes whose canonical
+    re-encoding reaches the limit (one writing U+2028 raw hundreds of times) is Oversized
+    there. build_message writes the canonical escapes itself, so its messages never hit it.
     """
     if isinstance(msg, str):
         try:
