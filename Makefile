@@ -12,7 +12,7 @@ CHART := charts/batchledger
 # Files of the chart that `make generate` copies from config/.
 CHART_GENERATED := $(CHART)/files/generated
 # Everything `make generate` writes (hand-written kustomize files in config/ are not).
-GENERATED_PATHS := pkg/apis config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml $(CHART)/crds $(CHART_GENERATED)
+GENERATED_PATHS := pkg/apis config/crd/bases config/rbac/role.yaml config/webhook/manifests.yaml $(CHART)/crds $(CHART_GENERATED) schemas
 
 .PHONY: all
 all: build
@@ -20,7 +20,7 @@ all: build
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRD manifests with controller-gen.
+generate: ## Regenerate deepcopy code and CRD manifests with controller-gen, and the result message's JSON Schema.
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
 	$(GO) tool controller-gen crd:allowDangerousTypes=false paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
 	$(GO) tool controller-gen rbac:roleName=manager-role paths=./pkg/controller/... paths=./pkg/certs/... paths=./cmd/batchledger/... output:rbac:artifacts:config=config/rbac
@@ -31,6 +31,8 @@ generate: ## Regenerate deepcopy code and CRD manifests with controller-gen.
 	cp config/crd/bases/*.yaml $(CHART)/crds/
 	cp config/rbac/role.yaml $(CHART_GENERATED)/role.yaml
 	cp config/webhook/manifests.yaml $(CHART_GENERATED)/webhook-manifests.yaml
+	@# The result message's JSON Schema, derived from pkg/result's types and limits.
+	$(GO) run ./hack/resultschema -o schemas/result-v1.schema.json
 
 .PHONY: verify-tools
 verify-tools: ## Fail when the project or JobSet's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
@@ -39,7 +41,7 @@ verify-tools: ## Fail when the project or JobSet's wrapper module resolves a sha
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.
-	@git diff --exit-code -- pkg/apis config/crd config/rbac config/webhook $(CHART)/crds $(CHART_GENERATED) && [ -z "$$(git ls-files --others --exclude-standard $(GENERATED_PATHS))" ] || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
+	@git diff --exit-code -- pkg/apis config/crd config/rbac config/webhook $(CHART)/crds $(CHART_GENERATED) schemas && [ -z "$$(git ls-files --others --exclude-standard $(GENERATED_PATHS))" ] || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
 
 .PHONY: fmt
 fmt: ## gofmt the tree.
@@ -80,8 +82,12 @@ docker-build: ## Build the container image (needs a Docker engine).
 test: lint test-unit test-e2e test-install test-soak test-e2e-kind ## The whole suite: static checks, unit tests, e2e on a real local control plane, the kustomize install's manager, a short chaos soak, e2e on kind.
 
 .PHONY: test-unit
-test-unit: ## Unit tests of the pure packages (no cluster).
+test-unit: test-python ## Unit tests of the pure packages (no cluster), and of the Python worker module.
 	$(GO) test -count=1 $(PKGS_UNIT)
+
+.PHONY: test-python
+test-python: ## Unit tests of the Python worker module (python/, standard library only).
+	python3 -m unittest discover -s python -t python
 
 .PHONY: binaries
 binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and JobSet binaries.

@@ -298,7 +298,7 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 		return nil
 	}
 	return []setup{blwebhook.BatchAccountValidator{}, blwebhook.PodResultHolder{},
-		blwebhook.ScopeStamper{Reader: mgr.GetClient()}}
+		blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient()}, blwebhook.ScopeStamper{Reader: mgr.GetClient()}}
 }
 
 // registerAfterCerts sets up the self-managed certificate and registers the webhooks

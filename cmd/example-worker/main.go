@@ -1,6 +1,8 @@
 // Command example-worker is a minimal batch worker that reports its shard result to
 // batchledger through its termination message; see pkg/worker. Use it as the model for
-// a real inference or training worker's last step.
+// a real inference or training worker's last step. It processes the shard the pod was
+// told (BATCH_SHARD, from the pod annotation batchledger.dev/shard through the downward
+// API), else the one BATCH_SHARDS and its completion index give.
 //
 // Its run can be scripted through the environment (pkg/worker's Plan: work time, held
 // indexes, failing attempts, peers to resolve), which the kind e2e tests and demo use to
@@ -47,7 +49,11 @@ func main() {
 	if err := worker.WriteTerminationMessage(*path, r); err != nil {
 		fail(*path, err, 1)
 	}
-	fmt.Printf("shard %s done: %d/%d records valid, output %s\n", r.Shard, r.Valid, r.Records, r.Output)
+	told := "from " + worker.EnvShards
+	if cfg.AssignedShard != "" {
+		told = "assigned by account " + cfg.Account
+	}
+	fmt.Printf("shard %s (%s) done: %d/%d records valid, output %s\n", r.Shard, told, r.Valid, r.Records, r.Output)
 }
 
 // fail writes a failure message the operator can read in `kubectl describe pod` and exits

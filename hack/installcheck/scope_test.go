@@ -19,9 +19,10 @@ import (
 
 // Names of batchledger's mutating webhooks.
 const (
-	podWebhook    = "mpod.batchledger.dev"
-	jobWebhook    = "mjob.batchledger.dev"
-	jobSetWebhook = "mjobset.batchledger.dev"
+	podWebhook       = "mpod.batchledger.dev"
+	podAssignWebhook = "mpodassign.batchledger.dev"
+	jobWebhook       = "mjob.batchledger.dev"
+	jobSetWebhook    = "mjobset.batchledger.dev"
 )
 
 // nsLabels are the labels of a namespace called name: the API server sets
@@ -41,7 +42,9 @@ func nsLabels(name string, extra ...string) labels.Set {
 //     unlabelled Indexed Job pod (what it used to select);
 //   - the Job and JobSet webhooks fail open (Ignore), on CREATE only, for every Job and
 //     JobSet (no objectSelector: they decide whom to label);
-//   - none of the three reaches kube-system or the manager's own namespace; the admin's
+//   - the pod assignment webhook fails open (Ignore), on CREATE only, and selects exactly
+//     the pods labelled with a scope, results or coverage;
+//   - none of the four reaches kube-system or the manager's own namespace; the admin's
 //     namespaceSelector (chart value webhook.namespaceSelector, kustomize component
 //     ../webhook-namespace-selector) narrows all three alike and never widens them.
 func TestChartWebhookScope(t *testing.T) {
@@ -129,8 +132,28 @@ func TestChartWebhookScope(t *testing.T) {
 				t.Fatalf("%d MutatingWebhookConfigurations rendered, want 1", len(mwcs))
 			}
 			hooks := webhooks(t, mwcs[0])
-			if got := sortedKeys(hooks); !slices.Equal(got, []string{jobWebhook, jobSetWebhook, podWebhook}) {
-				t.Fatalf("mutating webhooks %v, want %s, %s and %s", got, podWebhook, jobWebhook, jobSetWebhook)
+			if got := sortedKeys(hooks); !slices.Equal(got, []string{jobWebhook, jobSetWebhook, podWebhook, podAssignWebhook}) {
+				t.Fatalf("mutating webhooks %v, want %s, %s, %s and %s", got, podWebhook, podAssignWebhook, jobWebhook, jobSetWebhook)
+			}
+			assign := hooks[podAssignWebhook]
+			if fp := assign.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Ignore {
+				t.Errorf("%s: failurePolicy %v, want Ignore (a pod is never refused for its annotations)", podAssignWebhook, fp)
+			}
+			for _, p := range []struct {
+				labels labels.Set
+				want   bool
+			}{
+				{labels.Set{v1alpha1.LabelScope: v1alpha1.ScopeResults}, true},
+				{labels.Set{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}, true},
+				{labels.Set{"batch.kubernetes.io/job-completion-index": "3", "batch.kubernetes.io/job-name": "j"}, false},
+				{labels.Set{}, false},
+			} {
+				if got := selects(t, assign.ObjectSelector, p.labels); got != p.want {
+					t.Errorf("%s: selects pod labelled %v = %v, want %v", podAssignWebhook, p.labels, got, p.want)
+				}
+			}
+			if !equality.Semantic.DeepEqual(assign.NamespaceSelector, hooks[podWebhook].NamespaceSelector) {
+				t.Errorf("%s: namespaceSelector %s differs from the pod webhook's", podAssignWebhook, jsonString(assign.NamespaceSelector))
 			}
 
 			pod := hooks[podWebhook]

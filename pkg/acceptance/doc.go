@@ -9,7 +9,8 @@
 //
 // The result is read from the container named by the pod annotation
 // batchledger.dev/result-container (v1alpha1.AnnotationResultContainer), else by the
-// account's spec.acceptance.resultContainer, else from the pod's first container, and
+// account's spec.acceptance.resultContainer, else by the pod annotation
+// kubectl.kubernetes.io/default-container, else from the pod's first container, and
 // only once the pod has Succeeded: a failed or running pod has not completed its index,
 // whatever it wrote.
 //

@@ -11,9 +11,16 @@ import (
 	"batchledger.dev/batchledger/pkg/result"
 )
 
+// DefaultContainerAnnotation is the ecosystem's convention for a pod's main container
+// (kubectl logs and exec pick it; k8s.io/kubectl's podcmd.DefaultContainerAnnotationName,
+// repeated here rather than linking kubectl for one string).
+const DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
+
 // ResultContainer returns the name of the container that reports pod's result: the one
 // named by v1alpha1.AnnotationResultContainer, else named (the account's
-// spec.acceptance.resultContainer), else the first container of the pod spec. It returns
+// spec.acceptance.resultContainer), else the one DefaultContainerAnnotation names (a pod
+// that tells kubectl which container is its own tells batchledger too), else the first
+// container of the pod spec. It returns
 // "" when the pod has no spec to tell: the order of container statuses is no substitute,
 // since a real kubelet sorts them by name (an "istio-proxy" sidecar before "worker").
 func ResultContainer(pod *corev1.Pod, named string) string {
@@ -25,6 +32,9 @@ func ResultContainer(pod *corev1.Pod, named string) string {
 	}
 	if named != "" {
 		return named
+	}
+	if name := pod.Annotations[DefaultContainerAnnotation]; name != "" {
+		return name
 	}
 	if len(pod.Spec.Containers) > 0 {
 		return pod.Spec.Containers[0].Name

@@ -47,6 +47,7 @@ func sidecarPod(statuses []corev1.ContainerStatus, initStatuses ...corev1.Contai
 // whose name sorts first must never be read instead of the worker.
 func TestMessageOf(t *testing.T) {
 	named := map[string]string{v1alpha1.AnnotationResultContainer: "proxy"}
+	defaultProxy := map[string]string{DefaultContainerAnnotation: "proxy"}
 	proxyFirst := []corev1.ContainerStatus{ // kubelet order: sorted by name
 		{Name: "proxy", State: terminated("envoy: shutting down", 0)},
 		{Name: "worker", State: terminated("worker says", 0)},
@@ -65,6 +66,9 @@ func TestMessageOf(t *testing.T) {
 			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)},
 			corev1.ContainerStatus{Name: "proxy", State: terminated("proxy says", 0)}), "", "proxy says", true},
 		{"annotation overrides the account", workerPod(named, proxyFirst...), "worker", "envoy: shutting down", true},
+		{"default-container annotation names the container", workerPod(defaultProxy, proxyFirst...), "", "envoy: shutting down", true},
+		{"the account wins over default-container", workerPod(defaultProxy, proxyFirst...), "worker", "worker says", true},
+		{"result-container wins over default-container", workerPod(map[string]string{v1alpha1.AnnotationResultContainer: "worker", DefaultContainerAnnotation: "proxy"}, proxyFirst...), "", "worker says", true},
 		{"annotation names a missing container", workerPod(map[string]string{v1alpha1.AnnotationResultContainer: "nope"},
 			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)}), "", "", false},
 		{"native sidecar sorts first: the worker is read", sidecarPod(proxyFirst[1:],

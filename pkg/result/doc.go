@@ -74,4 +74,7 @@
 // fields; pkg/acceptance documents what a rule sees.
 //
 // Workers written in Go can build the message with Encode; others write the JSON above.
+// The JSON Schema schemas/result-v1.schema.json is generated from this package
+// (hack/resultschema, `make generate`), and python/batchledger_worker.py builds and checks
+// the message by the same rules in Python; tests here hold both to Decode.
 package result

@@ -27,15 +27,21 @@ func padTo(t testing.TB, n int) string {
 	return s
 }
 
-func TestDecode(t *testing.T) {
-	tests := []struct {
-		name   string
-		msg    string
-		want   *Report
-		reason string
-		// substrings the rejection message must contain: it has to say what and where.
-		say []string
-	}{{
+// decodeCase is a message and what Decode makes of it: the report, or the rejection's
+// reason and what its message says.
+type decodeCase struct {
+	name   string
+	msg    string
+	want   *Report
+	reason string
+	// substrings the rejection message must contain: it has to say what and where.
+	say []string
+}
+
+// decodeCases are the good and bad messages of pkg/result's tests, shared by TestDecode
+// and the JSON Schema's agreement test.
+func decodeCases(t testing.TB) []decodeCase {
+	return []decodeCase{{
 		name: "valid",
 		msg:  good,
 		want: &Report{Version: SchemaVersion, Shard: "part-00017", InputRevision: "in-1", ModelRevision: "m-3",
@@ -120,7 +126,10 @@ func TestDecode(t *testing.T) {
 	}, {
 		name: "extra number out of range", msg: `{"version":"batchledger.dev/v1","shard":"a","inputRevision":"i","modelRevision":"m","digest":"d","x":1e999}`, reason: ReasonMalformed, say: []string{`"x"`, "out of range"},
 	}}
-	for _, tc := range tests {
+}
+
+func TestDecode(t *testing.T) {
+	for _, tc := range decodeCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Decode(tc.msg)
 			if tc.reason == "" {

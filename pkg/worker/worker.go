@@ -1,6 +1,8 @@
 // Package worker is the example of how an application reports a shard result to
-// batchledger: it resolves its shard from the completion index Kubernetes gives it and
-// the shard list the batch declares, does the work, and writes the result JSON
+// batchledger: it reads the shard the pod was told (the account's assignment, which the
+// pod webhook writes into the pod's annotations and the downward API hands to the
+// container as BATCH_SHARD), or else resolves it from the completion index Kubernetes
+// gives it and the shard list the batch declares, does the work, and writes the result JSON
 // (pkg/result's schema) to its container termination message. No RBAC and no API call
 // are needed: the kubelet carries the message into the pod status, where the controller
 // reads it.
@@ -20,6 +22,13 @@ import (
 // Environment variables a worker reads. JOB_COMPLETION_INDEX is set by the Job controller
 // on every pod of an Indexed Job; the others come from the pod template.
 const (
+	// EnvShard is the shard the account assigns this pod's (Job, index): give it the pod
+	// annotation batchledger.dev/shard through the downward API. It wins over every
+	// other way of naming the shard; empty when the annotation is absent.
+	EnvShard = "BATCH_SHARD"
+	// EnvAccount names the account(s) making the assignment (annotation
+	// batchledger.dev/account), for the worker's logs.
+	EnvAccount       = "BATCH_ACCOUNT"
 	EnvIndex         = "JOB_COMPLETION_INDEX"
 	EnvShards        = "BATCH_SHARDS"         // "A,B,C,D": the shard of index i is the i-th
 	EnvInputRevision = "BATCH_INPUT_REVISION" // e.g. "D"
@@ -36,8 +45,10 @@ const (
 
 // Config is what one worker pod knows about its task.
 type Config struct {
-	Index  int
-	Shards []string
+	Index int
+	// AssignedShard and Account are what the pod was told (EnvShard, EnvAccount).
+	AssignedShard, Account string
+	Shards                 []string
 	// ShardPrefix, JobIndex and IndexesPerJob name the shard of a compact population.
 	ShardPrefix             string
 	JobIndex, IndexesPerJob int
@@ -50,13 +61,15 @@ type Config struct {
 // ConfigFromEnv reads the worker's configuration from the environment.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
+		AssignedShard: strings.TrimSpace(getenv(EnvShard)),
+		Account:       getenv(EnvAccount),
 		InputRevision: getenv(EnvInputRevision),
 		ModelRevision: getenv(EnvModelRevision),
 		OutputPrefix:  getenv(EnvOutputPrefix),
 		Records:       100,
 	}
 	idx, err := strconv.Atoi(getenv(EnvIndex))
-	if err != nil {
+	if err != nil && c.AssignedShard == "" {
 		return c, fmt.Errorf("%s=%q: not a completion index (is the Job Indexed?)", EnvIndex, getenv(EnvIndex))
 	}
 	c.Index = idx
@@ -81,9 +94,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// Shard is the shard this worker's index is assigned: the index gives the position, the
-// application gives the meaning.
+// Shard is the shard this worker is assigned: the one the pod was told (AssignedShard),
+// else the index's position in the shard list the application gives.
 func (c Config) Shard() (string, error) {
+	if c.AssignedShard != "" {
+		return c.AssignedShard, nil
+	}
+	if len(c.Shards) == 0 && c.ShardPrefix == "" {
+		return "", fmt.Errorf("%s is empty: the pod has no batchledger.dev/shard annotation (no BatchAccount assigned this Job's index when the pod was created, or the batchledger webhook was unreachable), and neither %s nor %s gives a fallback", EnvShard, EnvShards, EnvShardPrefix)
+	}
 	if len(c.Shards) == 0 && c.ShardPrefix != "" {
 		return c.ShardPrefix + strconv.Itoa(c.JobIndex*c.IndexesPerJob+c.Index), nil
 	}

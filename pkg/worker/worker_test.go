@@ -3,6 +3,7 @@ package worker
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"batchledger.dev/batchledger/pkg/result"
@@ -62,5 +63,33 @@ func TestWorkerOfAJobSetChild(t *testing.T) {
 	}
 	if s, err := cfg.Shard(); err != nil || s != "part-6" {
 		t.Errorf("shard = %q, %v; want part-6 (child 1, index 2, 4 indexes per child)", s, err)
+	}
+}
+
+// TestWorkerShardSources: the shard the pod was told wins over the copied list, and a pod
+// told nothing falls back to the list, or fails saying why.
+func TestWorkerShardSources(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+		err  string
+	}{
+		{"told by the account", map[string]string{EnvShard: "R7", EnvIndex: "1", EnvShards: "A,B"}, "R7", ""},
+		{"told, without an index", map[string]string{EnvShard: "R7"}, "R7", ""},
+		{"not told: the list", map[string]string{EnvShard: "", EnvIndex: "1", EnvShards: "A,B"}, "B", ""},
+		{"not told, no list", map[string]string{EnvShard: "", EnvIndex: "1"}, "", "no batchledger.dev/shard annotation"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ConfigFromEnv(env(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := cfg.Shard()
+			if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("Shard() = %q, %v; want %q, error saying %q", got, err, tc.want, tc.err)
+			}
+		})
 	}
 }

@@ -34,3 +34,17 @@ const (
 	// AnnotationRepairShards names the repaired shards compactly, in index order.
 	AnnotationRepairShards = "batchledger.dev/repair-shards"
 )
+
+// Annotations the pod webhook sets on a new index pod of a Job a BatchAccount names (or a
+// short form declares): the assignment the account makes for the pod's (Job, completion
+// index), as of the pod's creation, so that the worker is told its shard through the
+// downward API instead of deriving it from a copied list. The revisions reuse the short
+// form's annotation names (AnnotationInputRev, AnnotationModelRev): on a pod they are
+// the revisions its result must report.
+const (
+	// AnnotationShard is the shard assigned to the pod's (Job, completion index).
+	AnnotationShard = "batchledger.dev/shard"
+	// AnnotationAccount names the BatchAccount(s) making the assignment, comma-separated
+	// when several agree.
+	AnnotationAccount = "batchledger.dev/account"
+)

@@ -1,0 +1,205 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
+)
+
+// PodAssignPath is where the pod assignment webhook is served.
+const PodAssignPath = "/mutate--v1-pod-assignment"
+
+// +kubebuilder:webhook:path=/mutate--v1-pod-assignment,mutating=true,failurePolicy=ignore,sideEffects=None,groups="",resources=pods,verbs=create,versions=v1,name=mpodassign.batchledger.dev,admissionReviewVersions=v1,timeoutSeconds=5
+
+// PodAssignmentAnnotator tells a new index pod the assignment the accounts make for its
+// (Job, completion index): it sets v1alpha1.AnnotationShard, AnnotationInputRev,
+// AnnotationModelRev and AnnotationAccount, which the worker reads through the downward
+// API. The identity is the pod's target as result capture sees it (relations.PodTargets:
+// its Job, and for a JobSet child its {jobSet, replicatedJob, jobIndex}), so repair Jobs,
+// which accounts name in repair assignments, are told their shards like the originals.
+//
+// The webhook configuration's objectSelector sends it only pods labelled with a scope
+// (results or coverage), the pods of batches that opted in. It fails open (failurePolicy
+// Ignore), and so does the handler: a pod it cannot annotate (the manager down, no
+// account yet, accounts that disagree, a failed lookup) is created without the
+// annotations, and the worker falls back to what its pod template says or fails clearly.
+//
+// When several accounts assign the pod's identity, the pod is annotated only if they
+// agree on the shard and both revisions (AnnotationAccount then lists them): one pod
+// writes one result, which cannot report two shards, and choosing one account would
+// silently fail the other's claim check, so the annotations are left off and a warning
+// says why. When no account names the identity, the short form of the pod's Job (or of
+// its JobSet) is read instead: the controller creates that account, and a pod may be
+// created before it is.
+type PodAssignmentAnnotator struct {
+	// Reader reads BatchAccounts (indexed by relations.IndexAccountTarget), Jobs and
+	// JobSets; the manager's cache.
+	Reader client.Reader
+}
+
+var _ admission.Handler = PodAssignmentAnnotator{}
+
+// SetupWithManager registers the handler on the manager's webhook server.
+func (h PodAssignmentAnnotator) SetupWithManager(mgr ctrl.Manager) error {
+	mgr.GetWebhookServer().Register(PodAssignPath, &admission.Webhook{Handler: h})
+	return nil
+}
+
+// Assignment is what one pod is told: the shard its identity is assigned, the revisions
+// its result must report, and the accounts that say so.
+type Assignment struct {
+	Shard, InputRevision, ModelRevision string
+	Accounts                            []string
+}
+
+// Handle annotates an index pod with its assignment; any other pod is allowed unchanged.
+func (h PodAssignmentAnnotator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	meta, err := objectMeta(req.Object.Raw)
+	if err != nil {
+		return unclassified(PodAssignPath, fmt.Errorf("decoding the pod's metadata: %w", err))
+	}
+	pod := &corev1.Pod{ObjectMeta: meta}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	a, found, err := PodAssignment(ctx, h.Reader, pod)
+	switch {
+	case err != nil:
+		return unclassified(PodAssignPath, err)
+	case !found:
+		return admission.Allowed("")
+	case a.Shard == "":
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("batchledger did not annotate this pod with its shard: accounts %s assign its Job index differently",
+			strings.Join(a.Accounts, ", ")))
+	}
+	return admission.Patched("", assignmentPatch(pod.Annotations, a)...)
+}
+
+// assignmentPatch sets the assignment annotations, replacing any the template carried:
+// the account is what judges the pod's result.
+func assignmentPatch(have map[string]string, a Assignment) []jsonpatch.JsonPatchOperation {
+	set := map[string]string{
+		v1alpha1.AnnotationShard:    a.Shard,
+		v1alpha1.AnnotationInputRev: a.InputRevision,
+		v1alpha1.AnnotationModelRev: a.ModelRevision,
+		v1alpha1.AnnotationAccount:  strings.Join(a.Accounts, ","),
+	}
+	if have == nil {
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations", set)}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	ops := make([]jsonpatch.JsonPatchOperation, 0, len(keys))
+	for _, k := range keys {
+		// "add" replaces a member that exists; "/" in a key is "~1" in a JSON pointer.
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+strings.ReplaceAll(k, "/", "~1"), set[k]))
+	}
+	return ops
+}
+
+// PodAssignment is the assignment the live accounts naming pod's Job make for the pod's
+// (target, completion index), or its Job's or JobSet's short form when no account
+// assigns it. found is false for a pod no account or short form assigns (or no index
+// pod); a found assignment with an empty Shard means the accounts disagree.
+func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assignment, bool, error) {
+	keys := relations.PodTargets(pod)
+	if len(keys) == 0 {
+		return Assignment{}, false, nil
+	}
+	index, _ := relations.CompletionIndex(pod)
+	accounts, err := relations.LiveAccountsNaming(ctx, r, pod.Namespace, relations.PodKeys(pod)...)
+	if err != nil {
+		return Assignment{}, false, err
+	}
+	var found []Assignment
+	for _, ba := range accounts {
+		if a, ok := assignmentOf(ba.Name, pod.Namespace, &ba.Spec, keys, index); ok {
+			found = append(found, a)
+		}
+	}
+	if len(found) == 0 {
+		a, ok, err := shortFormAssignment(ctx, r, pod, keys, index)
+		if err != nil || !ok {
+			return Assignment{}, false, err
+		}
+		found = append(found, a)
+	}
+	return agree(found), true, nil
+}
+
+// assignmentOf maps the identity (any of keys, index) through an account's spec: the one
+// mapping rule, account.Compile, so repair assignments count as the originals do.
+func assignmentOf(name, namespace string, spec *v1alpha1.BatchAccountSpec, keys []v1alpha1.TargetKey, index int) (Assignment, bool) {
+	m := account.Compile(namespace, spec)
+	for _, k := range keys {
+		if o, ok := m.ShardOf(string(k), index); ok && o < m.Shards.Count() {
+			return Assignment{Shard: m.Shards.Name(o), InputRevision: spec.InputRevision, ModelRevision: spec.ModelRevision, Accounts: []string{name}}, true
+		}
+	}
+	return Assignment{}, false
+}
+
+// shortFormAssignment is the assignment the short form of the pod's Job, or of the
+// JobSet controlling it, declares; the account the controller creates from it has the
+// Job's or JobSet's name.
+func shortFormAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod, keys []v1alpha1.TargetKey, index int) (Assignment, bool, error) {
+	// PodTargets found a Job controlling the pod.
+	jobName := metav1.GetControllerOfNoCopy(pod).Name
+	declarers, names := []client.Object{&batchv1.Job{}}, []string{jobName}
+	if ref, ok := relations.PodJobSetChild(jobName, pod.Labels); ok {
+		declarers, names = append(declarers, &jobsetapi.JobSet{}), append(names, ref.JobSet)
+	}
+	for i, obj := range declarers {
+		if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: names[i]}, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return Assignment{}, false, err
+		}
+		if !relations.HasShortForm(obj.GetAnnotations()) {
+			continue
+		}
+		spec, err := relations.ShortForm(obj)
+		if err != nil {
+			continue // a short form that does not parse declares no account
+		}
+		if a, ok := assignmentOf(obj.GetName(), pod.Namespace, &spec, keys, index); ok {
+			return a, true, nil
+		}
+	}
+	return Assignment{}, false, nil
+}
+
+// agree merges the assignments several accounts make for one identity: the one they all
+// make, naming every account, or one with an empty Shard when they differ.
+func agree(as []Assignment) Assignment {
+	out := as[0]
+	out.Accounts = nil
+	for _, a := range as {
+		if a.Shard != out.Shard || a.InputRevision != out.InputRevision || a.ModelRevision != out.ModelRevision {
+			out.Shard, out.InputRevision, out.ModelRevision = "", "", ""
+		}
+		out.Accounts = append(out.Accounts, a.Accounts...)
+	}
+	slices.Sort(out.Accounts)
+	out.Accounts = slices.Compact(out.Accounts)
+	return out
+}

@@ -1,0 +1,184 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// annotationsAfter applies the response's patch to pod, as the API server does, and
+// returns the pod's annotations.
+func annotationsAfter(t *testing.T, pod *corev1.Pod, resp []byte) map[string]string {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp) > 0 {
+		p, err := jsonpatch.DecodePatch(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw, err = p.Apply(raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out corev1.Pod
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Annotations
+}
+
+// told is the annotations a pod of index idx gets: the completion index the Job
+// controller set and the assignment.
+func told(idx, shard, input, model, accounts string) map[string]string {
+	return map[string]string{batchv1.JobCompletionIndexAnnotation: idx, v1alpha1.AnnotationShard: shard,
+		v1alpha1.AnnotationInputRev: input, v1alpha1.AnnotationModelRev: model, v1alpha1.AnnotationAccount: accounts}
+}
+
+// TestPodAssignmentAnnotator: a new index pod is told the shard and revisions the account
+// assigns its (Job, index), for repair Jobs and JobSet children too, from the short
+// form when no account exists yet; it is told nothing when no one assigns it or the
+// accounts disagree.
+func TestPodAssignmentAnnotator(t *testing.T) {
+	const ns = "ml-team"
+	job := func(name string, n int32) *wrappers.JobWrapper {
+		return wrappers.MakeJob(name, ns).Indexed(n).UID(name+"-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults)
+	}
+	pod := func(j *wrappers.JobWrapper, idx int) *corev1.Pod {
+		return wrappers.MakeIndexPod(j.Obj(), j.Obj().Name+"-x", idx).Obj()
+	}
+	ij245 := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "0-3", "A", "B", "C", "D").
+		Repair("ij245-repair", "0-1", "B", "D").RequireResults("true").Obj()
+	compact := wrappers.MakeBatchAccount("big", ns).ShardCount("part-", 100).Revisions("in-7", "m-9").AssignJobOrdinals("big", "0-99", "0-99").Obj()
+	js := wrappers.MakeJobSet("train", ns).ReplicatedJob(jobsetapi.ReplicatedJob{Name: "workers", Replicas: 2,
+		Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Completions: ptr.To(int32(2))}}}).Obj()
+	childAccount := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 4).AssignJobSet("train", "workers", 0, "0-1", "0-1").
+		AssignJobSet("train", "workers", 1, "0-1", "2-3").Obj()
+	child := func(jobIndex int) *wrappers.JobWrapper {
+		return job(relations.ChildJobName("train", "workers", jobIndex), 2).JobSetChild(js, "workers", jobIndex, 0)
+	}
+	shortJob := job("short", 3).AnnotationPairs(v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m",
+		v1alpha1.AnnotationShards, "X,Y,Z")
+	shortJS := wrappers.MakeJobSet("sjs", ns).ReplicatedJob(jobsetapi.ReplicatedJob{Name: "w", Replicas: 2,
+		Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Completions: ptr.To(int32(2))}}}).
+		AnnotationPairs(v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m", v1alpha1.AnnotationShardCount, "4",
+			v1alpha1.AnnotationShardPrefix, "p-", v1alpha1.AnnotationReplicatedJob, "w").Obj()
+	agrees := wrappers.MakeBatchAccount("ij245-audit", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "2", "C").Obj()
+	differs := wrappers.MakeBatchAccount("other", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "2", "D").Obj()
+	deleting := wrappers.MakeBatchAccount("gone", ns).Shards("Q").AssignJob("lone", "0", "Q").Obj()
+	deleting.DeletionTimestamp, deleting.Finalizers = ptr.To(metav1.Now()), []string{"keep"}
+	withTemplate := pod(job("ij245", 4), 1)
+	withTemplate.Annotations[v1alpha1.AnnotationShard] = "hand-copied"
+
+	cases := []struct {
+		name    string
+		objs    []client.Object
+		pod     *corev1.Pod
+		want    map[string]string // the pod's annotations after admission
+		warning string
+	}{
+		{"original index", []client.Object{ij245}, pod(job("ij245", 4), 2), told("2", "C", "D", "m-2026-11", "ij245"), ""},
+		{"repair Job index", []client.Object{ij245}, pod(job("ij245-repair", 2), 1), told("1", "D", "D", "m-2026-11", "ij245"), ""},
+		{"compact population", []client.Object{compact}, pod(job("big", 100), 42), told("42", "part-42", "in-7", "m-9", "big"), ""},
+		{"JobSet child 1", []client.Object{childAccount, js}, pod(child(1), 1), told("1", "s3", "D", "m-2026-11", "train"), ""},
+		{"the template's hand-copied shard is replaced", []client.Object{ij245}, withTemplate, told("1", "B", "D", "m-2026-11", "ij245"), ""},
+		{"two accounts that agree", []client.Object{ij245, agrees}, pod(job("ij245", 4), 2), told("2", "C", "D", "m-2026-11", "ij245,ij245-audit"), ""},
+		{"two accounts that disagree: not told", []client.Object{ij245, differs}, pod(job("ij245", 4), 2),
+			map[string]string{batchv1.JobCompletionIndexAnnotation: "2"}, "accounts ij245, other assign its Job index differently"},
+		{"an index no account maps", []client.Object{ij245}, pod(job("ij245-repair", 2), 3) /* index beyond the repair */, map[string]string{batchv1.JobCompletionIndexAnnotation: "3"}, ""},
+		{"no account, no short form", nil, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
+		{"an account being deleted tells nothing", []client.Object{deleting}, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
+		{"short-form Job before its account", []client.Object{shortJob.Obj()}, pod(shortJob, 2), told("2", "Z", "D", "m", "short"), ""},
+		{"short-form JobSet child before its account", []client.Object{shortJS},
+			pod(job(relations.ChildJobName("sjs", "w", 1), 2).JobSetChild(shortJS, "w", 1, 0), 0), told("0", "p-2", "D", "m", "sjs"), ""},
+		{"a pod no Job controls", []client.Object{ij245}, wrappers.MakePod("bare", ns).Obj(), nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := PodAssignmentAnnotator{Reader: indexedReader(t, nil, tc.objs...)}
+			raw, _ := json.Marshal(tc.pod)
+			resp := admit(t, h, raw)
+			if !resp.Allowed {
+				t.Fatalf("denied: %v", resp.Result)
+			}
+			var patch []byte
+			if len(resp.Patches) > 0 {
+				patch, _ = json.Marshal(resp.Patches)
+			}
+			if d := cmp.Diff(tc.want, annotationsAfter(t, tc.pod, patch)); d != "" {
+				t.Errorf("annotations (-want +got):\n%s", d)
+			}
+			if got := strings.Join(resp.Warnings, "; "); !strings.Contains(got, tc.warning) || (tc.warning == "") != (got == "") {
+				t.Errorf("warnings %q, want %q", got, tc.warning)
+			}
+		})
+	}
+}
+
+// TestPodAssignmentAnnotatorFailsOpen: a failed account lookup admits the pod unchanged,
+// with a warning and the unclassified metric.
+func TestPodAssignmentAnnotatorFailsOpen(t *testing.T) {
+	r := indexedReader(t, &interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+		return errors.New("cache not synced")
+	}})
+	before := testutil.ToFloat64(unclassifiedObjects.WithLabelValues(PodAssignPath))
+	p := wrappers.MakeIndexPod(wrappers.MakeJob("j", "ml-team").Indexed(1).Obj(), "j-0", 0).Obj()
+	raw, _ := json.Marshal(p)
+	resp := admit(t, PodAssignmentAnnotator{Reader: r}, raw)
+	if !resp.Allowed || len(resp.Patches) > 0 || len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], "cache not synced") {
+		t.Errorf("response %+v, want allowed unchanged with a warning", resp)
+	}
+	if after := testutil.ToFloat64(unclassifiedObjects.WithLabelValues(PodAssignPath)); after != before+1 {
+		t.Errorf("unclassified metric %v -> %v, want +1", before, after)
+	}
+}
+
+// BenchmarkPodAssignment is the cost the webhook adds to a pod's creation beyond the
+// cache lookup: the accounts naming its Job are compiled per pod (as the controller
+// compiles them per reconcile), which for explicit shard names is linear in the names;
+// compact populations cost nothing per shard. (The fake client copies objects, which the
+// manager's cache does not, so the lookup is left out.)
+func BenchmarkPodAssignment(b *testing.B) {
+	const n = 10000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("part-%05d", i)
+	}
+	for _, bc := range []struct {
+		name string
+		ba   *v1alpha1.BatchAccount
+	}{
+		{"10000 names", wrappers.MakeBatchAccount("named", "ml-team").Shards(names...).AssignJob("j", "0-9999", names...).Obj()},
+		{"100000 compact", wrappers.MakeBatchAccount("compact", "ml-team").ShardCount("p-", 100000).AssignJobOrdinals("j", "0-99999", "0-99999").Obj()},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			keys := []v1alpha1.TargetKey{v1alpha1.JobTargetKey("j")}
+			b.ReportAllocs()
+			for b.Loop() {
+				if a, ok := assignmentOf(bc.ba.Name, bc.ba.Namespace, &bc.ba.Spec, keys, 4242); !ok || a.Shard == "" {
+					b.Fatalf("%+v %v", a, ok)
+				}
+			}
+		})
+	}
+}
