@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,6 +13,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework"
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/worker"
 )
@@ -162,19 +162,7 @@ func finishWithWorkerResults(t *testing.T, job *batchv1.Job, n int) {
 // completion index the Job controller injects).
 func workerMessage(t *testing.T, pod *corev1.Pod) string {
 	t.Helper()
-	env := map[string]string{}
-	for _, e := range pod.Spec.Containers[0].Env {
-		env[e.Name] = e.Value
-		if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil {
-			continue
-		}
-		path := e.ValueFrom.FieldRef.FieldPath
-		if key, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
-			env[e.Name] = pod.Labels[strings.TrimSuffix(key, "']")]
-		} else if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
-			env[e.Name] = pod.Annotations[strings.TrimSuffix(key, "']")]
-		}
-	}
+	env := kwok.ContainerEnv(pod)
 	cfg, err := worker.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("pod %s: %v", pod.Name, err)

@@ -424,18 +424,7 @@ func (d *demo) repeat(job *batchv1.Job, index int) error {
 // workerMessage runs the example worker's logic with the pod's environment, resolving
 // downward-API label references as the kubelet would.
 func workerMessage(pod *corev1.Pod) (string, error) {
-	env := map[string]string{}
-	for _, e := range pod.Spec.Containers[0].Env {
-		env[e.Name] = e.Value
-		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
-			path := e.ValueFrom.FieldRef.FieldPath
-			if key, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
-				env[e.Name] = pod.Labels[strings.TrimSuffix(key, "']")]
-			} else if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
-				env[e.Name] = pod.Annotations[strings.TrimSuffix(key, "']")]
-			}
-		}
-	}
+	env := kwok.ContainerEnv(pod)
 	cfg, err := worker.ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		return "", err

@@ -124,3 +124,26 @@ func dropServiceAccountToken(spec *corev1.PodSpec) {
 		spec.Containers[i].VolumeMounts = mounts
 	}
 }
+
+// ContainerEnv is the environment a kubelet gives the pod's first container: plain values,
+// and the downward-API references to the pod's labels and annotations resolved (such as
+// the completion index the Job controller sets, or the shard batchledger annotates).
+func ContainerEnv(pod *corev1.Pod) map[string]string {
+	env := map[string]string{}
+	if len(pod.Spec.Containers) == 0 {
+		return env
+	}
+	for _, e := range pod.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+		if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil {
+			continue
+		}
+		path := e.ValueFrom.FieldRef.FieldPath
+		if key, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
+			env[e.Name] = pod.Labels[strings.TrimSuffix(key, "']")]
+		} else if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
+			env[e.Name] = pod.Annotations[strings.TrimSuffix(key, "']")]
+		}
+	}
+	return env
+}
