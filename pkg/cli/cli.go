@@ -124,7 +124,13 @@ input and model revision, and were their outputs accepted?`,
 		SilenceUsage:  true,
 	}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExplainCommand(o), newGetCommand(o), newRepairCommand(o), newWatchCommand(o), newMapCommand(o), newReleaseCommand(o))
+	_ = root.RegisterFlagCompletionFunc("namespace", o.completeNamespaces)
+	root.AddCommand(newExplainCommand(o))
+	root.AddCommand(newGetCommand(o))
+	root.AddCommand(newRepairCommand(o))
+	root.AddCommand(newWatchCommand(o))
+	root.AddCommand(newMapCommand(o))
+	root.AddCommand(newReleaseCommand(o))
 	return root
 }
 

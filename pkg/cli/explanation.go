@@ -1,9 +1,9 @@
 package cli
 
 import (
-	"maps"
-
+	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -24,7 +26,13 @@ import (
 // observation points, the Kueue Workloads, the accepted results per shard, rejections,
 // history and what is still needed for acceptance. Lists that grow with the batch are
 // bounded (see the *More counts); timestamps are RFC3339 in UTC.
+//
+// It is a versioned kind of its own, ExplanationGroupVersion (cli.batchledger.dev/v1alpha1)
+// kind Explanation: the plugin prints it, no API server serves it (as
+// client.authentication.k8s.io's ExecCredential), and scripts can check apiVersion
+// before they read it. Fields are only added within a version.
 type Explanation struct {
+	metav1.TypeMeta `json:",inline"`
 	// Account is the BatchAccount's name.
 	Account string `json:"account"`
 	// Namespace of the account and of all its targets.
@@ -52,9 +60,52 @@ type Explanation struct {
 	StillNeeded []string `json:"stillNeeded,omitempty"`
 }
 
-// ExplanationList is what `-o json|yaml` prints when an object concerns several accounts.
+// ExplanationList is what `-o json|yaml` prints when an object concerns several
+// accounts: kind ExplanationList of ExplanationGroupVersion.
 type ExplanationList struct {
-	Items []Explanation `json:"items"`
+	metav1.TypeMeta `json:",inline"`
+	Items           []Explanation `json:"items"`
+}
+
+// ExplanationGroupVersion is the group and version of the Explanation kinds: a group of
+// the plugin's own, apart from batchledger.dev whose kinds the API server serves.
+var ExplanationGroupVersion = schema.GroupVersion{Group: "cli.batchledger.dev", Version: "v1alpha1"}
+
+// Kinds of ExplanationGroupVersion.
+const (
+	KindExplanation     = "Explanation"
+	KindExplanationList = "ExplanationList"
+)
+
+// NewExplanationList lists exs, each with its kind, under kind ExplanationList.
+func NewExplanationList(exs []Explanation) *ExplanationList {
+	l := &ExplanationList{TypeMeta: metav1.TypeMeta{APIVersion: ExplanationGroupVersion.String(), Kind: KindExplanationList}, Items: exs}
+	for i := range l.Items {
+		l.Items[i].TypeMeta = metav1.TypeMeta{APIVersion: ExplanationGroupVersion.String(), Kind: KindExplanation}
+	}
+	return l
+}
+
+// DeepCopyObject implements runtime.Object, so that kubectl's printers print it. A
+// print-only kind is copied through JSON: its JSON is all there is of it.
+func (e *Explanation) DeepCopyObject() runtime.Object { return jsonCopy(e) }
+
+// DeepCopyObject implements runtime.Object.
+func (l *ExplanationList) DeepCopyObject() runtime.Object { return jsonCopy(l) }
+
+func jsonCopy[T any, P interface {
+	*T
+	runtime.Object
+}](in P) runtime.Object {
+	b, err := json.Marshal(in)
+	if err != nil {
+		panic(fmt.Sprintf("copying a %T: %v", in, err))
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic(fmt.Sprintf("copying a %T: %v", in, err))
+	}
+	return P(&out)
 }
 
 // Release is the pair of revisions an account is about.
@@ -336,6 +387,7 @@ func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults,
 	st := &ba.Status
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	ex := Explanation{
+		TypeMeta: metav1.TypeMeta{APIVersion: ExplanationGroupVersion.String(), Kind: KindExplanation},
 		Account: ba.Name, Namespace: ba.Namespace,
 		Generation: ba.Generation, ObservedGeneration: st.ObservedGeneration,
 		Release: Release{InputRevision: ba.Spec.InputRevision, ModelRevision: ba.Spec.ModelRevision},
