@@ -388,7 +388,7 @@ func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults,
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	ex := Explanation{
 		TypeMeta: metav1.TypeMeta{APIVersion: ExplanationGroupVersion.String(), Kind: KindExplanation},
-		Account: ba.Name, Namespace: ba.Namespace,
+		Account:  ba.Name, Namespace: ba.Namespace,
 		Generation: ba.Generation, ObservedGeneration: st.ObservedGeneration,
 		Release: Release{InputRevision: ba.Spec.InputRevision, ModelRevision: ba.Spec.ModelRevision},
 		Verdict: Verdict{Reason: "Unknown", Message: "the controller has not written a verdict yet"},
