@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/liggitt/tabwriter"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -31,6 +33,9 @@ type accountPrinter struct {
 	// toTable builds the table of accounts; nil for the other printers.
 	toTable func([]v1alpha1.BatchAccount) (*metav1.Table, error)
 	printer printers.ResourcePrinter
+	// tw is the table's tabwriter, kept across prints (it remembers column widths, so
+	// that a watch's rows line up under the header); it is flushed after each print.
+	tw *tabwriter.Writer
 }
 
 // printer returns the printer of get's -o.
@@ -78,21 +83,32 @@ func (p *accountPrinter) print(w io.Writer, accts []v1alpha1.BatchAccount, singl
 		if err != nil {
 			return err
 		}
-		return p.printer.PrintObj(t, w)
+		if p.tw == nil {
+			p.tw = printers.GetNewTabWriter(w)
+		}
+		if err := p.printer.PrintObj(t, p.tw); err != nil {
+			return err
+		}
+		return p.tw.Flush()
 	}
-	objs := make([]runtime.Object, len(accts))
-	for i := range accts {
-		ba := accts[i].DeepCopy()
+	if single && len(accts) == 1 {
+		ba := accts[0].DeepCopy()
 		// Typed objects come without their kind; the printers need it, as scripts do.
 		ba.APIVersion, ba.Kind = v1alpha1.GroupVersion.String(), "BatchAccount"
-		objs[i] = ba
+		return p.printer.PrintObj(ba, w)
 	}
-	if single && len(objs) == 1 {
-		return p.printer.PrintObj(objs[0], w)
-	}
-	list := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}, Items: make([]runtime.RawExtension, len(objs))}
-	for i, o := range objs {
-		list.Items[i] = runtime.RawExtension{Object: o}
+	// A kubectl List, unstructured as kubectl prints it: every printer (-o name too)
+	// takes it, and each item carries its kind.
+	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{}}}
+	for i := range accts {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&accts[i])
+		if err != nil {
+			return err
+		}
+		item := unstructured.Unstructured{Object: u}
+		item.SetAPIVersion(v1alpha1.GroupVersion.String())
+		item.SetKind("BatchAccount")
+		list.Items = append(list.Items, item)
 	}
 	return p.printer.PrintObj(list, w)
 }
