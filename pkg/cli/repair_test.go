@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -279,17 +280,61 @@ func repairCluster(funcs interceptor.Funcs) client.WithWatch {
 	return interceptor.NewClient(fakeClient(failedAccount(), j, wl), funcs)
 }
 
-// TestRepairDryRun prints the Job and the assignment and creates nothing.
+// TestRepairDryRun: a client dry run (--dry-run, --dry-run=client, the old
+// --dry-run=true) prints the Job and the spec.repairs entry and sends no request that
+// changes anything.
 func TestRepairDryRun(t *testing.T) {
-	c := repairCluster(interceptor.Funcs{})
-	out, errOut, code := run(t, c, "repair", "ij245", "-n", ns, "--dry-run")
+	for _, flag := range []string{"--dry-run", "--dry-run=client", "--dry-run=true"} {
+		t.Run(flag, func(t *testing.T) {
+			c := repairCluster(interceptor.Funcs{
+				Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+					return errors.New("a client dry run sent a create")
+				},
+				Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+					return errors.New("a client dry run sent a patch")
+				},
+			})
+			out, errOut, code := run(t, c, "repair", "ij245", "-n", ns, flag)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			golden(t, "repair_dry_run", []byte(out))
+		})
+	}
+}
+
+// TestRepairServerDryRun: --dry-run=server sends the Job and the account change with
+// dryRun=All, unsuspends nothing and stores nothing.
+func TestRepairServerDryRun(t *testing.T) {
+	var sent []string
+	dryRunAll := func(dr []string) bool { return len(dr) == 1 && dr[0] == metav1.DryRunAll }
+	c := repairCluster(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			sent = append(sent, fmt.Sprintf("create %s dryRun=%v", obj.GetName(), dryRunAll((&client.CreateOptions{}).ApplyOptions(opts).DryRun)))
+			return c.Create(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			sent = append(sent, fmt.Sprintf("patch %s dryRun=%v", obj.GetName(), dryRunAll((&client.PatchOptions{}).ApplyOptions(opts).DryRun)))
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	out, errOut, code := run(t, c, "repair", "ij245", "-n", ns, "--dry-run=server")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden(t, "repair_dry_run", []byte(out))
+	if want := []string{"create j-repair-1 dryRun=true", "patch ij245 dryRun=true"}; !slices.Equal(sent, want) {
+		t.Errorf("requests %q, want %q", sent, want)
+	}
+	if !strings.HasPrefix(out, "BatchAccount ml-team/ij245 (server dry run):\n  created Job j-repair-1: 1 index for shard D") || strings.Contains(out, "Follow it with") {
+		t.Errorf("output:\n%s", out)
+	}
 	var jobs batchv1.JobList
 	if err := c.List(t.Context(), &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) != 1 {
-		t.Errorf("dry run created Jobs: %d (%v)", len(jobs.Items), err)
+		t.Errorf("server dry run stored Jobs: %d (%v)", len(jobs.Items), err)
+	}
+	var ba v1alpha1.BatchAccount
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "ij245"}, &ba); err != nil || len(ba.Spec.Repairs) != 0 {
+		t.Errorf("server dry run stored spec.repairs %+v (%v)", ba.Spec.Repairs, err)
 	}
 }
 

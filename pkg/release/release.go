@@ -212,7 +212,7 @@ func release(ctx context.Context, c client.Client, opts Options, h held) (*Repor
 			if opts.DryRun {
 				continue
 			}
-			switch outcome, err := releaseOne(ctx, c, pod, attempts, h, opts.patchOptions()...); outcome {
+			switch outcome, err := releaseOne(ctx, c, pod, attempts, h, opts.ServerDryRun); outcome {
 			case released:
 				rep.Released = append(rep.Released, key)
 			case gone:
@@ -229,14 +229,6 @@ func release(ctx context.Context, c client.Client, opts Options, h held) (*Repor
 	}
 }
 
-// patchOptions carry dryRun=All under ServerDryRun.
-func (o Options) patchOptions() []client.PatchOption {
-	if o.ServerDryRun {
-		return []client.PatchOption{client.DryRunAll}
-	}
-	return nil
-}
-
 type outcome int
 
 const (
@@ -248,7 +240,13 @@ const (
 
 // releaseOne patches h's finalizer off pod (a pod, or a Job), re-reading it after each
 // failed test or conflict, at most attempts times.
-func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int, h held, patchOpts ...client.PatchOption) (outcome, error) {
+// Under serverDryRun each patch is sent with dryRun=All and the first accepted one ends it:
+// nothing was stored, so there is nothing to re-read.
+func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int, h held, serverDryRun bool) (outcome, error) {
+	var patchOpts []client.PatchOption
+	if serverDryRun {
+		patchOpts = append(patchOpts, client.DryRunAll)
+	}
 	patchedOnce := false
 	for attempt := 1; ; attempt++ {
 		// The client finds the resource by the kind; list items and patch responses of
@@ -265,6 +263,8 @@ func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectM
 		// twice is seen and removed by the next turn.
 		err := c.Patch(ctx, pod, patch, patchOpts...)
 		switch {
+		case err == nil && serverDryRun:
+			return released, nil
 		case err == nil:
 			patchedOnce = true
 			continue
