@@ -53,8 +53,8 @@ cli.batchledger.dev/v1alpha1), or an ExplanationList when the object concerns se
 accounts.`,
 		Example: `  kubectl batchledger explain account ij245 -n ml-team
   kubectl batchledger explain workload job-j-3f2c9 -o yaml
-  kubectl batchledger explain account ij245 -o jsonpath='{.shards.missing[*].shard}'
-  kubectl batchledger explain job j -o json | jq -r '.. | .stillNeeded? // empty | .[]'
+  kubectl batchledger explain account ij245 -o jsonpath='{.shards.missingShards[*].shard}'
+  kubectl batchledger explain job j -o json | jq -r '(.items // [.])[] | .stillNeeded[]?'   # one account or several
   kubectl batchledger explain job j --exit-code   # exit 2 unless Accepted`,
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: o.completeKindName,
