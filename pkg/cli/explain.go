@@ -98,7 +98,7 @@ accounts.`,
 
 // printer is the kubectl printer of -o, nil for the prose.
 func (eo *ExplainOptions) printer() (printers.ResourcePrinter, error) {
-	if f := eo.PrintFlags.OutputFormat; f == nil || *f == "" || *f == OutputText {
+	if f := eo.PrintFlags.OutputFormat; (f == nil || *f == "" || *f == OutputText) && !templateOnly(eo.PrintFlags) {
 		return nil, nil
 	}
 	p, err := eo.PrintFlags.ToPrinter()

@@ -109,6 +109,7 @@ func TestExplainOutputs(t *testing.T) {
 		{"go-template", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "go-template={{.apiVersion}}/{{.account}}"}, "cli.batchledger.dev/v1alpha1/ij245"},
 		{"json head", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "json"}, "{\n    \"kind\": \"Explanation\",\n    \"apiVersion\": \"cli.batchledger.dev/v1alpha1\",\n    \"account\": \"ij245\","},
 		{"several accounts", fakeClient(s.steps[0].DeepCopy(), s.job.DeepCopy(), other), []string{"explain", "job", "j", "-o", "jsonpath={.kind}: {.items[*].kind} {.items[*].account}"}, "ExplanationList: Explanation Explanation ij245 ij245-twin"},
+		{"--template alone is a go-template", seedClient(s, 0), []string{"explain", "account", "ij245", "--template", "{{.kind}}"}, "Explanation"},
 		{"text is the default", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "text"}, "BatchAccount ml-team/ij245\n"},
 	}
 	for _, tc := range cases {

@@ -71,6 +71,8 @@ func TestGetOutputs(t *testing.T) {
 			"batchledger.dev/v1alpha1 BatchAccount D"},
 		{"go-template", []string{"get", "-n", ns, "-l", "tier=prod", "-o", "go-template={{range .items}}{{.metadata.name}}{{end}}"},
 			"ij245-done"},
+		{"--template alone is a go-template", []string{"get", "-n", ns, "-l", "tier=prod", "--template", "{{range .items}}{{.metadata.name}}{{end}}"},
+			"ij245-done"},
 		{"custom columns", []string{"get", "-n", ns, "-o", `custom-columns=NAME:.metadata.name,VERDICT:.status.conditions[?(@.type=="Accepted")].reason,TEAM:metadata.labels.team`},
 			"NAME         VERDICT         TEAM\n" +
 				"a-fresh      <none>          <none>\n" +
