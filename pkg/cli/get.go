@@ -16,8 +16,8 @@ import (
 
 // GetOptions are get's flags.
 type GetOptions struct {
-	// PrintFlags are kubectl's printer flags: -o json|yaml|name|go-template|jsonpath|
-	// jsonpath-as-json|jsonpath-as-yaml (with --template, --show-managed-fields); get adds
+	// PrintFlags are kubectl's printer flags: -o json|yaml|kyaml|name|go-template|
+	// jsonpath|jsonpath-as-json|... (with --template, --show-managed-fields); get adds
 	// wide and custom-columns=SPEC itself, as kubectl does.
 	PrintFlags *genericclioptions.PrintFlags
 	// AllNamespaces lists every namespace (-A).
