@@ -216,7 +216,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		return nil, planErr
 	}
 	if len(onJobSets) > 0 {
-		return nil, fmt.Errorf("%s: %s assigned to JobSet children (%s): repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), or append a repair assignment by hand",
+		return nil, fmt.Errorf("%s: %s assigned to JobSet children (%s): repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), or append a repair assignment to spec.repairs by hand",
 			who, shardNames(onJobSets), identities(onJobSets, true))
 	}
 	plan := &RepairPlan{Account: ba.Name, Namespace: ba.Namespace}
