@@ -71,6 +71,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 build: ## Build the manager into bin/ exactly as the Dockerfile's build stage does.
 	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags "-s -w -X batchledger.dev/batchledger/pkg/version.Version=$(VERSION)" -o bin/batchledger ./cmd/batchledger
 	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -o bin/kubectl-batchledger ./cmd/kubectl-batchledger
+	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -o bin/kubectl_complete-batchledger ./cmd/kubectl_complete-batchledger
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).

@@ -49,8 +49,8 @@ func plugin(t *testing.T, args ...string) (string, string, int) {
 
 // TestRepairFailedIndex: IJ245 where index 3 fails and, with backoffLimit 0, the real Job
 // controller fails Job j. The account says D is missing for good; `kubectl batchledger
-// repair` creates a one-index follow-up Job through the same LocalQueue and appends a
-// repair assignment; Kueue admits it, its pod succeeds, and the account says D was
+// repair` creates a one-index follow-up Job through the same LocalQueue and appends it to
+// spec.repairs; Kueue admits it, its pod succeeds, and the account says D was
 // covered by the repair Job's index 0 and accepts the batch.
 func TestRepairFailedIndex(t *testing.T) {
 	f := framework.New(t)
@@ -98,7 +98,7 @@ func TestRepairFailedIndex(t *testing.T) {
 		t.Errorf("repair --dry-run created Job j-repair-1: %v", err)
 	}
 
-	plan, err := cli.Repair(f.Ctx, f.Client, f.Namespace, "ij245", false)
+	plan, err := cli.Repair(f.Ctx, f.Client, f.Namespace, "ij245", cli.DryRunNone)
 	if err != nil {
 		t.Fatalf("repair: %v", err)
 	}
@@ -111,8 +111,11 @@ func TestRepairFailedIndex(t *testing.T) {
 		t.Errorf("repair Job = %+v %+v", repair.ObjectMeta, repair.Spec)
 	}
 	f.Get(ba)
-	if a := ba.Spec.Assignments[len(ba.Spec.Assignments)-1]; !a.Repair || a.Target.Job != "j-repair-1" || a.Indexes != "0" || !slices.Equal(a.Shards, []string{"D"}) {
-		t.Errorf("appended assignment = %+v", a)
+	if len(ba.Spec.Assignments) != 1 || len(ba.Spec.Repairs) != 1 {
+		t.Fatalf("after repair: assignments %+v, repairs %+v; want the repair in spec.repairs alone", ba.Spec.Assignments, ba.Spec.Repairs)
+	}
+	if a := ba.Spec.Repairs[0]; a.Target.Job != "j-repair-1" || a.Indexes != "0" || !slices.Equal(a.Shards, []string{"D"}) {
+		t.Errorf("spec.repairs[0] = %+v", a)
 	}
 
 	// The same LocalQueue: Kueue admits the repair Job afresh (the Workload records the
@@ -147,7 +150,7 @@ func TestRepairFailedIndex(t *testing.T) {
 	if _, errOut, code := plugin(t, "explain", "job", "j-repair-1", "-n", f.Namespace, "--exit-code"); code != cli.ExitOK {
 		t.Errorf("plugin explain --exit-code after the repair: exit %d, stderr %q", code, errOut)
 	}
-	if out, errOut, code := plugin(t, "get", "-n", f.Namespace); code != cli.ExitOK || !strings.Contains(out, "ij245  100%      4        4      0         -        Accepted") {
+	if out, errOut, code := plugin(t, "get", "-n", f.Namespace); code != cli.ExitOK || !strings.Contains(out, "ij245   100%       4         4       0          -         Accepted") {
 		t.Errorf("plugin get: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 }

@@ -185,6 +185,38 @@ func TestRepair(t *testing.T) {
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3; job j failed (FailedIndexes)")
 }
 
+// TestSpecRepairsCountAsRepairAssignments: an entry of spec.repairs is judged exactly as
+// the same entry appended to spec.assignments marked repair, whatever the Jobs did.
+func TestSpecRepairsCountAsRepairAssignments(t *testing.T) {
+	inAssignments := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Repair("j-repair", "0-1", "C", "D").SpecObj()
+	inRepairs := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").SpecRepair("j-repair", "0-1", "C", "D").SpecObj()
+	j := makeJob("j", "uid-j", 4).Completed("0-1", 2).FailedIndexes("2-3").Failed("FailedIndexes", jobCondAt)
+	cases := []struct {
+		name   string
+		repair *wrappers.JobWrapper
+	}{
+		{"repair Job not started", makeJob("j-repair", "uid-r", 2)},
+		{"repair Job covered one shard", makeJob("j-repair", "uid-r", 2).Completed("1", 1)},
+		{"repair Job complete", makeJob("j-repair", "uid-r", 2).Completed("0-1", 2).Complete(jobCondAt)},
+		{"repair Job failed", makeJob("j-repair", "uid-r", 2).Completed("0", 1).FailedIndexes("1").Failed("FailedIndexes", jobCondAt)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := map[string]Observation{"job/j": {Job: j.Obj()}, "job/j-repair": {Job: tc.repair.Obj()}}
+			want := step(t, inAssignments, nil, obs).Status
+			got := step(t, inRepairs, nil, obs).Status
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("status with spec.repairs differs from that with a repair assignment:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+	// A broken entry of spec.repairs is named as the spec spells it.
+	bad := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecRepair("j-repair", "0-1", "B").SpecObj()
+	if p := Compile("ns", bad).Problems; len(p) != 1 || !strings.HasPrefix(p[0].Message, "repairs[0] maps 2 indexes") {
+		t.Errorf("problems = %+v", p)
+	}
+}
+
 // TestResults pins result verification: forged claims, stale identities, conflicts.
 func TestResults(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults("").SpecObj()

@@ -190,8 +190,8 @@ func (m *Mapping) describeEntries(target string, idx indexset.Set) string {
 		if r.Target != target || indexset.FromIntervals(r.indexes()).Intersect(idx).IsEmpty() {
 			continue
 		}
-		e := fmt.Sprintf("assignments[%d]", r.Entry)
-		if r.Repair {
+		e := m.entryName(r.Entry)
+		if r.Repair && r.Entry < m.assignments {
 			e = "repair " + e
 		}
 		if !slices.Contains(entries, e) {

@@ -101,7 +101,8 @@ type Run struct {
 	FirstShard int
 	Length     int
 	Repair     bool
-	// Entry is the position of the assignment in spec.assignments, for messages.
+	// Entry is the position of the assignment in spec.AllAssignments(): in
+	// spec.assignments, then in spec.repairs. Mapping.entryName names it in messages.
 	Entry int
 }
 
@@ -136,16 +137,29 @@ type Mapping struct {
 	byShard []Run
 	// Problems found statically, without looking at any Job.
 	Problems []Problem
+	// assignments is len(spec.assignments): entries from there on are spec.repairs.
+	assignments int
+}
+
+// entryName names the entry of spec.AllAssignments() at position e as the spec spells
+// it: "assignments[2]", or "repairs[0]" for an entry of spec.repairs.
+func (m *Mapping) entryName(e int) string {
+	if e >= m.assignments {
+		return fmt.Sprintf("repairs[%d]", e-m.assignments)
+	}
+	return fmt.Sprintf("assignments[%d]", e)
 }
 
 // Compile checks the spec of an account in namespace and compiles it into runs.
 func Compile(namespace string, spec *v1alpha1.BatchAccountSpec) *Mapping {
-	m := &Mapping{}
+	m := &Mapping{assignments: len(spec.Assignments)}
 	m.compileShards(&spec.Shards)
 	targets := map[string]int{}
 	var targetIndexes [][]indexset.Interval
-	for i := range spec.Assignments {
-		a := &spec.Assignments[i]
+	// spec.repairs count exactly as assignments marked repair.
+	all := spec.AllAssignments()
+	for i := range all {
+		a := &all[i]
 		key, ok := m.checkTarget(namespace, i, a.Target)
 		if !ok {
 			continue
@@ -204,13 +218,13 @@ func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRe
 	switch {
 	case ref.Namespace != "" && ref.Namespace != namespace:
 		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonCrossNamespaceTarget,
-			"assignments[%d] names a target in namespace %q; targets must be in the account's namespace %q", entry, ref.Namespace, namespace))
+			"%s names a target in namespace %q; targets must be in the account's namespace %q", m.entryName(entry), ref.Namespace, namespace))
 		return "", false
 	case (ref.Job == "") == (ref.JobSet == ""):
-		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "assignments[%d].target must name exactly one of job or jobSet", entry))
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target must name exactly one of job or jobSet", m.entryName(entry)))
 		return "", false
 	case ref.JobSet != "" && ref.ReplicatedJob == "":
-		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "assignments[%d].target names jobSet %q without a replicatedJob", entry, ref.JobSet))
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target names jobSet %q without a replicatedJob", m.entryName(entry), ref.JobSet))
 		return "", false
 	}
 	return string(ref.Key()), true
@@ -220,7 +234,7 @@ func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRe
 func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignment) ([]Run, bool) {
 	idx, err := indexset.Parse(a.Indexes)
 	if err != nil {
-		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonMalformedIndexes, "assignments[%d].indexes %q: %v", entry, a.Indexes, err))
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonMalformedIndexes, "%s.indexes %q: %v", m.entryName(entry), a.Indexes, err))
 		return nil, false
 	}
 	var ordinals []indexset.Interval // shard ordinals in assignment order
@@ -229,7 +243,7 @@ func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignmen
 		for _, name := range a.Shards {
 			o, ok := m.Shards.Ordinal(name)
 			if !ok {
-				m.Problems = append(m.Problems, problemf(v1alpha1.ReasonUnknownShard, "assignments[%d] maps onto shard %q, which spec.shards does not declare", entry, name))
+				m.Problems = append(m.Problems, problemf(v1alpha1.ReasonUnknownShard, "%s maps onto shard %q, which spec.shards does not declare", m.entryName(entry), name))
 				return nil, false
 			}
 			if n := len(ordinals); n > 0 && ordinals[n-1].Last+1 == o {
@@ -241,11 +255,11 @@ func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignmen
 	default:
 		so, err := indexset.Parse(a.ShardOrdinals)
 		if err != nil {
-			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonMalformedIndexes, "assignments[%d].shardOrdinals %q: %v", entry, a.ShardOrdinals, err))
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonMalformedIndexes, "%s.shardOrdinals %q: %v", m.entryName(entry), a.ShardOrdinals, err))
 			return nil, false
 		}
 		if max, ok := so.Max(); ok && max >= m.Shards.Count() {
-			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonUnknownShard, "assignments[%d].shardOrdinals reaches ordinal %d; spec.shards declares %d shards (0-%d)", entry, max, m.Shards.Count(), m.Shards.Count()-1))
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonUnknownShard, "%s.shardOrdinals reaches ordinal %d; spec.shards declares %d shards (0-%d)", m.entryName(entry), max, m.Shards.Count(), m.Shards.Count()-1))
 			return nil, false
 		}
 		ordinals = so.Intervals()
@@ -253,7 +267,7 @@ func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignmen
 	nShards := countIntervals(ordinals)
 	if nShards != idx.Count() {
 		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonShardCountMismatch,
-			"assignments[%d] maps %d indexes (%s) onto %d shards: give one shard per index", entry, idx.Count(), idx, nShards))
+			"%s maps %d indexes (%s) onto %d shards: give one shard per index", m.entryName(entry), idx.Count(), idx, nShards))
 		return nil, false
 	}
 	return zipRuns(entry, key, a.Repair, idx.Intervals(), ordinals), true
@@ -295,9 +309,9 @@ func (m *Mapping) checkPartition() {
 			if prev.shards().Last >= r.FirstShard {
 				o := r.FirstShard
 				m.Problems = append(m.Problems, problemf(v1alpha1.ReasonDuplicateShard,
-					"shard %s is assigned twice: %s index %d (assignments[%d]) and %s index %d (assignments[%d]); a mapping must be a partition",
-					m.Shards.Name(o), v1alpha1.TargetKey(prev.Target).Describe(), prev.FirstIndex+(o-prev.FirstShard), prev.Entry,
-					v1alpha1.TargetKey(r.Target).Describe(), r.FirstIndex, r.Entry))
+					"shard %s is assigned twice: %s index %d (%s) and %s index %d (%s); a mapping must be a partition",
+					m.Shards.Name(o), v1alpha1.TargetKey(prev.Target).Describe(), prev.FirstIndex+(o-prev.FirstShard), m.entryName(prev.Entry),
+					v1alpha1.TargetKey(r.Target).Describe(), r.FirstIndex, m.entryName(r.Entry)))
 				break
 			}
 		}
@@ -322,8 +336,8 @@ func (m *Mapping) checkPartition() {
 		prev, r := byIndex[i-1], byIndex[i]
 		if prev.Target == r.Target && prev.indexes().Last >= r.FirstIndex {
 			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonDuplicateIndex,
-				"%s index %d is assigned twice (assignments[%d] and assignments[%d]): one completion identity can stand for one shard",
-				v1alpha1.TargetKey(r.Target).Describe(), r.FirstIndex, prev.Entry, r.Entry))
+				"%s index %d is assigned twice (%s and %s): one completion identity can stand for one shard",
+				v1alpha1.TargetKey(r.Target).Describe(), r.FirstIndex, m.entryName(prev.Entry), m.entryName(r.Entry)))
 			break
 		}
 	}
@@ -333,8 +347,8 @@ func (m *Mapping) checkPartition() {
 		}
 		if missing := indexset.FromIntervals(r.shards()).Difference(assigned); !missing.IsEmpty() {
 			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonRepairOfUnassigned,
-				"repair assignments[%d] maps onto %s, which no original assignment has: a repair gives an assigned shard a further identity",
-				r.Entry, m.Shards.Describe(missing, 8)))
+				"repair %s maps onto %s, which no original assignment has: a repair gives an assigned shard a further identity",
+				m.entryName(r.Entry), m.Shards.Describe(missing, 8)))
 			break
 		}
 	}

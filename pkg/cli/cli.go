@@ -1,8 +1,10 @@
 // Package cli implements the kubectl plugin kubectl-batchledger: `explain` renders a
 // whole batch account in prose and tables (or as a structured Explanation), `get` lists
 // accounts, `watch` follows a batch live, `map` draws its shards as a grid (or an SVG),
-// `repair` re-runs the missing shards in follow-up Jobs joined to the account by repair
-// assignments, and `release` lets go of the pods batchledger holds (for an uninstall).
+// `repair` re-runs the missing shards in follow-up Jobs joined to the account by entries
+// of spec.repairs, and `release` lets go of the pods batchledger holds (for an uninstall).
+// get and explain print through kubectl's printers (k8s.io/cli-runtime); repair and
+// release take kubectl's --dry-run=none|client|server; names complete from the cluster.
 //
 // The commands read the account status the controller wrote; they never recompute a
 // verdict. What they derive (the identity each missing shard waits for, which recorded
@@ -124,7 +126,13 @@ input and model revision, and were their outputs accepted?`,
 		SilenceUsage:  true,
 	}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExplainCommand(o), newGetCommand(o), newRepairCommand(o), newWatchCommand(o), newMapCommand(o), newReleaseCommand(o))
+	_ = root.RegisterFlagCompletionFunc("namespace", o.completeNamespaces)
+	root.AddCommand(newExplainCommand(o))
+	root.AddCommand(newGetCommand(o))
+	root.AddCommand(newRepairCommand(o))
+	root.AddCommand(newWatchCommand(o))
+	root.AddCommand(newMapCommand(o))
+	root.AddCommand(newReleaseCommand(o))
 	return root
 }
 

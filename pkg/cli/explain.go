@@ -2,19 +2,21 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// Output formats of explain.
+// Output formats of explain that are not kubectl printers.
 const (
+	// OutputText is the prose and tables, the default.
 	OutputText = "text"
 	OutputJSON = "json"
 	OutputYAML = "yaml"
@@ -22,8 +24,9 @@ const (
 
 // ExplainOptions are explain's flags.
 type ExplainOptions struct {
-	// Output is text, json or yaml.
-	Output string
+	// PrintFlags are kubectl's printer flags for -o json|yaml|jsonpath|go-template...;
+	// -o text (or none) is the prose.
+	PrintFlags *genericclioptions.PrintFlags
 	// MaxRows bounds each table (missing shards, results, rejections).
 	MaxRows int
 	// ExitCode makes a batch that is not Accepted end the command with ExitNotAccepted.
@@ -31,7 +34,9 @@ type ExplainOptions struct {
 }
 
 func newExplainCommand(o *Options) *cobra.Command {
-	eo := ExplainOptions{Output: OutputText, MaxRows: DefaultMaxRows}
+	eo := ExplainOptions{PrintFlags: genericclioptions.NewPrintFlags("").WithDefaultOutput(OutputText), MaxRows: DefaultMaxRows}
+	// An Explanation has no object metadata: -o name has nothing to print.
+	eo.PrintFlags.NamePrintFlags = nil
 	cmd := &cobra.Command{
 		Use:   "explain (account|workload|job|jobset) NAME",
 		Short: "Explain a whole batch account: Jobs, populations, missing shards, results, verdict",
@@ -43,21 +48,24 @@ resourceVersion, terminal condition and time), the Kueue Workload, the accepted 
 per shard, rejections, superseded identities, and what is still needed for acceptance.
 
 A Workload resolves to its owner Job or JobSet; a Job or JobSet to every account that
-targets it. -o json|yaml prints an Explanation (or {"items": [...]} when the object
-concerns several accounts).`,
+targets it. -o json|yaml|jsonpath|go-template prints an Explanation (apiVersion
+cli.batchledger.dev/v1alpha1), or an ExplanationList when the object concerns several
+accounts.`,
 		Example: `  kubectl batchledger explain account ij245 -n ml-team
   kubectl batchledger explain workload job-j-3f2c9 -o yaml
+  kubectl batchledger explain account ij245 -o jsonpath='{.shards.missingShards[*].shard}'
+  kubectl batchledger explain job j -o json | jq -r '(.items // [.])[] | .stillNeeded[]?'   # one account or several
   kubectl batchledger explain job j --exit-code   # exit 2 unless Accepted`,
-		Args: cobra.RangeArgs(1, 2),
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: o.completeKindName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name, err := parseKindName(args)
 			if err != nil {
 				return err
 			}
-			switch eo.Output {
-			case OutputText, OutputJSON, OutputYAML:
-			default:
-				return fmt.Errorf("unsupported output format %q: use text, json or yaml", eo.Output)
+			p, err := eo.printer()
+			if err != nil {
+				return err
 			}
 			c, ns, err := o.clientAndNamespace()
 			if err != nil {
@@ -67,7 +75,7 @@ concerns several accounts).`,
 			if err != nil {
 				return err
 			}
-			if err := WriteExplanations(o.Out, exs, eo.Output); err != nil {
+			if err := writeExplanations(o.Out, exs, p); err != nil {
 				return err
 			}
 			if eo.ExitCode {
@@ -80,10 +88,24 @@ concerns several accounts).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&eo.Output, "output", "o", eo.Output, "Output format: text, json or yaml.")
+	eo.PrintFlags.AddFlags(cmd)
+	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (text, %s).", strings.Join(eo.PrintFlags.AllowedFormats(), ", "))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append([]string{OutputText}, eo.PrintFlags.AllowedFormats()...), cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
 	cmd.Flags().IntVar(&eo.MaxRows, "max-rows", eo.MaxRows, "At most this many rows per table (missing shards, results, rejections); the rest is counted.")
 	cmd.Flags().BoolVar(&eo.ExitCode, "exit-code", false, fmt.Sprintf("Exit with code %d when a batch explained is not Accepted.", ExitNotAccepted))
 	return cmd
+}
+
+// printer is the kubectl printer of -o, nil for the prose.
+func (eo *ExplainOptions) printer() (printers.ResourcePrinter, error) {
+	if f := eo.PrintFlags.OutputFormat; (f == nil || *f == "" || *f == OutputText) && !templateOnly(eo.PrintFlags) {
+		return nil, nil
+	}
+	p, err := eo.PrintFlags.ToPrinter()
+	if genericclioptions.IsNoCompatiblePrinterError(err) {
+		return nil, fmt.Errorf("unsupported output format %q: use text, %s", *eo.PrintFlags.OutputFormat, strings.Join(eo.PrintFlags.AllowedFormats(), ", "))
+	}
+	return p, err
 }
 
 // Explain resolves kind/name to its accounts and explains each, reading the accounts'
@@ -109,6 +131,19 @@ func Explain(ctx context.Context, c client.Client, namespace, kind, name string,
 // Explanation in json/yaml, or an ExplanationList when there are several.
 func WriteExplanations(w io.Writer, exs []Explanation, format string) error {
 	if format == OutputText {
+		return writeExplanations(w, exs, nil)
+	}
+	var p printers.ResourcePrinter = &printers.JSONPrinter{}
+	if format == OutputYAML {
+		p = &printers.YAMLPrinter{}
+	}
+	return writeExplanations(w, exs, p)
+}
+
+// writeExplanations prints explanations with p: one Explanation, or an ExplanationList
+// when there are several; with no printer, as text separated by a blank line.
+func writeExplanations(w io.Writer, exs []Explanation, p printers.ResourcePrinter) error {
+	if p == nil {
 		for i := range exs {
 			if i > 0 {
 				fmt.Fprintln(w)
@@ -117,21 +152,9 @@ func WriteExplanations(w io.Writer, exs []Explanation, format string) error {
 		}
 		return nil
 	}
-	var v any = ExplanationList{Items: exs}
-	if len(exs) == 1 {
-		v = exs[0]
+	list := NewExplanationList(exs)
+	if len(list.Items) == 1 {
+		return p.PrintObj(&list.Items[0], w)
 	}
-	var b []byte
-	var err error
-	if format == OutputJSON {
-		b, err = json.MarshalIndent(v, "", "  ")
-		b = append(b, '\n')
-	} else {
-		b, err = yaml.Marshal(v)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
+	return p.PrintObj(list, w)
 }

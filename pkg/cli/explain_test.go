@@ -83,10 +83,45 @@ func TestExplainYAML(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &ex); err != nil {
 		t.Fatalf("-o json is not an Explanation: %v\n%s", err, js)
 	}
+	if ex.APIVersion != "cli.batchledger.dev/v1alpha1" || ex.Kind != "Explanation" {
+		t.Errorf("-o json is %s %s, want the versioned kind cli.batchledger.dev/v1alpha1 Explanation", ex.APIVersion, ex.Kind)
+	}
 	if ex.Verdict.Accepted || ex.Shards.Missing != "D" || len(ex.Shards.MissingShards) != 1 ||
 		ex.Shards.MissingShards[0].WaitsFor[0] != (Identity{Target: "job/j", Index: 3, State: "not completed yet; the Job is running"}) ||
 		ex.Jobs[0].Attempts.Successful != 5 || ex.Jobs[0].Attempts.Indexes != 3 {
 		t.Errorf("explanation = %+v", ex)
+	}
+}
+
+// TestExplainOutputs: each -o prints the versioned Explanation through kubectl's printers;
+// an object concerning several accounts prints an ExplanationList.
+func TestExplainOutputs(t *testing.T) {
+	s := seedSteps()
+	other := wrappers.MakeBatchAccount("ij245-twin", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj()
+	cases := []struct {
+		name string
+		c    client.Client
+		args []string
+		want string
+	}{
+		{"jsonpath", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "jsonpath={.kind} {.shards.missing} {.verdict.reason}"}, "Explanation D ShardsMissing"},
+		{"jsonpath-as-json", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "jsonpath-as-json={.verdict.accepted}"}, "[\n    false\n]\n"},
+		{"go-template", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "go-template={{.apiVersion}}/{{.account}}"}, "cli.batchledger.dev/v1alpha1/ij245"},
+		{"json head", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "json"}, "{\n    \"kind\": \"Explanation\",\n    \"apiVersion\": \"cli.batchledger.dev/v1alpha1\",\n    \"account\": \"ij245\","},
+		{"several accounts", fakeClient(s.steps[0].DeepCopy(), s.job.DeepCopy(), other), []string{"explain", "job", "j", "-o", "jsonpath={.kind}: {.items[*].kind} {.items[*].account}"}, "ExplanationList: Explanation Explanation ij245 ij245-twin"},
+		{"--template alone is a go-template", seedClient(s, 0), []string{"explain", "account", "ij245", "--template", "{{.kind}}"}, "Explanation"},
+		{"text is the default", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "text"}, "BatchAccount ml-team/ij245\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := run(t, tc.c, append(tc.args, "-n", ns)...)
+			if code != ExitOK || !strings.HasPrefix(out, tc.want) {
+				t.Errorf("exit %d (stderr %q):\n%s\nwant it to start with:\n%s", code, errOut, out, tc.want)
+			}
+		})
+	}
+	if _, errOut, code := run(t, seedClient(s, 0), "explain", "account", "ij245", "-n", ns, "-o", "name"); code != ExitError || !strings.Contains(errOut, `unsupported output format "name"`) {
+		t.Errorf("-o name: exit %d, %q; an Explanation has no name to print", code, errOut)
 	}
 }
 

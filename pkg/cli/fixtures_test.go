@@ -159,6 +159,8 @@ func workloadOf(job *batchv1.Job) *kueue.Workload {
 func fakeClient(objs ...client.Object) client.WithWatch {
 	return fake.NewClientBuilder().WithScheme(Scheme).
 		WithStatusSubresource(&v1alpha1.BatchAccount{}, &batchv1.Job{}, &kueue.Workload{}).
+		// The API server selects any kind by metadata.name (get NAME -w); the fake needs an index.
+		WithIndex(&v1alpha1.BatchAccount{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).
 		WithObjects(objs...).Build()
 }
 

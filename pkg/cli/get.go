@@ -1,185 +1,165 @@
 package cli
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/duration"
+	fieldsel "k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// maxMissingWidth bounds the MISSING column; the account's compact form is already
-// bounded, but a table cell should stay a cell.
-const maxMissingWidth = 40
+// GetOptions are get's flags.
+type GetOptions struct {
+	// PrintFlags are kubectl's printer flags: -o json|yaml|kyaml|name|go-template|
+	// jsonpath|jsonpath-as-json|... (with --template, --show-managed-fields); get adds
+	// wide and custom-columns=SPEC itself, as kubectl does.
+	PrintFlags *genericclioptions.PrintFlags
+	// AllNamespaces lists every namespace (-A).
+	AllNamespaces bool
+	// Selector and FieldSelector filter the list on the server (-l, --field-selector).
+	Selector, FieldSelector string
+	// NoHeaders drops the table's header line.
+	NoHeaders bool
+	// ShowLabels adds a LABELS column; LabelColumns a column per label key (-L).
+	ShowLabels   bool
+	LabelColumns []string
+	// Watch prints the list, then every change (-w); WatchOnly only the changes.
+	Watch, WatchOnly bool
+}
 
 func newGetCommand(o *Options) *cobra.Command {
-	var allNamespaces bool
+	g := &GetOptions{PrintFlags: genericclioptions.NewPrintFlags("")}
 	cmd := &cobra.Command{
 		Use:   "get [NAME]",
 		Short: "List BatchAccounts with their progress, coverage and verdict, sorted by verdict",
+		Long: `Get lists BatchAccounts as kubectl get does, with kubectl's printers. The default table
+shows PROGRESS, COVERED, TOTAL, ACCEPTED, MISSING, VERDICT and AGE, sorted by verdict: the
+accounts that need someone first, Accepted last; -o wide adds the revisions, the number of
+targets and of repairs. Every other output (-o json, yaml, name, jsonpath, go-template,
+custom-columns) lists the accounts by namespace and name.`,
 		Example: `  kubectl batchledger get -n ml-team
-  kubectl batchledger get -A
-  kubectl batchledger get ij245`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl batchledger get -A -l team=vision --no-headers
+  kubectl batchledger get ij245 -o jsonpath='{.status.shards.missing}'
+  kubectl batchledger get -o json | jq -r '.items[] | select(.status.shards.covered < .status.shards.total) | .metadata.name'
+  kubectl batchledger get -o custom-columns=NAME:.metadata.name,VERDICT:'.status.conditions[?(@.type=="Accepted")].reason'
+  kubectl batchledger get -w                                   # print rows as they change`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeAccountNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.clientAndNamespace()
-			if err != nil {
-				return err
-			}
-			if allNamespaces {
-				ns = ""
-			}
 			name := ""
 			if len(args) == 1 {
 				name = args[0]
 			}
-			accts, err := ListAccounts(cmd.Context(), c, ns, name)
-			if err != nil {
-				return err
-			}
-			if len(accts) == 0 {
-				where := fmt.Sprintf("in namespace %q", ns)
-				if allNamespaces {
-					where = "in any namespace"
-				}
-				fmt.Fprintf(o.ErrOut, "No BatchAccounts found %s.\n", where)
-				return nil
-			}
-			PrintAccounts(o.Out, accts, allNamespaces, o.now())
-			return nil
+			return runGet(cmd.Context(), o, g, name)
 		},
 	}
-	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "List accounts of every namespace.")
+	g.PrintFlags.AddFlags(cmd)
+	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (%s, wide, custom-columns=NAME:JSONPATH,...).", strings.Join(g.PrintFlags.AllowedFormats(), ", "))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append(g.PrintFlags.AllowedFormats(), "wide", "custom-columns="), cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
+	cmd.Flags().BoolVarP(&g.AllNamespaces, "all-namespaces", "A", false, "List accounts of every namespace.")
+	cmd.Flags().StringVarP(&g.Selector, "selector", "l", "", "Label selector to filter on, as kubectl takes it (e.g. -l team=ml,tier!=dev).")
+	cmd.Flags().StringVar(&g.FieldSelector, "field-selector", "", "Field selector to filter on (metadata.name and metadata.namespace, e.g. --field-selector metadata.name!=ij245).")
+	cmd.Flags().BoolVar(&g.NoHeaders, "no-headers", false, "Print no header line (table and custom-columns output).")
+	cmd.Flags().BoolVar(&g.ShowLabels, "show-labels", false, "Add a LABELS column (table output).")
+	cmd.Flags().StringSliceVarP(&g.LabelColumns, "label-columns", "L", nil, "Add a column per label key (table output).")
+	cmd.Flags().BoolVarP(&g.Watch, "watch", "w", false, "After listing, watch for changes and print each changed account (a row, or an object with -o).")
+	cmd.Flags().BoolVar(&g.WatchOnly, "watch-only", false, "Watch for changes without listing first.")
 	return cmd
 }
 
-// ListAccounts returns the accounts of namespace ("" for all), or the one named name,
-// sorted by namespace and name.
-func ListAccounts(ctx context.Context, c client.Client, namespace, name string) ([]v1alpha1.BatchAccount, error) {
+// runGet lists (and with -w, follows) the accounts and prints them.
+func runGet(ctx context.Context, o *Options, g *GetOptions, name string) error {
+	ns, err := o.Namespace()
+	if err != nil {
+		return err
+	}
+	if g.AllNamespaces {
+		ns = ""
+	}
+	if name != "" && ns == "" {
+		return fmt.Errorf("a BatchAccount name needs a namespace: drop -A or the name")
+	}
+	filter, err := g.listFilter()
+	if err != nil {
+		return err
+	}
+	if name != "" && !filter.empty() {
+		return fmt.Errorf("a BatchAccount name cannot be given with -l or --field-selector, as in kubectl")
+	}
+	p, err := g.printer(g.AllNamespaces, o.now)
+	if err != nil {
+		return err
+	}
+	if g.Watch || g.WatchOnly {
+		c, err := watchClient(o)
+		if err != nil {
+			return err
+		}
+		return watchAccounts(ctx, c, o.Out, p, ns, name, filter, !g.WatchOnly)
+	}
+	c, err := o.Client()
+	if err != nil {
+		return err
+	}
+	var accts []v1alpha1.BatchAccount
 	if name != "" {
-		if namespace == "" {
-			return nil, fmt.Errorf("a BatchAccount name needs a namespace: drop -A or the name")
-		}
-		var ba v1alpha1.BatchAccount
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
-			return nil, describeGetError(err, "BatchAccount", namespace, name)
-		}
-		return []v1alpha1.BatchAccount{ba}, nil
+		accts, err = ListAccounts(ctx, c, ns, name)
+	} else {
+		accts, _, err = listAccounts(ctx, c, ns, filter.options("")...)
 	}
-	var list v1alpha1.BatchAccountList
-	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		where := fmt.Sprintf("in namespace %q", namespace)
-		if namespace == "" {
-			where = "in all namespaces"
-		}
-		return nil, fmt.Errorf("listing BatchAccounts %s: %w", where, err)
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(list.Items, func(a, b v1alpha1.BatchAccount) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	return list.Items, nil
+	if len(accts) == 0 && p.table {
+		where := fmt.Sprintf("in namespace %q", ns)
+		if ns == "" {
+			where = "in any namespace"
+		}
+		fmt.Fprintf(o.ErrOut, "No BatchAccounts found %s.\n", where)
+		return nil
+	}
+	return p.print(o.Out, accts, name != "")
 }
 
-// verdictRanks orders verdicts for `get`: those that need someone first (the batch
-// cannot be accepted as it stands), then those still moving, in the order a batch moves
-// through them, then accounts without a verdict yet, and Accepted last.
-var verdictRanks = map[string]int{
-	v1alpha1.ReasonAssignmentInvalid: 0, v1alpha1.ReasonTargetDeleted: 0, v1alpha1.ReasonResultRejected: 0,
-	v1alpha1.ReasonMissingResult: 0, v1alpha1.ReasonRuleInvalid: 0,
-	v1alpha1.ReasonTargetsNotFound: 2, v1alpha1.ReasonShardsMissing: 2,
-	v1alpha1.ReasonAwaitingTermination: 3,
-	v1alpha1.ReasonResultsPending:      4,
-	"":                                 5,
-	v1alpha1.ReasonAccepted:            6,
+// accountFilter is what -l and --field-selector select.
+type accountFilter struct {
+	labels labels.Selector
+	fields fieldsel.Selector
 }
 
-// verdictRank ranks a verdict reason; a reason unknown to this plugin (a newer
-// controller) comes right after those that need someone.
-func verdictRank(reason string) int {
-	if r, ok := verdictRanks[reason]; ok {
-		return r
+func (f accountFilter) empty() bool { return f.labels.Empty() && f.fields.Empty() }
+
+// options are the List (and Watch) options of the filter; a name narrows it to that name.
+func (f accountFilter) options(name string) []client.ListOption {
+	fs := f.fields
+	if name != "" {
+		fs = fieldsel.AndSelectors(fs, fieldsel.OneTermEqualSelector("metadata.name", name))
 	}
-	return 1
+	var opts []client.ListOption
+	if !f.labels.Empty() {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: f.labels})
+	}
+	if !fs.Empty() {
+		opts = append(opts, client.MatchingFieldsSelector{Selector: fs})
+	}
+	return opts
 }
 
-// verdictOf is the Accepted condition's reason, "" before the controller wrote one.
-func verdictOf(ba *v1alpha1.BatchAccount) string {
-	if c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionAccepted); c != nil {
-		return c.Reason
+// listFilter parses -l and --field-selector.
+func (g *GetOptions) listFilter() (accountFilter, error) {
+	ls, err := labels.Parse(g.Selector)
+	if err != nil {
+		return accountFilter{}, fmt.Errorf("-l %q: %w", g.Selector, err)
 	}
-	return ""
-}
-
-// sortByVerdict orders accounts by verdict rank, then verdict, namespace and name.
-func sortByVerdict(accts []v1alpha1.BatchAccount) {
-	slices.SortStableFunc(accts, func(a, b v1alpha1.BatchAccount) int {
-		va, vb := verdictOf(&a), verdictOf(&b)
-		return cmp.Or(cmp.Compare(verdictRank(va), verdictRank(vb)), strings.Compare(va, vb),
-			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-}
-
-// progressOfStatus is status.shards.progress, the CRD's Progress printer column: the
-// percentage, rounded down, of shards accepted when results are required, else covered.
-// A status written before the field existed is given the same value from its counts.
-func progressOfStatus(ba *v1alpha1.BatchAccount) string {
-	s := &ba.Status.Shards
-	if len(ba.Status.Conditions) == 0 {
-		return "-"
+	fs, err := fieldsel.ParseSelector(g.FieldSelector)
+	if err != nil {
+		return accountFilter{}, fmt.Errorf("--field-selector %q: %w", g.FieldSelector, err)
 	}
-	p := int64(s.Progress)
-	done := s.Covered
-	if ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults {
-		done = s.Accepted
-	}
-	if p == 0 && done > 0 && s.Total > 0 {
-		p = int64(done) * 100 / int64(s.Total)
-	}
-	return fmt.Sprintf("%d%%", p)
-}
-
-// PrintAccounts writes the accounts as a table sorted by verdict (see verdictRanks):
-// NAME, PROGRESS (status.shards.progress), COVERED, TOTAL, ACCEPTED, MISSING, VERDICT
-// (the Accepted condition's reason) and AGE, with NAMESPACE first when listing every
-// namespace. accts is sorted in place.
-func PrintAccounts(w io.Writer, accts []v1alpha1.BatchAccount, withNamespace bool, now time.Time) {
-	header := []string{"NAME", "PROGRESS", "COVERED", "TOTAL", "ACCEPTED", "MISSING", "VERDICT", "AGE"}
-	if withNamespace {
-		header = append([]string{"NAMESPACE"}, header...)
-	}
-	sortByVerdict(accts)
-	rows := make([][]string, 0, len(accts))
-	for i := range accts {
-		ba := &accts[i]
-		s := ba.Status.Shards
-		verdict := verdictOf(ba)
-		if verdict == "" {
-			verdict = "<none>"
-		}
-		missing := s.Missing
-		if missing == "" {
-			missing = "-"
-		} else if r := []rune(missing); len(r) > maxMissingWidth {
-			missing = string(r[:maxMissingWidth-1]) + "…"
-		}
-		age := "<unknown>"
-		if !ba.CreationTimestamp.IsZero() {
-			age = duration.HumanDuration(now.Sub(ba.CreationTimestamp.Time))
-		}
-		row := []string{ba.Name, progressOfStatus(ba), fmt.Sprint(s.Covered), fmt.Sprint(s.Total), fmt.Sprint(s.Accepted), missing, verdict, age}
-		if withNamespace {
-			row = append([]string{ba.Namespace}, row...)
-		}
-		rows = append(rows, row)
-	}
-	table(w, "", header, rows)
+	return accountFilter{labels: ls, fields: fs}, nil
 }

@@ -288,7 +288,8 @@ arrive, missing, not listed, covered, accepted). On a terminal the cells are col
 character. --svg FILE writes the same map as an SVG picture for a report or an issue.`,
 		Example: `  kubectl batchledger map ij245 -n ml-team
   kubectl batchledger map big --svg big.svg`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeAccountNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if mo.perCell < 0 {
 				return fmt.Errorf("--shards-per-cell must not be negative")

@@ -132,7 +132,7 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 			head, shardNames(lost), identities(lost, true), ba.Name, ba.Namespace, plural(len(lost), "it", "them")))
 	}
 	if len(jobSetLost) > 0 {
-		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. A JobSet restart re-runs its children under new identities; otherwise append a repair assignment by hand.",
+		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. A JobSet restart re-runs its children under new identities; otherwise append a repair assignment to spec.repairs by hand.",
 			head, shardNames(jobSetLost), identities(jobSetLost, true)))
 	}
 	if ex.Shards.MissingMore > 0 {

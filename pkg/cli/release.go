@@ -14,7 +14,8 @@ import (
 )
 
 func newReleaseCommand(o *Options) *cobra.Command {
-	var allNamespaces, dryRun bool
+	var allNamespaces bool
+	var dryRun DryRun
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Remove batchledger's finalizers from every pod and Job it holds, for a clean uninstall",
@@ -26,7 +27,8 @@ the batchledger webhooks (so that no new pod or Job is held) and after stopping 
 (which gives the Jobs accounts name the record finalizer when it first sees them); the
 results of pods released this way are not recorded, nor the ends of Jobs released while
 they are being deleted.`,
-		Example: `  kubectl batchledger release -A --dry-run
+		Example: `  kubectl batchledger release -A --dry-run          # list what would be released, send nothing
+  kubectl batchledger release -A --dry-run=server   # send each removal with dryRun=All
   kubectl batchledger release -n ml-team`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -37,7 +39,7 @@ they are being deleted.`,
 			if allNamespaces {
 				ns = ""
 			}
-			opts := release.Options{Namespace: ns, DryRun: dryRun}
+			opts := release.Options{Namespace: ns, DryRun: dryRun.Client(), ServerDryRun: dryRun.Server()}
 			var errs []error
 			for _, k := range []struct {
 				noun    string
@@ -64,7 +66,8 @@ they are being deleted.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "Release pods and Jobs of every namespace.")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Change nothing; list the pods and Jobs that would be released.")
+	addDryRunFlag(cmd, &dryRun, "list the pods and Jobs that would be released, send nothing.",
+		"send each finalizer removal with dryRun=All (admission and validation run, nothing is stored).")
 	return cmd
 }
 
@@ -76,8 +79,12 @@ func printRelease(w io.Writer, rep *release.Report, noun string) {
 			fmt.Fprintf(w, "would release %s %s\n", noun, p)
 		}
 	}
+	suffix := ""
+	if rep.ServerDryRun {
+		suffix = " (server dry run)"
+	}
 	for _, p := range rep.Released {
-		fmt.Fprintf(w, "released %s %s\n", noun, p)
+		fmt.Fprintf(w, "released %s %s%s\n", noun, p, suffix)
 	}
 	for _, p := range rep.AlreadyGone {
 		fmt.Fprintf(w, "%s %s was already gone\n", noun, p)
@@ -100,7 +107,7 @@ func printRelease(w io.Writer, rep *release.Report, noun string) {
 		fmt.Fprintf(w, "would release %s held by batchledger %s (dry run: nothing changed)\n", count(len(rep.Held), noun), where)
 		return
 	}
-	summary := []string{fmt.Sprintf("released %s held by batchledger %s", count(len(rep.Released), noun), where)}
+	summary := []string{fmt.Sprintf("released %s held by batchledger %s%s", count(len(rep.Released), noun), where, suffix)}
 	if n := len(rep.AlreadyGone); n > 0 {
 		summary = append(summary, fmt.Sprintf("%d already gone", n))
 	}

@@ -116,6 +116,41 @@ would release 3 pods held by batchledger across all namespaces (dry run: nothing
 				"vision/v-0-pqrst":  {v1alpha1.ResultFinalizer},
 			},
 		},
+		"client dry run by name": {
+			objs:    pods(),
+			args:    []string{"-n", "vision", "--dry-run=client"},
+			wantOut: "would release pod vision/v-0-pqrst\nwould release 1 pod held by batchledger in namespace vision (dry run: nothing changed)\n",
+			wantFinalizers: map[string][]string{
+				"ml-team/j-0-abcde": {tracking, v1alpha1.ResultFinalizer},
+				"ml-team/j-1-fghij": {v1alpha1.ResultFinalizer},
+				"ml-team/j-2-klmno": {tracking},
+				"vision/v-0-pqrst":  {v1alpha1.ResultFinalizer},
+			},
+		},
+		"server dry run": {
+			objs: pods(),
+			funcs: interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if po := (&client.PatchOptions{}).ApplyOptions(opts); len(po.DryRun) != 1 || po.DryRun[0] != "All" {
+					return errors.New("a patch without dryRun=All")
+				}
+				return c.Patch(ctx, obj, patch, opts...)
+			}},
+			args:    []string{"-n", ns, "--dry-run=server"},
+			wantOut: "released pod ml-team/j-0-abcde (server dry run)\nreleased pod ml-team/j-1-fghij (server dry run)\nreleased 2 pods held by batchledger in namespace ml-team (server dry run)\n",
+			wantFinalizers: map[string][]string{
+				"ml-team/j-0-abcde": {tracking, v1alpha1.ResultFinalizer},
+				"ml-team/j-1-fghij": {v1alpha1.ResultFinalizer},
+				"ml-team/j-2-klmno": {tracking},
+				"vision/v-0-pqrst":  {v1alpha1.ResultFinalizer},
+			},
+		},
+		"an unknown dry-run": {
+			objs:           heldOnly(),
+			args:           []string{"--dry-run=maybe"},
+			wantErr:        "error: invalid argument \"maybe\" for \"--dry-run\" flag: invalid dry-run value \"maybe\": use \"none\", \"client\" or \"server\"\n",
+			wantCode:       ExitError,
+			wantFinalizers: map[string][]string{"ml-team/j-2-klmno": {tracking}},
+		},
 		"the kubeconfig's namespace without -n": {
 			objs: []client.Object{wrappers.MakePod("d-0", "default").Finalizers(v1alpha1.ResultFinalizer).Obj()},
 			wantOut: `released pod default/d-0

@@ -50,8 +50,8 @@ var generatedPodLabels = []string{
 	batchv1.ControllerUidLabel, batchv1.JobNameLabel, "controller-uid", "job-name", batchv1.JobCompletionIndexAnnotation,
 }
 
-// maxAssignments is spec.assignments' MaxItems.
-const maxAssignments = 1024
+// maxRepairs is spec.repairs' MaxItems.
+const maxRepairs = 1024
 
 // RepairInput is what repair planning reads.
 type RepairInput struct {
@@ -68,7 +68,7 @@ type RepairInput struct {
 }
 
 // RepairPlan is what repair creates: one follow-up Job per original Job with missing
-// shards, each with the repair assignment joining it to the account.
+// shards, each with the entry of spec.repairs joining it to the account.
 type RepairPlan struct {
 	// Account and Namespace name the account repaired.
 	Account   string
@@ -94,7 +94,8 @@ type PlannedRepair struct {
 	Queued bool
 	// Job is the repair Job to create (suspended).
 	Job *batchv1.Job
-	// Assignment is the repair assignment to append to the account's spec.
+	// Assignment is the entry to append to the account's spec.repairs (a repair
+	// assignment; in spec.repairs its repair field is implied, so it is left unset).
 	Assignment v1alpha1.Assignment
 }
 
@@ -215,7 +216,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		return nil, planErr
 	}
 	if len(onJobSets) > 0 {
-		return nil, fmt.Errorf("%s: %s assigned to JobSet children (%s): repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), or append a repair assignment by hand",
+		return nil, fmt.Errorf("%s: %s assigned to JobSet children (%s): repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), or append a repair assignment to spec.repairs by hand",
 			who, shardNames(onJobSets), identities(onJobSets, true))
 	}
 	plan := &RepairPlan{Account: ba.Name, Namespace: ba.Namespace}
@@ -225,15 +226,15 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 	if len(groups) == 0 {
 		return nil, fmt.Errorf("%s: nothing to repair now: %s to complete; repair re-runs only shards whose identities can no longer complete", who, plan.Waiting)
 	}
-	if n := len(ba.Spec.Assignments) + len(groups); n > maxAssignments {
-		return nil, fmt.Errorf("%s: %d repair assignments would make %d assignments, more than the %d an account holds", who, len(groups), n, maxAssignments)
+	if n := len(ba.Spec.Repairs) + len(groups); n > maxRepairs {
+		return nil, fmt.Errorf("%s: %d repair assignments would make %d entries of spec.repairs, more than the %d an account holds", who, len(groups), n, maxRepairs)
 	}
 
 	taken := map[string]bool{}
 	for name := range in.Jobs {
 		taken[name] = true
 	}
-	for _, a := range ba.Spec.Assignments {
+	for _, a := range ba.Spec.AllAssignments() {
 		taken[a.Target.Job] = true
 	}
 	spec := ba.Spec.DeepCopy()
@@ -248,8 +249,8 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 			// repair Job of it carries a copy.
 			if orig = templateSource(in.Jobs, origName); orig == nil {
 				return nil, fmt.Errorf("%s: Job %q was deleted and its pod template with it (shards %s were assigned to it), and no repair Job of it is left to copy one from: "+
-					"create a suspended Indexed Job of %d %s from its manifest under a new name, then append to spec.assignments a repair assignment "+
-					"{target: {job: <new name>}, indexes: %q, %s, repair: true}",
+					"create a suspended Indexed Job of %d %s from its manifest under a new name, then append to spec.repairs "+
+					"{target: {job: <new name>}, indexes: %q, %s}",
 					who, origName, shards, len(g.ordinals), plural(len(g.ordinals), "index", "indexes"), indexset.Range(0, len(g.ordinals)-1).String(), shardsField(ba, m, g.ordinals))
 			}
 		case orig == nil:
@@ -268,7 +269,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 			Queued: orig.Labels[QueueLabel] != "",
 			Job:    repairJob(ba.Name, origName, orig, in.QueuedTemplates[orig.Name], name, g.indexes, shardNamesOf(m, g.ordinals), shards),
 			Assignment: v1alpha1.Assignment{
-				Target: v1alpha1.TargetRef{Job: name}, Indexes: indexset.Range(0, len(g.ordinals)-1).String(), Repair: true,
+				Target: v1alpha1.TargetRef{Job: name}, Indexes: indexset.Range(0, len(g.ordinals)-1).String(),
 			},
 		}
 		if len(ba.Spec.Shards.Names) > 0 {
@@ -276,7 +277,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		} else {
 			r.Assignment.ShardOrdinals = indexset.Of(g.ordinals...).String()
 		}
-		spec.Assignments = append(spec.Assignments, r.Assignment)
+		spec.Repairs = append(spec.Repairs, r.Assignment)
 		plan.Repairs = append(plan.Repairs, r)
 	}
 	// The webhook and the account judge the appended mapping; refuse here rather than

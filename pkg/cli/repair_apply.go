@@ -21,8 +21,13 @@ import (
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
+// RepairFieldManager is the field manager repair writes spec.repairs under. It must not
+// start with "kubectl": Flux's kustomize-controller takes over the fields of every
+// kubectl* manager (to undo kubectl edits) and would then prune the repairs.
+const RepairFieldManager = "batchledger-repair"
+
 func newRepairCommand(o *Options) *cobra.Command {
-	var dryRun bool
+	var dryRun DryRun
 	cmd := &cobra.Command{
 		Use:   "repair ACCOUNT",
 		Short: "Re-run shards that can no longer be covered or accepted in follow-up Jobs joined by repair assignments",
@@ -32,8 +37,12 @@ the account requires results, the covered shards whose result can no longer arri
 (MissingResult) or was rejected. For each original Job with such shards it creates one
 follow-up Indexed Job <job>-repair-<n> from the same pod template (from an earlier repair
 Job of it when the original was deleted), queue and priority, over as many indexes as
-shards to re-run, and appends a repair assignment mapping its indexes 0..k-1 onto those
-shards in order.
+shards to re-run, and appends to the account's spec.repairs an entry mapping its indexes
+0..k-1 onto those shards in order.
+
+spec.repairs is written under the field manager ` + RepairFieldManager + `, apart from the
+spec.assignments of the account's manifest: a GitOps tool (Argo CD, Flux) that re-applies
+the manifest leaves the repairs alone.
 
 The Job is created suspended; Kueue unsuspends it on admission (a Job without a queue is
 unsuspended once the account names it). Its containers get ` + EnvRepairOf + ` and
@@ -41,9 +50,11 @@ unsuspended once the account names it). Its containers get ` + EnvRepairOf + ` a
 a worker mapping its index onto a shard can find its shard.
 
 Shards assigned to JobSet children are refused: the JobSet re-runs its children itself.`,
-		Example: `  kubectl batchledger repair ij245 -n ml-team --dry-run
+		Example: `  kubectl batchledger repair ij245 -n ml-team --dry-run          # print the Jobs and entries, send nothing
+  kubectl batchledger repair ij245 -n ml-team --dry-run=server   # let the API server and webhooks judge them
   kubectl batchledger repair ij245 -n ml-team`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeAccountNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := o.clientAndNamespace()
 			if err != nil {
@@ -56,16 +67,19 @@ Shards assigned to JobSet children are refused: the JobSet re-runs its children 
 			return PrintRepairPlan(o.Out, plan, dryRun)
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Print the repair Jobs and assignments without creating anything.")
+	addDryRunFlag(cmd, &dryRun, "print the repair Jobs and spec.repairs entries, send nothing.",
+		"send the Jobs and the account change with dryRun=All (admission and validation run, nothing is stored).")
 	return cmd
 }
 
 // Repair plans the repair of account name in namespace from the cluster's state and,
-// unless dryRun, applies it: it creates the repair Jobs (suspended), appends the repair
-// assignments to the account with optimistic concurrency (re-reading it on conflict),
-// then unsuspends the Jobs Kueue does not manage. If the account cannot be updated, the
-// Jobs it created are deleted again, so that no Job runs unaccounted.
-func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun bool) (*RepairPlan, error) {
+// unless a client dry run, applies it: it creates the repair Jobs (suspended), appends
+// their entries to the account's spec.repairs under RepairFieldManager with optimistic
+// concurrency (re-reading it on conflict), then unsuspends the Jobs Kueue does not
+// manage. If the account cannot be updated, the Jobs it created are deleted again, so
+// that no Job runs unaccounted. A server dry run sends the creates and the account
+// change with dryRun=All and unsuspends nothing.
+func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun DryRun) (*RepairPlan, error) {
 	var ba v1alpha1.BatchAccount
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
 		return nil, describeGetError(err, "BatchAccount", namespace, name)
@@ -75,14 +89,14 @@ func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun
 		return nil, err
 	}
 	plan, err := PlanRepair(in)
-	if err != nil || dryRun {
+	if err != nil || dryRun.Client() {
 		return plan, err
 	}
 	var created []*batchv1.Job
 	for _, r := range plan.Repairs {
 		job := r.Job.DeepCopy()
-		if err := c.Create(ctx, job); err != nil {
-			return nil, errors.Join(fmt.Errorf("creating repair Job %q in namespace %q: %w", r.Job.Name, namespace, err), cleanup(ctx, c, created))
+		if err := c.Create(ctx, job, dryRun.createOptions()...); err != nil {
+			return nil, errors.Join(fmt.Errorf("creating repair Job %q in namespace %q: %w", r.Job.Name, namespace, err), cleanup(ctx, c, created, dryRun))
 		}
 		created = append(created, job)
 	}
@@ -91,16 +105,24 @@ func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun
 		if err := c.Get(ctx, client.ObjectKeyFromObject(&ba), &cur); err != nil {
 			return err
 		}
+		base := cur.DeepCopy()
 		for _, r := range plan.Repairs {
-			if slices.ContainsFunc(cur.Spec.Assignments, func(a v1alpha1.Assignment) bool { return a.Target.Job == r.Assignment.Target.Job }) {
+			if slices.ContainsFunc(cur.Spec.AllAssignments(), func(a v1alpha1.Assignment) bool { return a.Target.Job == r.Assignment.Target.Job }) {
 				return fmt.Errorf("an assignment naming Job %q appeared meanwhile (a concurrent repair?)", r.Assignment.Target.Job)
 			}
-			cur.Spec.Assignments = append(cur.Spec.Assignments, r.Assignment)
+			cur.Spec.Repairs = append(cur.Spec.Repairs, r.Assignment)
 		}
-		return c.Update(ctx, &cur)
+		// A merge patch of spec.repairs alone, at the resourceVersion read: the server
+		// records RepairFieldManager as the owner of spec.repairs and of nothing else.
+		patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+		return c.Patch(ctx, &cur, patch, dryRun.patchOptions(client.FieldOwner(RepairFieldManager))...)
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("appending repair assignments to BatchAccount %q in namespace %q: %w", name, namespace, err), cleanup(ctx, c, created))
+		return nil, errors.Join(fmt.Errorf("appending to spec.repairs of BatchAccount %q in namespace %q: %w", name, namespace, err), cleanup(ctx, c, created, dryRun))
+	}
+	if dryRun.Server() {
+		// The Jobs were not stored: there is nothing to unsuspend.
+		return plan, nil
 	}
 	for i, r := range plan.Repairs {
 		if r.Queued {
@@ -114,8 +136,12 @@ func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun
 	return plan, nil
 }
 
-// cleanup deletes the repair Jobs created before a later step failed.
-func cleanup(ctx context.Context, c client.Client, jobs []*batchv1.Job) error {
+// cleanup deletes the repair Jobs created before a later step failed; a server dry run
+// stored none.
+func cleanup(ctx context.Context, c client.Client, jobs []*batchv1.Job, dryRun DryRun) error {
+	if dryRun.Server() {
+		return nil
+	}
 	var errs []error
 	for _, j := range jobs {
 		if err := client.IgnoreNotFound(c.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))); err != nil {
@@ -158,11 +184,16 @@ type jobManifest struct {
 	Spec              batchv1.JobSpec `json:"spec"`
 }
 
-// PrintRepairPlan says what repair did, or with dryRun, prints the Jobs and assignments
-// it would create as YAML documents, commented.
-func PrintRepairPlan(w io.Writer, plan *RepairPlan, dryRun bool) error {
-	if !dryRun {
-		fmt.Fprintf(w, "BatchAccount %s/%s:\n", plan.Namespace, plan.Account)
+// PrintRepairPlan says what repair did (under a server dry run: what the API server
+// accepted), or under a client dry run, prints the Jobs and spec.repairs entries it would
+// create as YAML documents, commented.
+func PrintRepairPlan(w io.Writer, plan *RepairPlan, dryRun DryRun) error {
+	if !dryRun.Client() {
+		suffix := ""
+		if dryRun.Server() {
+			suffix = " (server dry run)"
+		}
+		fmt.Fprintf(w, "BatchAccount %s/%s%s:\n", plan.Namespace, plan.Account, suffix)
 		for _, r := range plan.Repairs {
 			how := "unsuspended (no Kueue queue)"
 			if r.Queued {
@@ -170,16 +201,18 @@ func PrintRepairPlan(w io.Writer, plan *RepairPlan, dryRun bool) error {
 			}
 			fmt.Fprintf(w, "  created Job %s: %d %s for %s %s (%s); %s\n", r.Job.Name, r.Count, plural(r.Count, "index", "indexes"),
 				plural(r.Count, "shard", "shards"), r.Shards, r.Why, how)
-			fmt.Fprintf(w, "  appended repair assignment: job %s %s %s → %s %s\n", r.Job.Name,
+			fmt.Fprintf(w, "  appended to spec.repairs: job %s %s %s → %s %s\n", r.Job.Name,
 				plural(r.Count, "index", "indexes"), r.Assignment.Indexes, plural(r.Count, "shard", "shards"), r.Shards)
 		}
 		if plan.Waiting != "" {
 			fmt.Fprintf(w, "  not repaired: %s to complete\n", plan.Waiting)
 		}
-		fmt.Fprintf(w, "Follow it with: kubectl batchledger explain account %s -n %s\n", plan.Account, plan.Namespace)
+		if !dryRun.Server() {
+			fmt.Fprintf(w, "Follow it with: kubectl batchledger explain account %s -n %s\n", plan.Account, plan.Namespace)
+		}
 		return nil
 	}
-	fmt.Fprintf(w, "# Dry run: nothing was created. BatchAccount %s/%s would get:\n", plan.Namespace, plan.Account)
+	fmt.Fprintf(w, "# Dry run: nothing was sent. BatchAccount %s/%s would get:\n", plan.Namespace, plan.Account)
 	if plan.Waiting != "" {
 		fmt.Fprintf(w, "# not repaired: %s to complete\n", plan.Waiting)
 	}
@@ -193,7 +226,7 @@ func PrintRepairPlan(w io.Writer, plan *RepairPlan, dryRun bool) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "---\n# appended to spec.assignments of BatchAccount %s\n%s", plan.Account, a)
+		fmt.Fprintf(w, "---\n# appended to spec.repairs of BatchAccount %s (field manager %s)\n%s", plan.Account, RepairFieldManager, a)
 	}
 	return nil
 }

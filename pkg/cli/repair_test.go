@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -87,7 +88,7 @@ func TestPlanRepairIJ245(t *testing.T) {
 		t.Fatalf("plan = %+v", plan)
 	}
 	r := plan.Repairs[0]
-	wantA := v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}, Repair: true}
+	wantA := v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}}
 	if !equalAssignment(r.Assignment, wantA) {
 		t.Errorf("assignment = %+v, want %+v", r.Assignment, wantA)
 	}
@@ -137,7 +138,7 @@ func TestPlanRepairCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := plan.Repairs[0]
-	want := v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "big-repair-1"}, Indexes: "0-3", ShardOrdinals: "3,4,6,7", Repair: true}
+	want := v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "big-repair-1"}, Indexes: "0-3", ShardOrdinals: "3,4,6,7"}
 	if !equalAssignment(r.Assignment, want) || *r.Job.Spec.Completions != 4 || *r.Job.Spec.Parallelism != 4 || r.Shards != "s3, s4, s6, s7" {
 		t.Errorf("repair = %+v %+v", r, r.Assignment)
 	}
@@ -188,8 +189,8 @@ func TestPlanRepairSeveralJobs(t *testing.T) {
 		t.Fatalf("repairs = %+v", plan.Repairs)
 	}
 	rj, rk := plan.Repairs[0], plan.Repairs[1]
-	if !equalAssignment(rj.Assignment, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-2"}, Indexes: "0", Shards: []string{"B"}, Repair: true}) ||
-		!equalAssignment(rk.Assignment, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "k-repair-1"}, Indexes: "0", Shards: []string{"C"}, Repair: true}) {
+	if !equalAssignment(rj.Assignment, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-2"}, Indexes: "0", Shards: []string{"B"}}) ||
+		!equalAssignment(rk.Assignment, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "k-repair-1"}, Indexes: "0", Shards: []string{"C"}}) {
 		t.Errorf("assignments = %+v, %+v", rj.Assignment, rk.Assignment)
 	}
 	if rk.Why != "job k index 0: index failed" || *rk.Job.Spec.MaxFailedIndexes != 1 || *rk.Job.Spec.BackoffLimitPerIndex != 1 {
@@ -279,30 +280,83 @@ func repairCluster(funcs interceptor.Funcs) client.WithWatch {
 	return interceptor.NewClient(fakeClient(failedAccount(), j, wl), funcs)
 }
 
-// TestRepairDryRun prints the Job and the assignment and creates nothing.
+// TestRepairDryRun: a client dry run (--dry-run, --dry-run=client, the old
+// --dry-run=true) prints the Job and the spec.repairs entry and sends no request that
+// changes anything.
 func TestRepairDryRun(t *testing.T) {
-	c := repairCluster(interceptor.Funcs{})
-	out, errOut, code := run(t, c, "repair", "ij245", "-n", ns, "--dry-run")
-	if code != ExitOK {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	golden(t, "repair_dry_run", []byte(out))
-	var jobs batchv1.JobList
-	if err := c.List(t.Context(), &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) != 1 {
-		t.Errorf("dry run created Jobs: %d (%v)", len(jobs.Items), err)
+	for _, flag := range []string{"--dry-run", "--dry-run=client", "--dry-run=true"} {
+		t.Run(flag, func(t *testing.T) {
+			c := repairCluster(interceptor.Funcs{
+				Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+					return errors.New("a client dry run sent a create")
+				},
+				Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+					return errors.New("a client dry run sent a patch")
+				},
+			})
+			out, errOut, code := run(t, c, "repair", "ij245", "-n", ns, flag)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			golden(t, "repair_dry_run", []byte(out))
+		})
 	}
 }
 
-// TestRepairApplies creates the Job, appends the assignment after a conflict, and
-// leaves the queued Job to Kueue.
+// TestRepairServerDryRun: --dry-run=server sends the Job and the account change with
+// dryRun=All, unsuspends nothing and stores nothing.
+func TestRepairServerDryRun(t *testing.T) {
+	var sent []string
+	dryRunAll := func(dr []string) bool { return len(dr) == 1 && dr[0] == metav1.DryRunAll }
+	c := repairCluster(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			sent = append(sent, fmt.Sprintf("create %s dryRun=%v", obj.GetName(), dryRunAll((&client.CreateOptions{}).ApplyOptions(opts).DryRun)))
+			return c.Create(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			sent = append(sent, fmt.Sprintf("patch %s dryRun=%v", obj.GetName(), dryRunAll((&client.PatchOptions{}).ApplyOptions(opts).DryRun)))
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	out, errOut, code := run(t, c, "repair", "ij245", "-n", ns, "--dry-run=server")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := []string{"create j-repair-1 dryRun=true", "patch ij245 dryRun=true"}; !slices.Equal(sent, want) {
+		t.Errorf("requests %q, want %q", sent, want)
+	}
+	if !strings.HasPrefix(out, "BatchAccount ml-team/ij245 (server dry run):\n  created Job j-repair-1: 1 index for shard D") || strings.Contains(out, "Follow it with") {
+		t.Errorf("output:\n%s", out)
+	}
+	var jobs batchv1.JobList
+	if err := c.List(t.Context(), &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) != 1 {
+		t.Errorf("server dry run stored Jobs: %d (%v)", len(jobs.Items), err)
+	}
+	var ba v1alpha1.BatchAccount
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "ij245"}, &ba); err != nil || len(ba.Spec.Repairs) != 0 {
+		t.Errorf("server dry run stored spec.repairs %+v (%v)", ba.Spec.Repairs, err)
+	}
+}
+
+// TestRepairApplies creates the Job, appends its entry to spec.repairs after a conflict,
+// under the repair field manager and at the resourceVersion read, leaves
+// spec.assignments alone, and leaves the queued Job to Kueue.
 func TestRepairApplies(t *testing.T) {
 	conflicts := 0
-	c := repairCluster(interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-		if _, ok := obj.(*v1alpha1.BatchAccount); ok && conflicts == 0 {
-			conflicts++
-			return apierrors.NewConflict(schema.GroupResource{Group: "batchledger.dev", Resource: "batchaccounts"}, obj.GetName(), errors.New("the object has been modified"))
+	var owners []string
+	var locked bool
+	c := repairCluster(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if _, ok := obj.(*v1alpha1.BatchAccount); ok {
+			po := (&client.PatchOptions{}).ApplyOptions(opts)
+			owners = append(owners, po.FieldManager)
+			data, _ := patch.Data(obj)
+			locked = strings.Contains(string(data), `"resourceVersion"`)
+			if conflicts == 0 {
+				conflicts++
+				return apierrors.NewConflict(schema.GroupResource{Group: "batchledger.dev", Resource: "batchaccounts"}, obj.GetName(), errors.New("the object has been modified"))
+			}
 		}
-		return c.Update(ctx, obj, opts...)
+		return c.Patch(ctx, obj, patch, opts...)
 	}})
 	out, errOut, code := run(t, c, "repair", "ij245", "-n", ns)
 	if code != ExitOK {
@@ -310,7 +364,7 @@ func TestRepairApplies(t *testing.T) {
 	}
 	want := "BatchAccount ml-team/ij245:\n" +
 		"  created Job j-repair-1: 1 index for shard D (job j index 3: job j Failed (BackoffLimitExceeded) without completing it); queued through LocalQueue default; Kueue unsuspends it on admission\n" +
-		"  appended repair assignment: job j-repair-1 index 0 → shard D\n" +
+		"  appended to spec.repairs: job j-repair-1 index 0 → shard D\n" +
 		"Follow it with: kubectl batchledger explain account ij245 -n ml-team\n"
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
@@ -326,8 +380,14 @@ func TestRepairApplies(t *testing.T) {
 	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "ij245"}, &ba); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(ba.Spec.Assignments); n != 2 || !ba.Spec.Assignments[1].Repair || ba.Spec.Assignments[1].Target.Job != "j-repair-1" || conflicts != 1 {
-		t.Errorf("assignments after repair = %+v (conflicts %d)", ba.Spec.Assignments, conflicts)
+	if n := len(ba.Spec.Repairs); n != 1 || ba.Spec.Repairs[0].Target.Job != "j-repair-1" || conflicts != 1 {
+		t.Errorf("spec.repairs after repair = %+v (conflicts %d)", ba.Spec.Repairs, conflicts)
+	}
+	if len(ba.Spec.Assignments) != 1 {
+		t.Errorf("spec.assignments changed: %+v", ba.Spec.Assignments)
+	}
+	if len(owners) != 2 || owners[0] != RepairFieldManager || owners[1] != RepairFieldManager || !locked {
+		t.Errorf("account patches: field managers %q, with resourceVersion %v; want two by %q, locked", owners, locked, RepairFieldManager)
 	}
 	// The API server bumps the generation on a spec change; the fake client does not.
 	ba.Generation = 2
@@ -360,11 +420,11 @@ func TestRepairUnqueued(t *testing.T) {
 // TestRepairRollsBack: when the account cannot be updated, the created Job is deleted:
 // no Job runs unaccounted.
 func TestRepairRollsBack(t *testing.T) {
-	c := repairCluster(interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+	c := repairCluster(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 		return apierrors.NewForbidden(schema.GroupResource{Group: "batchledger.dev", Resource: "batchaccounts"}, obj.GetName(), errors.New("no RBAC"))
 	}})
 	_, errOut, code := run(t, c, "repair", "ij245", "-n", ns)
-	if code != ExitError || !strings.Contains(errOut, `appending repair assignments to BatchAccount "ij245" in namespace "ml-team"`) {
+	if code != ExitError || !strings.Contains(errOut, `appending to spec.repairs of BatchAccount "ij245" in namespace "ml-team"`) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 	var job batchv1.Job

@@ -132,7 +132,7 @@ func accountsWhere(ctx context.Context, c client.Client, namespace string, match
 	}
 	var out []v1alpha1.BatchAccount
 	for _, ba := range list.Items {
-		if slices.ContainsFunc(ba.Spec.Assignments, func(a v1alpha1.Assignment) bool {
+		if slices.ContainsFunc(ba.Spec.AllAssignments(), func(a v1alpha1.Assignment) bool {
 			return (a.Target.Namespace == "" || a.Target.Namespace == namespace) && match(a.Target)
 		}) {
 			out = append(out, ba)

@@ -89,7 +89,8 @@ a result that can no longer arrive; an invalid mapping); 1 on --timeout.`,
 		Example: `  kubectl batchledger watch account ij245 -n ml-team
   kubectl batchledger watch job j --timeout 30m
   kubectl batchledger watch jobset train | tee watch.log   # plain lines`,
-		Args: cobra.RangeArgs(1, 2),
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: o.completeKindName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name, err := parseKindName(args)
 			if err != nil {

@@ -154,7 +154,7 @@ func namesJob(ba *v1alpha1.BatchAccount, job *batchv1.Job) bool {
 	if ba.Namespace != job.Namespace {
 		return false
 	}
-	return slices.ContainsFunc(ba.Spec.Assignments, func(a v1alpha1.Assignment) bool {
+	return slices.ContainsFunc(ba.Spec.AllAssignments(), func(a v1alpha1.Assignment) bool {
 		return (a.Target.Namespace == "" || a.Target.Namespace == ba.Namespace) && relations.NamesJob(a.Target, job)
 	})
 }
@@ -351,7 +351,7 @@ func (r *JobRecorder) enqueueNamed(ctx context.Context, ba *v1alpha1.BatchAccoun
 			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ba.Namespace, Name: name}})
 		}
 	}
-	for _, a := range ba.Spec.Assignments {
+	for _, a := range ba.Spec.AllAssignments() {
 		ref := a.Target
 		switch {
 		case ref.Namespace != "" && ref.Namespace != ba.Namespace:

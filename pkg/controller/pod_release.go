@@ -473,7 +473,7 @@ var accountReleasesPods = predicate.Funcs{
 func (r *PodReleaser) heldPodsOfAccount(ctx context.Context, obj client.Object) []reconcile.Request {
 	ba := obj.(*v1alpha1.BatchAccount)
 	var reqs []reconcile.Request
-	for _, a := range ba.Spec.Assignments {
+	for _, a := range ba.Spec.AllAssignments() {
 		var pods corev1.PodList
 		if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingLabels(relations.TargetPodLabels(a.Target))); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing held pods of an account's targets")

@@ -122,7 +122,7 @@ func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string
 		if !ba.Spec.RequiresResults() {
 			continue
 		}
-		for _, a := range ba.Spec.Assignments {
+		for _, a := range ba.Spec.AllAssignments() {
 			if podOfTarget(keys, pod.Namespace, a.Target, ba.Namespace) {
 				out = append(out, ba.Name)
 				break

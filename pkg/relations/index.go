@@ -59,7 +59,7 @@ func TargetIndexKey(ref v1alpha1.TargetRef) IndexKey {
 func AccountKeys(ba *v1alpha1.BatchAccount) []IndexKey {
 	seen := map[IndexKey]bool{}
 	var out []IndexKey
-	for _, a := range ba.Spec.Assignments {
+	for _, a := range ba.Spec.AllAssignments() {
 		if k := TargetIndexKey(a.Target); !seen[k] {
 			seen[k] = true
 			out = append(out, k)

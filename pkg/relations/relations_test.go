@@ -74,6 +74,8 @@ func TestIndexKeys(t *testing.T) {
 		want []IndexKey
 	}{
 		{"account: each target's Job or JobSet once, in order", AccountKeys(ba), []IndexKey{"job/j", "jobset/train"}},
+		{"account: the Jobs of spec.repairs too, after the assignments", AccountKeys(wrappers.MakeBatchAccount("r", ns).Shards("A").AssignJob("j", "0", "A").
+			SpecRepair("j-repair-1", "0", "A").Repair("j-repair-2", "0", "A").Obj()), []IndexKey{"job/j", "job/j-repair-2", "job/j-repair-1"}},
 		{"plain Job", JobKeys(job("j")), []IndexKey{"job/j"}},
 		{"JobSet child: its name and its JobSet", JobKeys(ch), []IndexKey{JobKey(ch.Name), "jobset/train"}},
 		{"a Job with a child's labels that no JobSet controls: its name only", JobKeys(impostor("fake", "train", "workers", 1, 9)), []IndexKey{"job/fake"}},

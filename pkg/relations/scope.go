@@ -44,7 +44,7 @@ func JobScope(ctx context.Context, c client.Reader, job metav1.Object) (string, 
 	}
 	scope := ""
 	for _, ba := range accounts {
-		for _, a := range ba.Spec.Assignments {
+		for _, a := range ba.Spec.AllAssignments() {
 			if NamesJob(a.Target, job) {
 				scope = StrongerScope(scope, AccountScope(ba))
 				break
@@ -63,7 +63,7 @@ func ReplicatedJobScope(ctx context.Context, c client.Reader, namespace, jobSet,
 	}
 	scope := ""
 	for _, ba := range accounts {
-		for _, a := range ba.Spec.Assignments {
+		for _, a := range ba.Spec.AllAssignments() {
 			if a.Target.JobSet == jobSet && a.Target.ReplicatedJob == replicatedJob {
 				scope = StrongerScope(scope, AccountScope(ba))
 			}

@@ -93,6 +93,9 @@ type Options struct {
 	Namespace string
 	// DryRun changes nothing: the report lists the held pods that would be released.
 	DryRun bool
+	// ServerDryRun sends every patch with dryRun=All: the API server admits and validates
+	// each removal and stores none. The report reads as a real run's.
+	ServerDryRun bool
 	// PageSize is the List page size; 0 means DefaultPageSize.
 	PageSize int64
 	// Attempts bounds the patches of one pod; 0 means DefaultAttempts.
@@ -117,6 +120,9 @@ type Report struct {
 	Namespace string
 	// DryRun is set when nothing was changed.
 	DryRun bool
+	// ServerDryRun is set when every patch was sent with dryRun=All: what is reported
+	// released was accepted by the API server but not stored.
+	ServerDryRun bool
 	// Examined counts the pods listed.
 	Examined int
 	// Held are the pods that carried ResultFinalizer when listed.
@@ -188,7 +194,7 @@ func ReleaseJobs(ctx context.Context, c client.Client, opts Options) (*Report, e
 func release(ctx context.Context, c client.Client, opts Options, h held) (*Report, error) {
 	pageSize := cmp.Or(opts.PageSize, DefaultPageSize)
 	attempts := cmp.Or(opts.Attempts, DefaultAttempts)
-	rep := &Report{Namespace: opts.Namespace, DryRun: opts.DryRun}
+	rep := &Report{Namespace: opts.Namespace, DryRun: opts.DryRun, ServerDryRun: opts.ServerDryRun}
 	defer rep.sort()
 	list := h.list()
 	for cont := ""; ; {
@@ -206,7 +212,7 @@ func release(ctx context.Context, c client.Client, opts Options, h held) (*Repor
 			if opts.DryRun {
 				continue
 			}
-			switch outcome, err := releaseOne(ctx, c, pod, attempts, h); outcome {
+			switch outcome, err := releaseOne(ctx, c, pod, attempts, h, opts.ServerDryRun); outcome {
 			case released:
 				rep.Released = append(rep.Released, key)
 			case gone:
@@ -234,7 +240,13 @@ const (
 
 // releaseOne patches h's finalizer off pod (a pod, or a Job), re-reading it after each
 // failed test or conflict, at most attempts times.
-func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int, h held) (outcome, error) {
+// Under serverDryRun each patch is sent with dryRun=All and the first accepted one ends it:
+// nothing was stored, so there is nothing to re-read.
+func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int, h held, serverDryRun bool) (outcome, error) {
+	var patchOpts []client.PatchOption
+	if serverDryRun {
+		patchOpts = append(patchOpts, client.DryRunAll)
+	}
 	patchedOnce := false
 	for attempt := 1; ; attempt++ {
 		// The client finds the resource by the kind; list items and patch responses of
@@ -249,8 +261,10 @@ func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectM
 		}
 		// Patch writes the pod as the server returns it into pod, so a finalizer listed
 		// twice is seen and removed by the next turn.
-		err := c.Patch(ctx, pod, patch)
+		err := c.Patch(ctx, pod, patch, patchOpts...)
 		switch {
+		case err == nil && serverDryRun:
+			return released, nil
 		case err == nil:
 			patchedOnce = true
 			continue

@@ -39,7 +39,8 @@ func (BatchAccountValidator) ValidateCreate(_ context.Context, ba *v1alpha1.Batc
 
 // ValidateUpdate additionally freezes the revisions and the mapping once any target was
 // admitted by Kueue: work done under a mapping must be judged by that mapping. Appending
-// repair assignments stays allowed, since that is how a team re-runs missing shards.
+// repair assignments (to spec.assignments, or to spec.repairs) stays allowed, since that
+// is how a team re-runs missing shards.
 func (BatchAccountValidator) ValidateUpdate(_ context.Context, old, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
 	if err := validateSpec(ba); err != nil {
 		return nil, err
@@ -55,6 +56,9 @@ func (BatchAccountValidator) ValidateUpdate(_ context.Context, old, ba *v1alpha1
 	case len(ba.Spec.Assignments) < len(old.Spec.Assignments) ||
 		!equality.Semantic.DeepEqual(old.Spec.Assignments, ba.Spec.Assignments[:len(old.Spec.Assignments)]):
 		return nil, fmt.Errorf("BatchAccount %s: assignments are immutable once a target was admitted; only repair assignments may be appended", ba.Name)
+	case len(ba.Spec.Repairs) < len(old.Spec.Repairs) ||
+		!equality.Semantic.DeepEqual(old.Spec.Repairs, ba.Spec.Repairs[:len(old.Spec.Repairs)]):
+		return nil, fmt.Errorf("BatchAccount %s: repairs are immutable once a target was admitted; repairs may only be appended", ba.Name)
 	}
 	for i, a := range ba.Spec.Assignments[len(old.Spec.Assignments):] {
 		if !a.Repair {

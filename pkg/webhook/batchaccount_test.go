@@ -40,6 +40,12 @@ func TestValidateCreate(t *testing.T) {
 	}
 }
 
+// withRepair gives ba one entry in spec.repairs: Job j-repair-1 re-runs shard D.
+func withRepair(ba *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
+	ba.Spec.Repairs = []v1alpha1.Assignment{{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}}}
+	return ba
+}
+
 func TestValidateUpdate(t *testing.T) {
 	base := func() *v1alpha1.BatchAccount {
 		return wrappers.MakeBatchAccount("ij245", "ml").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj()
@@ -58,6 +64,13 @@ func TestValidateUpdate(t *testing.T) {
 		{"append non-repair after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "k"}, Indexes: "0", Shards: []string{"D"}})
 		}, "DuplicateShard: shard D is assigned twice"},
+		{"append to spec.repairs after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) {
+			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}})
+		}, ""},
+		{"drop spec.repairs after admission", admitted(withRepair(base())), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, "repairs are immutable once a target was admitted"},
+		{"spec.repairs onto an unassigned shard", base(), func(ba *v1alpha1.BatchAccount) {
+			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", ShardOrdinals: "7"})
+		}, "repairs[0].shardOrdinals reaches ordinal 7"},
 		{"model revision after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) { ba.Spec.ModelRevision = "m-2027-01" }, "revisions are immutable"},
 		{"shards after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Shards.Names = []string{"A", "B", "C", "D", "E"}

@@ -85,6 +85,15 @@ func (w *BatchAccountWrapper) Repair(job, indexes string, shards ...string) *Bat
 	return w
 }
 
+// SpecRepair appends to spec.repairs (where `kubectl batchledger repair` writes) an entry
+// mapping Job job's indexes onto already assigned shards.
+func (w *BatchAccountWrapper) SpecRepair(job, indexes string, shards ...string) *BatchAccountWrapper {
+	w.Spec.Repairs = append(w.Spec.Repairs, v1alpha1.Assignment{
+		Target: v1alpha1.TargetRef{Job: job}, Indexes: indexes, Shards: shards,
+	})
+	return w
+}
+
 // TargetNamespace sets the namespace of the last assignment's target.
 func (w *BatchAccountWrapper) TargetNamespace(ns string) *BatchAccountWrapper {
 	w.Spec.Assignments[len(w.Spec.Assignments)-1].Target.Namespace = ns

@@ -67,6 +67,17 @@ type BatchAccountSpec struct {
 	// +kubebuilder:validation:MaxItems=1024
 	Assignments []Assignment `json:"assignments"`
 
+	// Repairs are repair assignments kept apart from Assignments: each gives shards that
+	// are already assigned a further identity, exactly as an assignment marked repair
+	// does (its own repair field is implied). `kubectl batchledger repair` writes here,
+	// under its own field manager, so that a GitOps tool that applies the account's
+	// manifest (which never sets this list) leaves the repairs alone. Once a target was
+	// admitted, entries may only be appended.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	Repairs []Assignment `json:"repairs,omitempty"`
+
 	// Acceptance is the agreed result criterion for shard outputs.
 	// +optional
 	Acceptance *AcceptanceCriterion `json:"acceptance,omitempty"`

@@ -20,3 +20,20 @@ func RuleDigest(rule string) string {
 	sum := sha256.Sum256([]byte(rule))
 	return hex.EncodeToString(sum[:16])
 }
+
+// AllAssignments are the spec's assignments followed by its repairs, each of these marked
+// Repair: the one mapping the account judges. Code that asks which targets an account
+// names reads this, never Assignments alone, so that a repair Job joins its account
+// wherever its repair assignment is written.
+func (s *BatchAccountSpec) AllAssignments() []Assignment {
+	if len(s.Repairs) == 0 {
+		return s.Assignments
+	}
+	all := make([]Assignment, 0, len(s.Assignments)+len(s.Repairs))
+	all = append(all, s.Assignments...)
+	for _, r := range s.Repairs {
+		r.Repair = true
+		all = append(all, r)
+	}
+	return all
+}

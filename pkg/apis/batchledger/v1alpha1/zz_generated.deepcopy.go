@@ -143,6 +143,13 @@ func (in *BatchAccountSpec) DeepCopyInto(out *BatchAccountSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.Repairs != nil {
+		in, out := &in.Repairs, &out.Repairs
+		*out = make([]Assignment, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	if in.Acceptance != nil {
 		in, out := &in.Acceptance, &out.Acceptance
 		*out = new(AcceptanceCriterion)
