@@ -178,7 +178,7 @@ func newMetricsWith(reg prometheus.Registerer, perAccount bool) *Metrics {
 			"namespace", "local_queue", "verdict"),
 		BuildInfo: gauge("batchledger_build_info", "1, labelled with the manager's version, source revision and Go version.",
 			"version", "revision", "goversion"),
-		PerAccount: perAccount,
+		PerAccount:     perAccount,
 		Shards:         gauge("batchledger_account_shards", "Shards the BatchAccount declares.", account...),
 		ShardsCovered:  gauge("batchledger_account_shards_covered", "Declared shards whose assigned (Job, completion index) completed.", account...),
 		ShardsAccepted: gauge("batchledger_account_shards_accepted", "Declared shards with an accepted result.", account...),
