@@ -65,6 +65,9 @@ type Metrics struct {
 	// Per account (labels namespace, account): one series each, deleted with the
 	// account, so the series count follows the number of accounts.
 	Shards, ShardsCovered, ShardsAccepted, ShardsMissing *prometheus.GaugeVec
+	// Terminated is 1 once every target's Job terminated (Terminated=True), else 0: shards
+	// still missing then can only be covered by a repair.
+	Terminated *prometheus.GaugeVec
 	// ResultRejections (labels namespace, account, reason): the account's rejected and
 	// conflicting results by reason. Reasons are the fixed CamelCase set of the API's
 	// rejection reasons (v1alpha1.Rejection*) plus ReasonUnsampled, so an account has a
@@ -183,6 +186,7 @@ func newMetricsWith(reg prometheus.Registerer, perAccount bool) *Metrics {
 		ShardsCovered:  gauge("batchledger_account_shards_covered", "Declared shards whose assigned (Job, completion index) completed.", account...),
 		ShardsAccepted: gauge("batchledger_account_shards_accepted", "Declared shards with an accepted result.", account...),
 		ShardsMissing:  gauge("batchledger_account_shards_missing", "Declared shards not covered.", account...),
+		Terminated:     gauge("batchledger_account_terminated", "1 once every target Job of the BatchAccount terminated (Terminated=True), else 0.", account...),
 		ResultRejections: gauge("batchledger_account_result_rejections",
 			"The BatchAccount's rejected or conflicting shard results, by reason (Unsampled: beyond the recorded sample).",
 			append(account, "reason")...),
@@ -196,7 +200,7 @@ func newMetricsWith(reg prometheus.Registerer, perAccount bool) *Metrics {
 		m.HoldsExpired, m.NamespaceReleases, m.ScopeStamps, m.Collected,
 		m.JobEndToVerdict, m.PodHold, m.ResultCapture, m.Verdicts, m.BuildInfo)
 	if perAccount {
-		reg.MustRegister(m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.ResultRejections)
+		reg.MustRegister(m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.Terminated, m.ResultRejections)
 	}
 	return m
 }
@@ -318,6 +322,11 @@ func (m *Metrics) accountObserved(ba *v1alpha1.BatchAccount, queues []string) {
 	m.ShardsCovered.With(l).Set(float64(s.Shards.Covered))
 	m.ShardsAccepted.With(l).Set(float64(s.Shards.Accepted))
 	m.ShardsMissing.With(l).Set(float64(s.Shards.Total - s.Shards.Covered))
+	terminated := 0.0
+	if apimeta.IsStatusConditionTrue(s.Conditions, v1alpha1.ConditionTerminated) {
+		terminated = 1
+	}
+	m.Terminated.With(l).Set(terminated)
 
 	counts := rejectionsByReason(s.Results)
 	key := types.NamespacedName{Namespace: ba.Namespace, Name: ba.Name}
@@ -419,7 +428,7 @@ func (m *Metrics) accountDeleted(key types.NamespacedName) {
 	}
 	m.mu.Unlock()
 	l := prometheus.Labels{"namespace": key.Namespace, "account": key.Name}
-	for _, g := range []*prometheus.GaugeVec{m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.ResultRejections} {
+	for _, g := range []*prometheus.GaugeVec{m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.Terminated, m.ResultRejections} {
 		g.DeletePartialMatch(l)
 	}
 	m.mu.Lock()

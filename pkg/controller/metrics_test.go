@@ -74,7 +74,8 @@ batchledger_account_shards_covered{account="other",namespace="ml"} 3
 	// A deleted account leaves no series behind; the other account keeps its own.
 	m.accountDeleted(types.NamespacedName{Namespace: "ml", Name: "ij245"})
 	for _, name := range []string{"batchledger_account_shards", "batchledger_account_shards_covered",
-		"batchledger_account_shards_accepted", "batchledger_account_shards_missing", "batchledger_account_result_rejections"} {
+		"batchledger_account_shards_accepted", "batchledger_account_shards_missing", "batchledger_account_terminated",
+		"batchledger_account_result_rejections"} {
 		n, err := testutil.GatherAndCount(reg, name)
 		if err != nil {
 			t.Fatal(err)
