@@ -295,12 +295,12 @@ func metricNames(q string) ([]string, error) {
 // TestMetricNames: the tokenizer finds the metrics, and only them.
 func TestMetricNames(t *testing.T) {
 	cases := map[string][]string{
-		`sum by (namespace, local_queue) (batchledger_verdicts{verdict="Blocked"}) > 0`: {"batchledger_verdicts"},
+		`sum by (namespace, local_queue) (batchledger_verdicts{verdict="Blocked"}) > 0`:      {"batchledger_verdicts"},
 		`histogram_quantile(0.95, sum by (le) (rate(x_bucket{a=~"$ns"}[$__rate_interval])))`: {"x_bucket"},
-		`a > 0 and on (namespace, account) b == 1`:                                          {"a", "b"},
-		`(sum(leader{name="x,y}"}) or vector(0)) < 1`:                                       {"leader"},
-		`topk(10, m offset 5m) / ignoring(x) group_left(y) n`:                               {"m", "n"},
-		`rate(c[5m:1m]) * 1e3 + Inf`:                                                        {"c"},
+		`a > 0 and on (namespace, account) b == 1`:                                           {"a", "b"},
+		`(sum(leader{name="x,y}"}) or vector(0)) < 1`:                                        {"leader"},
+		`topk(10, m offset 5m) / ignoring(x) group_left(y) n`:                                {"m", "n"},
+		`rate(c[5m:1m]) * 1e3 + Inf`:                                                         {"c"},
 	}
 	for q, want := range cases {
 		got, err := metricNames(q)
