@@ -31,6 +31,7 @@ generate: ## Regenerate deepcopy code and CRD manifests with controller-gen.
 	cp config/crd/bases/*.yaml $(CHART)/crds/
 	cp config/rbac/role.yaml $(CHART_GENERATED)/role.yaml
 	cp config/webhook/manifests.yaml $(CHART_GENERATED)/webhook-manifests.yaml
+	cp config/monitoring/grafana-dashboard.json config/monitoring/prometheusrule.yaml $(CHART_GENERATED)/
 
 .PHONY: verify-tools
 verify-tools: ## Fail when the project or JobSet's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
