@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
@@ -246,15 +247,12 @@ func localQueues(seen map[string]observed) []string {
 		switch {
 		case o.workload != nil && o.workload.Spec.QueueName != "":
 			out = append(out, string(o.workload.Spec.QueueName))
-		case job != nil && job.Labels[LabelLocalQueue] != "":
-			out = append(out, job.Labels[LabelLocalQueue])
+		case job != nil && job.Labels[kueueconstants.QueueLabel] != "":
+			out = append(out, job.Labels[kueueconstants.QueueLabel])
 		}
 	}
 	return out
 }
-
-// LabelLocalQueue is the label naming a Job's Kueue LocalQueue.
-const LabelLocalQueue = "kueue.x-k8s.io/queue-name"
 
 // soonest is the earlier of two requeue delays, 0 meaning none.
 func soonest(a, b time.Duration) time.Duration {

@@ -1,14 +1,13 @@
 package controller
 
 import (
-	"time"
-
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
