@@ -161,6 +161,8 @@ type config struct {
 	waitingStatusDelay                           time.Duration
 	apiRecheck                                   time.Duration
 	ledgerKeySecret                              string
+	perAccountMetrics                            bool
+	shortFormTTL                                 time.Duration
 }
 
 // bindFlags registers the manager's flags on fs and returns the config they fill.
@@ -187,6 +189,10 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.IntVar(&c.apiBurst, "kube-api-burst", 200, "Burst of requests to the API server above --kube-api-qps.")
 	fs.DurationVar(&c.maxResultHold, "max-result-hold", controller.DefaultMaxResultHold,
 		"Longest a succeeded pod is held for its result; past it the pod is released unrecorded, with a Warning event.")
+	fs.BoolVar(&c.perAccountMetrics, "per-account-metrics", true,
+		"Export the per-account gauges (batchledger_account_*): a few series per BatchAccount; off for clusters of many accounts.")
+	fs.DurationVar(&c.shortFormTTL, "short-form-ttl", controller.DefaultShortFormTTL,
+		"How long a short-form account whose spec sets no ttlSecondsAfterFinished is kept after its batch finished; 0 keeps it.")
 	fs.DurationVar(&c.apiRecheck, "api-recheck-interval", controller.DefaultAPIRecheck,
 		"How often the leader asks discovery whether an optional API (JobSet, Kueue's Workload) was installed or removed since it started; then it exits, to be started again following it.")
 	fs.BoolVar(&c.enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
@@ -214,6 +220,9 @@ func bindFlags(fs *flag.FlagSet) *config {
 func (c *config) validate() error {
 	if c.certManagement != certsExternal && c.certManagement != certsSelf {
 		return fmt.Errorf("--cert-management=%q: want %q or %q", c.certManagement, certsExternal, certsSelf)
+	}
+	if c.shortFormTTL < 0 {
+		return fmt.Errorf("--short-form-ttl=%s: want 0 (keep) or a positive duration", c.shortFormTTL)
 	}
 	if c.certDir == "" {
 		// controller-runtime's default; named here because the rotator watches it too.
@@ -272,7 +281,7 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 // controllers are the reconcilers: accounts, held pods, held Job records, and the short
 // forms of Jobs and JobSets.
 func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
-	metrics := controller.NewMetrics()
+	metrics := controller.NewMetrics(c.perAccountMetrics)
 	// One Ledger for every controller that reads recorded results: the key is loaded once.
 	ledger := &controller.Ledger{Source: ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 		Namespace: c.certOpts.Namespace, Name: c.ledgerKeySecret}}
@@ -282,13 +291,13 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer c
 			Recorder: mgr.GetEventRecorder("batchledger"),
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
-			WaitingStatusDelay: c.waitingStatusDelay, APIs: apis, Ledger: ledger,
+			WaitingStatusDelay: c.waitingStatusDelay, APIs: apis, Ledger: ledger, ShortFormTTL: c.shortFormTTL,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics, Ledger: ledger,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
 		&controller.JobRecorder{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Metrics: controller.NewJobRecordMetrics()},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJob, APIs: apis},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJobSet, APIs: apis},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJob, APIs: apis, TTL: c.shortFormTTL},
+		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJobSet, APIs: apis, TTL: c.shortFormTTL},
 	}
 }
 

@@ -206,8 +206,8 @@ func checkEventsOnce(t *testing.T, f *framework.Framework, accountUID types.UID,
 				t.Errorf("event %s about %s emitted %d times", reason, uid, n)
 			}
 		}
-		if byReason["AcceptedAccepted"] != 1 {
-			t.Errorf("no AcceptedAccepted event about %s; events: %v", uid, byReason)
+		if byReason["Accepted"] != 1 {
+			t.Errorf("no Accepted event about %s; events: %v", uid, byReason)
 		}
 	}
 	t.Logf("events by object: %v", count)

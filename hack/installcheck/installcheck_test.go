@@ -380,6 +380,7 @@ var managerDefaults = map[string]string{
 	"mutating-webhook-configuration":   certs.DefaultMutatingWebhookConfiguration,
 	"ledger-key-secret":                ledgerkey.DefaultSecretName,
 	"zap-log-level":                    "",
+	"per-account-metrics":              "true",
 }
 
 // effectiveFlags returns the flag values args leave the manager with (a bare boolean

@@ -363,7 +363,7 @@ func TestReconcileAPINotServed(t *testing.T) {
 			}
 		}
 	}
-	if evs := f.eventsOf("BatchAccount"); !slices.Contains(evs, "Warning AdmittedAPINotServed") {
-		t.Errorf("account events %v, want a Warning AdmittedAPINotServed", evs)
+	if evs := f.eventsOf("BatchAccount"); !slices.Contains(evs, "Warning APINotServed") {
+		t.Errorf("account events %v, want a Warning APINotServed", evs)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
@@ -82,6 +83,10 @@ type Reconciler struct {
 	// Ledger decides which ShardResults chunks count (only those the manager signed) and
 	// signs the chunks capture writes; nil is a Ledger with a key of this reconciler only.
 	Ledger *Ledger
+	// ShortFormTTL is how long a short-form account whose spec sets no
+	// ttlSecondsAfterFinished is kept after its batch finished (see batchFinished); 0
+	// keeps it.
+	ShortFormTTL time.Duration
 
 	deletedJobs    deletedJobs
 	criteriaOnce   sync.Once
@@ -116,6 +121,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.Metrics.reconciled()
+	if left, ok := r.expiresIn(&ba, r.now()); ok && left <= 0 {
+		// Judged on the status as written: a batch that finished stays finished until its
+		// spec changes, and the delete is conditional on the version read.
+		return ctrl.Result{}, r.collect(ctx, &ba)
+	}
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	obs, seen, workloads, err := r.observeAccount(ctx, &ba, m)
 	if err != nil {
@@ -166,6 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		r.Metrics.statusWritten()
+		r.Metrics.verdictWritten(prev, &ba.Status, now)
 		r.accountWaits.wrote(ba.UID)
 		// Events follow only the write that recorded the change: the update carries the
 		// resourceVersion read, so a replica with a stale cache, or a second replica
@@ -184,16 +195,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// ba.Status is now what the API server holds, written or already equal: the gauges
 	// follow it even when nothing was written (e.g. after a controller restart).
-	r.Metrics.accountObserved(&ba)
+	r.Metrics.accountObserved(&ba, localQueues(seen))
+	// Retention brings it back when its TTL after the batch finished has passed.
+	if left, ok := r.expiresIn(&ba, now); ok {
+		due = soonest(due, max(left, time.Millisecond))
+	}
 	// Progress deferred on any Workload brings the account back when it is due.
 	for _, wl := range workloads {
 		wait, err := r.publish(ctx, wl, &ba)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if wait > 0 && (due == 0 || wait < due) {
-			due = wait
-		}
+		due = soonest(due, wait)
 	}
 	return ctrl.Result{RequeueAfter: due}, nil
 }
@@ -220,6 +233,33 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 		}
 	}
 	return obs, seen, workloads, nil
+}
+
+// localQueues are the Kueue LocalQueues of the observed targets: their Workloads'
+// queueName, else their Jobs' kueue.x-k8s.io/queue-name label.
+func localQueues(seen map[string]observed) []string {
+	var out []string
+	for _, o := range seen {
+		job := o.obs.Job
+		if job == nil {
+			job = o.obs.DeletedJob
+		}
+		switch {
+		case o.workload != nil && o.workload.Spec.QueueName != "":
+			out = append(out, string(o.workload.Spec.QueueName))
+		case job != nil && job.Labels[kueueconstants.QueueLabel] != "":
+			out = append(out, job.Labels[kueueconstants.QueueLabel])
+		}
+	}
+	return out
+}
+
+// soonest is the earlier of two requeue delays, 0 meaning none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 func (r *Reconciler) writer() StatusWriter {

@@ -86,9 +86,9 @@ func TestReconcileWritesStatusOnceThenEmits(t *testing.T) {
 			objs:             []client.Object{accountOfJ().Obj(), complete, workloadOfJ(complete).Obj()},
 			wantStatusWrites: 1,
 			wantAccountEvents: []string{
-				"Normal AdmittedFinished", "Normal ShardsCoveredAllShardsCovered", "Normal TerminatedComplete", "Normal AcceptedAccepted",
+				"Normal Admitted", "Normal ShardsCovered", "Normal Terminated", "Normal Accepted",
 			},
-			wantWorkloadEvents: []string{"Normal ShardsCoveredAllShardsCovered", "Normal AcceptedAccepted"},
+			wantWorkloadEvents: []string{"Normal ShardsCovered", "Normal Accepted"},
 			wantCovered:        "True AllShardsCovered",
 		},
 		{
@@ -103,8 +103,8 @@ func TestReconcileWritesStatusOnceThenEmits(t *testing.T) {
 			settle:             true,
 			change:             func(t *testing.T, c client.Client) { writeStatus(t, c, complete) },
 			wantStatusWrites:   1,
-			wantAccountEvents:  []string{"Normal ShardsCoveredAllShardsCovered", "Normal TerminatedComplete", "Normal AcceptedAccepted"},
-			wantWorkloadEvents: []string{"Normal ShardsCoveredAllShardsCovered", "Normal AcceptedAccepted"},
+			wantAccountEvents:  []string{"Normal ShardsCovered", "Normal Terminated", "Normal Accepted"},
+			wantWorkloadEvents: []string{"Normal ShardsCovered", "Normal Accepted"},
 			wantCovered:        "True AllShardsCovered",
 		},
 		{

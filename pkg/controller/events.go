@@ -15,8 +15,8 @@ const EventActionVerdict = "Verdict"
 type verdictEvent struct {
 	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
 	Type string
-	// Reason is <Condition><Reason>, e.g. ShardsCoveredAllShardsCovered: one event
-	// series per transition, so a repeat of the same transition aggregates.
+	// Reason names what happened in a word or two, as Kueue's reasons do (Accepted,
+	// ResultRejected, NoLongerAccepted): see eventReason.
 	Reason string
 	// Note is <Condition>=<Status>: <message>.
 	Note string
@@ -93,5 +93,58 @@ func eventOf(prev []metav1.Condition, c metav1.Condition, typ string) verdictEve
 	if c.Status == metav1.ConditionFalse && (!expectedWaits[c.Reason] || apimeta.IsStatusConditionTrue(prev, c.Type)) {
 		kind = corev1.EventTypeWarning
 	}
-	return verdictEvent{Type: kind, Reason: c.Type + c.Reason, Note: typ + "=" + string(c.Status) + ": " + c.Message}
+	return verdictEvent{Type: kind, Reason: eventReason(prev, c), Note: typ + "=" + string(c.Status) + ": " + c.Message}
+}
+
+// verdictWords are the event reasons of each condition: the milestone it reaching True
+// is, its fall from True, and its turning False for a problem when the condition's own
+// reason would not say it alone (see eventReason).
+var verdictWords = map[string]struct{ milestone, fall, problem string }{
+	v1alpha1.ConditionAssignmentValid: {"AssignmentValid", "AssignmentInvalid", "AssignmentInvalid"},
+	v1alpha1.ConditionAdmitted:        {"Admitted", "NoLongerAdmitted", "NotAdmitted"},
+	v1alpha1.ConditionShardsCovered:   {"ShardsCovered", "ShardsNoLongerCovered", "ShardsNotCovered"},
+	v1alpha1.ConditionTerminated:      {"Terminated", "NoLongerTerminated", ""},
+	v1alpha1.ConditionResultsAccepted: {"ResultsAccepted", "ResultsNoLongerAccepted", ""},
+	v1alpha1.ConditionAccepted:        {"Accepted", "NoLongerAccepted", "NotAccepted"},
+}
+
+// ownReasons are the condition reasons that are event reasons as they stand, each for
+// the one condition that decides it: the others only repeat it (Accepted copies the
+// reason of the first unmet observation), and get their own words instead.
+var ownReasons = map[string]map[string]bool{
+	v1alpha1.ConditionAdmitted:        {v1alpha1.ReasonEvicted: true, v1alpha1.ReasonAPINotServed: true},
+	v1alpha1.ConditionTerminated:      {v1alpha1.ReasonTargetFailed: true, v1alpha1.ReasonTargetDeleted: true},
+	v1alpha1.ConditionResultsAccepted: {v1alpha1.ReasonResultRejected: true, v1alpha1.ReasonMissingResult: true, v1alpha1.ReasonRuleInvalid: true},
+}
+
+// eventReason is the reason of the event about a changed condition: one CamelCase word or
+// short phrase naming what happened, as Kueue's own reasons do, so that `kubectl get
+// events` reads the same beside them. The mapping is one-to-one from (condition, kind of
+// change) to reason: an events.k8s.io recorder folds events of one object, type and reason
+// into one series keeping the first note, so two conditions must never share a reason.
+//   - a reason of ownReasons names the cause on the condition that decides it
+//     (ResultRejected on ResultsAccepted, TargetFailed on Terminated, Evicted on Admitted);
+//   - otherwise reaching True is the milestone (Accepted, ShardsCovered), falling from
+//     True is NoLonger... (NoLongerAccepted), and turning False for a problem is Not...
+//     (NotAccepted) or AssignmentInvalid; the note says which condition and why.
+//
+// A condition the table does not know keeps <Condition><Reason>, unambiguous as well.
+func eventReason(prev []metav1.Condition, c metav1.Condition) string {
+	words, known := verdictWords[c.Type]
+	if !known {
+		return c.Type + c.Reason
+	}
+	switch {
+	case ownReasons[c.Type][c.Reason] && !(c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonTargetDeleted):
+		// Terminated True TargetDeleted is a Job deleted after covering its shards: its
+		// record stands, which is plain termination.
+		return c.Reason
+	case c.Status == metav1.ConditionTrue:
+		return words.milestone
+	case apimeta.IsStatusConditionTrue(prev, c.Type):
+		return words.fall
+	case words.problem != "":
+		return words.problem
+	}
+	return c.Type + c.Reason
 }

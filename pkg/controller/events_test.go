@@ -42,9 +42,9 @@ func TestVerdictEvents(t *testing.T) {
 		"no change, no event": {},
 		"coverage complete: Normal on both": {
 			changed: []metav1.Condition{covered},
-			wantAccount: []verdictEvent{{corev1.EventTypeNormal, "ShardsCoveredAllShardsCovered",
+			wantAccount: []verdictEvent{{corev1.EventTypeNormal, "ShardsCovered",
 				"ShardsCovered=True: 4/4 shards covered"}},
-			wantWorkload: []verdictEvent{{corev1.EventTypeNormal, "ShardsCoveredAllShardsCovered",
+			wantWorkload: []verdictEvent{{corev1.EventTypeNormal, "ShardsCovered",
 				"batchledger.dev/ShardsCovered=True: 4/4 shards covered"}},
 		},
 		"expected waits are no events: the conditions say where the batch waits": {
@@ -56,7 +56,7 @@ func TestVerdictEvents(t *testing.T) {
 		"a mapping fixed is an event": {
 			prev:        []metav1.Condition{duplicate},
 			changed:     []metav1.Condition{valid},
-			wantAccount: []verdictEvent{{corev1.EventTypeNormal, "AssignmentValidValid", "AssignmentValid=True: a partition"}},
+			wantAccount: []verdictEvent{{corev1.EventTypeNormal, "AssignmentValid", "AssignmentValid=True: a partition"}},
 		},
 		"True for another reason is no event": {
 			prev:    []metav1.Condition{admitted},
@@ -65,24 +65,24 @@ func TestVerdictEvents(t *testing.T) {
 		"a wait after a milestone is a fall from True: a Warning": {
 			prev:        []metav1.Condition{admitted},
 			changed:     []metav1.Condition{queued},
-			wantAccount: []verdictEvent{{corev1.EventTypeWarning, "AdmittedPending", "Admitted=False: not admitted by Kueue yet: job j"}},
+			wantAccount: []verdictEvent{{corev1.EventTypeWarning, "NoLongerAdmitted", "Admitted=False: not admitted by Kueue yet: job j"}},
 		},
 		"problems are Warnings; account-only conditions stay off the Workload": {
 			changed: []metav1.Condition{duplicate, rejected, terminated},
 			wantAccount: []verdictEvent{
-				{corev1.EventTypeWarning, "AssignmentValidAssignmentInvalid", "AssignmentValid=False: shard A assigned twice"},
-				{corev1.EventTypeWarning, "AcceptedResultRejected", "Accepted=False: result of C rejected"},
-				{corev1.EventTypeNormal, "TerminatedComplete", "Terminated=True: job j Complete"},
+				{corev1.EventTypeWarning, "AssignmentInvalid", "AssignmentValid=False: shard A assigned twice"},
+				{corev1.EventTypeWarning, "NotAccepted", "Accepted=False: result of C rejected"},
+				{corev1.EventTypeNormal, "Terminated", "Terminated=True: job j Complete"},
 			},
 			wantWorkload: []verdictEvent{
-				{corev1.EventTypeWarning, "AcceptedResultRejected", "batchledger.dev/Accepted=False: result of C rejected"},
+				{corev1.EventTypeWarning, "NotAccepted", "batchledger.dev/Accepted=False: result of C rejected"},
 			},
 		},
 		"a fall from Accepted is a Warning, even for a reason that is otherwise a wait": {
 			prev:         []metav1.Condition{accepted},
 			changed:      []metav1.Condition{pending},
-			wantAccount:  []verdictEvent{{corev1.EventTypeWarning, "AcceptedResultsPending", "Accepted=False: waiting for results of A-D"}},
-			wantWorkload: []verdictEvent{{corev1.EventTypeWarning, "AcceptedResultsPending", "batchledger.dev/Accepted=False: waiting for results of A-D"}},
+			wantAccount:  []verdictEvent{{corev1.EventTypeWarning, "NoLongerAccepted", "Accepted=False: waiting for results of A-D"}},
+			wantWorkload: []verdictEvent{{corev1.EventTypeWarning, "NoLongerAccepted", "batchledger.dev/Accepted=False: waiting for results of A-D"}},
 		},
 		"durable-ledger reasons are Warnings": {
 			changed: []metav1.Condition{
@@ -91,16 +91,47 @@ func TestVerdictEvents(t *testing.T) {
 				cond(v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonRuleInvalid, "rule does not compile"),
 			},
 			wantAccount: []verdictEvent{
-				{corev1.EventTypeWarning, "AcceptedMissingResult", "Accepted=False: no result for A"},
-				{corev1.EventTypeWarning, "TerminatedTargetDeleted", "Terminated=False: job j deleted"},
-				{corev1.EventTypeWarning, "ResultsAcceptedRuleInvalid", "ResultsAccepted=False: rule does not compile"},
+				{corev1.EventTypeWarning, "NotAccepted", "Accepted=False: no result for A"},
+				{corev1.EventTypeWarning, "TargetDeleted", "Terminated=False: job j deleted"},
+				{corev1.EventTypeWarning, "RuleInvalid", "ResultsAccepted=False: rule does not compile"},
 			},
-			wantWorkload: []verdictEvent{{corev1.EventTypeWarning, "AcceptedMissingResult", "batchledger.dev/Accepted=False: no result for A"}},
+			wantWorkload: []verdictEvent{{corev1.EventTypeWarning, "NotAccepted", "batchledger.dev/Accepted=False: no result for A"}},
+		},
+		"a failed Job is named by its reason, a Workload evicted as Kueue says it": {
+			prev: []metav1.Condition{admitted},
+			changed: []metav1.Condition{
+				cond(v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, "job j Failed (BackoffLimitExceeded)"),
+				cond(v1alpha1.ConditionAdmitted, metav1.ConditionFalse, v1alpha1.ReasonEvicted, "evicted by Kueue: job j"),
+			},
+			wantAccount: []verdictEvent{
+				{corev1.EventTypeNormal, "TargetFailed", "Terminated=True: job j Failed (BackoffLimitExceeded)"},
+				{corev1.EventTypeWarning, "Evicted", "Admitted=False: evicted by Kueue: job j"},
+			},
+		},
+		"a problem copied by Accepted is NotAccepted there, the cause on its own condition": {
+			changed: []metav1.Condition{
+				cond(v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "result of C rejected"),
+				rejected,
+				cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid, "by index only"),
+			},
+			wantAccount: []verdictEvent{
+				{corev1.EventTypeWarning, "ResultRejected", "ResultsAccepted=False: result of C rejected"},
+				{corev1.EventTypeWarning, "NotAccepted", "Accepted=False: result of C rejected"},
+				{corev1.EventTypeWarning, "ShardsNotCovered", "ShardsCovered=False: by index only"},
+			},
+			wantWorkload: []verdictEvent{
+				{corev1.EventTypeWarning, "NotAccepted", "batchledger.dev/Accepted=False: result of C rejected"},
+				{corev1.EventTypeWarning, "ShardsNotCovered", "batchledger.dev/ShardsCovered=False: by index only"},
+			},
+		},
+		"a Job deleted after covering its shards terminates it plainly": {
+			changed:     []metav1.Condition{cond(v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonTargetDeleted, "job j deleted")},
+			wantAccount: []verdictEvent{{corev1.EventTypeNormal, "Terminated", "Terminated=True: job j deleted"}},
 		},
 		"accepted": {
 			changed:      []metav1.Condition{accepted},
-			wantAccount:  []verdictEvent{{corev1.EventTypeNormal, "AcceptedAccepted", "Accepted=True: 4/4 shards accepted"}},
-			wantWorkload: []verdictEvent{{corev1.EventTypeNormal, "AcceptedAccepted", "batchledger.dev/Accepted=True: 4/4 shards accepted"}},
+			wantAccount:  []verdictEvent{{corev1.EventTypeNormal, "Accepted", "Accepted=True: 4/4 shards accepted"}},
+			wantWorkload: []verdictEvent{{corev1.EventTypeNormal, "Accepted", "batchledger.dev/Accepted=True: 4/4 shards accepted"}},
 		},
 	}
 	for name, tc := range cases {
@@ -112,5 +143,52 @@ func TestVerdictEvents(t *testing.T) {
 				t.Errorf("workload events (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestEventReasonsOneToOne: no two conditions share an event reason (whatever their
+// status and reason), since the recorder folds events of one reason on one object
+// into a series that keeps only the first note.
+func TestEventReasonsOneToOne(t *testing.T) {
+	reasons := []string{
+		v1alpha1.ReasonValid, v1alpha1.ReasonAssignmentInvalid, v1alpha1.ReasonDuplicateShard, v1alpha1.ReasonAdmitted,
+		v1alpha1.ReasonFinished, v1alpha1.ReasonPending, v1alpha1.ReasonEvicted, v1alpha1.ReasonAPINotServed,
+		v1alpha1.ReasonTargetDeleted, v1alpha1.ReasonAllShardsCovered, v1alpha1.ReasonComplete, v1alpha1.ReasonTargetFailed,
+		v1alpha1.ReasonAllResultsAccepted, v1alpha1.ReasonResultRejected, v1alpha1.ReasonMissingResult,
+		v1alpha1.ReasonRuleInvalid, v1alpha1.ReasonAccepted,
+	}
+	type kind struct{ condition, change string }
+	owner := map[string]kind{}
+	for typ := range verdictWords {
+		for _, reason := range reasons {
+			for _, status := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse} {
+				for _, wasTrue := range []bool{false, true} {
+					if wasTrue && status == metav1.ConditionTrue {
+						continue
+					}
+					var prev []metav1.Condition
+					change := "turned " + string(status)
+					if wasTrue {
+						prev = []metav1.Condition{cond(typ, metav1.ConditionTrue, "X", "")}
+						change = "fell to False"
+					}
+					got := eventReason(prev, cond(typ, status, reason, ""))
+					if status == metav1.ConditionFalse && !wasTrue && !ownReasons[typ][reason] {
+						change = "problem"
+					}
+					if status == metav1.ConditionTrue && !ownReasons[typ][reason] {
+						change = "milestone"
+					}
+					k := kind{typ, change}
+					if ownReasons[typ][reason] {
+						k = kind{typ, reason}
+					}
+					if o, seen := owner[got]; seen && o.condition != typ {
+						t.Errorf("reason %s is both %v and %v", got, o, k)
+					}
+					owner[got] = k
+				}
+			}
+		}
 	}
 }

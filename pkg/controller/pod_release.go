@@ -139,7 +139,7 @@ func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if err := r.Patch(ctx, &pod, patch); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.Metrics.podReleased()
+	r.Metrics.podReleased(r.now().Sub(holdStart(&pod)))
 	r.releasedUnrecorded(ctx, &pod, v)
 	return ctrl.Result{}, nil
 }
@@ -334,7 +334,7 @@ func (r *PodReleaser) ReleaseOutOfScope(ctx context.Context, req ctrl.Request) (
 	if err := r.Patch(ctx, pod, patch); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.Metrics.podReleased()
+	r.Metrics.podReleased(r.now().Sub(holdStart(pod)))
 	if r.Recorder != nil {
 		scope, labelled := pod.Labels[v1alpha1.LabelScope]
 		was := "removed"
@@ -392,6 +392,15 @@ func finishedAt(pod *corev1.Pod) time.Time {
 		t = pod.CreationTimestamp.Time
 	}
 	return t
+}
+
+// holdStart is when a pod's hold for its result began to count, for the hold-time
+// histogram: its end, or its creation when it never finished.
+func holdStart(pod *corev1.Pod) time.Time {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return finishedAt(pod)
+	}
+	return pod.CreationTimestamp.Time
 }
 
 // deletionRequested is when the pod's deletion was asked for: its deletion timestamp

@@ -143,10 +143,15 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	results.UID = "results-uid"
 	train := wrappers.MakeBatchAccount("train", "ns").Shards("W").AssignJobSet("ts", "workers", 0, "0", "0").Obj()
 	short := wrappers.MakeJob("sf", "ns").Indexed(1).Annotation(v1alpha1.AnnotationInputRev, "D").Annotation(v1alpha1.AnnotationModelRev, "m").Annotation(v1alpha1.AnnotationShards, "A").Obj()
+	// done finished (Accepted) and its TTL passed: retention deletes it.
+	done := wrappers.MakeBatchAccount("done", "ns").Generation(1).Shards("A").AssignJob("gone", "0", "A").TTLSecondsAfterFinished(0).
+		Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", now).
+		TargetStatus(v1alpha1.TargetStatus{Name: "gone", Terminal: "Complete", TerminalObservedAt: &metav1.Time{Time: now}}).Obj()
+	done.Status.ObservedGeneration = 1
 	pod0 := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, reportOf(t, "A")).Finalizers(v1alpha1.ResultFinalizer).Obj()
 	pod1 := wrappers.MakeIndexPod(j, "j-1", 1).Succeeded(now, reportOf(t, "B")).Finalizers(v1alpha1.ResultFinalizer).Obj()
 
-	b := fake.NewClientBuilder().WithScheme(s).WithObjects(j, child, js, wl, results, train, short, pod0).
+	b := fake.NewClientBuilder().WithScheme(s).WithObjects(j, child, js, wl, results, train, done, short, pod0).
 		WithStatusSubresource(&v1alpha1.BatchAccount{}, &kueue.Workload{}).WithInterceptorFuncs(funcs).
 		// The API server serves this field selector; the fake client needs an index of it.
 		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} }).
@@ -171,6 +176,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	}
 	reconcile("results") // captures j-0 (chunk created), stamps j, writes status, publishes on the Workload
 	reconcile("train")   // stamps the suspended JobSet's template and its child
+	reconcile("done")    // deletes the account: its TTL after its batch finished passed
 	recording = false
 	if err := c.Create(ctx, pod1); err != nil {
 		t.Fatal(err)

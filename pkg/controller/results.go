@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -208,6 +209,8 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		return account.RecordedInOrder(rc.all()), critErr.Error(), nil
 	}
 	now := metav1.NewTime(r.now())
+	// ended are the end times of the pods whose results this capture records.
+	var ended []time.Time
 	for _, t := range m.Targets {
 		o, ok := obs[t.Key]
 		if !ok {
@@ -225,6 +228,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 				ordinal = -1
 			}
 			rc.add(res.Recorded(ordinal, now))
+			ended = append(ended, finishedAt(pod))
 		}
 	}
 	var refused []*v1alpha1.ShardResults
@@ -251,6 +255,10 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	if len(refused) > 0 {
 		ctrl.LoggerFrom(ctx).Info("namespace is being deleted: results that need a new ShardResults are not recorded", "chunks", len(refused))
 		rc.drop(refused)
+	} else {
+		// With a chunk refused, which pods' results were recorded is not worth working
+		// out for a namespace being deleted: none is observed.
+		r.Metrics.resultsCaptured(r.now(), ended)
 	}
 	return account.RecordedInOrder(rc.all()), "", nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,13 @@ type ShortFormReconciler struct {
 	// APIs are the optional APIs the cluster serves: no reconciler for a kind not
 	// served. nil: all.
 	APIs *ServedAPIs
+	// TTL is the retention of short-form accounts (Reconciler.ShortFormTTL; 0: kept).
+	// No account is created for a Job or JobSet that ended longer ago than it: retention
+	// deleted its account (or would at once), and creating it again would only repeat
+	// that whenever the manager starts.
+	TTL time.Duration
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
@@ -79,6 +87,10 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
+	if ended, ok := endedAt(obj); ok && r.TTL > 0 && !r.now().Before(ended.Add(r.TTL)) {
+		ctrl.LoggerFrom(ctx).V(1).Info("no account created: the short form's batch ended longer ago than the short-form TTL", "ended", ended)
+		return ctrl.Result{}, nil
+	}
 	ba := &v1alpha1.BatchAccount{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: obj.GetName(), Namespace: obj.GetNamespace(),
@@ -98,6 +110,33 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	default:
 		return ctrl.Result{}, err
 	}
+}
+
+func (r *ShortFormReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// endedAt is when a Job or JobSet recorded its terminal condition (Complete or Failed,
+// Completed or Failed); false while it has none.
+func endedAt(obj client.Object) (time.Time, bool) {
+	switch o := obj.(type) {
+	case *batchv1.Job:
+		for _, c := range o.Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				return c.LastTransitionTime.Time, true
+			}
+		}
+	case *jobsetapi.JobSet:
+		for _, c := range o.Status.Conditions {
+			if (c.Type == string(jobsetapi.JobSetCompleted) || c.Type == string(jobsetapi.JobSetFailed)) && c.Status == metav1.ConditionTrue {
+				return c.LastTransitionTime.Time, true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // newObject is an empty object of the reconciler's kind.

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +49,12 @@ func TestShortFormReconcile(t *testing.T) {
 		return w.AnnotationPairs(kv...).Obj()
 	}
 	valid := []string{inputRev, "D", modelRev, "m", shards, "A,B"}
+	// ended marks a Job Complete at t.
+	ended := func(j *batchv1.Job, at time.Time) *batchv1.Job {
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)})
+		return j
+	}
+	const shortFormTTL = 24 * time.Hour
 	// declared is the account job(valid...) declares, as the controller created it (but
 	// for the indexes, written as ranges: what they mean is compared, not their text).
 	declared := func() *wrappers.BatchAccountWrapper {
@@ -84,6 +93,14 @@ func TestShortFormReconcile(t *testing.T) {
 			wantCreate: wrappers.MakeBatchAccount("train", "ns").Revisions("D", "m").ShardCount("", 4).
 				AssignJobSet("train", "workers", 0, "0,1", "0,1").AssignJobSet("train", "workers", 1, "0,1", "2,3").
 				Label(v1alpha1.LabelShortFormOf, relations.KindJobSet).Obj(),
+		},
+		"a Job that ended within the short-form TTL: its account (the manager was down while it ran)": {
+			objs: []client.Object{ended(job(valid...), testNow.Add(-time.Hour))},
+			wantCreate: wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
+				AssignJobOrdinals("j", "0,1", "0,1").Label(v1alpha1.LabelShortFormOf, relations.KindJob).Obj(),
+		},
+		"a Job that ended longer ago than the short-form TTL: retention took its account, none again": {
+			objs: []client.Object{ended(job(valid...), testNow.Add(-shortFormTTL))},
 		},
 		"no short form: nothing":   {objs: []client.Object{job()}},
 		"the Job is gone: nothing": {},
@@ -194,7 +211,7 @@ func TestShortFormReconcile(t *testing.T) {
 			var before v1alpha1.BatchAccount
 			existed := f.c.Get(context.Background(), key, &before) == nil
 			f.reset()
-			r := &ShortFormReconciler{Client: f.c, Recorder: f, Kind: kind}
+			r := &ShortFormReconciler{Client: f.c, Recorder: f, Kind: kind, TTL: shortFormTTL, Now: func() time.Time { return testNow }}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
 			if (err != nil) != tc.wantErr || retried(res, err) != tc.wantErr {
 				t.Fatalf("reconcile = %+v, %v; want retried: %v", res, err, tc.wantErr)

@@ -118,6 +118,12 @@ func (w *BatchAccountWrapper) Target(ref v1alpha1.TargetRef) *BatchAccountWrappe
 	return w
 }
 
+// TTLSecondsAfterFinished sets how long the account is kept after its batch finished.
+func (w *BatchAccountWrapper) TTLSecondsAfterFinished(s int32) *BatchAccountWrapper {
+	w.Spec.TTLSecondsAfterFinished = &s
+	return w
+}
+
 // UID sets the account's UID (its result chunks are named after it).
 func (w *BatchAccountWrapper) UID(uid string) *BatchAccountWrapper {
 	w.ObjectMeta.UID = types.UID(uid)

@@ -81,6 +81,15 @@ type BatchAccountSpec struct {
 	// Acceptance is the agreed result criterion for shard outputs.
 	// +optional
 	Acceptance *AcceptanceCriterion `json:"acceptance,omitempty"`
+
+	// TTLSecondsAfterFinished, when set, is how long the account is kept once its batch
+	// finished: every target terminated (or was deleted) and the verdict can no longer
+	// change without a repair (Accepted, or not acceptable as it stands). The manager then
+	// deletes the account; its ShardResults go with it. Unset keeps the account, except
+	// that a short-form account gets the manager's default (--short-form-ttl).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // ShardPopulation is the declared set of shards: either explicit names, or the compact

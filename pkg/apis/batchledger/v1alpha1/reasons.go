@@ -121,8 +121,8 @@ const (
 	RejectionDuplicateIndex = "DuplicateIndex"
 )
 
-// Reasons of the events batchledger emits besides verdict changes (whose reason is the
-// condition type followed by the condition's reason).
+// Reasons of the events batchledger emits besides verdict changes (whose reasons are
+// chosen in pkg/controller/events.go).
 const (
 	// EventReasonResultNotRecorded: a succeeded pod was released after holding it the
 	// maximum time for a result that was never recorded.

@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// DefaultShortFormTTL is how long a short-form account is kept after its batch
+// finished when its spec sets no TTL: a short form creates one account per Job and
+// deliberately does not own it, so without a default they would pile up for good.
+const DefaultShortFormTTL = 7 * 24 * time.Hour
+
+// blockedReasons are the reasons Accepted is False for that no observation can change
+// once every target ended: only a repair (a spec change) can. Every other reason is a
+// wait (ResultsPending: results of ended Jobs are still being captured) or needs an
+// operator's fix that keeps the results (RuleInvalid), so it is never final.
+var blockedReasons = map[string]bool{
+	v1alpha1.ReasonAssignmentInvalid: true,
+	v1alpha1.ReasonTargetDeleted:     true,
+	v1alpha1.ReasonShardsMissing:     true,
+	v1alpha1.ReasonResultRejected:    true,
+	v1alpha1.ReasonMissingResult:     true,
+}
+
+// batchFinished reports whether the account's batch reached a final verdict, and when.
+// Final means the status judges the current spec (observedGeneration), every target's
+// Job recorded its terminal condition or was deleted, and Accepted is True or False for
+// a reason of blockedReasons: the verdict can no longer change without a repair. It was
+// reached at the latest of Accepted's last transition and the targets' ends, so that a
+// verdict that stood False since the batch began counts from when its last Job ended.
+func batchFinished(ba *v1alpha1.BatchAccount) (time.Time, bool) {
+	st := &ba.Status
+	accepted := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted)
+	if accepted == nil || st.ObservedGeneration != ba.Generation || len(st.Targets) == 0 {
+		return time.Time{}, false
+	}
+	if accepted.Status != metav1.ConditionTrue && !(accepted.Status == metav1.ConditionFalse && blockedReasons[accepted.Reason]) {
+		return time.Time{}, false
+	}
+	at := accepted.LastTransitionTime.Time
+	for i := range st.Targets {
+		t := &st.Targets[i]
+		var ended *metav1.Time
+		switch {
+		case t.Terminal != "":
+			ended = t.TerminalObservedAt
+		case t.Deleted:
+			ended = t.DeletedAt
+		default:
+			return time.Time{}, false
+		}
+		if ended != nil && ended.After(at) {
+			at = ended.Time
+		}
+	}
+	return at, true
+}
+
+// retention is how long the account is kept after its batch finished: its spec's
+// ttlSecondsAfterFinished, else ShortFormTTL for a short-form account. false: kept.
+func (r *Reconciler) retention(ba *v1alpha1.BatchAccount) (time.Duration, bool) {
+	if ttl := ba.Spec.TTLSecondsAfterFinished; ttl != nil {
+		return time.Duration(*ttl) * time.Second, true
+	}
+	if ba.Labels[v1alpha1.LabelShortFormOf] != "" && r.ShortFormTTL > 0 {
+		return r.ShortFormTTL, true
+	}
+	return 0, false
+}
+
+// expiresIn is how long the account has left before retention deletes it; false while
+// it is kept (no TTL, or its batch has not finished).
+func (r *Reconciler) expiresIn(ba *v1alpha1.BatchAccount, now time.Time) (time.Duration, bool) {
+	ttl, ok := r.retention(ba)
+	if !ok || ba.DeletionTimestamp != nil {
+		return 0, false
+	}
+	finished, ok := batchFinished(ba)
+	if !ok {
+		return 0, false
+	}
+	return finished.Add(ttl).Sub(now), true
+}
+
+// +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=delete
+
+// collect deletes an account whose TTL after its batch finished has passed. The delete
+// is conditional on the UID and resourceVersion read, so an account changed since (a
+// repair appended, which may reopen its verdict) is judged again instead. Its
+// ShardResults are owned by it: the garbage collector deletes them (the ledger policy
+// lets the garbage collector, and only it, delete chunks). A Job still held for the
+// account's record is released by the job-record controller, which holds Jobs only for
+// live accounts.
+func (r *Reconciler) collect(ctx context.Context, ba *v1alpha1.BatchAccount) error {
+	err := r.Delete(ctx, ba, client.Preconditions{UID: &ba.UID, ResourceVersion: &ba.ResourceVersion},
+		client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.Metrics.accountCollected()
+	ctrl.LoggerFrom(ctx).V(1).Info("account deleted: its batch finished longer ago than its TTL")
+	return nil
+}

@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestRetention: an account is deleted once its batch finished (Accepted, or blocked with
+// every target ended) longer ago than its TTL, brought back by a requeue at that moment
+// until then, and kept for good while its batch runs or when no TTL applies; short-form
+// accounts without a TTL of their own get the manager's default.
+func TestRetention(t *testing.T) {
+	complete := jobJ(v1alpha1.ScopeCoverage).Completed("0-1", 2).Complete(testNow).Obj()
+	running := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).Obj()
+	failed := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).FailedIndexes("1").Failed("BackoffLimitExceeded", testNow).Obj()
+	shortForm := func() *wrappers.BatchAccountWrapper {
+		return accountOfJ().Label(v1alpha1.LabelShortFormOf, "Job")
+	}
+	cases := []struct {
+		name         string
+		account      *v1alpha1.BatchAccount
+		job          *batchv1.Job
+		shortFormTTL time.Duration
+		// at is how long after the batch finished (testNow) the measured reconcile runs.
+		at          time.Duration
+		wantDeleted bool
+		// wantRequeue is the RequeueAfter of the measured reconcile.
+		wantRequeue time.Duration
+	}{
+		{name: "still running: kept, whatever its TTL", account: accountOfJ().TTLSecondsAfterFinished(0).Obj(), job: running, at: time.Hour},
+		{name: "accepted, TTL not passed: requeued when it passes", account: accountOfJ().TTLSecondsAfterFinished(3600).Obj(), job: complete,
+			at: 10 * time.Minute, wantRequeue: 50 * time.Minute},
+		{name: "accepted, TTL passed: deleted", account: accountOfJ().TTLSecondsAfterFinished(3600).Obj(), job: complete,
+			at: time.Hour, wantDeleted: true},
+		{name: "accepted, TTL 0: deleted at once", account: accountOfJ().TTLSecondsAfterFinished(0).Obj(), job: complete, wantDeleted: true},
+		{name: "blocked (the Job failed, a shard missing), TTL passed: deleted", account: accountOfJ().TTLSecondsAfterFinished(60).Obj(), job: failed,
+			at: time.Minute, wantDeleted: true},
+		{name: "no TTL: kept for good", account: accountOfJ().Obj(), job: complete, shortFormTTL: time.Hour, at: 365 * 24 * time.Hour},
+		{name: "short form without a TTL: the manager's default", account: shortForm().Obj(), job: complete, shortFormTTL: time.Hour,
+			at: time.Hour, wantDeleted: true},
+		{name: "short form, default not passed: requeued", account: shortForm().Obj(), job: complete, shortFormTTL: time.Hour,
+			at: time.Minute, wantRequeue: 59 * time.Minute},
+		{name: "short form, default off: kept", account: shortForm().Obj(), job: complete, at: 365 * 24 * time.Hour},
+		{name: "short form with a TTL of its own: that one", account: shortForm().TTLSecondsAfterFinished(7200).Obj(), job: complete,
+			shortFormTTL: time.Hour, at: time.Hour, wantRequeue: time.Hour},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, tc.account, tc.job, workloadOfJ(tc.job).Obj())
+			m := newMetrics(prometheus.NewRegistry())
+			r := f.reconciler()
+			r.ShortFormTTL, r.Metrics = tc.shortFormTTL, m
+			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}
+			// The first reconcile, at testNow, writes the verdict.
+			if _, err := r.Reconcile(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			r.Now = func() time.Time { return testNow.Add(tc.at) }
+			res, err := r.Reconcile(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{})
+			if deleted := apierrors.IsNotFound(err); deleted != tc.wantDeleted {
+				t.Fatalf("deleted = %v (%v), want %v", deleted, err, tc.wantDeleted)
+			}
+			if !tc.wantDeleted && res.RequeueAfter != tc.wantRequeue {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
+			}
+			wantCollected := 0.0
+			if tc.wantDeleted {
+				wantCollected = 1
+			}
+			if got := testutil.ToFloat64(m.Collected); got != wantCollected {
+				t.Errorf("batchledger_accounts_collected_total = %v, want %v", got, wantCollected)
+			}
+		})
+	}
+}
+
+// TestBatchFinished: the final verdict and when it was reached, from the status alone.
+func TestBatchFinished(t *testing.T) {
+	ended := func(at time.Time) v1alpha1.TargetStatus {
+		return v1alpha1.TargetStatus{Name: "j", Terminal: "Complete", TerminalObservedAt: &metav1.Time{Time: at}}
+	}
+	deleted := func(at time.Time) v1alpha1.TargetStatus {
+		return v1alpha1.TargetStatus{Name: "k", Deleted: true, DeletedAt: &metav1.Time{Time: at}}
+	}
+	base := func() *wrappers.BatchAccountWrapper {
+		w := wrappers.MakeBatchAccount("acct", "ns").Generation(2)
+		w.Status.ObservedGeneration = 2
+		return w
+	}
+	accepted := v1alpha1.ConditionAccepted
+	cases := []struct {
+		name     string
+		account  *v1alpha1.BatchAccount
+		wantAt   time.Time
+		finished bool
+	}{
+		{name: "no status yet", account: base().Obj()},
+		{name: "accepted: when it turned True",
+			account: base().Condition(accepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", testNow).
+				TargetStatus(ended(testNow.Add(-time.Minute))).Obj(),
+			wantAt: testNow, finished: true},
+		{name: "the status judges an older spec: not yet",
+			account: func() *v1alpha1.BatchAccount {
+				ba := base().Condition(accepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", testNow).TargetStatus(ended(testNow)).Obj()
+				ba.Generation = 3
+				return ba
+			}()},
+		{name: "blocked since the start: when the last target ended",
+			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "", testNow.Add(-time.Hour)).
+				TargetStatus(ended(testNow.Add(-time.Minute))).TargetStatus(deleted(testNow)).Obj(),
+			wantAt: testNow, finished: true},
+		{name: "shards missing while a target runs: a wait",
+			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "", testNow).
+				TargetStatus(ended(testNow)).TargetStatus(v1alpha1.TargetStatus{Name: "k", Found: true}).Obj()},
+		{name: "results still being captured: a wait",
+			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, "", testNow).
+				TargetStatus(ended(testNow)).Obj()},
+		{name: "a rule that does not compile keeps its results for a fix",
+			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonRuleInvalid, "", testNow).
+				TargetStatus(ended(testNow)).Obj()},
+		{name: "a result rejected, every Job ended",
+			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "", testNow).
+				TargetStatus(ended(testNow)).Obj(),
+			wantAt: testNow, finished: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			at, ok := batchFinished(tc.account)
+			if ok != tc.finished || !at.Equal(tc.wantAt) {
+				t.Errorf("batchFinished = %v, %v; want %v, %v", at, ok, tc.wantAt, tc.finished)
+			}
+		})
+	}
+}
