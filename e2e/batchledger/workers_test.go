@@ -96,7 +96,7 @@ func TestPodsAreToldTheirShard(t *testing.T) {
 	framework.WaitForJobCondition(t, job, batchv1.JobFailed)
 	waitAccount(t, f, "ij245", "shard A missing", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Missing == "A" })
 
-	plan, err := cli.Repair(f.Ctx, f.Client, f.Namespace, "ij245", false)
+	plan, err := cli.Repair(f.Ctx, f.Client, f.Namespace, "ij245", cli.DryRunNone)
 	if err != nil {
 		t.Fatalf("repair: %v", err)
 	}
