@@ -124,7 +124,7 @@ input and model revision, and were their outputs accepted?`,
 		SilenceUsage:  true,
 	}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExplainCommand(o), newGetCommand(o), newRepairCommand(o), newWatchCommand(o), newMapCommand(o), newReleaseCommand(o))
+	root.AddCommand(newExplainCommand(o), newGetCommand(o), newRepairCommand(o), newWatchCommand(o), newMapCommand(o), newReleaseCommand(o), newVersionCommand(o))
 	return root
 }
 
