@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -307,6 +308,9 @@ func (b *builder) plugins(ctx context.Context) error {
 		if err := b.goBuild(ctx, p, pluginPackage, bin); err != nil {
 			return err
 		}
+		if err := b.checkStamp(ctx, p, bin, "version"); err != nil {
+			return err
+		}
 		exe, err := os.ReadFile(bin)
 		if err != nil {
 			return err
@@ -330,6 +334,9 @@ func (b *builder) managerImage(ctx context.Context) error {
 		if err := b.goBuild(ctx, p, managerPackage, bin); err != nil {
 			return err
 		}
+		if err := b.checkStamp(ctx, p, bin, "--version"); err != nil {
+			return err
+		}
 		spec.Binaries = append(spec.Binaries, platformBinary{p, bin})
 	}
 	idx, err := buildImageIndex(spec)
@@ -351,6 +358,22 @@ func (b *builder) goBuild(ctx context.Context, p v1.Platform, pkg, out string) e
 	fmt.Fprintf(os.Stderr, "release:   %s for %s/%s\n", pkg, p.OS, p.Architecture)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build %s for %s: %w", pkg, p.String(), err)
+	}
+	return nil
+}
+
+// checkStamp runs a binary built for this machine's platform with args and checks that
+// it says it is the release; binaries for other platforms are not run.
+func (b *builder) checkStamp(ctx context.Context, p v1.Platform, bin string, args ...string) error {
+	if p.OS != runtime.GOOS || p.Architecture != runtime.GOARCH {
+		return nil
+	}
+	out, err := b.output(ctx, bin, args...)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(string(out), b.o.version+" (") {
+		return fmt.Errorf("%s %s printed %q, want the version %s", filepath.Base(bin), strings.Join(args, " "), out, b.o.version)
 	}
 	return nil
 }
