@@ -54,9 +54,10 @@ func TestReleaseConfigMatchesTheRepository(t *testing.T) {
 	}
 }
 
-// TestChartVersionIsTheRelease: the chart in the repository carries the latest release:
-// appVersion is a release version, the chart's version is it without the v, and
-// CHANGELOG.md has its section.
+// TestChartVersionIsTheRelease: the repository carries the latest release: the chart's
+// appVersion is a release version, the chart's version is it without the v, config/manager
+// runs that release's image (as the chart does by default: `make verify-install` compares
+// the two), and CHANGELOG.md has its section.
 func TestChartVersionIsTheRelease(t *testing.T) {
 	var chart struct {
 		Version     string `json:"version"`
@@ -74,6 +75,9 @@ func TestChartVersionIsTheRelease(t *testing.T) {
 	}
 	if chart.KubeVersion == "" {
 		t.Error("Chart.yaml has no kubeVersion")
+	}
+	if want := "image: " + managerImageName + ":" + chart.AppVersion + "\n"; !strings.Contains(readRepoFile(t, "config/manager/manager.yaml"), want) {
+		t.Errorf("config/manager/manager.yaml does not run %q", strings.TrimSpace(want))
 	}
 	heading := regexp.MustCompile(`(?m)^## \[` + regexp.QuoteMeta(chart.AppVersion) + `\] - \d{4}-\d{2}-\d{2}$`)
 	if !heading.MatchString(readRepoFile(t, "CHANGELOG.md")) {
