@@ -76,8 +76,8 @@ func TestChartVersionIsTheRelease(t *testing.T) {
 	if chart.KubeVersion == "" {
 		t.Error("Chart.yaml has no kubeVersion")
 	}
-	if want := "image: " + managerImageName + ":" + chart.AppVersion + "\n"; !strings.Contains(readRepoFile(t, "config/manager/manager.yaml"), want) {
-		t.Errorf("config/manager/manager.yaml does not run %q", strings.TrimSpace(want))
+	if want := "- name: " + managerImageName + "\n  newTag: " + chart.AppVersion + "\n"; !strings.Contains(readRepoFile(t, "config/manager/kustomization.yaml"), want) {
+		t.Errorf("config/manager/kustomization.yaml does not set the image tag %s:\n%s", chart.AppVersion, want)
 	}
 	heading := regexp.MustCompile(`(?m)^## \[` + regexp.QuoteMeta(chart.AppVersion) + `\] - \d{4}-\d{2}-\d{2}$`)
 	if !heading.MatchString(readRepoFile(t, "CHANGELOG.md")) {
