@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 # GOGC for the compiler in our builds (hack/lib.sh BUILD_GOGC says why); $GOGC wins.
 BUILD_GOGC ?= $(or $(GOGC),400)
-PKGS_UNIT := ./pkg/... ./cmd/... ./hack/cluster/... ./hack/bench/... ./hack/soak/... ./hack/kind/... ./internal/testsupport/kwok/... ./internal/testsupport/scrape/... ./internal/testsupport/report/...
+PKGS_UNIT := ./pkg/... ./cmd/... ./hack/release/... ./hack/cluster/... ./hack/bench/... ./hack/soak/... ./hack/kind/... ./internal/testsupport/kwok/... ./internal/testsupport/scrape/... ./internal/testsupport/report/...
 # The local control plane's own tests start its processes: they need `make binaries`.
 PKGS_E2E := ./e2e/... ./internal/testsupport/localcluster/...
 E2E_TIMEOUT ?= 40m
@@ -67,12 +67,14 @@ golangci-lint: ## golangci-lint with .golangci.yml (pinned in hack/tools/golangc
 lint: vet golangci-lint verify-generate verify-install verify-tools ## Every static check CI runs.
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# -ldflags that stamp VERSION into a binary (pkg/version); hack/release stamps the same.
+VERSION_LDFLAGS := -s -w -X batchledger.dev/batchledger/pkg/version.Version=$(VERSION)
 
 .PHONY: build
 build: ## Build the manager into bin/ exactly as the Dockerfile's build stage does.
-	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags "-s -w -X batchledger.dev/batchledger/pkg/version.Version=$(VERSION)" -o bin/batchledger ./cmd/batchledger
-	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -o bin/kubectl-batchledger ./cmd/kubectl-batchledger
-	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -o bin/kubectl_complete-batchledger ./cmd/kubectl_complete-batchledger
+	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags "$(VERSION_LDFLAGS)" -o bin/batchledger ./cmd/batchledger
+	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags "$(VERSION_LDFLAGS)" -o bin/kubectl-batchledger ./cmd/kubectl-batchledger
+	CGO_ENABLED=0 GOGC=$(BUILD_GOGC) $(GO) build -trimpath -ldflags "$(VERSION_LDFLAGS)" -o bin/kubectl_complete-batchledger ./cmd/kubectl_complete-batchledger
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
@@ -159,6 +161,16 @@ verify-install: helm-lint kustomize-build ## Check that the chart and config/def
 .PHONY: test-install
 test-install: binaries install-tools ## Run config/default's manager (self-managed certificates, its own RBAC) on a local control plane.
 	INSTALLCHECK_REQUIRE_TOOLS=1 HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) $(GO) test -count=1 -timeout 10m -run '^(TestSelfManagedCertificatesOnLocalCluster|TestPodPatchPolicyOnLocalCluster|TestHeldPodScopePolicyOnLocalCluster|TestLedgerPolicyOnLocalCluster|TestUninstallHookOnLocalCluster)$$' ./hack/installcheck/
+
+##@ Release
+
+# The manager image repository the release's install.yaml and chart default to.
+IMAGE ?= batchledger
+RELEASE_OUT := _output/release
+
+.PHONY: release
+release: install-tools ## Build the release offline into _output/release: install.yaml, the packaged chart, the plugin for linux/darwin x amd64/arm64, the manager image (OCI archive, linux/amd64+arm64), SHA256SUMS (VERSION=vX.Y.Z IMAGE=registry/batchledger; ~minutes).
+	GOGC=$(BUILD_GOGC) $(GO) run ./hack/release --version=$(VERSION) --image=$(IMAGE) --out=$(RELEASE_OUT) --helm=$(HELM) --kustomize=$(KUSTOMIZE) --go=$(GO)
 
 ##@ Local cluster
 

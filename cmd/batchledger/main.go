@@ -59,6 +59,10 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if cfg.printVersion {
+		fmt.Println(version.Get().String())
+		os.Exit(0)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 	fail := func(err error, msg string, kv ...any) {
@@ -163,11 +167,14 @@ type config struct {
 	ledgerKeySecret                              string
 	perAccountMetrics                            bool
 	shortFormTTL                                 time.Duration
+	// printVersion: print the build (pkg/version) and exit, touching no cluster.
+	printVersion bool
 }
 
 // bindFlags registers the manager's flags on fs and returns the config they fill.
 func bindFlags(fs *flag.FlagSet) *config {
 	c := &config{}
+	fs.BoolVar(&c.printVersion, "version", false, "Print the version and exit.")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
 	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"flag"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +16,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/controller"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/version"
 )
 
 // TestConfig: the flags parse into the config, --cert-management takes one of its two
@@ -91,5 +96,36 @@ func TestAPIWiring(t *testing.T) {
 	}
 	if wa := w.watch(time.Second); wa.Wired != w.served || wa.Interval != time.Second {
 		t.Errorf("watch = %+v", wa)
+	}
+}
+
+// runMainEnv, set in the environment of the test binary, makes it run the manager's main
+// with the value as the stamped version (TestVersionFlag), instead of the tests.
+const runMainEnv = "BATCHLEDGER_TEST_RUN_MAIN_AS_VERSION"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(runMainEnv); v != "" {
+		version.Version = v
+		main()
+		// main returns only when the manager stops; --version must exit before.
+		fmt.Fprintln(os.Stderr, "main returned")
+		os.Exit(3)
+	}
+	os.Exit(m.Run())
+}
+
+// TestVersionFlag: `batchledger --version` prints the stamped version's one line and
+// exits 0 before it looks for a cluster (the kubeconfig given is absent).
+func TestVersionFlag(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "--version")
+	cmd.Env = append(os.Environ(), runMainEnv+"=v9.8.7", "KUBECONFIG="+filepath.Join(t.TempDir(), "absent"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("batchledger --version: %v; stderr %q", err, stderr.String())
+	}
+	got := stdout.String()
+	if !strings.HasPrefix(got, "v9.8.7 (") || strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, ")\n") {
+		t.Errorf("stdout = %q, want one line %q", got, "v9.8.7 (revision, go version platform)")
 	}
 }

@@ -133,6 +133,7 @@ input and model revision, and were their outputs accepted?`,
 	root.AddCommand(newWatchCommand(o))
 	root.AddCommand(newMapCommand(o))
 	root.AddCommand(newReleaseCommand(o))
+	root.AddCommand(newVersionCommand(o))
 	return root
 }
 

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"batchledger.dev/batchledger/pkg/version"
+)
+
+// newVersionCommand prints the plugin's own build: the release it was stamped with
+// (pkg/version), the source revision, the Go toolchain and the platform. It needs no
+// cluster, so that a bug report can always say which plugin it is about.
+func newVersionCommand(o *Options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the plugin's version",
+		Long: `version prints the release the plugin was built as, the source revision, the Go
+toolchain and the platform. -o json|yaml prints the same as an object. It does not
+contact the cluster: the manager's version is in its log's first line and in
+"batchledger --version".`,
+		Example: `  kubectl batchledger version
+  kubectl batchledger version -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			info := version.Get()
+			var b []byte
+			var err error
+			switch output {
+			case "":
+				_, err = fmt.Fprintln(o.Out, info.String())
+				return err
+			case "json":
+				b, err = json.MarshalIndent(info, "", "  ")
+				b = append(b, '\n')
+			case "yaml":
+				b, err = yaml.Marshal(info)
+			default:
+				return fmt.Errorf("unsupported output format %q: use json or yaml", output)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = o.Out.Write(b)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json or yaml (default: one line).")
+	return cmd
+}
