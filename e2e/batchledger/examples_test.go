@@ -2,6 +2,8 @@ package batchledger
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -19,7 +21,10 @@ import (
 )
 
 // examplesDir is the repository's examples/ folder, from this package's directory.
-const examplesDir = "../../examples"
+const (
+	examplesDir = "../../examples"
+	pythonDir   = "../../python"
+)
 
 // TestExamples applies the YAML of each folder of examples/ as written, finishes every pod
 // with the result the example worker computes from that pod's own environment, and checks
@@ -29,21 +34,19 @@ const examplesDir = "../../examples"
 func TestExamples(t *testing.T) {
 	examples := []struct {
 		dir string
+		// setup creates what the example's README has the user create first.
+		setup func(t *testing.T, f *framework.Framework)
 		// play drives the applied example to its verdict and checks it.
 		play func(t *testing.T, f *framework.Framework)
 	}{
-		{"indexed-job", playIndexedJob},
-		{"jobset-shortform", playJobSetShortForm},
+		{"indexed-job", nil, playIndexedJob},
+		{"jobset-shortform", nil, playJobSetShortForm},
+		{"python-worker", setupPythonWorker, playPythonWorker},
 	}
-	// Folders whose YAML a test of their own applies.
-	testedElsewhere := []string{"python-worker"}
 
 	tested := map[string]bool{}
 	for _, e := range examples {
 		tested[e.dir] = true
-	}
-	for _, dir := range testedElsewhere {
-		tested[dir] = true
 	}
 	yamls, err := filepath.Glob(filepath.Join(examplesDir, "*", "*.yaml"))
 	if err != nil {
@@ -57,6 +60,9 @@ func TestExamples(t *testing.T) {
 	for _, e := range examples {
 		t.Run(e.dir, func(t *testing.T) {
 			f := framework.New(t)
+			if e.setup != nil {
+				e.setup(t, f)
+			}
 			applyExample(t, f, e.dir)
 			e.play(t, f)
 		})
@@ -93,6 +99,56 @@ func playJobSetShortForm(t *testing.T, f *framework.Framework) {
 	waitAccountCondition(t, f, "infer", v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered)
 	waitAccountCondition(t, f, "infer", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	ba = waitAccount(t, f, "infer", "8 shards accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 8 })
+	if ba.Status.Results.Rejected != 0 {
+		t.Errorf("rejected results: %+v", ba.Status.Results)
+	}
+}
+
+// setupPythonWorker creates what examples/python-worker's job.yaml expects to exist: a
+// LocalQueue named default, and the ConfigMap python-worker holding the worker and the
+// module, as its comment has the user create them.
+func setupPythonWorker(t *testing.T, f *framework.Framework) {
+	h100Queue(f, "4")
+	data := map[string]string{}
+	for _, file := range []string{filepath.Join(examplesDir, "python-worker", "worker.py"), filepath.Join(pythonDir, "batchledger_worker.py")} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[filepath.Base(file)] = string(b)
+	}
+	f.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "python-worker", Namespace: f.Namespace}, Data: data})
+}
+
+// playPythonWorker: each of the four pods reports what the example's worker.py itself
+// writes when run with that pod's environment (the shard and revisions batchledger's
+// webhook annotated, through the downward API); the account says Accepted.
+func playPythonWorker(t *testing.T, f *framework.Framework) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the example's worker cannot run")
+	}
+	job := jobStatus(t, f, "python-demo")
+	framework.RunningPods(t, job, 4)
+	for i := range 4 {
+		pod := framework.RunningIndexPod(t, job, i)
+		log := filepath.Join(t.TempDir(), "termination-log")
+		cmd := exec.Command(py, filepath.Join(examplesDir, "python-worker", "worker.py"))
+		cmd.Env = []string{"PYTHONPATH=" + pythonDir, "BATCH_TERMINATION_LOG=" + log}
+		for k, v := range kwok.ContainerEnv(pod) {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("worker.py in pod %s: %v\n%s", pod.Name, err, out)
+		}
+		msg, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatalf("worker.py in pod %s wrote no result: %v", pod.Name, err)
+		}
+		framework.FinishPod(t, pod, 0, string(msg))
+	}
+	waitAccountCondition(t, f, "python-demo", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+	ba := waitAccount(t, f, "python-demo", "4 shards accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 4 })
 	if ba.Status.Results.Rejected != 0 {
 		t.Errorf("rejected results: %+v", ba.Status.Results)
 	}
