@@ -11,6 +11,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/result"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -209,7 +210,7 @@ func TestFromPodThroughAccount(t *testing.T) {
 		FromPod("job/j", "uid-j", 2, pod("p2", 2, "{"), "", crit),
 	}
 	out := account.Compute(account.Input{Namespace: "ns", Generation: 1, Spec: spec,
-		Observations: map[string]account.Observation{"job/j": {Job: job, SuccessfulPods: []account.PodAttempt{{UID: "p0", Index: 0}, {UID: "p1", Index: 1}, {UID: "p2", Index: 2}}}},
+		Observations: map[string]account.Observation{"job/j": {Job: jobkind.Facts(job), SuccessfulPods: []account.PodAttempt{{UID: "p0", Index: 0}, {UID: "p1", Index: 1}, {UID: "p2", Index: 2}}}},
 		Results:      results, Now: metav1.Now()})
 	rs := out.Status.Results
 	if rs.Rejected != 2 || len(rs.Rejections) != 2 {

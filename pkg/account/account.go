@@ -399,12 +399,12 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 	s.UID = job.UID
 	s.RestartAttempt = ts.obs.RestartAttempt
 	s.Completions = int32(f.completions)
-	s.PodScope = job.Spec.Template.Labels[v1alpha1.LabelScope]
+	s.PodScope = job.PodScope
 	s.SuccessPolicy = clipMessage(f.successPolicy, maxSuccessPolicy)
 	s.Required = f.required.String()
 	s.CompletedIndexes = f.completed.String()
 	s.FailedIndexes = f.failed.String()
-	s.Succeeded = job.Status.Succeeded
+	s.Succeeded = job.Succeeded
 	s.Terminal = f.terminal
 	s.TerminalReason = clipMessage(f.reason, maxReason)
 	s.TerminalObservedAt = f.terminalAt
@@ -415,7 +415,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 		addProblem(&s, "ignored corrupt Job status interval "+ig, lim)
 	}
 	attempts(&s, prev, ts.obs.SuccessfulPods, f.completed)
-	s.Admissions, s.AdmissionsDropped = admissions(prev, ts.obs.Workload, f.completed, job.Status.Succeeded, now, lim)
+	s.Admissions, s.AdmissionsDropped = admissions(prev, ts.obs.Workload, f.completed, job.Succeeded, now, lim)
 	return s, superseded, prev
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -64,7 +65,7 @@ func TestSuccessPolicy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := makeSpec(eight...).AssignJob("j", "0-7", eight...).SpecObj()
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: tc.job.Obj()}}).Status
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: tc.job.Facts()}}).Status
 			tgt := st.Targets[0]
 			if tgt.Required != tc.wantRequired || tgt.SuccessPolicy != tc.wantPolicy || tgt.Terminal != TerminalComplete {
 				t.Errorf("target = required %q policy %q terminal %q", tgt.Required, tgt.SuccessPolicy, tgt.Terminal)
@@ -82,7 +83,7 @@ func TestCrossJobAccount(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").SpecObj()
 	j := makeJob("j", "uid-j", 2).Completed("0,1", 2).Complete(jobCondAt)
 	k := makeJob("k", "uid-k", 2).Completed("1", 1)
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}, "job/k": {Job: k.Obj()}}).Status
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}, "job/k": {Job: k.Facts()}}).Status
 	if st.Shards.Covered != 3 || st.Shards.Missing != "C" {
 		t.Errorf("shards = %+v, want 3 covered, C missing", st.Shards)
 	}
@@ -90,7 +91,7 @@ func TestCrossJobAccount(t *testing.T) {
 	wantCond(t, st, v1alpha1.ConditionTerminated, "False", v1alpha1.ReasonAwaitingTermination, "not terminated: job k; coverage does not imply termination")
 
 	// Job k absent: its shards are missing and the account says it waits for it.
-	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
+	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, "2/4 shards covered; missing C, D = job k indexes 0,1; job k not found")
 	wantCond(t, st, v1alpha1.ConditionAdmitted, "False", v1alpha1.ReasonTargetsNotFound, "waiting for job k to exist")
 	if st.Targets[1].Found {
@@ -105,8 +106,8 @@ func TestJobSetRestart(t *testing.T) {
 	w0 := makeJob("train-workers-0", "uid-w0-a0", 4).Completed("0-3", 4)
 	w1 := makeJob("train-workers-1", "uid-w1-a0", 4).Completed("0-2", 3)
 	obs := map[string]Observation{
-		"jobset/train/workers/0": {Job: w0.Obj(), SuccessfulPods: pods("a", 0, 1, 2, 3)},
-		"jobset/train/workers/1": {Job: w1.Obj()},
+		"jobset/train/workers/0": {Job: w0.Facts(), SuccessfulPods: pods("a", 0, 1, 2, 3)},
+		"jobset/train/workers/1": {Job: w1.Facts()},
 	}
 	st := step(t, spec, nil, obs).Status
 	if st.Shards.Covered != 7 {
@@ -123,8 +124,8 @@ func TestJobSetRestart(t *testing.T) {
 	w0 = makeJob("train-workers-0", "uid-w0-a1", 4).Completed("0", 1)
 	w1 = makeJob("train-workers-1", "uid-w1-a1", 4)
 	st = step(t, spec, &st, map[string]Observation{
-		"jobset/train/workers/0": {Job: w0.Obj(), RestartAttempt: 1},
-		"jobset/train/workers/1": {Job: w1.Obj(), RestartAttempt: 1},
+		"jobset/train/workers/0": {Job: w0.Facts(), RestartAttempt: 1},
+		"jobset/train/workers/1": {Job: w1.Facts(), RestartAttempt: 1},
 	}).Status
 	if len(st.History) != 2 {
 		t.Errorf("history must not grow when the new identity is first seen: %+v", st.History)
@@ -138,8 +139,8 @@ func TestJobSetRestart(t *testing.T) {
 	// A Job replaced without the controller seeing the gap is superseded all the same.
 	w0b := makeJob("train-workers-0", "uid-w0-a2", 4)
 	st = step(t, spec, &st, map[string]Observation{
-		"jobset/train/workers/0": {Job: w0b.Obj(), RestartAttempt: 2},
-		"jobset/train/workers/1": {Job: w1.Obj(), RestartAttempt: 1},
+		"jobset/train/workers/0": {Job: w0b.Facts(), RestartAttempt: 2},
+		"jobset/train/workers/1": {Job: w1.Facts(), RestartAttempt: 1},
 	}).Status
 	if len(st.History) != 3 || st.History[2].UID != "uid-w0-a1" || st.History[2].RestartAttempt != 1 {
 		t.Errorf("history = %+v", st.History)
@@ -151,8 +152,8 @@ func TestAttempts(t *testing.T) {
 	spec := makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").SpecObj()
 	j := makeJob("j", "u", 3).Completed("0-2", 3)
 	p := pods("p", 0, 1, 1, 2, 2, 2)
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj(), SuccessfulPods: p}}).Status
-	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj(), SuccessfulPods: p}}).Status
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts(), SuccessfulPods: p}}).Status
+	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Facts(), SuccessfulPods: p}}).Status
 	tgt := st.Targets[0]
 	if tgt.SuccessfulAttempts != 6 || tgt.RepeatedIndexes != "1,2" || tgt.Succeeded != 3 {
 		t.Errorf("attempts %d repeated %q succeeded %d; want 6, 1,2, 3", tgt.SuccessfulAttempts, tgt.RepeatedIndexes, tgt.Succeeded)
@@ -168,7 +169,7 @@ func TestRepair(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Repair("j-repair", "0", "D").SpecObj()
 	j := makeJob("j", "uid-j", 4).Completed("0-2", 3).FailedIndexes("3").Failed("FailedIndexes", jobCondAt)
 	r := makeJob("j-repair", "uid-r", 1).Completed("0", 1).Complete(jobCondAt)
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}, "job/j-repair": {Job: r.Obj()}}).Status
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}, "job/j-repair": {Job: r.Facts()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "True", v1alpha1.ReasonAllShardsCovered, "4/4 shards covered; D covered by repair assignments")
 	if len(st.Shards.CoveredBy) != 1 || st.Shards.CoveredBy[0] != (v1alpha1.ShardCoverage{Shard: "D", Target: "job/j-repair", Index: 0}) {
 		t.Errorf("coveredBy = %+v", st.Shards.CoveredBy)
@@ -181,7 +182,7 @@ func TestRepair(t *testing.T) {
 
 	// Without the repair Job's completion, D is missing and the failure is named.
 	r = makeJob("j-repair", "uid-r", 1)
-	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}, "job/j-repair": {Job: r.Obj()}}).Status
+	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}, "job/j-repair": {Job: r.Facts()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3; job j failed (FailedIndexes)")
 }
 
@@ -202,7 +203,7 @@ func TestSpecRepairsCountAsRepairAssignments(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			obs := map[string]Observation{"job/j": {Job: j.Obj()}, "job/j-repair": {Job: tc.repair.Obj()}}
+			obs := map[string]Observation{"job/j": {Job: j.Facts()}, "job/j-repair": {Job: tc.repair.Facts()}}
 			want := step(t, inAssignments, nil, obs).Status
 			got := step(t, inRepairs, nil, obs).Status
 			if !equality.Semantic.DeepEqual(got, want) {
@@ -221,7 +222,7 @@ func TestSpecRepairsCountAsRepairAssignments(t *testing.T) {
 func TestResults(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults("").SpecObj()
 	j := makeJob("j", "uid-j", 4).Completed("0-3", 4).Complete(jobCondAt)
-	obs := map[string]Observation{"job/j": {Job: j.Obj()}}
+	obs := map[string]Observation{"job/j": {Job: j.Facts()}}
 	good := func(i int, s string) Result { return result("job/j", "uid-j", i, s) }
 
 	t.Run("forged claim: index 1 reports shard D", func(t *testing.T) {
@@ -287,7 +288,7 @@ func TestWorkloadAdmission(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj(), Workload: tc.w}}).Status
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts(), Workload: tc.w}}).Status
 			wantCond(t, st, v1alpha1.ConditionAdmitted, tc.status, tc.reason, "")
 		})
 	}
@@ -304,8 +305,8 @@ func TestWorkloadSettlesOnceTheJobIsTerminal(t *testing.T) {
 	finished := &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Admitted: true, Finished: true, ClusterQueue: "ml-team", ObservedResourceVersion: "11"}
 	replaced := &v1alpha1.WorkloadObservation{Name: "w", UID: "wu2", ObservedResourceVersion: "12"}
 
-	runningSt := step(t, spec, nil, map[string]Observation{"job/j": {Job: running, Workload: admitted}}).Status
-	terminalSt := step(t, spec, &runningSt, map[string]Observation{"job/j": {Job: done, Workload: admitted}}).Status
+	runningSt := step(t, spec, nil, map[string]Observation{"job/j": {Job: jobkind.Facts(running), Workload: admitted}}).Status
+	terminalSt := step(t, spec, &runningSt, map[string]Observation{"job/j": {Job: jobkind.Facts(done), Workload: admitted}}).Status
 	wantCond(t, terminalSt, v1alpha1.ConditionAdmitted, "True", v1alpha1.ReasonFinished, "")
 
 	cases := []struct {
@@ -323,7 +324,7 @@ func TestWorkloadSettlesOnceTheJobIsTerminal(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := step(t, spec, tc.prev, map[string]Observation{"job/j": {Job: done, Workload: tc.w}}).Status
+			st := step(t, spec, tc.prev, map[string]Observation{"job/j": {Job: jobkind.Facts(done), Workload: tc.w}}).Status
 			if got := st.Targets[0].Workload; !equality.Semantic.DeepEqual(got, tc.want) {
 				t.Errorf("workload %+v, want %+v", got, tc.want)
 			}
@@ -342,7 +343,7 @@ func TestAheadOfJobs(t *testing.T) {
 	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
 	admitted := &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Admitted: true, ClusterQueue: "ml-team"}
 	running := makeJob("j", "u", 2).ResourceVersion("1").Completed("0", 1).Obj()
-	prev := step(t, spec, nil, map[string]Observation{"job/j": {Job: running, Workload: admitted, SuccessfulPods: pods("p", 0)}}).Status
+	prev := step(t, spec, nil, map[string]Observation{"job/j": {Job: jobkind.Facts(running), Workload: admitted, SuccessfulPods: pods("p", 0)}}).Status
 	attempts := func(uncounted bool) []PodAttempt {
 		return append(pods("p", 0), PodAttempt{UID: "p-1", Index: 1, Uncounted: uncounted})
 	}
@@ -351,13 +352,13 @@ func TestAheadOfJobs(t *testing.T) {
 		obs  Observation
 		want bool
 	}{
-		{"a success the Job controller has not counted", Observation{Job: running, Workload: admitted, SuccessfulPods: attempts(true)}, true},
-		{"the same success, counted", Observation{Job: makeJob("j", "u", 2).ResourceVersion("3").Completed("0-1", 2).Obj(), Workload: admitted, SuccessfulPods: attempts(false)}, false},
-		{"a success no Job controller write will follow", Observation{Job: running, Workload: admitted, SuccessfulPods: attempts(false)}, false},
-		{"an uncounted success and an eviction", Observation{Job: running,
+		{"a success the Job controller has not counted", Observation{Job: jobkind.Facts(running), Workload: admitted, SuccessfulPods: attempts(true)}, true},
+		{"the same success, counted", Observation{Job: makeJob("j", "u", 2).ResourceVersion("3").Completed("0-1", 2).Facts(), Workload: admitted, SuccessfulPods: attempts(false)}, false},
+		{"a success no Job controller write will follow", Observation{Job: jobkind.Facts(running), Workload: admitted, SuccessfulPods: attempts(false)}, false},
+		{"an uncounted success and an eviction", Observation{Job: jobkind.Facts(running),
 			Workload:       &v1alpha1.WorkloadObservation{Name: "w", UID: "wu", Evicted: true, EvictionReason: "Preempted"},
 			SuccessfulPods: attempts(true)}, false},
-		{"nothing new", Observation{Job: running, Workload: admitted, SuccessfulPods: []PodAttempt{{UID: "p-0", Index: 0, Uncounted: true}}}, false},
+		{"nothing new", Observation{Job: jobkind.Facts(running), Workload: admitted, SuccessfulPods: []PodAttempt{{UID: "p-0", Index: 0, Uncounted: true}}}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -374,7 +375,7 @@ func TestAheadOfJobs(t *testing.T) {
 func TestConditionTransitions(t *testing.T) {
 	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
 	j := makeJob("j", "u", 2).Completed("0", 1)
-	obs := map[string]Observation{"job/j": {Job: j.Obj()}}
+	obs := map[string]Observation{"job/j": {Job: j.Facts()}}
 	first := step(t, spec, nil, obs)
 	if len(first.Changed) != 6 {
 		t.Errorf("first computation reports %d changes, want all 6 conditions", len(first.Changed))
@@ -418,12 +419,12 @@ func TestObservationPointsMoveOnlyWithFacts(t *testing.T) {
 	wl := func(rv string, admitted bool) *v1alpha1.WorkloadObservation {
 		return &v1alpha1.WorkloadObservation{Name: "w", Admitted: admitted, ObservedResourceVersion: rv}
 	}
-	first := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0", 1).ResourceVersion("10").Obj(), Workload: wl("100", true)}}).Status
-	same := step(t, spec, &first, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0", 1).ResourceVersion("11").Obj(), Workload: wl("101", true)}}).Status
+	first := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0", 1).ResourceVersion("10").Facts(), Workload: wl("100", true)}}).Status
+	same := step(t, spec, &first, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0", 1).ResourceVersion("11").Facts(), Workload: wl("101", true)}}).Status
 	if !equality.Semantic.DeepEqual(first, same) {
 		t.Errorf("status changed without a new fact:\n%+v\n%+v", first.Targets[0], same.Targets[0])
 	}
-	moved := step(t, spec, &same, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0,1", 2).ResourceVersion("12").Obj(), Workload: wl("102", false)}}).Status
+	moved := step(t, spec, &same, map[string]Observation{"job/j": {Job: makeJob("j", "u", 2).Completed("0,1", 2).ResourceVersion("12").Facts(), Workload: wl("102", false)}}).Status
 	if tg := moved.Targets[0]; tg.ObservedResourceVersion != "12" || tg.Workload.ObservedResourceVersion != "102" {
 		t.Errorf("observation points did not move with the facts: job %q workload %q", tg.ObservedResourceVersion, tg.Workload.ObservedResourceVersion)
 	}

@@ -33,7 +33,7 @@ func largeInput(jobs, perJob int) Input {
 			}
 			fmt.Fprintf(&b, "%d-%d", start, min(start+5, perJob-2))
 		}
-		obs["job/"+name] = Observation{Job: makeJob(name, "uid-"+name, int32(perJob)).Completed(b.String(), 0).Obj()}
+		obs["job/"+name] = Observation{Job: makeJob(name, "uid-"+name, int32(perJob)).Completed(b.String(), 0).Facts()}
 	}
 	return Input{Namespace: "ml-team", Generation: 1, Spec: spec, Observations: obs, Now: metav1.NewTime(time0)}
 }

@@ -14,6 +14,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 )
 
 // Bounds at and past every cap of the account: the kept entries are the right ones (the
@@ -29,7 +30,7 @@ func TestHistoryBounded(t *testing.T) {
 			var st v1alpha1.BatchAccountStatus
 			for a := 0; a <= superseded; a++ {
 				job := makeJob("train-workers-0", fmt.Sprintf("uid-%d", a), 2).Completed(fmt.Sprint(a%2), 1)
-				st = step(t, spec, &st, map[string]Observation{"jobset/train/workers/0": {Job: job.Obj(), RestartAttempt: int32(a)}}).Status
+				st = step(t, spec, &st, map[string]Observation{"jobset/train/workers/0": {Job: job.Facts(), RestartAttempt: int32(a)}}).Status
 			}
 			kept := min(superseded, maxHistory)
 			if len(st.History) != kept {
@@ -63,7 +64,7 @@ func TestAttemptLedgerBounded(t *testing.T) {
 				}
 			}
 			job := makeJob("j", "uid-j", int32(n)).Completed(indexset.Range(0, n-1).String(), int32(n))
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.Obj(), SuccessfulPods: pods("p", idx...)}}).Status
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.Facts(), SuccessfulPods: pods("p", idx...)}}).Status
 			tg := st.Targets[0]
 			if int(tg.SuccessfulAttempts) != n+repeated || tg.RepeatedIndexes != indexset.Range(0, repeated-1).String() {
 				t.Errorf("attempts %d repeated %q; want %d, %q", tg.SuccessfulAttempts, tg.RepeatedIndexes, n+repeated, indexset.Range(0, repeated-1))
@@ -77,7 +78,7 @@ func TestAttemptLedgerBounded(t *testing.T) {
 				}
 			}
 			// The pods are gone (the Job controller deleted the repeats): the counts stay.
-			again := step(t, spec, &st, map[string]Observation{"job/j": {Job: job.Obj()}}).Status
+			again := step(t, spec, &st, map[string]Observation{"job/j": {Job: job.Facts()}}).Status
 			if tg := again.Targets[0]; int(tg.SuccessfulAttempts) != n+repeated {
 				t.Errorf("after the pods are gone: attempts %d; want %d", tg.SuccessfulAttempts, n+repeated)
 			}
@@ -99,8 +100,8 @@ func TestCoveredByBounded(t *testing.T) {
 			spec := makeCompactSpec("s", int32(repaired)).AssignJobOrdinals("j", all, all).SpecObj()
 			spec.Assignments = append(spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "r"}, Indexes: all, ShardOrdinals: all, Repair: true})
 			st := step(t, spec, nil, map[string]Observation{
-				"job/j": {Job: makeJob("j", "uid-j", int32(repaired)).Obj()},
-				"job/r": {Job: makeJob("r", "uid-r", int32(repaired)).Completed(all, int32(repaired)).Obj()},
+				"job/j": {Job: makeJob("j", "uid-j", int32(repaired)).Facts()},
+				"job/r": {Job: makeJob("r", "uid-r", int32(repaired)).Completed(all, int32(repaired)).Facts()},
 			}).Status
 			if int(st.Shards.Covered) != repaired || st.Shards.MissingOrdinals != "" {
 				t.Errorf("covered %d missing %q; want %d, none", st.Shards.Covered, st.Shards.MissingOrdinals, repaired)
@@ -123,7 +124,7 @@ func TestRejectionsBounded(t *testing.T) {
 	for _, n := range []int{maxRejections - 1, maxRejections, maxRejections + 1, 4 * maxRejections} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
-			obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0-1", 2).Obj()}}
+			obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0-1", 2).Facts()}}
 			results := []Result{result("job/j", "uid-j", 0, "A")}
 			for i := range n {
 				var r Result
@@ -174,7 +175,7 @@ func TestTargetProblemsBounded(t *testing.T) {
 				toks = append(toks, fmt.Sprintf("x%d", i))
 			}
 			job := makeJob("j", "uid-j", 1000).Completed(strings.Join(toks, ","), 0)
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.Obj()}}).Status
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: job.Facts()}}).Status
 			_, ignored := indexset.ParseJobStatus(job.Status.CompletedIndexes, 1000)
 			want := min(1+corrupt, maxProblems)
 			if len(ignored) != corrupt {
@@ -229,7 +230,7 @@ func TestConditionMessagesBounded(t *testing.T) {
 	for i := range 40 {
 		job := fmt.Sprintf("%s-job-%d", long, i)
 		spec.AssignJob(job, "0", shards[i])
-		obs["job/"+job] = Observation{Job: makeJob(job, "u"+fmt.Sprint(i), 1).Condition(batchv1.JobFailed, strings.Repeat("Reason", 40), jobCondAt).Obj()}
+		obs["job/"+job] = Observation{Job: makeJob(job, "u"+fmt.Sprint(i), 1).Condition(batchv1.JobFailed, strings.Repeat("Reason", 40), jobCondAt).Facts()}
 	}
 	st := step(t, spec.SpecObj(), nil, obs).Status
 	for _, c := range st.Conditions {
@@ -268,7 +269,7 @@ func TestMessageListsBounded(t *testing.T) {
 			{"0,2,4,6,8,10,11", "7/12 shards covered; missing s1 = job j index 1, s3 = job j index 3, s5 = job j index 5, s7 = job j index 7, s9 = job j index 9"},
 			{"0,2,4,6,8,10", "6/12 shards covered; missing s1 = job j index 1, s3 = job j index 3, s5 = job j index 5, s7 = job j index 7, s9 = job j index 9 (+1 more shards)"},
 		} {
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 12).Completed(tc.completed, 0).Obj()}}).Status
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "u", 12).Completed(tc.completed, 0).Facts()}}).Status
 			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, tc.want)
 		}
 	})
@@ -309,7 +310,7 @@ func TestAdmissionsAtTheCap(t *testing.T) {
 			{Name: "job-j", Admitted: true, ClusterQueue: fmt.Sprintf("cq-%d", i)},
 			{Name: "job-j", Evicted: true, EvictionReason: "Preempted"},
 		} {
-			st = step(t, spec, &st, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Obj(), Workload: w}}).Status
+			st = step(t, spec, &st, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Facts(), Workload: w}}).Status
 		}
 	}
 	tg := st.Targets[0]
@@ -469,7 +470,7 @@ func TestHistoryKeepsWhatTargetsNeed(t *testing.T) {
 	running := map[string]Observation{}
 	gone, failed := map[string]Observation{}, map[string]Observation{}
 	for c := range children {
-		running[key(c)] = Observation{Job: makeJob(fmt.Sprintf("train-workers-%d", c), fmt.Sprintf("uid-%d", c), 2).Completed("0", 1).Obj()}
+		running[key(c)] = Observation{Job: makeJob(fmt.Sprintf("train-workers-%d", c), fmt.Sprintf("uid-%d", c), 2).Completed("0", 1).Facts()}
 		failed[key(c)] = Observation{JobSetEnded: "Failed"}
 	}
 	st := step(t, spec.SpecObj(), nil, running).Status
@@ -501,7 +502,7 @@ func TestAttemptLedgerFoldsIntoCounts(t *testing.T) {
 	ps := pods("p", idx...)
 	var st v1alpha1.BatchAccountStatus
 	for round := range 3 {
-		st = step(t, spec, &st, map[string]Observation{"job/j": {Job: job, SuccessfulPods: ps, PodsListed: true}}).Status
+		st = step(t, spec, &st, map[string]Observation{"job/j": {Job: jobkind.Facts(job), SuccessfulPods: ps, PodsListed: true}}).Status
 		tg := st.Targets[0]
 		if tg.SuccessfulAttempts != int32(len(idx)) || len(tg.AttemptLedger) != 0 || tg.AttemptLedgerDropped != 1 ||
 			tg.AttemptsUnledgered != maxLedgerPods+7 || tg.RepeatedIndexes != "0" {
@@ -512,7 +513,7 @@ func TestAttemptLedgerFoldsIntoCounts(t *testing.T) {
 	// A second pod on index 1 is a new repeat: it fits the ledger and is counted once.
 	ps = append(ps, PodAttempt{UID: "p-extra", Index: 1})
 	for range 2 {
-		st = step(t, spec, &st, map[string]Observation{"job/j": {Job: job, SuccessfulPods: ps, PodsListed: true}}).Status
+		st = step(t, spec, &st, map[string]Observation{"job/j": {Job: jobkind.Facts(job), SuccessfulPods: ps, PodsListed: true}}).Status
 	}
 	if tg := st.Targets[0]; tg.SuccessfulAttempts != int32(len(idx)+1) || len(tg.AttemptLedger) != 1 || tg.RepeatedIndexes != "0,1" {
 		t.Errorf("after a repeat of index 1: %d attempts, %d ledger entries, repeated %q; want %d, 1, \"0,1\"", tg.SuccessfulAttempts, len(tg.AttemptLedger), tg.RepeatedIndexes, len(idx)+1)
@@ -534,12 +535,12 @@ func TestAdmissionsNotKept(t *testing.T) {
 		{Name: "job-j", Admitted: true, ClusterQueue: "cq"},
 		{Name: "job-j", Admitted: true, ClusterQueue: "cq"},
 	} {
-		st = at(spec, &st, time.Duration(i)*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Obj(), Workload: w}}).Status
+		st = at(spec, &st, time.Duration(i)*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Facts(), Workload: w}}).Status
 	}
 	if tg := st.Targets[0]; len(tg.Admissions) != 0 || tg.AdmissionsDropped != 2 {
 		t.Errorf("%d admissions kept, %d dropped; want none kept, 2 dropped", len(tg.Admissions), tg.AdmissionsDropped)
 	}
-	wantFixedPoint(t, spec, st, time.Hour, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Obj(), Workload: &v1alpha1.WorkloadObservation{Name: "job-j", Admitted: true, ClusterQueue: "cq"}}})
+	wantFixedPoint(t, spec, st, time.Hour, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Facts(), Workload: &v1alpha1.WorkloadObservation{Name: "job-j", Admitted: true, ClusterQueue: "cq"}}})
 }
 
 // TestCoveredByDroppedCounts: the shards covered only by repair that coveredBy does not
@@ -550,8 +551,8 @@ func TestCoveredByDroppedCounts(t *testing.T) {
 	spec := makeCompactSpec("s", repaired).AssignJobOrdinals("j", all, all).SpecObj()
 	spec.Assignments = append(spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "r"}, Indexes: all, ShardOrdinals: all, Repair: true})
 	st := step(t, spec, nil, map[string]Observation{
-		"job/j": {Job: makeJob("j", "uid-j", repaired).Obj()},
-		"job/r": {Job: makeJob("r", "uid-r", repaired).Completed(all, repaired).Obj()},
+		"job/j": {Job: makeJob("j", "uid-j", repaired).Facts()},
+		"job/r": {Job: makeJob("r", "uid-r", repaired).Completed(all, repaired).Facts()},
 	}).Status
 	if len(st.Shards.CoveredBy) != maxCoveredBy || st.Shards.CoveredByDropped != 10 {
 		t.Errorf("coveredBy names %d, %d dropped; want %d, 10", len(st.Shards.CoveredBy), st.Shards.CoveredByDropped, maxCoveredBy)

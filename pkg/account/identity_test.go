@@ -54,7 +54,7 @@ func TestOneIdentityIsOneShardHoweverSpelled(t *testing.T) {
 		{
 			name:       "by name and as the JobSet's child, onto two shards",
 			spec:       makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(0)),
-			obs:        map[string]Observation{byName: {Job: child.Obj()}, asChild: {Job: child.Obj()}},
+			obs:        map[string]Observation{byName: {Job: child.Facts()}, asChild: {Job: child.Facts()}},
 			wantReason: v1alpha1.ReasonDuplicateIndex,
 			wantText: []string{"job tw-w-0 (assignments[0]) and jobset tw w[0] (assignments[1]) are the same Job (UID uid-tw-w-0): index 0 assigned twice",
 				"so it counts for neither"},
@@ -63,7 +63,7 @@ func TestOneIdentityIsOneShardHoweverSpelled(t *testing.T) {
 		{
 			name:              "the shared identity's result stands for no shard",
 			spec:              makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(0)).RequireResults(""),
-			obs:               map[string]Observation{byName: {Job: child.Obj()}, asChild: {Job: child.Obj()}},
+			obs:               map[string]Observation{byName: {Job: child.Facts()}, asChild: {Job: child.Facts()}},
 			results:           []Result{result(byName, "uid-tw-w-0", 0, "A")},
 			wantReason:        v1alpha1.ReasonDuplicateIndex,
 			wantRejected:      v1alpha1.RejectionDuplicateIndex,
@@ -72,7 +72,7 @@ func TestOneIdentityIsOneShardHoweverSpelled(t *testing.T) {
 		{
 			name: "only the index both map is shared; the other still covers its shard",
 			spec: makeSpec("A", "B", "C").AssignJob("tw-w-0", "0-1", "A", "B").AssignJob("", "1", "C").Target(childRef(0)),
-			obs:  map[string]Observation{byName: {Job: child2.Obj()}, asChild: {Job: child2.Obj()}},
+			obs:  map[string]Observation{byName: {Job: child2.Facts()}, asChild: {Job: child2.Facts()}},
 			// The child target also leaves index 0 unmapped: a target is checked on its own.
 			wantReason:        v1alpha1.ReasonDuplicateIndex,
 			wantText:          []string{"index 1 assigned twice"},
@@ -82,7 +82,7 @@ func TestOneIdentityIsOneShardHoweverSpelled(t *testing.T) {
 		{
 			name:              "a repair naming the same Job another way is no further identity",
 			spec:              makeSpec("A").AssignJob("tw-w-0", "0", "A").Repair("", "0", "A").Target(childRef(0)),
-			obs:               map[string]Observation{byName: {Job: child.Obj()}, asChild: {Job: child.Obj()}},
+			obs:               map[string]Observation{byName: {Job: child.Facts()}, asChild: {Job: child.Facts()}},
 			wantReason:        v1alpha1.ReasonDuplicateIndex,
 			wantText:          []string{"job tw-w-0 (assignments[0]) and jobset tw w[0] (repair assignments[1])"},
 			wantTargetProblem: []int{0, 1},
@@ -90,21 +90,21 @@ func TestOneIdentityIsOneShardHoweverSpelled(t *testing.T) {
 		{
 			name:        "a repair by another Job is a further identity",
 			spec:        makeSpec("A").AssignJob("", "0", "A").Target(childRef(0)).Repair("tw-repair", "0", "A"),
-			obs:         map[string]Observation{asChild: {Job: child.Obj()}, "job/tw-repair": {Job: repairJob.Obj()}},
+			obs:         map[string]Observation{asChild: {Job: child.Facts()}, "job/tw-repair": {Job: repairJob.Facts()}},
 			wantReason:  v1alpha1.ReasonValid,
 			wantCovered: 1,
 		},
 		{
 			name:        "two children of the JobSet are two Jobs",
 			spec:        makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(1)),
-			obs:         map[string]Observation{byName: {Job: child.Obj()}, "jobset/tw/w/1": {Job: other.Obj()}},
+			obs:         map[string]Observation{byName: {Job: child.Facts()}, "jobset/tw/w/1": {Job: other.Facts()}},
 			wantReason:  v1alpha1.ReasonValid,
 			wantCovered: 2,
 		},
 		{
 			name:       "the same Job target twice: the static duplicate, as before",
 			spec:       makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("tw-w-0", "0", "B"),
-			obs:        map[string]Observation{byName: {Job: child.Obj()}},
+			obs:        map[string]Observation{byName: {Job: child.Facts()}},
 			wantReason: v1alpha1.ReasonDuplicateIndex,
 			wantText:   []string{"job tw-w-0 index 0 is assigned twice (assignments[0] and assignments[1])"},
 			// Static: found without the Job, so the coverage by index still shows.
@@ -114,7 +114,7 @@ func TestOneIdentityIsOneShardHoweverSpelled(t *testing.T) {
 			name: "a JobSet child with and without jobIndex 0 is one target: the static duplicate",
 			spec: makeSpec("A", "B").AssignJob("", "0", "A").Target(v1alpha1.TargetRef{JobSet: "tw", ReplicatedJob: "w"}).
 				AssignJob("", "0", "B").Target(childRef(0)),
-			obs:         map[string]Observation{asChild: {Job: child.Obj()}},
+			obs:         map[string]Observation{asChild: {Job: child.Facts()}},
 			wantReason:  v1alpha1.ReasonDuplicateIndex,
 			wantText:    []string{"jobset tw w[0] index 0 is assigned twice (assignments[0] and assignments[1])"},
 			wantCovered: 2,
@@ -173,7 +173,7 @@ func TestOneIdentityIsOneShardHoweverSpelled(t *testing.T) {
 func TestSharedIdentityThroughHistory(t *testing.T) {
 	spec := makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(0)).SpecObj()
 	a0 := makeJob("tw-w-0", "uid-a0", 1)
-	st := step(t, spec, nil, map[string]Observation{byName: {Job: a0.Obj()}, asChild: {Job: a0.Obj()}}).Status
+	st := step(t, spec, nil, map[string]Observation{byName: {Job: a0.Facts()}, asChild: {Job: a0.Facts()}}).Status
 	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, v1alpha1.ReasonDuplicateIndex, "")
 
 	// The restart deleted the child: the Job target keeps its record, the child target's
@@ -189,7 +189,7 @@ func TestSharedIdentityThroughHistory(t *testing.T) {
 
 	// Attempt 1 created the child again under its name; it covers index 0 for neither.
 	a1 := makeJob("tw-w-0", "uid-a1", 1).Completed("0", 1).Complete(jobCondAt)
-	st = step(t, spec, &st, map[string]Observation{byName: {Job: a1.Obj()}, asChild: {Job: a1.Obj(), RestartAttempt: 1}}).Status
+	st = step(t, spec, &st, map[string]Observation{byName: {Job: a1.Facts()}, asChild: {Job: a1.Facts(), RestartAttempt: 1}}).Status
 	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, v1alpha1.ReasonDuplicateIndex, "")
 	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid, "")
 	msg := condOf(st, v1alpha1.ConditionAssignmentValid).Message
@@ -207,10 +207,10 @@ func TestSharedIdentityThroughHistory(t *testing.T) {
 // history, not a second claim: a JobSet restart under one spelling stays valid.
 func TestSameSpellingHistoryIsNoDuplicate(t *testing.T) {
 	spec := makeSpec("A").AssignJob("", "0", "A").Target(childRef(0)).SpecObj()
-	st := step(t, spec, nil, map[string]Observation{asChild: {Job: makeJob("tw-w-0", "uid-a0", 1).Obj()}}).Status
+	st := step(t, spec, nil, map[string]Observation{asChild: {Job: makeJob("tw-w-0", "uid-a0", 1).Facts()}}).Status
 	st = step(t, spec, &st, map[string]Observation{}).Status
 	a1 := makeJob("tw-w-0", "uid-a1", 1).Completed("0", 1).Complete(jobCondAt)
-	st = step(t, spec, &st, map[string]Observation{asChild: {Job: a1.Obj(), RestartAttempt: 1}}).Status
+	st = step(t, spec, &st, map[string]Observation{asChild: {Job: a1.Facts(), RestartAttempt: 1}}).Status
 	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionTrue, v1alpha1.ReasonValid, "")
 	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
 }
@@ -234,7 +234,7 @@ func TestSharedIdentitiesBounded(t *testing.T) {
 		name := fmt.Sprintf("j-%04d", i)
 		spec.AssignJobOrdinals(name, "0", fmt.Sprint(i))
 		// Not a cluster a Job controller makes: every target observes one Job.
-		obs["job/"+name] = Observation{Job: makeJob(name, "one-uid", 1).Completed("0", 1).Obj()}
+		obs["job/"+name] = Observation{Job: makeJob(name, "one-uid", 1).Completed("0", 1).Facts()}
 	}
 	st := step(t, spec.SpecObj(), nil, obs).Status
 	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, v1alpha1.ReasonDuplicateIndex,

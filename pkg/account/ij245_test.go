@@ -46,7 +46,7 @@ func TestIJ245(t *testing.T) {
 	// First review point: five successful pods on indexes 0,1,1,2,2. The Job controller
 	// counts each index once: completedIndexes "0-2", succeeded 3.
 	j := makeJob("j", "uid-j", 4).Completed("0-2", 3).ResourceVersion("48213")
-	first := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj(), SuccessfulPods: pods("p", 0, 1, 1, 2, 2)}})
+	first := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts(), SuccessfulPods: pods("p", 0, 1, 1, 2, 2)}})
 	st := first.Status
 	tgt := st.Targets[0]
 	if tgt.CompletedIndexes != "0-2" || tgt.Required != "0-3" || tgt.SuccessfulAttempts != 5 || tgt.RepeatedIndexes != "1,2" {
@@ -67,7 +67,7 @@ func TestIJ245(t *testing.T) {
 	// A sixth successful pod has index 3. The repeats of 1 and 2 were deleted by the Job
 	// controller meanwhile: the ledger keeps them counted.
 	j = makeJob("j", "uid-j", 4).Completed("0-3", 4).ResourceVersion("48250")
-	second := step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj(), SuccessfulPods: pods("q", 3)}})
+	second := step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Facts(), SuccessfulPods: pods("q", 3)}})
 	st = second.Status
 	tgt = st.Targets[0]
 	if tgt.CompletedIndexes != "0-3" || tgt.SuccessfulAttempts != 6 {
@@ -80,13 +80,13 @@ func TestIJ245(t *testing.T) {
 
 	// SuccessCriteriaMet is recorded before Complete; still not terminal.
 	j = makeJob("j", "uid-j", 4).Completed("0-3", 4).Condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached", jobCondAt)
-	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
+	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Facts()}}).Status
 	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
 		"not terminated: job j (SuccessCriteriaMet, Complete not yet recorded); coverage does not imply termination")
 
 	// All pods terminated and the controller records Complete.
 	j.Condition(batchv1.JobComplete, "CompletionsReached", jobCondAt)
-	third := step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj()}})
+	third := step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Facts()}})
 	st = third.Status
 	if st.Targets[0].Terminal != TerminalComplete || st.Targets[0].TerminalObservedAt == nil || st.Targets[0].SuccessfulAttempts != 6 {
 		t.Errorf("terminal = %+v", st.Targets[0])
@@ -100,7 +100,7 @@ func TestIJ245(t *testing.T) {
 	for i, s := range []string{"A", "B", "C", "D"} {
 		results = append(results, result("job/j", "uid-j", i, s))
 	}
-	final := step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj()}}, results...)
+	final := step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Facts()}}, results...)
 	st = final.Status
 	if st.Shards.Accepted != 4 {
 		t.Errorf("accepted = %d, want 4", st.Shards.Accepted)
@@ -114,7 +114,7 @@ func TestIJ245(t *testing.T) {
 	// Wrong model revision on shard C's result: rejected, naming C and the revision.
 	bad := append([]Result{}, results...)
 	bad[2].ModelRevision = "m-2026-10"
-	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Obj()}}, bad...).Status
+	st = step(t, spec, &st, map[string]Observation{"job/j": {Job: j.Facts()}}, bad...).Status
 	wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected,
 		`3/4 shard results accepted; rejected: C (RevisionMismatch): shard C result of pod j-2 (job j index 2) has modelRevision "m-2026-10", the account requires "m-2026-11"`)
 	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "")
@@ -125,7 +125,7 @@ func TestIJ245(t *testing.T) {
 func TestIJ245AllToShardA(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").SpecObj()
 	j := makeJob("j", "uid-j", 4).Completed("0-3", 4).Complete(jobCondAt)
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}}).Status
 	wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionFalse, v1alpha1.ReasonDuplicateShard, "")
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAssignmentValid)
 	for _, want := range []string{"shard A is assigned twice", "3 of 4 declared shards are assigned to no index: B..D"} {

@@ -16,6 +16,7 @@ import (
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -68,25 +69,25 @@ func TestTerminalRecords(t *testing.T) {
 	}{
 		{
 			name: "Accepted with results, then the Job is deleted by its TTL",
-			spec: withResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Obj(), PodsListed: true}},
+			spec: withResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Facts(), PodsListed: true}},
 			results:     accepted,
 			wantCovered: 2, wantAccepted: 2, wantVerdict: v1alpha1.ReasonAccepted, wantTerminated: v1alpha1.ReasonComplete, wantStatus: metav1.ConditionTrue,
 			wantMessage: "every shard covered, every target terminated Complete, every shard result accepted",
 		},
 		{
 			name: "Accepted without results, then deleted by hand",
-			spec: noResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Obj()}},
+			spec: noResults, before: map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Facts()}},
 			wantCovered: 2, wantVerdict: v1alpha1.ReasonAccepted, wantTerminated: v1alpha1.ReasonComplete, wantStatus: metav1.ConditionTrue,
 		},
 		{
 			name: "deleted before it terminated: coverage kept, it can no longer complete",
-			spec: noResults, before: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Obj()}},
+			spec: noResults, before: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Facts()}},
 			wantCovered: 1, wantVerdict: v1alpha1.ReasonTargetDeleted, wantTerminated: v1alpha1.ReasonTargetDeleted, wantStatus: metav1.ConditionFalse,
 			wantMessage: "1/2 shards covered; missing B = job j index 1; job j deleted before it terminated: it can no longer complete; repair its missing shards",
 		},
 		{
 			name: "a JobSet child that terminated keeps its record when the JobSet goes",
-			spec: jsSpec, before: map[string]Observation{jsKey: {Job: completeJob("train-workers-0", "uid-w0", 4).Obj(), RestartAttempt: 2}},
+			spec: jsSpec, before: map[string]Observation{jsKey: {Job: completeJob("train-workers-0", "uid-w0", 4).Facts(), RestartAttempt: 2}},
 			wantCovered: 4, wantVerdict: v1alpha1.ReasonAccepted, wantTerminated: v1alpha1.ReasonComplete, wantStatus: metav1.ConditionTrue,
 		},
 	}
@@ -127,9 +128,9 @@ func TestTerminalRecords(t *testing.T) {
 func TestRecordSupersededByANewJob(t *testing.T) {
 	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
 	old := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
-	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Obj()}}, old...).Status
+	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Facts()}}, old...).Status
 	st = at(spec, &st, time.Minute, map[string]Observation{}, old...).Status
-	st = at(spec, &st, 2*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j2", 2).Obj()}}, old...).Status
+	st = at(spec, &st, 2*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j2", 2).Facts()}}, old...).Status
 	if len(st.History) != 1 || st.History[0].UID != "uid-j" || st.History[0].Terminal != TerminalComplete || st.History[0].CompletedIndexes != "0,1" {
 		t.Fatalf("history = %+v", st.History)
 	}
@@ -176,42 +177,42 @@ func TestMissingResult(t *testing.T) {
 	}{
 		{
 			name:       "Complete, pods listed, none left, no results (account created after the pods were gone)",
-			obs:        map[string]Observation{"job/j": {Job: complete, PodsListed: true}},
+			obs:        map[string]Observation{"job/j": {Job: jobkind.Facts(complete), PodsListed: true}},
 			wantReason: v1alpha1.ReasonMissingResult, wantMissing: "0-2",
 			wantMessage: "0/3 shard results accepted; no result can arrive for A..C (MissingResult: the identity completed and terminated or was deleted, " +
 				"no result was recorded and no pod is left to report one): re-run them with a repair",
 		},
 		{
 			name:    "Complete, the pod of index 2 still held: C still pending",
-			obs:     map[string]Observation{"job/j": {Job: complete, PodsListed: true, SuccessfulPods: pods("p", 2)}},
+			obs:     map[string]Observation{"job/j": {Job: jobkind.Facts(complete), PodsListed: true, SuccessfulPods: pods("p", 2)}},
 			results: []Result{a}, wantReason: v1alpha1.ReasonMissingResult, wantMissing: "1",
 			wantMessage: "1/3 shard results accepted; no result can arrive for B (MissingResult: the identity completed and terminated or was deleted, " +
 				"no result was recorded and no pod is left to report one): re-run it with a repair; waiting for C",
 		},
 		{
 			name:    "Complete but pods not listed: pending, as before",
-			obs:     map[string]Observation{"job/j": {Job: complete}},
+			obs:     map[string]Observation{"job/j": {Job: jobkind.Facts(complete)}},
 			results: []Result{a}, wantReason: v1alpha1.ReasonResultsPending, wantMessage: "1/3 shard results accepted; waiting for B, C",
 		},
 		{
 			name:       "not terminated: pending even without pods",
-			obs:        map[string]Observation{"job/j": {Job: running, PodsListed: true}},
+			obs:        map[string]Observation{"job/j": {Job: jobkind.Facts(running), PodsListed: true}},
 			wantReason: v1alpha1.ReasonResultsPending, wantVerdict: v1alpha1.ReasonAwaitingTermination,
 		},
 		{
 			name: "deleted after A's result was recorded: B and C can no longer arrive",
-			obs:  map[string]Observation{"job/j": {Job: complete, SuccessfulPods: pods("p", 1, 2)}}, deleteAfter: true,
+			obs:  map[string]Observation{"job/j": {Job: jobkind.Facts(complete), SuccessfulPods: pods("p", 1, 2)}}, deleteAfter: true,
 			results: []Result{a}, wantReason: v1alpha1.ReasonMissingResult, wantMissing: "1,2",
 		},
 		{
 			name:     "deleted, but the held pod of index 2 is still listed: C pending, B missing",
-			obs:      map[string]Observation{"job/j": {Job: complete, SuccessfulPods: pods("p", 1, 2)}},
+			obs:      map[string]Observation{"job/j": {Job: jobkind.Facts(complete), SuccessfulPods: pods("p", 1, 2)}},
 			afterObs: map[string]Observation{"job/j": {SuccessfulPods: pods("p", 2), PodsListed: true}},
 			results:  []Result{a}, deleteAfter: true, wantReason: v1alpha1.ReasonMissingResult, wantMissing: "1",
 		},
 		{
 			name:    "a rejected result is rejected, not missing; it is listed for repair",
-			obs:     map[string]Observation{"job/j": {Job: complete, PodsListed: true}},
+			obs:     map[string]Observation{"job/j": {Job: jobkind.Facts(complete), PodsListed: true}},
 			results: []Result{a, badB}, wantReason: v1alpha1.ReasonResultRejected, wantMissing: "2", wantRejected: "1",
 		},
 	}
@@ -266,7 +267,7 @@ func TestAdmissionHistory(t *testing.T) {
 	var st v1alpha1.BatchAccountStatus
 	for i, s := range steps {
 		n := int32(mustParse(t, s.completed).Count())
-		obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).Completed(s.completed, n).Obj(), Workload: s.w}}
+		obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).Completed(s.completed, n).Facts(), Workload: s.w}}
 		st = at(spec, &st, time.Duration(i)*time.Minute, obs).Status
 		if i == len(steps)-1 {
 			wantFixedPoint(t, spec, st, time.Hour, obs)
@@ -294,7 +295,7 @@ func TestAdmissionsBounded(t *testing.T) {
 			{Name: "job-j", Admitted: true, ClusterQueue: fmt.Sprintf("cq-%d", i)},
 			{Name: "job-j", Evicted: true, EvictionReason: "Preempted"},
 		} {
-			st = at(spec, &st, time.Duration(i)*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Obj(), Workload: w}}).Status
+			st = at(spec, &st, time.Duration(i)*time.Minute, map[string]Observation{"job/j": {Job: makeJob("j", "u", 1).Facts(), Workload: w}}).Status
 		}
 	}
 	tgt := st.Targets[0]
@@ -316,7 +317,7 @@ func TestAdmissionsBounded(t *testing.T) {
 // verdict says why and how to fix it.
 func TestRuleInvalid(t *testing.T) {
 	spec := makeSpec("A").AssignJob("j", "0", "A").RequireResults("result.valid ==").SpecObj()
-	obs := map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 1).Obj(), PodsListed: true}}
+	obs := map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 1).Facts(), PodsListed: true}}
 	out := Compute(Input{Namespace: "ml-team", Generation: 1, Spec: spec, Observations: obs, Now: metav1.NewTime(time0),
 		Results: []Result{result("job/j", "uid-j", 0, "A")}, RuleError: "ERROR: <input>:1:16: Syntax error"})
 	msg := "the acceptance rule does not compile in this controller: ERROR: <input>:1:16: Syntax error; " +
@@ -365,7 +366,7 @@ func TestProgress(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := at(tc.spec, nil, 0, map[string]Observation{"job/j": {Job: j}}, tc.results...).Status
+			st := at(tc.spec, nil, 0, map[string]Observation{"job/j": {Job: jobkind.Facts(j)}}, tc.results...).Status
 			if st.Shards.Progress != tc.want {
 				t.Errorf("progress %d, want %d", st.Shards.Progress, tc.want)
 			}
@@ -387,16 +388,16 @@ func TestAnyValidSpecGetsAStatus(t *testing.T) {
 	cases := map[string]func(i int) (Observation, bool){
 		"none exists": func(int) (Observation, bool) { return Observation{}, false },
 		"all evicted": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Obj(), Workload: evicted}, true
+			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Facts(), Workload: evicted}, true
 		},
 		"all failed": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", jobCondAt).Obj()}, true
+			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", jobCondAt).Facts()}, true
 		},
 		"all not found but one": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Obj()}, i == 0
+			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).Facts()}, i == 0
 		},
 		"none indexed": func(i int) (Observation, bool) {
-			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).CompletionMode(batchv1.NonIndexedCompletion).Obj()}, true
+			return Observation{Job: makeJob(name(i), "u-"+name(i), 1).CompletionMode(batchv1.NonIndexedCompletion).Facts()}, true
 		},
 	}
 	for cname, obsOf := range cases {
@@ -430,15 +431,15 @@ func TestAnyValidSpecGetsAStatus(t *testing.T) {
 func TestJobDeletedBeforeItTerminatedThenRepaired(t *testing.T) {
 	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("j-repair-1", "0", "B").SpecObj()
 	running := makeJob("j", "uid-j", 2).Completed("0", 1).Obj()
-	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}}).Status
+	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: jobkind.Facts(running)}}).Status
 	repaired := completeJob("j-repair-1", "uid-r", 1).Obj()
-	st = at(spec, &st, time.Minute, map[string]Observation{"job/j-repair-1": {Job: repaired}}).Status
+	st = at(spec, &st, time.Minute, map[string]Observation{"job/j-repair-1": {Job: jobkind.Facts(repaired)}}).Status
 	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionTrue, v1alpha1.ReasonTargetDeleted, "job j deleted before it terminated")
 	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted,
 		"every shard covered, every target terminated (job j deleted before it terminated, its shards covered by repair)")
 
 	// The repair Job deleted while it ran, before it covered B.
-	st = at(spec, nil, 0, map[string]Observation{"job/j": {Job: running}, "job/j-repair-1": {Job: makeJob("j-repair-1", "uid-r", 1).Obj()}}).Status
+	st = at(spec, nil, 0, map[string]Observation{"job/j": {Job: jobkind.Facts(running)}, "job/j-repair-1": {Job: makeJob("j-repair-1", "uid-r", 1).Facts()}}).Status
 	st = at(spec, &st, time.Minute, map[string]Observation{}).Status
 	wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted,
 		"job j, job j-repair-1 deleted before they terminated: can no longer complete; repair their missing shards")
@@ -467,7 +468,7 @@ func TestClipMessage(t *testing.T) {
 func TestJobSetEndedWithoutItsChild(t *testing.T) {
 	spec := makeCompactSpec("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").SpecObj()
 	key := "jobset/train/workers/0"
-	running := map[string]Observation{key: {Job: makeJob("train-workers-0", "uid-w0", 2).Completed("0", 1).Obj(), RestartAttempt: 3}}
+	running := map[string]Observation{key: {Job: makeJob("train-workers-0", "uid-w0", 2).Completed("0", 1).Facts(), RestartAttempt: 3}}
 	gone := func(ended string) map[string]Observation { return map[string]Observation{key: {JobSetEnded: ended}} }
 	lost := "1/2 shards covered; missing s1 = jobset train workers[0] index 1; jobset train workers[0] deleted before it terminated (its JobSet Failed): it can no longer complete; repair its missing shards"
 
@@ -537,7 +538,7 @@ func TestJobSetEndedWithoutItsChild(t *testing.T) {
 func TestJobDeletedTheMomentItFinished(t *testing.T) {
 	ab := []string{"A", "B"}
 	spec := makeSpec(ab...).AssignJob("j", "0-1", ab...).SpecObj()
-	running := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Obj()}}
+	running := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Facts()}}
 	for _, tc := range []struct {
 		name         string
 		deleted      *batchv1.Job
@@ -553,7 +554,7 @@ func TestJobDeletedTheMomentItFinished(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			live := at(spec, nil, 0, running).Status
-			gone := map[string]Observation{"job/j": {DeletedJob: tc.deleted}}
+			gone := map[string]Observation{"job/j": {DeletedJob: jobkind.Facts(tc.deleted)}}
 			st := at(spec, &live, 10*time.Second, gone).Status
 			tgt := st.Targets[0]
 			if !tgt.Deleted || tgt.UID != "uid-j" || tgt.Terminal != tc.wantTerminal || st.Shards.Covered != tc.wantCovered {
@@ -577,7 +578,7 @@ func TestJobSetNotFoundBeforeOrAfterItWasSeen(t *testing.T) {
 		AssignJobSet("train", "workers", 1, "0-1", "2-3").SpecObj()
 	w0, w1 := "jobset/train/workers/0", "jobset/train/workers/1"
 	notYet := map[string]Observation{w0: {JobSetEnded: JobSetDeleted}, w1: {JobSetEnded: JobSetDeleted}}
-	started := map[string]Observation{w0: {Job: makeJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).Complete(jobCondAt).Obj()}, w1: {}}
+	started := map[string]Observation{w0: {Job: makeJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).Complete(jobCondAt).Facts()}, w1: {}}
 
 	// Written before the JobSet: waiting, twice over (a fixed point).
 	out := at(spec, nil, 0, notYet)

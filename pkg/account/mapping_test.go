@@ -169,7 +169,7 @@ func TestObservationProblems(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := step(t, tc.spec, nil, map[string]Observation{"job/j": {Job: tc.job.Obj()}}).Status
+			st := step(t, tc.spec, nil, map[string]Observation{"job/j": {Job: tc.job.Facts()}}).Status
 			wantCond(t, st, v1alpha1.ConditionAssignmentValid, "False", tc.wantReason, "")
 			wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonAssignmentInvalid, "")
 			if len(st.Targets[0].Problems) == 0 || !strings.Contains(st.Targets[0].Problems[0], tc.wantText) {

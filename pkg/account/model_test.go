@@ -388,7 +388,7 @@ func (c *modelCase) observations(s int) map[string]Observation {
 		if j.terminal != "" {
 			jw.Condition(batchv1.JobConditionType(j.terminal), "Reason"+j.terminal, jobCondAt)
 		}
-		obs[t.key] = Observation{Job: jw.Obj(), SuccessfulPods: slices.Clone(j.pods), PodsListed: j.podsListed}
+		obs[t.key] = Observation{Job: jw.Facts(), SuccessfulPods: slices.Clone(j.pods), PodsListed: j.podsListed}
 	}
 	return obs
 }
@@ -826,9 +826,9 @@ func runModel(t *testing.T, seed uint64) []string {
 func TestCoveredByNamesTheRepairThatCovered(t *testing.T) {
 	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("r1", "0", "B").Repair("r2", "0", "B").SpecObj()
 	st := step(t, spec, nil, map[string]Observation{
-		"job/j":  {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Obj()},
-		"job/r1": {Job: makeJob("r1", "uid-r1", 1).FailedIndexes("0").Obj()},
-		"job/r2": {Job: makeJob("r2", "uid-r2", 1).Completed("0", 1).Obj()},
+		"job/j":  {Job: makeJob("j", "uid-j", 2).Completed("0", 1).Facts()},
+		"job/r1": {Job: makeJob("r1", "uid-r1", 1).FailedIndexes("0").Facts()},
+		"job/r2": {Job: makeJob("r2", "uid-r2", 1).Completed("0", 1).Facts()},
 	}).Status
 	want := []v1alpha1.ShardCoverage{{Shard: "B", Target: "job/r2", Index: 0}}
 	if !equality.Semantic.DeepEqual(st.Shards.CoveredBy, want) {

@@ -62,7 +62,7 @@ func TestAPINotServedBesideAJob(t *testing.T) {
 		AssignJobSet("train", "workers", 0, "0-1", "2-3").SpecObj()
 	j := makeJob("j", "uid-j", 2).Completed("0-1", 2).Complete(jobCondAt)
 	st := step(t, spec, nil, map[string]Observation{
-		"job/j":                  {Job: j.Obj(), PodsListed: true},
+		"job/j":                  {Job: j.Facts(), PodsListed: true},
 		"jobset/train/workers/0": {APINotServed: jobSetAPI},
 	}).Status
 	if st.Shards.Covered != 2 {
@@ -75,7 +75,7 @@ func TestAPINotServedBesideAJob(t *testing.T) {
 	}
 
 	// A found target's observation never reports its API as not served.
-	if got := (Observation{Job: j.Obj(), APINotServed: jobSetAPI}).notServed(); got != "" {
+	if got := (Observation{Job: j.Facts(), APINotServed: jobSetAPI}).notServed(); got != "" {
 		t.Errorf("notServed of a found target = %q, want none", got)
 	}
 }

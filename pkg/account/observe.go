@@ -4,19 +4,18 @@ import (
 	"fmt"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/identity"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
 // Terminal conditions, as the Job controller names them.
 const (
-	TerminalComplete = "Complete"
-	TerminalFailed   = "Failed"
+	TerminalComplete = identity.ConditionComplete
+	TerminalFailed   = identity.ConditionFailed
 )
 
 // JobSet endings an Observation reports (JobSetEnded) beside the JobSet's own terminal
@@ -26,17 +25,18 @@ const (
 	JobSetBeingDeleted = "being deleted"
 )
 
-// Observation is what the controller saw of one target at one point. A nil Job means the
+// Observation is what the controller saw of one target at one point, in kind-neutral
+// facts (a target kind makes them: pkg/kinds/job for batch/v1 Jobs). A nil Job means the
 // target does not exist (yet, or any more).
 type Observation struct {
-	Job *batchv1.Job
+	Job *identity.Job
 	// RestartAttempt is the JobSet restart attempt of a child Job.
 	RestartAttempt int32
 	// DeletedJob, when Job is nil, is the target's Job as it was when it was deleted (the
 	// last state its watch delivered). What the Job recorded between the account's last
 	// observation and its deletion is part of its record: a Job deleted by its TTL the
 	// moment it finished (ttlSecondsAfterFinished: 0) recorded Complete there.
-	DeletedJob *batchv1.Job
+	DeletedJob *identity.Job
 	// JobSetEnded, for a JobSet child target that is not found, says why its JobSet
 	// will create no more child Jobs: it is gone (JobSetDeleted), being deleted
 	// (JobSetBeingDeleted), or recorded its terminal condition (Completed, Failed).
@@ -96,30 +96,24 @@ type jobFacts struct {
 	failureTarget bool
 }
 
-func readJob(job *batchv1.Job) jobFacts {
-	f := jobFacts{indexed: job.Spec.CompletionMode != nil && *job.Spec.CompletionMode == batchv1.IndexedCompletion}
-	if job.Spec.Completions != nil {
-		f.completions = int(*job.Spec.Completions)
-	}
+func readJob(job *identity.Job) jobFacts {
+	f := jobFacts{indexed: job.Indexed, completions: int(job.Completions)}
 	var ign []string
-	f.completed, ign = indexset.ParseJobStatus(job.Status.CompletedIndexes, f.completions)
+	f.completed, ign = indexset.ParseJobStatus(job.CompletedIndexes, f.completions)
 	f.ignored = append(f.ignored, prefixAll("completedIndexes: ", ign)...)
-	if job.Status.FailedIndexes != nil {
-		f.failed, ign = indexset.ParseJobStatus(*job.Status.FailedIndexes, f.completions)
+	if job.FailedIndexes != nil {
+		f.failed, ign = indexset.ParseJobStatus(*job.FailedIndexes, f.completions)
 		f.ignored = append(f.ignored, prefixAll("failedIndexes: ", ign)...)
 	}
-	f.required, f.successPolicy = requiredPopulation(job, f.completions)
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
+	f.required, f.successPolicy = requiredPopulation(job.SuccessRules, f.completions)
+	for _, c := range job.Conditions {
 		switch c.Type {
-		case batchv1.JobComplete, batchv1.JobFailed:
-			f.terminal, f.reason = string(c.Type), c.Reason
+		case identity.ConditionComplete, identity.ConditionFailed:
+			f.terminal, f.reason = c.Type, c.Reason
 			f.terminalAt = c.LastTransitionTime.DeepCopy()
-		case batchv1.JobSuccessCriteriaMet:
+		case identity.ConditionSuccessCriteriaMet:
 			f.criteriaMet = true
-		case batchv1.JobFailureTarget:
+		case identity.ConditionFailureTarget:
 			f.failureTarget = true
 		}
 	}
@@ -140,14 +134,13 @@ func prefixAll(p string, ss []string) []string {
 // with a count, or several rules (any of which suffices), have no fixed population, so
 // every index stays required for mapping purposes and the words say what the Job
 // itself will accept.
-func requiredPopulation(job *batchv1.Job, completions int) (indexset.Set, string) {
+func requiredPopulation(rules []identity.SuccessRule, completions int) (indexset.Set, string) {
 	all := indexset.Range(0, completions-1)
-	sp := job.Spec.SuccessPolicy
-	if sp == nil || len(sp.Rules) == 0 {
+	if len(rules) == 0 {
 		return all, ""
 	}
 	var words []string
-	for _, r := range sp.Rules {
+	for _, r := range rules {
 		var parts []string
 		if r.SucceededIndexes != nil {
 			parts = append(parts, fmt.Sprintf("indexes %s succeeded", *r.SucceededIndexes))
@@ -158,7 +151,7 @@ func requiredPopulation(job *batchv1.Job, completions int) (indexset.Set, string
 		words = append(words, strings.Join(parts, " and "))
 	}
 	text := "succeeds when " + strings.Join(words, ", or when ")
-	if r := sp.Rules[0]; len(sp.Rules) == 1 && r.SucceededIndexes != nil && r.SucceededCount == nil {
+	if r := rules[0]; len(rules) == 1 && r.SucceededIndexes != nil && r.SucceededCount == nil {
 		set, _ := indexset.ParseJobStatus(*r.SucceededIndexes, completions)
 		return set, text
 	}

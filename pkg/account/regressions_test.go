@@ -18,7 +18,7 @@ import (
 // every run of the target, ignoring each run's index range, reported 2 covered.
 func TestReversedMappingCoversOnlyItsShard(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").SpecObj()
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).Completed("1", 1).Obj()}}).Status
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).Completed("1", 1).Facts()}}).Status
 	if st.Shards.Covered != 1 || st.Shards.MissingOrdinals != "0,1,3" {
 		t.Errorf("covered %d missing ordinals %q; want 1, 0,1,3", st.Shards.Covered, st.Shards.MissingOrdinals)
 	}
@@ -75,7 +75,7 @@ func TestNeverObservedStaysSoAcrossReconciles(t *testing.T) {
 func TestMissingMessageBoundedWithinOneInterval(t *testing.T) {
 	names := []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}
 	spec := makeCompactSpec("s", 8).AssignJob("j", "0-7", "s7", "s6", "s5", "s4", "s3", "s2", "s1", "s0").SpecObj()
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", int32(len(names))).Obj()}}).Status
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", int32(len(names))).Facts()}}).Status
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing,
 		"0/8 shards covered; missing s0 = job j index 7, s1 = job j index 6, s2 = job j index 5, s3 = job j index 4, s4 = job j index 3 (+3 more shards)")
 }
@@ -110,7 +110,7 @@ func TestIdentityOfAnUnassignedShard(t *testing.T) {
 func TestRejectionsInTheMessageBounded(t *testing.T) {
 	six := []string{"A", "B", "C", "D", "E", "F"}
 	spec := makeSpec(six...).AssignJob("j", "0-5", six...).RequireResults("").SpecObj()
-	obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 6).Completed("0-5", 6).Obj()}}
+	obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 6).Completed("0-5", 6).Facts()}}
 	var results []Result
 	for i := range six {
 		results = append(results, result("job/j", "uid-j", i, six[(i+1)%6])) // each claims its neighbour

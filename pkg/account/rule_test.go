@@ -61,7 +61,7 @@ func TestResultsJudgedUnderAnotherRuleNeverStand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults(tc.rule).SpecObj()
 			j := makeJob("j", "uid-j", 4).Completed("0-3", 4).Complete(jobCondAt)
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}, tc.results...).Status
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}}, tc.results...).Status
 			if st.Shards.Accepted != tc.wantAccepted {
 				t.Errorf("accepted = %d, want %d", st.Shards.Accepted, tc.wantAccepted)
 			}
@@ -87,11 +87,11 @@ func TestRecordedCountsEveryResult(t *testing.T) {
 	stale := result("job/j", "uid-old", 0, "A")
 	unassigned := result("job/j", "uid-j", 2, "C")
 	forged := result("job/j", "uid-j", 1, "A")
-	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}, stale, unassigned, forged).Status
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}}, stale, unassigned, forged).Status
 	if st.Results.Recorded != 3 {
 		t.Errorf("recorded = %d, want 3", st.Results.Recorded)
 	}
-	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Obj()}}).Status
+	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}}).Status
 	if st.Results.Recorded != 0 {
 		t.Errorf("recorded with no results = %d, want 0", st.Results.Recorded)
 	}

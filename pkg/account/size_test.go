@@ -112,7 +112,7 @@ func largeJobSetInput() Input {
 		job := fmt.Sprintf("train-workers-%d", c)
 		prev.Targets = append(prev.Targets, v1alpha1.TargetStatus{Name: key, Job: job, UID: types.UID(fmt.Sprintf("%s-a%d", job, restarts-1)), RestartAttempt: restarts - 1, Found: true, CompletedIndexes: done})
 		obs[key] = Observation{
-			Job:            makeJob(job, fmt.Sprintf("%s-a%d", job, restarts), perChild).Completed(done, 0).FailedIndexes(failed.String()).Obj(),
+			Job:            makeJob(job, fmt.Sprintf("%s-a%d", job, restarts), perChild).Completed(done, 0).FailedIndexes(failed.String()).Facts(),
 			RestartAttempt: restarts,
 			Workload:       &v1alpha1.WorkloadObservation{Name: "jobset-train", Admitted: true, ClusterQueue: "ml-team", Flavors: []string{"workers=nvidia.com/gpu:h100"}},
 		}
@@ -286,7 +286,7 @@ func (sh shape) play(t testing.TB, measure bool) (v1alpha1.BatchAccountStatus, i
 							ps = append(ps, PodAttempt{UID: uid('p', ((r*sh.targets+i)*sh.perTarget+x)*sh.retries+k), Index: x})
 						}
 					}
-					obs[sh.key(i)] = Observation{Job: job.Obj(), RestartAttempt: int32(r), Workload: w, SuccessfulPods: ps, PodsListed: true}
+					obs[sh.key(i)] = Observation{Job: job.Facts(), RestartAttempt: int32(r), Workload: w, SuccessfulPods: ps, PodsListed: true}
 				}
 				compute(obs)
 			}

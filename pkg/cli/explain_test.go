@@ -14,6 +14,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -202,7 +203,7 @@ func TestExplainExitCode(t *testing.T) {
 func TestExplainBounded(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Generation(1).Obj()
 	job := seedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("5").Obj()
-	ba = compute(ba, time0, map[string]account.Observation{"job/big": {Job: job}})
+	ba = compute(ba, time0, map[string]account.Observation{"job/big": {Job: jobkind.Facts(job)}})
 	out, _, code := run(t, fakeClient(ba, job), "explain", "account", "big", "-n", ns, "--max-rows", "5")
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)
@@ -239,8 +240,8 @@ func repairedAccount() (*v1alpha1.BatchAccount, *batchv1.Job, *batchv1.Job) {
 	rw := *workloadObs(true)
 	rw.Name, rw.UID, rw.ObservedResourceVersion = "job-j-repair-1-8d1e0", "9b8a7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d", "48380"
 	ba = compute(ba, time0.Add(32*time.Minute), map[string]account.Observation{
-		"job/j":          {Job: j, SuccessfulPods: attempts(j, "p", 0, 1, 2), Workload: workloadObs(true)},
-		"job/j-repair-1": {Job: r, SuccessfulPods: attempts(r, "r", 0), Workload: &rw},
+		"job/j":          {Job: jobkind.Facts(j), SuccessfulPods: attempts(j, "p", 0, 1, 2), Workload: workloadObs(true)},
+		"job/j-repair-1": {Job: jobkind.Facts(r), SuccessfulPods: attempts(r, "r", 0), Workload: &rw},
 	})
 	return ba, j, r
 }
@@ -275,7 +276,7 @@ func TestExplainRejected(t *testing.T) {
 			Shard: rr.Shard, InputRevision: rr.InputRevision, ModelRevision: rr.ModelRevision, Digest: rr.Digest,
 		})
 	}
-	ba := compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: s.job, Workload: workloadObs(true)}}, results...)
+	ba := compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.job), Workload: workloadObs(true)}}, results...)
 	out, _, code := run(t, fakeClient(ba, s.job, chunk), "explain", "account", "ij245", "-n", ns)
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)
@@ -317,7 +318,7 @@ func TestHugeAccountBoundedStatus(t *testing.T) {
 	}
 	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Generation(1).Obj()
 	job := seedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Obj()
-	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: job}})
+	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: jobkind.Facts(job)}})
 	if !ba.Status.Shards.MissingOrdinalsTruncated || !ba.Status.Targets[0].CompletedIndexesOmitted {
 		t.Fatalf("the status was not bounded: truncated=%v omitted=%v", ba.Status.Shards.MissingOrdinalsTruncated, ba.Status.Targets[0].CompletedIndexesOmitted)
 	}

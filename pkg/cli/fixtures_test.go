@@ -20,6 +20,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -111,16 +112,16 @@ func seedSteps() ij245 {
 	var s ij245
 	ba := ij245Account()
 	j := seedJob("j", jobUID, 4).Completed("0-2", 3).ResourceVersion("48213").Obj()
-	ba = compute(ba, time0, map[string]account.Observation{"job/j": {Job: j, SuccessfulPods: attempts(j, "p", 0, 1, 1, 2, 2), Workload: workloadObs(false)}})
+	ba = compute(ba, time0, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), SuccessfulPods: attempts(j, "p", 0, 1, 1, 2, 2), Workload: workloadObs(false)}})
 	s.steps = append(s.steps, ba)
 
 	// The Job controller deleted the repeats meanwhile; the account's ledger kept them.
 	j = seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48250").Obj()
-	ba = compute(ba, time0.Add(5*time.Minute), map[string]account.Observation{"job/j": {Job: j, SuccessfulPods: attempts(j, "q", 3), Workload: workloadObs(false)}})
+	ba = compute(ba, time0.Add(5*time.Minute), map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), SuccessfulPods: attempts(j, "q", 3), Workload: workloadObs(false)}})
 	s.steps = append(s.steps, ba)
 
 	j = seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(completeT.Time).Obj()
-	ba = compute(ba, completeT.Time, map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true)}})
+	ba = compute(ba, completeT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: workloadObs(true)}})
 	s.steps = append(s.steps, ba)
 
 	var results []account.Result
@@ -140,7 +141,7 @@ func seedSteps() ij245 {
 			Output: rr.Output, Records: rr.Records, Valid: rr.Valid,
 		})
 	}
-	ba = compute(ba, completeT.Add(time.Minute), map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true)}}, results...)
+	ba = compute(ba, completeT.Add(time.Minute), map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: workloadObs(true)}}, results...)
 	s.steps = append(s.steps, ba)
 	s.job = j
 	s.chunks = []v1alpha1.ShardResults{{

@@ -9,6 +9,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -24,7 +25,7 @@ func TestGet(t *testing.T) {
 	big := wrappers.MakeBatchAccount("big", ns).ShardCount("shard-", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Obj()
 	big.Generation, big.CreationTimestamp = 1, metav1.NewTime(seedNow.Add(-90*time.Second))
 	bigJob := seedJob("big", "uid-big", 100000).Completed("0-9,20-29,40-49,60-69,80-89,100-109,120-129,140-149,160-169", 90).ResourceVersion("5").Obj()
-	big = compute(big, time0, map[string]account.Observation{"job/big": {Job: bigJob}})
+	big = compute(big, time0, map[string]account.Observation{"job/big": {Job: jobkind.Facts(bigJob)}})
 	// An account the controller has not seen yet, in another namespace.
 	fresh := wrappers.MakeBatchAccount("fresh", "vision").Shards("A").AssignJob("v", "0", "A").Obj()
 	fresh.CreationTimestamp = metav1.NewTime(seedNow.Add(-3 * time.Second))

@@ -14,6 +14,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 )
 
 // deletedAt is when the controller first observed Job j missing (its TTL expired).
@@ -74,7 +75,7 @@ func TestExplainAdmissionMove(t *testing.T) {
 		done, _ := indexset.Parse(st.completed)
 		n := int32(done.Count())
 		j := seedJob("j", jobUID, 4).Completed(st.completed, n).ResourceVersion("1").Obj()
-		ba = compute(ba, time0.Add(time.Duration(i)*10*time.Minute), map[string]account.Observation{"job/j": {Job: j, Workload: st.w}})
+		ba = compute(ba, time0.Add(time.Duration(i)*10*time.Minute), map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: st.w}})
 	}
 	ex := BuildExplanation(ba, nil, 0)
 	adm := ex.Jobs[0].Admissions
@@ -100,7 +101,7 @@ func TestExplainAdmissionMove(t *testing.T) {
 // completeAccount is the seed observed Complete with its pods listed, and results.
 func completeAccount(results ...account.Result) (*v1alpha1.BatchAccount, *batchv1.Job) {
 	j := admitted(seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(completeT.Time).Obj())
-	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true), PodsListed: true}}, results...), j
+	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: workloadObs(true), PodsListed: true}}, results...), j
 }
 
 func seedResult(i int, shard string) account.Result {
@@ -202,7 +203,7 @@ func TestExplainRuleInvalid(t *testing.T) {
 	j := seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("1").Condition(batchv1.JobComplete, batchv1.JobReasonCompletionsReached, completeT.Time).Obj()
 	ba := ij245Account()
 	ba.Status = account.Compute(account.Input{
-		Namespace: ns, Generation: 1, Spec: &ba.Spec, Observations: map[string]account.Observation{"job/j": {Job: j}},
+		Namespace: ns, Generation: 1, Spec: &ba.Spec, Observations: map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}},
 		Now: metav1.NewTime(completeT.Time), RuleError: "undeclared reference to 'reslt'",
 	}).Status
 	needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
@@ -217,7 +218,7 @@ func TestExplainRuleInvalid(t *testing.T) {
 func TestRepairJobDeletedBeforeItTerminated(t *testing.T) {
 	running := admitted(seedJob("j", jobUID, 4).Completed("0,1", 2).ResourceVersion("48220").Obj())
 	ab := []account.Result{seedResult(0, "A"), seedResult(1, "B")}
-	ba := compute(ij245Account(), time0, map[string]account.Observation{"job/j": {Job: running, Workload: workloadObs(false)}}, ab...)
+	ba := compute(ij245Account(), time0, map[string]account.Observation{"job/j": {Job: jobkind.Facts(running), Workload: workloadObs(false)}}, ab...)
 	ba = compute(ba, deletedAt, map[string]account.Observation{}, ab...)
 	ex := BuildExplanation(ba, nil, 0)
 	if ex.Verdict.Reason != v1alpha1.ReasonTargetDeleted || !ex.Jobs[0].Deleted || ex.Shards.Covered != 2 {

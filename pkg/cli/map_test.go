@@ -18,6 +18,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -57,7 +58,7 @@ func conflictAccount() (*v1alpha1.BatchAccount, *v1alpha1.ShardResults) {
 	again.Pod, again.PodUID, again.Digest = "j-1-again", "pod-1-again", "sha256:ff"
 	again.RecordedAt = metav1.NewTime(again.RecordedAt.Add(time.Hour))
 	c.Results = append(c.Results, again)
-	ba := compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: s.job, Workload: workloadObs(true)}}, account.RecordedInOrder([]v1alpha1.ShardResults{*c})...)
+	ba := compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.job), Workload: workloadObs(true)}}, account.RecordedInOrder([]v1alpha1.ShardResults{*c})...)
 	return ba, c
 }
 
@@ -139,7 +140,7 @@ func TestMapBoundedStatus(t *testing.T) {
 		fmt.Fprint(&done, i)
 	}
 	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Generation(1).Obj()
-	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: seedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Obj()}})
+	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: seedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Facts()}})
 	if !ba.Status.Shards.MissingOrdinalsTruncated || !ba.Status.Targets[0].CompletedIndexesOmitted {
 		t.Fatal("the fixture's status is not bounded")
 	}
@@ -273,7 +274,7 @@ func BenchmarkMap1MShards(b *testing.B) {
 		if j%7 != 3 {
 			job.Complete(completeT.Time)
 		}
-		obs["job/"+name] = account.Observation{Job: job.Obj()}
+		obs["job/"+name] = account.Observation{Job: job.Facts()}
 	}
 	ba := w.Generation(1).Obj()
 	ba = compute(ba, time0, obs)

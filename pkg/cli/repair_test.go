@@ -24,6 +24,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/worker"
 )
@@ -62,7 +63,7 @@ func failedJob() *batchv1.Job {
 func failedAccount() *v1alpha1.BatchAccount {
 	j := failedJob()
 	return compute(ij245Account(), failedAt.Time, map[string]account.Observation{
-		"job/j": {Job: j, SuccessfulPods: attempts(j, "p", 0, 1, 2), Workload: workloadObs(true)},
+		"job/j": {Job: jobkind.Facts(j), SuccessfulPods: attempts(j, "p", 0, 1, 2), Workload: workloadObs(true)},
 	})
 }
 
@@ -132,7 +133,7 @@ func equalAssignment(a, b v1alpha1.Assignment) bool {
 func TestPlanRepairCompact(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
 	j := admitted(seedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: j}})
+	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +158,7 @@ func TestPlanRepairCompact(t *testing.T) {
 func TestPlanRepairOrderFollowsShards(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("rev", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").Generation(1).Obj()
 	j := admitted(seedJob("j", jobUID, 4).Completed("0,2", 2).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: j}})
+	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestPlanRepairSeveralJobs(t *testing.T) {
 	k.Spec.BackoffLimitPerIndex, k.Spec.MaxFailedIndexes = ptr.To(int32(1)), ptr.To(int32(2))
 	k.Status.FailedIndexes = ptr.To("0") // index 0 failed for good; k still runs
 	l := admitted(seedJob("l", "uid-l", 2).Completed("0", 1).ResourceVersion("9").Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: j}, "job/k": {Job: k}, "job/l": {Job: l, Workload: workloadObs(false)}})
+	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/k": {Job: jobkind.Facts(k)}, "job/l": {Job: jobkind.Facts(l), Workload: workloadObs(false)}})
 	taken := wrappers.MakeJob("j-repair-1", ns).Obj() // someone's unrelated Job
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j, k, l, taken)})
 	if err != nil {
@@ -208,7 +209,7 @@ func TestPlanRepairAgain(t *testing.T) {
 	ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}, Repair: true})
 	j := failedJob()
 	r1 := admitted(seedJob("j-repair-1", "uid-r1", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: j}, "job/j-repair-1": {Job: r1}})
+	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/j-repair-1": {Job: jobkind.Facts(r1)}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j, r1)})
 	if err != nil {
 		t.Fatal(err)
@@ -239,13 +240,13 @@ func TestPlanRepairRefuses(t *testing.T) {
 				AssignJobSet("train", "workers", 0, "0-1", "0-1").AssignJobSet("train", "workers", 1, "0-1", "2-3").Generation(1).Obj()
 			w1 := seedJob("train-workers-1", "uid-w1", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
 			w0 := seedJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).ResourceVersion("9").Obj()
-			ba = compute(ba, failedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: w0}, "jobset/train/workers/1": {Job: w1}})
+			ba = compute(ba, failedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0)}, "jobset/train/workers/1": {Job: jobkind.Facts(w1)}})
 			return RepairInput{Account: ba, Jobs: jobsByName(w0, w1)}
 		}, "shard s3 assigned to JobSet children (jobset train workers[1] index 1 (job train-workers-1 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only"},
 		{"invalid mapping", func() RepairInput {
 			ba := failedAccount()
 			ba.Spec.Assignments[0].Shards = []string{"A", "A", "A", "A"}
-			ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: j}})
+			ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
 			return RepairInput{Account: ba, Jobs: jobsByName(j)}
 		}, "AssignmentValid is False (DuplicateShard): shard A is assigned twice"},
 		{"stale status", func() RepairInput {
@@ -403,7 +404,7 @@ func TestRepairApplies(t *testing.T) {
 func TestRepairUnqueued(t *testing.T) {
 	j := failedJob()
 	delete(j.Labels, wrappers.QueueLabel)
-	ba := compute(ij245Account(), failedAt.Time, map[string]account.Observation{"job/j": {Job: j}})
+	ba := compute(ij245Account(), failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
 	c := fakeClient(ba, j)
 	if _, errOut, code := run(t, c, "repair", "ij245", "-n", ns); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -471,7 +472,7 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
 	big := admitted(seedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 	big.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: worker.EnvShardPrefix, Value: "s"}, {Name: worker.EnvIndexesPerJob, Value: "8"}}
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: big}})
+	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(big)}})
 	plan, err = PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(big)})
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +489,7 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 func TestPlanRepairLarge(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Generation(1).Obj()
 	j := admitted(seedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: j}})
+	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
 	start := time.Now()
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -234,14 +235,14 @@ func rejectedAccount() *v1alpha1.BatchAccount {
 		}
 		results = append(results, r)
 	}
-	return compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: s.job, Workload: workloadObs(true)}}, results...)
+	return compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.job), Workload: workloadObs(true)}}, results...)
 }
 
 // missingResultAccount is IJ245 observed Complete with every pod gone and no result
 // recorded: no result can arrive any more (MissingResult).
 func missingResultAccount() *v1alpha1.BatchAccount {
 	j := seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(completeT.Time).Obj()
-	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: j, Workload: workloadObs(true), PodsListed: true}})
+	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: workloadObs(true), PodsListed: true}})
 }
 
 // bigAccount is 100,000 shards over ten Jobs of 10,000 indexes: Jobs big-0..big-6 are
@@ -265,7 +266,7 @@ func bigAccount() *v1alpha1.BatchAccount {
 		default:
 			job = seedJob(name, types.UID("uid-"+name), 10000).ResourceVersion("13").Obj()
 		}
-		obs["job/"+name] = account.Observation{Job: job}
+		obs["job/"+name] = account.Observation{Job: jobkind.Facts(job)}
 	}
 	ba := w.Obj()
 	ba.Generation, ba.CreationTimestamp = 1, metav1.NewTime(time0)
@@ -482,7 +483,7 @@ func TestWatchFrameFitsTheTerminal(t *testing.T) {
 	for j := range 12 {
 		name := fmt.Sprintf("many-%d", j)
 		w.AssignJobOrdinals(name, "0-99", fmt.Sprintf("%d-%d", j*100, j*100+99))
-		obs["job/"+name] = account.Observation{Job: seedJob(name, types.UID("uid-"+name), 100).Completed("0-49", 50).ResourceVersion("1").Obj()}
+		obs["job/"+name] = account.Observation{Job: seedJob(name, types.UID("uid-"+name), 100).Completed("0-49", 50).ResourceVersion("1").Facts()}
 	}
 	ba := w.Generation(1).Obj()
 	ba = compute(ba, time0, obs)

@@ -225,8 +225,8 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 		}
 		seen[t.Key] = o
 		obs[t.Key] = o.obs
-		if o.obs.Job != nil {
-			r.stampTarget(ctx, ba, t.Ref, o.obs.Job)
+		if o.job != nil {
+			r.stampTarget(ctx, ba, t.Ref, o.job)
 		}
 		if o.workload != nil {
 			workloads[o.workload.UID] = o.workload
@@ -240,9 +240,9 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 func localQueues(seen map[string]observed) []string {
 	var out []string
 	for _, o := range seen {
-		job := o.obs.Job
+		job := o.job
 		if job == nil {
-			job = o.obs.DeletedJob
+			job = o.deletedJob
 		}
 		switch {
 		case o.workload != nil && o.workload.Spec.QueueName != "":

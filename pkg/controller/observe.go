@@ -15,14 +15,18 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // observed is one target's observation plus the Workload object it runs under, which
 // the reconciler publishes conditions on.
 type observed struct {
-	obs      account.Observation
-	workload *kueue.Workload
+	obs account.Observation
+	// job is the target's current Job (nil if none), and deletedJob, without one, its last
+	// state when it was seen deleted: the objects obs holds the facts of.
+	job, deletedJob *batchv1.Job
+	workload        *kueue.Workload
 	// pods are the target's pods the account reads: of the observed Job (its attempts),
 	// and, from the cache of whole pods, of every identity of the target (whose results
 	// are captured, relations.TargetPodIndex).
@@ -54,7 +58,8 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	if job == nil {
 		var o observed
 		if t.Ref.Job != "" {
-			o.obs.DeletedJob = r.deletedJobs.get(namespace, t.Ref.Job, r.now())
+			o.deletedJob = r.deletedJobs.get(namespace, t.Ref.Job, r.now())
+			o.obs.DeletedJob = jobkind.Facts(o.deletedJob)
 		}
 		if t.Ref.JobSet != "" {
 			if o.obs.JobSetEnded, err = relations.JobSetEnded(ctx, r.Client, namespace, t.Ref.JobSet); err != nil {
@@ -67,7 +72,7 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		return o, err
 	}
 	var o observed
-	o.obs.Job = job
+	o.job, o.obs.Job = job, jobkind.Facts(job)
 	o.obs.RestartAttempt = attempt
 	// The pods are only read: listing them without a deep copy saves a copy of every pod
 	// of the Job on every reconcile (the largest cost in the load benchmark's profile).

@@ -45,7 +45,9 @@ func TestImportRules(t *testing.T) {
 		{"pkg/worker", join(kubernetes, cel, []string{module + "pkg/account", module + "pkg/acceptance", module + "pkg/apis"})},
 		{"cmd/example-worker", join(kubernetes, cel)},
 		{"pkg/apis/batchledger/v1alpha1", join(client, cel, []string{module})},
-		{"pkg/account", join(client, cel, []string{module + "pkg/relations", module + "pkg/result", module + "pkg/acceptance"})},
+		// The account reads kind-neutral facts (pkg/identity), never a kind's API types.
+		{"pkg/account", join(client, cel, []string{module + "pkg/relations", module + "pkg/result", module + "pkg/acceptance", module + "pkg/kinds", "k8s.io/api/batch/", "sigs.k8s.io/jobset"})},
+		{"pkg/identity", join(client, cel, []string{module, "k8s.io/api/"})},
 		{"pkg/relations", []string{module + "pkg/controller", module + "pkg/webhook", module + "pkg/cli", module + "pkg/acceptance", "github.com/google/cel-go"}},
 		{"pkg/webhook", []string{module + "pkg/controller", module + "pkg/cli"}},
 		{"pkg/cli", []string{module + "pkg/controller", module + "pkg/webhook"}},

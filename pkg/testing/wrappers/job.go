@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	jobsetconstants "sigs.k8s.io/jobset/pkg/constants"
+
+	"batchledger.dev/batchledger/pkg/identity"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 )
 
 // DefaultImage is the image of the default container; on kwok nodes nothing pulls it.
@@ -323,3 +326,6 @@ func (w *JobWrapper) Failed(reason string, at time.Time) *JobWrapper {
 
 // Obj returns the Job.
 func (w *JobWrapper) Obj() *batchv1.Job { return &w.Job }
+
+// Facts returns what an account reads of the Job (account.Observation.Job).
+func (w *JobWrapper) Facts() *identity.Job { return jobkind.Facts(&w.Job) }
