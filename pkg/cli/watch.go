@@ -19,7 +19,6 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/watch"
@@ -276,8 +275,9 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string
 	if ex.Verdict.Accepted {
 		return outcomeAccepted, ""
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAssignmentValid); c != nil && c.Status == metav1.ConditionFalse {
-		return outcomeBlocked, "the assignment mapping is invalid (" + c.Reason + ")"
+	blocker := account.Blocker(st)
+	if blocker != nil && blocker.Type == v1alpha1.ConditionAssignmentValid {
+		return outcomeBlocked, "the assignment mapping is invalid (" + blocker.Reason + ")"
 	}
 	var lost []MissingShard
 	for _, ms := range ex.Shards.MissingShards {
@@ -294,19 +294,17 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string
 		return outcomeBlocked, fmt.Sprintf("%s can no longer be covered (%s index %d: %s)",
 			shardNames(lost), v1alpha1.TargetKey(first.Target).Describe(), first.Index, first.State)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Reason == v1alpha1.ReasonTargetDeleted {
+	switch {
+	case blocker == nil:
+		return outcomePending, ""
+	case blocker.Reason == v1alpha1.ReasonTargetDeleted:
 		return outcomeBlocked, "a target was deleted before it terminated (TargetDeleted)"
+	case blocker.Reason == v1alpha1.ReasonResultRejected:
+		// The identities that reported them completed: they cannot report again.
+		return outcomeBlocked, fmt.Sprintf("a shard result was rejected (%s)", blocker.Reason)
+	default: // MissingResult
+		return outcomeBlocked, fmt.Sprintf("no result can arrive for %d covered %s (%s)", st.Results.Missing, plural(int(st.Results.Missing), "shard", "shards"), blocker.Reason)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c != nil {
-		switch c.Reason {
-		case v1alpha1.ReasonResultRejected:
-			// The identities that reported them completed: they cannot report again.
-			return outcomeBlocked, fmt.Sprintf("a shard result was rejected (%s)", c.Reason)
-		case v1alpha1.ReasonMissingResult:
-			return outcomeBlocked, fmt.Sprintf("no result can arrive for %d covered %s (%s)", st.Results.Missing, plural(int(st.Results.Missing), "shard", "shards"), c.Reason)
-		}
-	}
-	return outcomePending, ""
 }
 
 // rateSample is the progress observed at one time.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/version"
 )
@@ -391,23 +392,15 @@ func (m *Metrics) uncount(namespace string, k verdictKey) {
 }
 
 // verdictOf is an account's verdict as batchledger_verdicts counts it: Accepted when
-// Accepted is True; Blocked when it can no longer be accepted without a repair (its
-// mapping is invalid, a target was deleted before it terminated, a result was rejected
-// or can no longer arrive, or its batch finished unaccepted: batchFinished); InProgress
+// Accepted is True; Blocked when it can no longer be accepted without a repair
+// (account.Blocker, or its batch finished unaccepted: batchFinished); InProgress
 // otherwise, including before its first status.
 func verdictOf(ba *v1alpha1.BatchAccount) string {
 	st := &ba.Status
 	if apimeta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionAccepted) {
 		return VerdictAccepted
 	}
-	if apimeta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionAssignmentValid) {
-		return VerdictBlocked
-	}
-	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Reason == v1alpha1.ReasonTargetDeleted {
-		return VerdictBlocked
-	}
-	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c != nil &&
-		(c.Reason == v1alpha1.ReasonResultRejected || c.Reason == v1alpha1.ReasonMissingResult) {
+	if account.Blocker(st) != nil {
 		return VerdictBlocked
 	}
 	if _, finished := batchFinished(ba); finished {

@@ -1,0 +1,28 @@
+package account
+
+import (
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// Blocker is the condition of an account's status that says it can no longer be
+// Accepted without a repair or a spec change, whatever its Jobs still do: an invalid
+// mapping (AssignmentValid False), a target deleted before it terminated (Accepted
+// TargetDeleted), or a result rejected or no longer able to arrive (ResultsAccepted
+// ResultRejected, MissingResult). nil when the status shows none. The controller's
+// verdict metric and the plugin's watch both decide "blocked" by it.
+func Blocker(st *v1alpha1.BatchAccountStatus) *metav1.Condition {
+	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAssignmentValid); c != nil && c.Status == metav1.ConditionFalse {
+		return c
+	}
+	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Reason == v1alpha1.ReasonTargetDeleted {
+		return c
+	}
+	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c != nil &&
+		(c.Reason == v1alpha1.ReasonResultRejected || c.Reason == v1alpha1.ReasonMissingResult) {
+		return c
+	}
+	return nil
+}
