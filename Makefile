@@ -23,7 +23,7 @@ all: build
 generate: ## Regenerate deepcopy code and CRD manifests with controller-gen, and the result message's JSON Schema.
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./pkg/apis/...
 	$(GO) tool controller-gen crd:allowDangerousTypes=false paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
-	$(GO) tool controller-gen rbac:roleName=manager-role paths=./pkg/controller/... paths=./pkg/certs/... paths=./cmd/batchledger/... output:rbac:artifacts:config=config/rbac
+	$(GO) tool controller-gen rbac:roleName=manager-role paths=./pkg/controller/... paths=./pkg/kinds/... paths=./pkg/certs/... paths=./cmd/batchledger/... output:rbac:artifacts:config=config/rbac
 	$(GO) tool controller-gen webhook paths=./pkg/webhook/... output:webhook:artifacts:config=config/webhook
 	@# The Helm chart installs exactly the generated CRDs, RBAC rules and webhooks: copies,
 	@# never hand edits (verify-generate fails on a stale copy).

@@ -27,8 +27,8 @@ import (
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/certs"
 	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/ledgerkey"
-	"batchledger.dev/batchledger/pkg/relations"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/version"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
@@ -292,7 +292,7 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer c
 	// One Ledger for every controller that reads recorded results: the key is loaded once.
 	ledger := &controller.Ledger{Source: ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 		Namespace: c.certOpts.Namespace, Name: c.ledgerKeySecret}}
-	return []setup{
+	setups := []setup{
 		&controller.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods, Writer: writer,
 			Recorder: mgr.GetEventRecorder("batchledger"),
@@ -303,9 +303,11 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer c
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics, Ledger: ledger,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
 		&controller.JobRecorder{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Metrics: controller.NewJobRecordMetrics()},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJob, APIs: apis, TTL: c.shortFormTTL},
-		&controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: relations.KindJobSet, APIs: apis, TTL: c.shortFormTTL},
 	}
+	for _, k := range all.Kinds {
+		setups = append(setups, &controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: k, APIs: apis, TTL: c.shortFormTTL})
+	}
+	return setups
 }
 
 // webhooks are the admission webhooks, none with --enable-webhooks=false.

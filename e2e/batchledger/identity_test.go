@@ -13,7 +13,7 @@ import (
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/relations"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -56,7 +56,7 @@ func TestOneCompletionIdentityIsOneShard(t *testing.T) {
 	// restart attempt, queued like any Job.
 	handMade := wrappers.MakeJob("tw-w-0-retry", f.Namespace).Indexed(1).Parallelism(1).Queue("default").GPU(1).BackoffLimit(0).Obj()
 	for k, v := range map[string]string{
-		jobset.JobSetNameKey: "tw", jobset.ReplicatedJobNameKey: "w", jobset.JobIndexKey: "0", relations.LabelRestartAttempt: "5",
+		jobset.JobSetNameKey: "tw", jobset.ReplicatedJobNameKey: "w", jobset.JobIndexKey: "0", jobsetkind.LabelRestartAttempt: "5",
 	} {
 		handMade.Labels = setLabel(handMade.Labels, k, v)
 		handMade.Spec.Template.Labels = setLabel(handMade.Spec.Template.Labels, k, v)

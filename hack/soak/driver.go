@@ -25,6 +25,7 @@ import (
 
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/result"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -56,7 +57,7 @@ const (
 
 	labelJobName       = batchv1.JobNameLabel
 	labelControllerUID = batchv1.ControllerUidLabel
-	labelRestart       = relations.LabelRestartAttempt
+	labelRestart       = jobsetkind.LabelRestartAttempt
 
 	inputRevision = "D"
 	modelRevision = "m-2026-11"

@@ -122,10 +122,10 @@ func (ts *targetState) final() bool {
 // endedBy says, for a JobSet child deleted because its JobSet ended, how it ended: " (its
 // JobSet Failed)"; empty otherwise.
 func (ts *targetState) endedBy() string {
-	switch e := ts.obs.JobSetEnded; e {
+	switch e := ts.obs.OwnerEnded; e {
 	case "":
 		return ""
-	case JobSetDeleted, JobSetBeingDeleted:
+	case OwnerDeleted, OwnerBeingDeleted:
 		return " (its JobSet was " + e + ")"
 	default:
 		return " (its JobSet " + e + ")"
@@ -142,7 +142,7 @@ func (ts *targetState) lostBeforeTerminal() bool {
 // neverCreated is true for a JobSet child target without an identity or a record whose
 // JobSet ended: it will not be created any more.
 func (ts *targetState) neverCreated() bool {
-	return !ts.found && !ts.deleted && ts.obs.JobSetEnded != ""
+	return !ts.found && !ts.deleted && ts.obs.OwnerEnded != ""
 }
 
 // settleWorkload keeps the Workload as recorded once the Job's terminal condition is on
@@ -162,23 +162,26 @@ func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
 	ts.obs.Workload = prev.Workload.DeepCopy()
 }
 
-// jobSetsSeen names the JobSets of which this account has seen a child: one observed
-// now, or an identity on record or in history. A JobSet that is not found is taken as
-// deleted only if it was seen; the account cannot tell one never created from one
-// created and deleted unseen (while the manager was down all its life), and waits for
-// both.
-func jobSetsSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha1.TargetStatus, inHistory map[string]bool) map[string]bool {
+// ownersSeen names the owners (a JobSet, a TrainJob: by target kind and name) of which
+// this account has seen a child: one observed now, or an identity on record or in
+// history. An owner that is not found is taken as deleted only if it was seen; the
+// account cannot tell one never created from one created and deleted unseen (while the
+// manager was down all its life), and waits for both.
+func ownersSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha1.TargetStatus, inHistory map[string]bool) map[string]bool {
 	seen := map[string]bool{}
 	for _, t := range m.Targets {
-		if t.Ref.JobSet == "" {
+		if !t.Ref.IsChild() {
 			continue
 		}
 		if obs[t.Key].Job != nil || inHistory[t.Key] || (prev[t.Key] != nil && prev[t.Key].UID != "") {
-			seen[t.Ref.JobSet] = true
+			seen[ownerOf(t.Ref)] = true
 		}
 	}
 	return seen
 }
+
+// ownerOf names a child target's owner across kinds: "jobset/train", "trainjob/llm".
+func ownerOf(ref v1alpha1.TargetRef) string { return ref.Kind() + "/" + ref.Owner() }
 
 // Compute derives the account status from its input.
 func Compute(in Input) Output {
@@ -200,7 +203,7 @@ func Compute(in Input) Output {
 		inHistory[h.Target] = true
 	}
 
-	seenJobSets := jobSetsSeen(m, in.Observations, prevTargets, inHistory)
+	seenOwners := ownersSeen(m, in.Observations, prevTargets, inHistory)
 	problems := slices.Clone(m.Problems)
 	lim := statusLimits(len(m.Targets))
 	states := make([]*targetState, len(m.Targets))
@@ -208,10 +211,10 @@ func Compute(in Input) Output {
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
 		ts := observeTarget(t, in.Observations[t.Key])
-		if ts.obs.JobSetEnded == JobSetDeleted && !seenJobSets[t.Ref.JobSet] {
-			// Nothing says this JobSet ever existed: an account written before its JobSet
-			// waits for it, as for a Job not created yet.
-			ts.obs.JobSetEnded = ""
+		if ts.obs.OwnerEnded == OwnerDeleted && !seenOwners[ownerOf(t.Ref)] {
+			// Nothing says this owner ever existed: an account written before its JobSet
+			// (or TrainJob) waits for it, as for a Job not created yet.
+			ts.obs.OwnerEnded = ""
 		}
 		ts.obs.Workload = boundWorkload(ts.obs.Workload, lim)
 		p := prevTargets[t.Key]

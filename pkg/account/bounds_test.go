@@ -471,7 +471,7 @@ func TestHistoryKeepsWhatTargetsNeed(t *testing.T) {
 	gone, failed := map[string]Observation{}, map[string]Observation{}
 	for c := range children {
 		running[key(c)] = Observation{Job: makeJob(fmt.Sprintf("train-workers-%d", c), fmt.Sprintf("uid-%d", c), 2).Completed("0", 1).Facts()}
-		failed[key(c)] = Observation{JobSetEnded: "Failed"}
+		failed[key(c)] = Observation{OwnerEnded: "Failed"}
 	}
 	st := step(t, spec.SpecObj(), nil, running).Status
 	st = step(t, spec.SpecObj(), &st, gone).Status

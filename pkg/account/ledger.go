@@ -34,13 +34,13 @@ const (
 // is an event about the record, not a new identity. A JobSet child that is gone before
 // it terminated is a restart in progress (the JobSet deletes and recreates its
 // children): it is superseded into history as before — unless its JobSet ended
-// (Observation.JobSetEnded), which recreates nothing. A child that terminated keeps its
+// (Observation.OwnerEnded), which recreates nothing. A child that terminated keeps its
 // record (a JobSet deleted by its TTL, or a cascade).
 func keepsRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation) bool {
 	if prev == nil || prev.UID == "" {
 		return false
 	}
-	if prev.Deleted || t.Ref.Job != "" || obs.JobSetEnded != "" {
+	if prev.Deleted || !t.Ref.IsChild() || obs.OwnerEnded != "" {
 		return true
 	}
 	return prev.Terminal != ""
@@ -51,7 +51,7 @@ func keepsRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation) bool {
 // history (the last one of the target, if it never terminated), as a target status, and
 // that entry's position in history. nil when there is none.
 func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentity) (*v1alpha1.TargetStatus, int) {
-	if t.Ref.JobSet == "" || obs.JobSetEnded == "" {
+	if !t.Ref.IsChild() || obs.OwnerEnded == "" {
 		return nil, -1
 	}
 	for i := len(history) - 1; i >= 0; i-- {

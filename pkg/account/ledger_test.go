@@ -457,7 +457,7 @@ func TestClipMessage(t *testing.T) {
 	}
 }
 
-// TestJobSetEndedWithoutItsChild: a JobSet child gone before it terminated is a restart
+// TestOwnerEndedWithoutItsChild: a JobSet child gone before it terminated is a restart
 // in progress only while its JobSet may recreate it. Once the JobSet ended (Completed,
 // Failed, deleted) the child's last identity is its record, as for a plain Job deleted
 // before it terminated: its coverage counts, the account says it can no longer complete
@@ -465,11 +465,11 @@ func TestClipMessage(t *testing.T) {
 // account saw the JobSet end together with the child's deletion, or took the deletion
 // for a restart first. A JobSet the account never saw a child of is only not found (an
 // account may be written before its JobSet).
-func TestJobSetEndedWithoutItsChild(t *testing.T) {
+func TestOwnerEndedWithoutItsChild(t *testing.T) {
 	spec := makeCompactSpec("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").SpecObj()
 	key := "jobset/train/workers/0"
 	running := map[string]Observation{key: {Job: makeJob("train-workers-0", "uid-w0", 2).Completed("0", 1).Facts(), RestartAttempt: 3}}
-	gone := func(ended string) map[string]Observation { return map[string]Observation{key: {JobSetEnded: ended}} }
+	gone := func(ended string) map[string]Observation { return map[string]Observation{key: {OwnerEnded: ended}} }
 	lost := "1/2 shards covered; missing s1 = jobset train workers[0] index 1; jobset train workers[0] deleted before it terminated (its JobSet Failed): it can no longer complete; repair its missing shards"
 
 	for _, tc := range []struct {
@@ -502,7 +502,7 @@ func TestJobSetEndedWithoutItsChild(t *testing.T) {
 	}, {
 		// An account written before its JobSet: nothing says the JobSet ever existed.
 		name:            "a JobSet the account never saw anything of is not found: the account waits for it",
-		steps:           []map[string]Observation{gone(JobSetDeleted)},
+		steps:           []map[string]Observation{gone(OwnerDeleted)},
 		wantTerminated:  v1alpha1.ReasonAwaitingTermination,
 		wantAdmittedWhy: v1alpha1.ReasonTargetsNotFound,
 	}} {
@@ -577,7 +577,7 @@ func TestJobSetNotFoundBeforeOrAfterItWasSeen(t *testing.T) {
 	spec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-1", "0-1").
 		AssignJobSet("train", "workers", 1, "0-1", "2-3").SpecObj()
 	w0, w1 := "jobset/train/workers/0", "jobset/train/workers/1"
-	notYet := map[string]Observation{w0: {JobSetEnded: JobSetDeleted}, w1: {JobSetEnded: JobSetDeleted}}
+	notYet := map[string]Observation{w0: {OwnerEnded: OwnerDeleted}, w1: {OwnerEnded: OwnerDeleted}}
 	started := map[string]Observation{w0: {Job: makeJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).Complete(jobCondAt).Facts()}, w1: {}}
 
 	// Written before the JobSet: waiting, twice over (a fixed point).

@@ -220,11 +220,14 @@ func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRe
 		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonCrossNamespaceTarget,
 			"%s names a target in namespace %q; targets must be in the account's namespace %q", m.entryName(entry), ref.Namespace, namespace))
 		return "", false
-	case (ref.Job == "") == (ref.JobSet == ""):
-		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target must name exactly one of job or jobSet", m.entryName(entry)))
+	case ref.NamedKinds() != 1:
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target must name exactly one of job, jobSet or trainJob", m.entryName(entry)))
 		return "", false
-	case ref.JobSet != "" && ref.ReplicatedJob == "":
-		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target names jobSet %q without a replicatedJob", m.entryName(entry), ref.JobSet))
+	case ref.IsChild() && ref.ReplicatedJob == "":
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target names %s %q without a replicatedJob", m.entryName(entry), ref.Field(), ref.Owner()))
+		return "", false
+	case !ref.IsChild() && (ref.ReplicatedJob != "" || ref.JobIndex != nil):
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target names job %q with a replicatedJob or jobIndex, which apply only to jobSet and trainJob targets", m.entryName(entry), ref.Job))
 		return "", false
 	}
 	return string(ref.Key()), true

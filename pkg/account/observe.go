@@ -18,11 +18,12 @@ const (
 	TerminalFailed   = identity.ConditionFailed
 )
 
-// JobSet endings an Observation reports (JobSetEnded) beside the JobSet's own terminal
-// condition types, Completed and Failed.
+// Endings of a child target's owner (a JobSet, or the TrainJob that renders one) an
+// Observation reports (OwnerEnded) beside the owner's own terminal condition types
+// (Completed, Failed).
 const (
-	JobSetDeleted      = "deleted"
-	JobSetBeingDeleted = "being deleted"
+	OwnerDeleted      = "deleted"
+	OwnerBeingDeleted = "being deleted"
 )
 
 // Observation is what the controller saw of one target at one point, in kind-neutral
@@ -37,14 +38,14 @@ type Observation struct {
 	// observation and its deletion is part of its record: a Job deleted by its TTL the
 	// moment it finished (ttlSecondsAfterFinished: 0) recorded Complete there.
 	DeletedJob *identity.Job
-	// JobSetEnded, for a JobSet child target that is not found, says why its JobSet
-	// will create no more child Jobs: it is gone (JobSetDeleted), being deleted
-	// (JobSetBeingDeleted), or recorded its terminal condition (Completed, Failed).
-	// Empty while the JobSet may still (re)create the child. A child gone before it
-	// terminated is a restart in progress only while the JobSet may recreate it; once
-	// the JobSet ended it is a Job deleted before it terminated (JobSet deletes its
-	// active children when it finishes or fails).
-	JobSetEnded string
+	// OwnerEnded, for a child target (a JobSet's or a TrainJob's) that is not found,
+	// says why its owner will create no more child Jobs: it is gone (OwnerDeleted),
+	// being deleted (OwnerBeingDeleted), or recorded its terminal condition (Completed,
+	// Failed). Empty while the owner may still (re)create the child. A child gone
+	// before it terminated is a restart in progress only while the owner may recreate
+	// it; once the owner ended it is a Job deleted before it terminated (JobSet deletes
+	// its active children when it finishes or fails).
+	OwnerEnded string
 	// APINotServed, for a target that is not found, names the API its kind needs that
 	// the cluster does not serve ("jobset.x-k8s.io/v1alpha2 JobSet"): the target cannot
 	// exist until that API is installed. Empty when the API is served.

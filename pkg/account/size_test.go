@@ -297,7 +297,7 @@ func (sh shape) play(t testing.TB, measure bool) (v1alpha1.BatchAccountStatus, i
 			obs := map[string]Observation{}
 			if last {
 				for i := range sh.targets {
-					obs[sh.key(i)] = Observation{JobSetEnded: "Failed"}
+					obs[sh.key(i)] = Observation{OwnerEnded: "Failed"}
 				}
 			}
 			compute(obs)

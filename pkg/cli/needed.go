@@ -113,7 +113,7 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 			pending = append(pending, ms)
 		case len(ms.WaitsFor) > 0 && ms.WaitsFor[0].State == stateNotFound && len(ms.WaitsFor) == 1:
 			absent = append(absent, ms)
-		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsJobSetChild():
+		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsChild():
 			jobSetLost = append(jobSetLost, ms)
 		default:
 			lost = append(lost, ms)

@@ -119,7 +119,7 @@ func renderJob(w io.Writer, j *JobExplanation) {
 		return
 	}
 	identity := fmt.Sprintf("%s, uid %s", j.Job, j.UID)
-	if v1alpha1.TargetKey(j.Target).IsJobSetChild() {
+	if v1alpha1.TargetKey(j.Target).IsChild() {
 		identity += fmt.Sprintf(", restart attempt %d", j.RestartAttempt)
 	}
 	if j.Deleted {

@@ -12,6 +12,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -45,7 +46,10 @@ func parseKindName(args []string) (kind, name string, err error) {
 	}
 	kind, ok := kindAliases[strings.ToLower(args[0])]
 	if !ok {
-		return "", "", fmt.Errorf("unknown kind %q: use account, workload, job or jobset", args[0])
+		kind, ok = ownerKind(args[0])
+	}
+	if !ok {
+		return "", "", fmt.Errorf("unknown kind %q: use account, workload, %s", args[0], strings.Join(targetKinds(), ", "))
 	}
 	if args[1] == "" {
 		return "", "", fmt.Errorf("%s name is empty", kind)
@@ -72,13 +76,9 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 		}
 		owner := relations.WorkloadOwner(&wl)
 		if owner == nil {
-			return nil, fmt.Errorf("Workload %q in namespace %q is owned by no Job or JobSet; batchledger accounts only for those", name, namespace)
+			return nil, fmt.Errorf("Workload %q in namespace %q is owned by no %s; batchledger accounts only for those", name, namespace, objectKinds())
 		}
-		kind := KindJob
-		if owner.Kind == relations.KindJobSet {
-			kind = KindJobSet
-		}
-		accts, err := ResolveAccounts(ctx, c, namespace, kind, owner.Name)
+		accts, err := ResolveAccounts(ctx, c, namespace, all.Kinds.Owning(*owner).Name(), owner.Name)
 		if err != nil {
 			return nil, fmt.Errorf("Workload %q: %w", name, err)
 		}
@@ -103,17 +103,50 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 			return nil, fmt.Errorf("no BatchAccount in namespace %q targets Job %q", namespace, name)
 		}
 		return accts, nil
-	case KindJobSet:
-		accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool { return t.JobSet == name })
-		if err != nil {
-			return nil, err
-		}
-		if len(accts) == 0 {
-			return nil, fmt.Errorf("no BatchAccount in namespace %q targets JobSet %q", namespace, name)
-		}
-		return accts, nil
 	}
-	return nil, fmt.Errorf("unknown kind %q", kind)
+	k := all.Kinds.Named(kind)
+	if k == nil {
+		return nil, fmt.Errorf("unknown kind %q", kind)
+	}
+	accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool { return t.Kind() == kind && t.Owner() == name })
+	if err != nil {
+		return nil, err
+	}
+	if len(accts) == 0 {
+		return nil, fmt.Errorf("no BatchAccount in namespace %q targets %s %q", namespace, k.Object().Kind, name)
+	}
+	return accts, nil
+}
+
+// ownerKind reads a kind of target typed by its name or plural ("trainjob",
+// "trainjobs"): every kind of pkg/kinds/all is explained by name.
+func ownerKind(typed string) (string, bool) {
+	name := strings.TrimSuffix(strings.ToLower(typed), "s")
+	if k := all.Kinds.Named(name); k != nil {
+		return k.Name(), true
+	}
+	return "", false
+}
+
+// objectKinds names the objects of every kind of target: "Job, JobSet or TrainJob".
+func objectKinds() string {
+	names := make([]string, len(all.Kinds))
+	for i, k := range all.Kinds {
+		names[i] = k.Object().Kind
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// targetKinds are the names of the kinds of target, for messages.
+func targetKinds() []string {
+	out := make([]string, len(all.Kinds))
+	for i, k := range all.Kinds {
+		out[i] = k.Name()
+	}
+	return out
 }
 
 // describeGetError names the object in a lookup failure.

@@ -21,10 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 )
 
 // The manager needs the core APIs (pods, Jobs, events, Leases) and its own CRDs
@@ -51,9 +52,6 @@ type OptionalAPI struct {
 func (a OptionalAPI) String() string { return a.GVK.GroupVersion().String() + " " + a.GVK.Kind }
 
 var (
-	// APIJobSet: JobSet targets, the JobSet short form, the JobSet ending watch.
-	APIJobSet = OptionalAPI{GVK: jobsetapi.SchemeGroupVersion.WithKind("JobSet"),
-		Enables: "JobSet targets, the JobSet short form and the watch of JobSets ending"}
 	// APIWorkload: Kueue's Workloads, their admission in the account and the verdict
 	// conditions published on them. Accounts of Jobs work without it (Admitted is then
 	// Unknown, NoWorkload).
@@ -61,15 +59,30 @@ var (
 		Enables: "Kueue admission of targets and the verdict conditions on Workloads"}
 )
 
-// OptionalAPIs are the optional APIs the manager asks about. A new target kind (a
-// Kubeflow TrainJob) is one more entry here and one case in targetAPI.
-var OptionalAPIs = []OptionalAPI{APIJobSet, APIWorkload}
+// OptionalAPIs are the optional APIs the manager asks about: those of the kinds of target
+// whose API is optional (kinds.Kind.OptionalAPI: JobSet, TrainJob), then Kueue's.
+var OptionalAPIs = append(kindAPIs(), APIWorkload)
 
-// targetAPI is the optional API a target's kind needs; false for a plain Job (batch/v1,
-// always served).
+// KindAPI is the optional API of a kind of target.
+func KindAPI(k kinds.Kind) OptionalAPI {
+	return OptionalAPI{GVK: k.Object(), Enables: fmt.Sprintf("%s targets, the %s short form and the watch of %ss ending", k.Object().Kind, k.Object().Kind, k.Object().Kind)}
+}
+
+func kindAPIs() []OptionalAPI {
+	var out []OptionalAPI
+	for _, k := range all.Kinds {
+		if k.OptionalAPI() {
+			out = append(out, KindAPI(k))
+		}
+	}
+	return out
+}
+
+// targetAPI is the optional API a target's kind needs; false for a kind whose API is
+// always served (batch/v1 Job).
 func targetAPI(ref v1alpha1.TargetRef) (OptionalAPI, bool) {
-	if ref.JobSet != "" {
-		return APIJobSet, true
+	if k := all.Kinds.For(ref); k != nil && k.OptionalAPI() {
+		return KindAPI(k), true
 	}
 	return OptionalAPI{}, false
 }

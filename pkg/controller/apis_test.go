@@ -32,6 +32,8 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -279,8 +281,8 @@ func TestSetupFollowsServedAPIs(t *testing.T) {
 			}
 			for _, st := range []interface{ SetupWithManager(ctrl.Manager) error }{
 				&Reconciler{Client: mgr.GetClient(), APIs: served},
-				&ShortFormReconciler{Client: mgr.GetClient(), Kind: "Job", APIs: served},
-				&ShortFormReconciler{Client: mgr.GetClient(), Kind: "JobSet", APIs: served},
+				&ShortFormReconciler{Client: mgr.GetClient(), Kind: jobkind.Kind{}, APIs: served},
+				&ShortFormReconciler{Client: mgr.GetClient(), Kind: jobsetkind.Kind{}, APIs: served},
 			} {
 				if err := st.SetupWithManager(mgr); err != nil {
 					t.Fatalf("%T: %v", st, err)

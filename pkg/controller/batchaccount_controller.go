@@ -26,13 +26,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -106,7 +107,6 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=patch
-// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile observes the account's targets, computes the account and writes its status
@@ -304,10 +304,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		pred    predicate.Predicate
 	}{
 		{&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), workloadChanged},
-		{&jobsetapi.JobSet{}, batched(BatchPeriod, r.jobSetToAccounts), jobSetEnding},
 	} {
 		if r.APIs.ServedObject(w.obj, mgr.GetScheme()) {
 			b = b.Watches(w.obj, w.handler, builder.WithPredicates(w.pred))
+		}
+	}
+	for _, k := range all.Kinds {
+		if o, ok := k.(kinds.Owner); ok && r.APIs.ServedObject(k.NewObject(), mgr.GetScheme()) {
+			b = b.Watches(k.NewObject(), batched(BatchPeriod, r.ownerToAccounts(k)), builder.WithPredicates(ownerEnding(o)))
 		}
 	}
 	return b.
@@ -332,17 +336,20 @@ var jobChanged = predicate.Funcs{
 	},
 }
 
-// jobSetEnding passes a JobSet's deletion, its deletion starting and its terminal
-// condition appearing: then its children gone before they terminated stop being a restart
-// in progress (account.Observation.JobSetEnded). JobSet may delete them before it writes
-// the condition, and nothing else would wake their accounts again.
-var jobSetEnding = predicate.Funcs{
-	CreateFunc: func(event.CreateEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld.(*jobsetapi.JobSet), e.ObjectNew.(*jobsetapi.JobSet)
-		return (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || relations.JobSetTerminal(o) != relations.JobSetTerminal(n)
-	},
-	GenericFunc: func(event.GenericEvent) bool { return false },
+// ownerEnding passes an owner's (a JobSet's, a TrainJob's) deletion, its deletion
+// starting and its terminal condition appearing: then its children gone before they
+// terminated stop being a restart in progress (account.Observation.OwnerEnded). JobSet
+// may delete them before it writes the condition, and nothing else would wake their
+// accounts again.
+func ownerEnding(kind kinds.Owner) predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return (o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) || kind.Terminal(o) != kind.Terminal(n)
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // workloadChanged passes creation, deletion and every Workload change except the

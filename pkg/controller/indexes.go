@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -64,9 +65,12 @@ func (r *Reconciler) workloadToAccounts(ctx context.Context, obj client.Object) 
 	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.WorkloadKeys(obj)...)
 }
 
-// jobSetToAccounts wakes the accounts naming a child of a JobSet.
-func (r *Reconciler) jobSetToAccounts(ctx context.Context, obj client.Object) []reconcile.Request {
-	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.JobSetKey(obj.GetName()))
+// ownerToAccounts is, for a kind of child target, the mapper of its owners (a JobSet, a
+// TrainJob) to the accounts naming one of their children.
+func (r *Reconciler) ownerToAccounts(kind kinds.Kind) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		return accountsFor(ctx, r.Client, obj.GetNamespace(), kinds.Key(kind.Name(), obj.GetName()))
+	}
 }
 
 // BatchPeriod is how long the reconciler lets Job, Workload and account changes gather

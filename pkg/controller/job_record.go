@@ -215,25 +215,26 @@ func recordHeld(o client.Object) bool {
 	return slices.Contains(o.GetFinalizers(), v1alpha1.RecordFinalizer)
 }
 
-// heldChild is, for a JobSet target none of whose children is live (relations.ResolveTarget
+// heldChild is, for a child target none of whose children is live (relations.ResolveTarget
 // found none: all are being deleted), the child of the highest restart attempt that the
 // record finalizer still holds, and its attempt: the account observes it until its end is
-// recorded, so that what it completed before a restart (or its JobSet's end) deleted it
+// recorded, so that what it completed before a restart (or its owner's end) deleted it
 // is its record even when the deletion happened while no manager led. nil when there is
 // none.
 func heldChild(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
-	if ref.JobSet == "" || (ref.Namespace != "" && ref.Namespace != namespace) {
+	k := relations.KindOf(ref)
+	if k == nil || !ref.IsChild() || (ref.Namespace != "" && ref.Namespace != namespace) {
 		return nil, 0, nil
 	}
 	var jobs batchv1.JobList
-	if err := c.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(relations.ChildLabels(ref))); err != nil {
+	if err := c.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(k.CandidateLabels(ref))); err != nil {
 		return nil, 0, err
 	}
 	var best *batchv1.Job
 	bestAttempt := int32(-1)
 	for i := range jobs.Items {
 		j := &jobs.Items[i]
-		if a := relations.RestartAttempt(j); j.DeletionTimestamp != nil && recordHeld(j) && a > bestAttempt {
+		if a := k.RestartAttempt(j); j.DeletionTimestamp != nil && recordHeld(j) && a > bestAttempt {
 			best, bestAttempt = j, a
 		}
 	}
@@ -342,7 +343,7 @@ func (r *JobRecorder) accountRecordsJobs() handler.EventHandler {
 }
 
 // enqueueNamed adds the Jobs ba names: a Job target's Job by name, and the child Jobs of
-// a JobSet target (of every restart attempt) from the cache.
+// a child target (of every restart attempt) from the cache.
 func (r *JobRecorder) enqueueNamed(ctx context.Context, ba *v1alpha1.BatchAccount, q jobQueue) {
 	seen := map[string]bool{}
 	add := func(name string) {
@@ -353,13 +354,14 @@ func (r *JobRecorder) enqueueNamed(ctx context.Context, ba *v1alpha1.BatchAccoun
 	}
 	for _, a := range ba.Spec.AllAssignments() {
 		ref := a.Target
+		k := relations.KindOf(ref)
 		switch {
-		case ref.Namespace != "" && ref.Namespace != ba.Namespace:
-		case ref.Job != "":
+		case k == nil || (ref.Namespace != "" && ref.Namespace != ba.Namespace):
+		case k.CandidateLabels(ref) == nil:
 			add(ref.Job)
-		case ref.JobSet != "":
+		default:
 			var jobs batchv1.JobList
-			if err := r.List(ctx, &jobs, client.InNamespace(ba.Namespace), client.MatchingLabels(relations.ChildLabels(ref))); err != nil {
+			if err := r.List(ctx, &jobs, client.InNamespace(ba.Namespace), client.MatchingLabels(k.CandidateLabels(ref))); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "listing the child Jobs an account names", "account", ba.Name)
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -24,13 +25,13 @@ func jobSetWith(typ string) *jobset.JobSet {
 	return js
 }
 
-// TestReconcileJobSetEndedRestoresTheRecord: an account took a JobSet child's
+// TestReconcileOwnerEndedRestoresTheRecord: an account took a JobSet child's
 // disappearance for a restart (its identity in history, the target waiting for a
 // successor). When the reconcile then finds the JobSet ended (Failed, Completed, or gone)
 // the child is a Job deleted before it terminated: its identity is the target's record
 // again, its coverage counts, and the account says how to go on. While the JobSet runs,
 // the account keeps waiting for the successor.
-func TestReconcileJobSetEndedRestoresTheRecord(t *testing.T) {
+func TestReconcileOwnerEndedRestoresTheRecord(t *testing.T) {
 	superseded := func() *v1alpha1.BatchAccount {
 		ba := wrappers.MakeBatchAccount("ends", "ns").ShardCount("s", 4).AssignJobSet("ends", "workers", 2, "0-3", "0-3").Obj()
 		ba.Status.Targets = []v1alpha1.TargetStatus{{Name: "jobset/ends/workers/2"}}
@@ -89,11 +90,11 @@ func TestJobSetEnding(t *testing.T) {
 		got  bool
 		want bool
 	}{
-		{"failed", jobSetEnding.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: failed}), true},
-		{"deletion starts", jobSetEnding.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: deleting}), true},
-		{"deleted", jobSetEnding.Delete(event.DeleteEvent{Object: running}), true},
-		{"another update", jobSetEnding.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: relabelled}), false},
-		{"created", jobSetEnding.Create(event.CreateEvent{Object: running}), false},
+		{"failed", ownerEnding(jobsetkind.Kind{}).Update(event.UpdateEvent{ObjectOld: running, ObjectNew: failed}), true},
+		{"deletion starts", ownerEnding(jobsetkind.Kind{}).Update(event.UpdateEvent{ObjectOld: running, ObjectNew: deleting}), true},
+		{"deleted", ownerEnding(jobsetkind.Kind{}).Delete(event.DeleteEvent{Object: running}), true},
+		{"another update", ownerEnding(jobsetkind.Kind{}).Update(event.UpdateEvent{ObjectOld: running, ObjectNew: relabelled}), false},
+		{"created", ownerEnding(jobsetkind.Kind{}).Create(event.CreateEvent{Object: running}), false},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)

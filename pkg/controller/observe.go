@@ -38,7 +38,7 @@ type observed struct {
 // observation, with, when the account captures results, the pods its deleted identities
 // left (a Job deleted, or between a JobSet restart's delete and create), whose results
 // are still captured, the last state of a Job seen deleted (DeletedJob), and for a JobSet
-// child whether its JobSet ended (JobSetEnded).
+// child whether its JobSet ended (OwnerEnded).
 func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
 	if api, ok := targetAPI(t.Ref); ok && !r.APIs.Served(api) {
 		// Nothing of its kind is watched or cached (a read would fail): it cannot exist yet.
@@ -57,14 +57,12 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	}
 	if job == nil {
 		var o observed
-		if t.Ref.Job != "" {
+		if !t.Ref.IsChild() {
 			o.deletedJob = r.deletedJobs.get(namespace, t.Ref.Job, r.now())
 			o.obs.DeletedJob = jobkind.Facts(o.deletedJob)
 		}
-		if t.Ref.JobSet != "" {
-			if o.obs.JobSetEnded, err = relations.JobSetEnded(ctx, r.Client, namespace, t.Ref.JobSet); err != nil {
-				return o, err
-			}
+		if o.obs.OwnerEnded, err = relations.TargetEnded(ctx, r.Client, namespace, t.Ref); err != nil {
+			return o, err
 		}
 		if results {
 			o.pods, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref)
@@ -110,7 +108,7 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	if !r.APIs.Served(APIWorkload) {
 		return o, nil // no Kueue: no Workload to read
 	}
-	wl, err := relations.WorkloadOfJob(ctx, r.Client, job)
+	wl, err := relations.WorkloadOfTarget(ctx, r.Client, t.Ref, job)
 	if err != nil {
 		return o, err
 	}

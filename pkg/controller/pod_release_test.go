@@ -20,6 +20,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -52,7 +53,7 @@ func withUID(j *batchv1.Job, uid string) *batchv1.Job { j.UID = types.UID(uid); 
 func jobSetChild(rj string, idx string) *batchv1.Job {
 	j := wrappers.MakeJob("ts-"+rj+"-"+idx, "ns").Indexed(2).
 		Label(jobsetapi.JobSetNameKey, "ts").Label(jobsetapi.ReplicatedJobNameKey, rj).
-		Label(jobsetapi.JobIndexKey, idx).Label(relations.LabelRestartAttempt, "0").Obj()
+		Label(jobsetapi.JobIndexKey, idx).Label(jobsetkind.LabelRestartAttempt, "0").Obj()
 	return withUID(j, j.Name+"-uid")
 }
 

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/release"
 	"batchledger.dev/batchledger/pkg/scheme"
@@ -201,7 +202,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pod1), pod1); err != nil || slices.Contains(pod1.Finalizers, v1alpha1.ResultFinalizer) {
 		t.Fatalf("the pod that left the results scope was not released (%v): %v", err, pod1.Finalizers)
 	}
-	if _, err := (&ShortFormReconciler{Client: c, Kind: "Job"}).Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(short)}); err != nil {
+	if _, err := (&ShortFormReconciler{Client: c, Kind: jobkind.Kind{}}).Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(short)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -42,8 +41,8 @@ type ShortFormReconciler struct {
 	client.Client
 	// Recorder emits the Warnings on the Job or JobSet.
 	Recorder events.EventRecorder
-	// Kind is relations.KindJob or relations.KindJobSet.
-	Kind string
+	// Kind is the kind of target whose objects' short form this reconciler reads.
+	Kind kinds.Kind
 	// APIs are the optional APIs the cluster serves: no reconciler for a kind not
 	// served. nil: all.
 	APIs *ServedAPIs
@@ -65,7 +64,7 @@ type ShortFormReconciler struct {
 // revisions, shards and assignments are immutable); when it is not what the annotations
 // declare, a Warning says how it differs and what to do.
 func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	obj := r.newObject()
+	obj := r.Kind.NewObject()
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -87,14 +86,14 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	if ended, ok := endedAt(obj); ok && r.TTL > 0 && !r.now().Before(ended.Add(r.TTL)) {
+	if ended, ok := r.Kind.FinishedAt(obj); ok && r.TTL > 0 && !r.now().Before(ended.Add(r.TTL)) {
 		ctrl.LoggerFrom(ctx).V(1).Info("no account created: the short form's batch ended longer ago than the short-form TTL", "ended", ended)
 		return ctrl.Result{}, nil
 	}
 	ba := &v1alpha1.BatchAccount{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: obj.GetName(), Namespace: obj.GetNamespace(),
-			Labels: map[string]string{v1alpha1.LabelShortFormOf: r.Kind},
+			Labels: map[string]string{v1alpha1.LabelShortFormOf: r.kindName()},
 		},
 		Spec: spec,
 	}
@@ -105,7 +104,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
 		r.warn(ctx, obj, nil, v1alpha1.EventReasonShortFormRejected,
 			"the API server refused BatchAccount %s, which the short-form annotations declare: %s. It is tried again when the %s's annotations or spec change",
-			ba.Name, err, r.Kind)
+			ba.Name, err, r.kindName())
 		return ctrl.Result{}, nil
 	default:
 		return ctrl.Result{}, err
@@ -119,33 +118,9 @@ func (r *ShortFormReconciler) now() time.Time {
 	return time.Now()
 }
 
-// endedAt is when a Job or JobSet recorded its terminal condition (Complete or Failed,
-// Completed or Failed); false while it has none.
-func endedAt(obj client.Object) (time.Time, bool) {
-	switch o := obj.(type) {
-	case *batchv1.Job:
-		for _, c := range o.Status.Conditions {
-			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-				return c.LastTransitionTime.Time, true
-			}
-		}
-	case *jobsetapi.JobSet:
-		for _, c := range o.Status.Conditions {
-			if (c.Type == string(jobsetapi.JobSetCompleted) || c.Type == string(jobsetapi.JobSetFailed)) && c.Status == metav1.ConditionTrue {
-				return c.LastTransitionTime.Time, true
-			}
-		}
-	}
-	return time.Time{}, false
-}
-
-// newObject is an empty object of the reconciler's kind.
-func (r *ShortFormReconciler) newObject() client.Object {
-	if r.Kind == relations.KindJobSet {
-		return &jobsetapi.JobSet{}
-	}
-	return &batchv1.Job{}
-}
+// kindName is the Kubernetes kind the reconciler reads ("Job", "JobSet", "TrainJob"), as
+// messages and the label LabelShortFormOf name it.
+func (r *ShortFormReconciler) kindName() string { return r.Kind.Object().Kind }
 
 // warn emits a Warning about obj's short form, and logs it.
 func (r *ShortFormReconciler) warn(ctx context.Context, obj client.Object, related runtime.Object, reason, note string, args ...any) {
@@ -164,15 +139,16 @@ func (r *ShortFormReconciler) mismatchNote(existing *v1alpha1.BatchAccount, fixe
 	if of := existing.Labels[v1alpha1.LabelShortFormOf]; of != "" {
 		origin = "created from the short form of a " + of + " of this name"
 	}
-	way := fmt.Sprintf("delete the BatchAccount (its results go with it) and re-create the %s, or re-create the %s under another name", r.Kind, r.Kind)
-	if existing.Labels[v1alpha1.LabelShortFormOf] != r.Kind {
-		way = fmt.Sprintf("give the %s another name, or remove its short-form annotations to be accounted by the existing BatchAccount", r.Kind)
+	kind := r.kindName()
+	way := fmt.Sprintf("delete the BatchAccount (its results go with it) and re-create the %s, or re-create the %s under another name", kind, kind)
+	if existing.Labels[v1alpha1.LabelShortFormOf] != kind {
+		way = fmt.Sprintf("give the %s another name, or remove its short-form annotations to be accounted by the existing BatchAccount", kind)
 	}
 	if len(fixed) == 0 {
 		way = "edit the BatchAccount's spec.acceptance, or " + way
 	}
 	return fmt.Sprintf("BatchAccount %s (%s) is not what the short-form annotations declare: %s. It was left unchanged and accounts for this %s; to fix it, %s",
-		existing.Name, origin, strings.Join(append(fixed, acceptance...), "; "), r.Kind, way)
+		existing.Name, origin, strings.Join(append(fixed, acceptance...), "; "), kind, way)
 }
 
 // shortFormDiffs are the fields in which an existing account differs from the spec a
@@ -276,13 +252,13 @@ func describeShards(p v1alpha1.ShardPopulation) string {
 // SetupWithManager watches Jobs or JobSets carrying a short form (shortFormChanges),
 // when the cluster serves the kind; otherwise it sets up nothing.
 func (r *ShortFormReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if !r.APIs.ServedObject(r.newObject(), mgr.GetScheme()) {
-		mgr.GetLogger().Info("no short-form reconciler: the cluster does not serve the kind", "kind", r.Kind)
+	if !r.APIs.ServedObject(r.Kind.NewObject(), mgr.GetScheme()) {
+		mgr.GetLogger().Info("no short-form reconciler: the cluster does not serve the kind", "kind", r.kindName())
 		return nil
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(r.newObject(), builder.WithPredicates(shortFormChanges())).
-		Named("shortform-" + strings.ToLower(r.Kind)).
+		For(r.Kind.NewObject(), builder.WithPredicates(shortFormChanges())).
+		Named("shortform-" + r.Kind.Name()).
 		Complete(r)
 }
 

@@ -20,7 +20,9 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/relations"
+	"batchledger.dev/batchledger/pkg/kinds"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -59,7 +61,7 @@ func TestShortFormReconcile(t *testing.T) {
 	// for the indexes, written as ranges: what they mean is compared, not their text).
 	declared := func() *wrappers.BatchAccountWrapper {
 		return wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
-			AssignJobOrdinals("j", "0-1", "0-1").Label(v1alpha1.LabelShortFormOf, relations.KindJob)
+			AssignJobOrdinals("j", "0-1", "0-1").Label(v1alpha1.LabelShortFormOf, "Job")
 	}
 	failCreate := func(err error) hooks {
 		return hooks{create: func(client.Object) error { return err }}
@@ -69,7 +71,7 @@ func TestShortFormReconcile(t *testing.T) {
 		field.ErrorList{field.Invalid(field.NewPath("spec", "shards", "names").Index(0), strings.Repeat("x", 300), "may not be longer than 253")})
 
 	cases := map[string]struct {
-		kind string // relations.KindJob unless set
+		kind string // "Job" unless set
 		objs []client.Object
 		h    hooks
 		// wantCreate is the account created, with its label; nil: none.
@@ -85,19 +87,19 @@ func TestShortFormReconcile(t *testing.T) {
 		"a short form that parses: its account, labelled, and no event": {
 			objs: []client.Object{job(valid...)},
 			wantCreate: wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
-				AssignJobOrdinals("j", "0,1", "0,1").Label(v1alpha1.LabelShortFormOf, relations.KindJob).Obj(),
+				AssignJobOrdinals("j", "0,1", "0,1").Label(v1alpha1.LabelShortFormOf, "Job").Obj(),
 		},
 		"a JobSet short form: its account, labelled JobSet": {
-			kind: relations.KindJobSet,
+			kind: "JobSet",
 			objs: []client.Object{jobSet(inputRev, "D", modelRev, "m", count, "4", rjAnn, "workers")},
 			wantCreate: wrappers.MakeBatchAccount("train", "ns").Revisions("D", "m").ShardCount("", 4).
 				AssignJobSet("train", "workers", 0, "0,1", "0,1").AssignJobSet("train", "workers", 1, "0,1", "2,3").
-				Label(v1alpha1.LabelShortFormOf, relations.KindJobSet).Obj(),
+				Label(v1alpha1.LabelShortFormOf, "JobSet").Obj(),
 		},
 		"a Job that ended within the short-form TTL: its account (the manager was down while it ran)": {
 			objs: []client.Object{ended(job(valid...), testNow.Add(-time.Hour))},
 			wantCreate: wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
-				AssignJobOrdinals("j", "0,1", "0,1").Label(v1alpha1.LabelShortFormOf, relations.KindJob).Obj(),
+				AssignJobOrdinals("j", "0,1", "0,1").Label(v1alpha1.LabelShortFormOf, "Job").Obj(),
 		},
 		"a Job that ended longer ago than the short-form TTL: retention took its account, none again": {
 			objs: []client.Object{ended(job(valid...), testNow.Add(-shortFormTTL))},
@@ -112,7 +114,7 @@ func TestShortFormReconcile(t *testing.T) {
 			wantNote:   []string{"no BatchAccount was created", "annotation " + modelRev + " is missing"},
 		},
 		"replicas x completions is not the shard count: a Warning on the JobSet": {
-			kind:       relations.KindJobSet,
+			kind:       "JobSet",
 			objs:       []client.Object{jobSet(inputRev, "D", modelRev, "m", count, "5", rjAnn, "workers")},
 			wantEvents: []string{"JobSet/train Warning InvalidShortForm"},
 			wantNote:   []string{"annotation " + count + " declares 5 shards, but replicatedJob workers runs 2 replicas x 2 completions = 4 indexes"},
@@ -193,10 +195,10 @@ func TestShortFormReconcile(t *testing.T) {
 			wantNote:   []string{"created by hand", "give the Job another name, or remove its short-form annotations"},
 		},
 		"a JobSet short form under the name of a Job's account: a Warning": {
-			kind: relations.KindJobSet,
+			kind: "JobSet",
 			objs: []client.Object{jobSet(inputRev, "D", modelRev, "m", count, "4", rjAnn, "workers"),
 				wrappers.MakeBatchAccount("train", "ns").Revisions("D", "m").ShardCount("", 4).AssignJobOrdinals("train", "0-3", "0-3").
-					Label(v1alpha1.LabelShortFormOf, relations.KindJob).Obj()},
+					Label(v1alpha1.LabelShortFormOf, "Job").Obj()},
 			wantEvents: []string{"JobSet/train Warning ShortFormMismatch"},
 			wantNote:   []string{"created from the short form of a Job of this name", "give the JobSet another name"},
 		},
@@ -204,9 +206,10 @@ func TestShortFormReconcile(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, tc.h, tc.objs...)
-			kind, key := relations.KindJob, client.ObjectKey{Namespace: "ns", Name: "j"}
-			if tc.kind == relations.KindJobSet {
-				kind, key.Name = relations.KindJobSet, "train"
+			var kind kinds.Kind = jobkind.Kind{}
+			key := client.ObjectKey{Namespace: "ns", Name: "j"}
+			if tc.kind == "JobSet" {
+				kind, key.Name = jobsetkind.Kind{}, "train"
 			}
 			var before v1alpha1.BatchAccount
 			existed := f.c.Get(context.Background(), key, &before) == nil

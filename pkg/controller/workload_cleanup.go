@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"batchledger.dev/batchledger/pkg/kinds/all"
 	"context"
 	"fmt"
 
@@ -78,13 +79,11 @@ func (w workloadCleanup) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return ctrl.Result{}, nil
 }
 
-// ownerDescription names a Workload's Job or JobSet for a person: "job j", "jobset js".
+// ownerDescription names a Workload's owner for a person: "job j", "jobset js",
+// "trainjob llm".
 func ownerDescription(wl *kueue.Workload) string {
 	if ref := relations.WorkloadOwner(wl); ref != nil {
-		if ref.Kind == relations.KindJobSet {
-			return "jobset " + ref.Name
-		}
-		return "job " + ref.Name
+		return all.Kinds.Owning(*ref).Name() + " " + ref.Name
 	}
 	return "its owner"
 }

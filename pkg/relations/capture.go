@@ -3,24 +3,22 @@ package relations
 import (
 	"context"
 	"slices"
-	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 )
 
 // PodTargets are the target keys of every target a pod is an index pod of, whichever
 // identity (Job UID) of the target controls it: the Job target of the Job that controls
-// the pod, and, for a JobSet child's pod (PodJobSetChild), the JobSet target of its
-// replicatedJob and job index. None for a pod no Job controls or without a well-formed
-// completion index.
+// the pod, and the child target of each kind it belongs to (Kind.PodTarget: the JobSet
+// target of its replicatedJob and job index, ...). None for a pod no Job controls or
+// without a well-formed completion index.
 //
 // Identities come and go under a target (a JobSet restart deletes its children and
 // creates them again, a Job may be deleted and created again under its name), but a pod
@@ -29,37 +27,18 @@ import (
 // account, so the ledger keeps it), and so the pod is held until it is.
 func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
 	owner := metav1.GetControllerOfNoCopy(pod)
-	if owner == nil || owner.Kind != KindJob || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
+	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
 		return nil
 	}
 	if _, ok := CompletionIndex(pod); !ok {
 		return nil
 	}
-	keys := []v1alpha1.TargetKey{v1alpha1.JobTargetKey(owner.Name)}
-	if ref, ok := PodJobSetChild(owner.Name, pod.Labels); ok {
-		keys = append(keys, ref.Key())
+	refs := all.Kinds.PodTargets(owner.Name, pod.Labels)
+	keys := make([]v1alpha1.TargetKey, len(refs))
+	for i, ref := range refs {
+		keys[i] = ref.Key()
 	}
 	return keys
-}
-
-// PodJobSetChild is the JobSet target a pod of the Job named job belongs to, from the
-// JobSet labels the pod carries (JobSet puts them on its children's pod templates). A pod
-// does not say whether its Job is controlled by the JobSet, but JobSet names each child
-// ChildJobName(jobSet, replicatedJob, jobIndex) in every restart attempt: the pod of a
-// Job of another name carries the labels of a child it is not (a hand-made Job, or one
-// copied from a child), and belongs to no JobSet target. The Job of that name is followed
-// only while the JobSet controls it (ResolveTarget); a pod of any other Job of that name
-// reports under that Job's UID, which the account judges (StaleIdentity).
-func PodJobSetChild(job string, labels map[string]string) (v1alpha1.TargetRef, bool) {
-	js, rj := labels[jobsetapi.JobSetNameKey], labels[jobsetapi.ReplicatedJobNameKey]
-	if js == "" || rj == "" {
-		return v1alpha1.TargetRef{}, false
-	}
-	idx, err := strconv.ParseInt(labels[jobsetapi.JobIndexKey], 10, 32)
-	if err != nil || idx < 0 || job != ChildJobName(js, rj, int(idx)) {
-		return v1alpha1.TargetRef{}, false
-	}
-	return v1alpha1.TargetRef{JobSet: js, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))}, true
 }
 
 // TargetPodIndex is the one rule for which pods are a target's index pods: pod is an

@@ -7,17 +7,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 )
 
 // Field indexes. A change to one Job, pod or Workload wakes only the accounts that name
 // it, through these, instead of a resync of every account.
 const (
-	// IndexAccountTarget indexes BatchAccounts by the IndexKey of each assignment target:
-	// JobKey of a Job target, JobSetKey of a JobSet child target.
+	// IndexAccountTarget indexes BatchAccounts by the IndexKey of each assignment target
+	// (TargetIndexKey): its Job, or the owner of its child Job.
 	IndexAccountTarget = "batchledger.dev/target"
 	// IndexOwnerUID indexes Workloads and pods by the UID of their controller owner.
 	IndexOwnerUID = "batchledger.dev/owner-uid"
@@ -25,7 +26,7 @@ const (
 	// under whichever identity of the target: result capture reads a target's pods of
 	// every identity through it.
 	IndexPodTarget = "batchledger.dev/pod-target"
-	// IndexWorkloadOwner indexes Workloads by the IndexKey of each Job or JobSet owner
+	// IndexWorkloadOwner indexes Workloads by the IndexKey of each owner of a target kind
 	// (WorkloadKeys): the Workloads an account's targets run under, found from the
 	// account alone, also once the account is gone or no longer names them.
 	IndexWorkloadOwner = "batchledger.dev/workload-owner"
@@ -35,24 +36,15 @@ const (
 	IndexResultPod = "batchledger.dev/result-pod"
 )
 
-// IndexKey is a key of IndexAccountTarget: "job/<name>" for a Job, "jobset/<name>" for a
-// JobSet as a whole. It is not a target key (v1alpha1.TargetKey), which names one child
-// of a JobSet.
-type IndexKey string
+// IndexKey is a key of IndexAccountTarget and IndexWorkloadOwner (kinds.IndexKey).
+type IndexKey = kinds.IndexKey
 
 // JobKey is the index key of the Job named name.
-func JobKey(name string) IndexKey { return IndexKey("job/" + name) }
+func JobKey(name string) IndexKey { return kinds.Key(v1alpha1.TargetKindJob, name) }
 
-// JobSetKey is the index key of the JobSet named name.
-func JobSetKey(name string) IndexKey { return IndexKey("jobset/" + name) }
-
-// TargetIndexKey is the index key an assignment target answers to: its Job, or its JobSet.
-func TargetIndexKey(ref v1alpha1.TargetRef) IndexKey {
-	if ref.JobSet != "" {
-		return JobSetKey(ref.JobSet)
-	}
-	return JobKey(ref.Job)
-}
+// TargetIndexKey is the index key an assignment target answers to: its Job, or its
+// child's owner.
+func TargetIndexKey(ref v1alpha1.TargetRef) IndexKey { return kinds.TargetKey(ref) }
 
 // AccountKeys are the distinct index keys of an account's assignment targets, in
 // assignment order.
@@ -68,42 +60,35 @@ func AccountKeys(ba *v1alpha1.BatchAccount) []IndexKey {
 	return out
 }
 
-// JobKeys are the index keys a Job answers to: its own name, and its JobSet when that
-// JobSet controls it (IsJobSetChild). A Job that only carries a JobSet's labels wakes no
-// account of the JobSet.
-func JobKeys(job metav1.Object) []IndexKey {
-	keys := []IndexKey{JobKey(job.GetName())}
-	if IsJobSetChild(job) {
-		keys = append(keys, JobSetKey(job.GetLabels()[jobsetapi.JobSetNameKey]))
-	}
-	return keys
-}
+// JobKeys are the index keys a Job answers to, of every kind (Kind.JobKeys): its own
+// name, and the owner that controls it (a JobSet, the TrainJob above it). A Job that only
+// carries a JobSet's labels wakes no account of the JobSet.
+func JobKeys(job metav1.Object) []IndexKey { return all.Kinds.JobKeys(job) }
 
 // PodKeys are the index keys a Job's pod answers to: its Job (the job-name label the Job
-// controller puts on pods), and its JobSet for a pod of a JobSet child (PodJobSetChild);
-// none for a pod of no Job.
+// controller puts on pods), and the owner of the child target it belongs to
+// (Kind.PodTarget); none for a pod of no Job.
 func PodKeys(pod client.Object) []IndexKey {
 	labels := pod.GetLabels()
 	name := labels[batchv1.JobNameLabel]
 	if name == "" {
 		return nil
 	}
-	keys := []IndexKey{JobKey(name)}
-	if ref, ok := PodJobSetChild(name, labels); ok {
-		keys = append(keys, JobSetKey(ref.JobSet))
+	refs := all.Kinds.PodTargets(name, labels)
+	keys := make([]IndexKey, len(refs))
+	for i, ref := range refs {
+		keys[i] = kinds.TargetKey(ref)
 	}
 	return keys
 }
 
-// WorkloadKeys are the index keys of every Job or JobSet owner of a Workload.
+// WorkloadKeys are the index keys of every owner of a Workload of a kind of target
+// (kinds.Registry.Owning).
 func WorkloadKeys(wl client.Object) []IndexKey {
 	var keys []IndexKey
 	for _, ref := range wl.GetOwnerReferences() {
-		switch ref.Kind {
-		case KindJob:
-			keys = append(keys, JobKey(ref.Name))
-		case KindJobSet:
-			keys = append(keys, JobSetKey(ref.Name))
+		if k := all.Kinds.Owning(ref); k != nil {
+			keys = append(keys, kinds.Key(k.Name(), ref.Name))
 		}
 	}
 	return keys
@@ -205,7 +190,7 @@ func AccountsNaming(ctx context.Context, c client.Reader, namespace string, keys
 	return out, nil
 }
 
-// WorkloadsOf lists the Workloads of namespace whose Job or JobSet owner answers to one of
+// WorkloadsOf lists the Workloads of namespace whose owner answers to one of
 // keys, each once, through IndexWorkloadOwner. They are read-only, as in AccountsNaming.
 func WorkloadsOf(ctx context.Context, c client.Reader, namespace string, keys ...IndexKey) ([]*kueue.Workload, error) {
 	var out []*kueue.Workload

@@ -12,9 +12,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -114,7 +116,7 @@ func TestAccountLookups(t *testing.T) {
 	if diff := cmp.Diff([]string{"counts-j", "deleting"}, names(all)); diff != "" {
 		t.Errorf("AccountsNaming (-want +got):\n%s", diff)
 	}
-	live, err := LiveAccountsNaming(ctx, c, ns, JobKey("j"), JobSetKey("train"))
+	live, err := LiveAccountsNaming(ctx, c, ns, JobKey("j"), kinds.Key(v1alpha1.TargetKindJobSet, "train"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestAccountLookups(t *testing.T) {
 		})
 	}
 	for rj, want := range map[string]string{"workers": v1alpha1.ScopeResults, "leader": ""} {
-		if got, err := ReplicatedJobScope(ctx, c, ns, "train", rj); err != nil || got != want {
+		if got, err := ReplicatedJobScope(ctx, c, &jobsetapi.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train"}}, rj); err != nil || got != want {
 			t.Errorf("ReplicatedJobScope(%s) = %q, %v; want %q", rj, got, err, want)
 		}
 	}
@@ -195,7 +197,7 @@ func TestCapturedBy(t *testing.T) {
 	}
 }
 
-// TestWorkloadOfJob: a Job's Workload is the newest its Workload owner controls.
+// TestWorkloadOfJob: a target's Job's Workload is the newest its Workload owner controls.
 func TestWorkloadOfJob(t *testing.T) {
 	j, ch := job("j"), child("train", "workers", 0, 0)
 	wls := []kueue.Workload{
@@ -208,10 +210,11 @@ func TestWorkloadOfJob(t *testing.T) {
 	}
 	c := reader(t, objs...)
 	for _, tc := range []struct {
+		ref  v1alpha1.TargetRef
 		job  *batchv1.Job
 		want string
-	}{{j, "j-new"}, {ch, "train"}, {job("none"), ""}} {
-		wl, err := WorkloadOfJob(context.Background(), c, tc.job)
+	}{{v1alpha1.TargetRef{Job: "j"}, j, "j-new"}, {v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers"}, ch, "train"}, {v1alpha1.TargetRef{Job: "none"}, job("none"), ""}} {
+		wl, err := WorkloadOfTarget(context.Background(), c, tc.ref, tc.job)
 		got := ""
 		if wl != nil {
 			got = wl.Name

@@ -1,6 +1,7 @@
 package relations
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -32,8 +34,8 @@ func job(name string) *batchv1.Job {
 // child is JobSet child Job index idx of replicatedJob rj, created for restart attempt.
 func child(jobSet, rj string, idx, attempt int) *batchv1.Job {
 	j := job(jobSet + "-" + rj + "-" + string(rune('0'+idx)) + "-a" + string(rune('0'+attempt)))
-	j.Labels = ChildLabels(v1alpha1.TargetRef{JobSet: jobSet, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))})
-	j.Labels[LabelRestartAttempt] = string(rune('0' + attempt))
+	j.Labels = jobset.ChildLabels(jobSet, v1alpha1.TargetRef{JobSet: jobSet, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))})
+	j.Labels[jobset.LabelRestartAttempt] = string(rune('0' + attempt))
 	j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: jobSet, UID: types.UID(jobSet + "-uid"), Controller: ptr.To(true)}}
 	return j
 }
@@ -43,7 +45,7 @@ func child(jobSet, rj string, idx, attempt int) *batchv1.Job {
 // side by side).
 func namedChild(jobSet, rj string, idx, attempt int) *batchv1.Job {
 	j := child(jobSet, rj, idx, attempt)
-	j.Name = ChildJobName(jobSet, rj, idx)
+	j.Name = jobset.ChildJobName(jobSet, rj, idx)
 	return j
 }
 
@@ -87,7 +89,7 @@ func TestIndexKeys(t *testing.T) {
 			PodKeys(wrappers.MakeIndexPod(impostor("fake", "train", "workers", 1, 9), "p", 0).Obj()), []IndexKey{"job/fake"}},
 		{"pod of no Job", PodKeys(&corev1.Pod{}), nil},
 		{"Workload of a Job and a JobSet owner; other owners ignored", WorkloadKeys(&kueue.Workload{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{
-			{Kind: "Job", Name: "j"}, {Kind: "ConfigMap", Name: "c"}, {Kind: "JobSet", Name: "train"}}}}), []IndexKey{"job/j", "jobset/train"}},
+			owner("Job", "j", false), owner("ConfigMap", "c", false), owner("JobSet", "train", false)}}}), []IndexKey{"job/j", "jobset/train"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,7 +206,7 @@ func TestCurrentChild(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, attempt := CurrentChild(ref, tc.jobSetUID, tc.jobs)
+			got, attempt := jobset.CurrentChild(ref.JobSet, ref, tc.jobSetUID, tc.jobs)
 			name := ""
 			if got != nil {
 				name = got.Name
@@ -221,8 +223,11 @@ func workload(name string, created time.Time, owners ...metav1.OwnerReference) k
 		CreationTimestamp: metav1.NewTime(created), OwnerReferences: owners}}
 }
 
+// ownerAPIVersions are the API versions of the owner kinds the tests use.
+var ownerAPIVersions = map[string]string{"Job": "batch/v1", "JobSet": "jobset.x-k8s.io/v1alpha2", "ConfigMap": "v1", "Pod": "v1"}
+
 func owner(kind, name string, controller bool) metav1.OwnerReference {
-	return metav1.OwnerReference{Kind: kind, Name: name, UID: types.UID(name + "-uid"), Controller: ptr.To(controller)}
+	return metav1.OwnerReference{APIVersion: ownerAPIVersions[kind], Kind: kind, Name: name, UID: types.UID(name + "-uid"), Controller: ptr.To(controller)}
 }
 
 // TestWorkloadOwner: the controller when it is a Job or JobSet, else the first Job or
@@ -257,10 +262,12 @@ func TestWorkloadOwner(t *testing.T) {
 
 // TestWorkloadOwnerUID: a plain Job's Workload is the Job's, a JobSet child's the JobSet's.
 func TestWorkloadOwnerUID(t *testing.T) {
-	if got := WorkloadOwnerUID(job("j")); got != "j-uid" {
+	ctx := context.Background()
+	if got, _ := KindOf(v1alpha1.TargetRef{Job: "j"}).WorkloadOwner(ctx, nil, v1alpha1.TargetRef{Job: "j"}, job("j")); got != "j-uid" {
 		t.Errorf("plain Job: %q", got)
 	}
-	if got := WorkloadOwnerUID(child("train", "w", 0, 0)); got != "train-uid" {
+	ref := v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "w"}
+	if got, _ := KindOf(ref).WorkloadOwner(ctx, nil, ref, child("train", "w", 0, 0)); got != "train-uid" {
 		t.Errorf("JobSet child: %q", got)
 	}
 }

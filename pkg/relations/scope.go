@@ -7,20 +7,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 )
 
-// scopeRank orders scopes: a Job named by an account requiring results needs its pods
-// held (ScopeResults), one only counted needs them seen (ScopeCoverage).
-var scopeRank = map[string]int{"": 0, v1alpha1.ScopeCoverage: 1, v1alpha1.ScopeResults: 2}
-
-// StrongerScope returns the stronger of two scopes. Scopes are only ever raised: two
-// accounts naming one Job, one requiring results, never flip its label back and forth.
-func StrongerScope(a, b string) string {
-	if scopeRank[b] > scopeRank[a] {
-		return b
-	}
-	return a
-}
+// StrongerScope returns the stronger of two scopes (kinds.StrongerScope).
+func StrongerScope(a, b string) string { return kinds.StrongerScope(a, b) }
 
 // AccountScope is the scope an account gives the pods of the Jobs it names.
 func AccountScope(ba *v1alpha1.BatchAccount) string { return specScope(&ba.Spec) }
@@ -35,8 +27,8 @@ func specScope(spec *v1alpha1.BatchAccountSpec) string {
 }
 
 // JobScope is the scope the live accounts naming a Job give its pods: the Job by name,
-// or, for a JobSet child (its JobSet controls it, its labels say which child), the
-// child's JobSet, replicatedJob and job index (NamesJob).
+// or, for a child Job (its owner controls it, its labels say which child), the target of
+// its owner, replicatedJob and job index (NamesJob).
 func JobScope(ctx context.Context, c client.Reader, job metav1.Object) (string, error) {
 	accounts, err := LiveAccountsNaming(ctx, c, job.GetNamespace(), JobKeys(job)...)
 	if err != nil {
@@ -54,18 +46,29 @@ func JobScope(ctx context.Context, c client.Reader, job metav1.Object) (string, 
 	return scope, nil
 }
 
-// ReplicatedJobScope is the scope the live accounts naming children of a JobSet's
-// replicatedJob give its pods.
-func ReplicatedJobScope(ctx context.Context, c client.Reader, namespace, jobSet, replicatedJob string) (string, error) {
-	accounts, err := LiveAccountsNaming(ctx, c, namespace, JobSetKey(jobSet))
-	if err != nil {
-		return "", err
-	}
+// ReplicatedJobScope is the scope the live accounts naming children of replicatedJob of
+// the JobSet js give its pods: through the JobSet itself, or the object that rendered it
+// (kinds.JobSetRenderer: a TrainJob).
+func ReplicatedJobScope(ctx context.Context, c client.Reader, js metav1.Object, replicatedJob string) (string, error) {
 	scope := ""
-	for _, ba := range accounts {
-		for _, a := range ba.Spec.AllAssignments() {
-			if a.Target.JobSet == jobSet && a.Target.ReplicatedJob == replicatedJob {
-				scope = StrongerScope(scope, AccountScope(ba))
+	for _, k := range all.Kinds {
+		r, ok := k.(kinds.JobSetRenderer)
+		if !ok {
+			continue
+		}
+		owner, ok := r.JobSetOwner(js)
+		if !ok {
+			continue
+		}
+		accounts, err := LiveAccountsNaming(ctx, c, js.GetNamespace(), kinds.Key(k.Name(), owner))
+		if err != nil {
+			return "", err
+		}
+		for _, ba := range accounts {
+			for _, a := range ba.Spec.AllAssignments() {
+				if a.Target.Kind() == k.Name() && a.Target.Owner() == owner && a.Target.ReplicatedJob == replicatedJob {
+					scope = StrongerScope(scope, AccountScope(ba))
+				}
 			}
 		}
 	}

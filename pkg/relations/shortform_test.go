@@ -41,7 +41,7 @@ const (
 
 func TestShortFormJob(t *testing.T) {
 	job := shortFormJob(4, inputRev, "D", modelRev, "m-2026-11", shardsAnn, "A, B, C, D", requireAn, "true")
-	spec, err := ShortFormJob(job)
+	spec, err := ShortForm(job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestShortFormJob(t *testing.T) {
 		t.Errorf("acceptance = %+v", spec.Acceptance)
 	}
 
-	one, err := ShortFormJob(shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A"))
+	one, err := ShortForm(shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestShortFormJob(t *testing.T) {
 
 func TestShortFormJobSet(t *testing.T) {
 	js := shortFormJobSet(inputRev, "D", modelRev, "m", countAnn, "8", prefixAnn, "s", rjAnn, "workers")
-	spec, err := ShortFormJobSet(js)
+	spec, err := ShortForm(js)
 	if err != nil {
 		t.Fatal(err)
 	}

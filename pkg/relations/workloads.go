@@ -9,31 +9,25 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 )
 
-// WorkloadOwner is the Job or JobSet a Workload belongs to: its controller when that is a
-// Job or JobSet, else its first Job or JobSet owner reference; nil when it has none.
+// WorkloadOwner is the object a Workload belongs to, of a kind of target (a Job, a JobSet,
+// a TrainJob): its controller when that is of such a kind, else its first owner
+// reference of such a kind; nil when it has none.
 func WorkloadOwner(wl metav1.Object) *metav1.OwnerReference {
-	if ref := metav1.GetControllerOf(wl); ref != nil && (ref.Kind == KindJob || ref.Kind == KindJobSet) {
+	if ref := metav1.GetControllerOf(wl); ref != nil && all.Kinds.Owning(*ref) != nil {
 		return ref
 	}
 	refs := wl.GetOwnerReferences()
 	for i := range refs {
-		if ref := &refs[i]; ref.Kind == KindJob || ref.Kind == KindJobSet {
+		if ref := &refs[i]; all.Kinds.Owning(*ref) != nil {
 			return ref
 		}
 	}
 	return nil
-}
-
-// WorkloadOwnerUID is the UID of the object that owns the Workload a Job runs under:
-// Kueue makes a plain Job's Workload the Job's, and a JobSet child's Workload the
-// JobSet's (its controller).
-func WorkloadOwnerUID(job *batchv1.Job) types.UID {
-	if ref := metav1.GetControllerOf(job); ref != nil && ref.Kind == KindJobSet {
-		return ref.UID
-	}
-	return job.UID
 }
 
 // NewestWorkload is the live one of the Workloads of one owner: Kueue may briefly hold
@@ -61,15 +55,24 @@ func NewestWorkloadsByOwner(wls []kueue.Workload) map[types.UID]*kueue.Workload 
 	return out
 }
 
-// WorkloadOfJob reads the Workload a Job runs under (the NewestWorkload owned by
-// WorkloadOwnerUID) through IndexOwnerUID; nil when there is none.
+// WorkloadOfTarget reads the Workload job, the Job target ref resolved to, runs under:
+// the NewestWorkload owned by the object its kind names (Kind.WorkloadOwner), through
+// IndexOwnerUID; nil when there is none.
 //
 // The Workload is read-only: from the cache it is its own object, not a copy
 // (UnsafeDisableDeepCopy). Every reconcile reads the Workload of each target, and only
 // reads it: conditions are published with an apply configuration of their own.
-func WorkloadOfJob(ctx context.Context, r client.Reader, job *batchv1.Job) (*kueue.Workload, error) {
+func WorkloadOfTarget(ctx context.Context, r client.Reader, ref v1alpha1.TargetRef, job *batchv1.Job) (*kueue.Workload, error) {
+	k := KindOf(ref)
+	if k == nil {
+		return nil, nil
+	}
+	owner, err := k.WorkloadOwner(ctx, r, ref, job)
+	if err != nil || owner == "" {
+		return nil, err
+	}
 	var wls kueue.WorkloadList
-	if err := r.List(ctx, &wls, client.InNamespace(job.Namespace), client.MatchingFields{IndexOwnerUID: string(WorkloadOwnerUID(job))},
+	if err := r.List(ctx, &wls, client.InNamespace(job.Namespace), client.MatchingFields{IndexOwnerUID: string(owner)},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}

@@ -7,17 +7,16 @@ import (
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -157,15 +156,16 @@ func assignmentOf(name, namespace string, spec *v1alpha1.BatchAccountSpec, keys 
 	return Assignment{}, false
 }
 
-// shortFormAssignment is the assignment the short form of the pod's Job, or of the
-// JobSet controlling it, declares; the account the controller creates from it has the
-// Job's or JobSet's name.
+// shortFormAssignment is the assignment the short form of the pod's Job, or of the owner
+// of the child target it belongs to (its JobSet, TrainJob), declares; the account the
+// controller creates from it has that object's name.
 func shortFormAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod, keys []v1alpha1.TargetKey, index int) (Assignment, bool, error) {
 	// PodTargets found a Job controlling the pod.
 	jobName := metav1.GetControllerOfNoCopy(pod).Name
-	declarers, names := []client.Object{&batchv1.Job{}}, []string{jobName}
-	if ref, ok := relations.PodJobSetChild(jobName, pod.Labels); ok {
-		declarers, names = append(declarers, &jobsetapi.JobSet{}), append(names, ref.JobSet)
+	var declarers []client.Object
+	var names []string
+	for _, ref := range all.Kinds.PodTargets(jobName, pod.Labels) {
+		declarers, names = append(declarers, relations.KindOf(ref).NewObject()), append(names, ref.Owner())
 	}
 	for i, obj := range declarers {
 		if err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: names[i]}, obj); err != nil {

@@ -20,7 +20,7 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/relations"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -75,7 +75,7 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 	childAccount := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 4).AssignJobSet("train", "workers", 0, "0-1", "0-1").
 		AssignJobSet("train", "workers", 1, "0-1", "2-3").Obj()
 	child := func(jobIndex int) *wrappers.JobWrapper {
-		return job(relations.ChildJobName("train", "workers", jobIndex), 2).JobSetChild(js, "workers", jobIndex, 0)
+		return job(jobsetkind.ChildJobName("train", "workers", jobIndex), 2).JobSetChild(js, "workers", jobIndex, 0)
 	}
 	shortJob := job("short", 3).AnnotationPairs(v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m",
 		v1alpha1.AnnotationShards, "X,Y,Z")
@@ -110,7 +110,7 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 		{"an account being deleted tells nothing", []client.Object{deleting}, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
 		{"short-form Job before its account", []client.Object{shortJob.Obj()}, pod(shortJob, 2), told("2", "Z", "D", "m", "short"), ""},
 		{"short-form JobSet child before its account", []client.Object{shortJS},
-			pod(job(relations.ChildJobName("sjs", "w", 1), 2).JobSetChild(shortJS, "w", 1, 0), 0), told("0", "p-2", "D", "m", "sjs"), ""},
+			pod(job(jobsetkind.ChildJobName("sjs", "w", 1), 2).JobSetChild(shortJS, "w", 1, 0), 0), told("0", "p-2", "D", "m", "sjs"), ""},
 		{"a pod no Job controls", []client.Object{ij245}, wrappers.MakePod("bare", ns).Obj(), nil, ""},
 	}
 	for _, tc := range cases {

@@ -113,7 +113,8 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 }
 
 // handleJobSet stamps the replicatedJobs of a new JobSet that accounts (or its short-form
-// annotations) name; its child Jobs inherit the label, also when a restart recreates them.
+// annotations, or those of the TrainJob that renders it) name; its child Jobs inherit the
+// label, also when a restart recreates them.
 func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) admission.Response {
 	var js jobsetapi.JobSet
 	var tmpl struct {
@@ -131,15 +132,14 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 		return unclassified(JobSetMutatePath, fmt.Errorf("decoding the JobSet: %w", err))
 	}
 	js.Name, js.Namespace = cmp.Or(js.Name, req.Name), cmp.Or(js.Namespace, req.Namespace)
-	shortForm := relations.ShortFormScope(&js)
 	var ops []jsonpatch.JsonPatchOperation
 	for i, rj := range js.Spec.ReplicatedJobs {
-		scope := ""
-		if js.Annotations[v1alpha1.AnnotationReplicatedJob] == rj.Name {
-			scope = shortForm
+		scope, err := relations.ReplicatedJobShortFormScope(ctx, s.Reader, &js, rj.Name)
+		if err != nil {
+			return unclassified(JobSetMutatePath, err)
 		}
 		if js.Name != "" {
-			named, err := relations.ReplicatedJobScope(ctx, s.Reader, js.Namespace, js.Name, rj.Name)
+			named, err := relations.ReplicatedJobScope(ctx, s.Reader, &js, rj.Name)
 			if err != nil {
 				return unclassified(JobSetMutatePath, err)
 			}

@@ -119,13 +119,14 @@ type ShardPopulation struct {
 }
 
 // TargetRef names the Job whose completion indexes an assignment maps: a batch/v1 Job by
-// name, or one child Job of a JobSet replicatedJob. Targets live in the account's
-// namespace; Namespace exists only so that a reference to another namespace is reported
-// instead of silently reinterpreted.
+// name, or one child Job of a replicatedJob of a JobSet or of a Kubeflow Trainer TrainJob
+// (whose JobSet runs it). Targets live in the account's namespace; Namespace exists only
+// so that a reference to another namespace is reported instead of silently
+// reinterpreted.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.job) != has(self.jobSet)",message="a target names either a job or a jobSet"
-// +kubebuilder:validation:XValidation:rule="!has(self.jobSet) || has(self.replicatedJob)",message="a jobSet target needs replicatedJob"
-// +kubebuilder:validation:XValidation:rule="has(self.jobSet) || (!has(self.replicatedJob) && !has(self.jobIndex))",message="replicatedJob and jobIndex apply only to jobSet targets"
+// +kubebuilder:validation:XValidation:rule="[has(self.job), has(self.jobSet), has(self.trainJob)].filter(x, x).size() == 1",message="a target names exactly one of job, jobSet or trainJob"
+// +kubebuilder:validation:XValidation:rule="has(self.job) || has(self.replicatedJob)",message="a jobSet or trainJob target needs replicatedJob"
+// +kubebuilder:validation:XValidation:rule="!has(self.job) || (!has(self.replicatedJob) && !has(self.jobIndex))",message="replicatedJob and jobIndex apply only to jobSet and trainJob targets"
 type TargetRef struct {
 	// Job is the name of a batch/v1 Job in the account's namespace.
 	// +optional
@@ -137,7 +138,14 @@ type TargetRef struct {
 	// +kubebuilder:validation:MaxLength=63
 	JobSet string `json:"jobSet,omitempty"`
 
-	// ReplicatedJob is the replicatedJob of JobSet whose child Job is meant.
+	// TrainJob is the name of a Kubeflow Trainer TrainJob (trainer.kubeflow.org) in the
+	// account's namespace; its replicatedJobs are those of the JobSet it renders (the
+	// torch runtime's "node" runs one completion index per node).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	TrainJob string `json:"trainJob,omitempty"`
+
+	// ReplicatedJob is the replicatedJob of JobSet (or TrainJob) whose child Job is meant.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	ReplicatedJob string `json:"replicatedJob,omitempty"`

@@ -11,18 +11,20 @@ import (
 // kind and description follow the reference's kind.
 func TestTargetKeyRoundTrip(t *testing.T) {
 	cases := []struct {
-		name        string
-		ref         TargetRef
-		key         TargetKey
-		want        TargetRef // the reference read back: JobIndex always set for a child
-		jobSetChild bool
-		describe    string
+		name     string
+		ref      TargetRef
+		key      TargetKey
+		want     TargetRef // the reference read back: JobIndex always set for a child
+		child    bool
+		describe string
 	}{
 		{"job", TargetRef{Job: "ij245"}, "job/ij245", TargetRef{Job: "ij245"}, false, "job ij245"},
 		{"jobset child with index", TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](3)},
 			"jobset/train/workers/3", TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](3)}, true, "jobset train workers[3]"},
 		{"jobset child without index is child 0", TargetRef{JobSet: "train", ReplicatedJob: "workers"},
 			"jobset/train/workers/0", TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](0)}, true, "jobset train workers[0]"},
+		{"trainjob child", TargetRef{TrainJob: "llm", ReplicatedJob: "node", JobIndex: ptr.To[int32](0)},
+			"trainjob/llm/node/0", TargetRef{TrainJob: "llm", ReplicatedJob: "node", JobIndex: ptr.To[int32](0)}, true, "trainjob llm node[0]"},
 		{"namespace is not part of the key", TargetRef{Job: "j", Namespace: "other"}, "job/j", TargetRef{Job: "j"}, false, "job j"},
 	}
 	for _, tc := range cases {
@@ -38,8 +40,8 @@ func TestTargetKeyRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(tc.want, back); diff != "" {
 				t.Errorf("ParseTargetKey(%q) (-want +got):\n%s", key, diff)
 			}
-			if key.IsJobSetChild() != tc.jobSetChild || key.IsJob() == tc.jobSetChild {
-				t.Errorf("IsJobSetChild() = %v, IsJob() = %v; want child %v", key.IsJobSetChild(), key.IsJob(), tc.jobSetChild)
+			if key.IsChild() != tc.child || key.IsJob() == tc.child {
+				t.Errorf("IsChild() = %v, IsJob() = %v; want child %v", key.IsChild(), key.IsJob(), tc.child)
 			}
 			if got := key.Describe(); got != tc.describe {
 				t.Errorf("Describe() = %q, want %q", got, tc.describe)
@@ -55,12 +57,13 @@ func TestParseTargetKeyRejects(t *testing.T) {
 		"", "job/", "job/a/b", "jobs/a", "jobset/train", "jobset/train/workers", "jobset//workers/0",
 		"jobset/train//0", "jobset/train/workers/-1", "jobset/train/workers/x", "jobset/train/workers/01",
 		"jobset/train/workers/0/1", "jobset/train/workers/99999999999", "JOB/a",
+		"trainjob/llm", "trainjob/llm/node", "trainjob//node/0", "trainjobs/llm/node/0",
 	} {
 		if ref, err := ParseTargetKey(s); err == nil {
 			t.Errorf("ParseTargetKey(%q) = %+v, want an error", s, ref)
 		}
-		if k := TargetKey(s); k.IsJob() || k.IsJobSetChild() {
-			t.Errorf("TargetKey(%q): IsJob %v, IsJobSetChild %v; want neither", s, k.IsJob(), k.IsJobSetChild())
+		if k := TargetKey(s); k.IsJob() || k.IsChild() {
+			t.Errorf("TargetKey(%q): IsJob %v, IsChild %v; want neither", s, k.IsJob(), k.IsChild())
 		}
 	}
 }

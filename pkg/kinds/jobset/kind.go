@@ -1,0 +1,385 @@
+// Package jobset is the JobSet (jobset.x-k8s.io) as a kind of target: a target
+// {jobSet: NAME, replicatedJob: RJ, jobIndex: N} names child Job N of replicatedJob RJ, of
+// every restart attempt; each restart's child is a new identity. Kinds that render a
+// JobSet (pkg/kinds/trainjob) build on the functions here.
+package jobset
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	jobsetconstants "sigs.k8s.io/jobset/pkg/constants"
+	"sigs.k8s.io/jobset/pkg/util/placement"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/shortform"
+)
+
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=list;watch;patch
+
+// KindJobSet is JobSet's Kubernetes kind, as owner references name it.
+const KindJobSet = "JobSet"
+
+// LabelRestartAttempt is the label JobSet puts on its child Jobs with the restart attempt
+// that created them (JobSet keeps it with its controller's constants, not in its API).
+const LabelRestartAttempt = jobsetconstants.RestartsKey
+
+// Kind is the JobSet kind of target.
+type Kind struct{}
+
+var (
+	_ kinds.Owner          = Kind{}
+	_ kinds.JobSetRenderer = Kind{}
+)
+
+// Terminal implements kinds.Owner.
+func (Kind) Terminal(owner client.Object) string {
+	if js, ok := owner.(*jobsetapi.JobSet); ok {
+		return Terminal(js)
+	}
+	return ""
+}
+
+// Name implements kinds.Kind.
+func (Kind) Name() string { return v1alpha1.TargetKindJobSet }
+
+// Object implements kinds.Kind.
+func (Kind) Object() schema.GroupVersionKind {
+	return jobsetapi.SchemeGroupVersion.WithKind(KindJobSet)
+}
+
+// OptionalAPI implements kinds.Kind: JobSet's CRDs may not be installed.
+func (Kind) OptionalAPI() bool { return true }
+
+// NewObject implements kinds.Kind.
+func (Kind) NewObject() client.Object { return &jobsetapi.JobSet{} }
+
+// JobSetOwner implements kinds.JobSetRenderer: a JobSet target names the JobSet itself.
+func (Kind) JobSetOwner(js metav1.Object) (string, bool) { return js.GetName(), true }
+
+// JobKeys implements kinds.Kind: a child Job answers to the JobSet that controls it.
+func (Kind) JobKeys(job metav1.Object) []kinds.IndexKey {
+	if !IsChild(job) {
+		return nil
+	}
+	return []kinds.IndexKey{kinds.Key(v1alpha1.TargetKindJobSet, job.GetLabels()[jobsetapi.JobSetNameKey])}
+}
+
+// PodTarget implements kinds.Kind through PodChild.
+func (Kind) PodTarget(job string, labels map[string]string) (v1alpha1.TargetRef, bool) {
+	return PodChild(job, labels)
+}
+
+// NamesJob implements kinds.Kind: job is a child the target means, of any restart
+// attempt (IsChildOf).
+func (Kind) NamesJob(ref v1alpha1.TargetRef, job metav1.Object) bool {
+	return IsChildOf(ref.JobSet, ref, job, "")
+}
+
+// CandidateLabels implements kinds.Kind through ChildLabels.
+func (Kind) CandidateLabels(ref v1alpha1.TargetRef) map[string]string {
+	return ChildLabels(ref.JobSet, ref)
+}
+
+// PodLabels implements kinds.Kind: the JobSet label is on all its children's pods.
+func (Kind) PodLabels(ref v1alpha1.TargetRef) map[string]string {
+	return map[string]string{jobsetapi.JobSetNameKey: ref.JobSet}
+}
+
+// RestartAttempt implements kinds.Kind: the attempt JobSet labels a child with (0 when the
+// label is absent or unreadable).
+func (Kind) RestartAttempt(job metav1.Object) int32 {
+	a, _ := strconv.Atoi(job.GetLabels()[LabelRestartAttempt])
+	return int32(a)
+}
+
+// Resolve implements kinds.Kind: the CurrentChild among the Jobs with the target's
+// ChildLabels, judged against the JobSet's UID when the JobSet exists.
+func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
+	var js jobsetapi.JobSet
+	var jobSetUID types.UID
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js, client.UnsafeDisableDeepCopy); {
+	case err == nil:
+		jobSetUID = js.UID
+	case !apierrors.IsNotFound(err):
+		return nil, 0, err
+	}
+	return ResolveChild(ctx, r, namespace, ref.JobSet, ref, jobSetUID)
+}
+
+// ResolveChild is the CurrentChild, among the Jobs in namespace with ChildLabels(jobSet,
+// ref), of the JobSet named jobSet (by jobSetUID, when known). From the manager's cache
+// the candidates are read without a copy: only their metadata is compared, and the Job
+// returned is copied.
+func ResolveChild(ctx context.Context, r client.Reader, namespace, jobSet string, ref v1alpha1.TargetRef, jobSetUID types.UID) (*batchv1.Job, int32, error) {
+	var jobs batchv1.JobList
+	if err := r.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(ChildLabels(jobSet, ref)), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, 0, err
+	}
+	job, attempt := CurrentChild(jobSet, ref, jobSetUID, jobs.Items)
+	if job != nil {
+		job = job.DeepCopy()
+	}
+	return job, attempt, nil
+}
+
+// Ended implements kinds.Kind through Ended.
+func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error) {
+	return Ended(ctx, r, namespace, ref.JobSet)
+}
+
+// WorkloadOwner implements kinds.Kind: Kueue makes a JobSet child's Workload the
+// JobSet's, its controller.
+func (Kind) WorkloadOwner(_ context.Context, _ client.Reader, _ v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
+	_, uid, _ := Controlling(job)
+	return uid, nil
+}
+
+// StampScope implements kinds.Kind through StampReplicatedJob, on the JobSet itself.
+func (Kind) StampScope(ctx context.Context, c client.Client, namespace string, ref v1alpha1.TargetRef, scope string) (int, error) {
+	return StampReplicatedJob(ctx, c, namespace, ref.JobSet, ref.ReplicatedJob, scope)
+}
+
+// ShortForm implements kinds.Kind: over one replicatedJob (annotation
+// batchledger.dev/replicated-job), child Job i's indexes 0..completions-1 onto shard
+// ordinals i*completions onwards.
+func (Kind) ShortForm(obj client.Object) (v1alpha1.BatchAccountSpec, error) {
+	js, ok := obj.(*jobsetapi.JobSet)
+	if !ok {
+		return v1alpha1.BatchAccountSpec{}, fmt.Errorf("a JobSet short form is declared on a JobSet, not a %T", obj)
+	}
+	spec, n, err := shortform.Common(js.Annotations)
+	if err != nil {
+		return spec, err
+	}
+	rjName := js.Annotations[v1alpha1.AnnotationReplicatedJob]
+	if rjName == "" {
+		return spec, fmt.Errorf("annotation %s is missing: on a JobSet it names the replicatedJob whose child Jobs run the shards", v1alpha1.AnnotationReplicatedJob)
+	}
+	names := make([]string, 0, len(js.Spec.ReplicatedJobs))
+	for _, rj := range js.Spec.ReplicatedJobs {
+		names = append(names, rj.Name)
+		if rj.Name != rjName {
+			continue
+		}
+		c := int(ptr.Deref(rj.Template.Spec.Completions, 1))
+		if c*int(rj.Replicas) != n {
+			return spec, fmt.Errorf("annotation %s declares %d shards, but replicatedJob %s runs %d replicas x %d completions = %d indexes: declare %d shards or change the replicatedJob",
+				shortform.ShardsAnnotation(js.Annotations), n, rjName, rj.Replicas, c, c*int(rj.Replicas), c*int(rj.Replicas))
+		}
+		for i := range int(rj.Replicas) {
+			spec.Assignments = append(spec.Assignments, v1alpha1.Assignment{
+				Target:        v1alpha1.TargetRef{JobSet: js.Name, ReplicatedJob: rjName, JobIndex: ptr.To(int32(i))},
+				Indexes:       indexset.Range(0, c-1).String(),
+				ShardOrdinals: indexset.Range(i*c, (i+1)*c-1).String(),
+			})
+		}
+		return spec, nil
+	}
+	return spec, fmt.Errorf("annotation %s names replicatedJob %q, which the JobSet does not have (it has %s)",
+		v1alpha1.AnnotationReplicatedJob, rjName, strings.Join(names, ", "))
+}
+
+// FinishedAt implements kinds.Kind: when the JobSet recorded Completed or Failed.
+func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
+	if js, ok := obj.(*jobsetapi.JobSet); ok {
+		for _, c := range js.Status.Conditions {
+			if (c.Type == string(jobsetapi.JobSetCompleted) || c.Type == string(jobsetapi.JobSetFailed)) && c.Status == metav1.ConditionTrue {
+				return c.LastTransitionTime.Time, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// ChildLabels are the labels JobSet puts on every child Job of the JobSet named jobSet
+// that ref's replicatedJob and job index mean, of every restart attempt. They select the
+// candidates only: anyone can put them on a Job, and only the Jobs the JobSet controls
+// are its children (IsChildOf).
+func ChildLabels(jobSet string, ref v1alpha1.TargetRef) map[string]string {
+	return map[string]string{
+		jobsetapi.JobSetNameKey:        jobSet,
+		jobsetapi.ReplicatedJobNameKey: ref.ReplicatedJob,
+		jobsetapi.JobIndexKey:          strconv.Itoa(int(ref.Index())),
+	}
+}
+
+// Controlling is the name and UID of the JobSet that controls obj: its controller owner
+// reference, when that is a JobSet of JobSet's API group (any version). It is read from
+// obj alone, so the watches and the webhooks can ask it of every Job.
+func Controlling(obj metav1.Object) (string, types.UID, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != KindJobSet {
+		return "", "", false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != jobsetapi.GroupVersion.Group {
+		return "", "", false
+	}
+	return ref.Name, ref.UID, true
+}
+
+// IsChild reports whether job is a child Job of the JobSet its labels name: that JobSet
+// controls it. A Job that only carries the labels (made by hand, or copied from a child)
+// is no child of anything.
+func IsChild(job metav1.Object) bool {
+	js := job.GetLabels()[jobsetapi.JobSetNameKey]
+	name, _, ok := Controlling(job)
+	return ok && js != "" && name == js
+}
+
+// IsChildOf reports whether job is a child Job of the JobSet named jobSet that ref's
+// replicatedJob and job index mean, of any restart attempt: it carries ChildLabels and
+// the JobSet controls it. jobSetUID, when known (the JobSet object was read), must be
+// the controller's UID: a Job left over from a deleted JobSet of the same name is no
+// child of its successor.
+func IsChildOf(jobSet string, ref v1alpha1.TargetRef, job metav1.Object, jobSetUID types.UID) bool {
+	if jobSet == "" {
+		return false
+	}
+	l := job.GetLabels()
+	if l[jobsetapi.JobSetNameKey] != jobSet || l[jobsetapi.ReplicatedJobNameKey] != ref.ReplicatedJob || l[jobsetapi.JobIndexKey] != strconv.Itoa(int(ref.Index())) {
+		return false
+	}
+	name, uid, ok := Controlling(job)
+	return ok && name == jobSet && (jobSetUID == "" || uid == jobSetUID)
+}
+
+// ChildJobName is the name JobSet gives the child Job of a replicatedJob and job index,
+// in every restart attempt (JobSet's placement.GenJobName).
+func ChildJobName(jobSet, replicatedJob string, jobIndex int) string {
+	return placement.GenJobName(jobSet, replicatedJob, jobIndex)
+}
+
+// CurrentChild picks, among candidate Jobs of the JobSet named jobSet for ref (listed by
+// ChildLabels), the one the target follows: of its children (IsChildOf, with jobSetUID
+// when known), the highest restart attempt that is not being deleted (a restart deletes
+// the old children before it creates new ones, and a child being deleted is on its way
+// out). Among equal attempts the first wins. A candidate the JobSet does not control is
+// never followed, whatever its restart attempt. It returns nil when no child is left.
+func CurrentChild(jobSet string, ref v1alpha1.TargetRef, jobSetUID types.UID, jobs []batchv1.Job) (*batchv1.Job, int32) {
+	var best *batchv1.Job
+	bestAttempt := int32(-1)
+	for i := range jobs {
+		j := &jobs[i]
+		if j.DeletionTimestamp != nil || !IsChildOf(jobSet, ref, j, jobSetUID) {
+			continue
+		}
+		if a := (Kind{}).RestartAttempt(j); a > bestAttempt {
+			best, bestAttempt = j, a
+		}
+	}
+	if best == nil {
+		return nil, 0
+	}
+	return best, bestAttempt
+}
+
+// PodChild is the JobSet target a pod of the Job named job belongs to, from the JobSet
+// labels the pod carries (JobSet puts them on its children's pod templates). A pod does
+// not say whether its Job is controlled by the JobSet, but JobSet names each child
+// ChildJobName(jobSet, replicatedJob, jobIndex) in every restart attempt: the pod of a
+// Job of another name carries the labels of a child it is not (a hand-made Job, or one
+// copied from a child), and belongs to no JobSet target. The Job of that name is followed
+// only while the JobSet controls it (Resolve); a pod of any other Job of that name
+// reports under that Job's UID, which the account judges (StaleIdentity).
+func PodChild(job string, labels map[string]string) (v1alpha1.TargetRef, bool) {
+	js, rj := labels[jobsetapi.JobSetNameKey], labels[jobsetapi.ReplicatedJobNameKey]
+	if js == "" || rj == "" {
+		return v1alpha1.TargetRef{}, false
+	}
+	idx, err := strconv.ParseInt(labels[jobsetapi.JobIndexKey], 10, 32)
+	if err != nil || idx < 0 || job != ChildJobName(js, rj, int(idx)) {
+		return v1alpha1.TargetRef{}, false
+	}
+	return v1alpha1.TargetRef{JobSet: js, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))}, true
+}
+
+// Ended says why the JobSet named name will create no more child Jobs: it is gone
+// (account.OwnerDeleted), being deleted (account.OwnerBeingDeleted), or recorded its
+// terminal condition (Completed, Failed); "" while it may still create or recreate
+// children. JobSet deletes its active children when it finishes or fails, and a restart
+// deletes them too: only this tells the one from the other.
+func Ended(ctx context.Context, r client.Reader, namespace, name string) (string, error) {
+	var js jobsetapi.JobSet
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &js); {
+	case apierrors.IsNotFound(err):
+		return account.OwnerDeleted, nil
+	case err != nil:
+		return "", err
+	case js.DeletionTimestamp != nil:
+		return account.OwnerBeingDeleted, nil
+	}
+	return Terminal(&js), nil
+}
+
+// Terminal is the JobSet's terminal condition type that is True (Completed, Failed), or "".
+func Terminal(js *jobsetapi.JobSet) string {
+	for _, c := range js.Status.Conditions {
+		if c.Status == metav1.ConditionTrue && (c.Type == string(jobsetapi.JobSetCompleted) || c.Type == string(jobsetapi.JobSetFailed)) {
+			return c.Type
+		}
+	}
+	return ""
+}
+
+// StampReplicatedJob raises the scope label of replicatedJob's pod template, on the
+// JobSet named jobSet while it is suspended (StampJobSet); a JobSet not found is no error.
+func StampReplicatedJob(ctx context.Context, c client.Client, namespace, jobSet, replicatedJob, scope string) (int, error) {
+	var js jobsetapi.JobSet
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: jobSet}, &js); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	return StampJobSet(ctx, c, &js, replicatedJob, scope)
+}
+
+// StampJobSet raises the scope label of replicatedJob's pod template on js while js is
+// suspended, so that a restart's new children keep the scope; it returns how many
+// templates it patched (0 or 1).
+func StampJobSet(ctx context.Context, c client.Client, js *jobsetapi.JobSet, replicatedJob, scope string) (int, error) {
+	if !ptr.Deref(js.Spec.Suspend, false) {
+		return 0, nil
+	}
+	for i, rj := range js.Spec.ReplicatedJobs {
+		have := rj.Template.Spec.Template.Labels[v1alpha1.LabelScope]
+		if rj.Name != replicatedJob || kinds.StrongerScope(have, scope) == have {
+			continue
+		}
+		// The test pins the replicatedJob at that index: the list is immutable but for
+		// templates, so this only guards against a JobSet replaced under the same name.
+		patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec/replicatedJobs/%d/name","value":%q},`+
+			`{"op":"add","path":"/spec/replicatedJobs/%d/template/spec/template/metadata/labels","value":%s}]`,
+			i, rj.Name, i, scopeLabels(rj.Template.Spec.Template.Labels, scope))
+		if err := c.Patch(ctx, js, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// scopeLabels is labels with the scope label set, as JSON.
+func scopeLabels(labels map[string]string, scope string) []byte {
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[v1alpha1.LabelScope] = scope
+	b, _ := json.Marshal(out)
+	return b
+}

@@ -1,0 +1,186 @@
+// Package kinds is the seam between batchledger and the kinds of object an account's
+// targets name. A completion identity is always (Job UID, completion index) of a
+// batch/v1 Indexed Job; a kind says how its targets name such Jobs: a Job by name
+// (pkg/kinds/job), a child Job of a JobSet replicatedJob (pkg/kinds/jobset), a child Job
+// of the JobSet a Kubeflow Trainer TrainJob renders (pkg/kinds/trainjob). Each kind is one
+// directory implementing Kind, and one entry in pkg/kinds/all; nothing else in
+// batchledger switches on kinds.
+//
+// The target key grammar and the TargetRef field of each kind are API
+// (pkg/apis/batchledger/v1alpha1, TargetRef and targetkey.go); everything a kind means
+// beyond its name is here.
+package kinds
+
+import (
+	"context"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// IndexKey is a key of the controller's field indexes of accounts by the objects their
+// targets name, and of Workloads by their owners: "<kind>/<name>" ("job/j", "jobset/train",
+// "trainjob/llm"), for a Job or for an owner as a whole. It is not a target key
+// (v1alpha1.TargetKey), which names one child of an owner.
+type IndexKey string
+
+// Key is the index key of the object of kind (a v1alpha1.TargetKind*) named name.
+func Key(kind, name string) IndexKey { return IndexKey(kind + "/" + name) }
+
+// TargetKey is the index key a target answers to: its Job, or its child's owner.
+func TargetKey(ref v1alpha1.TargetRef) IndexKey { return Key(ref.Kind(), ref.Owner()) }
+
+// Kind is one kind of target. Every method of a kind is asked only of targets of that
+// kind (ref.Kind() == Name()), except JobKeys and PodTarget, which say whether a Job or a
+// pod belongs to a target of the kind at all.
+type Kind interface {
+	// Name is the kind's name in target keys and index keys (v1alpha1.TargetKind*).
+	Name() string
+	// Object is the kind of object a target of this kind names: the Job itself, or the
+	// owner of its child Jobs. Its API may be optional (OptionalAPI).
+	Object() schema.GroupVersionKind
+	// OptionalAPI reports whether the cluster may not serve Object's API: the manager
+	// then runs without this kind, and reports its targets as APINotServed.
+	OptionalAPI() bool
+	// NewObject is an empty object of Object's kind (for its watch, its short form).
+	NewObject() client.Object
+
+	// JobKeys are the index keys of this kind a Job answers to, from its metadata alone:
+	// a Job target's name; the owner of whose children the Job is one. A key may name
+	// an owner the Job turns out not to belong to (a read decides); never the reverse.
+	JobKeys(job metav1.Object) []IndexKey
+	// PodTarget is the target of this kind whose index pod a pod of the Job named job,
+	// with labels, is, whichever identity (Job UID) of the target controls it.
+	PodTarget(job string, labels map[string]string) (v1alpha1.TargetRef, bool)
+	// NamesJob reports whether ref names job under any of its identities.
+	NamesJob(ref v1alpha1.TargetRef, job metav1.Object) bool
+	// CandidateLabels select every Job ref may name, of every identity (restart
+	// attempt), and PodLabels their pods; CandidateLabels is nil for a Job by name.
+	CandidateLabels(ref v1alpha1.TargetRef) map[string]string
+	PodLabels(ref v1alpha1.TargetRef) map[string]string
+	// RestartAttempt is the attempt of its owner a child Job was created for (0 for a
+	// Job by name).
+	RestartAttempt(job metav1.Object) int32
+
+	// Resolve finds the Job ref names now in namespace, and its restart attempt; nil
+	// when there is none.
+	Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error)
+	// Ended says why ref's owner will create no more Jobs for it
+	// (account.OwnerDeleted, account.OwnerBeingDeleted, or its terminal condition);
+	// "" while it may, and always "" for a Job by name.
+	Ended(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error)
+	// WorkloadOwner is the UID of the object whose Kueue Workload job (a Job ref
+	// resolved to) runs under: the Job, its JobSet, the TrainJob above that.
+	WorkloadOwner(ctx context.Context, r client.Reader, ref v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error)
+	// StampScope raises the opt-in scope label to scope on the templates ref's future
+	// Jobs are made from (a suspended JobSet's replicatedJob), beyond the Job itself,
+	// which the controller stamps for every kind. It returns how many it patched.
+	StampScope(ctx context.Context, c client.Client, namespace string, ref v1alpha1.TargetRef, scope string) (int, error)
+	// ShortForm is the account the short-form annotations on obj (of NewObject's type)
+	// declare, or an error naming the annotation to fix (pkg/kinds/shortform reads the
+	// annotations every kind shares; the caller checks the mapping it makes).
+	ShortForm(obj client.Object) (v1alpha1.BatchAccountSpec, error)
+	// FinishedAt is when obj (of NewObject's type) recorded its terminal condition;
+	// false while it has none. Short-form accounts are retained from then.
+	FinishedAt(obj client.Object) (time.Time, bool)
+}
+
+// Registry is the kinds batchledger knows, in the order keys are derived.
+type Registry []Kind
+
+// For is the kind of ref; nil for a target naming none (an invalid target).
+func (g Registry) For(ref v1alpha1.TargetRef) Kind { return g.Named(ref.Kind()) }
+
+// Named is the kind named name; nil when none is.
+func (g Registry) Named(name string) Kind {
+	for _, k := range g {
+		if k.Name() == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// Owning is the kind whose objects are of the owner reference's kind (by group and
+// kind, any version); nil when none is.
+func (g Registry) Owning(ref metav1.OwnerReference) Kind {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil
+	}
+	for _, k := range g {
+		if o := k.Object(); o.Kind == ref.Kind && o.Group == gv.Group {
+			return k
+		}
+	}
+	return nil
+}
+
+// JobKeys are the index keys of every kind a Job answers to (Kind.JobKeys).
+func (g Registry) JobKeys(job metav1.Object) []IndexKey {
+	var keys []IndexKey
+	for _, k := range g {
+		keys = append(keys, k.JobKeys(job)...)
+	}
+	return keys
+}
+
+// PodTargets are the targets of every kind a pod of the Job named job, with labels, is an
+// index pod of (Kind.PodTarget).
+func (g Registry) PodTargets(job string, labels map[string]string) []v1alpha1.TargetRef {
+	var refs []v1alpha1.TargetRef
+	for _, k := range g {
+		if ref, ok := k.PodTarget(job, labels); ok {
+			refs = append(refs, ref)
+		}
+	}
+	return refs
+}
+
+// NamesJob reports whether ref names job (its kind's NamesJob); false for a ref of no
+// kind.
+func (g Registry) NamesJob(ref v1alpha1.TargetRef, job metav1.Object) bool {
+	k := g.For(ref)
+	return k != nil && k.NamesJob(ref, job)
+}
+
+// JobSetRenderer is implemented by the kinds whose child Jobs are a JobSet's: JobSet
+// itself, and the kinds that render a JobSet (TrainJob). The JobSet webhook stamps a new
+// JobSet's replicatedJobs for the targets of all of them.
+type JobSetRenderer interface {
+	Kind
+	// JobSetOwner is the name of the object of this kind whose targets' child Jobs are
+	// js's children: js itself for a JobSet, the TrainJob that controls js; false when
+	// js is none of this kind's.
+	JobSetOwner(js metav1.Object) (string, bool)
+}
+
+// scopeRank orders scopes: a Job named by an account requiring results needs its pods
+// held (ScopeResults), one only counted needs them seen (ScopeCoverage).
+var scopeRank = map[string]int{"": 0, v1alpha1.ScopeCoverage: 1, v1alpha1.ScopeResults: 2}
+
+// StrongerScope returns the stronger of two scopes. Scopes are only ever raised: two
+// accounts naming one Job, one requiring results, never flip its label back and forth.
+func StrongerScope(a, b string) string {
+	if scopeRank[b] > scopeRank[a] {
+		return b
+	}
+	return a
+}
+
+// Owner is implemented by the kinds whose targets name a child Job of an owner object
+// (JobSet, TrainJob): the owner deletes and recreates its children, and its ending
+// (Kind.Ended) tells a restart in progress from a child gone for good. The account
+// controller watches the owners for it.
+type Owner interface {
+	Kind
+	// Terminal is owner's terminal condition type that is True, or "" (owner is of
+	// NewObject's type).
+	Terminal(owner client.Object) string
+}
