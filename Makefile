@@ -36,9 +36,10 @@ generate: ## Regenerate deepcopy code and CRD manifests with controller-gen, and
 	$(GO) run ./hack/resultschema -o schemas/result-v1.schema.json
 
 .PHONY: verify-tools
-verify-tools: ## Fail when the project or JobSet's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
+verify-tools: ## Fail when the project or JobSet's or Trainer's wrapper module resolves a shared dependency to another version than hack/tools/kubernetes (cold builds would compile it twice).
 	hack/tools/align.sh project --check
 	hack/tools/align.sh jobset --check
+	hack/tools/align.sh trainer --check
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.
@@ -94,7 +95,7 @@ test-python: ## Unit tests of the Python worker module (python/, standard librar
 	python3 -m unittest discover -s python -t python
 
 .PHONY: binaries
-binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue and JobSet binaries.
+binaries: ## Build (or reuse from the cache) etcd, Kubernetes, kwok, Kueue, JobSet and Kubeflow Trainer binaries.
 	hack/build-binaries.sh
 
 .PHONY: kubectl

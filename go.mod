@@ -10,6 +10,7 @@ require (
 	github.com/google/cel-go v0.26.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.21.0
+	github.com/kubeflow/trainer/v2 v2.2.0
 	github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de
 	github.com/mattn/go-runewidth v0.0.30
 	github.com/moby/buildkit v0.20.2
@@ -148,6 +149,7 @@ require (
 	sigs.k8s.io/kustomize/kyaml v0.20.1 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.2 // indirect
+	volcano.sh/apis v1.14.0 // indirect
 )
 
 tool sigs.k8s.io/controller-tools/cmd/controller-gen

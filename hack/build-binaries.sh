@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real components batchledger is tested against, from Go module sources:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, and the
-# Kueue and JobSet managers. No image registry or setup-envtest download is needed, only
+# Kueue, JobSet and Kubeflow Trainer managers. No image registry or setup-envtest download is needed, only
 # the Go module proxy.
 #
 # Binaries land in a cache outside the checkout, keyed by component version, because CI
@@ -19,7 +19,7 @@
 # dependency has one version and each package is compiled once for all of them. JobSet's
 # module (it needs controller-runtime v0.22) selects that module's versions of everything
 # else (hack/tools/align.sh), so it reuses those packages from the Go build cache and
-# compiles little of its own; kwok (k8s.io/* v0.36) compiles its own. One `go build` per
+# compiles little of its own; so does Trainer's (hack/tools/trainer); kwok (k8s.io/* v0.36) compiles its own. One `go build` per
 # module builds all its missing binaries (links overlap compiles); JobSet and kwok build
 # side by side, after Kubernetes: kwok shares nothing with Kubernetes, but compiling both
 # at once on 2 cores cost 190 CPU-s more than one after the other (915 s against ~830 s
@@ -36,6 +36,7 @@ kubernetes|$KUBE_VERSION|kubernetes|$(kube_ldflags "$KUBE_VERSION")|k8s.io/kuber
 kubectl|$KUBE_VERSION|kubernetes|$(kube_ldflags "$KUBE_VERSION")|k8s.io/kubernetes/cmd/kubectl
 kueue|$KUEUE_VERSION|kubernetes|-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION|sigs.k8s.io/kueue/cmd/kueue
 jobset|$JOBSET_VERSION|jobset|-s -w|sigs.k8s.io/jobset
+trainer|$TRAINER_VERSION|trainer|-s -w|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 kwok|$KWOK_VERSION|kwok|-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}|sigs.k8s.io/kwok/cmd/kwok"
 
 # go_name is the file `go build -o DIR/` writes for a main package: its last path
@@ -117,11 +118,12 @@ main() {
   done
   mkdir -p "$CACHE_DIR" "$BIN_DIR"
   build_missing kubernetes
-  # JobSet reuses what the Kubernetes build compiled (hack/tools/align.sh): little of its own.
-  local jobset kwok
-  build_missing jobset & jobset=$!
+  # JobSet and Trainer reuse what the Kubernetes build compiled (hack/tools/align.sh):
+  # little of their own, so they build one after the other beside kwok.
+  local aligned kwok
+  { build_missing jobset && build_missing trainer; } & aligned=$!
   build_missing kwok & kwok=$!
-  wait "$jobset" || die "building JobSet failed"
+  wait "$aligned" || die "building JobSet or Trainer failed"
   wait "$kwok" || die "building kwok failed"
   link_binaries
   log "binaries ready in $BIN_DIR"

@@ -10,6 +10,8 @@ ETCD_VERSION=v3.6.6
 KWOK_VERSION=v0.8.0
 KUEUE_VERSION=v0.17.0
 JOBSET_VERSION=v0.11.1
+# Kubeflow Trainer: the version Kueue v0.17's go.mod requires (its TrainJob integration).
+TRAINER_VERSION=v2.2.0
 
 CACHE_DIR=${BATCHLEDGER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/batchledger}
 BIN_DIR=${BATCHLEDGER_BIN_DIR:-$ROOT_DIR/bin}
@@ -48,7 +50,7 @@ link_binaries() {
   mkdir -p "$BIN_DIR"
   local pair name version f
   for pair in "etcd $ETCD_VERSION" "kubernetes $KUBE_VERSION" "kubectl $KUBE_VERSION" \
-    "kwok $KWOK_VERSION" "kueue $KUEUE_VERSION" "jobset $JOBSET_VERSION"; do
+    "kwok $KWOK_VERSION" "kueue $KUEUE_VERSION" "jobset $JOBSET_VERSION" "trainer $TRAINER_VERSION"; do
     read -r name version <<<"$pair"
     for f in "$(component_dir "$name" "$version")"/*; do
       [ -x "$f" ] && ln -sf "$f" "$BIN_DIR/$(basename "$f")"

@@ -13,7 +13,7 @@ import (
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-func TestMain(m *testing.M) { framework.SetupWithBatchledger(m) }
+func TestMain(m *testing.M) { framework.SetupWithBatchledger(m, framework.WithTrainer()) }
 
 // TestIJ245 plays the seed's worked case on the real control plane: Job j (indexes 0..3
 // onto shards A..D) queued through a LocalQueue on the h100 flavor; successful pods on

@@ -28,9 +28,9 @@ var batchledger struct {
 // SetupWithBatchledger is Setup for suites that need the batchledger controller: on the
 // local cluster it builds cmd/batchledger and runs it as one more manager (CRD, webhooks on
 // loopback, metrics); on an existing cluster it expects the controller deployed.
-func SetupWithBatchledger(m *testing.M) {
+func SetupWithBatchledger(m *testing.M, opts ...Option) {
 	withBatchledger = true
-	Setup(m)
+	Setup(m, opts...)
 }
 
 // startBatchledger builds the controller into a new temporary directory and starts it

@@ -76,6 +76,13 @@ func WithManagers(managers ...localcluster.Manager) Option {
 	return func(o *localcluster.Options) { o.Managers = append(o.Managers, managers...) }
 }
 
+// WithTrainer also runs the Kubeflow Trainer manager on the local cluster, with Kueue's
+// TrainJob integration and the localcluster.TrainerRuntime ClusterTrainingRuntime (off by
+// default: it lengthens every start). An existing cluster is expected to have them.
+func WithTrainer() Option {
+	return func(o *localcluster.Options) { o.Trainer = true }
+}
+
 // Setup starts the cluster (or connects to an existing one), runs the tests and exits with
 // their status. Call it from TestMain.
 func Setup(m *testing.M, opts ...Option) {

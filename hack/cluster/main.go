@@ -25,6 +25,7 @@ func main() {
 	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
 	stateDir := fs.String("state-dir", localcluster.DefaultStateDir(), "directory for the cluster's certificates, kubeconfig, data, logs and pid files")
 	binDir := fs.String("bin-dir", "", "directory searched first for component binaries (default: bin/, then the build cache)")
+	trainer := fs.Bool("trainer", false, "also run the Kubeflow Trainer manager (TrainJobs, the torch-distributed ClusterTrainingRuntime, Kueue's TrainJob integration)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./hack/cluster [flags] up|down|status\n\nflags:\n")
 		fs.PrintDefaults()
@@ -53,7 +54,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "up":
-		err = up(*stateDir, *binDir)
+		err = up(*stateDir, *binDir, *trainer)
 	case "down":
 		err = down(*stateDir)
 	case "status":
@@ -65,7 +66,7 @@ func main() {
 	}
 }
 
-func up(stateDir, binDir string) error {
+func up(stateDir, binDir string, trainer bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if st, err := localcluster.Status(ctx, stateDir); err == nil && st.Healthy() {
@@ -77,6 +78,7 @@ func up(stateDir, binDir string) error {
 		StateDir: stateDir,
 		BinDir:   binDir,
 		Detach:   true,
+		Trainer:  trainer,
 		Log:      os.Stderr,
 	})
 	if err != nil {

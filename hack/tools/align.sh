@@ -9,6 +9,7 @@
 #                      hack/tools/kubernetes also builds at hack/tools/kubernetes' version
 #                      (a raised requirement and a replace), except what JobSet cannot
 #                      build with (keep_list).
+#   align.sh trainer   the same for hack/tools/trainer (the Kubeflow Trainer manager).
 #   align.sh project   makes the project (the repository's go.mod: the manager, the plugin,
 #                      the demo) and hack/tools/kubernetes select the same version of every
 #                      module both have, the higher of the two on each side, by raising
@@ -39,6 +40,8 @@ keep_list() {
   case $1 in
   # JobSet needs controller-runtime v0.22 (Kueue, in hack/tools/kubernetes, v0.23).
   jobset) echo sigs.k8s.io/jobset sigs.k8s.io/controller-runtime github.com/open-policy-agent/cert-controller ;;
+  # Trainer needs nothing of its own: Kueue v0.17 requires this very Trainer version.
+  trainer) echo github.com/kubeflow/trainer/v2 ;;
   *) echo "$1" ;;
   esac
 }
@@ -47,6 +50,7 @@ keep_list() {
 main_package() {
   case $1 in
   jobset) echo sigs.k8s.io/jobset ;;
+  trainer) echo github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager ;;
   *) echo "align.sh: no main package known for hack/tools/$1" >&2; return 1 ;;
   esac
 }

@@ -22,6 +22,7 @@ const (
 	binKwok       = "kwok"
 	binKueue      = "kueue"
 	binJobSet     = "jobset"
+	binTrainer    = "trainer-controller-manager"
 	buildBinaries = "hack/build-binaries.sh"
 )
 
@@ -36,6 +37,7 @@ var componentOf = map[string][2]string{
 	binKwok:      {"kwok", "KWOK_VERSION"},
 	binKueue:     {"kueue", "KUEUE_VERSION"},
 	binJobSet:    {"jobset", "JOBSET_VERSION"},
+	binTrainer:   {"trainer", "TRAINER_VERSION"},
 }
 
 // RepoRoot returns the root of the batchledger checkout containing the working directory

@@ -136,7 +136,9 @@ func applyMergePatch(objs []client.Object, patch []byte) error {
 	return nil
 }
 
-// applyJSONPatch applies an RFC 6902 patch (YAML) to the configuration kind/name.
+// applyJSONPatch applies an RFC 6902 patch (YAML) to the configuration kind/name; an empty
+// name targets every configuration of the kind, as in kustomize (Trainer's patches rename
+// theirs that way).
 func applyJSONPatch(objs []client.Object, kind, name string, patchYAML []byte) error {
 	patchJSON, err := yaml.YAMLToJSON(patchYAML)
 	if err != nil {
@@ -147,7 +149,7 @@ func applyJSONPatch(objs []client.Object, kind, name string, patchYAML []byte) e
 		return err
 	}
 	for i, obj := range objs {
-		if kindOf(obj) != kind || obj.GetName() != name {
+		if kindOf(obj) != kind || (name != "" && obj.GetName() != name) {
 			continue
 		}
 		doc, err := json.Marshal(obj)

@@ -43,7 +43,7 @@ func TestReadVersionsFromLibSh(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := readVersions(filepath.Join(root, "hack", "lib.sh"))
-	for _, k := range []string{"KUBE_VERSION", "ETCD_VERSION", "KWOK_VERSION", "KUEUE_VERSION", "JOBSET_VERSION"} {
+	for _, k := range []string{"KUBE_VERSION", "ETCD_VERSION", "KWOK_VERSION", "KUEUE_VERSION", "JOBSET_VERSION", "TRAINER_VERSION"} {
 		if !strings.HasPrefix(v[k], "v") {
 			t.Errorf("%s = %q", k, v[k])
 		}
@@ -157,7 +157,7 @@ func TestPrivateFilesAreVisibleOnlyToTheProcess(t *testing.T) {
 }
 
 func TestKueueWebhooksAndConversion(t *testing.T) {
-	m, err := KueueManager()
+	m, err := KueueManager(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestKueueWebhooksAndConversion(t *testing.T) {
 			t.Errorf("Kueue webhook %s missing from %v", want, names)
 		}
 	}
-	for _, unwanted := range []string{"mpod.kb.io", "vpod.kb.io", "mdeployment.kb.io", "mrayjob.kb.io"} {
+	for _, unwanted := range []string{"mpod.kb.io", "vpod.kb.io", "mdeployment.kb.io", "mrayjob.kb.io", "mtrainjob.kb.io"} {
 		if slices.Contains(names, unwanted) {
 			t.Errorf("webhook %s of a disabled integration registered", unwanted)
 		}

@@ -95,6 +95,11 @@ func (c *Cluster) StartManager(ctx context.Context, m Manager) error {
 	if err := c.installCRDs(ctx, m.CRDs); err != nil {
 		return fmt.Errorf("%s: install CRDs: %w", m.Name, err)
 	}
+	return c.startWithCRDs(ctx, m)
+}
+
+// startWithCRDs is StartManager once m's CRDs are served.
+func (c *Cluster) startWithCRDs(ctx context.Context, m Manager) error {
 	if err := c.applyObjects(ctx, m); err != nil {
 		return err
 	}

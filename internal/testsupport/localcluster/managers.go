@@ -15,8 +15,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// KueueIntegrations are the Kueue job frameworks the local cluster enables.
+// KueueIntegrations are the Kueue job frameworks the local cluster enables;
+// KueueTrainJobIntegration is added with the Trainer manager (Options.Trainer).
 var KueueIntegrations = []string{"batch/job", "jobset.x-k8s.io/jobset"}
+
+// KueueTrainJobIntegration is Kueue's job framework for Kubeflow Trainer's TrainJobs.
+const KueueTrainJobIntegration = "trainer.kubeflow.org/trainjob"
 
 // kueueWebhookGroups are the API groups whose Kueue webhooks are registered: Kueue's own and
 // those of the enabled integrations. Webhooks of disabled integrations (pods, deployments,
@@ -24,14 +28,23 @@ var KueueIntegrations = []string{"batch/job", "jobset.x-k8s.io/jobset"}
 // yet every pod creation in the cluster would wait on the call.
 var kueueWebhookGroups = []string{"kueue.x-k8s.io", "batch", "jobset.x-k8s.io"}
 
+// trainerGroup is the API group of TrainJobs, whose Kueue webhooks are registered with
+// KueueTrainJobIntegration.
+const trainerGroup = "trainer.kubeflow.org"
+
 // kueueMetricsCertDir is hard-coded in Kueue v0.17's main: with internal cert management
 // off it reads the metrics serving certificate from here and exits if it is missing.
 const kueueMetricsCertDir = "/etc/kueue/metrics/certs"
 
 // KueueManager returns the Kueue controller manager (module version from go.mod) with the
-// batch/job and JobSet integrations, its webhooks and the conversion webhooks of its
+// batch/job and JobSet integrations (and TrainJob's with trainJobs), its webhooks and the conversion webhooks of its
 // multi-version CRDs.
-func KueueManager() (Manager, error) {
+func KueueManager(trainJobs bool) (Manager, error) {
+	integrations, groups := KueueIntegrations, kueueWebhookGroups
+	if trainJobs {
+		integrations = append(slices.Clone(integrations), KueueTrainJobIntegration)
+		groups = append(slices.Clone(groups), trainerGroup)
+	}
 	dir, err := ModuleDir("sigs.k8s.io/kueue")
 	if err != nil {
 		return Manager{}, err
@@ -48,7 +61,7 @@ func KueueManager() (Manager, error) {
 		Name:           "kueue",
 		CRDs:           crds,
 		ConversionCRDs: conv,
-		Webhooks:       filterWebhooks(hooks, kueueWebhookGroups),
+		Webhooks:       filterWebhooks(hooks, groups),
 		Command: func(env ManagerEnv) (*ManagerCommand, error) {
 			bin, err := env.BinaryPath(binKueue)
 			if err != nil {
@@ -67,7 +80,7 @@ func KueueManager() (Manager, error) {
 				"internalCertManagement":     map[string]any{"enable": false},
 				"manageJobsWithoutQueueName": false,
 				"clientConnection":           map[string]any{"qps": 100, "burst": 200},
-				"integrations":               map[string]any{"frameworks": KueueIntegrations},
+				"integrations":               map[string]any{"frameworks": integrations},
 			}
 			path, err := writeConfig(env.Dir, cfg)
 			if err != nil {
