@@ -169,7 +169,7 @@ func TestExplainErrors(t *testing.T) {
 	}{
 		{[]string{"explain", "account", "nope"}, `error: BatchAccount "nope" not found in namespace "ml-team"`},
 		{[]string{"explain", "workload", "nope"}, `error: Workload "nope" not found in namespace "ml-team"`},
-		{[]string{"explain", "workload", "orphan"}, `error: Workload "orphan" in namespace "ml-team" is owned by no Job or JobSet`},
+		{[]string{"explain", "workload", "orphan"}, `error: Workload "orphan" in namespace "ml-team" is owned by no Job, JobSet or TrainJob`},
 		{[]string{"explain", "job", "lonely"}, `error: no BatchAccount in namespace "ml-team" targets Job "lonely"`},
 		{[]string{"explain", "job", "ghost"}, `error: Job "ghost" not found in namespace "ml-team", and no BatchAccount there targets it`},
 		{[]string{"explain", "jobset", "train"}, `error: no BatchAccount in namespace "ml-team" targets JobSet "train"`},

@@ -34,6 +34,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
+	trainjobkind "batchledger.dev/batchledger/pkg/kinds/trainjob"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -128,6 +129,7 @@ func TestReportServedAPIs(t *testing.T) {
 # TYPE batchledger_api_served gauge
 batchledger_api_served{api="jobset.x-k8s.io/v1alpha2 JobSet"} 0
 batchledger_api_served{api="kueue.x-k8s.io/v1beta2 Workload"} 1
+batchledger_api_served{api="trainer.kubeflow.org/v1alpha1 TrainJob"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricAPIServed); err != nil {
 		t.Error(err)
@@ -138,7 +140,7 @@ batchledger_api_served{api="kueue.x-k8s.io/v1beta2 Workload"} 1
 // answers differently from the wiring, asks again when discovery fails, and returns
 // nothing when the manager stops first.
 func TestWatchAPIs(t *testing.T) {
-	wired := NewServedAPIs(OptionalAPIs, APIWorkload)
+	wired := NewServedAPIs(OptionalAPIs, APIWorkload, APITrainJob)
 	var calls atomic.Int32
 	jobSetAfter := func(n int32) Lookup {
 		return func(gvk schema.GroupVersionKind) (bool, error) {
@@ -243,17 +245,25 @@ func TestSetupFollowsServedAPIs(t *testing.T) {
 		want      map[string][]string
 	}{
 		{name: "everything served", want: map[string][]string{
+			AccountControllerName:         append(slices.Clone(accountWatches), "JobSet", "TrainJob", "Workload"),
+			WorkloadCleanupControllerName: {"BatchAccount", "Workload"},
+			"shortform-job":               {"Job"},
+			"shortform-jobset":            {"JobSet"},
+			"shortform-trainjob":          {"TrainJob"},
+		}},
+		{name: "no JobSet", notServed: []OptionalAPI{APIJobSet}, want: map[string][]string{
+			AccountControllerName:         append(slices.Clone(accountWatches), "TrainJob", "Workload"),
+			WorkloadCleanupControllerName: {"BatchAccount", "Workload"},
+			"shortform-job":               {"Job"},
+			"shortform-trainjob":          {"TrainJob"},
+		}},
+		{name: "no Trainer", notServed: []OptionalAPI{APITrainJob}, want: map[string][]string{
 			AccountControllerName:         append(slices.Clone(accountWatches), "JobSet", "Workload"),
 			WorkloadCleanupControllerName: {"BatchAccount", "Workload"},
 			"shortform-job":               {"Job"},
 			"shortform-jobset":            {"JobSet"},
 		}},
-		{name: "no JobSet", notServed: []OptionalAPI{APIJobSet}, want: map[string][]string{
-			AccountControllerName:         append(slices.Clone(accountWatches), "Workload"),
-			WorkloadCleanupControllerName: {"BatchAccount", "Workload"},
-			"shortform-job":               {"Job"},
-		}},
-		{name: "no JobSet, no Kueue", notServed: []OptionalAPI{APIJobSet, APIWorkload}, want: map[string][]string{
+		{name: "no JobSet, no Trainer, no Kueue", notServed: []OptionalAPI{APIJobSet, APITrainJob, APIWorkload}, want: map[string][]string{
 			AccountControllerName: accountWatches,
 			"shortform-job":       {"Job"},
 		}},
@@ -283,6 +293,7 @@ func TestSetupFollowsServedAPIs(t *testing.T) {
 				&Reconciler{Client: mgr.GetClient(), APIs: served},
 				&ShortFormReconciler{Client: mgr.GetClient(), Kind: jobkind.Kind{}, APIs: served},
 				&ShortFormReconciler{Client: mgr.GetClient(), Kind: jobsetkind.Kind{}, APIs: served},
+				&ShortFormReconciler{Client: mgr.GetClient(), Kind: trainjobkind.Kind{}, APIs: served},
 			} {
 				if err := st.SetupWithManager(mgr); err != nil {
 					t.Fatalf("%T: %v", st, err)

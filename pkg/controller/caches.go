@@ -14,6 +14,8 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -23,9 +25,10 @@ import (
 // the coverage pod cache (NewCoveragePodCache). Without managed fields and with a spec cut down to the container names
 // a result is read from, so memory follows the accounted pods, not every pod of the
 // cluster. Workloads: without the pod templates Kueue copies into each podSet. Jobs and
-// JobSets: without the pod specs of their templates (jobTransform, jobSetTransform).
+// JobSets: without the pod specs of their templates (jobTransform, jobSetTransform). Other
+// kinds of target as they cut themselves down (kinds.Cached).
 func CacheOptions() cache.Options {
-	return cache.Options{
+	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {
@@ -47,6 +50,12 @@ func CacheOptions() cache.Options {
 			},
 		},
 	}
+	for _, k := range all.Kinds {
+		if c, ok := k.(kinds.Cached); ok {
+			opts.ByObject[k.NewObject()] = cache.ByObject{Transform: c.CacheTransform}
+		}
+	}
+	return opts
 }
 
 // NewCoveragePodCache creates the second pod cache (Reconciler.CoveragePods), with the

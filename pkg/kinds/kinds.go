@@ -184,3 +184,10 @@ type Owner interface {
 	// NewObject's type).
 	Terminal(owner client.Object) string
 }
+
+// Cached is implemented by the kinds whose objects the manager's cache cuts down to what
+// batchledger reads of them (CacheTransform is a cache.TransformFunc).
+type Cached interface {
+	Kind
+	CacheTransform(obj any) (any, error)
+}

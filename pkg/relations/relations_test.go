@@ -79,12 +79,12 @@ func TestIndexKeys(t *testing.T) {
 		{"account: the Jobs of spec.repairs too, after the assignments", AccountKeys(wrappers.MakeBatchAccount("r", ns).Shards("A").AssignJob("j", "0", "A").
 			SpecRepair("j-repair-1", "0", "A").Repair("j-repair-2", "0", "A").Obj()), []IndexKey{"job/j", "job/j-repair-2", "job/j-repair-1"}},
 		{"plain Job", JobKeys(job("j")), []IndexKey{"job/j"}},
-		{"JobSet child: its name and its JobSet", JobKeys(ch), []IndexKey{JobKey(ch.Name), "jobset/train"}},
+		{"JobSet child: its name, its JobSet and the TrainJob that may render it", JobKeys(ch), []IndexKey{JobKey(ch.Name), "jobset/train", "trainjob/train"}},
 		{"a Job with a child's labels that no JobSet controls: its name only", JobKeys(impostor("fake", "train", "workers", 1, 9)), []IndexKey{"job/fake"}},
 		{"a Job with a child's labels that another JobSet controls: its name only",
 			JobKeys(impostor("fake", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "eval", "eval-uid"))), []IndexKey{"job/fake"}},
 		{"pod of a Job", PodKeys(wrappers.MakeIndexPod(job("j"), "j-0", 0).Obj()), []IndexKey{"job/j"}},
-		{"pod of a JobSet child", PodKeys(wrappers.MakeIndexPod(namedChild("train", "workers", 1, 0), "p", 0).Obj()), []IndexKey{"job/train-workers-1", "jobset/train"}},
+		{"pod of a JobSet child", PodKeys(wrappers.MakeIndexPod(namedChild("train", "workers", 1, 0), "p", 0).Obj()), []IndexKey{"job/train-workers-1", "jobset/train", "trainjob/train"}},
 		{"pod of a Job with a child's labels and another name: its Job only",
 			PodKeys(wrappers.MakeIndexPod(impostor("fake", "train", "workers", 1, 9), "p", 0).Obj()), []IndexKey{"job/fake"}},
 		{"pod of no Job", PodKeys(&corev1.Pod{}), nil},
@@ -117,7 +117,7 @@ func TestPodTargets(t *testing.T) {
 	}{
 		{"pod of a Job", wrappers.MakeIndexPod(job("j"), "j-0", 0).Obj(), []v1alpha1.TargetKey{"job/j"}},
 		{"pod of a JobSet child, any restart attempt", wrappers.MakeIndexPod(ch, "p", 0).Obj(),
-			[]v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name), "jobset/train/workers/1"}},
+			[]v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name), "jobset/train/workers/1", "trainjob/train/workers/1"}},
 		{"pod no Job controls", wrappers.MakeIndexPod(job("j"), "j-0", 0).NoOwner().Obj(), nil},
 		{"malformed completion index", wrappers.MakeIndexPod(job("j"), "j-0", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "0-1").Obj(), nil},
 		{"JobSet labels with a malformed job index: the Job target only", wrappers.MakeIndexPod(ch, "p", 0).Label(jobsetapi.JobIndexKey, "x").Obj(),

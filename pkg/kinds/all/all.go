@@ -6,7 +6,8 @@ import (
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
+	"batchledger.dev/batchledger/pkg/kinds/trainjob"
 )
 
 // Kinds are the kinds of target, in the order their keys are derived.
-var Kinds = kinds.Registry{job.Kind{}, jobset.Kind{}}
+var Kinds = kinds.Registry{job.Kind{}, jobset.Kind{}, trainjob.Kind{}}

@@ -1,0 +1,362 @@
+// Package trainjob is Kubeflow Trainer's TrainJob (trainer.kubeflow.org/v1alpha1) as a
+// kind of target. A TrainJob renders a JobSet of its own name that it controls, whose
+// replicatedJobs run Indexed Jobs (the torch runtime's "node": one completion index per
+// node); Kueue's trainjob integration gives the Workload to the TrainJob. A target
+// {trainJob: NAME, replicatedJob: RJ, jobIndex: N} names child Job N of RJ of that JobSet,
+// of every JobSet restart attempt, and builds on pkg/kinds/jobset for everything but the
+// TrainJob itself.
+package trainjob
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/jobset"
+	"batchledger.dev/batchledger/pkg/kinds/shortform"
+)
+
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=list;watch;patch
+
+// DefaultReplicatedJob is the replicatedJob a TrainJob's short form names when its
+// annotation batchledger.dev/replicated-job is absent: the torch runtime's trainer nodes.
+const DefaultReplicatedJob = "node"
+
+// ScopePatchManager is the manager of the runtime patch through which batchledger raises
+// the scope label of a TrainJob's replicatedJob pod template (StampScope).
+const ScopePatchManager = "batchledger.dev/scope"
+
+// Kind is the TrainJob kind of target.
+type Kind struct{}
+
+var (
+	_ kinds.Owner          = Kind{}
+	_ kinds.JobSetRenderer = Kind{}
+)
+
+// Name implements kinds.Kind.
+func (Kind) Name() string { return v1alpha1.TargetKindTrainJob }
+
+// Object implements kinds.Kind.
+func (Kind) Object() schema.GroupVersionKind {
+	return trainer.GroupVersion.WithKind(trainer.TrainJobKind)
+}
+
+// OptionalAPI implements kinds.Kind: Kubeflow Trainer may not be installed.
+func (Kind) OptionalAPI() bool { return true }
+
+// NewObject implements kinds.Kind.
+func (Kind) NewObject() client.Object { return &trainer.TrainJob{} }
+
+// JobSetOwner implements kinds.JobSetRenderer: the TrainJob that controls js.
+func (Kind) JobSetOwner(js metav1.Object) (string, bool) {
+	ref := metav1.GetControllerOfNoCopy(js)
+	if ref == nil || ref.Kind != trainer.TrainJobKind || ref.Name != js.GetName() {
+		return "", false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != trainer.GroupVersion.Group {
+		return "", false
+	}
+	return ref.Name, true
+}
+
+// JobKeys implements kinds.Kind: a JobSet child answers to the TrainJob of its JobSet's
+// name, which a Job alone cannot confirm renders it; Resolve does.
+func (Kind) JobKeys(job metav1.Object) []kinds.IndexKey {
+	if !jobset.IsChild(job) {
+		return nil
+	}
+	return []kinds.IndexKey{kinds.Key(v1alpha1.TargetKindTrainJob, job.GetLabels()[jobsetapi.JobSetNameKey])}
+}
+
+// PodTarget implements kinds.Kind: the pod of a JobSet child (jobset.PodChild) is the
+// TrainJob target's of the JobSet's name.
+func (Kind) PodTarget(job string, labels map[string]string) (v1alpha1.TargetRef, bool) {
+	ref, ok := jobset.PodChild(job, labels)
+	if !ok {
+		return v1alpha1.TargetRef{}, false
+	}
+	return asTrainJob(ref), true
+}
+
+// asTrainJob is the TrainJob target of the JobSet target ref (the JobSet has the
+// TrainJob's name), and jobSet the reverse.
+func asTrainJob(ref v1alpha1.TargetRef) v1alpha1.TargetRef {
+	return v1alpha1.TargetRef{TrainJob: ref.JobSet, ReplicatedJob: ref.ReplicatedJob, JobIndex: ref.JobIndex, Namespace: ref.Namespace}
+}
+
+// NamesJob implements kinds.Kind: job is a child of the TrainJob's JobSet that the target
+// means, of any restart attempt.
+func (Kind) NamesJob(ref v1alpha1.TargetRef, job metav1.Object) bool {
+	return jobset.IsChildOf(ref.TrainJob, ref, job, "")
+}
+
+// CandidateLabels implements kinds.Kind: the child labels of the TrainJob's JobSet.
+func (Kind) CandidateLabels(ref v1alpha1.TargetRef) map[string]string {
+	return jobset.ChildLabels(ref.TrainJob, ref)
+}
+
+// PodLabels implements kinds.Kind: the JobSet label is on all its children's pods.
+func (Kind) PodLabels(ref v1alpha1.TargetRef) map[string]string {
+	return map[string]string{jobsetapi.JobSetNameKey: ref.TrainJob}
+}
+
+// RestartAttempt implements kinds.Kind: the JobSet restart attempt.
+func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.RestartAttempt(job) }
+
+// Resolve implements kinds.Kind: the current child of the JobSet the TrainJob renders.
+// A JobSet of the TrainJob's name that the TrainJob (by UID, when it is read) does not
+// control is none of its; while that JobSet is gone, its children left behind are
+// judged by their JobSet's name alone, as a JobSet target's are.
+func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
+	var tj trainer.TrainJob
+	var trainJobUID types.UID
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); {
+	case err == nil:
+		trainJobUID = tj.UID
+	case !apierrors.IsNotFound(err):
+		return nil, 0, err
+	}
+	var js jobsetapi.JobSet
+	var jobSetUID types.UID
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &js, client.UnsafeDisableDeepCopy); {
+	case err == nil:
+		if !renders(&js, ref.TrainJob, trainJobUID) {
+			return nil, 0, nil
+		}
+		jobSetUID = js.UID
+	case !apierrors.IsNotFound(err):
+		return nil, 0, err
+	}
+	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, jobSetUID)
+}
+
+// renders reports whether js is rendered by the TrainJob named name (by uid, when known).
+func renders(js *jobsetapi.JobSet, name string, uid types.UID) bool {
+	owner, ok := Kind{}.JobSetOwner(js)
+	if !ok || owner != name {
+		return false
+	}
+	return uid == "" || metav1.GetControllerOfNoCopy(js).UID == uid
+}
+
+// Ended implements kinds.Kind: the TrainJob gone (account.OwnerDeleted), being deleted
+// (account.OwnerBeingDeleted), or terminal (Complete, Failed); else its JobSet's own
+// terminal condition (Completed, Failed), which Trainer turns into the TrainJob's. A
+// TrainJob without its JobSet has not ended: Trainer renders it again.
+func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error) {
+	var tj trainer.TrainJob
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj); {
+	case apierrors.IsNotFound(err):
+		return account.OwnerDeleted, nil
+	case err != nil:
+		return "", err
+	case tj.DeletionTimestamp != nil:
+		return account.OwnerBeingDeleted, nil
+	}
+	if t := terminal(&tj); t != "" {
+		return t, nil
+	}
+	var js jobsetapi.JobSet
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &js); {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", err
+	case js.DeletionTimestamp != nil || !renders(&js, tj.Name, tj.UID):
+		return "", nil
+	}
+	return jobset.Terminal(&js), nil
+}
+
+// terminal is the TrainJob's terminal condition type that is True (Complete, Failed), or "".
+func terminal(tj *trainer.TrainJob) string {
+	for _, c := range tj.Status.Conditions {
+		if c.Status == metav1.ConditionTrue && (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) {
+			return c.Type
+		}
+	}
+	return ""
+}
+
+// Terminal implements kinds.Owner.
+func (Kind) Terminal(owner client.Object) string {
+	if tj, ok := owner.(*trainer.TrainJob); ok {
+		return terminal(tj)
+	}
+	return ""
+}
+
+// FinishedAt implements kinds.Kind: when the TrainJob recorded Complete or Failed.
+func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
+	if tj, ok := obj.(*trainer.TrainJob); ok {
+		for _, c := range tj.Status.Conditions {
+			if c.Status == metav1.ConditionTrue && (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) {
+				return c.LastTransitionTime.Time, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
+
+// WorkloadOwner implements kinds.Kind: Kueue's trainjob integration gives the Workload
+// to the TrainJob.
+func (Kind) WorkloadOwner(ctx context.Context, r client.Reader, ref v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
+	var tj trainer.TrainJob
+	if err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	return tj.UID, nil
+}
+
+// StampScope implements kinds.Kind. Trainer renders its JobSet again (server-side apply)
+// whenever the TrainJob is suspended or resumed, so a label put on the JobSet would be
+// Trainer's to remove; the scope goes into the TrainJob's own runtime patches instead
+// (manager ScopePatchManager), which Trainer merges into every JobSet it renders, and
+// which may change only while the TrainJob is suspended (Kueue keeps it so until it is
+// admitted).
+func (Kind) StampScope(ctx context.Context, c client.Client, namespace string, ref v1alpha1.TargetRef, scope string) (int, error) {
+	var tj trainer.TrainJob
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if !ptr.Deref(tj.Spec.Suspend, false) || kinds.StrongerScope(patchedScope(&tj, ref.ReplicatedJob), scope) != scope || patchedScope(&tj, ref.ReplicatedJob) == scope {
+		return 0, nil
+	}
+	base := tj.DeepCopy()
+	setScopePatch(&tj, ref.ReplicatedJob, scope)
+	if err := c.Patch(ctx, &tj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// patchedScope is the scope the TrainJob's runtime patches give replicatedJob's pods.
+func patchedScope(tj *trainer.TrainJob, replicatedJob string) string {
+	scope := ""
+	for _, p := range tj.Spec.RuntimePatches {
+		if p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil || p.TrainingRuntimeSpec.Template.Spec == nil {
+			continue
+		}
+		for _, rj := range p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs {
+			if rj.Name == replicatedJob && rj.Template != nil && rj.Template.Spec != nil && rj.Template.Spec.Template != nil && rj.Template.Spec.Template.Metadata != nil {
+				scope = kinds.StrongerScope(scope, rj.Template.Spec.Template.Metadata.Labels[v1alpha1.LabelScope])
+			}
+		}
+	}
+	return scope
+}
+
+// setScopePatch sets the scope label of replicatedJob's pod template in batchledger's
+// runtime patch, adding the patch or the replicatedJob to it as needed.
+func setScopePatch(tj *trainer.TrainJob, replicatedJob, scope string) {
+	i := -1
+	for j, p := range tj.Spec.RuntimePatches {
+		if p.Manager == ScopePatchManager {
+			i = j
+		}
+	}
+	if i < 0 {
+		tj.Spec.RuntimePatches = append(tj.Spec.RuntimePatches, trainer.RuntimePatch{Manager: ScopePatchManager})
+		i = len(tj.Spec.RuntimePatches) - 1
+	}
+	p := &tj.Spec.RuntimePatches[i]
+	if p.TrainingRuntimeSpec == nil {
+		p.TrainingRuntimeSpec = &trainer.TrainingRuntimeSpecPatch{}
+	}
+	if p.TrainingRuntimeSpec.Template == nil {
+		p.TrainingRuntimeSpec.Template = &trainer.JobSetTemplatePatch{}
+	}
+	if p.TrainingRuntimeSpec.Template.Spec == nil {
+		p.TrainingRuntimeSpec.Template.Spec = &trainer.JobSetSpecPatch{}
+	}
+	spec := p.TrainingRuntimeSpec.Template.Spec
+	for j := range spec.ReplicatedJobs {
+		if spec.ReplicatedJobs[j].Name == replicatedJob {
+			setPodLabel(&spec.ReplicatedJobs[j], scope)
+			return
+		}
+	}
+	spec.ReplicatedJobs = append(spec.ReplicatedJobs, trainer.ReplicatedJobPatch{Name: replicatedJob})
+	setPodLabel(&spec.ReplicatedJobs[len(spec.ReplicatedJobs)-1], scope)
+}
+
+func setPodLabel(rj *trainer.ReplicatedJobPatch, scope string) {
+	if rj.Template == nil {
+		rj.Template = &trainer.JobTemplatePatch{}
+	}
+	if rj.Template.Spec == nil {
+		rj.Template.Spec = &trainer.JobSpecPatch{}
+	}
+	if rj.Template.Spec.Template == nil {
+		rj.Template.Spec.Template = &trainer.PodTemplatePatch{}
+	}
+	if rj.Template.Spec.Template.Metadata == nil {
+		rj.Template.Spec.Template.Metadata = &metav1.ObjectMeta{}
+	}
+	if rj.Template.Spec.Template.Metadata.Labels == nil {
+		rj.Template.Spec.Template.Metadata.Labels = map[string]string{}
+	}
+	rj.Template.Spec.Template.Metadata.Labels[v1alpha1.LabelScope] = scope
+}
+
+// ShortForm implements kinds.Kind: over one replicatedJob (annotation
+// batchledger.dev/replicated-job, default DefaultReplicatedJob), child Job 0's indexes
+// 0..n-1 onto the n shards in order: a TrainJob's replicatedJob runs one child Job of
+// one index per node. A TrainJob that sets numNodes must declare as many shards; one
+// that leaves it to its runtime is left for the account to report (UnmappedIndexes,
+// IndexOutOfRange).
+func (Kind) ShortForm(obj client.Object) (v1alpha1.BatchAccountSpec, error) {
+	tj, ok := obj.(*trainer.TrainJob)
+	if !ok {
+		return v1alpha1.BatchAccountSpec{}, fmt.Errorf("a TrainJob short form is declared on a TrainJob, not a %T", obj)
+	}
+	spec, n, err := shortform.Common(tj.Annotations)
+	if err != nil {
+		return spec, err
+	}
+	rj := tj.Annotations[v1alpha1.AnnotationReplicatedJob]
+	if rj == "" {
+		rj = DefaultReplicatedJob
+	}
+	if rj == DefaultReplicatedJob && tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil && int(*tj.Spec.Trainer.NumNodes) != n {
+		return spec, fmt.Errorf("annotation %s declares %d shards, but the TrainJob runs numNodes %d: declare %d shards or change numNodes",
+			shortform.ShardsAnnotation(tj.Annotations), n, *tj.Spec.Trainer.NumNodes, *tj.Spec.Trainer.NumNodes)
+	}
+	spec.Assignments = []v1alpha1.Assignment{{
+		Target:        v1alpha1.TargetRef{TrainJob: tj.Name, ReplicatedJob: rj, JobIndex: ptr.To(int32(0))},
+		Indexes:       indexset.Range(0, n-1).String(),
+		ShardOrdinals: indexset.Range(0, n-1).String(),
+	}}
+	return spec, nil
+}
+
+// CacheTransform implements kinds.Cached: of a TrainJob batchledger reads its metadata,
+// suspension, runtime patches, number of nodes and conditions.
+func (Kind) CacheTransform(obj any) (any, error) {
+	tj, ok := obj.(*trainer.TrainJob)
+	if !ok {
+		return obj, nil
+	}
+	tj.ManagedFields = nil
+	tj.Spec.Initializer = nil
+	if t := tj.Spec.Trainer; t != nil {
+		tj.Spec.Trainer = &trainer.Trainer{NumNodes: t.NumNodes}
+	}
+	tj.Status.JobsStatus = nil
+	return tj, nil
+}
