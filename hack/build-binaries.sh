@@ -19,9 +19,10 @@
 # dependency has one version and each package is compiled once for all of them. JobSet's
 # module (it needs controller-runtime v0.22) selects that module's versions of everything
 # else (hack/tools/align.sh), so it reuses those packages from the Go build cache and
-# compiles little of its own; so does Trainer's (hack/tools/trainer); kwok (k8s.io/* v0.36) compiles its own. One `go build` per
-# module builds all its missing binaries (links overlap compiles); JobSet and kwok build
-# side by side, after Kubernetes: kwok shares nothing with Kubernetes, but compiling both
+# compiles little of its own; so does Trainer's (hack/tools/trainer: 4 packages, since
+# Kueue compiles the rest); kwok (k8s.io/* v0.36) compiles its own. One `go build` per
+# module builds all its missing binaries (links overlap compiles); JobSet then Trainer,
+# and kwok, build side by side, after Kubernetes: kwok shares nothing with Kubernetes, but compiling both
 # at once on 2 cores cost 190 CPU-s more than one after the other (915 s against ~830 s
 # wall for a cold `make demo`). kubectl is built only on request: nothing on the local
 # control plane runs it, and it is ~70 CPU-s of a newcomer's first `make demo`.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,7 +18,7 @@ import (
 )
 
 // DumpState logs what a failed test needs to be understood: the namespace's pods, Jobs,
-// JobSets and Workloads (with status), its events, the ClusterQueues, and the last lines
+// JobSets, TrainJobs (where served) and Workloads (with status), its events, the ClusterQueues, and the last lines
 // of every component's log when the cluster is local.
 func (f *Framework) DumpState() {
 	t := f.T
@@ -43,6 +44,14 @@ func (f *Framework) DumpState() {
 	if err := env.client.List(ctx, &jss, ns); err == nil {
 		for i := range jss.Items {
 			fmt.Fprintf(&b, "--- JobSet %s\n%s", jss.Items[i].Name, indent(StatusYAML(&jss.Items[i]))+"\n")
+		}
+	}
+	// A cluster without Kubeflow Trainer serves no TrainJobs: the List fails and nothing
+	// is shown.
+	var tjs trainer.TrainJobList
+	if err := env.client.List(ctx, &tjs, ns); err == nil {
+		for i := range tjs.Items {
+			fmt.Fprintf(&b, "--- TrainJob %s\n%s", tjs.Items[i].Name, indent(StatusYAML(&tjs.Items[i]))+"\n")
 		}
 	}
 	var wls kueue.WorkloadList

@@ -50,7 +50,7 @@ import (
 // UseExistingClusterEnv set to "true" runs the suite against the cluster in KUBECONFIG.
 const UseExistingClusterEnv = "E2E_USE_EXISTING_CLUSTER"
 
-// Scheme knows the types e2e tests use: core, batch, Kueue v1beta2, JobSet v1alpha2 and batchledger v1alpha1.
+// Scheme knows the types e2e tests use: core, batch, Kueue v1beta2, JobSet v1alpha2, Kubeflow Trainer v1alpha1 and batchledger v1alpha1.
 var Scheme = scheme.Must()
 
 // withBatchledger is set by SetupWithBatchledger: the local cluster then also runs the
