@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,7 +60,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	}
 	used := map[string]bool{}
 	resourceOf := map[string]string{"BatchAccount": "batchaccounts", "ShardResults": "shardresults", "Job": "jobs",
-		"Pod": "pods", "JobSet": "jobsets", "Workload": "workloads", "Namespace": "namespaces"}
+		"Pod": "pods", "JobSet": "jobsets", "TrainJob": "trainjobs", "Workload": "workloads", "Namespace": "namespaces"}
 	recording := true // off while the test itself writes
 	record := func(_ client.Client, obj runtime.Object, sub string, verbs ...string) {
 		if !recording {
@@ -139,6 +140,16 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	child := suspended(jobSetChild("workers", "0"))
 	js := wrappers.MakeJobSet("ts", "ns").Suspend(true).ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Job(child).Obj()).Obj()
 	child.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetapi.SchemeGroupVersion.WithKind("JobSet"))}
+	// A suspended TrainJob, its JobSet and that JobSet's child, as Trainer renders them.
+	tj := wrappers.MakeTrainJob("llm", "ns", "torch-distributed").NumNodes(2).Suspend(true).Obj()
+	tj.UID = "llm-uid"
+	tjs := wrappers.MakeJobSet("llm", "ns").Suspend(true).ReplicatedJob(wrappers.MakeReplicatedJob("node").Replicas(1).Obj()).Obj()
+	tjs.UID = "llm-js-uid"
+	tjs.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))}
+	node := suspended(withUID(wrappers.MakeJob("llm-node-0", "ns").Indexed(2).Label(jobsetapi.JobSetNameKey, "llm").
+		Label(jobsetapi.ReplicatedJobNameKey, "node").Label(jobsetapi.JobIndexKey, "0").Obj(), "llm-node-0-uid"))
+	node.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tjs, jobsetapi.SchemeGroupVersion.WithKind("JobSet"))}
+	llm := wrappers.MakeBatchAccount("llm", "ns").Shards("A", "B").AssignTrainJob("llm", "node", 0, "0-1", "0-1").RequireResults("").Obj()
 	wl := wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()
 	results := wrappers.MakeBatchAccount("results", "ns").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").Obj()
 	results.UID = "results-uid"
@@ -152,7 +163,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	pod0 := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, reportOf(t, "A")).Finalizers(v1alpha1.ResultFinalizer).Obj()
 	pod1 := wrappers.MakeIndexPod(j, "j-1", 1).Succeeded(now, reportOf(t, "B")).Finalizers(v1alpha1.ResultFinalizer).Obj()
 
-	b := fake.NewClientBuilder().WithScheme(s).WithObjects(j, child, js, wl, results, train, done, short, pod0).
+	b := fake.NewClientBuilder().WithScheme(s).WithObjects(j, child, js, wl, results, train, done, short, pod0, tj, tjs, node, llm).
 		WithStatusSubresource(&v1alpha1.BatchAccount{}, &kueue.Workload{}).WithInterceptorFuncs(funcs).
 		// The API server serves this field selector; the fake client needs an index of it.
 		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} }).
@@ -177,6 +188,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	}
 	reconcile("results") // captures j-0 (chunk created), stamps j, writes status, publishes on the Workload
 	reconcile("train")   // stamps the suspended JobSet's template and its child
+	reconcile("llm")     // stamps the suspended TrainJob's runtime patches and its JobSet's child
 	reconcile("done")    // deletes the account: its TTL after its batch finished passed
 	recording = false
 	if err := c.Create(ctx, pod1); err != nil {

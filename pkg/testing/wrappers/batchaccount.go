@@ -77,6 +77,15 @@ func (w *BatchAccountWrapper) AssignJobSet(jobSet, replicatedJob string, jobInde
 	return w
 }
 
+// AssignTrainJob appends an assignment of child jobIndex of a TrainJob's replicatedJob.
+func (w *BatchAccountWrapper) AssignTrainJob(trainJob, replicatedJob string, jobIndex int32, indexes, ordinals string) *BatchAccountWrapper {
+	w.Spec.Assignments = append(w.Spec.Assignments, v1alpha1.Assignment{
+		Target:  v1alpha1.TargetRef{TrainJob: trainJob, ReplicatedJob: replicatedJob, JobIndex: ptr.To(jobIndex)},
+		Indexes: indexes, ShardOrdinals: ordinals,
+	})
+	return w
+}
+
 // Repair appends a repair assignment of Job job's indexes onto already assigned shards.
 func (w *BatchAccountWrapper) Repair(job, indexes string, shards ...string) *BatchAccountWrapper {
 	w.Spec.Assignments = append(w.Spec.Assignments, v1alpha1.Assignment{
