@@ -15,6 +15,7 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/controller"
+	trainjobkind "batchledger.dev/batchledger/pkg/kinds/trainjob"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/version"
 )
@@ -80,7 +81,8 @@ func TestAPIWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	mapper := meta.NewDefaultRESTMapper(nil)
-	w := &apiWiring{served: controller.NewServedAPIs(controller.OptionalAPIs, controller.APIWorkload), mapper: mapper}
+	// Served: Kueue and Trainer; not JobSet.
+	w := &apiWiring{served: controller.NewServedAPIs(controller.OptionalAPIs, controller.APIWorkload, controller.KindAPI(trainjobkind.Kind{})), mapper: mapper}
 	opts := c.managerOptions(s, nil)
 	w.apply(&opts, s)
 	for obj := range opts.Cache.ByObject {

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -106,8 +108,10 @@ func trainerCertTempDir(env ManagerEnv) (string, error) {
 	return tmp, os.Symlink(env.CertDir, certs)
 }
 
-// trainerRuntime reads the torch-distributed ClusterTrainingRuntime and points its node
-// containers at TrainerRuntimeImage.
+// trainerRuntime reads the torch-distributed ClusterTrainingRuntime, points its node
+// containers at TrainerRuntimeImage, and makes a failed node restart the JobSet once
+// (backoffLimit 0, maxRestarts 1), as a training cluster configures it, so that tests can
+// fail a node and see the restart.
 func trainerRuntime(path string) (*trainer.ClusterTrainingRuntime, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -127,6 +131,7 @@ func trainerRuntime(path string) (*trainer.ClusterTrainingRuntime, error) {
 			continue
 		}
 		found = true
+		rj.Template.Spec.BackoffLimit = ptr.To[int32](0)
 		containers := rj.Template.Spec.Template.Spec.Containers
 		for j := range containers {
 			containers[j].Image = TrainerRuntimeImage
@@ -135,5 +140,6 @@ func trainerRuntime(path string) (*trainer.ClusterTrainingRuntime, error) {
 	if !found {
 		return nil, fmt.Errorf("%s: no replicatedJob %q", path, TrainerNodeJob)
 	}
+	rt.Spec.Template.Spec.FailurePolicy = &jobsetapi.FailurePolicy{MaxRestarts: 1}
 	return rt, nil
 }
