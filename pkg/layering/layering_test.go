@@ -29,6 +29,8 @@ func TestImportRules(t *testing.T) {
 		kubernetes = []string{"k8s.io/", "sigs.k8s.io/"}
 		cel        = []string{"github.com/google/cel-go"}
 	)
+	// aboveKinds are the packages that ask the kinds: a kind imports none of them.
+	aboveKinds := []string{module + "pkg/kinds/all", module + "pkg/relations", module + "pkg/controller", module + "pkg/webhook", module + "pkg/cli", module + "pkg/acceptance"}
 	join := func(sets ...[]string) []string {
 		var out []string
 		for _, s := range sets {
@@ -46,8 +48,13 @@ func TestImportRules(t *testing.T) {
 		{"cmd/example-worker", join(kubernetes, cel)},
 		{"pkg/apis/batchledger/v1alpha1", join(client, cel, []string{module})},
 		// The account reads kind-neutral facts (pkg/identity), never a kind's API types.
-		{"pkg/account", join(client, cel, []string{module + "pkg/relations", module + "pkg/result", module + "pkg/acceptance", module + "pkg/kinds", "k8s.io/api/batch/", "sigs.k8s.io/jobset"})},
+		{"pkg/account", join(client, cel, []string{module + "pkg/relations", module + "pkg/result", module + "pkg/acceptance", module + "pkg/kinds", "k8s.io/api/batch/", "sigs.k8s.io/jobset", "github.com/kubeflow/trainer"})},
 		{"pkg/identity", join(client, cel, []string{module, "k8s.io/api/"})},
+		// The seam knows no kind; a kind knows the seam, never who asks it or the registry.
+		{"pkg/kinds", join(cel, []string{module + "pkg/kinds/", module + "pkg/relations", module + "pkg/controller", module + "pkg/webhook", module + "pkg/cli", module + "pkg/account"})},
+		{"pkg/kinds/job", join(cel, aboveKinds)},
+		{"pkg/kinds/jobset", join(cel, aboveKinds)},
+		{"pkg/kinds/trainjob", join(cel, aboveKinds)},
 		{"pkg/relations", []string{module + "pkg/controller", module + "pkg/webhook", module + "pkg/cli", module + "pkg/acceptance", "github.com/google/cel-go"}},
 		{"pkg/webhook", []string{module + "pkg/controller", module + "pkg/cli"}},
 		{"pkg/cli", []string{module + "pkg/controller", module + "pkg/webhook"}},
