@@ -14,34 +14,37 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/explanation"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // seedClient serves IJ245 at step i (0-based) with Job j, its Workload and, at the last
 // step, the recorded results.
-func seedClient(s ij245, i int) client.Client {
-	objs := []client.Object{s.steps[i].DeepCopy(), s.job.DeepCopy(), workloadOf(s.job)}
-	if i == len(s.steps)-1 {
-		for k := range s.chunks {
-			objs = append(objs, s.chunks[k].DeepCopy())
+func seedClient(s clitest.IJ245, i int) client.Client {
+	objs := []client.Object{s.Steps[i].DeepCopy(), s.Job.DeepCopy(), clitest.WorkloadOf(s.Job)}
+	if i == len(s.Steps)-1 {
+		for k := range s.Chunks {
+			objs = append(objs, s.Chunks[k].DeepCopy())
 		}
 	}
-	return fakeClient(objs...)
+	return clitest.FakeClient(objs...)
 }
 
 // TestExplainIJ245 renders the seed's worked case at each step; the golden files are
 // the explanation a person reads.
 func TestExplainIJ245(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	names := []string{"explain_ij245_1_five_attempts", "explain_ij245_2_all_covered", "explain_ij245_3_complete", "explain_ij245_4_accepted"}
 	for i, name := range names {
 		t.Run(name, func(t *testing.T) {
 			out, errOut, code := run(t, seedClient(s, i), "explain", "account", "ij245", "-n", ns)
-			if code != ExitOK || errOut != "" {
+			if code != options.ExitOK || errOut != "" {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}
-			golden(t, name, []byte(out))
+			clitest.Golden(t, name, []byte(out))
 		})
 	}
 }
@@ -49,9 +52,9 @@ func TestExplainIJ245(t *testing.T) {
 // TestExplainIJ245Statements pins the statements the seed asks the explanation to make,
 // so that a golden file regenerated carelessly cannot lose them.
 func TestExplainIJ245Statements(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	want := [][]string{
-		{"NOT ACCEPTED (ShardsMissing)", "input revision D, model revision m-2026-11", "uid " + string(jobUID),
+		{"NOT ACCEPTED (ShardsMissing)", "input revision D, model revision m-2026-11", "uid " + string(clitest.JobUID),
 			"none: every index 0-3 must succeed", "0-2 (3 indexes), read at Job resourceVersion 48213",
 			"5 successful attempts over 3 indexes {0,1,2}; repeated: 1,2", "D      job j index 3",
 			"job-j-3f2c9: admitted to ClusterQueue ml-team-gpu on main=nvidia.com/gpu:h100", "3/4 shards covered: shard D waits for job j index 3"},
@@ -72,15 +75,15 @@ func TestExplainIJ245Statements(t *testing.T) {
 
 // TestExplainYAML: -o yaml prints the structured Explanation, not the raw object.
 func TestExplainYAML(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	out, _, code := run(t, seedClient(s, 0), "explain", "account", "ij245", "-n", ns, "-o", "yaml")
-	if code != ExitOK {
+	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	golden(t, "explain_ij245_1_five_attempts_yaml", []byte(out))
+	clitest.Golden(t, "explain_ij245_1_five_attempts_yaml", []byte(out))
 
 	js, _, _ := run(t, seedClient(s, 0), "explain", "account", "ij245", "-n", ns, "-o", "json")
-	var ex Explanation
+	var ex explanation.Explanation
 	if err := json.Unmarshal([]byte(js), &ex); err != nil {
 		t.Fatalf("-o json is not an Explanation: %v\n%s", err, js)
 	}
@@ -88,7 +91,7 @@ func TestExplainYAML(t *testing.T) {
 		t.Errorf("-o json is %s %s, want the versioned kind cli.batchledger.dev/v1alpha1 Explanation", ex.APIVersion, ex.Kind)
 	}
 	if ex.Verdict.Accepted || ex.Shards.Missing != "D" || len(ex.Shards.MissingShards) != 1 ||
-		ex.Shards.MissingShards[0].WaitsFor[0] != (Identity{Target: "job/j", Index: 3, State: "not completed yet; the Job is running"}) ||
+		ex.Shards.MissingShards[0].WaitsFor[0] != (explanation.Identity{Target: "job/j", Index: 3, State: "not completed yet; the Job is running"}) ||
 		ex.Jobs[0].Attempts.Successful != 5 || ex.Jobs[0].Attempts.Indexes != 3 {
 		t.Errorf("explanation = %+v", ex)
 	}
@@ -97,7 +100,7 @@ func TestExplainYAML(t *testing.T) {
 // TestExplainOutputs: each -o prints the versioned Explanation through kubectl's printers;
 // an object concerning several accounts prints an ExplanationList.
 func TestExplainOutputs(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	other := wrappers.MakeBatchAccount("ij245-twin", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj()
 	cases := []struct {
 		name string
@@ -109,19 +112,19 @@ func TestExplainOutputs(t *testing.T) {
 		{"jsonpath-as-json", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "jsonpath-as-json={.verdict.accepted}"}, "[\n    false\n]\n"},
 		{"go-template", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "go-template={{.apiVersion}}/{{.account}}"}, "cli.batchledger.dev/v1alpha1/ij245"},
 		{"json head", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "json"}, "{\n    \"kind\": \"Explanation\",\n    \"apiVersion\": \"cli.batchledger.dev/v1alpha1\",\n    \"account\": \"ij245\","},
-		{"several accounts", fakeClient(s.steps[0].DeepCopy(), s.job.DeepCopy(), other), []string{"explain", "job", "j", "-o", "jsonpath={.kind}: {.items[*].kind} {.items[*].account}"}, "ExplanationList: Explanation Explanation ij245 ij245-twin"},
+		{"several accounts", clitest.FakeClient(s.Steps[0].DeepCopy(), s.Job.DeepCopy(), other), []string{"explain", "job", "j", "-o", "jsonpath={.kind}: {.items[*].kind} {.items[*].account}"}, "ExplanationList: Explanation Explanation ij245 ij245-twin"},
 		{"--template alone is a go-template", seedClient(s, 0), []string{"explain", "account", "ij245", "--template", "{{.kind}}"}, "Explanation"},
 		{"text is the default", seedClient(s, 0), []string{"explain", "account", "ij245", "-o", "text"}, "BatchAccount ml-team/ij245\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := run(t, tc.c, append(tc.args, "-n", ns)...)
-			if code != ExitOK || !strings.HasPrefix(out, tc.want) {
+			if code != options.ExitOK || !strings.HasPrefix(out, tc.want) {
 				t.Errorf("exit %d (stderr %q):\n%s\nwant it to start with:\n%s", code, errOut, out, tc.want)
 			}
 		})
 	}
-	if _, errOut, code := run(t, seedClient(s, 0), "explain", "account", "ij245", "-n", ns, "-o", "name"); code != ExitError || !strings.Contains(errOut, `unsupported output format "name"`) {
+	if _, errOut, code := run(t, seedClient(s, 0), "explain", "account", "ij245", "-n", ns, "-o", "name"); code != options.ExitError || !strings.Contains(errOut, `unsupported output format "name"`) {
 		t.Errorf("-o name: exit %d, %q; an Explanation has no name to print", code, errOut)
 	}
 }
@@ -129,7 +132,7 @@ func TestExplainOutputs(t *testing.T) {
 // TestExplainResolves: a Workload resolves through its owner Job, a Job to the accounts
 // targeting it; all explain the same account.
 func TestExplainResolves(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	want, _, _ := run(t, seedClient(s, 0), "explain", "account", "ij245", "-n", ns)
 	for _, args := range [][]string{
 		{"explain", "workload", "job-j-3f2c9"},
@@ -138,20 +141,20 @@ func TestExplainResolves(t *testing.T) {
 		{"explain", "ba", "ij245"},
 	} {
 		got, errOut, code := run(t, seedClient(s, 0), append(args, "-n", ns)...)
-		if code != ExitOK || got != want {
+		if code != options.ExitOK || got != want {
 			t.Errorf("%v: exit %d stderr %q; output differs from explain account:\n%s", args, code, errOut, got)
 		}
 	}
 
 	// A JobSet child resolves to the account targeting its JobSet replicatedJob.
-	child := seedJob("train-workers-1", "uid-w1", 4).ResourceVersion("7").
+	child := clitest.SeedJob("train-workers-1", "uid-w1", 4).ResourceVersion("7").
 		JobSetChild(wrappers.MakeJobSet("train", ns).Obj(), "workers", 1, 0).Obj()
 	other := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 8).
 		AssignJobSet("train", "workers", 0, "0-3", "0-3").AssignJobSet("train", "workers", 1, "0-3", "4-7").Obj()
-	c := fakeClient(s.steps[0].DeepCopy(), child, other)
+	c := clitest.FakeClient(s.Steps[0].DeepCopy(), child, other)
 	for _, args := range [][]string{{"explain", "job", "train-workers-1"}, {"explain", "jobset", "train"}} {
 		out, errOut, code := run(t, c, append(args, "-n", ns)...)
-		if code != ExitOK || !strings.Contains(out, "BatchAccount ml-team/train\n") || strings.Contains(out, "ij245") {
+		if code != options.ExitOK || !strings.Contains(out, "BatchAccount ml-team/train\n") || strings.Contains(out, "ij245") {
 			t.Errorf("%v: exit %d stderr %q:\n%s", args, code, errOut, out)
 		}
 	}
@@ -159,10 +162,10 @@ func TestExplainResolves(t *testing.T) {
 
 // TestExplainErrors: failures exit 1 with a message naming the object.
 func TestExplainErrors(t *testing.T) {
-	s := seedSteps()
-	orphan := workloadOf(s.job)
+	s := clitest.SeedSteps()
+	orphan := clitest.WorkloadOf(s.Job)
 	orphan.Name, orphan.OwnerReferences = "orphan", nil
-	c := fakeClient(s.steps[0].DeepCopy(), s.job.DeepCopy(), orphan, wrappers.MakeJob("lonely", ns).Obj())
+	c := clitest.FakeClient(s.Steps[0].DeepCopy(), s.Job.DeepCopy(), orphan, wrappers.MakeJob("lonely", ns).Obj())
 	cases := []struct {
 		args []string
 		want string
@@ -178,7 +181,7 @@ func TestExplainErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		out, errOut, code := run(t, c, append(tc.args, "-n", ns)...)
-		if code != ExitError || !strings.HasPrefix(errOut, tc.want) || out != "" {
+		if code != options.ExitError || !strings.HasPrefix(errOut, tc.want) || out != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, errOut, tc.want)
 		}
 	}
@@ -186,13 +189,13 @@ func TestExplainErrors(t *testing.T) {
 
 // TestExplainExitCode: --exit-code returns 2 while the batch is not Accepted, 0 once it is.
 func TestExplainExitCode(t *testing.T) {
-	s := seedSteps()
-	for i, want := range []int{ExitNotAccepted, ExitNotAccepted, ExitNotAccepted, ExitOK} {
+	s := clitest.SeedSteps()
+	for i, want := range []int{options.ExitNotAccepted, options.ExitNotAccepted, options.ExitNotAccepted, options.ExitOK} {
 		out, errOut, code := run(t, seedClient(s, i), "explain", "job", "j", "-n", ns, "--exit-code", "-o", "json")
 		if code != want || errOut != "" || out == "" {
 			t.Errorf("step %d: exit %d (stderr %q), want %d with the explanation printed", i+1, code, errOut, want)
 		}
-		if _, _, code := run(t, seedClient(s, i), "explain", "job", "j", "-n", ns); code != ExitOK {
+		if _, _, code := run(t, seedClient(s, i), "explain", "job", "j", "-n", ns); code != options.ExitOK {
 			t.Errorf("step %d without --exit-code: exit %d, want 0", i+1, code)
 		}
 	}
@@ -202,10 +205,10 @@ func TestExplainExitCode(t *testing.T) {
 // every table is bounded and says how much it left out.
 func TestExplainBounded(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Generation(1).Obj()
-	job := seedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("5").Obj()
-	ba = compute(ba, time0, map[string]account.Observation{"job/big": {Job: jobkind.Facts(job)}})
-	out, _, code := run(t, fakeClient(ba, job), "explain", "account", "big", "-n", ns, "--max-rows", "5")
-	if code != ExitOK {
+	job := clitest.SeedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("5").Obj()
+	ba = clitest.Compute(ba, clitest.Time0, map[string]account.Observation{"job/big": {Job: jobkind.Facts(job)}})
+	out, _, code := run(t, clitest.FakeClient(ba, job), "explain", "account", "big", "-n", ns, "--max-rows", "5")
+	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	for _, phrase := range []string{"missing s10..s99999", "s14    job big index 14", "+99985 more missing shards", "99985 more missing shards are not listed"} {
@@ -222,26 +225,26 @@ func TestExplainBounded(t *testing.T) {
 // repair Job covered: the failure, the repair identity and the verdict.
 func TestExplainRepaired(t *testing.T) {
 	ba, j, r := repairedAccount()
-	out, _, code := run(t, fakeClient(ba, j, r), "explain", "account", "ij245", "-n", ns)
-	if code != ExitOK {
+	out, _, code := run(t, clitest.FakeClient(ba, j, r), "explain", "account", "ij245", "-n", ns)
+	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	golden(t, "explain_repaired", []byte(out))
+	clitest.Golden(t, "explain_repaired", []byte(out))
 }
 
 // repairedAccount is IJ245 where Job j failed on index 3 and repair Job j-repair-1 index
 // 0 covered shard D.
 func repairedAccount() (*v1alpha1.BatchAccount, *batchv1.Job, *batchv1.Job) {
-	failedAt := metav1.NewTime(time0.Add(20 * time.Minute))
+	failedAt := metav1.NewTime(clitest.Time0.Add(20 * time.Minute))
 	ba := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").
 		AssignJob("j", "0-3", "A", "B", "C", "D").Repair("j-repair-1", "0", "D").Generation(2).Obj()
-	j := seedJob("j", jobUID, 4).Completed("0-2", 3).ResourceVersion("48300").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
-	r := seedJob("j-repair-1", "5c6d7e8f-1a2b-4c3d-8e9f-0a1b2c3d4e5f", 1).Completed("0", 1).ResourceVersion("48377").Complete(time0.Add(31 * time.Minute)).Obj()
-	rw := *workloadObs(true)
+	j := clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-2", 3).ResourceVersion("48300").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
+	r := clitest.SeedJob("j-repair-1", "5c6d7e8f-1a2b-4c3d-8e9f-0a1b2c3d4e5f", 1).Completed("0", 1).ResourceVersion("48377").Complete(clitest.Time0.Add(31 * time.Minute)).Obj()
+	rw := *clitest.WorkloadObs(true)
 	rw.Name, rw.UID, rw.ObservedResourceVersion = "job-j-repair-1-8d1e0", "9b8a7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d", "48380"
-	ba = compute(ba, time0.Add(32*time.Minute), map[string]account.Observation{
-		"job/j":          {Job: jobkind.Facts(j), SuccessfulPods: attempts(j, "p", 0, 1, 2), Workload: workloadObs(true)},
-		"job/j-repair-1": {Job: jobkind.Facts(r), SuccessfulPods: attempts(r, "r", 0), Workload: &rw},
+	ba = clitest.Compute(ba, clitest.Time0.Add(32*time.Minute), map[string]account.Observation{
+		"job/j":          {Job: jobkind.Facts(j), SuccessfulPods: clitest.Attempts(j, "p", 0, 1, 2), Workload: clitest.WorkloadObs(true)},
+		"job/j-repair-1": {Job: jobkind.Facts(r), SuccessfulPods: clitest.Attempts(r, "r", 0), Workload: &rw},
 	})
 	return ba, j, r
 }
@@ -250,7 +253,7 @@ func repairedAccount() (*v1alpha1.BatchAccount, *batchv1.Job, *batchv1.Job) {
 // covered by it, and the explanation names the repair command.
 func TestStillNeededNamesRepairForFailedJobs(t *testing.T) {
 	ba := failedAccount()
-	ex := BuildExplanation(ba, nil, 0)
+	ex := explanation.BuildExplanation(ba, nil, 0)
 	got := strings.Join(ex.StillNeeded, "\n")
 	want := "3/4 shards covered: shard D can no longer be covered by job j index 3 (job j Failed (BackoffLimitExceeded) without completing it). " +
 		"Run `kubectl batchledger repair ij245 -n ml-team` to re-run it in a follow-up Job joined by a repair assignment."
@@ -262,8 +265,8 @@ func TestStillNeededNamesRepairForFailedJobs(t *testing.T) {
 // TestExplainRejected: a result with the wrong model revision and a forged claim are
 // rejected; the explanation lists them and what replaces them.
 func TestExplainRejected(t *testing.T) {
-	s := seedSteps()
-	chunk := s.chunks[0].DeepCopy()
+	s := clitest.SeedSteps()
+	chunk := s.Chunks[0].DeepCopy()
 	chunk.Results[2].ModelRevision = "m-2026-10"
 	forged := chunk.Results[1]
 	forged.Pod, forged.PodUID, forged.Shard, forged.Digest = "j-1-forged", "pod-forged", "D", "sha256:ff"
@@ -276,12 +279,12 @@ func TestExplainRejected(t *testing.T) {
 			Shard: rr.Shard, InputRevision: rr.InputRevision, ModelRevision: rr.ModelRevision, Digest: rr.Digest,
 		})
 	}
-	ba := compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.job), Workload: workloadObs(true)}}, results...)
-	out, _, code := run(t, fakeClient(ba, s.job, chunk), "explain", "account", "ij245", "-n", ns)
-	if code != ExitOK {
+	ba := clitest.Compute(s.Steps[2], clitest.CompleteT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.Job), Workload: clitest.WorkloadObs(true)}}, results...)
+	out, _, code := run(t, clitest.FakeClient(ba, s.Job, chunk), "explain", "account", "ij245", "-n", ns)
+	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	golden(t, "explain_rejected", []byte(out))
+	clitest.Golden(t, "explain_rejected", []byte(out))
 	if !strings.Contains(out, "Accepted (3 of 4 shards)") || strings.Contains(out, "C      job j index 2  j-2-x7k22  sha256") {
 		t.Errorf("shard C's rejected result must not be listed as accepted:\n%s", out)
 	}
@@ -290,9 +293,9 @@ func TestExplainRejected(t *testing.T) {
 // TestExplainTargetMissing: an account whose Job never appeared says to create it.
 func TestExplainTargetMissing(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("ghost", ns).Shards("A", "B").AssignJob("ghost", "0-1", "A", "B").Generation(1).Obj()
-	ba = compute(ba, time0, nil)
-	out, _, code := run(t, fakeClient(ba), "explain", "job", "ghost", "-n", ns)
-	if code != ExitOK {
+	ba = clitest.Compute(ba, clitest.Time0, nil)
+	out, _, code := run(t, clitest.FakeClient(ba), "explain", "job", "ghost", "-n", ns)
+	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	for _, phrase := range []string{"Job:       the Job does not exist (yet, or any more)", "A      job ghost index 0  Job not found",
@@ -317,14 +320,14 @@ func TestHugeAccountBoundedStatus(t *testing.T) {
 		done.WriteString(strconv.Itoa(i))
 	}
 	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Generation(1).Obj()
-	job := seedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Obj()
-	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: jobkind.Facts(job)}})
+	job := clitest.SeedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Obj()
+	ba = clitest.Compute(ba, clitest.Time0, map[string]account.Observation{"job/huge": {Job: jobkind.Facts(job)}})
 	if !ba.Status.Shards.MissingOrdinalsTruncated || !ba.Status.Targets[0].CompletedIndexesOmitted {
 		t.Fatalf("the status was not bounded: truncated=%v omitted=%v", ba.Status.Shards.MissingOrdinalsTruncated, ba.Status.Targets[0].CompletedIndexesOmitted)
 	}
 
-	out, _, code := run(t, fakeClient(ba, job), "explain", "account", "huge", "-n", ns, "--max-rows", "5")
-	if code != ExitOK {
+	out, _, code := run(t, clitest.FakeClient(ba, job), "explain", "account", "huge", "-n", ns, "--max-rows", "5")
+	if code != options.ExitOK {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, phrase := range []string{"500000/1000000 shards covered", "(500000 indexes)", "omitted from the account status", "+499995 more missing shards"} {

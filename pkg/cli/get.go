@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/completion"
+	"batchledger.dev/batchledger/pkg/cli/options"
 )
 
 // GetOptions are get's flags.
@@ -33,7 +35,7 @@ type GetOptions struct {
 	Watch, WatchOnly bool
 }
 
-func newGetCommand(o *Options) *cobra.Command {
+func newGetCommand(o *options.Options) *cobra.Command {
 	g := &GetOptions{PrintFlags: genericclioptions.NewPrintFlags("")}
 	cmd := &cobra.Command{
 		Use:   "get [NAME]",
@@ -50,7 +52,7 @@ custom-columns) lists the accounts by namespace and name.`,
   kubectl batchledger get -o custom-columns=NAME:.metadata.name,VERDICT:'.status.conditions[?(@.type=="Accepted")].reason'
   kubectl batchledger get -w                                   # print rows as they change`,
 		Args:              cobra.MaximumNArgs(1),
-		ValidArgsFunction: o.completeAccountNames,
+		ValidArgsFunction: completion.AccountNames(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
 			if len(args) == 1 {
@@ -74,7 +76,7 @@ custom-columns) lists the accounts by namespace and name.`,
 }
 
 // runGet lists (and with -w, follows) the accounts and prints them.
-func runGet(ctx context.Context, o *Options, g *GetOptions, name string) error {
+func runGet(ctx context.Context, o *options.Options, g *GetOptions, name string) error {
 	ns, err := o.Namespace()
 	if err != nil {
 		return err
@@ -92,12 +94,12 @@ func runGet(ctx context.Context, o *Options, g *GetOptions, name string) error {
 	if name != "" && !filter.empty() {
 		return fmt.Errorf("a BatchAccount name cannot be given with -l or --field-selector, as in kubectl")
 	}
-	p, err := g.printer(g.AllNamespaces, o.now)
+	p, err := g.printer(g.AllNamespaces, o.Now)
 	if err != nil {
 		return err
 	}
 	if g.Watch || g.WatchOnly {
-		c, err := watchClient(o)
+		c, err := o.WatchClient()
 		if err != nil {
 			return err
 		}

@@ -18,23 +18,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
 )
 
 // getCluster serves three accounts of ml-team (ij245 missing D, labelled team=nlp;
 // ij245-done Accepted; a-fresh without a status) and one of vision.
 func getCluster() client.WithWatch {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	named := func(name, namespace string, ba *v1alpha1.BatchAccount, labels map[string]string) *v1alpha1.BatchAccount {
 		ba = ba.DeepCopy()
 		ba.Name, ba.Namespace, ba.Labels = name, namespace, labels
-		ba.CreationTimestamp = metav1.NewTime(seedNow.Add(-time.Hour))
+		ba.CreationTimestamp = metav1.NewTime(clitest.SeedNow.Add(-time.Hour))
 		return ba
 	}
-	return fakeClient(
-		named("ij245", ns, s.steps[0], map[string]string{"team": "nlp"}),
-		named("ij245-done", ns, s.steps[3], map[string]string{"team": "nlp", "tier": "prod"}),
-		named("a-fresh", ns, ij245Account(), nil),
-		named("seg", "vision", s.steps[3], map[string]string{"team": "vision"}),
+	return clitest.FakeClient(
+		named("ij245", ns, s.Steps[0], map[string]string{"team": "nlp"}),
+		named("ij245-done", ns, s.Steps[3], map[string]string{"team": "nlp", "tier": "prod"}),
+		named("a-fresh", ns, clitest.IJ245Account(), nil),
+		named("seg", "vision", s.Steps[3], map[string]string{"team": "vision"}),
 	)
 }
 
@@ -84,7 +86,7 @@ func TestGetOutputs(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := run(t, getCluster(), tc.args...)
-			if code != ExitOK || errOut != "" {
+			if code != options.ExitOK || errOut != "" {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			if !strings.HasPrefix(out, tc.want) || (!strings.HasSuffix(tc.want, "metadata:\n") && out != tc.want) {
@@ -97,7 +99,7 @@ func TestGetOutputs(t *testing.T) {
 // TestGetJSONIsAList: -o json prints a kubectl List of BatchAccounts that jq can read.
 func TestGetJSONIsAList(t *testing.T) {
 	out, errOut, code := run(t, getCluster(), "get", "-n", ns, "-o", "json")
-	if code != ExitOK {
+	if code != options.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var list struct {
@@ -134,7 +136,7 @@ func TestGetRefuses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		out, errOut, code := run(t, getCluster(), append(tc.args, "-n", ns)...)
-		if code != ExitError || out != "" || !strings.HasPrefix(errOut, tc.want) {
+		if code != options.ExitError || out != "" || !strings.HasPrefix(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, errOut, tc.want)
 		}
 	}
@@ -172,7 +174,7 @@ func TestGetWatch(t *testing.T) {
 			go func() { done <- runWith(t, ctx, c, out, tc.args...) }()
 			// The change lands once the watch is up: the fake client replays nothing.
 			waitFor(t, func() bool { return watches.Load() > 0 })
-			accepted := seedSteps().steps[3]
+			accepted := clitest.SeedSteps().Steps[3]
 			var ba v1alpha1.BatchAccount
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ij245"}, &ba); err != nil {
 				t.Fatal(err)
@@ -183,7 +185,7 @@ func TestGetWatch(t *testing.T) {
 			}
 			waitFor(t, func() bool { return strings.Count(out.String(), "\n") >= strings.Count(tc.want, "\n") })
 			cancel()
-			if code := <-done; code != ExitOK {
+			if code := <-done; code != options.ExitOK {
 				t.Errorf("exit %d", code)
 			}
 			if got := out.String(); got != tc.want {
@@ -216,15 +218,15 @@ func (s *syncBuffer) String() string {
 func runWith(t *testing.T, ctx context.Context, c client.Client, out *syncBuffer, args ...string) int {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
 	errOut := &syncBuffer{}
-	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut})
+	o := options.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut})
 	o.NewClient = func() (client.Client, error) { return c, nil }
-	o.Now = func() time.Time { return seedNow }
+	o.Clock = func() time.Time { return clitest.SeedNow }
 	cmd := NewCommand(o)
 	cmd.SetArgs(args)
 	cmd.SetOut(out)
 	cmd.SetErr(errOut)
-	code := exitCode(cmd.ExecuteContext(ctx), errOut)
-	if code != ExitOK {
+	code := options.ExitCode(cmd.ExecuteContext(ctx), errOut)
+	if code != options.ExitOK {
 		t.Logf("stderr: %s", errOut)
 	}
 	return code

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/resolve"
 )
 
 // ListAccounts returns the accounts of namespace ("" for all), or the one named name,
@@ -21,7 +22,7 @@ func ListAccounts(ctx context.Context, c client.Client, namespace, name string) 
 		}
 		var ba v1alpha1.BatchAccount
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
-			return nil, describeGetError(err, "BatchAccount", namespace, name)
+			return nil, resolve.DescribeGetError(err, "BatchAccount", namespace, name)
 		}
 		return []v1alpha1.BatchAccount{ba}, nil
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/options"
 )
 
 // maxMissingWidth bounds the MISSING column; the account's compact form is already
@@ -46,7 +47,7 @@ func (g *GetOptions) printer(withNamespace bool, now func() time.Time) (*account
 	}
 	opts := printers.PrintOptions{NoHeaders: g.NoHeaders, WithNamespace: withNamespace, ShowLabels: g.ShowLabels, ColumnLabels: g.LabelColumns}
 	switch {
-	case format == "" && templateOnly(g.PrintFlags):
+	case format == "" && options.TemplateOnly(g.PrintFlags):
 		// --template without -o is a go-template, as in kubectl: the printer flags decide.
 	case format == "" || format == "wide":
 		opts.Wide = format == "wide"
@@ -75,14 +76,6 @@ func (g *GetOptions) printer(withNamespace bool, now func() time.Time) (*account
 		return nil, err
 	}
 	return &accountPrinter{printer: p}, nil
-}
-
-// templateOnly is whether --template was given without -o, which kubectl reads as
-// -o go-template.
-func templateOnly(pf *genericclioptions.PrintFlags) bool {
-	t := pf.TemplatePrinterFlags
-	given := t != nil && t.TemplateArgument != nil && *t.TemplateArgument != ""
-	return given && (pf.OutputFlagSpecified == nil || !pf.OutputFlagSpecified())
 }
 
 // print writes accts: as table rows, or as one object when single (a get NAME, or one

@@ -13,28 +13,30 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/cli/explanation"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 )
 
 // deletedAt is when the controller first observed Job j missing (its TTL expired).
-var deletedAt = completeT.Add(2 * time.Hour)
+var deletedAt = clitest.CompleteT.Add(2 * time.Hour)
 
 // TestExplainDeletedJob: the seed's accepted batch after Job j was deleted by its TTL
 // stays ACCEPTED, with the record and the deletion stated; the results still stand.
 func TestExplainDeletedJob(t *testing.T) {
-	s := seedSteps()
-	accepted := s.steps[len(s.steps)-1]
+	s := clitest.SeedSteps()
+	accepted := s.Steps[len(s.Steps)-1]
 	var results []account.Result
-	for _, r := range s.chunks[0].Results {
+	for _, r := range s.Chunks[0].Results {
 		results = append(results, account.FromRecorded(r))
 	}
-	ba := compute(accepted, deletedAt, map[string]account.Observation{}, results...)
-	out, errOut, code := run(t, fakeClient(ba, s.chunks[0].DeepCopy()), "explain", "account", "ij245", "-n", ns)
-	if code != ExitOK || errOut != "" {
+	ba := clitest.Compute(accepted, deletedAt, map[string]account.Observation{}, results...)
+	out, errOut, code := run(t, clitest.FakeClient(ba, s.Chunks[0].DeepCopy()), "explain", "account", "ij245", "-n", ns)
+	if code != options.ExitOK || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	golden(t, "explain_deleted_job", []byte(out))
+	clitest.Golden(t, "explain_deleted_job", []byte(out))
 	for _, phrase := range []string{
 		"ACCEPTED (Accepted)",
 		"(DELETED at 2026-11-29T12:00:00Z; the record below stands)",
@@ -51,61 +53,14 @@ func TestExplainDeletedJob(t *testing.T) {
 	}
 }
 
-// TestExplainAdmissionMove: a Job evicted on h100 with indexes 0 and 1 complete and
-// re-admitted on a100: explain says where each shard ran.
-func TestExplainAdmissionMove(t *testing.T) {
-	ba := ij245Account()
-	wl := func(flavor string, admitted, evicted bool) *v1alpha1.WorkloadObservation {
-		w := workloadObs(false)
-		w.Flavors, w.Admitted, w.Evicted = []string{"main=nvidia.com/gpu:" + flavor}, admitted, evicted
-		if evicted {
-			w.EvictionReason = "Preempted"
-		}
-		return w
-	}
-	steps := []struct {
-		completed string
-		w         *v1alpha1.WorkloadObservation
-	}{
-		{"0,1", wl("h100", true, false)},
-		{"0,1", wl("h100", false, true)},
-		{"0-3", wl("a100", true, false)},
-	}
-	for i, st := range steps {
-		done, _ := indexset.Parse(st.completed)
-		n := int32(done.Count())
-		j := seedJob("j", jobUID, 4).Completed(st.completed, n).ResourceVersion("1").Obj()
-		ba = compute(ba, time0.Add(time.Duration(i)*10*time.Minute), map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: st.w}})
-	}
-	ex := BuildExplanation(ba, nil, 0)
-	adm := ex.Jobs[0].Admissions
-	if len(adm) != 2 || adm[0].Shards != "A, B" || adm[0].EvictionReason != "Preempted" || adm[1].Shards != "C, D" {
-		t.Fatalf("admissions = %+v", adm)
-	}
-	for _, want := range []string{
-		"ClusterQueue ml-team-gpu on main=nvidia.com/gpu:h100, admission first observed at 2026-11-29T09:00:00Z, evicted at 2026-11-29T09:10:00Z (Preempted); indexes 0,1 completed under it (shards A, B)",
-		"ClusterQueue ml-team-gpu on main=nvidia.com/gpu:a100, admission first observed at 2026-11-29T09:20:00Z; indexes 2,3 completed under it (shards C, D)",
-	} {
-		if !slices.ContainsFunc(adm, func(a AdmissionExplanation) bool { return a.Summary == want }) {
-			t.Errorf("no admission reads %q: %+v", want, adm)
-		}
-	}
-	if got := ranOn(&ba.Status.Targets[0], 0); got != "ml-team-gpu on main=nvidia.com/gpu:h100" {
-		t.Errorf("shard A ran on %q", got)
-	}
-	if got := ranOn(&ba.Status.Targets[0], 3); got != "ml-team-gpu on main=nvidia.com/gpu:a100" {
-		t.Errorf("shard D ran on %q", got)
-	}
-}
-
 // completeAccount is the seed observed Complete with its pods listed, and results.
 func completeAccount(results ...account.Result) (*v1alpha1.BatchAccount, *batchv1.Job) {
-	j := admitted(seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(completeT.Time).Obj())
-	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: workloadObs(true), PodsListed: true}}, results...), j
+	j := admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(clitest.CompleteT.Time).Obj())
+	return clitest.Compute(clitest.IJ245Account(), clitest.CompleteT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: clitest.WorkloadObs(true), PodsListed: true}}, results...), j
 }
 
 func seedResult(i int, shard string) account.Result {
-	return account.Result{Target: "job/j", JobUID: jobUID, Index: i, Pod: "j-" + shard, Shard: shard, InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + shard}
+	return account.Result{Target: "job/j", JobUID: clitest.JobUID, Index: i, Pod: "j-" + shard, Shard: shard, InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + shard}
 }
 
 // TestRepairResults: repair re-runs covered shards whose result is missing or was
@@ -152,11 +107,11 @@ func TestRepairResults(t *testing.T) {
 			ba, j := completeAccount(tc.results...)
 			jobs := append([]*batchv1.Job{j}, tc.extraJobs...)
 			if tc.deleteJob {
-				ba = compute(ba, deletedAt, map[string]account.Observation{}, tc.results...)
+				ba = clitest.Compute(ba, deletedAt, map[string]account.Observation{}, tc.results...)
 				jobs = jobs[1:]
 			}
 			if tc.wantNeeded != "" {
-				needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+				needed := strings.Join(explanation.BuildExplanation(ba, nil, 0).StillNeeded, "\n")
 				if !strings.Contains(needed, tc.wantNeeded) {
 					t.Errorf("still needed:\n%s\nwant it to contain:\n%s", needed, tc.wantNeeded)
 				}
@@ -184,7 +139,7 @@ func TestRepairResults(t *testing.T) {
 
 // repairOf is an earlier repair Job of original, as repair created it.
 func repairOf(name, original string) *batchv1.Job {
-	j := admitted(seedJob(name, types.UID("uid-"+name), 1).Completed("0", 1).ResourceVersion("1").Obj())
+	j := admitted(clitest.SeedJob(name, types.UID("uid-"+name), 1).Completed("0", 1).ResourceVersion("1").Obj())
 	j.Annotations = map[string]string{v1alpha1.AnnotationRepairOf: original, v1alpha1.AnnotationRepairFor: "ij245"}
 	return j
 }
@@ -200,13 +155,13 @@ func TestRepairNothingToRepair(t *testing.T) {
 
 // TestExplainRuleInvalid: the advice for a rule that does not compile is to fix it.
 func TestExplainRuleInvalid(t *testing.T) {
-	j := seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("1").Condition(batchv1.JobComplete, batchv1.JobReasonCompletionsReached, completeT.Time).Obj()
-	ba := ij245Account()
+	j := clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("1").Condition(batchv1.JobComplete, batchv1.JobReasonCompletionsReached, clitest.CompleteT.Time).Obj()
+	ba := clitest.IJ245Account()
 	ba.Status = account.Compute(account.Input{
 		Namespace: ns, Generation: 1, Spec: &ba.Spec, Observations: map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}},
-		Now: metav1.NewTime(completeT.Time), RuleError: "undeclared reference to 'reslt'",
+		Now: metav1.NewTime(clitest.CompleteT.Time), RuleError: "undeclared reference to 'reslt'",
 	}).Status
-	needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+	needed := strings.Join(explanation.BuildExplanation(ba, nil, 0).StillNeeded, "\n")
 	if !strings.Contains(needed, "Fix spec.acceptance.rule (ResultsAccepted=False, RuleInvalid): the acceptance rule does not compile in this controller: undeclared reference to 'reslt'") {
 		t.Errorf("still needed:\n%s", needed)
 	}
@@ -216,11 +171,11 @@ func TestExplainRuleInvalid(t *testing.T) {
 // ran are offered for repair: from an earlier repair Job's template, or, with none left,
 // with the exact assignment to append by hand.
 func TestRepairJobDeletedBeforeItTerminated(t *testing.T) {
-	running := admitted(seedJob("j", jobUID, 4).Completed("0,1", 2).ResourceVersion("48220").Obj())
+	running := admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0,1", 2).ResourceVersion("48220").Obj())
 	ab := []account.Result{seedResult(0, "A"), seedResult(1, "B")}
-	ba := compute(ij245Account(), time0, map[string]account.Observation{"job/j": {Job: jobkind.Facts(running), Workload: workloadObs(false)}}, ab...)
-	ba = compute(ba, deletedAt, map[string]account.Observation{}, ab...)
-	ex := BuildExplanation(ba, nil, 0)
+	ba := clitest.Compute(clitest.IJ245Account(), clitest.Time0, map[string]account.Observation{"job/j": {Job: jobkind.Facts(running), Workload: clitest.WorkloadObs(false)}}, ab...)
+	ba = clitest.Compute(ba, deletedAt, map[string]account.Observation{}, ab...)
+	ex := explanation.BuildExplanation(ba, nil, 0)
 	if ex.Verdict.Reason != v1alpha1.ReasonTargetDeleted || !ex.Jobs[0].Deleted || ex.Shards.Covered != 2 {
 		t.Fatalf("verdict %+v, job deleted %v, covered %d", ex.Verdict, ex.Jobs[0].Deleted, ex.Shards.Covered)
 	}

@@ -19,6 +19,10 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/completion"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/resolve"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
@@ -276,7 +280,7 @@ type mapOptions struct {
 	colour  bool
 }
 
-func newMapCommand(o *Options) *cobra.Command {
+func newMapCommand(o *options.Options) *cobra.Command {
 	mo := mapOptions{}
 	cmd := &cobra.Command{
 		Use:   "map ACCOUNT",
@@ -289,12 +293,12 @@ character. --svg FILE writes the same map as an SVG picture for a report or an i
 		Example: `  kubectl batchledger map ij245 -n ml-team
   kubectl batchledger map big --svg big.svg`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: o.completeAccountNames,
+		ValidArgsFunction: completion.AccountNames(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if mo.perCell < 0 {
 				return fmt.Errorf("--shards-per-cell must not be negative")
 			}
-			c, ns, err := o.clientAndNamespace()
+			c, ns, err := o.ClientAndNamespace()
 			if err != nil {
 				return err
 			}
@@ -309,7 +313,7 @@ character. --svg FILE writes the same map as an SVG picture for a report or an i
 				fmt.Fprintf(o.Out, "wrote %s\n", mo.svg)
 				return nil
 			}
-			tty, width, colour := describeTerminal(o.Out)
+			tty, width, colour := output.DescribeTerminal(o.Out)
 			if mo.width <= 0 {
 				mo.width = width
 			}
@@ -327,7 +331,7 @@ character. --svg FILE writes the same map as an SVG picture for a report or an i
 
 // loadShardMap reads an account and its ShardResults chunks and maps its shards.
 func loadShardMap(ctx context.Context, c client.Client, ns, name string) (*shardMap, error) {
-	accts, err := ResolveAccounts(ctx, c, ns, KindAccount, name)
+	accts, err := resolve.ResolveAccounts(ctx, c, ns, resolve.KindAccount, name)
 	if err != nil {
 		return nil, err
 	}
@@ -344,7 +348,7 @@ func loadShardMap(ctx context.Context, c client.Client, ns, name string) (*shard
 func renderMap(w io.Writer, sm *shardMap, mo mapOptions) {
 	width := mo.width
 	if width <= 0 {
-		width = defaultWidth
+		width = output.DefaultWidth
 	}
 	labelW := 0
 	for _, g := range sm.Groups {

@@ -17,6 +17,8 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/indexset"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -25,26 +27,26 @@ import (
 // TestMapIJ245 draws the map of each IJ245 step: D missing, all covered, Complete with
 // results pending, all accepted.
 func TestMapIJ245(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	names := []string{"map_ij245_1_five_attempts", "map_ij245_2_all_covered", "map_ij245_3_complete", "map_ij245_4_accepted"}
 	for i, name := range names {
 		t.Run(name, func(t *testing.T) {
-			objs := []client.Object{s.steps[i].DeepCopy(), s.job.DeepCopy()}
+			objs := []client.Object{s.Steps[i].DeepCopy(), s.Job.DeepCopy()}
 			if i == 3 {
-				objs = append(objs, s.chunks[0].DeepCopy())
+				objs = append(objs, s.Chunks[0].DeepCopy())
 			}
-			out, errOut, code := runSubcommand(t, fakeClient(objs...), newMapCommand, "map", "ij245", "-n", ns, "--width", "80")
-			if code != ExitOK || errOut != "" {
+			out, errOut, code := runSubcommand(t, clitest.FakeClient(objs...), newMapCommand, "map", "ij245", "-n", ns, "--width", "80")
+			if code != options.ExitOK || errOut != "" {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			golden(t, name, []byte(out))
+			clitest.Golden(t, name, []byte(out))
 		})
 	}
 }
 
 // rejectedChunk is IJ245's results with shard C's on the wrong model revision.
 func rejectedChunk() *v1alpha1.ShardResults {
-	c := seedSteps().chunks[0].DeepCopy()
+	c := clitest.SeedSteps().Chunks[0].DeepCopy()
 	c.Results[2].ModelRevision = "m-2026-10"
 	return c
 }
@@ -52,13 +54,13 @@ func rejectedChunk() *v1alpha1.ShardResults {
 // conflictAccount is IJ245 with every result accepted, a later result for shard B with
 // another digest (a conflict), and shard C's only result rejected.
 func conflictAccount() (*v1alpha1.BatchAccount, *v1alpha1.ShardResults) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	c := rejectedChunk()
 	again := c.Results[1]
 	again.Pod, again.PodUID, again.Digest = "j-1-again", "pod-1-again", "sha256:ff"
 	again.RecordedAt = metav1.NewTime(again.RecordedAt.Add(time.Hour))
 	c.Results = append(c.Results, again)
-	ba := compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.job), Workload: workloadObs(true)}}, account.RecordedInOrder([]v1alpha1.ShardResults{*c})...)
+	ba := clitest.Compute(s.Steps[2], clitest.CompleteT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.Job), Workload: clitest.WorkloadObs(true)}}, account.RecordedInOrder([]v1alpha1.ShardResults{*c})...)
 	return ba, c
 }
 
@@ -69,11 +71,11 @@ func TestMapStates(t *testing.T) {
 	if ba.Status.Results.Conflicts != 1 || ba.Status.Results.Rejected != 1 || ba.Status.Shards.Accepted != 3 {
 		t.Fatalf("fixture: results %+v, accepted %d", ba.Status.Results, ba.Status.Shards.Accepted)
 	}
-	out, _, code := runSubcommand(t, fakeClient(ba, chunk), newMapCommand, "map", "ij245", "-n", ns, "--width", "80")
-	if code != ExitOK {
+	out, _, code := runSubcommand(t, clitest.FakeClient(ba, chunk), newMapCommand, "map", "ij245", "-n", ns, "--width", "80")
+	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	golden(t, "map_conflict_rejected", []byte(out))
+	clitest.Golden(t, "map_conflict_rejected", []byte(out))
 	if !strings.Contains(out, "\n  #!x#\n") {
 		t.Errorf("want cells A accepted, B conflict, C rejected, D accepted:\n%s", out)
 	}
@@ -84,7 +86,7 @@ func TestMapStates(t *testing.T) {
 	// Complete with every pod gone and no result recorded: no result can arrive.
 	var b bytes.Buffer
 	renderMap(&b, buildShardMap(missingResultAccount(), nil), mapOptions{width: 80})
-	golden(t, "map_missing_results", b.Bytes())
+	clitest.Golden(t, "map_missing_results", b.Bytes())
 	if !strings.Contains(b.String(), "\n  oooo\n") || !strings.Contains(b.String(), "o covered, no result can arrive") {
 		t.Errorf("want four shards whose result can no longer arrive, and the legend naming them:\n%s", b.String())
 	}
@@ -93,11 +95,11 @@ func TestMapStates(t *testing.T) {
 // TestMapBig draws 100,000 shards over ten Jobs with runs missing: 25 shards a cell, the
 // worst state of each run shown.
 func TestMapBig(t *testing.T) {
-	out, _, code := runSubcommand(t, fakeClient(bigAccount()), newMapCommand, "map", "big", "-n", ns, "--width", "100")
-	if code != ExitOK {
+	out, _, code := runSubcommand(t, clitest.FakeClient(bigAccount()), newMapCommand, "map", "big", "-n", ns, "--width", "100")
+	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	golden(t, "map_big_100k", []byte(out))
+	clitest.Golden(t, "map_big_100k", []byte(out))
 	sm := buildShardMap(bigAccount(), nil)
 	if sm.Counts[stateMissing] != 11800 || sm.Counts[stateCovered] != 88200 {
 		t.Errorf("counts = %v, want 11800 missing and 88200 covered", sm.Counts)
@@ -140,7 +142,7 @@ func TestMapBoundedStatus(t *testing.T) {
 		fmt.Fprint(&done, i)
 	}
 	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Generation(1).Obj()
-	ba = compute(ba, time0, map[string]account.Observation{"job/huge": {Job: seedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Facts()}})
+	ba = clitest.Compute(ba, clitest.Time0, map[string]account.Observation{"job/huge": {Job: clitest.SeedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Facts()}})
 	if !ba.Status.Shards.MissingOrdinalsTruncated || !ba.Status.Targets[0].CompletedIndexesOmitted {
 		t.Fatal("the fixture's status is not bounded")
 	}
@@ -157,10 +159,10 @@ func TestMapBoundedStatus(t *testing.T) {
 
 // TestMapColour: on a terminal the cells are coloured blocks.
 func TestMapColour(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	var b bytes.Buffer
-	renderMap(&b, buildShardMap(s.steps[0], nil), mapOptions{width: 80, colour: true})
-	golden(t, "map_ij245_1_colour", []byte(visibleEscapes(b.String())))
+	renderMap(&b, buildShardMap(s.Steps[0], nil), mapOptions{width: 80, colour: true})
+	clitest.Golden(t, "map_ij245_1_colour", []byte(visibleEscapes(b.String())))
 }
 
 // svgNode is any SVG element, for checking what was written.
@@ -201,15 +203,15 @@ func (n *svgNode) cells() map[string][]string {
 func TestMapSVG(t *testing.T) {
 	ba, chunk := conflictAccount()
 	path := filepath.Join(t.TempDir(), "ij245.svg")
-	out, errOut, code := runSubcommand(t, fakeClient(ba, chunk), newMapCommand, "map", "ij245", "-n", ns, "--svg", path)
-	if code != ExitOK || out != "wrote "+path+"\n" {
+	out, errOut, code := runSubcommand(t, clitest.FakeClient(ba, chunk), newMapCommand, "map", "ij245", "-n", ns, "--svg", path)
+	if code != options.ExitOK || out != "wrote "+path+"\n" {
 		t.Fatalf("exit %d: %q %q", code, out, errOut)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "map_conflict_rejected_svg", data)
+	clitest.Golden(t, "map_conflict_rejected_svg", data)
 	var doc svgNode
 	if err := xml.Unmarshal(data, &doc); err != nil {
 		t.Fatalf("the SVG does not parse: %v", err)
@@ -261,7 +263,7 @@ func TestMapSVG(t *testing.T) {
 // is a second per map.
 func BenchmarkMap1MShards(b *testing.B) {
 	const jobs, per = 100, 10000
-	w := wrappers.MakeBatchAccount("million", ns).ShardCount("s", jobs*per).RequireResults(seedRule)
+	w := wrappers.MakeBatchAccount("million", ns).ShardCount("s", jobs*per).RequireResults(clitest.SeedRule)
 	obs := map[string]account.Observation{}
 	for j := range jobs {
 		name := fmt.Sprintf("m-%d", j)
@@ -270,20 +272,20 @@ func BenchmarkMap1MShards(b *testing.B) {
 		if j%7 == 3 {
 			done = fmt.Sprintf("0-%d,%d-%d", 4999, 5400, per-1)
 		}
-		job := seedJob(name, types.UID("uid-"+name), per).Completed(done, per).ResourceVersion("1")
+		job := clitest.SeedJob(name, types.UID("uid-"+name), per).Completed(done, per).ResourceVersion("1")
 		if j%7 != 3 {
-			job.Complete(completeT.Time)
+			job.Complete(clitest.CompleteT.Time)
 		}
 		obs["job/"+name] = account.Observation{Job: job.Facts()}
 	}
 	ba := w.Generation(1).Obj()
-	ba = compute(ba, time0, obs)
+	ba = clitest.Compute(ba, clitest.Time0, obs)
 	chunk := v1alpha1.ShardResults{ObjectMeta: metav1.ObjectMeta{Name: "million-0", Namespace: ns}, Account: "million"}
 	for i := range per {
 		chunk.Results = append(chunk.Results, v1alpha1.RecordedResult{
 			Ordinal: int32(i), Shard: fmt.Sprintf("s%d", i), Target: "job/m-0", JobUID: "uid-m-0", Index: int32(i),
 			Pod: fmt.Sprintf("m-0-%d", i), PodUID: types.UID(fmt.Sprintf("p-%d", i)), InputRevision: "D", ModelRevision: "m-2026-11",
-			Digest: "sha256:00", Records: 1, Valid: 1, RecordedAt: metav1.NewTime(time0.Add(time.Duration(i) * time.Millisecond)),
+			Digest: "sha256:00", Records: 1, Valid: 1, RecordedAt: metav1.NewTime(clitest.Time0.Add(time.Duration(i) * time.Millisecond)),
 		})
 	}
 	chunks := []v1alpha1.ShardResults{chunk}

@@ -10,12 +10,13 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/release"
 )
 
-func newReleaseCommand(o *Options) *cobra.Command {
+func newReleaseCommand(o *options.Options) *cobra.Command {
 	var allNamespaces bool
-	var dryRun DryRun
+	var dryRun options.DryRun
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Remove batchledger's finalizers from every pod and Job it holds, for a clean uninstall",
@@ -32,7 +33,7 @@ they are being deleted.`,
   kubectl batchledger release -n ml-team`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ns, err := o.clientAndNamespace()
+			c, ns, err := o.ClientAndNamespace()
 			if err != nil {
 				return err
 			}
@@ -66,7 +67,7 @@ they are being deleted.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "Release pods and Jobs of every namespace.")
-	addDryRunFlag(cmd, &dryRun, "list the pods and Jobs that would be released, send nothing.",
+	options.AddDryRunFlag(cmd, &dryRun, "list the pods and Jobs that would be released, send nothing.",
 		"send each finalizer removal with dryRun=All (admission and validation run, nothing is stored).")
 	return cmd
 }

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -30,7 +32,7 @@ func runReleaseCommand(t *testing.T, c client.Client, args ...string) (string, s
 	t.Helper()
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
 	var out, errOut bytes.Buffer
-	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	o := options.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	o.NewClient = func() (client.Client, error) { return c, nil }
 	root := &cobra.Command{Use: "kubectl-batchledger", SilenceErrors: true, SilenceUsage: true}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
@@ -38,7 +40,7 @@ func runReleaseCommand(t *testing.T, c client.Client, args ...string) (string, s
 	root.SetArgs(append([]string{"release"}, args...))
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	code := exitCode(root.ExecuteContext(t.Context()), &errOut)
+	code := options.ExitCode(root.ExecuteContext(t.Context()), &errOut)
 	return out.String(), errOut.String(), code
 }
 
@@ -148,7 +150,7 @@ would release 3 pods held by batchledger across all namespaces (dry run: nothing
 			objs:           heldOnly(),
 			args:           []string{"--dry-run=maybe"},
 			wantErr:        "error: invalid argument \"maybe\" for \"--dry-run\" flag: invalid dry-run value \"maybe\": use \"none\", \"client\" or \"server\"\n",
-			wantCode:       ExitError,
+			wantCode:       options.ExitError,
 			wantFinalizers: map[string][]string{"ml-team/j-2-klmno": {tracking}},
 		},
 		"the kubeconfig's namespace without -n": {
@@ -180,7 +182,7 @@ released 1 pod held by batchledger in namespace ml-team; 1 still held
 			wantErr: `error: 1 of 2 held pods still held:
 ml-team/j-1-fghij: removing finalizer batchledger.dev/result-capture: pods "j-1-fghij" is forbidden: denied
 `,
-			wantCode: ExitError,
+			wantCode: options.ExitError,
 			wantFinalizers: map[string][]string{
 				"ml-team/j-0-abcde": {tracking},
 				"ml-team/j-1-fghij": {v1alpha1.ResultFinalizer},
@@ -195,7 +197,7 @@ ml-team/j-1-fghij: removing finalizer batchledger.dev/result-capture: pods "j-1-
 			}},
 			args:     []string{"-A"},
 			wantErr:  "error: listing pods in all namespaces: pods is forbidden: denied\nlisting jobs in all namespaces: pods is forbidden: denied\n",
-			wantCode: ExitError,
+			wantCode: options.ExitError,
 			wantFinalizers: map[string][]string{
 				"ml-team/j-0-abcde": {tracking, v1alpha1.ResultFinalizer},
 				"ml-team/j-1-fghij": {v1alpha1.ResultFinalizer},
@@ -207,13 +209,13 @@ ml-team/j-1-fghij: removing finalizer batchledger.dev/result-capture: pods "j-1-
 			objs:           heldOnly(),
 			args:           []string{"j-0-abcde"},
 			wantErr:        "error: unknown command \"j-0-abcde\" for \"kubectl-batchledger release\"\n",
-			wantCode:       ExitError,
+			wantCode:       options.ExitError,
 			wantFinalizers: map[string][]string{"ml-team/j-2-klmno": {tracking}},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			base := fakeClient(tc.objs...)
+			base := clitest.FakeClient(tc.objs...)
 			c := interceptor.NewClient(base, tc.funcs)
 			out, errOut, code := runReleaseCommand(t, c, tc.args...)
 			if code != tc.wantCode {
@@ -265,7 +267,7 @@ released Job ml-team/j
 released 1 Job held by batchledger in namespace ml-team
 `, []string{foreground}},
 	} {
-		base := fakeClient(objs...)
+		base := clitest.FakeClient(objs...)
 		out, errOut, code := runReleaseCommand(t, base, tc.args...)
 		if code != 0 || errOut != "" {
 			t.Errorf("%v: exit %d, stderr %q", tc.args, code, errOut)

@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/explanation"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
 )
 
 // newTabWriter aligns columns two spaces apart, as kubectl's printers do.
@@ -40,16 +42,16 @@ func orNone(s string) string {
 	return s
 }
 
-func counted(s IndexSet, noun string) string {
+func counted(s explanation.IndexSet, noun string) string {
 	if s.Indexes == "" {
 		return "none"
 	}
-	return fmt.Sprintf("%s (%d %s)", s.Indexes, s.Count, plural(s.Count, noun, noun+"es"))
+	return fmt.Sprintf("%s (%d %s)", s.Indexes, s.Count, output.Plural(s.Count, noun, noun+"es"))
 }
 
 // RenderText writes an explanation in prose and aligned tables. The output depends only
 // on the explanation, so the same account always reads the same.
-func RenderText(w io.Writer, ex *Explanation) {
+func RenderText(w io.Writer, ex *explanation.Explanation) {
 	verdict := "NOT ACCEPTED"
 	if ex.Verdict.Accepted {
 		verdict = "ACCEPTED"
@@ -63,7 +65,7 @@ func RenderText(w io.Writer, ex *Explanation) {
 	}
 	fields(w, "",
 		"Verdict", fmt.Sprintf("%s (%s): %s", verdict, ex.Verdict.Reason, ex.Verdict.Message),
-		"Release", fmt.Sprintf("input revision %s, model revision %s", ex.Release.InputRevision, ex.Release.ModelRevision),
+		"Revisions", fmt.Sprintf("input revision %s, model revision %s", ex.Revisions.InputRevision, ex.Revisions.ModelRevision),
 		"Status", status,
 	)
 
@@ -78,7 +80,7 @@ func RenderText(w io.Writer, ex *Explanation) {
 	if len(ex.History) == 0 {
 		fmt.Fprintln(w, "\nHistory: no superseded identities")
 	} else {
-		fmt.Fprintf(w, "\nHistory: %d superseded %s (coverage they had; the verdict is about current identities)\n", len(ex.History), plural(len(ex.History), "identity", "identities"))
+		fmt.Fprintf(w, "\nHistory: %d superseded %s (coverage they had; the verdict is about current identities)\n", len(ex.History), output.Plural(len(ex.History), "identity", "identities"))
 		var rows [][]string
 		for _, h := range ex.History {
 			rows = append(rows, []string{v1alpha1.TargetKey(h.Target).Describe(), h.Job, h.UID, fmt.Sprint(h.RestartAttempt), orNone(h.CompletedIndexes), h.SupersededAt})
@@ -106,7 +108,7 @@ func RenderText(w io.Writer, ex *Explanation) {
 	}
 }
 
-func renderJob(w io.Writer, j *JobExplanation) {
+func renderJob(w io.Writer, j *explanation.JobExplanation) {
 	title := j.Description
 	if j.Repair {
 		title += " (repair)"
@@ -167,7 +169,7 @@ func renderProblems(w io.Writer, problems []string) {
 	}
 }
 
-func renderShards(w io.Writer, ex *Explanation) {
+func renderShards(w io.Writer, ex *explanation.Explanation) {
 	s := &ex.Shards
 	fmt.Fprintf(w, "\nShards: %d declared, %d covered, %d accepted", s.Total, s.Covered, s.Accepted)
 	if s.Missing != "" {
@@ -208,7 +210,7 @@ func renderShards(w io.Writer, ex *Explanation) {
 	}
 }
 
-func renderResults(w io.Writer, ex *Explanation) {
+func renderResults(w io.Writer, ex *explanation.Explanation) {
 	r := &ex.Results
 	switch {
 	case !r.Required:

@@ -17,6 +17,8 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/explanation"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/worker"
 )
@@ -170,26 +172,26 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		return nil, errors.New(msg)
 	}
 	m := account.Compile(ba.Namespace, &ba.Spec)
-	targets := newObservedTargets(&ba.Status)
+	targets := explanation.NewObservedTargets(&ba.Status)
 
 	var groups []*repairGroup
 	byTarget := map[string]*repairGroup{}
-	var waiting, onJobSets []MissingShard
+	var waiting, onJobSets []explanation.MissingShard
 	var planErr error
 	rerun.Each(func(o int) bool {
-		ids := waitsFor(m, targets, o)
+		ids := explanation.WaitsFor(m, targets, o)
 		if len(ids) == 0 || ids[0].Repair {
 			planErr = fmt.Errorf("%s: shard %s has no original identity in the mapping", who, m.Shards.Name(o))
 			return false
 		}
-		ms := MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: ids}
+		ms := explanation.MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: ids}
 		switch {
 		case lostResults.Contains(o):
 			// The account judged it: covered, and its result can no longer arrive.
 			ids[0].State = "completed, but no result can arrive (MissingResult)"
 		case rejectedResults.Contains(o):
 			ids[0].State = "completed, its result rejected"
-		case slices.ContainsFunc(ids, func(id Identity) bool { return !id.Final }):
+		case slices.ContainsFunc(ids, func(id explanation.Identity) bool { return !id.Final }):
 			waiting = append(waiting, ms)
 			return true
 		}
@@ -217,11 +219,11 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 	}
 	if len(onJobSets) > 0 {
 		return nil, fmt.Errorf("%s: %s assigned to JobSet children (%s): repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), or append a repair assignment to spec.repairs by hand",
-			who, shardNames(onJobSets), identities(onJobSets, true))
+			who, explanation.ShardNames(onJobSets), explanation.Identities(onJobSets, true))
 	}
 	plan := &RepairPlan{Account: ba.Name, Namespace: ba.Namespace}
 	if len(waiting) > 0 {
-		plan.Waiting = fmt.Sprintf("%s still %s for %s", shardNames(waiting), plural(len(waiting), "waits", "wait"), identities(waiting, false))
+		plan.Waiting = fmt.Sprintf("%s still %s for %s", explanation.ShardNames(waiting), output.Plural(len(waiting), "waits", "wait"), explanation.Identities(waiting, false))
 	}
 	if len(groups) == 0 {
 		return nil, fmt.Errorf("%s: nothing to repair now: %s to complete; repair re-runs only shards whose identities can no longer complete", who, plan.Waiting)
@@ -242,7 +244,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		origName := g.job
 		orig := in.Jobs[origName]
 		shards := m.Shards.Describe(indexset.Of(g.ordinals...), 8)
-		ts := targets.byKey[g.target]
+		ts := targets.Status(g.target)
 		switch {
 		case orig == nil && ts != nil && ts.Deleted:
 			// The original's record stands but its pod template went with it: an earlier
@@ -251,7 +253,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 				return nil, fmt.Errorf("%s: Job %q was deleted and its pod template with it (shards %s were assigned to it), and no repair Job of it is left to copy one from: "+
 					"create a suspended Indexed Job of %d %s from its manifest under a new name, then append to spec.repairs "+
 					"{target: {job: <new name>}, indexes: %q, %s}",
-					who, origName, shards, len(g.ordinals), plural(len(g.ordinals), "index", "indexes"), indexset.Range(0, len(g.ordinals)-1).String(), shardsField(ba, m, g.ordinals))
+					who, origName, shards, len(g.ordinals), output.Plural(len(g.ordinals), "index", "indexes"), indexset.Range(0, len(g.ordinals)-1).String(), shardsField(ba, m, g.ordinals))
 			}
 		case orig == nil:
 			return nil, fmt.Errorf("%s: Job %q not found in namespace %q: a repair Job copies its pod template (shards %s were assigned to it)", who, origName, ba.Namespace, shards)
@@ -265,7 +267,7 @@ func PlanRepair(in RepairInput) (*RepairPlan, error) {
 		taken[name] = true
 		r := PlannedRepair{
 			Original: origName, Shards: shards, Count: len(g.ordinals),
-			Why:    fmt.Sprintf("job %s %s %s: %s", origName, plural(len(g.indexes), "index", "indexes"), describeList(g.indexes), strings.Join(g.states, "; ")),
+			Why:    fmt.Sprintf("job %s %s %s: %s", origName, output.Plural(len(g.indexes), "index", "indexes"), describeList(g.indexes), strings.Join(g.states, "; ")),
 			Queued: orig.Labels[QueueLabel] != "",
 			Job:    repairJob(ba.Name, origName, orig, in.QueuedTemplates[orig.Name], name, g.indexes, shardNamesOf(m, g.ordinals), shards),
 			Assignment: v1alpha1.Assignment{

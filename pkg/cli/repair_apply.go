@@ -18,6 +18,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/completion"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/resolve"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -26,8 +30,8 @@ import (
 // kubectl* manager (to undo kubectl edits) and would then prune the repairs.
 const RepairFieldManager = "batchledger-repair"
 
-func newRepairCommand(o *Options) *cobra.Command {
-	var dryRun DryRun
+func newRepairCommand(o *options.Options) *cobra.Command {
+	var dryRun options.DryRun
 	cmd := &cobra.Command{
 		Use:   "repair ACCOUNT",
 		Short: "Re-run shards that can no longer be covered or accepted in follow-up Jobs joined by repair assignments",
@@ -54,9 +58,9 @@ Shards assigned to JobSet children are refused: the JobSet re-runs its children 
   kubectl batchledger repair ij245 -n ml-team --dry-run=server   # let the API server and webhooks judge them
   kubectl batchledger repair ij245 -n ml-team`,
 		Args:              cobra.ExactArgs(1),
-		ValidArgsFunction: o.completeAccountNames,
+		ValidArgsFunction: completion.AccountNames(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.clientAndNamespace()
+			c, ns, err := o.ClientAndNamespace()
 			if err != nil {
 				return err
 			}
@@ -67,7 +71,7 @@ Shards assigned to JobSet children are refused: the JobSet re-runs its children 
 			return PrintRepairPlan(o.Out, plan, dryRun)
 		},
 	}
-	addDryRunFlag(cmd, &dryRun, "print the repair Jobs and spec.repairs entries, send nothing.",
+	options.AddDryRunFlag(cmd, &dryRun, "print the repair Jobs and spec.repairs entries, send nothing.",
 		"send the Jobs and the account change with dryRun=All (admission and validation run, nothing is stored).")
 	return cmd
 }
@@ -79,10 +83,10 @@ Shards assigned to JobSet children are refused: the JobSet re-runs its children 
 // manage. If the account cannot be updated, the Jobs it created are deleted again, so
 // that no Job runs unaccounted. A server dry run sends the creates and the account
 // change with dryRun=All and unsuspends nothing.
-func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun DryRun) (*RepairPlan, error) {
+func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun options.DryRun) (*RepairPlan, error) {
 	var ba v1alpha1.BatchAccount
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
-		return nil, describeGetError(err, "BatchAccount", namespace, name)
+		return nil, resolve.DescribeGetError(err, "BatchAccount", namespace, name)
 	}
 	in, err := repairInput(ctx, c, &ba)
 	if err != nil {
@@ -95,7 +99,7 @@ func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun
 	var created []*batchv1.Job
 	for _, r := range plan.Repairs {
 		job := r.Job.DeepCopy()
-		if err := c.Create(ctx, job, dryRun.createOptions()...); err != nil {
+		if err := c.Create(ctx, job, dryRun.CreateOptions()...); err != nil {
 			return nil, errors.Join(fmt.Errorf("creating repair Job %q in namespace %q: %w", r.Job.Name, namespace, err), cleanup(ctx, c, created, dryRun))
 		}
 		created = append(created, job)
@@ -115,7 +119,7 @@ func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun
 		// A merge patch of spec.repairs alone, at the resourceVersion read: the server
 		// records RepairFieldManager as the owner of spec.repairs and of nothing else.
 		patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-		return c.Patch(ctx, &cur, patch, dryRun.patchOptions(client.FieldOwner(RepairFieldManager))...)
+		return c.Patch(ctx, &cur, patch, dryRun.PatchOptions(client.FieldOwner(RepairFieldManager))...)
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("appending to spec.repairs of BatchAccount %q in namespace %q: %w", name, namespace, err), cleanup(ctx, c, created, dryRun))
@@ -138,7 +142,7 @@ func Repair(ctx context.Context, c client.Client, namespace, name string, dryRun
 
 // cleanup deletes the repair Jobs created before a later step failed; a server dry run
 // stored none.
-func cleanup(ctx context.Context, c client.Client, jobs []*batchv1.Job, dryRun DryRun) error {
+func cleanup(ctx context.Context, c client.Client, jobs []*batchv1.Job, dryRun options.DryRun) error {
 	if dryRun.Server() {
 		return nil
 	}
@@ -187,7 +191,7 @@ type jobManifest struct {
 // PrintRepairPlan says what repair did (under a server dry run: what the API server
 // accepted), or under a client dry run, prints the Jobs and spec.repairs entries it would
 // create as YAML documents, commented.
-func PrintRepairPlan(w io.Writer, plan *RepairPlan, dryRun DryRun) error {
+func PrintRepairPlan(w io.Writer, plan *RepairPlan, dryRun options.DryRun) error {
 	if !dryRun.Client() {
 		suffix := ""
 		if dryRun.Server() {
@@ -199,10 +203,10 @@ func PrintRepairPlan(w io.Writer, plan *RepairPlan, dryRun DryRun) error {
 			if r.Queued {
 				how = fmt.Sprintf("queued through LocalQueue %s; Kueue unsuspends it on admission", r.Job.Labels[QueueLabel])
 			}
-			fmt.Fprintf(w, "  created Job %s: %d %s for %s %s (%s); %s\n", r.Job.Name, r.Count, plural(r.Count, "index", "indexes"),
-				plural(r.Count, "shard", "shards"), r.Shards, r.Why, how)
+			fmt.Fprintf(w, "  created Job %s: %d %s for %s %s (%s); %s\n", r.Job.Name, r.Count, output.Plural(r.Count, "index", "indexes"),
+				output.Plural(r.Count, "shard", "shards"), r.Shards, r.Why, how)
 			fmt.Fprintf(w, "  appended to spec.repairs: job %s %s %s → %s %s\n", r.Job.Name,
-				plural(r.Count, "index", "indexes"), r.Assignment.Indexes, plural(r.Count, "shard", "shards"), r.Shards)
+				output.Plural(r.Count, "index", "indexes"), r.Assignment.Indexes, output.Plural(r.Count, "shard", "shards"), r.Shards)
 		}
 		if plan.Waiting != "" {
 			fmt.Fprintf(w, "  not repaired: %s to complete\n", plan.Waiting)

@@ -24,12 +24,14 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/worker"
 )
 
-var failedAt = metav1.NewTime(time0.Add(20 * time.Minute))
+var failedAt = metav1.NewTime(clitest.Time0.Add(20 * time.Minute))
 
 // admitted makes a Job look as it does after the Job controller and Kueue touched it:
 // generated selector labels on the pod template and the flavor's node selector injected.
@@ -55,15 +57,15 @@ func queuedTemplate(j *batchv1.Job) *corev1.PodTemplateSpec {
 
 // failedJob is Job j of the seed, Failed after index 3 failed with backoffLimit 0.
 func failedJob() *batchv1.Job {
-	return admitted(seedJob("j", jobUID, 4).Completed("0-2", 3).ResourceVersion("48300").PriorityClass("batch-low").
+	return admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-2", 3).ResourceVersion("48300").PriorityClass("batch-low").
 		Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 }
 
 // failedAccount is IJ245 observed after Job j failed: D is missing for good.
 func failedAccount() *v1alpha1.BatchAccount {
 	j := failedJob()
-	return compute(ij245Account(), failedAt.Time, map[string]account.Observation{
-		"job/j": {Job: jobkind.Facts(j), SuccessfulPods: attempts(j, "p", 0, 1, 2), Workload: workloadObs(true)},
+	return clitest.Compute(clitest.IJ245Account(), failedAt.Time, map[string]account.Observation{
+		"job/j": {Job: jobkind.Facts(j), SuccessfulPods: clitest.Attempts(j, "p", 0, 1, 2), Workload: clitest.WorkloadObs(true)},
 	})
 }
 
@@ -132,8 +134,8 @@ func equalAssignment(a, b v1alpha1.Assignment) bool {
 // the repair Job's index k stands for the k-th missing original index.
 func TestPlanRepairCompact(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
-	j := admitted(seedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
+	j := admitted(clitest.SeedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
+	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
@@ -157,8 +159,8 @@ func TestPlanRepairCompact(t *testing.T) {
 // repair index stands for.
 func TestPlanRepairOrderFollowsShards(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("rev", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").Generation(1).Obj()
-	j := admitted(seedJob("j", jobUID, 4).Completed("0,2", 2).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+	j := admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0,2", 2).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
+	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
@@ -175,12 +177,12 @@ func TestPlanRepairOrderFollowsShards(t *testing.T) {
 func TestPlanRepairSeveralJobs(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("cross", ns).Shards("A", "B", "C", "D", "E", "F").
 		AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").AssignJob("l", "0-1", "E", "F").Generation(1).Obj()
-	j := admitted(seedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	k := admitted(seedJob("k", "uid-k", 2).Completed("1", 1).ResourceVersion("9").Obj())
+	j := admitted(clitest.SeedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
+	k := admitted(clitest.SeedJob("k", "uid-k", 2).Completed("1", 1).ResourceVersion("9").Obj())
 	k.Spec.BackoffLimitPerIndex, k.Spec.MaxFailedIndexes = ptr.To(int32(1)), ptr.To(int32(2))
 	k.Status.FailedIndexes = ptr.To("0") // index 0 failed for good; k still runs
-	l := admitted(seedJob("l", "uid-l", 2).Completed("0", 1).ResourceVersion("9").Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/k": {Job: jobkind.Facts(k)}, "job/l": {Job: jobkind.Facts(l), Workload: workloadObs(false)}})
+	l := admitted(clitest.SeedJob("l", "uid-l", 2).Completed("0", 1).ResourceVersion("9").Obj())
+	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/k": {Job: jobkind.Facts(k)}, "job/l": {Job: jobkind.Facts(l), Workload: clitest.WorkloadObs(false)}})
 	taken := wrappers.MakeJob("j-repair-1", ns).Obj() // someone's unrelated Job
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j, k, l, taken)})
 	if err != nil {
@@ -205,11 +207,11 @@ func TestPlanRepairSeveralJobs(t *testing.T) {
 // TestPlanRepairAgain: a repair Job that failed too is repaired again from the original,
 // under the next free name.
 func TestPlanRepairAgain(t *testing.T) {
-	ba := ij245Account()
+	ba := clitest.IJ245Account()
 	ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}, Repair: true})
 	j := failedJob()
-	r1 := admitted(seedJob("j-repair-1", "uid-r1", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/j-repair-1": {Job: jobkind.Facts(r1)}})
+	r1 := admitted(clitest.SeedJob("j-repair-1", "uid-r1", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
+	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/j-repair-1": {Job: jobkind.Facts(r1)}})
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j, r1)})
 	if err != nil {
 		t.Fatal(err)
@@ -228,25 +230,25 @@ func TestPlanRepairRefuses(t *testing.T) {
 		want string
 	}{
 		{"nothing missing", func() RepairInput {
-			s := seedSteps()
-			return RepairInput{Account: s.steps[3], Jobs: jobsByName(s.job)}
+			s := clitest.SeedSteps()
+			return RepairInput{Account: s.Steps[3], Jobs: jobsByName(s.Job)}
 		}, `BatchAccount "ij245" in namespace "ml-team": nothing to repair: all 4 shards are covered`},
 		{"shard still running", func() RepairInput {
-			s := seedSteps()
-			return RepairInput{Account: s.steps[0], Jobs: jobsByName(s.job)}
+			s := clitest.SeedSteps()
+			return RepairInput{Account: s.Steps[0], Jobs: jobsByName(s.Job)}
 		}, "nothing to repair now: shard D still waits for job j index 3 (not completed yet; the Job is running) to complete"},
 		{"JobSet targets", func() RepairInput {
 			ba := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 4).
 				AssignJobSet("train", "workers", 0, "0-1", "0-1").AssignJobSet("train", "workers", 1, "0-1", "2-3").Generation(1).Obj()
-			w1 := seedJob("train-workers-1", "uid-w1", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
-			w0 := seedJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).ResourceVersion("9").Obj()
-			ba = compute(ba, failedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0)}, "jobset/train/workers/1": {Job: jobkind.Facts(w1)}})
+			w1 := clitest.SeedJob("train-workers-1", "uid-w1", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
+			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).ResourceVersion("9").Obj()
+			ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0)}, "jobset/train/workers/1": {Job: jobkind.Facts(w1)}})
 			return RepairInput{Account: ba, Jobs: jobsByName(w0, w1)}
 		}, "shard s3 assigned to JobSet children (jobset train workers[1] index 1 (job train-workers-1 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only"},
 		{"invalid mapping", func() RepairInput {
 			ba := failedAccount()
 			ba.Spec.Assignments[0].Shards = []string{"A", "A", "A", "A"}
-			ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+			ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
 			return RepairInput{Account: ba, Jobs: jobsByName(j)}
 		}, "AssignmentValid is False (DuplicateShard): shard A is assigned twice"},
 		{"stale status", func() RepairInput {
@@ -254,7 +256,7 @@ func TestPlanRepairRefuses(t *testing.T) {
 			ba.Generation = 2
 			return RepairInput{Account: ba, Jobs: jobsByName(j)}
 		}, "the status describes spec generation 1 but the spec is at generation 2"},
-		{"no status", func() RepairInput { return RepairInput{Account: ij245Account()} }, "has no status yet"},
+		{"no status", func() RepairInput { return RepairInput{Account: clitest.IJ245Account()} }, "has no status yet"},
 		{"original Job gone", func() RepairInput { return RepairInput{Account: failedAccount(), Jobs: jobsByName()} },
 			`Job "j" not found in namespace "ml-team": a repair Job copies its pod template (shards D were assigned to it)`},
 		{"original Job recreated", func() RepairInput {
@@ -276,9 +278,9 @@ func TestPlanRepairRefuses(t *testing.T) {
 // repairCluster serves the failed IJ245 with Job j and its Workload (with the queued template).
 func repairCluster(funcs interceptor.Funcs) client.WithWatch {
 	j := failedJob()
-	wl := workloadOf(j)
+	wl := clitest.WorkloadOf(j)
 	wl.Spec.PodSets = []kueue.PodSet{{Name: "main", Count: 4, Template: *queuedTemplate(j)}}
-	return interceptor.NewClient(fakeClient(failedAccount(), j, wl), funcs)
+	return interceptor.NewClient(clitest.FakeClient(failedAccount(), j, wl), funcs)
 }
 
 // TestRepairDryRun: a client dry run (--dry-run, --dry-run=client, the old
@@ -296,10 +298,10 @@ func TestRepairDryRun(t *testing.T) {
 				},
 			})
 			out, errOut, code := run(t, c, "repair", "ij245", "-n", ns, flag)
-			if code != ExitOK {
+			if code != options.ExitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			golden(t, "repair_dry_run", []byte(out))
+			clitest.Golden(t, "repair_dry_run", []byte(out))
 		})
 	}
 }
@@ -320,7 +322,7 @@ func TestRepairServerDryRun(t *testing.T) {
 		},
 	})
 	out, errOut, code := run(t, c, "repair", "ij245", "-n", ns, "--dry-run=server")
-	if code != ExitOK {
+	if code != options.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	if want := []string{"create j-repair-1 dryRun=true", "patch ij245 dryRun=true"}; !slices.Equal(sent, want) {
@@ -360,7 +362,7 @@ func TestRepairApplies(t *testing.T) {
 		return c.Patch(ctx, obj, patch, opts...)
 	}})
 	out, errOut, code := run(t, c, "repair", "ij245", "-n", ns)
-	if code != ExitOK {
+	if code != options.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	want := "BatchAccount ml-team/ij245:\n" +
@@ -395,7 +397,7 @@ func TestRepairApplies(t *testing.T) {
 	if err := c.Update(t.Context(), &ba); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := run(t, c, "repair", "ij245", "-n", ns); code != ExitError || !strings.Contains(errOut, "wait for the controller") {
+	if _, errOut, code := run(t, c, "repair", "ij245", "-n", ns); code != options.ExitError || !strings.Contains(errOut, "wait for the controller") {
 		t.Errorf("a second repair before the controller observed the first: exit %d (%q), want 1 (stale status)", code, errOut)
 	}
 }
@@ -404,9 +406,9 @@ func TestRepairApplies(t *testing.T) {
 func TestRepairUnqueued(t *testing.T) {
 	j := failedJob()
 	delete(j.Labels, wrappers.QueueLabel)
-	ba := compute(ij245Account(), failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
-	c := fakeClient(ba, j)
-	if _, errOut, code := run(t, c, "repair", "ij245", "-n", ns); code != ExitOK {
+	ba := clitest.Compute(clitest.IJ245Account(), failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+	c := clitest.FakeClient(ba, j)
+	if _, errOut, code := run(t, c, "repair", "ij245", "-n", ns); code != options.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var job batchv1.Job
@@ -425,7 +427,7 @@ func TestRepairRollsBack(t *testing.T) {
 		return apierrors.NewForbidden(schema.GroupResource{Group: "batchledger.dev", Resource: "batchaccounts"}, obj.GetName(), errors.New("no RBAC"))
 	}})
 	_, errOut, code := run(t, c, "repair", "ij245", "-n", ns)
-	if code != ExitError || !strings.Contains(errOut, `appending to spec.repairs of BatchAccount "ij245" in namespace "ml-team"`) {
+	if code != options.ExitError || !strings.Contains(errOut, `appending to spec.repairs of BatchAccount "ij245" in namespace "ml-team"`) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 	var job batchv1.Job
@@ -470,9 +472,9 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 
 	// Compact population, JobSet-style worker configuration.
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
-	big := admitted(seedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
+	big := admitted(clitest.SeedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
 	big.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: worker.EnvShardPrefix, Value: "s"}, {Name: worker.EnvIndexesPerJob, Value: "8"}}
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(big)}})
+	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(big)}})
 	plan, err = PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(big)})
 	if err != nil {
 		t.Fatal(err)
@@ -488,8 +490,8 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 // repair Job whose assignment and environment stay in interval form.
 func TestPlanRepairLarge(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Generation(1).Obj()
-	j := admitted(seedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
+	j := admitted(clitest.SeedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
+	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
 	start := time.Now()
 	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
 	if err != nil {

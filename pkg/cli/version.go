@@ -7,18 +7,19 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/version"
 )
 
-// newVersionCommand prints the plugin's own build: the release it was stamped with
+// newVersionCommand prints the plugin's own build: the version it was stamped with
 // (pkg/version), the source revision, the Go toolchain and the platform. It needs no
 // cluster, so that a bug report can always say which plugin it is about.
-func newVersionCommand(o *Options) *cobra.Command {
+func newVersionCommand(o *options.Options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the plugin's version",
-		Long: `version prints the release the plugin was built as, the source revision, the Go
+		Long: `version prints the version the plugin was built as, the source revision, the Go
 toolchain and the platform. -o json|yaml prints the same as an object. It does not
 contact the cluster: the manager's version is in its log's first line and in
 "batchledger --version".`,

@@ -9,6 +9,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/version"
 )
 
@@ -26,15 +27,15 @@ func TestVersionCommand(t *testing.T) {
 		// check inspects stdout; nil means stdout must be empty.
 		check func(t *testing.T, out string)
 	}{
-		{"one line by default", []string{"version"}, ExitOK, func(t *testing.T, out string) {
+		{"one line by default", []string{"version"}, options.ExitOK, func(t *testing.T, out string) {
 			if out != want.String()+"\n" {
 				t.Errorf("stdout = %q, want %q", out, want.String()+"\n")
 			}
 		}},
-		{"json", []string{"version", "-o", "json"}, ExitOK, decodesTo(want, json.Unmarshal)},
-		{"yaml", []string{"version", "--output=yaml"}, ExitOK, decodesTo(want, func(b []byte, v any) error { return yaml.Unmarshal(b, v) })},
-		{"unknown format", []string{"version", "-o", "wide"}, ExitError, nil},
-		{"no arguments", []string{"version", "extra"}, ExitError, nil},
+		{"json", []string{"version", "-o", "json"}, options.ExitOK, decodesTo(want, json.Unmarshal)},
+		{"yaml", []string{"version", "--output=yaml"}, options.ExitOK, decodesTo(want, func(b []byte, v any) error { return yaml.Unmarshal(b, v) })},
+		{"unknown format", []string{"version", "-o", "wide"}, options.ExitError, nil},
+		{"no arguments", []string{"version", "extra"}, options.ExitError, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

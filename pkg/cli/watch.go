@@ -27,25 +27,28 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/completion"
+	"batchledger.dev/batchledger/pkg/cli/explanation"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/resolve"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
-// Defaults of `watch`. It ends as `kubectl wait` would: ExitOK once every account watched
-// is Accepted, ExitNotAccepted as soon as one can no longer be accepted without repair,
-// ExitError on --timeout (and on any other error).
+// Defaults of `watch`. It ends as `kubectl wait` would: options.ExitOK once every account watched
+// is Accepted, options.ExitNotAccepted as soon as one can no longer be accepted without repair,
+// options.ExitError on --timeout (and on any other error).
 const (
 	defaultWatchJobs   = 5
 	defaultRateWindow  = 5 * time.Minute
 	defaultRedrawEvery = time.Second
-	// defaultWidth is the frame width when the terminal does not say.
-	defaultWidth = 100
 	// maxNeeded bounds the still-needed entries of a frame; explain lists them all.
 	maxNeeded = 4
 )
 
 // watchOptions are watch's flags and seams.
 type watchOptions struct {
-	// timeout ends the watch with ExitError; 0 waits for ever.
+	// timeout ends the watch with options.ExitError; 0 waits for ever.
 	timeout time.Duration
 	// jobs is how many Jobs get a bar of their own: the slowest; the rest are folded.
 	jobs int
@@ -70,7 +73,7 @@ type watchOptions struct {
 	observed func()
 }
 
-func newWatchCommand(o *Options) *cobra.Command {
+func newWatchCommand(o *options.Options) *cobra.Command {
 	wo := watchOptions{jobs: defaultWatchJobs, window: defaultRateWindow, redraw: defaultRedrawEvery}
 	cmd := &cobra.Command{
 		Use:   "watch (account|workload|job|jobset) NAME",
@@ -89,9 +92,9 @@ a result that can no longer arrive; an invalid mapping); 1 on --timeout.`,
   kubectl batchledger watch job j --timeout 30m
   kubectl batchledger watch jobset train | tee watch.log   # plain lines`,
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: o.completeKindName,
+		ValidArgsFunction: completion.KindName(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, name, err := parseKindName(args)
+			kind, name, err := resolve.ParseKindName(args)
 			if err != nil {
 				return err
 			}
@@ -105,12 +108,12 @@ a result that can no longer arrive; an invalid mapping); 1 on --timeout.`,
 			if err != nil {
 				return err
 			}
-			c, err := watchClient(o)
+			c, err := o.WatchClient()
 			if err != nil {
 				return err
 			}
 			wo.clock = clock.RealClock{}
-			wo.tty, wo.width, wo.colour = describeTerminal(o.Out)
+			wo.tty, wo.width, wo.colour = output.DescribeTerminal(o.Out)
 			wo.tty = wo.tty && !wo.plain
 			if f, ok := o.Out.(*os.File); ok && wo.tty {
 				wo.size = func() (int, int, error) { return term.GetSize(int(f.Fd())) }
@@ -123,40 +126,6 @@ a result that can no longer arrive; an invalid mapping); 1 on --timeout.`,
 	cmd.Flags().DurationVar(&wo.window, "rate-window", wo.window, "The sliding window the rate (and so the ETA) is measured over.")
 	cmd.Flags().BoolVar(&wo.plain, "plain", false, "One plain line per change even on a terminal.")
 	return cmd
-}
-
-// watchClient is a client that can watch: the test seam's client when it can, or one
-// built from kubectl's flags (Options.Client builds a client without Watch).
-func watchClient(o *Options) (client.WithWatch, error) {
-	if o.NewClient != nil {
-		c, err := o.NewClient()
-		if err != nil {
-			return nil, err
-		}
-		if wc, ok := c.(client.WithWatch); ok {
-			return wc, nil
-		}
-		return nil, fmt.Errorf("the API client cannot watch")
-	}
-	cfg, err := o.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("reading kubeconfig: %w", err)
-	}
-	return client.NewWithWatch(cfg, client.Options{Scheme: Scheme})
-}
-
-// describeTerminal says whether w is a terminal, its width, and whether to colour it:
-// only a terminal, and not when NO_COLOR or TERM=dumb ask otherwise (fatih/color reads both).
-func describeTerminal(w io.Writer) (tty bool, width int, colour bool) {
-	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return false, defaultWidth, false
-	}
-	width = defaultWidth
-	if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
-		width = cols
-	}
-	return true, width, !color.NoColor
 }
 
 // watchOutcome is where a batch stands for `watch`.
@@ -204,7 +173,7 @@ type batchProgress struct {
 // progressOf derives a frame's view of an account from its spec and status.
 func progressOf(ba *v1alpha1.BatchAccount) batchProgress {
 	st := &ba.Status
-	ex := BuildExplanation(ba, nil, DefaultMaxRows)
+	ex := explanation.BuildExplanation(ba, nil, explanation.DefaultMaxRows)
 	p := batchProgress{
 		Namespace: ba.Namespace, Name: ba.Name,
 		Total: int(st.Shards.Total), Covered: int(st.Shards.Covered), Accepted: int(st.Shards.Accepted),
@@ -267,7 +236,7 @@ func compareFraction(a, b jobProgress) int {
 // arrive (MissingResult). A status that
 // describes an older spec generation decides nothing: the controller has yet to judge
 // the new spec (after a repair was appended, for one).
-func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string) {
+func outcomeOf(ba *v1alpha1.BatchAccount, ex *explanation.Explanation) (watchOutcome, string) {
 	st := &ba.Status
 	if len(st.Conditions) == 0 || st.ObservedGeneration < ba.Generation {
 		return outcomePending, ""
@@ -279,7 +248,7 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string
 	if blocker != nil && blocker.Type == v1alpha1.ConditionAssignmentValid {
 		return outcomeBlocked, "the assignment mapping is invalid (" + blocker.Reason + ")"
 	}
-	var lost []MissingShard
+	var lost []explanation.MissingShard
 	for _, ms := range ex.Shards.MissingShards {
 		final := len(ms.WaitsFor) > 0
 		for _, id := range ms.WaitsFor {
@@ -292,7 +261,7 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string
 	if len(lost) > 0 {
 		first := lost[0].WaitsFor[len(lost[0].WaitsFor)-1]
 		return outcomeBlocked, fmt.Sprintf("%s can no longer be covered (%s index %d: %s)",
-			shardNames(lost), v1alpha1.TargetKey(first.Target).Describe(), first.Index, first.State)
+			explanation.ShardNames(lost), v1alpha1.TargetKey(first.Target).Describe(), first.Index, first.State)
 	}
 	switch {
 	case blocker == nil:
@@ -303,7 +272,7 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *Explanation) (watchOutcome, string
 		// The identities that reported them completed: they cannot report again.
 		return outcomeBlocked, fmt.Sprintf("a shard result was rejected (%s)", blocker.Reason)
 	default: // MissingResult
-		return outcomeBlocked, fmt.Sprintf("no result can arrive for %d covered %s (%s)", st.Results.Missing, plural(int(st.Results.Missing), "shard", "shards"), blocker.Reason)
+		return outcomeBlocked, fmt.Sprintf("no result can arrive for %d covered %s (%s)", st.Results.Missing, output.Plural(int(st.Results.Missing), "shard", "shards"), blocker.Reason)
 	}
 }
 
@@ -382,14 +351,14 @@ type watcher struct {
 }
 
 // runWatch resolves kind/name to accounts and watches them until they are all Accepted
-// (nil), one is blocked (ExitNotAccepted) or the timeout passes (ExitError).
+// (nil), one is blocked (options.ExitNotAccepted) or the timeout passes (options.ExitError).
 func runWatch(ctx context.Context, c client.WithWatch, out io.Writer, ns, kind, name string, wo watchOptions) error {
-	accts, err := ResolveAccounts(ctx, c, ns, kind, name)
+	accts, err := resolve.ResolveAccounts(ctx, c, ns, kind, name)
 	if err != nil {
 		return err
 	}
 	if wo.width <= 0 {
-		wo.width = defaultWidth
+		wo.width = output.DefaultWidth
 	}
 	w := &watcher{opts: wo, out: out, start: wo.clock.Now(), accounts: map[string]*accountWatch{}}
 	for i := range accts {
@@ -464,7 +433,7 @@ func (w *watcher) follow(ctx context.Context, wi watch.Interface, timeout, redra
 		case <-ctx.Done():
 			return true, w.finish(ctx.Err())
 		case <-timeout:
-			return true, w.finish(&CodeError{Code: ExitError, Err: fmt.Errorf("timed out after %s waiting for %s to be Accepted", w.opts.timeout, w.subject())})
+			return true, w.finish(&options.CodeError{Code: options.ExitError, Err: fmt.Errorf("timed out after %s waiting for %s to be Accepted", w.opts.timeout, w.subject())})
 		case <-redraw:
 			w.draw(false)
 			if w.opts.observed != nil {
@@ -541,7 +510,7 @@ func (w *watcher) decide() (bool, error) {
 		}
 		switch aw.progress.Outcome {
 		case outcomeBlocked:
-			return true, w.finish(&CodeError{Code: ExitNotAccepted, Err: fmt.Errorf("BatchAccount %s cannot be Accepted without repair: %s", n, aw.progress.Blocked)})
+			return true, w.finish(&options.CodeError{Code: options.ExitNotAccepted, Err: fmt.Errorf("BatchAccount %s cannot be Accepted without repair: %s", n, aw.progress.Blocked)})
 		case outcomePending:
 			all = false
 		}
@@ -559,8 +528,8 @@ func (w *watcher) finish(err error) error {
 		w.draw(true)
 		return err
 	}
-	var ce *CodeError
-	if errors.As(err, &ce) && ce.Code == ExitNotAccepted {
+	var ce *options.CodeError
+	if errors.As(err, &ce) && ce.Code == options.ExitNotAccepted {
 		for _, n := range w.names {
 			aw := w.accounts[n]
 			if aw.progress.Outcome != outcomeBlocked {
@@ -802,7 +771,7 @@ func renderFrame(p *batchProgress, rate string, elapsed time.Duration, jobs, wid
 				terminated++
 			}
 		}
-		add(fmt.Sprintf("  … %d more %s: %d/%d indexes %s, %d terminated", len(rest), plural(len(rest), "Job", "Jobs"), done, total, percent(done, total), terminated), pal.dim)
+		add(fmt.Sprintf("  … %d more %s: %d/%d indexes %s, %d terminated", len(rest), output.Plural(len(rest), "Job", "Jobs"), done, total, percent(done, total), terminated), pal.dim)
 	}
 	add("  "+rate, nil)
 	verdict := "NOT ACCEPTED"

@@ -22,6 +22,9 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/resolve"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -55,8 +58,8 @@ type watchRun struct {
 func startWatch(t *testing.T, name string, wo watchOptions, objs ...client.Object) *watchRun {
 	t.Helper()
 	r := &watchRun{
-		t: t, c: &signallingClient{WithWatch: fakeClient(objs...), watching: make(chan struct{}, 4)},
-		clk: testingclock.NewFakeClock(time0), observed: make(chan struct{}, 64), done: make(chan error, 1),
+		t: t, c: &signallingClient{WithWatch: clitest.FakeClient(objs...), watching: make(chan struct{}, 4)},
+		clk: testingclock.NewFakeClock(clitest.Time0), observed: make(chan struct{}, 64), done: make(chan error, 1),
 	}
 	wo.clock = r.clk
 	wo.observed = func() { r.observed <- struct{}{} }
@@ -69,7 +72,7 @@ func startWatch(t *testing.T, name string, wo watchOptions, objs ...client.Objec
 	if wo.redraw == 0 {
 		wo.redraw = time.Hour // no redraw tick unless a test steps the clock that far
 	}
-	go func() { r.done <- runWatch(t.Context(), r.c, &r.out, ns, KindAccount, name, wo) }()
+	go func() { r.done <- runWatch(t.Context(), r.c, &r.out, ns, resolve.KindAccount, name, wo) }()
 	return r
 }
 
@@ -109,7 +112,7 @@ func (r *watchRun) wait() int {
 	select {
 	case err := <-r.done:
 		var stderr bytes.Buffer
-		return exitCode(err, &stderr)
+		return options.ExitCode(err, &stderr)
 	case <-time.After(10 * time.Second):
 		r.t.Fatalf("the watch did not end:\n%s", r.out.String())
 	}
@@ -122,35 +125,35 @@ func visibleEscapes(s string) string { return strings.ReplaceAll(s, "\x1b", "<ES
 // TestWatchIJ245Plain: without a terminal, watch prints one line per change of IJ245,
 // with the rate measured over the steps, and exits 0 once the account is Accepted.
 func TestWatchIJ245Plain(t *testing.T) {
-	s := seedSteps()
-	r := startWatch(t, "ij245", watchOptions{}, s.steps[0].DeepCopy())
+	s := clitest.SeedSteps()
+	r := startWatch(t, "ij245", watchOptions{}, s.Steps[0].DeepCopy())
 	r.waitWatching()
-	r.setStatus(5*time.Minute, s.steps[1])
-	r.setStatus(55*time.Minute, s.steps[2])
-	r.setStatus(time.Minute, s.steps[3])
-	if code := r.wait(); code != ExitOK {
-		t.Errorf("exit %d, want %d", code, ExitOK)
+	r.setStatus(5*time.Minute, s.Steps[1])
+	r.setStatus(55*time.Minute, s.Steps[2])
+	r.setStatus(time.Minute, s.Steps[3])
+	if code := r.wait(); code != options.ExitOK {
+		t.Errorf("exit %d, want %d", code, options.ExitOK)
 	}
-	golden(t, "watch_ij245_plain", r.out.Bytes())
+	clitest.Golden(t, "watch_ij245_plain", r.out.Bytes())
 }
 
 // TestWatchIJ245Terminal: on a terminal, watch redraws one frame per change in place
 // (cursor up over the previous frame, erase below), one on each redraw tick, and leaves
 // the last frame on the screen when IJ245 is Accepted.
 func TestWatchIJ245Terminal(t *testing.T) {
-	s := seedSteps()
-	r := startWatch(t, "ij245", watchOptions{tty: true, width: 110, redraw: time.Hour}, s.steps[0].DeepCopy())
+	s := clitest.SeedSteps()
+	r := startWatch(t, "ij245", watchOptions{tty: true, width: 110, redraw: time.Hour}, s.Steps[0].DeepCopy())
 	r.waitWatching()
-	r.setStatus(5*time.Minute, s.steps[1])
+	r.setStatus(5*time.Minute, s.Steps[1])
 	r.clk.Step(55 * time.Minute) // a redraw tick: the elapsed time and the rate move on
 	<-r.observed
-	r.setStatus(0, s.steps[2])
-	r.setStatus(time.Minute, s.steps[3])
-	if code := r.wait(); code != ExitOK {
-		t.Errorf("exit %d, want %d", code, ExitOK)
+	r.setStatus(0, s.Steps[2])
+	r.setStatus(time.Minute, s.Steps[3])
+	if code := r.wait(); code != options.ExitOK {
+		t.Errorf("exit %d, want %d", code, options.ExitOK)
 	}
 	out := r.out.String()
-	golden(t, "watch_ij245_terminal", []byte(visibleEscapes(out)))
+	clitest.Golden(t, "watch_ij245_terminal", []byte(visibleEscapes(out)))
 	// Five frames: the first, two changes, a tick, and the last one drawn to stay.
 	if got := strings.Count(out, "BatchAccount ml-team/ij245"); got != 5 {
 		t.Errorf("%d frames drawn, want 5", got)
@@ -163,7 +166,7 @@ func TestWatchIJ245Terminal(t *testing.T) {
 // TestWatchFrames renders the frame of each IJ245 step and of a blocked, a rejected and a
 // large account, at a fixed elapsed time, width and rate, in colour and without.
 func TestWatchFrames(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	cases := []struct {
 		name   string
 		ba     *v1alpha1.BatchAccount
@@ -171,12 +174,12 @@ func TestWatchFrames(t *testing.T) {
 		jobs   int
 		width  int
 	}{
-		{name: "ij245_0_no_status_yet", ba: ij245Account()},
-		{name: "ij245_1_five_attempts", ba: s.steps[0]},
-		{name: "ij245_2_all_covered", ba: s.steps[1]},
-		{name: "ij245_3_complete", ba: s.steps[2]},
-		{name: "ij245_4_accepted", ba: s.steps[3]},
-		{name: "ij245_4_accepted_colour", ba: s.steps[3], colour: true},
+		{name: "ij245_0_no_status_yet", ba: clitest.IJ245Account()},
+		{name: "ij245_1_five_attempts", ba: s.Steps[0]},
+		{name: "ij245_2_all_covered", ba: s.Steps[1]},
+		{name: "ij245_3_complete", ba: s.Steps[2]},
+		{name: "ij245_4_accepted", ba: s.Steps[3]},
+		{name: "ij245_4_accepted_colour", ba: s.Steps[3], colour: true},
 		{name: "failed", ba: failedAccount()},
 		{name: "rejected", ba: rejectedAccount()},
 		{name: "big_100k", ba: bigAccount(), jobs: 3},
@@ -195,7 +198,7 @@ func TestWatchFrames(t *testing.T) {
 					t.Errorf("line %d is %d cells wide, not under %d: %q", i, w, width, l)
 				}
 			}
-			golden(t, "watch_frame_"+tc.name, []byte(visibleEscapes(strings.Join(lines, "\n")+"\n")))
+			clitest.Golden(t, "watch_frame_"+tc.name, []byte(visibleEscapes(strings.Join(lines, "\n")+"\n")))
 		})
 	}
 }
@@ -226,23 +229,23 @@ func visibleWidth(s string) int {
 
 // rejectedAccount is IJ245 after Complete whose shard C result has the wrong model revision.
 func rejectedAccount() *v1alpha1.BatchAccount {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	var results []account.Result
-	for _, rr := range s.chunks[0].Results {
+	for _, rr := range s.Chunks[0].Results {
 		r := account.FromRecorded(rr)
 		if r.Shard == "C" {
 			r.ModelRevision = "m-2026-10"
 		}
 		results = append(results, r)
 	}
-	return compute(s.steps[2], completeT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.job), Workload: workloadObs(true)}}, results...)
+	return clitest.Compute(s.Steps[2], clitest.CompleteT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.Job), Workload: clitest.WorkloadObs(true)}}, results...)
 }
 
 // missingResultAccount is IJ245 observed Complete with every pod gone and no result
 // recorded: no result can arrive any more (MissingResult).
 func missingResultAccount() *v1alpha1.BatchAccount {
-	j := seedJob("j", jobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(completeT.Time).Obj()
-	return compute(ij245Account(), completeT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: workloadObs(true), PodsListed: true}})
+	j := clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(clitest.CompleteT.Time).Obj()
+	return clitest.Compute(clitest.IJ245Account(), clitest.CompleteT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: clitest.WorkloadObs(true), PodsListed: true}})
 }
 
 // bigAccount is 100,000 shards over ten Jobs of 10,000 indexes: Jobs big-0..big-6 are
@@ -257,29 +260,29 @@ func bigAccount() *v1alpha1.BatchAccount {
 		var job *batchv1.Job
 		switch {
 		case j < 7:
-			job = seedJob(name, types.UID("uid-"+name), 10000).Completed("0-9999", 10000).ResourceVersion("10").Complete(completeT.Time).Obj()
+			job = clitest.SeedJob(name, types.UID("uid-"+name), 10000).Completed("0-9999", 10000).ResourceVersion("10").Complete(clitest.CompleteT.Time).Obj()
 		case j == 7:
-			job = seedJob(name, types.UID("uid-"+name), 10000).Completed("0-2999,3500-6999,7100-8999", 8400).ResourceVersion("11").Obj()
+			job = clitest.SeedJob(name, types.UID("uid-"+name), 10000).Completed("0-2999,3500-6999,7100-8999", 8400).ResourceVersion("11").Obj()
 		case j == 8:
-			job = seedJob(name, types.UID("uid-"+name), 10000).Completed("0-4999,5200-9999", 9800).ResourceVersion("12").Failed(batchv1.JobReasonBackoffLimitExceeded, completeT.Time).Obj()
+			job = clitest.SeedJob(name, types.UID("uid-"+name), 10000).Completed("0-4999,5200-9999", 9800).ResourceVersion("12").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.CompleteT.Time).Obj()
 			job.Status.FailedIndexes = ptr.To("5000-5199")
 		default:
-			job = seedJob(name, types.UID("uid-"+name), 10000).ResourceVersion("13").Obj()
+			job = clitest.SeedJob(name, types.UID("uid-"+name), 10000).ResourceVersion("13").Obj()
 		}
 		obs["job/"+name] = account.Observation{Job: jobkind.Facts(job)}
 	}
 	ba := w.Obj()
-	ba.Generation, ba.CreationTimestamp = 1, metav1.NewTime(time0)
-	return compute(ba, time0, obs)
+	ba.Generation, ba.CreationTimestamp = 1, metav1.NewTime(clitest.Time0)
+	return clitest.Compute(ba, clitest.Time0, obs)
 }
 
 // TestWatchExitCodes: watch ends like kubectl wait: 0 once Accepted, 2 when the batch can
 // no longer be accepted without repair, 1 on --timeout; a status of an older spec
 // generation decides nothing.
 func TestWatchExitCodes(t *testing.T) {
-	s := seedSteps()
+	s := clitest.SeedSteps()
 	invalid := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B").AssignJob("j", "0-1", "A", "A").Generation(1).Obj()
-	invalid = compute(invalid, time0, nil)
+	invalid = clitest.Compute(invalid, clitest.Time0, nil)
 	stale := failedAccount()
 	stale.Generation = 2 // a repair was appended; the controller has not judged it yet
 	cases := []struct {
@@ -288,27 +291,27 @@ func TestWatchExitCodes(t *testing.T) {
 		code    int
 		message string
 	}{
-		{name: "accepted", ba: s.steps[3], code: ExitOK},
-		{name: "repaired and accepted", ba: func() *v1alpha1.BatchAccount { ba, _, _ := repairedAccount(); return ba }(), code: ExitOK},
-		{name: "job failed with shard D missing", ba: failedAccount(), code: ExitNotAccepted,
+		{name: "accepted", ba: s.Steps[3], code: options.ExitOK},
+		{name: "repaired and accepted", ba: func() *v1alpha1.BatchAccount { ba, _, _ := repairedAccount(); return ba }(), code: options.ExitOK},
+		{name: "job failed with shard D missing", ba: failedAccount(), code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered (job j index 3: job j Failed (BackoffLimitExceeded) without completing it)"},
-		{name: "result rejected", ba: rejectedAccount(), code: ExitNotAccepted,
+		{name: "result rejected", ba: rejectedAccount(), code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: a shard result was rejected (ResultRejected)"},
-		{name: "results can no longer arrive", ba: missingResultAccount(), code: ExitNotAccepted,
+		{name: "results can no longer arrive", ba: missingResultAccount(), code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: no result can arrive for 4 covered shards (MissingResult)"},
-		{name: "job deleted before it terminated", ba: compute(s.steps[0], time0.Add(time.Hour), map[string]account.Observation{}), code: ExitNotAccepted,
+		{name: "job deleted before it terminated", ba: clitest.Compute(s.Steps[0], clitest.Time0.Add(time.Hour), map[string]account.Observation{}), code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered (job j index 3: job j deleted before completing it)"},
-		{name: "invalid mapping", ba: invalid, code: ExitNotAccepted,
+		{name: "invalid mapping", ba: invalid, code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: the assignment mapping is invalid (DuplicateShard)"},
-		{name: "still running: timeout", ba: s.steps[0], code: ExitError,
+		{name: "still running: timeout", ba: s.Steps[0], code: options.ExitError,
 			message: "timed out after 30m0s waiting for BatchAccount ij245 to be Accepted"},
-		{name: "stale status: timeout", ba: stale, code: ExitError,
+		{name: "stale status: timeout", ba: stale, code: options.ExitError,
 			message: "timed out after 30m0s waiting for BatchAccount ij245 to be Accepted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startWatch(t, "ij245", watchOptions{timeout: 30 * time.Minute}, tc.ba.DeepCopy())
-			if tc.code == ExitError {
+			if tc.code == options.ExitError {
 				r.waitWatching()
 				r.clk.Step(30 * time.Minute)
 			}
@@ -319,13 +322,13 @@ func TestWatchExitCodes(t *testing.T) {
 				t.Fatalf("the watch did not end:\n%s", r.out.String())
 			}
 			var stderr bytes.Buffer
-			if code := exitCode(err, &stderr); code != tc.code {
+			if code := options.ExitCode(err, &stderr); code != tc.code {
 				t.Errorf("exit %d, want %d (%v)", code, tc.code, err)
 			}
 			if tc.message != "" && (err == nil || err.Error() != tc.message) {
 				t.Errorf("error = %v\nwant    %s", err, tc.message)
 			}
-			if tc.code == ExitNotAccepted && !strings.Contains(r.out.String(), "  needed: ") {
+			if tc.code == options.ExitNotAccepted && !strings.Contains(r.out.String(), "  needed: ") {
 				t.Errorf("a blocked batch must say what is needed:\n%s", r.out.String())
 			}
 		})
@@ -335,24 +338,24 @@ func TestWatchExitCodes(t *testing.T) {
 // TestWatchRelists: when the server ends the watch, watch lists again (after a pause, as
 // the watch ended at once) and sees what changed meanwhile.
 func TestWatchRelists(t *testing.T) {
-	s := seedSteps()
-	r := startWatch(t, "ij245", watchOptions{}, s.steps[0].DeepCopy())
+	s := clitest.SeedSteps()
+	r := startWatch(t, "ij245", watchOptions{}, s.Steps[0].DeepCopy())
 	r.waitWatching()
 	r.c.last.Stop() // the server ends the watch
 	for !r.clk.HasWaiters() {
 		time.Sleep(time.Millisecond) // until watch waits out its pause on the fake clock
 	}
 	var cur v1alpha1.BatchAccount
-	if err := r.c.Get(t.Context(), client.ObjectKeyFromObject(s.steps[3]), &cur); err != nil {
+	if err := r.c.Get(t.Context(), client.ObjectKeyFromObject(s.Steps[3]), &cur); err != nil {
 		t.Fatal(err)
 	}
-	cur.Status = s.steps[3].Status
+	cur.Status = s.Steps[3].Status
 	if err := r.c.Status().Update(t.Context(), &cur); err != nil {
 		t.Fatal(err)
 	}
 	r.clk.Step(time.Second)
-	if code := r.wait(); code != ExitOK {
-		t.Errorf("exit %d, want %d", code, ExitOK)
+	if code := r.wait(); code != options.ExitOK {
+		t.Errorf("exit %d, want %d", code, options.ExitOK)
 	}
 	if lines := strings.Count(r.out.String(), "\n"); lines != 2 || !strings.Contains(r.out.String(), "| Accepted: ") {
 		t.Errorf("want the first line and the Accepted one after the relist:\n%s", r.out.String())
@@ -361,10 +364,10 @@ func TestWatchRelists(t *testing.T) {
 
 // TestWatchDeleted: an account deleted while watched ends the watch with an error.
 func TestWatchDeleted(t *testing.T) {
-	s := seedSteps()
-	r := startWatch(t, "ij245", watchOptions{}, s.steps[0].DeepCopy())
+	s := clitest.SeedSteps()
+	r := startWatch(t, "ij245", watchOptions{}, s.Steps[0].DeepCopy())
 	r.waitWatching()
-	if err := r.c.Delete(t.Context(), s.steps[0].DeepCopy()); err != nil {
+	if err := r.c.Delete(t.Context(), s.Steps[0].DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -380,7 +383,7 @@ func TestWatchDeleted(t *testing.T) {
 // TestRateMeter: the rate is progress over the sliding window, from the progress
 // interpolated at the window's start; a restart (progress going back) measures afresh.
 func TestRateMeter(t *testing.T) {
-	at := func(m int) time.Time { return time0.Add(time.Duration(m) * time.Minute) }
+	at := func(m int) time.Time { return clitest.Time0.Add(time.Duration(m) * time.Minute) }
 	type obs struct {
 		minute, progress int
 	}
@@ -427,30 +430,30 @@ func TestPercent(t *testing.T) {
 
 // runSubcommand runs one of the plugin's subcommands as the root command would, with
 // kubectl's flags, against c.
-func runSubcommand(t *testing.T, c client.Client, sub func(*Options) *cobra.Command, args ...string) (string, string, int) {
+func runSubcommand(t *testing.T, c client.Client, sub func(*options.Options) *cobra.Command, args ...string) (string, string, int) {
 	t.Helper()
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
 	var out, errOut bytes.Buffer
-	o := NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	o := options.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	o.NewClient = func() (client.Client, error) { return c, nil }
-	o.Now = func() time.Time { return seedNow }
+	o.Clock = func() time.Time { return clitest.SeedNow }
 	root := &cobra.Command{Use: "kubectl-batchledger", SilenceErrors: true, SilenceUsage: true}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
 	root.AddCommand(sub(o))
 	root.SetArgs(args)
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	code := exitCode(root.ExecuteContext(t.Context()), &errOut)
+	code := options.ExitCode(root.ExecuteContext(t.Context()), &errOut)
 	return out.String(), errOut.String(), code
 }
 
 // TestWatchCommand: the command resolves a Job to its account, prints plain lines when
 // its output is no terminal, and ends with the exit code of the verdict.
 func TestWatchCommand(t *testing.T) {
-	s := seedSteps()
-	out, errOut, code := runSubcommand(t, fakeClient(failedAccount(), failedJob()), newWatchCommand, "watch", "job", "j", "-n", ns)
-	if code != ExitNotAccepted {
-		t.Errorf("exit %d, want %d; stderr %s", code, ExitNotAccepted, errOut)
+	s := clitest.SeedSteps()
+	out, errOut, code := runSubcommand(t, clitest.FakeClient(failedAccount(), failedJob()), newWatchCommand, "watch", "job", "j", "-n", ns)
+	if code != options.ExitNotAccepted {
+		t.Errorf("exit %d, want %d; stderr %s", code, options.ExitNotAccepted, errOut)
 	}
 	if !strings.Contains(out, "ml-team/ij245 covered 3/4 (75%) accepted 0/4 job j 3/4 Failed | ShardsMissing: ") ||
 		!strings.Contains(out, "  needed: 3/4 shards covered: shard D can no longer be covered by job j index 3") {
@@ -460,16 +463,16 @@ func TestWatchCommand(t *testing.T) {
 		t.Errorf("stderr: %s", errOut)
 	}
 
-	out, errOut, code = runSubcommand(t, fakeClient(s.steps[3]), newWatchCommand, "watch", "account/ij245", "-n", ns)
-	if code != ExitOK || errOut != "" || !strings.Contains(out, "| Accepted: every shard covered") {
+	out, errOut, code = runSubcommand(t, clitest.FakeClient(s.Steps[3]), newWatchCommand, "watch", "account/ij245", "-n", ns)
+	if code != options.ExitOK || errOut != "" || !strings.Contains(out, "| Accepted: every shard covered") {
 		t.Errorf("accepted: exit %d, %q, %q", code, out, errOut)
 	}
-	_, errOut, code = runSubcommand(t, fakeClient(), newWatchCommand, "watch", "account", "nope", "-n", ns)
-	if code != ExitError || !strings.Contains(errOut, `BatchAccount "nope" not found in namespace "ml-team"`) {
+	_, errOut, code = runSubcommand(t, clitest.FakeClient(), newWatchCommand, "watch", "account", "nope", "-n", ns)
+	if code != options.ExitError || !strings.Contains(errOut, `BatchAccount "nope" not found in namespace "ml-team"`) {
 		t.Errorf("missing account: exit %d, %q", code, errOut)
 	}
-	_, errOut, code = runSubcommand(t, fakeClient(), newWatchCommand, "watch", "account", "x", "--jobs", "-1", "-n", ns)
-	if code != ExitError || !strings.Contains(errOut, "--jobs must not be negative") {
+	_, errOut, code = runSubcommand(t, clitest.FakeClient(), newWatchCommand, "watch", "account", "x", "--jobs", "-1", "-n", ns)
+	if code != options.ExitError || !strings.Contains(errOut, "--jobs must not be negative") {
 		t.Errorf("negative --jobs: exit %d, %q", code, errOut)
 	}
 }
@@ -483,10 +486,10 @@ func TestWatchFrameFitsTheTerminal(t *testing.T) {
 	for j := range 12 {
 		name := fmt.Sprintf("many-%d", j)
 		w.AssignJobOrdinals(name, "0-99", fmt.Sprintf("%d-%d", j*100, j*100+99))
-		obs["job/"+name] = account.Observation{Job: seedJob(name, types.UID("uid-"+name), 100).Completed("0-49", 50).ResourceVersion("1").Facts()}
+		obs["job/"+name] = account.Observation{Job: clitest.SeedJob(name, types.UID("uid-"+name), 100).Completed("0-49", 50).ResourceVersion("1").Facts()}
 	}
 	ba := w.Generation(1).Obj()
-	ba = compute(ba, time0, obs)
+	ba = clitest.Compute(ba, clitest.Time0, obs)
 
 	frame := renderFrame(ptr.To(progressOf(ba)), "rate", time.Minute, defaultWatchJobs, 100, newPalette(false))
 	if got := frame[len(frame)-1]; got != "          … and 11 more: kubectl batchledger explain account many -n ml-team" {
@@ -497,8 +500,8 @@ func TestWatchFrameFitsTheTerminal(t *testing.T) {
 	r := startWatch(t, "many", watchOptions{tty: true, width: 100, size: size, timeout: time.Minute}, ba)
 	r.waitWatching()
 	r.clk.Step(time.Minute)
-	if code := r.wait(); code != ExitError {
-		t.Errorf("exit %d, want %d (timeout)", code, ExitError)
+	if code := r.wait(); code != options.ExitError {
+		t.Errorf("exit %d, want %d (timeout)", code, options.ExitError)
 	}
 	drawn := redrawSeparator.Split(r.out.String(), -1)
 	if len(drawn) != 2 {
@@ -523,7 +526,7 @@ var redrawSeparator = regexp.MustCompile("\x1b\\[\\d+A\x1b\\[J")
 // TestWatchRateText: the rate line says what is measured, over which window, and the
 // ETA it implies; nothing is promised of a blocked batch.
 func TestWatchRateText(t *testing.T) {
-	at := func(s int) time.Time { return time0.Add(time.Duration(s) * time.Second) }
+	at := func(s int) time.Time { return clitest.Time0.Add(time.Duration(s) * time.Second) }
 	cases := []struct {
 		name     string
 		progress batchProgress
@@ -550,7 +553,7 @@ func TestWatchRateText(t *testing.T) {
 			for i, c := range tc.covered {
 				aw.covered.observe(at(60*i), c)
 			}
-			w := &watcher{opts: watchOptions{window: 5 * time.Minute}, start: time0}
+			w := &watcher{opts: watchOptions{window: 5 * time.Minute}, start: clitest.Time0}
 			if got := w.rateText(aw, at(tc.now), false); got != tc.want {
 				t.Errorf("rate = %q\nwant   %q", got, tc.want)
 			}

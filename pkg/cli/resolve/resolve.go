@@ -1,4 +1,7 @@
-package cli
+// Package resolve finds the BatchAccounts an object concerns, for the verbs that take
+// "KIND NAME": an account itself, a Kueue Workload (through its owner Job or JobSet), a
+// Job or a JobSet. The kind-specific lookups are in ResolveAccounts, one place.
+package resolve
 
 import (
 	"context"
@@ -23,6 +26,7 @@ const (
 	KindJobSet   = "jobset"
 )
 
+// kindAliases maps what a user types to a kind.
 var kindAliases = map[string]string{
 	"account": KindAccount, "accounts": KindAccount, "batchaccount": KindAccount, "batchaccounts": KindAccount, "ba": KindAccount, "bacct": KindAccount,
 	"workload": KindWorkload, "workloads": KindWorkload, "wl": KindWorkload,
@@ -30,8 +34,14 @@ var kindAliases = map[string]string{
 	"jobset": KindJobSet, "jobsets": KindJobSet, "js": KindJobSet,
 }
 
-// parseKindName reads "KIND NAME" or "KIND/NAME" as kubectl does.
-func parseKindName(args []string) (kind, name string, err error) {
+// KindOf is the kind an alias (account, wl, jobs, ...) stands for, in any case.
+func KindOf(alias string) (string, bool) {
+	kind, ok := kindAliases[strings.ToLower(alias)]
+	return kind, ok
+}
+
+// ParseKindName reads "KIND NAME" or "KIND/NAME" as kubectl does.
+func ParseKindName(args []string) (kind, name string, err error) {
 	switch len(args) {
 	case 1:
 		k, n, ok := strings.Cut(args[0], "/")
@@ -43,7 +53,7 @@ func parseKindName(args []string) (kind, name string, err error) {
 	default:
 		return "", "", fmt.Errorf("expected KIND NAME, got %d arguments", len(args))
 	}
-	kind, ok := kindAliases[strings.ToLower(args[0])]
+	kind, ok := KindOf(args[0])
 	if !ok {
 		return "", "", fmt.Errorf("unknown kind %q: use account, workload, job or jobset", args[0])
 	}
@@ -62,13 +72,13 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 	case KindAccount:
 		var ba v1alpha1.BatchAccount
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
-			return nil, describeGetError(err, "BatchAccount", namespace, name)
+			return nil, DescribeGetError(err, "BatchAccount", namespace, name)
 		}
 		return []v1alpha1.BatchAccount{ba}, nil
 	case KindWorkload:
 		var wl kueue.Workload
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &wl); err != nil {
-			return nil, describeGetError(err, "Workload", namespace, name)
+			return nil, DescribeGetError(err, "Workload", namespace, name)
 		}
 		owner := relations.WorkloadOwner(&wl)
 		if owner == nil {
@@ -87,7 +97,7 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 		var job batchv1.Job
 		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, describeGetError(err, "Job", namespace, name)
+			return nil, DescribeGetError(err, "Job", namespace, name)
 		}
 		found := err == nil
 		accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool {
@@ -116,8 +126,8 @@ func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name
 	return nil, fmt.Errorf("unknown kind %q", kind)
 }
 
-// describeGetError names the object in a lookup failure.
-func describeGetError(err error, kind, namespace, name string) error {
+// DescribeGetError names the object in a failed Get: kind, name and namespace.
+func DescribeGetError(err error, kind, namespace, name string) error {
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%s %q not found in namespace %q", kind, name, namespace)
 	}

@@ -1,4 +1,9 @@
-package cli
+// Package explanation is the plugin's model of a batch account: Explanation, the
+// versioned kind `explain -o json|yaml` prints (cli.batchledger.dev/v1alpha1), and
+// BuildExplanation, which derives it from the account's spec, status and recorded
+// results alone. explain prints it; watch and repair read the same derivation (what each
+// missing shard waits for, what is still needed), so the verbs cannot disagree.
+package explanation
 
 import (
 	"encoding/json"
@@ -12,7 +17,7 @@ import (
 )
 
 // Explanation is a whole batch account as `explain -o json|yaml` prints it: the named
-// Jobs with their release and success policy, the required and completed populations,
+// Jobs with their revisions and success policy, the required and completed populations,
 // the missing shards and the identity each waits for, attempts versus indexes, the
 // observation points, the Kueue Workloads, the accepted results per shard, rejections,
 // history and what is still needed for acceptance. Lists that grow with the batch are
@@ -32,8 +37,8 @@ type Explanation struct {
 	// was computed from. They differ while the controller has not caught up.
 	Generation         int64 `json:"generation"`
 	ObservedGeneration int64 `json:"observedGeneration"`
-	// Release is the input and model revision every shard must be processed under.
-	Release Release `json:"release"`
+	// Revisions are the input and model revision every shard must be processed under.
+	Revisions Revisions `json:"revisions"`
 	// Verdict is the account's Accepted condition.
 	Verdict Verdict `json:"verdict"`
 	// Jobs are the assignment targets: the named Jobs (or JobSet children).
@@ -99,8 +104,8 @@ func jsonCopy[T any, P interface {
 	return P(&out)
 }
 
-// Release is the pair of revisions an account is about.
-type Release struct {
+// Revisions are the input and model revision an account is about.
+type Revisions struct {
 	InputRevision string `json:"inputRevision"`
 	ModelRevision string `json:"modelRevision"`
 }

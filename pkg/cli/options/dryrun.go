@@ -1,4 +1,4 @@
-package cli
+package options
 
 import (
 	"fmt"
@@ -49,24 +49,24 @@ func (d DryRun) Client() bool { return d == DryRunClient }
 // Server is true when mutating requests are sent with dryRun=All.
 func (d DryRun) Server() bool { return d == DryRunServer }
 
-// createOptions, patchOptions and deleteOptions carry dryRun=All under DryRunServer.
-func (d DryRun) createOptions() []client.CreateOption {
+// CreateOptions and PatchOptions carry dryRun=All under DryRunServer.
+func (d DryRun) CreateOptions() []client.CreateOption {
 	if d.Server() {
 		return []client.CreateOption{client.DryRunAll}
 	}
 	return nil
 }
 
-func (d DryRun) patchOptions(more ...client.PatchOption) []client.PatchOption {
+func (d DryRun) PatchOptions(more ...client.PatchOption) []client.PatchOption {
 	if d.Server() {
 		more = append(more, client.DryRunAll)
 	}
 	return more
 }
 
-// addDryRunFlag adds --dry-run to cmd, with kubectl's meaning: none (the default),
+// AddDryRunFlag adds --dry-run to cmd, with kubectl's meaning: none (the default),
 // client, or server; --dry-run alone is client.
-func addDryRunFlag(cmd *cobra.Command, d *DryRun, client, server string) {
+func AddDryRunFlag(cmd *cobra.Command, d *DryRun, client, server string) {
 	*d = DryRunNone
 	f := cmd.Flags().VarPF(d, "dry-run", "", fmt.Sprintf(`Must be "none", "client", or "server". client: %s server: %s --dry-run alone means client.`, client, server))
 	f.NoOptDefVal = string(DryRunClient)

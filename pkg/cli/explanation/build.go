@@ -1,4 +1,4 @@
-package cli
+package explanation
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
@@ -56,13 +57,13 @@ func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults,
 		TypeMeta: metav1.TypeMeta{APIVersion: ExplanationGroupVersion.String(), Kind: KindExplanation},
 		Account:  ba.Name, Namespace: ba.Namespace,
 		Generation: ba.Generation, ObservedGeneration: st.ObservedGeneration,
-		Release: Release{InputRevision: ba.Spec.InputRevision, ModelRevision: ba.Spec.ModelRevision},
-		Verdict: Verdict{Reason: "Unknown", Message: "the controller has not written a verdict yet"},
+		Revisions: Revisions{InputRevision: ba.Spec.InputRevision, ModelRevision: ba.Spec.ModelRevision},
+		Verdict:   Verdict{Reason: "Unknown", Message: "the controller has not written a verdict yet"},
 	}
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil {
 		ex.Verdict = Verdict{Accepted: c.Status == metav1.ConditionTrue, Reason: c.Reason, Message: c.Message}
 	}
-	targets := newObservedTargets(st)
+	targets := NewObservedTargets(st)
 	for _, t := range m.Targets {
 		ex.Jobs = append(ex.Jobs, explainTarget(m, t, targets.byKey[t.Key]))
 	}
@@ -87,15 +88,19 @@ func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults,
 	return ex
 }
 
-// observedTargets are the account's observed targets by key, with their failedIndexes
+// ObservedTargets are the account's observed targets by key, with their failedIndexes
 // parsed once: judging 100,000 missing shards must not parse them once per shard.
-type observedTargets struct {
+type ObservedTargets struct {
 	byKey  map[string]*v1alpha1.TargetStatus
 	failed map[string]indexset.Set
 }
 
-func newObservedTargets(st *v1alpha1.BatchAccountStatus) observedTargets {
-	o := observedTargets{byKey: make(map[string]*v1alpha1.TargetStatus, len(st.Targets)), failed: map[string]indexset.Set{}}
+// Status is the observed status of the target of key, nil before the controller observed it.
+func (o ObservedTargets) Status(key string) *v1alpha1.TargetStatus { return o.byKey[key] }
+
+// NewObservedTargets indexes the observed targets of st.
+func NewObservedTargets(st *v1alpha1.BatchAccountStatus) ObservedTargets {
+	o := ObservedTargets{byKey: make(map[string]*v1alpha1.TargetStatus, len(st.Targets)), failed: map[string]indexset.Set{}}
 	for i := range st.Targets {
 		ts := &st.Targets[i]
 		o.byKey[ts.Name] = ts
@@ -118,8 +123,8 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 		if runs++; runs > maxAssignedRuns {
 			continue
 		}
-		line := fmt.Sprintf("%s %s → %s %s", plural(r.Length, "index", "indexes"), indexset.Range(r.FirstIndex, r.FirstIndex+r.Length-1),
-			plural(r.Length, "shard", "shards"), m.Shards.Describe(indexset.Range(r.FirstShard, r.FirstShard+r.Length-1), 1))
+		line := fmt.Sprintf("%s %s → %s %s", output.Plural(r.Length, "index", "indexes"), indexset.Range(r.FirstIndex, r.FirstIndex+r.Length-1),
+			output.Plural(r.Length, "shard", "shards"), m.Shards.Describe(indexset.Range(r.FirstShard, r.FirstShard+r.Length-1), 1))
 		if r.Repair {
 			line += " (repair)"
 		}
@@ -156,7 +161,7 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 		je.NotCompleted = IndexSet{Indexes: omittedIndexes, Count: max(0, req.Count()-int(ts.Succeeded))}
 		je.Attempts = Attempts{Successful: ts.SuccessfulAttempts, Indexes: int(ts.Succeeded), Repeated: ts.RepeatedIndexes,
 			Summary: fmt.Sprintf("%d successful %s over %d %s (list omitted)", ts.SuccessfulAttempts,
-				plural(int(ts.SuccessfulAttempts), "attempt", "attempts"), ts.Succeeded, plural(int(ts.Succeeded), "index", "indexes"))}
+				output.Plural(int(ts.SuccessfulAttempts), "attempt", "attempts"), ts.Succeeded, output.Plural(int(ts.Succeeded), "index", "indexes"))}
 	} else {
 		done, _ := indexset.Parse(ts.CompletedIndexes)
 		je.NotCompleted = indexSet(req.Difference(done).String())
@@ -213,8 +218,8 @@ func explainAdmissions(m *account.Mapping, key string, ts *v1alpha1.TargetStatus
 			set, _ := indexset.Parse(a.CompletedIndexes)
 			shards := m.ShardsOf(key, set, false).Union(m.ShardsOf(key, set, true))
 			ae.Shards = m.Shards.Describe(shards, 8)
-			ae.Summary += fmt.Sprintf("; %s %s completed under it (%s %s)", plural(ae.Completed.Count, "index", "indexes"), ae.Completed.Indexes,
-				plural(shards.Count(), "shard", "shards"), ae.Shards)
+			ae.Summary += fmt.Sprintf("; %s %s completed under it (%s %s)", output.Plural(ae.Completed.Count, "index", "indexes"), ae.Completed.Indexes,
+				output.Plural(shards.Count(), "shard", "shards"), ae.Shards)
 		}
 		out = append(out, ae)
 	}
@@ -264,21 +269,14 @@ func attemptsOf(ts *v1alpha1.TargetStatus, done indexset.Set) Attempts {
 		}
 		set = strings.Join(each, ",")
 	}
-	a.Summary = fmt.Sprintf("%d successful %s over %d %s {%s}", a.Successful, plural(int(a.Successful), "attempt", "attempts"),
-		a.Indexes, plural(a.Indexes, "index", "indexes"), set)
+	a.Summary = fmt.Sprintf("%d successful %s over %d %s {%s}", a.Successful, output.Plural(int(a.Successful), "attempt", "attempts"),
+		a.Indexes, output.Plural(a.Indexes, "index", "indexes"), set)
 	if a.Repeated != "" {
 		a.Summary += "; repeated: " + a.Repeated
 	} else {
 		a.Summary += "; no index repeated"
 	}
 	return a
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 func terminalOf(ts *v1alpha1.TargetStatus) Terminal {
@@ -333,7 +331,7 @@ const stateNotFound = "Job not found"
 // state says where a (target, index) identity stands and whether it can still
 // complete. An identity that cannot is final: only a further (repair) identity can cover
 // its shard.
-func (o observedTargets) state(key string, index int) (string, bool) {
+func (o ObservedTargets) state(key string, index int) (string, bool) {
 	ts := o.byKey[key]
 	switch {
 	case ts == nil:
@@ -378,8 +376,8 @@ func repairIdentities(m *account.Mapping, o int) []ShardIdentity {
 	return out
 }
 
-// waitsFor lists the identities a missing shard waits for, with their states.
-func waitsFor(m *account.Mapping, targets observedTargets, o int) []Identity {
+// WaitsFor lists the identities a missing shard waits for, with their states.
+func WaitsFor(m *account.Mapping, targets ObservedTargets, o int) []Identity {
 	var out []Identity
 	if key, idx, ok := m.IdentityOf(o); ok {
 		state, final := targets.state(key, idx)
@@ -392,14 +390,14 @@ func waitsFor(m *account.Mapping, targets observedTargets, o int) []Identity {
 	return out
 }
 
-func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets observedTargets, maxRows int) ShardsExplanation {
+func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets ObservedTargets, maxRows int) ShardsExplanation {
 	se := ShardsExplanation{Total: st.Shards.Total, Covered: st.Shards.Covered, Accepted: st.Shards.Accepted, Missing: st.Shards.Missing}
 	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
 	missing.Each(func(o int) bool {
 		if o >= m.Shards.Count() {
 			return false
 		}
-		se.MissingShards = append(se.MissingShards, MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: waitsFor(m, targets, o)})
+		se.MissingShards = append(se.MissingShards, MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: WaitsFor(m, targets, o)})
 		return len(se.MissingShards) < maxRows
 	})
 	se.MissingMore = missing.Count() - len(se.MissingShards)
@@ -413,7 +411,7 @@ func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets 
 	return se
 }
 
-func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets observedTargets, chunks []v1alpha1.ShardResults, maxRows int) ResultsExplanation {
+func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets ObservedTargets, chunks []v1alpha1.ShardResults, maxRows int) ResultsExplanation {
 	sr := &ba.Status.Results
 	re := ResultsExplanation{Rejected: sr.Rejected, Conflicts: sr.Conflicts, Missing: sr.Missing}
 	if set, err := indexset.Parse(sr.MissingOrdinals); err == nil && !set.IsEmpty() {
@@ -451,7 +449,7 @@ func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets obser
 // identity, claims the shard its identity is assigned and carries the account's
 // revisions. These are the rules account.Compute judges results by; the account status
 // keeps only counts, so the plugin reads the chunks to name the results.
-func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets observedTargets, chunks []v1alpha1.ShardResults) []v1alpha1.RecordedResult {
+func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets ObservedTargets, chunks []v1alpha1.ShardResults) []v1alpha1.RecordedResult {
 	current := make(map[string]types.UID, len(targets.byKey))
 	for key, ts := range targets.byKey {
 		current[key] = ts.UID

@@ -1,4 +1,4 @@
-package cli
+package completion_test
 
 import (
 	"strings"
@@ -6,7 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -14,9 +18,9 @@ import (
 // kubectl_complete-batchledger call) completes verbs, kinds, account and object names of
 // the namespace, namespaces, and flag values, from a fake cluster.
 func TestCompletion(t *testing.T) {
-	s := seedSteps()
-	c := fakeClient(
-		s.steps[0].DeepCopy(), s.job.DeepCopy(), workloadOf(s.job),
+	s := clitest.SeedSteps()
+	c := clitest.FakeClient(
+		s.Steps[0].DeepCopy(), s.Job.DeepCopy(), clitest.WorkloadOf(s.Job),
 		wrappers.MakeBatchAccount("ij245-done", ns).Obj(), wrappers.MakeBatchAccount("other", ns).Obj(),
 		wrappers.MakeBatchAccount("elsewhere", "vision").Obj(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "vision"}},
@@ -44,7 +48,7 @@ func TestCompletion(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := run(t, c, append([]string{"__complete"}, tc.args...)...)
-			if code != ExitOK {
+			if code != options.ExitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -61,4 +65,13 @@ func TestCompletion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ns is the namespace of the seed's objects.
+const ns = clitest.Namespace
+
+// run executes the whole plugin, as a shell's completion does, against c.
+func run(t *testing.T, c client.Client, args ...string) (string, string, int) {
+	t.Helper()
+	return clitest.RunRoot(t, c, cli.NewCommand, args...)
 }

@@ -1,4 +1,4 @@
-package cli
+package explanation
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
@@ -74,12 +75,12 @@ func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
 			var what []string
 			if ex.Results.RejectedShards != "" {
 				n := ordinalCount(ba.Status.Results.RejectedOrdinals)
-				what = append(what, plural(n, "shard ", "shards ")+ex.Results.RejectedShards+plural(n, " has", " have")+" only rejected results")
+				what = append(what, output.Plural(n, "shard ", "shards ")+ex.Results.RejectedShards+output.Plural(n, " has", " have")+" only rejected results")
 			} else if c.Reason == v1alpha1.ReasonResultRejected {
 				what = append(what, "some shards have only rejected results ("+c.Message+")")
 			}
 			if ex.Results.MissingShards != "" {
-				what = append(what, "no result can arrive for "+plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left to report one)")
+				what = append(what, "no result can arrive for "+output.Plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left to report one)")
 			}
 			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment; each result must carry input revision %s and model revision %s.",
 				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), ba.Name, ba.Namespace, ba.Spec.InputRevision, ba.Spec.ModelRevision))
@@ -122,18 +123,18 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 	head := fmt.Sprintf("%d/%d shards covered", ex.Shards.Covered, ex.Shards.Total)
 	var out []string
 	if len(pending) > 0 {
-		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, shardNames(pending), plural(len(pending), "waits", "wait"), identities(pending, false)))
+		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, ShardNames(pending), output.Plural(len(pending), "waits", "wait"), Identities(pending, false)))
 	}
 	if len(absent) > 0 {
-		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, shardNames(absent), plural(len(absent), "is", "are"), identities(absent, false)))
+		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, ShardNames(absent), output.Plural(len(absent), "is", "are"), Identities(absent, false)))
 	}
 	if len(lost) > 0 {
 		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. Run `kubectl batchledger repair %s -n %s` to re-run %s in a follow-up Job joined by a repair assignment.",
-			head, shardNames(lost), identities(lost, true), ba.Name, ba.Namespace, plural(len(lost), "it", "them")))
+			head, ShardNames(lost), Identities(lost, true), ba.Name, ba.Namespace, output.Plural(len(lost), "it", "them")))
 	}
 	if len(jobSetLost) > 0 {
 		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. A JobSet restart re-runs its children under new identities; otherwise append a repair assignment to spec.repairs by hand.",
-			head, shardNames(jobSetLost), identities(jobSetLost, true)))
+			head, ShardNames(jobSetLost), Identities(jobSetLost, true)))
 	}
 	if ex.Shards.MissingMore > 0 {
 		out = append(out, fmt.Sprintf("%d more missing shards are not listed (missing: %s).", ex.Shards.MissingMore, ex.Shards.Missing))
@@ -144,23 +145,23 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 	return out
 }
 
-// shardNames names the shards of a group, at most maxListed of them.
-func shardNames(shards []MissingShard) string {
+// ShardNames names the shards of a group, at most maxListed of them.
+func ShardNames(shards []MissingShard) string {
 	names := make([]string, 0, maxListed)
 	for _, ms := range shards[:min(len(shards), maxListed)] {
 		names = append(names, ms.Shard)
 	}
-	s := plural(len(shards), "shard ", "shards ") + strings.Join(names, ", ")
+	s := output.Plural(len(shards), "shard ", "shards ") + strings.Join(names, ", ")
 	if more := len(shards) - len(names); more > 0 {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s
 }
 
-// identities names the identities of a group, at most maxListed, with the states of
+// Identities names the identities of a group, at most maxListed, with the states of
 // those that may still complete (of all with withState); a state shared by every
 // identity is said once.
-func identities(shards []MissingShard, withState bool) string {
+func Identities(shards []MissingShard, withState bool) string {
 	var ids []Identity
 	for _, ms := range shards {
 		ids = append(ids, ms.WaitsFor...)
