@@ -17,6 +17,8 @@ import (
 
 	"batchledger.dev/batchledger/pkg/cli/completion"
 	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/release"
+	"batchledger.dev/batchledger/pkg/cli/version"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -40,8 +42,8 @@ input and model revision, and were their outputs accepted?`,
 	root.AddCommand(newRepairCommand(o))
 	root.AddCommand(newWatchCommand(o))
 	root.AddCommand(newMapCommand(o))
-	root.AddCommand(newReleaseCommand(o))
-	root.AddCommand(newVersionCommand(o))
+	root.AddCommand(release.NewCommand(o))
+	root.AddCommand(version.NewCommand(o))
 	return root
 }
 

@@ -1,4 +1,5 @@
-package cli
+// Package version is the plugin's `version` verb: the plugin's own build, without a cluster.
+package version
 
 import (
 	"encoding/json"
@@ -8,13 +9,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/cli/options"
-	"batchledger.dev/batchledger/pkg/version"
+	buildinfo "batchledger.dev/batchledger/pkg/version"
 )
 
-// newVersionCommand prints the plugin's own build: the version it was stamped with
+// NewCommand is `version`: it prints the plugin's own build: the version it was stamped with
 // (pkg/version), the source revision, the Go toolchain and the platform. It needs no
 // cluster, so that a bug report can always say which plugin it is about.
-func newVersionCommand(o *options.Options) *cobra.Command {
+func NewCommand(o *options.Options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "version",
@@ -27,7 +28,7 @@ contact the cluster: the manager's version is in its log's first line and in
   kubectl batchledger version -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			info := version.Get()
+			info := buildinfo.Get()
 			var b []byte
 			var err error
 			switch output {

@@ -1,4 +1,4 @@
-package cli
+package release
 
 import (
 	"bytes"
@@ -26,8 +26,8 @@ import (
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// runReleaseCommand runs newReleaseCommand against c under a root that carries kubectl's
-// connection flags, as NewCommand's does, and returns stdout, stderr and the exit code.
+// runReleaseCommand runs NewCommand against c under a root that carries kubectl's
+// connection flags, as the plugin's root command does, and returns stdout, stderr and the exit code.
 func runReleaseCommand(t *testing.T, c client.Client, args ...string) (string, string, int) {
 	t.Helper()
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
@@ -36,7 +36,7 @@ func runReleaseCommand(t *testing.T, c client.Client, args ...string) (string, s
 	o.NewClient = func() (client.Client, error) { return c, nil }
 	root := &cobra.Command{Use: "kubectl-batchledger", SilenceErrors: true, SilenceUsage: true}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newReleaseCommand(o))
+	root.AddCommand(NewCommand(o))
 	root.SetArgs(append([]string{"release"}, args...))
 	root.SetOut(&out)
 	root.SetErr(&errOut)

@@ -1,20 +1,21 @@
-package cli
+// Package release is the plugin's `release` verb: it removes batchledger's finalizers
+// from the pods and Jobs it holds (pkg/release), for a clean uninstall.
+package release
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/cli/options"
-	"batchledger.dev/batchledger/pkg/release"
+	held "batchledger.dev/batchledger/pkg/release"
 )
 
-func newReleaseCommand(o *options.Options) *cobra.Command {
+// NewCommand is `release`.
+func NewCommand(o *options.Options) *cobra.Command {
 	var allNamespaces bool
 	var dryRun options.DryRun
 	cmd := &cobra.Command{
@@ -40,12 +41,12 @@ they are being deleted.`,
 			if allNamespaces {
 				ns = ""
 			}
-			opts := release.Options{Namespace: ns, DryRun: dryRun.Client(), ServerDryRun: dryRun.Server()}
+			opts := held.Options{Namespace: ns, DryRun: dryRun.Client(), ServerDryRun: dryRun.Server()}
 			var errs []error
 			for _, k := range []struct {
 				noun    string
-				release func(context.Context, client.Client, release.Options) (*release.Report, error)
-			}{{"pod", release.Release}, {"Job", release.ReleaseJobs}} {
+				release func(context.Context, client.Client, held.Options) (*held.Report, error)
+			}{{"pod", held.Release}, {"Job", held.ReleaseJobs}} {
 				rep, err := k.release(cmd.Context(), c, opts)
 				if err != nil {
 					// A List failed part way: say what was done before it, never "no pod is held".
@@ -70,61 +71,4 @@ they are being deleted.`,
 	options.AddDryRunFlag(cmd, &dryRun, "list the pods and Jobs that would be released, send nothing.",
 		"send each finalizer removal with dryRun=All (admission and validation run, nothing is stored).")
 	return cmd
-}
-
-// printRelease writes one line per pod (or Job: noun) released (or that would be, in a
-// dry run), gone or released meanwhile by the controller, then a summary line.
-func printRelease(w io.Writer, rep *release.Report, noun string) {
-	if rep.DryRun {
-		for _, p := range rep.Held {
-			fmt.Fprintf(w, "would release %s %s\n", noun, p)
-		}
-	}
-	suffix := ""
-	if rep.ServerDryRun {
-		suffix = " (server dry run)"
-	}
-	for _, p := range rep.Released {
-		fmt.Fprintf(w, "released %s %s%s\n", noun, p, suffix)
-	}
-	for _, p := range rep.AlreadyGone {
-		fmt.Fprintf(w, "%s %s was already gone\n", noun, p)
-	}
-	for _, p := range rep.AlreadyReleased {
-		fmt.Fprintf(w, "%s %s was already released\n", noun, p)
-	}
-	where := "in namespace " + rep.Namespace
-	if rep.Namespace == "" {
-		where = "in any namespace"
-	}
-	if len(rep.Held) == 0 {
-		fmt.Fprintf(w, "no %s is held by batchledger %s\n", noun, where)
-		return
-	}
-	if rep.Namespace == "" {
-		where = "across all namespaces"
-	}
-	if rep.DryRun {
-		fmt.Fprintf(w, "would release %s held by batchledger %s (dry run: nothing changed)\n", count(len(rep.Held), noun), where)
-		return
-	}
-	summary := []string{fmt.Sprintf("released %s held by batchledger %s%s", count(len(rep.Released), noun), where, suffix)}
-	if n := len(rep.AlreadyGone); n > 0 {
-		summary = append(summary, fmt.Sprintf("%d already gone", n))
-	}
-	if n := len(rep.AlreadyReleased); n > 0 {
-		summary = append(summary, fmt.Sprintf("%d already released", n))
-	}
-	if n := len(rep.Errors); n > 0 {
-		summary = append(summary, fmt.Sprintf("%d still held", n))
-	}
-	fmt.Fprintln(w, strings.Join(summary, "; "))
-}
-
-// count is "1 pod", "2 pods".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

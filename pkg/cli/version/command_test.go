@@ -1,4 +1,4 @@
-package cli
+package version_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
+	"batchledger.dev/batchledger/pkg/cli"
 	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/version"
 )
@@ -42,7 +43,7 @@ func TestVersionCommand(t *testing.T) {
 			// No kubeconfig at all: version must not need one.
 			t.Setenv("KUBECONFIG", t.TempDir()+"/absent")
 			var out, errOut bytes.Buffer
-			code := Execute(t.Context(), tc.args, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			code := cli.Execute(t.Context(), tc.args, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 			if code != tc.wantCode {
 				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.wantCode, errOut.String())
 			}
