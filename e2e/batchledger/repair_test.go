@@ -17,6 +17,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/explain"
 	"batchledger.dev/batchledger/pkg/cli/explanation"
 	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/cli/resolve"
@@ -26,12 +27,12 @@ import (
 // explainText runs `kubectl batchledger explain account NAME` in-process.
 func explainText(t *testing.T, f *framework.Framework, name string) string {
 	t.Helper()
-	exs, err := cli.Explain(f.Ctx, f.Client, f.Namespace, resolve.KindAccount, name, explanation.DefaultMaxRows)
+	exs, err := explain.Explain(f.Ctx, f.Client, f.Namespace, resolve.KindAccount, name, explanation.DefaultMaxRows)
 	if err != nil {
 		t.Fatalf("explain account %s: %v", name, err)
 	}
 	var b bytes.Buffer
-	if err := cli.WriteExplanations(&b, exs, cli.OutputText); err != nil {
+	if err := explain.WriteExplanations(&b, exs, explain.OutputText); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()

@@ -16,6 +16,7 @@ import (
 	"context"
 
 	"batchledger.dev/batchledger/pkg/cli/completion"
+	"batchledger.dev/batchledger/pkg/cli/explain"
 	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/cli/release"
 	"batchledger.dev/batchledger/pkg/cli/version"
@@ -37,7 +38,7 @@ input and model revision, and were their outputs accepted?`,
 	}
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
 	_ = root.RegisterFlagCompletionFunc("namespace", completion.Namespaces(o))
-	root.AddCommand(newExplainCommand(o))
+	root.AddCommand(explain.NewCommand(o))
 	root.AddCommand(newGetCommand(o))
 	root.AddCommand(newRepairCommand(o))
 	root.AddCommand(newWatchCommand(o))

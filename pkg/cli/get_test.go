@@ -21,7 +21,7 @@ func TestGet(t *testing.T) {
 	pending := s.Steps[0].DeepCopy()
 	done := s.Steps[3].DeepCopy()
 	done.Name = "ij245-done"
-	repaired, _, _ := repairedAccount()
+	repaired, _, _ := clitest.RepairedAccount()
 	repaired.Name, repaired.CreationTimestamp = "ij245-repaired", metav1.NewTime(clitest.SeedNow.Add(-26*time.Hour))
 	// A large batch whose missing shards do not fit a column.
 	big := wrappers.MakeBatchAccount("big", ns).ShardCount("shard-", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Obj()
@@ -69,7 +69,7 @@ func TestGetSortsByVerdict(t *testing.T) {
 	fresh := named("a-fresh", clitest.IJ245Account())
 	c := clitest.FakeClient(
 		named("a-accepted", s.Steps[3]), named("b-pending-results", s.Steps[2]), named("c-awaiting-termination", s.Steps[1]),
-		named("d-missing-d", s.Steps[0]), named("e-rejected", rejectedAccount()), named("f-results-lost", missingResultAccount()), fresh,
+		named("d-missing-d", s.Steps[0]), named("e-rejected", clitest.RejectedAccount()), named("f-results-lost", clitest.MissingResultAccount()), fresh,
 	)
 	out, errOut, code := run(t, c, "get", "-n", ns)
 	if code != options.ExitOK || errOut != "" {

@@ -4,58 +4,21 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/explanation"
 	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
-	"batchledger.dev/batchledger/pkg/cli/options"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 )
 
-// deletedAt is when the controller first observed Job j missing (its TTL expired).
-var deletedAt = clitest.CompleteT.Add(2 * time.Hour)
-
-// TestExplainDeletedJob: the seed's accepted batch after Job j was deleted by its TTL
-// stays ACCEPTED, with the record and the deletion stated; the results still stand.
-func TestExplainDeletedJob(t *testing.T) {
-	s := clitest.SeedSteps()
-	accepted := s.Steps[len(s.Steps)-1]
-	var results []account.Result
-	for _, r := range s.Chunks[0].Results {
-		results = append(results, account.FromRecorded(r))
-	}
-	ba := clitest.Compute(accepted, deletedAt, map[string]account.Observation{}, results...)
-	out, errOut, code := run(t, clitest.FakeClient(ba, s.Chunks[0].DeepCopy()), "explain", "account", "ij245", "-n", ns)
-	if code != options.ExitOK || errOut != "" {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
-	clitest.Golden(t, "explain_deleted_job", []byte(out))
-	for _, phrase := range []string{
-		"ACCEPTED (Accepted)",
-		"(DELETED at 2026-11-29T12:00:00Z; the record below stands)",
-		"the Job was deleted at 2026-11-29T12:00:00Z, its record stands",
-		"Accepted (4 of 4 shards)",
-		"Nothing: the batch is Accepted.",
-	} {
-		if !strings.Contains(out, phrase) {
-			t.Errorf("explanation lacks %q:\n%s", phrase, out)
-		}
-	}
-	if strings.Contains(out, v1alpha1.RejectionStaleIdentity) {
-		t.Errorf("accepted results turned stale after the Job was deleted:\n%s", out)
-	}
-}
-
 // completeAccount is the seed observed Complete with its pods listed, and results.
 func completeAccount(results ...account.Result) (*v1alpha1.BatchAccount, *batchv1.Job) {
-	j := admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(clitest.CompleteT.Time).Obj())
+	j := clitest.Admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(clitest.CompleteT.Time).Obj())
 	return clitest.Compute(clitest.IJ245Account(), clitest.CompleteT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: clitest.WorkloadObs(true), PodsListed: true}}, results...), j
 }
 
@@ -107,7 +70,7 @@ func TestRepairResults(t *testing.T) {
 			ba, j := completeAccount(tc.results...)
 			jobs := append([]*batchv1.Job{j}, tc.extraJobs...)
 			if tc.deleteJob {
-				ba = clitest.Compute(ba, deletedAt, map[string]account.Observation{}, tc.results...)
+				ba = clitest.Compute(ba, clitest.DeletedAt, map[string]account.Observation{}, tc.results...)
 				jobs = jobs[1:]
 			}
 			if tc.wantNeeded != "" {
@@ -116,7 +79,7 @@ func TestRepairResults(t *testing.T) {
 					t.Errorf("still needed:\n%s\nwant it to contain:\n%s", needed, tc.wantNeeded)
 				}
 			}
-			plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(jobs...)})
+			plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(jobs...)})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
@@ -139,7 +102,7 @@ func TestRepairResults(t *testing.T) {
 
 // repairOf is an earlier repair Job of original, as repair created it.
 func repairOf(name, original string) *batchv1.Job {
-	j := admitted(clitest.SeedJob(name, types.UID("uid-"+name), 1).Completed("0", 1).ResourceVersion("1").Obj())
+	j := clitest.Admitted(clitest.SeedJob(name, types.UID("uid-"+name), 1).Completed("0", 1).ResourceVersion("1").Obj())
 	j.Annotations = map[string]string{v1alpha1.AnnotationRepairOf: original, v1alpha1.AnnotationRepairFor: "ij245"}
 	return j
 }
@@ -147,23 +110,9 @@ func repairOf(name, original string) *batchv1.Job {
 // TestRepairNothingToRepair: with every shard covered and accepted, repair says so.
 func TestRepairNothingToRepair(t *testing.T) {
 	ba, j := completeAccount(seedResult(0, "A"), seedResult(1, "B"), seedResult(2, "C"), seedResult(3, "D"))
-	_, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
+	_, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j)})
 	if err == nil || !strings.Contains(err.Error(), "nothing to repair: all 4 shards are covered and no result is missing or rejected") {
 		t.Errorf("err = %v", err)
-	}
-}
-
-// TestExplainRuleInvalid: the advice for a rule that does not compile is to fix it.
-func TestExplainRuleInvalid(t *testing.T) {
-	j := clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("1").Condition(batchv1.JobComplete, batchv1.JobReasonCompletionsReached, clitest.CompleteT.Time).Obj()
-	ba := clitest.IJ245Account()
-	ba.Status = account.Compute(account.Input{
-		Namespace: ns, Generation: 1, Spec: &ba.Spec, Observations: map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}},
-		Now: metav1.NewTime(clitest.CompleteT.Time), RuleError: "undeclared reference to 'reslt'",
-	}).Status
-	needed := strings.Join(explanation.BuildExplanation(ba, nil, 0).StillNeeded, "\n")
-	if !strings.Contains(needed, "Fix spec.acceptance.rule (ResultsAccepted=False, RuleInvalid): the acceptance rule does not compile in this controller: undeclared reference to 'reslt'") {
-		t.Errorf("still needed:\n%s", needed)
 	}
 }
 
@@ -171,10 +120,10 @@ func TestExplainRuleInvalid(t *testing.T) {
 // ran are offered for repair: from an earlier repair Job's template, or, with none left,
 // with the exact assignment to append by hand.
 func TestRepairJobDeletedBeforeItTerminated(t *testing.T) {
-	running := admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0,1", 2).ResourceVersion("48220").Obj())
+	running := clitest.Admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0,1", 2).ResourceVersion("48220").Obj())
 	ab := []account.Result{seedResult(0, "A"), seedResult(1, "B")}
 	ba := clitest.Compute(clitest.IJ245Account(), clitest.Time0, map[string]account.Observation{"job/j": {Job: jobkind.Facts(running), Workload: clitest.WorkloadObs(false)}}, ab...)
-	ba = clitest.Compute(ba, deletedAt, map[string]account.Observation{}, ab...)
+	ba = clitest.Compute(ba, clitest.DeletedAt, map[string]account.Observation{}, ab...)
 	ex := explanation.BuildExplanation(ba, nil, 0)
 	if ex.Verdict.Reason != v1alpha1.ReasonTargetDeleted || !ex.Jobs[0].Deleted || ex.Shards.Covered != 2 {
 		t.Fatalf("verdict %+v, job deleted %v, covered %d", ex.Verdict, ex.Jobs[0].Deleted, ex.Shards.Covered)
@@ -189,11 +138,11 @@ func TestRepairJobDeletedBeforeItTerminated(t *testing.T) {
 		}
 	}
 
-	_, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName()})
+	_, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName()})
 	if want := `{target: {job: <new name>}, indexes: "0,1", shards: [C, D]}`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("err = %v, want it to name the assignment %s", err, want)
 	}
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(repairOf("j-repair-1", "j"))})
+	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(repairOf("j-repair-1", "j"))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,13 +79,13 @@ func TestMapStates(t *testing.T) {
 	if !strings.Contains(out, "\n  #!x#\n") {
 		t.Errorf("want cells A accepted, B conflict, C rejected, D accepted:\n%s", out)
 	}
-	sm := buildShardMap(failedAccount(), nil)
+	sm := buildShardMap(clitest.FailedAccount(), nil)
 	if got := sm.States; len(got) != 4 || got[3] != stateMissing || got[0] != stateCovered {
 		t.Errorf("failed account states = %v", got)
 	}
 	// Complete with every pod gone and no result recorded: no result can arrive.
 	var b bytes.Buffer
-	renderMap(&b, buildShardMap(missingResultAccount(), nil), mapOptions{width: 80})
+	renderMap(&b, buildShardMap(clitest.MissingResultAccount(), nil), mapOptions{width: 80})
 	clitest.Golden(t, "map_missing_results", b.Bytes())
 	if !strings.Contains(b.String(), "\n  oooo\n") || !strings.Contains(b.String(), "o covered, no result can arrive") {
 		t.Errorf("want four shards whose result can no longer arrive, and the legend naming them:\n%s", b.String())
@@ -95,12 +95,12 @@ func TestMapStates(t *testing.T) {
 // TestMapBig draws 100,000 shards over ten Jobs with runs missing: 25 shards a cell, the
 // worst state of each run shown.
 func TestMapBig(t *testing.T) {
-	out, _, code := runSubcommand(t, clitest.FakeClient(bigAccount()), newMapCommand, "map", "big", "-n", ns, "--width", "100")
+	out, _, code := runSubcommand(t, clitest.FakeClient(clitest.BigAccount()), newMapCommand, "map", "big", "-n", ns, "--width", "100")
 	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	clitest.Golden(t, "map_big_100k", []byte(out))
-	sm := buildShardMap(bigAccount(), nil)
+	sm := buildShardMap(clitest.BigAccount(), nil)
 	if sm.Counts[stateMissing] != 11800 || sm.Counts[stateCovered] != 88200 {
 		t.Errorf("counts = %v, want 11800 missing and 88200 covered", sm.Counts)
 	}
@@ -162,7 +162,7 @@ func TestMapColour(t *testing.T) {
 	s := clitest.SeedSteps()
 	var b bytes.Buffer
 	renderMap(&b, buildShardMap(s.Steps[0], nil), mapOptions{width: 80, colour: true})
-	clitest.Golden(t, "map_ij245_1_colour", []byte(visibleEscapes(b.String())))
+	clitest.Golden(t, "map_ij245_1_colour", []byte(clitest.VisibleEscapes(b.String())))
 }
 
 // svgNode is any SVG element, for checking what was written.
@@ -236,7 +236,7 @@ func TestMapSVG(t *testing.T) {
 
 	// 100,000 shards: cells of 10 shards within the SVG budget, each run's worst state.
 	var b bytes.Buffer
-	if err := writeSVG(&b, buildShardMap(bigAccount(), nil), 0); err != nil {
+	if err := writeSVG(&b, buildShardMap(clitest.BigAccount(), nil), 0); err != nil {
 		t.Fatal(err)
 	}
 	doc = svgNode{}

@@ -31,21 +31,6 @@ import (
 	"batchledger.dev/batchledger/pkg/worker"
 )
 
-var failedAt = metav1.NewTime(clitest.Time0.Add(20 * time.Minute))
-
-// admitted makes a Job look as it does after the Job controller and Kueue touched it:
-// generated selector labels on the pod template and the flavor's node selector injected.
-func admitted(j *batchv1.Job) *batchv1.Job {
-	j.Spec.Template.Labels = map[string]string{
-		"app": "infer", batchv1.ControllerUidLabel: string(j.UID), batchv1.JobNameLabel: j.Name,
-		"controller-uid": string(j.UID), "job-name": j.Name,
-	}
-	j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: string(j.UID)}}
-	j.Spec.Template.Spec.NodeSelector = map[string]string{"gpu-type": "h100"}
-	j.Spec.BackoffLimit = ptr.To(int32(0))
-	return j
-}
-
 // queuedTemplate is the template Kueue recorded in the Workload before admission.
 func queuedTemplate(j *batchv1.Job) *corev1.PodTemplateSpec {
 	t := j.Spec.Template.DeepCopy()
@@ -55,33 +40,11 @@ func queuedTemplate(j *batchv1.Job) *corev1.PodTemplateSpec {
 	return t
 }
 
-// failedJob is Job j of the seed, Failed after index 3 failed with backoffLimit 0.
-func failedJob() *batchv1.Job {
-	return admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-2", 3).ResourceVersion("48300").PriorityClass("batch-low").
-		Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-}
-
-// failedAccount is IJ245 observed after Job j failed: D is missing for good.
-func failedAccount() *v1alpha1.BatchAccount {
-	j := failedJob()
-	return clitest.Compute(clitest.IJ245Account(), failedAt.Time, map[string]account.Observation{
-		"job/j": {Job: jobkind.Facts(j), SuccessfulPods: clitest.Attempts(j, "p", 0, 1, 2), Workload: clitest.WorkloadObs(true)},
-	})
-}
-
-func jobsByName(jobs ...*batchv1.Job) map[string]*batchv1.Job {
-	out := map[string]*batchv1.Job{}
-	for _, j := range jobs {
-		out[j.Name] = j
-	}
-	return out
-}
-
 func TestPlanRepairIJ245(t *testing.T) {
-	j := failedJob()
+	j := clitest.FailedJob()
 	plan, err := PlanRepair(RepairInput{
-		Account:         failedAccount(),
-		Jobs:            jobsByName(j),
+		Account:         clitest.FailedAccount(),
+		Jobs:            clitest.JobsByName(j),
 		QueuedTemplates: map[string]*corev1.PodTemplateSpec{"j": queuedTemplate(j)},
 	})
 	if err != nil {
@@ -134,9 +97,9 @@ func equalAssignment(a, b v1alpha1.Assignment) bool {
 // the repair Job's index k stands for the k-th missing original index.
 func TestPlanRepairCompact(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
-	j := admitted(clitest.SeedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
+	j := clitest.Admitted(clitest.SeedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
+	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
+	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,9 +122,9 @@ func TestPlanRepairCompact(t *testing.T) {
 // repair index stands for.
 func TestPlanRepairOrderFollowsShards(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("rev", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").Generation(1).Obj()
-	j := admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0,2", 2).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
+	j := clitest.Admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0,2", 2).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
+	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,14 +140,14 @@ func TestPlanRepairOrderFollowsShards(t *testing.T) {
 func TestPlanRepairSeveralJobs(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("cross", ns).Shards("A", "B", "C", "D", "E", "F").
 		AssignJob("j", "0-1", "A", "B").AssignJob("k", "0-1", "C", "D").AssignJob("l", "0-1", "E", "F").Generation(1).Obj()
-	j := admitted(clitest.SeedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	k := admitted(clitest.SeedJob("k", "uid-k", 2).Completed("1", 1).ResourceVersion("9").Obj())
+	j := clitest.Admitted(clitest.SeedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
+	k := clitest.Admitted(clitest.SeedJob("k", "uid-k", 2).Completed("1", 1).ResourceVersion("9").Obj())
 	k.Spec.BackoffLimitPerIndex, k.Spec.MaxFailedIndexes = ptr.To(int32(1)), ptr.To(int32(2))
 	k.Status.FailedIndexes = ptr.To("0") // index 0 failed for good; k still runs
-	l := admitted(clitest.SeedJob("l", "uid-l", 2).Completed("0", 1).ResourceVersion("9").Obj())
-	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/k": {Job: jobkind.Facts(k)}, "job/l": {Job: jobkind.Facts(l), Workload: clitest.WorkloadObs(false)}})
+	l := clitest.Admitted(clitest.SeedJob("l", "uid-l", 2).Completed("0", 1).ResourceVersion("9").Obj())
+	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/k": {Job: jobkind.Facts(k)}, "job/l": {Job: jobkind.Facts(l), Workload: clitest.WorkloadObs(false)}})
 	taken := wrappers.MakeJob("j-repair-1", ns).Obj() // someone's unrelated Job
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j, k, l, taken)})
+	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j, k, l, taken)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,10 +172,10 @@ func TestPlanRepairSeveralJobs(t *testing.T) {
 func TestPlanRepairAgain(t *testing.T) {
 	ba := clitest.IJ245Account()
 	ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}, Repair: true})
-	j := failedJob()
-	r1 := admitted(clitest.SeedJob("j-repair-1", "uid-r1", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/j-repair-1": {Job: jobkind.Facts(r1)}})
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j, r1)})
+	j := clitest.FailedJob()
+	r1 := clitest.Admitted(clitest.SeedJob("j-repair-1", "uid-r1", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
+	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/j-repair-1": {Job: jobkind.Facts(r1)}})
+	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j, r1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +186,7 @@ func TestPlanRepairAgain(t *testing.T) {
 
 // TestPlanRepairRefuses: each case repair must not act on, with a message naming why.
 func TestPlanRepairRefuses(t *testing.T) {
-	j := failedJob()
+	j := clitest.FailedJob()
 	cases := []struct {
 		name string
 		in   func() RepairInput
@@ -231,38 +194,38 @@ func TestPlanRepairRefuses(t *testing.T) {
 	}{
 		{"nothing missing", func() RepairInput {
 			s := clitest.SeedSteps()
-			return RepairInput{Account: s.Steps[3], Jobs: jobsByName(s.Job)}
+			return RepairInput{Account: s.Steps[3], Jobs: clitest.JobsByName(s.Job)}
 		}, `BatchAccount "ij245" in namespace "ml-team": nothing to repair: all 4 shards are covered`},
 		{"shard still running", func() RepairInput {
 			s := clitest.SeedSteps()
-			return RepairInput{Account: s.Steps[0], Jobs: jobsByName(s.Job)}
+			return RepairInput{Account: s.Steps[0], Jobs: clitest.JobsByName(s.Job)}
 		}, "nothing to repair now: shard D still waits for job j index 3 (not completed yet; the Job is running) to complete"},
 		{"JobSet targets", func() RepairInput {
 			ba := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 4).
 				AssignJobSet("train", "workers", 0, "0-1", "0-1").AssignJobSet("train", "workers", 1, "0-1", "2-3").Generation(1).Obj()
-			w1 := clitest.SeedJob("train-workers-1", "uid-w1", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
+			w1 := clitest.SeedJob("train-workers-1", "uid-w1", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
 			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).ResourceVersion("9").Obj()
-			ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0)}, "jobset/train/workers/1": {Job: jobkind.Facts(w1)}})
-			return RepairInput{Account: ba, Jobs: jobsByName(w0, w1)}
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0)}, "jobset/train/workers/1": {Job: jobkind.Facts(w1)}})
+			return RepairInput{Account: ba, Jobs: clitest.JobsByName(w0, w1)}
 		}, "shard s3 assigned to JobSet children (jobset train workers[1] index 1 (job train-workers-1 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only"},
 		{"invalid mapping", func() RepairInput {
-			ba := failedAccount()
+			ba := clitest.FailedAccount()
 			ba.Spec.Assignments[0].Shards = []string{"A", "A", "A", "A"}
-			ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
-			return RepairInput{Account: ba, Jobs: jobsByName(j)}
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+			return RepairInput{Account: ba, Jobs: clitest.JobsByName(j)}
 		}, "AssignmentValid is False (DuplicateShard): shard A is assigned twice"},
 		{"stale status", func() RepairInput {
-			ba := failedAccount()
+			ba := clitest.FailedAccount()
 			ba.Generation = 2
-			return RepairInput{Account: ba, Jobs: jobsByName(j)}
+			return RepairInput{Account: ba, Jobs: clitest.JobsByName(j)}
 		}, "the status describes spec generation 1 but the spec is at generation 2"},
 		{"no status", func() RepairInput { return RepairInput{Account: clitest.IJ245Account()} }, "has no status yet"},
-		{"original Job gone", func() RepairInput { return RepairInput{Account: failedAccount(), Jobs: jobsByName()} },
+		{"original Job gone", func() RepairInput { return RepairInput{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName()} },
 			`Job "j" not found in namespace "ml-team": a repair Job copies its pod template (shards D were assigned to it)`},
 		{"original Job recreated", func() RepairInput {
-			again := failedJob()
+			again := clitest.FailedJob()
 			again.UID = "uid-new"
-			return RepairInput{Account: failedAccount(), Jobs: jobsByName(again)}
+			return RepairInput{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName(again)}
 		}, `Job "j" (uid uid-new) is not the identity the account observed`},
 	}
 	for _, tc := range cases {
@@ -277,10 +240,10 @@ func TestPlanRepairRefuses(t *testing.T) {
 
 // repairCluster serves the failed IJ245 with Job j and its Workload (with the queued template).
 func repairCluster(funcs interceptor.Funcs) client.WithWatch {
-	j := failedJob()
+	j := clitest.FailedJob()
 	wl := clitest.WorkloadOf(j)
 	wl.Spec.PodSets = []kueue.PodSet{{Name: "main", Count: 4, Template: *queuedTemplate(j)}}
-	return interceptor.NewClient(clitest.FakeClient(failedAccount(), j, wl), funcs)
+	return interceptor.NewClient(clitest.FakeClient(clitest.FailedAccount(), j, wl), funcs)
 }
 
 // TestRepairDryRun: a client dry run (--dry-run, --dry-run=client, the old
@@ -404,9 +367,9 @@ func TestRepairApplies(t *testing.T) {
 
 // TestRepairUnqueued: a Job without a Kueue queue is unsuspended once the account names it.
 func TestRepairUnqueued(t *testing.T) {
-	j := failedJob()
+	j := clitest.FailedJob()
 	delete(j.Labels, wrappers.QueueLabel)
-	ba := clitest.Compute(clitest.IJ245Account(), failedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+	ba := clitest.Compute(clitest.IJ245Account(), clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
 	c := clitest.FakeClient(ba, j)
 	if _, errOut, code := run(t, c, "repair", "ij245", "-n", ns); code != options.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -457,12 +420,12 @@ func workerShard(t *testing.T, job *batchv1.Job, index string) string {
 // TestPlanRepairWorkerFindsItsShard: the project's example worker, run in a repair Job,
 // processes the repaired shard, not the shard its repair index had in the original.
 func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
-	j := failedJob()
+	j := clitest.FailedJob()
 	j.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: worker.EnvShards, Value: "A,B,C,D"}, {Name: worker.EnvModelRevision, Value: "m-2026-11"}}
 	if got := workerShard(t, j, "3"); got != "D" {
 		t.Fatalf("original index 3 resolves to %q", got)
 	}
-	plan, err := PlanRepair(RepairInput{Account: failedAccount(), Jobs: jobsByName(j)})
+	plan, err := PlanRepair(RepairInput{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,10 +435,10 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 
 	// Compact population, JobSet-style worker configuration.
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
-	big := admitted(clitest.SeedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
+	big := clitest.Admitted(clitest.SeedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
 	big.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: worker.EnvShardPrefix, Value: "s"}, {Name: worker.EnvIndexesPerJob, Value: "8"}}
-	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(big)}})
-	plan, err = PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(big)})
+	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(big)}})
+	plan, err = PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(big)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,10 +453,10 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 // repair Job whose assignment and environment stay in interval form.
 func TestPlanRepairLarge(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 100000).AssignJobOrdinals("big", "0-99999", "0-99999").Generation(1).Obj()
-	j := admitted(clitest.SeedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj())
-	ba = clitest.Compute(ba, failedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
+	j := clitest.Admitted(clitest.SeedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
+	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
 	start := time.Now()
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(j)})
+	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -25,7 +23,6 @@ import (
 	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
 	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/cli/resolve"
-	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -119,9 +116,6 @@ func (r *watchRun) wait() int {
 	return -1
 }
 
-// visibleEscapes shows the in-place redraws of a terminal output in a golden file.
-func visibleEscapes(s string) string { return strings.ReplaceAll(s, "\x1b", "<ESC>") }
-
 // TestWatchIJ245Plain: without a terminal, watch prints one line per change of IJ245,
 // with the rate measured over the steps, and exits 0 once the account is Accepted.
 func TestWatchIJ245Plain(t *testing.T) {
@@ -153,7 +147,7 @@ func TestWatchIJ245Terminal(t *testing.T) {
 		t.Errorf("exit %d, want %d", code, options.ExitOK)
 	}
 	out := r.out.String()
-	clitest.Golden(t, "watch_ij245_terminal", []byte(visibleEscapes(out)))
+	clitest.Golden(t, "watch_ij245_terminal", []byte(clitest.VisibleEscapes(out)))
 	// Five frames: the first, two changes, a tick, and the last one drawn to stay.
 	if got := strings.Count(out, "BatchAccount ml-team/ij245"); got != 5 {
 		t.Errorf("%d frames drawn, want 5", got)
@@ -180,10 +174,10 @@ func TestWatchFrames(t *testing.T) {
 		{name: "ij245_3_complete", ba: s.Steps[2]},
 		{name: "ij245_4_accepted", ba: s.Steps[3]},
 		{name: "ij245_4_accepted_colour", ba: s.Steps[3], colour: true},
-		{name: "failed", ba: failedAccount()},
-		{name: "rejected", ba: rejectedAccount()},
-		{name: "big_100k", ba: bigAccount(), jobs: 3},
-		{name: "big_100k_narrow", ba: bigAccount(), jobs: 2, width: 60},
+		{name: "failed", ba: clitest.FailedAccount()},
+		{name: "rejected", ba: clitest.RejectedAccount()},
+		{name: "big_100k", ba: clitest.BigAccount(), jobs: 3},
+		{name: "big_100k_narrow", ba: clitest.BigAccount(), jobs: 2, width: 60},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,7 +192,7 @@ func TestWatchFrames(t *testing.T) {
 					t.Errorf("line %d is %d cells wide, not under %d: %q", i, w, width, l)
 				}
 			}
-			clitest.Golden(t, "watch_frame_"+tc.name, []byte(visibleEscapes(strings.Join(lines, "\n")+"\n")))
+			clitest.Golden(t, "watch_frame_"+tc.name, []byte(clitest.VisibleEscapes(strings.Join(lines, "\n")+"\n")))
 		})
 	}
 }
@@ -227,55 +221,6 @@ func visibleWidth(s string) int {
 	return len([]rune(plain))
 }
 
-// rejectedAccount is IJ245 after Complete whose shard C result has the wrong model revision.
-func rejectedAccount() *v1alpha1.BatchAccount {
-	s := clitest.SeedSteps()
-	var results []account.Result
-	for _, rr := range s.Chunks[0].Results {
-		r := account.FromRecorded(rr)
-		if r.Shard == "C" {
-			r.ModelRevision = "m-2026-10"
-		}
-		results = append(results, r)
-	}
-	return clitest.Compute(s.Steps[2], clitest.CompleteT.Add(2*time.Hour), map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.Job), Workload: clitest.WorkloadObs(true)}}, results...)
-}
-
-// missingResultAccount is IJ245 observed Complete with every pod gone and no result
-// recorded: no result can arrive any more (MissingResult).
-func missingResultAccount() *v1alpha1.BatchAccount {
-	j := clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(clitest.CompleteT.Time).Obj()
-	return clitest.Compute(clitest.IJ245Account(), clitest.CompleteT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: clitest.WorkloadObs(true), PodsListed: true}})
-}
-
-// bigAccount is 100,000 shards over ten Jobs of 10,000 indexes: Jobs big-0..big-6 are
-// Complete, big-7 is running with runs of indexes still missing, big-8 failed with a run
-// missing, big-9 has not started.
-func bigAccount() *v1alpha1.BatchAccount {
-	w := wrappers.MakeBatchAccount("big", ns).ShardCount("shard-", 100000)
-	obs := map[string]account.Observation{}
-	for j := range 10 {
-		name := fmt.Sprintf("big-%d", j)
-		w.AssignJobOrdinals(name, "0-9999", fmt.Sprintf("%d-%d", j*10000, j*10000+9999))
-		var job *batchv1.Job
-		switch {
-		case j < 7:
-			job = clitest.SeedJob(name, types.UID("uid-"+name), 10000).Completed("0-9999", 10000).ResourceVersion("10").Complete(clitest.CompleteT.Time).Obj()
-		case j == 7:
-			job = clitest.SeedJob(name, types.UID("uid-"+name), 10000).Completed("0-2999,3500-6999,7100-8999", 8400).ResourceVersion("11").Obj()
-		case j == 8:
-			job = clitest.SeedJob(name, types.UID("uid-"+name), 10000).Completed("0-4999,5200-9999", 9800).ResourceVersion("12").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.CompleteT.Time).Obj()
-			job.Status.FailedIndexes = ptr.To("5000-5199")
-		default:
-			job = clitest.SeedJob(name, types.UID("uid-"+name), 10000).ResourceVersion("13").Obj()
-		}
-		obs["job/"+name] = account.Observation{Job: jobkind.Facts(job)}
-	}
-	ba := w.Obj()
-	ba.Generation, ba.CreationTimestamp = 1, metav1.NewTime(clitest.Time0)
-	return clitest.Compute(ba, clitest.Time0, obs)
-}
-
 // TestWatchExitCodes: watch ends like kubectl wait: 0 once Accepted, 2 when the batch can
 // no longer be accepted without repair, 1 on --timeout; a status of an older spec
 // generation decides nothing.
@@ -283,7 +228,7 @@ func TestWatchExitCodes(t *testing.T) {
 	s := clitest.SeedSteps()
 	invalid := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B").AssignJob("j", "0-1", "A", "A").Generation(1).Obj()
 	invalid = clitest.Compute(invalid, clitest.Time0, nil)
-	stale := failedAccount()
+	stale := clitest.FailedAccount()
 	stale.Generation = 2 // a repair was appended; the controller has not judged it yet
 	cases := []struct {
 		name    string
@@ -292,12 +237,12 @@ func TestWatchExitCodes(t *testing.T) {
 		message string
 	}{
 		{name: "accepted", ba: s.Steps[3], code: options.ExitOK},
-		{name: "repaired and accepted", ba: func() *v1alpha1.BatchAccount { ba, _, _ := repairedAccount(); return ba }(), code: options.ExitOK},
-		{name: "job failed with shard D missing", ba: failedAccount(), code: options.ExitNotAccepted,
+		{name: "repaired and accepted", ba: func() *v1alpha1.BatchAccount { ba, _, _ := clitest.RepairedAccount(); return ba }(), code: options.ExitOK},
+		{name: "job failed with shard D missing", ba: clitest.FailedAccount(), code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered (job j index 3: job j Failed (BackoffLimitExceeded) without completing it)"},
-		{name: "result rejected", ba: rejectedAccount(), code: options.ExitNotAccepted,
+		{name: "result rejected", ba: clitest.RejectedAccount(), code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: a shard result was rejected (ResultRejected)"},
-		{name: "results can no longer arrive", ba: missingResultAccount(), code: options.ExitNotAccepted,
+		{name: "results can no longer arrive", ba: clitest.MissingResultAccount(), code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: no result can arrive for 4 covered shards (MissingResult)"},
 		{name: "job deleted before it terminated", ba: clitest.Compute(s.Steps[0], clitest.Time0.Add(time.Hour), map[string]account.Observation{}), code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered (job j index 3: job j deleted before completing it)"},
@@ -451,7 +396,7 @@ func runSubcommand(t *testing.T, c client.Client, sub func(*options.Options) *co
 // its output is no terminal, and ends with the exit code of the verdict.
 func TestWatchCommand(t *testing.T) {
 	s := clitest.SeedSteps()
-	out, errOut, code := runSubcommand(t, clitest.FakeClient(failedAccount(), failedJob()), newWatchCommand, "watch", "job", "j", "-n", ns)
+	out, errOut, code := runSubcommand(t, clitest.FakeClient(clitest.FailedAccount(), clitest.FailedJob()), newWatchCommand, "watch", "job", "j", "-n", ns)
 	if code != options.ExitNotAccepted {
 		t.Errorf("exit %d, want %d; stderr %s", code, options.ExitNotAccepted, errOut)
 	}

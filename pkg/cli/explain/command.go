@@ -1,17 +1,16 @@
-package cli
+// Package explain is the plugin's `explain` verb: it resolves an object to its batch
+// accounts and prints each account's Explanation (pkg/cli/explanation) as prose and
+// tables (text.go) or through kubectl's printers (print.go).
+package explain
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/completion"
 	"batchledger.dev/batchledger/pkg/cli/explanation"
 	"batchledger.dev/batchledger/pkg/cli/options"
@@ -26,8 +25,8 @@ const (
 	OutputYAML = "yaml"
 )
 
-// ExplainOptions are explain's flags.
-type ExplainOptions struct {
+// Flags are explain's flags.
+type Flags struct {
 	// PrintFlags are kubectl's printer flags for -o json|yaml|jsonpath|go-template...;
 	// -o text (or none) is the prose.
 	PrintFlags *genericclioptions.PrintFlags
@@ -37,8 +36,9 @@ type ExplainOptions struct {
 	ExitCode bool
 }
 
-func newExplainCommand(o *options.Options) *cobra.Command {
-	eo := ExplainOptions{PrintFlags: genericclioptions.NewPrintFlags("").WithDefaultOutput(OutputText), MaxRows: explanation.DefaultMaxRows}
+// NewCommand is `explain (account|workload|job|jobset) NAME`.
+func NewCommand(o *options.Options) *cobra.Command {
+	eo := Flags{PrintFlags: genericclioptions.NewPrintFlags("").WithDefaultOutput(OutputText), MaxRows: explanation.DefaultMaxRows}
 	// An explanation.Explanation has no object metadata: -o name has nothing to print.
 	eo.PrintFlags.NamePrintFlags = nil
 	cmd := &cobra.Command{
@@ -101,7 +101,7 @@ accounts.`,
 }
 
 // printer is the kubectl printer of -o, nil for the prose.
-func (eo *ExplainOptions) printer() (printers.ResourcePrinter, error) {
+func (eo *Flags) printer() (printers.ResourcePrinter, error) {
 	if f := eo.PrintFlags.OutputFormat; (f == nil || *f == "" || *f == OutputText) && !options.TemplateOnly(eo.PrintFlags) {
 		return nil, nil
 	}
@@ -110,55 +110,4 @@ func (eo *ExplainOptions) printer() (printers.ResourcePrinter, error) {
 		return nil, fmt.Errorf("unsupported output format %q: use text, %s", *eo.PrintFlags.OutputFormat, strings.Join(eo.PrintFlags.AllowedFormats(), ", "))
 	}
 	return p, err
-}
-
-// Explain resolves kind/name to its accounts and explains each, reading the accounts'
-// ShardResults chunks (label batchledger.dev/account) for the accepted results.
-func Explain(ctx context.Context, c client.Client, namespace, kind, name string, maxRows int) ([]explanation.Explanation, error) {
-	accts, err := resolve.ResolveAccounts(ctx, c, namespace, kind, name)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]explanation.Explanation, 0, len(accts))
-	for i := range accts {
-		ba := &accts[i]
-		var chunks v1alpha1.ShardResultsList
-		if err := c.List(ctx, &chunks, client.InNamespace(ba.Namespace), client.MatchingLabels(v1alpha1.ChunkLabels(ba))); err != nil {
-			return nil, fmt.Errorf("listing ShardResults of BatchAccount %q in namespace %q: %w", ba.Name, ba.Namespace, err)
-		}
-		out = append(out, explanation.BuildExplanation(ba, chunks.Items, maxRows))
-	}
-	return out, nil
-}
-
-// WriteExplanations prints explanations as text (separated by a blank line), or as one
-// explanation.Explanation in json/yaml, or an explanation.ExplanationList when there are several.
-func WriteExplanations(w io.Writer, exs []explanation.Explanation, format string) error {
-	if format == OutputText {
-		return writeExplanations(w, exs, nil)
-	}
-	var p printers.ResourcePrinter = &printers.JSONPrinter{}
-	if format == OutputYAML {
-		p = &printers.YAMLPrinter{}
-	}
-	return writeExplanations(w, exs, p)
-}
-
-// writeExplanations prints explanations with p: one explanation.Explanation, or an explanation.ExplanationList
-// when there are several; with no printer, as text separated by a blank line.
-func writeExplanations(w io.Writer, exs []explanation.Explanation, p printers.ResourcePrinter) error {
-	if p == nil {
-		for i := range exs {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			RenderText(w, &exs[i])
-		}
-		return nil
-	}
-	list := explanation.NewExplanationList(exs)
-	if len(list.Items) == 1 {
-		return p.PrintObj(&list.Items[0], w)
-	}
-	return p.PrintObj(list, w)
 }

@@ -1,19 +1,15 @@
-package cli
+package explain
 
 import (
 	"encoding/json"
-	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/account"
-	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/explanation"
 	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
 	"batchledger.dev/batchledger/pkg/cli/options"
@@ -224,7 +220,7 @@ func TestExplainBounded(t *testing.T) {
 // TestExplainRepaired renders an account whose Job failed on index 3 and whose shard D a
 // repair Job covered: the failure, the repair identity and the verdict.
 func TestExplainRepaired(t *testing.T) {
-	ba, j, r := repairedAccount()
+	ba, j, r := clitest.RepairedAccount()
 	out, _, code := run(t, clitest.FakeClient(ba, j, r), "explain", "account", "ij245", "-n", ns)
 	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
@@ -232,27 +228,10 @@ func TestExplainRepaired(t *testing.T) {
 	clitest.Golden(t, "explain_repaired", []byte(out))
 }
 
-// repairedAccount is IJ245 where Job j failed on index 3 and repair Job j-repair-1 index
-// 0 covered shard D.
-func repairedAccount() (*v1alpha1.BatchAccount, *batchv1.Job, *batchv1.Job) {
-	failedAt := metav1.NewTime(clitest.Time0.Add(20 * time.Minute))
-	ba := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").
-		AssignJob("j", "0-3", "A", "B", "C", "D").Repair("j-repair-1", "0", "D").Generation(2).Obj()
-	j := clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-2", 3).ResourceVersion("48300").Failed(batchv1.JobReasonBackoffLimitExceeded, failedAt.Time).Obj()
-	r := clitest.SeedJob("j-repair-1", "5c6d7e8f-1a2b-4c3d-8e9f-0a1b2c3d4e5f", 1).Completed("0", 1).ResourceVersion("48377").Complete(clitest.Time0.Add(31 * time.Minute)).Obj()
-	rw := *clitest.WorkloadObs(true)
-	rw.Name, rw.UID, rw.ObservedResourceVersion = "job-j-repair-1-8d1e0", "9b8a7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d", "48380"
-	ba = clitest.Compute(ba, clitest.Time0.Add(32*time.Minute), map[string]account.Observation{
-		"job/j":          {Job: jobkind.Facts(j), SuccessfulPods: clitest.Attempts(j, "p", 0, 1, 2), Workload: clitest.WorkloadObs(true)},
-		"job/j-repair-1": {Job: jobkind.Facts(r), SuccessfulPods: clitest.Attempts(r, "r", 0), Workload: &rw},
-	})
-	return ba, j, r
-}
-
 // TestStillNeededNamesRepairForFailedJobs: a shard whose Job failed can no longer be
 // covered by it, and the explanation names the repair command.
 func TestStillNeededNamesRepairForFailedJobs(t *testing.T) {
-	ba := failedAccount()
+	ba := clitest.FailedAccount()
 	ex := explanation.BuildExplanation(ba, nil, 0)
 	got := strings.Join(ex.StillNeeded, "\n")
 	want := "3/4 shards covered: shard D can no longer be covered by job j index 3 (job j Failed (BackoffLimitExceeded) without completing it). " +
@@ -303,41 +282,5 @@ func TestExplainTargetMissing(t *testing.T) {
 		if !strings.Contains(out, phrase) {
 			t.Errorf("explanation lacks %q:\n%s", phrase, out)
 		}
-	}
-}
-
-// TestHugeAccountBoundedStatus: a million shards with every other index missing make a
-// status the controller bounds (completedIndexes omitted, missing ordinals truncated).
-// explain still counts everything and says what was left out; repair refuses with a
-// reason instead of repairing a partial list.
-func TestHugeAccountBoundedStatus(t *testing.T) {
-	const n = 1000000
-	var done strings.Builder
-	for i := 0; i < n; i += 2 {
-		if i > 0 {
-			done.WriteByte(',')
-		}
-		done.WriteString(strconv.Itoa(i))
-	}
-	ba := wrappers.MakeBatchAccount("huge", ns).ShardCount("s", n).AssignJobOrdinals("huge", fmt.Sprintf("0-%d", n-1), fmt.Sprintf("0-%d", n-1)).Generation(1).Obj()
-	job := clitest.SeedJob("huge", "uid-huge", n).Completed(done.String(), n/2).ResourceVersion("7").Obj()
-	ba = clitest.Compute(ba, clitest.Time0, map[string]account.Observation{"job/huge": {Job: jobkind.Facts(job)}})
-	if !ba.Status.Shards.MissingOrdinalsTruncated || !ba.Status.Targets[0].CompletedIndexesOmitted {
-		t.Fatalf("the status was not bounded: truncated=%v omitted=%v", ba.Status.Shards.MissingOrdinalsTruncated, ba.Status.Targets[0].CompletedIndexesOmitted)
-	}
-
-	out, _, code := run(t, clitest.FakeClient(ba, job), "explain", "account", "huge", "-n", ns, "--max-rows", "5")
-	if code != options.ExitOK {
-		t.Fatalf("exit %d:\n%s", code, out)
-	}
-	for _, phrase := range []string{"500000/1000000 shards covered", "(500000 indexes)", "omitted from the account status", "+499995 more missing shards"} {
-		if !strings.Contains(out, phrase) {
-			t.Errorf("explanation lacks %q:\n%s", phrase, out)
-		}
-	}
-
-	_, err := PlanRepair(RepairInput{Account: ba, Jobs: jobsByName(job)})
-	if err == nil || !strings.Contains(err.Error(), "500000 shards are missing, more than the status can list") {
-		t.Errorf("repair of a truncated list: %v", err)
 	}
 }
