@@ -17,6 +17,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/cli/completion"
 	"batchledger.dev/batchledger/pkg/cli/explain"
+	"batchledger.dev/batchledger/pkg/cli/get"
 	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/cli/release"
 	"batchledger.dev/batchledger/pkg/cli/version"
@@ -39,7 +40,7 @@ input and model revision, and were their outputs accepted?`,
 	o.ConfigFlags.AddFlags(root.PersistentFlags())
 	_ = root.RegisterFlagCompletionFunc("namespace", completion.Namespaces(o))
 	root.AddCommand(explain.NewCommand(o))
-	root.AddCommand(newGetCommand(o))
+	root.AddCommand(get.NewCommand(o))
 	root.AddCommand(newRepairCommand(o))
 	root.AddCommand(newWatchCommand(o))
 	root.AddCommand(newMapCommand(o))

@@ -175,12 +175,16 @@ func FakeClient(objs ...client.Object) client.WithWatch {
 // stderr and the exit code.
 func Run(t *testing.T, c client.Client, newCommand func(*options.Options) *cobra.Command, args ...string) (string, string, int) {
 	t.Helper()
-	return RunRoot(t, c, func(o *options.Options) *cobra.Command {
-		root := &cobra.Command{Use: "kubectl-batchledger", SilenceErrors: true, SilenceUsage: true}
-		o.ConfigFlags.AddFlags(root.PersistentFlags())
-		root.AddCommand(newCommand(o))
-		return root
-	}, args...)
+	return RunRoot(t, c, func(o *options.Options) *cobra.Command { return Root(o, newCommand) }, args...)
+}
+
+// Root is a root command with kubectl's flags, as the plugin's, over the one verb
+// newCommand builds.
+func Root(o *options.Options, newCommand func(*options.Options) *cobra.Command) *cobra.Command {
+	root := &cobra.Command{Use: "kubectl-batchledger", SilenceErrors: true, SilenceUsage: true}
+	o.ConfigFlags.AddFlags(root.PersistentFlags())
+	root.AddCommand(newCommand(o))
+	return root
 }
 
 // RunRoot executes the root command newRoot builds against c with args and returns

@@ -1,4 +1,4 @@
-package cli
+package get
 
 import (
 	"bytes"
@@ -213,7 +213,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// runWith executes the plugin against c until ctx ends, writing stdout to out, and
+// runWith executes get against c until ctx ends, writing stdout to out, and
 // returns the exit code.
 func runWith(t *testing.T, ctx context.Context, c client.Client, out *syncBuffer, args ...string) int {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
@@ -221,7 +221,7 @@ func runWith(t *testing.T, ctx context.Context, c client.Client, out *syncBuffer
 	o := options.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut})
 	o.NewClient = func() (client.Client, error) { return c, nil }
 	o.Clock = func() time.Time { return clitest.SeedNow }
-	cmd := NewCommand(o)
+	cmd := clitest.Root(o, NewCommand)
 	cmd.SetArgs(args)
 	cmd.SetOut(out)
 	cmd.SetErr(errOut)

@@ -1,4 +1,4 @@
-package cli
+package get
 
 import (
 	"cmp"
@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	fieldsel "k8s.io/apimachinery/pkg/fields"
+
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -45,4 +48,41 @@ func listAccounts(ctx context.Context, c client.Client, namespace string, opts .
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	return list.Items, list.ResourceVersion, nil
+}
+
+// accountFilter is what -l and --field-selector select.
+type accountFilter struct {
+	labels labels.Selector
+	fields fieldsel.Selector
+}
+
+// listFilter parses -l and --field-selector.
+func (g *Flags) listFilter() (accountFilter, error) {
+	ls, err := labels.Parse(g.Selector)
+	if err != nil {
+		return accountFilter{}, fmt.Errorf("-l %q: %w", g.Selector, err)
+	}
+	fs, err := fieldsel.ParseSelector(g.FieldSelector)
+	if err != nil {
+		return accountFilter{}, fmt.Errorf("--field-selector %q: %w", g.FieldSelector, err)
+	}
+	return accountFilter{labels: ls, fields: fs}, nil
+}
+
+func (f accountFilter) empty() bool { return f.labels.Empty() && f.fields.Empty() }
+
+// options are the List (and Watch) options of the filter; a name narrows it to that name.
+func (f accountFilter) options(name string) []client.ListOption {
+	fs := f.fields
+	if name != "" {
+		fs = fieldsel.AndSelectors(fs, fieldsel.OneTermEqualSelector("metadata.name", name))
+	}
+	var opts []client.ListOption
+	if !f.labels.Empty() {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: f.labels})
+	}
+	if !fs.Empty() {
+		opts = append(opts, client.MatchingFieldsSelector{Selector: fs})
+	}
+	return opts
 }

@@ -1,4 +1,4 @@
-package cli
+package get
 
 import (
 	"cmp"
@@ -40,7 +40,7 @@ type accountPrinter struct {
 }
 
 // printer returns the printer of get's -o.
-func (g *GetOptions) printer(withNamespace bool, now func() time.Time) (*accountPrinter, error) {
+func (g *Flags) printer(withNamespace bool, now func() time.Time) (*accountPrinter, error) {
 	format := ""
 	if g.PrintFlags.OutputFormat != nil {
 		format = *g.PrintFlags.OutputFormat

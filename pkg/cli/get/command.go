@@ -1,4 +1,7 @@
-package cli
+// Package get is the plugin's `get` verb: it lists BatchAccounts as kubectl get does
+// (list.go), prints them with kubectl's printers and its own table sorted by verdict
+// (print.go), and with -w follows their changes (watch.go).
+package get
 
 import (
 	"context"
@@ -6,18 +9,15 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	fieldsel "k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/completion"
 	"batchledger.dev/batchledger/pkg/cli/options"
 )
 
-// GetOptions are get's flags.
-type GetOptions struct {
+// Flags are get's flags.
+type Flags struct {
 	// PrintFlags are kubectl's printer flags: -o json|yaml|kyaml|name|go-template|
 	// jsonpath|jsonpath-as-json|... (with --template, --show-managed-fields); get adds
 	// wide and custom-columns=SPEC itself, as kubectl does.
@@ -35,8 +35,9 @@ type GetOptions struct {
 	Watch, WatchOnly bool
 }
 
-func newGetCommand(o *options.Options) *cobra.Command {
-	g := &GetOptions{PrintFlags: genericclioptions.NewPrintFlags("")}
+// NewCommand is `get [NAME]`.
+func NewCommand(o *options.Options) *cobra.Command {
+	g := &Flags{PrintFlags: genericclioptions.NewPrintFlags("")}
 	cmd := &cobra.Command{
 		Use:   "get [NAME]",
 		Short: "List BatchAccounts with their progress, coverage and verdict, sorted by verdict",
@@ -76,7 +77,7 @@ custom-columns) lists the accounts by namespace and name.`,
 }
 
 // runGet lists (and with -w, follows) the accounts and prints them.
-func runGet(ctx context.Context, o *options.Options, g *GetOptions, name string) error {
+func runGet(ctx context.Context, o *options.Options, g *Flags, name string) error {
 	ns, err := o.Namespace()
 	if err != nil {
 		return err
@@ -127,41 +128,4 @@ func runGet(ctx context.Context, o *options.Options, g *GetOptions, name string)
 		return nil
 	}
 	return p.print(o.Out, accts, name != "")
-}
-
-// accountFilter is what -l and --field-selector select.
-type accountFilter struct {
-	labels labels.Selector
-	fields fieldsel.Selector
-}
-
-func (f accountFilter) empty() bool { return f.labels.Empty() && f.fields.Empty() }
-
-// options are the List (and Watch) options of the filter; a name narrows it to that name.
-func (f accountFilter) options(name string) []client.ListOption {
-	fs := f.fields
-	if name != "" {
-		fs = fieldsel.AndSelectors(fs, fieldsel.OneTermEqualSelector("metadata.name", name))
-	}
-	var opts []client.ListOption
-	if !f.labels.Empty() {
-		opts = append(opts, client.MatchingLabelsSelector{Selector: f.labels})
-	}
-	if !fs.Empty() {
-		opts = append(opts, client.MatchingFieldsSelector{Selector: fs})
-	}
-	return opts
-}
-
-// listFilter parses -l and --field-selector.
-func (g *GetOptions) listFilter() (accountFilter, error) {
-	ls, err := labels.Parse(g.Selector)
-	if err != nil {
-		return accountFilter{}, fmt.Errorf("-l %q: %w", g.Selector, err)
-	}
-	fs, err := fieldsel.ParseSelector(g.FieldSelector)
-	if err != nil {
-		return accountFilter{}, fmt.Errorf("--field-selector %q: %w", g.FieldSelector, err)
-	}
-	return accountFilter{labels: ls, fields: fs}, nil
 }
