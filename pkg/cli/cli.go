@@ -18,6 +18,7 @@ import (
 	"batchledger.dev/batchledger/pkg/cli/completion"
 	"batchledger.dev/batchledger/pkg/cli/explain"
 	"batchledger.dev/batchledger/pkg/cli/get"
+	"batchledger.dev/batchledger/pkg/cli/mapview"
 	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/cli/release"
 	"batchledger.dev/batchledger/pkg/cli/version"
@@ -43,7 +44,7 @@ input and model revision, and were their outputs accepted?`,
 	root.AddCommand(get.NewCommand(o))
 	root.AddCommand(newRepairCommand(o))
 	root.AddCommand(newWatchCommand(o))
-	root.AddCommand(newMapCommand(o))
+	root.AddCommand(mapview.NewCommand(o))
 	root.AddCommand(release.NewCommand(o))
 	root.AddCommand(version.NewCommand(o))
 	return root

@@ -1,4 +1,4 @@
-package cli
+package mapview
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func TestMapIJ245(t *testing.T) {
 			if i == 3 {
 				objs = append(objs, s.Chunks[0].DeepCopy())
 			}
-			out, errOut, code := runSubcommand(t, clitest.FakeClient(objs...), newMapCommand, "map", "ij245", "-n", ns, "--width", "80")
+			out, errOut, code := run(t, clitest.FakeClient(objs...), "map", "ij245", "-n", ns, "--width", "80")
 			if code != options.ExitOK || errOut != "" {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -71,7 +71,7 @@ func TestMapStates(t *testing.T) {
 	if ba.Status.Results.Conflicts != 1 || ba.Status.Results.Rejected != 1 || ba.Status.Shards.Accepted != 3 {
 		t.Fatalf("fixture: results %+v, accepted %d", ba.Status.Results, ba.Status.Shards.Accepted)
 	}
-	out, _, code := runSubcommand(t, clitest.FakeClient(ba, chunk), newMapCommand, "map", "ij245", "-n", ns, "--width", "80")
+	out, _, code := run(t, clitest.FakeClient(ba, chunk), "map", "ij245", "-n", ns, "--width", "80")
 	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -95,7 +95,7 @@ func TestMapStates(t *testing.T) {
 // TestMapBig draws 100,000 shards over ten Jobs with runs missing: 25 shards a cell, the
 // worst state of each run shown.
 func TestMapBig(t *testing.T) {
-	out, _, code := runSubcommand(t, clitest.FakeClient(clitest.BigAccount()), newMapCommand, "map", "big", "-n", ns, "--width", "100")
+	out, _, code := run(t, clitest.FakeClient(clitest.BigAccount()), "map", "big", "-n", ns, "--width", "100")
 	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -203,7 +203,7 @@ func (n *svgNode) cells() map[string][]string {
 func TestMapSVG(t *testing.T) {
 	ba, chunk := conflictAccount()
 	path := filepath.Join(t.TempDir(), "ij245.svg")
-	out, errOut, code := runSubcommand(t, clitest.FakeClient(ba, chunk), newMapCommand, "map", "ij245", "-n", ns, "--svg", path)
+	out, errOut, code := run(t, clitest.FakeClient(ba, chunk), "map", "ij245", "-n", ns, "--svg", path)
 	if code != options.ExitOK || out != "wrote "+path+"\n" {
 		t.Fatalf("exit %d: %q %q", code, out, errOut)
 	}
