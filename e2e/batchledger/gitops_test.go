@@ -16,8 +16,8 @@ import (
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/cli"
 	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/repair"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -101,8 +101,8 @@ func TestRepairSurvivesGitOpsReapply(t *testing.T) {
 		if mf.FieldsV1 == nil || !strings.Contains(string(mf.FieldsV1.Raw), `"f:repairs"`) {
 			continue
 		}
-		if mf.Manager != cli.RepairFieldManager {
-			t.Errorf("spec.repairs is owned by %s (%s), want %s alone", mf.Manager, mf.Operation, cli.RepairFieldManager)
+		if mf.Manager != repair.FieldManager {
+			t.Errorf("spec.repairs is owned by %s (%s), want %s alone", mf.Manager, mf.Operation, repair.FieldManager)
 		}
 	}
 

@@ -20,6 +20,7 @@ import (
 	"batchledger.dev/batchledger/pkg/cli/explain"
 	"batchledger.dev/batchledger/pkg/cli/explanation"
 	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/repair"
 	"batchledger.dev/batchledger/pkg/cli/resolve"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -102,7 +103,7 @@ func TestRepairFailedIndex(t *testing.T) {
 		t.Errorf("repair --dry-run created Job j-repair-1: %v", err)
 	}
 
-	plan, err := cli.Repair(f.Ctx, f.Client, f.Namespace, "ij245", options.DryRunNone)
+	plan, err := repair.Run(f.Ctx, f.Client, f.Namespace, "ij245", options.DryRunNone)
 	if err != nil {
 		t.Fatalf("repair: %v", err)
 	}

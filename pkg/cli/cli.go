@@ -21,6 +21,7 @@ import (
 	"batchledger.dev/batchledger/pkg/cli/mapview"
 	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/cli/release"
+	"batchledger.dev/batchledger/pkg/cli/repair"
 	"batchledger.dev/batchledger/pkg/cli/version"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -42,7 +43,7 @@ input and model revision, and were their outputs accepted?`,
 	_ = root.RegisterFlagCompletionFunc("namespace", completion.Namespaces(o))
 	root.AddCommand(explain.NewCommand(o))
 	root.AddCommand(get.NewCommand(o))
-	root.AddCommand(newRepairCommand(o))
+	root.AddCommand(repair.NewCommand(o))
 	root.AddCommand(newWatchCommand(o))
 	root.AddCommand(mapview.NewCommand(o))
 	root.AddCommand(release.NewCommand(o))

@@ -1,4 +1,4 @@
-package cli
+package repair
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func queuedTemplate(j *batchv1.Job) *corev1.PodTemplateSpec {
 
 func TestPlanRepairIJ245(t *testing.T) {
 	j := clitest.FailedJob()
-	plan, err := PlanRepair(RepairInput{
+	plan, err := NewPlan(Input{
 		Account:         clitest.FailedAccount(),
 		Jobs:            clitest.JobsByName(j),
 		QueuedTemplates: map[string]*corev1.PodTemplateSpec{"j": queuedTemplate(j)},
@@ -99,7 +99,7 @@ func TestPlanRepairCompact(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
 	j := clitest.Admitted(clitest.SeedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
 	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j)})
+	plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestPlanRepairOrderFollowsShards(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("rev", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "D", "C", "B", "A").Generation(1).Obj()
 	j := clitest.Admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0,2", 2).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
 	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j)})
+	plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestPlanRepairSeveralJobs(t *testing.T) {
 	l := clitest.Admitted(clitest.SeedJob("l", "uid-l", 2).Completed("0", 1).ResourceVersion("9").Obj())
 	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/k": {Job: jobkind.Facts(k)}, "job/l": {Job: jobkind.Facts(l), Workload: clitest.WorkloadObs(false)}})
 	taken := wrappers.MakeJob("j-repair-1", ns).Obj() // someone's unrelated Job
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j, k, l, taken)})
+	plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j, k, l, taken)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestPlanRepairAgain(t *testing.T) {
 	j := clitest.FailedJob()
 	r1 := clitest.Admitted(clitest.SeedJob("j-repair-1", "uid-r1", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
 	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}, "job/j-repair-1": {Job: jobkind.Facts(r1)}})
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j, r1)})
+	plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j, r1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,48 +189,48 @@ func TestPlanRepairRefuses(t *testing.T) {
 	j := clitest.FailedJob()
 	cases := []struct {
 		name string
-		in   func() RepairInput
+		in   func() Input
 		want string
 	}{
-		{"nothing missing", func() RepairInput {
+		{"nothing missing", func() Input {
 			s := clitest.SeedSteps()
-			return RepairInput{Account: s.Steps[3], Jobs: clitest.JobsByName(s.Job)}
+			return Input{Account: s.Steps[3], Jobs: clitest.JobsByName(s.Job)}
 		}, `BatchAccount "ij245" in namespace "ml-team": nothing to repair: all 4 shards are covered`},
-		{"shard still running", func() RepairInput {
+		{"shard still running", func() Input {
 			s := clitest.SeedSteps()
-			return RepairInput{Account: s.Steps[0], Jobs: clitest.JobsByName(s.Job)}
+			return Input{Account: s.Steps[0], Jobs: clitest.JobsByName(s.Job)}
 		}, "nothing to repair now: shard D still waits for job j index 3 (not completed yet; the Job is running) to complete"},
-		{"JobSet targets", func() RepairInput {
+		{"JobSet targets", func() Input {
 			ba := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 4).
 				AssignJobSet("train", "workers", 0, "0-1", "0-1").AssignJobSet("train", "workers", 1, "0-1", "2-3").Generation(1).Obj()
 			w1 := clitest.SeedJob("train-workers-1", "uid-w1", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
 			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).ResourceVersion("9").Obj()
 			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0)}, "jobset/train/workers/1": {Job: jobkind.Facts(w1)}})
-			return RepairInput{Account: ba, Jobs: clitest.JobsByName(w0, w1)}
+			return Input{Account: ba, Jobs: clitest.JobsByName(w0, w1)}
 		}, "shard s3 assigned to JobSet children (jobset train workers[1] index 1 (job train-workers-1 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only"},
-		{"invalid mapping", func() RepairInput {
+		{"invalid mapping", func() Input {
 			ba := clitest.FailedAccount()
 			ba.Spec.Assignments[0].Shards = []string{"A", "A", "A", "A"}
 			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
-			return RepairInput{Account: ba, Jobs: clitest.JobsByName(j)}
+			return Input{Account: ba, Jobs: clitest.JobsByName(j)}
 		}, "AssignmentValid is False (DuplicateShard): shard A is assigned twice"},
-		{"stale status", func() RepairInput {
+		{"stale status", func() Input {
 			ba := clitest.FailedAccount()
 			ba.Generation = 2
-			return RepairInput{Account: ba, Jobs: clitest.JobsByName(j)}
+			return Input{Account: ba, Jobs: clitest.JobsByName(j)}
 		}, "the status describes spec generation 1 but the spec is at generation 2"},
-		{"no status", func() RepairInput { return RepairInput{Account: clitest.IJ245Account()} }, "has no status yet"},
-		{"original Job gone", func() RepairInput { return RepairInput{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName()} },
+		{"no status", func() Input { return Input{Account: clitest.IJ245Account()} }, "has no status yet"},
+		{"original Job gone", func() Input { return Input{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName()} },
 			`Job "j" not found in namespace "ml-team": a repair Job copies its pod template (shards D were assigned to it)`},
-		{"original Job recreated", func() RepairInput {
+		{"original Job recreated", func() Input {
 			again := clitest.FailedJob()
 			again.UID = "uid-new"
-			return RepairInput{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName(again)}
+			return Input{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName(again)}
 		}, `Job "j" (uid uid-new) is not the identity the account observed`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := PlanRepair(tc.in())
+			plan, err := NewPlan(tc.in())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("plan %+v, err %v; want an error containing %q", plan, err, tc.want)
 			}
@@ -352,8 +352,8 @@ func TestRepairApplies(t *testing.T) {
 	if len(ba.Spec.Assignments) != 1 {
 		t.Errorf("spec.assignments changed: %+v", ba.Spec.Assignments)
 	}
-	if len(owners) != 2 || owners[0] != RepairFieldManager || owners[1] != RepairFieldManager || !locked {
-		t.Errorf("account patches: field managers %q, with resourceVersion %v; want two by %q, locked", owners, locked, RepairFieldManager)
+	if len(owners) != 2 || owners[0] != FieldManager || owners[1] != FieldManager || !locked {
+		t.Errorf("account patches: field managers %q, with resourceVersion %v; want two by %q, locked", owners, locked, FieldManager)
 	}
 	// The API server bumps the generation on a spec change; the fake client does not.
 	ba.Generation = 2
@@ -425,7 +425,7 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 	if got := workerShard(t, j, "3"); got != "D" {
 		t.Fatalf("original index 3 resolves to %q", got)
 	}
-	plan, err := PlanRepair(RepairInput{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName(j)})
+	plan, err := NewPlan(Input{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +438,7 @@ func TestPlanRepairWorkerFindsItsShard(t *testing.T) {
 	big := clitest.Admitted(clitest.SeedJob("big", "uid-big", 8).Completed("0-2,5", 4).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
 	big.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: worker.EnvShardPrefix, Value: "s"}, {Name: worker.EnvIndexesPerJob, Value: "8"}}
 	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(big)}})
-	plan, err = PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(big)})
+	plan, err = NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(big)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +456,7 @@ func TestPlanRepairLarge(t *testing.T) {
 	j := clitest.Admitted(clitest.SeedJob("big", "uid-big", 100000).Completed("0-9", 10).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
 	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
 	start := time.Now()
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j)})
+	plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cli
+package repair
 
 import (
 	"slices"
@@ -79,7 +79,7 @@ func TestRepairResults(t *testing.T) {
 					t.Errorf("still needed:\n%s\nwant it to contain:\n%s", needed, tc.wantNeeded)
 				}
 			}
-			plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(jobs...)})
+			plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(jobs...)})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
@@ -110,7 +110,7 @@ func repairOf(name, original string) *batchv1.Job {
 // TestRepairNothingToRepair: with every shard covered and accepted, repair says so.
 func TestRepairNothingToRepair(t *testing.T) {
 	ba, j := completeAccount(seedResult(0, "A"), seedResult(1, "B"), seedResult(2, "C"), seedResult(3, "D"))
-	_, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(j)})
+	_, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j)})
 	if err == nil || !strings.Contains(err.Error(), "nothing to repair: all 4 shards are covered and no result is missing or rejected") {
 		t.Errorf("err = %v", err)
 	}
@@ -138,11 +138,11 @@ func TestRepairJobDeletedBeforeItTerminated(t *testing.T) {
 		}
 	}
 
-	_, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName()})
+	_, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName()})
 	if want := `{target: {job: <new name>}, indexes: "0,1", shards: [C, D]}`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("err = %v, want it to name the assignment %s", err, want)
 	}
-	plan, err := PlanRepair(RepairInput{Account: ba, Jobs: clitest.JobsByName(repairOf("j-repair-1", "j"))})
+	plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(repairOf("j-repair-1", "j"))})
 	if err != nil {
 		t.Fatal(err)
 	}
