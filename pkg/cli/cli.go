@@ -23,6 +23,7 @@ import (
 	"batchledger.dev/batchledger/pkg/cli/release"
 	"batchledger.dev/batchledger/pkg/cli/repair"
 	"batchledger.dev/batchledger/pkg/cli/version"
+	"batchledger.dev/batchledger/pkg/cli/watch"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
@@ -44,7 +45,7 @@ input and model revision, and were their outputs accepted?`,
 	root.AddCommand(explain.NewCommand(o))
 	root.AddCommand(get.NewCommand(o))
 	root.AddCommand(repair.NewCommand(o))
-	root.AddCommand(newWatchCommand(o))
+	root.AddCommand(watch.NewCommand(o))
 	root.AddCommand(mapview.NewCommand(o))
 	root.AddCommand(release.NewCommand(o))
 	root.AddCommand(version.NewCommand(o))

@@ -1,4 +1,4 @@
-package cli
+package watch
 
 import (
 	"testing"
@@ -11,8 +11,9 @@ import (
 // ns is the namespace of the seed's objects.
 const ns = clitest.Namespace
 
-// run executes the plugin against c with args and returns stdout, stderr and the exit code.
+// run executes watch against c with args (starting with "watch") and returns stdout,
+// stderr and the exit code.
 func run(t *testing.T, c client.Client, args ...string) (string, string, int) {
 	t.Helper()
-	return clitest.RunRoot(t, c, NewCommand, args...)
+	return clitest.Run(t, c, NewCommand, args...)
 }

@@ -1,19 +1,16 @@
-package cli
+package watch
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -373,30 +370,11 @@ func TestPercent(t *testing.T) {
 	}
 }
 
-// runSubcommand runs one of the plugin's subcommands as the root command would, with
-// kubectl's flags, against c.
-func runSubcommand(t *testing.T, c client.Client, sub func(*options.Options) *cobra.Command, args ...string) (string, string, int) {
-	t.Helper()
-	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
-	var out, errOut bytes.Buffer
-	o := options.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
-	o.NewClient = func() (client.Client, error) { return c, nil }
-	o.Clock = func() time.Time { return clitest.SeedNow }
-	root := &cobra.Command{Use: "kubectl-batchledger", SilenceErrors: true, SilenceUsage: true}
-	o.ConfigFlags.AddFlags(root.PersistentFlags())
-	root.AddCommand(sub(o))
-	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	code := options.ExitCode(root.ExecuteContext(t.Context()), &errOut)
-	return out.String(), errOut.String(), code
-}
-
 // TestWatchCommand: the command resolves a Job to its account, prints plain lines when
 // its output is no terminal, and ends with the exit code of the verdict.
 func TestWatchCommand(t *testing.T) {
 	s := clitest.SeedSteps()
-	out, errOut, code := runSubcommand(t, clitest.FakeClient(clitest.FailedAccount(), clitest.FailedJob()), newWatchCommand, "watch", "job", "j", "-n", ns)
+	out, errOut, code := run(t, clitest.FakeClient(clitest.FailedAccount(), clitest.FailedJob()), "watch", "job", "j", "-n", ns)
 	if code != options.ExitNotAccepted {
 		t.Errorf("exit %d, want %d; stderr %s", code, options.ExitNotAccepted, errOut)
 	}
@@ -408,15 +386,15 @@ func TestWatchCommand(t *testing.T) {
 		t.Errorf("stderr: %s", errOut)
 	}
 
-	out, errOut, code = runSubcommand(t, clitest.FakeClient(s.Steps[3]), newWatchCommand, "watch", "account/ij245", "-n", ns)
+	out, errOut, code = run(t, clitest.FakeClient(s.Steps[3]), "watch", "account/ij245", "-n", ns)
 	if code != options.ExitOK || errOut != "" || !strings.Contains(out, "| Accepted: every shard covered") {
 		t.Errorf("accepted: exit %d, %q, %q", code, out, errOut)
 	}
-	_, errOut, code = runSubcommand(t, clitest.FakeClient(), newWatchCommand, "watch", "account", "nope", "-n", ns)
+	_, errOut, code = run(t, clitest.FakeClient(), "watch", "account", "nope", "-n", ns)
 	if code != options.ExitError || !strings.Contains(errOut, `BatchAccount "nope" not found in namespace "ml-team"`) {
 		t.Errorf("missing account: exit %d, %q", code, errOut)
 	}
-	_, errOut, code = runSubcommand(t, clitest.FakeClient(), newWatchCommand, "watch", "account", "x", "--jobs", "-1", "-n", ns)
+	_, errOut, code = run(t, clitest.FakeClient(), "watch", "account", "x", "--jobs", "-1", "-n", ns)
 	if code != options.ExitError || !strings.Contains(errOut, "--jobs must not be negative") {
 		t.Errorf("negative --jobs: exit %d, %q", code, errOut)
 	}
