@@ -26,7 +26,8 @@ import (
 // It is a versioned kind of its own, ExplanationGroupVersion (cli.batchledger.dev/v1alpha1)
 // kind Explanation: the plugin prints it, no API server serves it (as
 // client.authentication.k8s.io's ExecCredential), and scripts can check apiVersion
-// before they read it. Fields are only added within a version.
+// before they read it. Fields are added, not retyped or removed, within a version; while
+// the kind is alpha a rename is listed in CHANGELOG.md.
 type Explanation struct {
 	metav1.TypeMeta `json:",inline"`
 	// Account is the BatchAccount's name.
