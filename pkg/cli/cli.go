@@ -62,5 +62,5 @@ func Execute(ctx context.Context, args []string, streams genericiooptions.IOStre
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	err := cmd.ExecuteContext(ctx)
-	return options.ExitCode(err, streams.ErrOut)
+	return options.ExitCodeOf(err, streams.ErrOut)
 }

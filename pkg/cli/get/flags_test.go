@@ -225,7 +225,7 @@ func runWith(t *testing.T, ctx context.Context, c client.Client, out *syncBuffer
 	cmd.SetArgs(args)
 	cmd.SetOut(out)
 	cmd.SetErr(errOut)
-	code := options.ExitCode(cmd.ExecuteContext(ctx), errOut)
+	code := options.ExitCodeOf(cmd.ExecuteContext(ctx), errOut)
 	if code != options.ExitOK {
 		t.Logf("stderr: %s", errOut)
 	}

@@ -43,22 +43,23 @@ func (d *DryRun) Set(v string) error {
 	return nil
 }
 
-// Client is true when no mutating request may be sent.
-func (d DryRun) Client() bool { return d == DryRunClient }
+// ClientSide is true when no mutating request may be sent (not to be confused with an
+// API client).
+func (d DryRun) ClientSide() bool { return d == DryRunClient }
 
-// Server is true when mutating requests are sent with dryRun=All.
-func (d DryRun) Server() bool { return d == DryRunServer }
+// ServerSide is true when mutating requests are sent with dryRun=All.
+func (d DryRun) ServerSide() bool { return d == DryRunServer }
 
 // CreateOptions and PatchOptions carry dryRun=All under DryRunServer.
 func (d DryRun) CreateOptions() []client.CreateOption {
-	if d.Server() {
+	if d.ServerSide() {
 		return []client.CreateOption{client.DryRunAll}
 	}
 	return nil
 }
 
 func (d DryRun) PatchOptions(more ...client.PatchOption) []client.PatchOption {
-	if d.Server() {
+	if d.ServerSide() {
 		more = append(more, client.DryRunAll)
 	}
 	return more

@@ -32,8 +32,8 @@ func (e *CodeError) Unwrap() error { return e.Err }
 // said why, so nothing more is printed.
 var ErrNotAccepted = &CodeError{Code: ExitNotAccepted, Err: errors.New("the batch is not Accepted")}
 
-// ExitCode maps a command error to the exit code, printing the message of real errors.
-func ExitCode(err error, stderr io.Writer) int {
+// ExitCodeOf maps a command error to the exit code, printing the message of real errors.
+func ExitCodeOf(err error, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}

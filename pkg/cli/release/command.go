@@ -41,7 +41,7 @@ they are being deleted.`,
 			if allNamespaces {
 				ns = ""
 			}
-			opts := held.Options{Namespace: ns, DryRun: dryRun.Client(), ServerDryRun: dryRun.Server()}
+			opts := held.Options{Namespace: ns, DryRun: dryRun.ClientSide(), ServerDryRun: dryRun.ServerSide()}
 			var errs []error
 			for _, k := range []struct {
 				noun    string

@@ -40,7 +40,7 @@ func runReleaseCommand(t *testing.T, c client.Client, args ...string) (string, s
 	root.SetArgs(append([]string{"release"}, args...))
 	root.SetOut(&out)
 	root.SetErr(&errOut)
-	code := options.ExitCode(root.ExecuteContext(t.Context()), &errOut)
+	code := options.ExitCodeOf(root.ExecuteContext(t.Context()), &errOut)
 	return out.String(), errOut.String(), code
 }
 

@@ -37,7 +37,7 @@ func Run(ctx context.Context, c client.Client, namespace, name string, dryRun op
 		return nil, err
 	}
 	plan, err := NewPlan(in)
-	if err != nil || dryRun.Client() {
+	if err != nil || dryRun.ClientSide() {
 		return plan, err
 	}
 	var created []*batchv1.Job
@@ -68,7 +68,7 @@ func Run(ctx context.Context, c client.Client, namespace, name string, dryRun op
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("appending to spec.repairs of BatchAccount %q in namespace %q: %w", name, namespace, err), cleanup(ctx, c, created, dryRun))
 	}
-	if dryRun.Server() {
+	if dryRun.ServerSide() {
 		// The Jobs were not stored: there is nothing to unsuspend.
 		return plan, nil
 	}
@@ -87,7 +87,7 @@ func Run(ctx context.Context, c client.Client, namespace, name string, dryRun op
 // cleanup deletes the repair Jobs created before a later step failed; a server dry run
 // stored none.
 func cleanup(ctx context.Context, c client.Client, jobs []*batchv1.Job, dryRun options.DryRun) error {
-	if dryRun.Server() {
+	if dryRun.ServerSide() {
 		return nil
 	}
 	var errs []error

@@ -24,9 +24,9 @@ type jobManifest struct {
 // accepted), or under a client dry run, prints the Jobs and spec.repairs entries it would
 // create as YAML documents, commented.
 func PrintPlan(w io.Writer, plan *Plan, dryRun options.DryRun) error {
-	if !dryRun.Client() {
+	if !dryRun.ClientSide() {
 		suffix := ""
-		if dryRun.Server() {
+		if dryRun.ServerSide() {
 			suffix = " (server dry run)"
 		}
 		fmt.Fprintf(w, "BatchAccount %s/%s%s:\n", plan.Namespace, plan.Account, suffix)
@@ -43,7 +43,7 @@ func PrintPlan(w io.Writer, plan *Plan, dryRun options.DryRun) error {
 		if plan.Waiting != "" {
 			fmt.Fprintf(w, "  not repaired: %s to complete\n", plan.Waiting)
 		}
-		if !dryRun.Server() {
+		if !dryRun.ServerSide() {
 			fmt.Fprintf(w, "Follow it with: kubectl batchledger explain account %s -n %s\n", plan.Account, plan.Namespace)
 		}
 		return nil

@@ -106,7 +106,7 @@ func (r *watchRun) wait() int {
 	select {
 	case err := <-r.done:
 		var stderr bytes.Buffer
-		return options.ExitCode(err, &stderr)
+		return options.ExitCodeOf(err, &stderr)
 	case <-time.After(10 * time.Second):
 		r.t.Fatalf("the watch did not end:\n%s", r.out.String())
 	}
@@ -264,7 +264,7 @@ func TestWatchExitCodes(t *testing.T) {
 				t.Fatalf("the watch did not end:\n%s", r.out.String())
 			}
 			var stderr bytes.Buffer
-			if code := options.ExitCode(err, &stderr); code != tc.code {
+			if code := options.ExitCodeOf(err, &stderr); code != tc.code {
 				t.Errorf("exit %d, want %d (%v)", code, tc.code, err)
 			}
 			if tc.message != "" && (err == nil || err.Error() != tc.message) {

@@ -201,6 +201,6 @@ func RunRoot(t *testing.T, c client.Client, newRoot func(*options.Options) *cobr
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
-	code := options.ExitCode(cmd.ExecuteContext(t.Context()), &errOut)
+	code := options.ExitCodeOf(cmd.ExecuteContext(t.Context()), &errOut)
 	return out.String(), errOut.String(), code
 }
