@@ -2,11 +2,7 @@
 package version
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/cli/options"
 	buildinfo "batchledger.dev/batchledger/pkg/version"
@@ -28,26 +24,7 @@ contact the cluster: the manager's version is in its log's first line and in
   kubectl batchledger version -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			info := buildinfo.Get()
-			var b []byte
-			var err error
-			switch output {
-			case "":
-				_, err = fmt.Fprintln(o.Out, info.String())
-				return err
-			case "json":
-				b, err = json.MarshalIndent(info, "", "  ")
-				b = append(b, '\n')
-			case "yaml":
-				b, err = yaml.Marshal(info)
-			default:
-				return fmt.Errorf("unsupported output format %q: use json or yaml", output)
-			}
-			if err != nil {
-				return err
-			}
-			_, err = o.Out.Write(b)
-			return err
+			return printInfo(o.Out, buildinfo.Get(), output)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json or yaml (default: one line).")
