@@ -39,7 +39,7 @@ type Flags struct {
 // NewCommand is `explain (account|workload|job|jobset) NAME`.
 func NewCommand(o *options.Options) *cobra.Command {
 	eo := Flags{PrintFlags: genericclioptions.NewPrintFlags("").WithDefaultOutput(OutputText), MaxRows: explanation.DefaultMaxRows}
-	// An explanation.Explanation has no object metadata: -o name has nothing to print.
+	// An Explanation has no object metadata: -o name has nothing to print.
 	eo.PrintFlags.NamePrintFlags = nil
 	cmd := &cobra.Command{
 		Use:   "explain (account|workload|job|jobset) NAME",
@@ -52,8 +52,8 @@ resourceVersion, terminal condition and time), the Kueue Workload, the accepted 
 per shard, rejections, superseded identities, and what is still needed for acceptance.
 
 A Workload resolves to its owner Job or JobSet; a Job or JobSet to every account that
-targets it. -o json|yaml|jsonpath|go-template prints an explanation.Explanation (apiVersion
-cli.batchledger.dev/v1alpha1), or an explanation.ExplanationList when the object concerns several
+targets it. -o json|yaml|jsonpath|go-template prints an Explanation (apiVersion
+cli.batchledger.dev/v1alpha1), or an ExplanationList when the object concerns several
 accounts.`,
 		Example: `  kubectl batchledger explain account ij245 -n ml-team
   kubectl batchledger explain workload job-j-3f2c9 -o yaml

@@ -10,7 +10,7 @@ import (
 )
 
 // WriteExplanations prints explanations as text (separated by a blank line), or as one
-// explanation.Explanation in json/yaml, or an explanation.ExplanationList when there are several.
+// Explanation in json/yaml, or an ExplanationList when there are several.
 func WriteExplanations(w io.Writer, exs []explanation.Explanation, format string) error {
 	if format == OutputText {
 		return writeExplanations(w, exs, nil)
@@ -22,7 +22,7 @@ func WriteExplanations(w io.Writer, exs []explanation.Explanation, format string
 	return writeExplanations(w, exs, p)
 }
 
-// writeExplanations prints explanations with p: one explanation.Explanation, or an explanation.ExplanationList
+// writeExplanations prints explanations with p: one Explanation, or an ExplanationList
 // when there are several; with no printer, as text separated by a blank line.
 func writeExplanations(w io.Writer, exs []explanation.Explanation, p printers.ResourcePrinter) error {
 	if p == nil {
