@@ -15,6 +15,9 @@ package cli
 import (
 	"context"
 
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
 	"batchledger.dev/batchledger/pkg/cli/completion"
 	"batchledger.dev/batchledger/pkg/cli/explain"
 	"batchledger.dev/batchledger/pkg/cli/get"
@@ -24,8 +27,6 @@ import (
 	"batchledger.dev/batchledger/pkg/cli/repair"
 	"batchledger.dev/batchledger/pkg/cli/version"
 	"batchledger.dev/batchledger/pkg/cli/watch"
-	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
 // NewCommand builds the plugin's root command with its subcommands.
