@@ -146,7 +146,7 @@ func TestRepairFailedIndex(t *testing.T) {
 		t.Errorf("coveredBy = %+v, want %+v", ba.Status.Shards.CoveredBy, want)
 	}
 	text := explainText(t, f, "ij245")
-	for _, phrase := range []string{"Verdict:  ACCEPTED (Accepted)", "job j-repair-1 (repair)", "D      job j-repair-1 index 0", "Nothing: the batch is Accepted."} {
+	for _, phrase := range []string{"Verdict:    ACCEPTED (Accepted)", "job j-repair-1 (repair)", "D      job j-repair-1 index 0", "Nothing: the batch is Accepted."} {
 		if !strings.Contains(text, phrase) {
 			t.Errorf("explain after the repair lacks %q:\n%s", phrase, text)
 		}
