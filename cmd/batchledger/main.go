@@ -111,7 +111,12 @@ func main() {
 	if err != nil {
 		fail(err, "setting up the status writer")
 	}
-	setups := controllers(mgr, cfg, coverage, writer, apis.served)
+	latePods := controller.NewLatePods(mgr.GetConfig(),
+		cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err := mgr.Add(latePods); err != nil {
+		fail(err, "setting up the caches of late Jobs' pods")
+	}
+	setups := controllers(mgr, cfg, coverage, latePods, writer, apis.served)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
 	webhooks := cfg.webhooks(mgr)
@@ -287,14 +292,14 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 
 // controllers are the reconcilers: accounts, held pods, held Job records, and the short
 // forms of Jobs and JobSets.
-func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
+func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods *controller.LatePods, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
 	metrics := controller.NewMetrics(c.perAccountMetrics)
 	// One Ledger for every controller that reads recorded results: the key is loaded once.
 	ledger := &controller.Ledger{Source: ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 		Namespace: c.certOpts.Namespace, Name: c.ledgerKeySecret}}
 	return []setup{
 		&controller.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods, Writer: writer,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods, LatePods: latePods, Writer: writer,
 			Recorder: mgr.GetEventRecorder("batchledger"),
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,

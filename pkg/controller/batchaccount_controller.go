@@ -54,7 +54,11 @@ type Reconciler struct {
 	// the results scope, which the releaser follows in every phase. Unset (unit tests),
 	// coverage pods are read from Client like results pods.
 	CoveragePods cache.Cache
-	Recorder     events.EventRecorder
+	// LatePods, when set, holds the succeeded pods of the Jobs that started before an
+	// account named them, one small cache per such Job; unset, they are listed from
+	// APIReader on every reconcile.
+	LatePods *LatePods
+	Recorder events.EventRecorder
 	// Writer sends the account status and Workload condition writes; nil sends them
 	// through Client (clientWriter). The manager's never decodes an answer
 	// (NewRESTStatusWriter).
@@ -290,6 +294,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.CoveragePods != nil {
 		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.podToAccounts), succeededPodArrived))
+	}
+	if r.LatePods != nil {
+		b = b.WatchesRawSource(source.Channel(r.LatePods.Events(), batched(PodBatchPeriod, r.podToAccounts)))
 	}
 	if r.APIs.ServedObject(&kueue.Workload{}, mgr.GetScheme()) {
 		if err := r.setupWorkloadCleanup(mgr); err != nil {
