@@ -114,10 +114,13 @@ func runLoad(ctx context.Context, cfg loadConfig) error {
 			}
 			results = append(results, r)
 			writeText(os.Stderr, loadTable(results[len(results)-1:]))
+			writeText(os.Stderr, loadDetailTable(results[len(results)-1:]))
 		}
 	}
 	fmt.Println()
 	writeText(os.Stdout, loadTable(results))
+	fmt.Println()
+	writeText(os.Stdout, loadDetailTable(results))
 	if cfg.out != "" {
 		if err := writeLoadDoc(cfg, root, results); err != nil {
 			return err

@@ -67,7 +67,7 @@ func loadTable(results []loadResult) report.Table {
 // loadDetailTable is the load's figures that only the Markdown shows.
 func loadDetailTable(results []loadResult) report.Table {
 	t := report.Table{Header: []string{"mode", "size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s",
-		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm", "queue wait mean ms", "queue waits > 1 s", "reconcile mean ms"}}
+		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm", "queue wait mean ms", "queue waits > 1 s", "reconcile mean ms", "apiserver CPU s"}}
 	for _, r := range results {
 		c := r.cost
 		floor, floorRatio, above := "-", "-", "-"
@@ -85,7 +85,7 @@ func loadDetailTable(results []loadResult) report.Table {
 			rec = fmt.Sprintf("%.1f", 1000*c.reconcileSum/c.reconcileCount)
 		}
 		t.Rows = append(t.Rows, []string{r.mode, r.size.String(), fmt.Sprintf("%.0f", c.reconciles), fmt.Sprintf("%.0f", c.wlWrites),
-			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above, wait, over, rec})
+			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above, wait, over, rec, fmt.Sprintf("%.2f", c.apiCPU)})
 	}
 	return t
 }
