@@ -157,7 +157,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration
-	if changed && !out.AheadOfJobs && waitingOnly(&ba.Status, &out.Status, out.Changed) {
+	if changed && !out.AheadOfJobs && (waitingOnly(&ba.Status, &out.Status, out.Changed) ||
+		len(ba.Status.Conditions) == 0 && r.APIs.Served(APIWorkload) && aheadOfKueue(seen)) {
 		due = r.accountWaits.wait(ba.UID, now, r.WaitingStatusDelay)
 	}
 	switch {
