@@ -49,14 +49,6 @@ const (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// defaultWaitingStatusDelay is --waiting-status-delay's default. Under Kueue's baseline a
-// Workload appears tens of seconds after its account's first status and its first index
-// completes 10-30 s after admission: 30 s lets most of those waits ride along with the
-// next write that must go at once (the Workload appearing with its admission, the
-// admission with the first covered shard), about one status write fewer per account,
-// while coverage, verdicts and problems are still written at once.
-const defaultWaitingStatusDelay = 30 * time.Second
-
 func main() {
 	// The uninstall hook runs the same image: `batchledger release ...` lets go of every
 	// pod still held for its result (cmd/batchledger/release.go).
@@ -201,7 +193,10 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.IntVar(&c.accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
 	fs.DurationVar(&c.workloadMessageInterval, "workload-message-interval", 10*time.Second,
 		"How long progress waits before it is written to a Workload (a count that moved, shards covered while the batch still waits); the first verdict, a problem and the batch's acceptance are written at once, and the live count is on the BatchAccount. 0 writes every change at once.")
-	fs.DurationVar(&c.waitingStatusDelay, "waiting-status-delay", defaultWaitingStatusDelay,
+	// Under Kueue's baseline a Workload appears tens of seconds after its account's first
+	// status and its first index completes 10-30 s after admission: 30 s lets most of
+	// those waits go with the next write that must go at once.
+	fs.DurationVar(&c.waitingStatusDelay, "waiting-status-delay", 30*time.Second,
 		"How long an account status that only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them) waits before it is written, so that the steps of a batch share writes; a new account's first status, coverage, verdicts and problems are written at once. 0 writes every change at once.")
 	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
 	// releases alone take about 17 minutes, while the account keeps its share of the budget.
