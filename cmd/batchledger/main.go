@@ -197,7 +197,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	// status and its first index completes 10-30 s after admission: 30 s lets most of
 	// those waits go with the next write that must go at once.
 	fs.DurationVar(&c.waitingStatusDelay, "waiting-status-delay", 30*time.Second,
-		"How long an account status that only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them) waits before it is written, so that the steps of a batch share writes; a new account's first status, coverage, verdicts and problems are written at once. 0 writes every change at once.")
+		"How long an account status that only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them) waits before it is written, so that the steps of a batch share writes; a new account's first status waits as long at most for Kueue to create its queued Jobs' Workloads; coverage, verdicts and problems are written at once. 0 writes every change at once.")
 	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
 	// releases alone take about 17 minutes, while the account keeps its share of the budget.
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
