@@ -21,12 +21,15 @@ import (
 )
 
 // Run plans the repair of account name in namespace from the cluster's state and,
-// unless a client dry run, applies it: it creates the repair Jobs (suspended), appends
-// their entries to the account's spec.repairs under FieldManager with optimistic
-// concurrency (re-reading it on conflict), then unsuspends the Jobs Kueue does not
-// manage. If the account cannot be updated, the Jobs it created are deleted again, so
-// that no Job runs unaccounted. A server dry run sends the creates and the account
-// change with dryRun=All and unsuspends nothing.
+// unless a client dry run, applies it: it appends the repair entries to the account's
+// spec.repairs under FieldManager with optimistic concurrency (re-reading it on
+// conflict), then creates the repair Jobs (suspended), then unsuspends the Jobs Kueue
+// does not manage. The account names each Job before the Job exists, so that no pod of a
+// repair Job is created before its account assigns it a shard (Kueue may admit a queued
+// Job within milliseconds, and the pod webhook tells each pod its shard from the
+// account). If a Job cannot be created, the Jobs created are deleted and the entries
+// taken out of the account again. A server dry run sends the account change and the
+// creates with dryRun=All and unsuspends nothing.
 func Run(ctx context.Context, c client.Client, namespace, name string, dryRun options.DryRun) (*Plan, error) {
 	var ba v1alpha1.BatchAccount
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
@@ -39,14 +42,6 @@ func Run(ctx context.Context, c client.Client, namespace, name string, dryRun op
 	plan, err := NewPlan(in)
 	if err != nil || dryRun.ClientSide() {
 		return plan, err
-	}
-	var created []*batchv1.Job
-	for _, r := range plan.Repairs {
-		job := r.Job.DeepCopy()
-		if err := c.Create(ctx, job, dryRun.CreateOptions()...); err != nil {
-			return nil, errors.Join(fmt.Errorf("creating repair Job %q in namespace %q: %w", r.Job.Name, namespace, err), cleanup(ctx, c, created, dryRun))
-		}
-		created = append(created, job)
 	}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cur v1alpha1.BatchAccount
@@ -66,7 +61,16 @@ func Run(ctx context.Context, c client.Client, namespace, name string, dryRun op
 		return c.Patch(ctx, &cur, patch, dryRun.PatchOptions(client.FieldOwner(FieldManager))...)
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("appending to spec.repairs of BatchAccount %q in namespace %q: %w", name, namespace, err), cleanup(ctx, c, created, dryRun))
+		return nil, fmt.Errorf("appending to spec.repairs of BatchAccount %q in namespace %q: %w", name, namespace, err)
+	}
+	var created []*batchv1.Job
+	for _, r := range plan.Repairs {
+		job := r.Job.DeepCopy()
+		if err := c.Create(ctx, job, dryRun.CreateOptions()...); err != nil {
+			return nil, errors.Join(fmt.Errorf("creating repair Job %q in namespace %q: %w", r.Job.Name, namespace, err),
+				cleanup(ctx, c, created, dryRun), withdraw(ctx, c, &ba, plan, dryRun))
+		}
+		created = append(created, job)
 	}
 	if dryRun.ServerSide() {
 		// The Jobs were not stored: there is nothing to unsuspend.
@@ -82,6 +86,31 @@ func Run(ctx context.Context, c client.Client, namespace, name string, dryRun op
 		}
 	}
 	return plan, nil
+}
+
+// withdraw takes the plan's entries out of the account's spec.repairs again, after a
+// repair Job could not be created; a server dry run stored none.
+func withdraw(ctx context.Context, c client.Client, ba *v1alpha1.BatchAccount, plan *Plan, dryRun options.DryRun) error {
+	if dryRun.ServerSide() {
+		return nil
+	}
+	planned := map[string]bool{}
+	for _, r := range plan.Repairs {
+		planned[r.Assignment.Target.Job] = true
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur v1alpha1.BatchAccount
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ba), &cur); err != nil {
+			return err
+		}
+		base := cur.DeepCopy()
+		cur.Spec.Repairs = slices.DeleteFunc(cur.Spec.Repairs, func(a v1alpha1.Assignment) bool { return planned[a.Target.Job] })
+		return c.Patch(ctx, &cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager))
+	})
+	if err != nil {
+		return fmt.Errorf("taking the repair entries out of BatchAccount %q again: %w (remove them from spec.repairs by hand)", ba.Name, err)
+	}
+	return nil
 }
 
 // cleanup deletes the repair Jobs created before a later step failed; a server dry run

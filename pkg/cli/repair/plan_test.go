@@ -275,7 +275,7 @@ func TestRepairDryRun(t *testing.T) {
 	}
 }
 
-// TestRepairServerDryRun: --dry-run=server sends the Job and the account change with
+// TestRepairServerDryRun: --dry-run=server sends the account change and the Job with
 // dryRun=All, unsuspends nothing and stores nothing.
 func TestRepairServerDryRun(t *testing.T) {
 	var sent []string
@@ -294,7 +294,7 @@ func TestRepairServerDryRun(t *testing.T) {
 	if code != options.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if want := []string{"create j-repair-1 dryRun=true", "patch ij245 dryRun=true"}; !slices.Equal(sent, want) {
+	if want := []string{"patch ij245 dryRun=true", "create j-repair-1 dryRun=true"}; !slices.Equal(sent, want) {
 		t.Errorf("requests %q, want %q", sent, want)
 	}
 	if !strings.HasPrefix(out, "BatchAccount ml-team/ij245 (server dry run):\n  created Job j-repair-1: 1 index for shard D") || strings.Contains(out, "Follow it with") {
@@ -402,6 +402,32 @@ func TestRepairRollsBack(t *testing.T) {
 	var job batchv1.Job
 	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "j-repair-1"}, &job); !apierrors.IsNotFound(err) {
 		t.Errorf("repair Job left behind after a failed account update: %v", err)
+	}
+}
+
+// TestRepairNamesTheJobBeforeItExists: the account names a repair Job before the Job is
+// created, so that no pod of it is created before its account assigns it a shard; when
+// the Job cannot be created, the entry is taken out of the account again.
+func TestRepairNamesTheJobBeforeItExists(t *testing.T) {
+	var named bool
+	c := repairCluster(interceptor.Funcs{Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		var ba v1alpha1.BatchAccount
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "ij245"}, &ba); err != nil {
+			return err
+		}
+		named = slices.ContainsFunc(ba.Spec.Repairs, func(a v1alpha1.Assignment) bool { return a.Target.Job == obj.GetName() })
+		return apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, obj.GetName(), errors.New("quota"))
+	}})
+	_, errOut, code := run(t, c, "repair", "ij245", "-n", ns)
+	if !named {
+		t.Error("the repair Job was created before its account named it")
+	}
+	if code != options.ExitError || !strings.Contains(errOut, `creating repair Job "j-repair-1"`) {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	var ba v1alpha1.BatchAccount
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "ij245"}, &ba); err != nil || len(ba.Spec.Repairs) != 0 {
+		t.Errorf("spec.repairs after a Job that could not be created: %+v (%v)", ba.Spec.Repairs, err)
 	}
 }
 

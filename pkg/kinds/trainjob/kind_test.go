@@ -27,7 +27,6 @@ var (
 	t0      = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	ref     = v1alpha1.TargetRef{TrainJob: "llm", ReplicatedJob: "node", JobIndex: ptr.To[int32](0)}
 	tjGVK   = trainer.GroupVersion.WithKind(trainer.TrainJobKind)
-	jsGVK   = jobsetapi.SchemeGroupVersion.WithKind("JobSet")
 	trainJb = func() *wrappers.TrainJobWrapper {
 		return wrappers.MakeTrainJob("llm", ns, "torch-distributed").NumNodes(2).UID("llm-uid")
 	}

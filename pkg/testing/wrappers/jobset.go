@@ -90,7 +90,7 @@ func (w *JobSetWrapper) Suspend(s bool) *JobSetWrapper {
 // renders the JobSet), and the JobSet's UID to uid.
 func (w *JobSetWrapper) ControlledBy(owner metav1.Object, gvk schema.GroupVersionKind, uid string) *JobSetWrapper {
 	w.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)}
-	w.ObjectMeta.UID = types.UID(uid)
+	w.UID = types.UID(uid)
 	return w
 }
 

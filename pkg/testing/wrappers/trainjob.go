@@ -96,7 +96,7 @@ func (w *TrainJobWrapper) Suspend(s bool) *TrainJobWrapper {
 
 // UID sets the TrainJob's UID, as the API server would.
 func (w *TrainJobWrapper) UID(uid string) *TrainJobWrapper {
-	w.ObjectMeta.UID = types.UID(uid)
+	w.TrainJob.UID = types.UID(uid)
 	return w
 }
 
