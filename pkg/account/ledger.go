@@ -144,9 +144,14 @@ func admissions(prev *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation, co
 				// as last observed says the admission counted then still holds.
 				break
 			}
-			if last == nil || last.EvictedAt != nil || last.Workload != w.Name || last.ClusterQueue != w.ClusterQueue || !sameFlavors(last, w) {
-				adm = append(adm, v1alpha1.Admission{Workload: w.Name, ClusterQueue: w.ClusterQueue,
+			if last == nil || last.EvictedAt != nil || last.Workload != w.Name || last.ClusterQueue != w.ClusterQueue || !sameFlavors(last, w) ||
+				last.Cluster != "" && last.Cluster != w.Cluster {
+				adm = append(adm, v1alpha1.Admission{Workload: w.Name, ClusterQueue: w.ClusterQueue, Cluster: w.Cluster,
 					Flavors: slices.Clone(w.Flavors), FlavorsDropped: w.FlavorsDropped, AdmittedAt: now})
+			} else if last.Cluster == "" {
+				// The worker MultiKueue dispatched this admission to, seen after the
+				// admission itself (or recorded before batchledger read clusters).
+				last.Cluster = w.Cluster
 			}
 		}
 	}
@@ -188,7 +193,7 @@ func sameFlavors(a *v1alpha1.Admission, w *v1alpha1.WorkloadObservation) bool {
 // sameAdmission says whether w is the admission was (a previous observation of the same
 // Workload) showed: admitted to the same queue on the same flavors, not evicted since.
 func sameAdmission(was, w *v1alpha1.WorkloadObservation) bool {
-	return was != nil && was.Admitted && !was.Evicted && was.Name == w.Name && was.ClusterQueue == w.ClusterQueue &&
+	return was != nil && was.Admitted && !was.Evicted && was.Name == w.Name && was.ClusterQueue == w.ClusterQueue && was.Cluster == w.Cluster &&
 		was.FlavorsDropped == w.FlavorsDropped && slices.Equal(was.Flavors, w.Flavors)
 }
 
