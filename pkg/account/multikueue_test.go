@@ -132,8 +132,8 @@ func TestDispatchedJobCoverage(t *testing.T) {
 	copied := completeJob("j", "uid-manager-j", 4).Facts()
 	onWorker := managerWorkload().admittedOn("worker-a").obs()
 	cases := []struct {
-		name                    string
-		spec                    *v1alpha1.BatchAccountSpec
+		name                     string
+		spec                     *v1alpha1.BatchAccountSpec
 		wantResults, wantVerdict string
 	}{
 		{"coverage account", makeSpec(four...).AssignJob("j", "0-3", four...).SpecObj(),
