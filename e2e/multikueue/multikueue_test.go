@@ -18,8 +18,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -31,8 +33,8 @@ import (
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// workerA is the name the manager knows the worker cluster by.
-const workerA = "worker-a"
+// The worker clusters, by the names the manager knows them by.
+var workerNames = []string{"worker-a", "worker-b"}
 
 // timeout bounds each wait: two control planes share a small, busy machine.
 const timeout = 3 * time.Minute
@@ -41,7 +43,7 @@ const timeout = 3 * time.Minute
 var fleet struct {
 	mk      *localcluster.MultiKueue
 	manager client.Client
-	worker  client.Client
+	workers map[string]client.Client
 }
 
 func TestMain(m *testing.M) { os.Exit(setup(m)) }
@@ -67,7 +69,7 @@ func setup(m *testing.M) int {
 	}
 	// The manager runs no pod: no fake node.
 	mgr := localcluster.Options{Log: os.Stderr, Nodes: []localcluster.NodeSpec{}, Managers: []localcluster.Manager{bl}}
-	mk, err := localcluster.StartMultiKueue(ctx, mgr, []string{workerA}, localcluster.Options{Log: os.Stderr})
+	mk, err := localcluster.StartMultiKueue(ctx, mgr, workerNames, localcluster.Options{Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the MultiKueue fleet:", err)
 		return 1
@@ -77,22 +79,21 @@ func setup(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e: stopping the fleet:", err)
 		}
 	}()
-	fmt.Fprintf(os.Stderr, "e2e: fleet ready in %s (manager %s, %s %s)\n", mk.StartupDuration.Round(10*time.Millisecond),
-		mk.Manager.StartupDuration.Round(10*time.Millisecond), workerA, mk.Workers[workerA].StartupDuration.Round(10*time.Millisecond))
-	for name, c := range map[string]*localcluster.Cluster{"manager": mk.Manager, workerA: mk.Workers[workerA]} {
-		fmt.Fprintf(os.Stderr, "e2e: %s memory: %s\n", name, memoryLine(c.MemoryMiB()))
+	fmt.Fprintf(os.Stderr, "e2e: fleet ready in %s (manager %s)\n", mk.StartupDuration.Round(10*time.Millisecond),
+		mk.Manager.StartupDuration.Round(10*time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e: manager memory: %s\n", memoryLine(mk.Manager.MemoryMiB()))
+	fleet.mk, fleet.workers = mk, map[string]client.Client{}
+	if fleet.manager, err = client.New(mk.Manager.RESTConfig, client.Options{Scheme: scheme.Must()}); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
 	}
-	fleet.mk = mk
-	for _, c := range []struct {
-		into *client.Client
-		from *localcluster.Cluster
-	}{{&fleet.manager, mk.Manager}, {&fleet.worker, mk.Workers[workerA]}} {
-		cl, err := client.New(c.from.RESTConfig, client.Options{Scheme: scheme.Must()})
-		if err != nil {
+	for _, name := range workerNames {
+		w := mk.Workers[name]
+		fmt.Fprintf(os.Stderr, "e2e: %s started in %s, memory: %s\n", name, w.StartupDuration.Round(10*time.Millisecond), memoryLine(w.MemoryMiB()))
+		if fleet.workers[name], err = client.New(w.RESTConfig, client.Options{Scheme: scheme.Must()}); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
-		*c.into = cl
 	}
 	return m.Run()
 }
@@ -120,7 +121,6 @@ func memoryLine(mib map[string]float64) string {
 // worker on its Workload observation and its admission (with the indexes completed
 // there), and the verdict lands on the manager's Workload.
 func TestDispatchedJobCoveredOnTheManager(t *testing.T) {
-	ctx := t.Context()
 	ns := "mk-covered"
 	queues(t, ns)
 
@@ -134,28 +134,17 @@ func TestDispatchedJobCoveredOnTheManager(t *testing.T) {
 		return multikueue.Dispatched(j), fmt.Sprintf("managedBy %v", j.Spec.ManagedBy)
 	})
 
-	// On the worker: the copy runs; finish indexes 0 and 1 first.
-	remote := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"}}
-	waitFor(t, fleet.worker, remote, "a copy of the manager's Job", func(j *batchv1.Job) (bool, string) {
-		return multikueue.PrebuiltWorkload(j) != "", fmt.Sprintf("labels %v", j.Labels)
-	})
-	pods := runningPods(t, ns, remote, 4)
-	for _, p := range pods[:2] {
-		if err := kwok.Finish(ctx, fleet.worker, &p, 0, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// On the worker it was dispatched to: the copy runs; finish indexes 0 and 1 first.
+	worker := dispatchedTo(t, ns, "")
+	pods := remotePods(t, worker, ns, "j", 4)
+	finish(t, worker, pods[:2])
 	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
-	waitFor(t, fleet.manager, acct, "2 shards covered, on worker-a", func(a *v1alpha1.BatchAccount) (bool, string) {
+	waitFor(t, fleet.manager, acct, "2 shards covered, on "+worker, func(a *v1alpha1.BatchAccount) (bool, string) {
 		return a.Status.Shards.Covered == 2 && len(a.Status.Targets) == 1 && a.Status.Targets[0].Workload != nil &&
-			a.Status.Targets[0].Workload.Cluster == workerA, summary(a)
+			a.Status.Targets[0].Workload.Cluster == worker, summary(a)
 	})
 
-	for _, p := range pods[2:] {
-		if err := kwok.Finish(ctx, fleet.worker, &p, 0, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	finish(t, worker, pods[2:])
 	waitFor(t, fleet.manager, acct, "Accepted", func(a *v1alpha1.BatchAccount) (bool, string) {
 		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
 	})
@@ -166,8 +155,8 @@ func TestDispatchedJobCoveredOnTheManager(t *testing.T) {
 	if tgt.UID != local.UID || tgt.CompletedIndexes != "0-3" {
 		t.Errorf("target identity %s completed %q; want the manager Job's %s, 0-3", tgt.UID, tgt.CompletedIndexes, local.UID)
 	}
-	if len(tgt.Admissions) != 1 || tgt.Admissions[0].Cluster != workerA || tgt.Admissions[0].CompletedIndexes != "0-3" {
-		t.Errorf("admissions %+v; want one on %s that completed 0-3", tgt.Admissions, workerA)
+	if len(tgt.Admissions) != 1 || tgt.Admissions[0].Cluster != worker || tgt.Admissions[0].CompletedIndexes != "0-3" {
+		t.Errorf("admissions %+v; want one on %s that completed 0-3", tgt.Admissions, worker)
 	}
 	if c := apimeta.FindStatusCondition(acct.Status.Conditions, v1alpha1.ConditionShardsCovered); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("ShardsCovered = %+v, want True", c)
@@ -177,20 +166,68 @@ func TestDispatchedJobCoveredOnTheManager(t *testing.T) {
 	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tgt.Workload.Name}}
 	waitFor(t, fleet.manager, wl, "the verdict published", func(w *kueue.Workload) (bool, string) {
 		c := apimeta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkloadConditionAccepted)
-		return c != nil && c.Status == metav1.ConditionTrue && multikueue.Cluster(w) == workerA,
+		return c != nil && c.Status == metav1.ConditionTrue && multikueue.Cluster(w) == worker,
 			fmt.Sprintf("cluster %q conditions %v", multikueue.Cluster(w), conditionTypes(w.Status.Conditions))
 	})
 }
 
-// queues makes namespace ns on both clusters, the h100 flavor, and a LocalQueue
+// TestEvictedFromOneWorkerThenDispatchedToAnother: a Job running on the worker it was
+// dispatched to is evicted there (its ClusterQueue there stopped, draining it) and
+// dispatched again, to the other worker, where it completes. The account keeps both
+// admissions, each naming its worker: the first evicted, the second with the indexes it
+// completed.
+//
+// The eviction comes before any index completes: Kueue v0.17's manager cannot requeue a
+// dispatched Job evicted after some of its pods succeeded (the worker's status it copied
+// is reset, and its own webhook refuses to shrink the Workload's reclaimablePods).
+func TestEvictedFromOneWorkerThenDispatchedToAnother(t *testing.T) {
+	ns := "mk-evicted"
+	queues(t, ns)
+	shards := []string{"A", "B", "C", "D"}
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-3", shards...).Obj())
+	create(t, fleet.manager, wrappers.MakeJob("j", ns).Indexed(4).Parallelism(4).Queue("default").GPU(1).Obj())
+
+	first := dispatchedTo(t, ns, "")
+	remotePods(t, first, ns, "j", 4)
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	waitFor(t, fleet.manager, acct, "admitted on "+first, func(a *v1alpha1.BatchAccount) (bool, string) {
+		adm := a.Status.Targets
+		return len(adm) == 1 && len(adm[0].Admissions) == 1 && adm[0].Admissions[0].Cluster == first, summary(a)
+	})
+
+	// Drain the first worker's queue: Kueue evicts the Workload there, and MultiKueue
+	// dispatches it again; only the other worker can admit it now.
+	cq := &kueue.ClusterQueue{}
+	get(t, fleet.workers[first], &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: ns}}, cq)
+	cq.Spec.StopPolicy = ptr.To(kueue.HoldAndDrain)
+	if err := fleet.workers[first].Update(t.Context(), cq); err != nil {
+		t.Fatal(err)
+	}
+	second := dispatchedTo(t, ns, first)
+	finish(t, second, remotePods(t, second, ns, "j", 4))
+	waitFor(t, fleet.manager, acct, "Accepted", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
+	})
+	adm := acct.Status.Targets[0].Admissions
+	if len(adm) != 2 || adm[0].Cluster != first || adm[0].EvictedAt == nil || adm[0].CompletedIndexes != "" ||
+		adm[1].Cluster != second || adm[1].EvictedAt != nil || adm[1].CompletedIndexes != "0-3" {
+		t.Errorf("admissions %+v; want one on %s evicted, then one on %s that completed 0-3", adm, first, second)
+	}
+}
+
+// queues makes namespace ns on every cluster, the h100 flavor, and a LocalQueue
 // "default" on a ClusterQueue "<ns>" of 8 h100 GPUs on each: on the manager with the
-// MultiKueue AdmissionCheck (its quota only gates dispatch), on the worker without.
+// MultiKueue AdmissionCheck (its quota only gates dispatch), on the workers without.
 func queues(t *testing.T, ns string) {
 	t.Helper()
-	for _, cl := range []client.Client{fleet.manager, fleet.worker} {
+	clients := []client.Client{fleet.manager}
+	for _, name := range workerNames {
+		clients = append(clients, fleet.workers[name])
+	}
+	for _, cl := range clients {
 		create(t, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 		rf := wrappers.MakeResourceFlavor("h100").NodeLabel(localcluster.GPUTypeLabel, "h100").Obj()
-		if err := cl.Create(t.Context(), rf); err != nil && !strings.Contains(err.Error(), "already exists") {
+		if err := cl.Create(t.Context(), rf); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 		cq := wrappers.MakeClusterQueue(ns).ResourceGroup(wrappers.GPUFlavorQuotas("h100", "64", "512Gi", "8"))
@@ -205,23 +242,62 @@ func queues(t *testing.T, ns string) {
 	}
 }
 
-// runningPods waits until job (on the worker) has n Running pods, and returns them by
-// completion index.
-func runningPods(t *testing.T, ns string, job *batchv1.Job, n int) []corev1.Pod {
+// dispatchedTo waits until the only Workload of ns on the manager is admitted on a
+// worker other than not, and returns that worker.
+func dispatchedTo(t *testing.T, ns, not string) string {
+	t.Helper()
+	var cluster string
+	eventually(t, "the Workload of "+ns+" admitted on a worker", func() (bool, string) {
+		var list kueue.WorkloadList
+		if err := fleet.manager.List(t.Context(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+			return false, fmt.Sprintf("%d Workloads (%v)", len(list.Items), err)
+		}
+		wl := &list.Items[0]
+		cluster = multikueue.Cluster(wl)
+		admitted := apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+		return admitted && cluster != "" && cluster != not,
+			fmt.Sprintf("cluster %q nominated %v conditions %v", cluster, wl.Status.NominatedClusterNames, conditionTypes(wl.Status.Conditions))
+	})
+	return cluster
+}
+
+// remotePods waits until the copy of Job name on worker has n Running pods, and
+// returns them by completion index.
+func remotePods(t *testing.T, worker, ns, name string, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	eventually(t, fmt.Sprintf("%d running pods of %s on %s", n, job.Name, workerA), func() (bool, string) {
-		var list corev1.PodList
-		if err := fleet.worker.List(t.Context(), &list, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+	eventually(t, fmt.Sprintf("%d running pods of %s on %s", n, name, worker), func() (bool, string) {
+		var job batchv1.Job
+		if err := fleet.workers[worker].Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil {
 			return false, err.Error()
 		}
-		pods = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning })
+		if multikueue.PrebuiltWorkload(&job) == "" {
+			return false, fmt.Sprintf("Job %s on %s is no MultiKueue copy: labels %v", name, worker, job.Labels)
+		}
+		var list corev1.PodList
+		if err := fleet.workers[worker].List(t.Context(), &list, client.InNamespace(ns),
+			client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}); err != nil {
+			return false, err.Error()
+		}
+		pods = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool {
+			return p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil
+		})
 		return len(pods) == n, fmt.Sprintf("%d running of %d", len(pods), len(list.Items))
 	})
 	slices.SortFunc(pods, func(a, b corev1.Pod) int {
 		return strings.Compare(a.Labels[batchv1.JobCompletionIndexAnnotation], b.Labels[batchv1.JobCompletionIndexAnnotation])
 	})
 	return pods
+}
+
+// finish ends pods on worker's kwok nodes with exit code 0.
+func finish(t *testing.T, worker string, pods []corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		if err := kwok.Finish(t.Context(), fleet.workers[worker], &p, 0, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func create(t *testing.T, cl client.Client, obj client.Object) {
