@@ -111,7 +111,12 @@ func main() {
 	if err != nil {
 		fail(err, "setting up the status writer")
 	}
-	setups := controllers(mgr, cfg, coverage, writer, apis.served)
+	latePods := controller.NewLatePods(mgr.GetConfig(),
+		cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err := mgr.Add(latePods); err != nil {
+		fail(err, "setting up the caches of late Jobs' pods")
+	}
+	setups := controllers(mgr, cfg, coverage, latePods, writer, apis.served)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
 	webhooks := cfg.webhooks(mgr)
@@ -188,8 +193,11 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.IntVar(&c.accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
 	fs.DurationVar(&c.workloadMessageInterval, "workload-message-interval", 10*time.Second,
 		"How long progress waits before it is written to a Workload (a count that moved, shards covered while the batch still waits); the first verdict, a problem and the batch's acceptance are written at once, and the live count is on the BatchAccount. 0 writes every change at once.")
-	fs.DurationVar(&c.waitingStatusDelay, "waiting-status-delay", 10*time.Second,
-		"How long an account status that only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them) waits before it is written, so that the steps of a batch share writes; a new account's first status, coverage, verdicts and problems are written at once. 0 writes every change at once.")
+	// Under Kueue's baseline a Workload appears tens of seconds after its account's first
+	// status and its first index completes 10-30 s after admission: 30 s lets most of
+	// those waits go with the next write that must go at once.
+	fs.DurationVar(&c.waitingStatusDelay, "waiting-status-delay", 30*time.Second,
+		"How long an account status that only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them) waits before it is written, so that the steps of a batch share writes; a new account's first status waits as long at most for Kueue to create its queued Jobs' Workloads; coverage, verdicts and problems are written at once. 0 writes every change at once.")
 	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
 	// releases alone take about 17 minutes, while the account keeps its share of the budget.
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
@@ -287,14 +295,14 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 
 // controllers are the reconcilers: accounts, held pods, held Job records, and the short
 // forms of Jobs and JobSets.
-func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
+func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods *controller.LatePods, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
 	metrics := controller.NewMetrics(c.perAccountMetrics)
 	// One Ledger for every controller that reads recorded results: the key is loaded once.
 	ledger := &controller.Ledger{Source: ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
 		Namespace: c.certOpts.Namespace, Name: c.ledgerKeySecret}}
 	setups := []setup{
 		&controller.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods, Writer: writer,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods, LatePods: latePods, Writer: writer,
 			Recorder: mgr.GetEventRecorder("batchledger"),
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,

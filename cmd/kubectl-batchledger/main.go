@@ -11,6 +11,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/options"
 )
 
 func main() {
@@ -18,7 +19,7 @@ func main() {
 	// reports through its output and exit code instead.
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli.Execute(ctx, os.Args[1:], cli.StdStreams())
+	code := cli.Execute(ctx, os.Args[1:], options.StdStreams())
 	stop()
 	os.Exit(code)
 }

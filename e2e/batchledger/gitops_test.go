@@ -16,7 +16,8 @@ import (
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/repair"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -78,7 +79,7 @@ func TestRepairSurvivesGitOpsReapply(t *testing.T) {
 		return ba.Status.ObservedGeneration == ba.Generation && ba.Status.Shards.Missing == "D" && target(ba, "job/j") != nil && target(ba, "job/j").Terminal != ""
 	})
 
-	if out, errOut, code := plugin(t, "repair", "ij245", "-n", f.Namespace, "--dry-run=server"); code != cli.ExitOK || !strings.Contains(out, "(server dry run)") {
+	if out, errOut, code := plugin(t, "repair", "ij245", "-n", f.Namespace, "--dry-run=server"); code != options.ExitOK || !strings.Contains(out, "(server dry run)") {
 		t.Fatalf("repair --dry-run=server: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 	ba := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Name: "ij245", Namespace: f.Namespace}}
@@ -86,7 +87,7 @@ func TestRepairSurvivesGitOpsReapply(t *testing.T) {
 	if len(ba.Spec.Repairs) != 0 {
 		t.Fatalf("a server dry run stored spec.repairs %+v", ba.Spec.Repairs)
 	}
-	if out, errOut, code := plugin(t, "repair", "ij245", "-n", f.Namespace); code != cli.ExitOK {
+	if out, errOut, code := plugin(t, "repair", "ij245", "-n", f.Namespace); code != options.ExitOK {
 		t.Fatalf("repair: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 	f.Get(ba)
@@ -100,8 +101,8 @@ func TestRepairSurvivesGitOpsReapply(t *testing.T) {
 		if mf.FieldsV1 == nil || !strings.Contains(string(mf.FieldsV1.Raw), `"f:repairs"`) {
 			continue
 		}
-		if mf.Manager != cli.RepairFieldManager {
-			t.Errorf("spec.repairs is owned by %s (%s), want %s alone", mf.Manager, mf.Operation, cli.RepairFieldManager)
+		if mf.Manager != repair.FieldManager {
+			t.Errorf("spec.repairs is owned by %s (%s), want %s alone", mf.Manager, mf.Operation, repair.FieldManager)
 		}
 	}
 

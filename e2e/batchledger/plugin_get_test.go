@@ -14,6 +14,7 @@ import (
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -54,7 +55,7 @@ func TestPluginGetScripting(t *testing.T) {
 	}
 	for _, tc := range cases {
 		out, errOut, code := plugin(t, append(tc.args, "-n", f.Namespace)...)
-		if code != cli.ExitOK || out != tc.want {
+		if code != options.ExitOK || out != tc.want {
 			t.Errorf("%v: exit %d, stderr %q\n%q\nwant %q", tc.args, code, errOut, out, tc.want)
 		}
 	}
@@ -92,7 +93,7 @@ func TestPluginGetScripting(t *testing.T) {
 	}
 	waitForOutput("alpha   speech\n")
 	cancel()
-	if code := <-done; code != cli.ExitOK {
+	if code := <-done; code != options.ExitOK {
 		t.Errorf("get -w ended with %d (stderr %q)", code, errOut.String())
 	}
 }

@@ -17,18 +17,23 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/explain"
+	"batchledger.dev/batchledger/pkg/cli/explanation"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/repair"
+	"batchledger.dev/batchledger/pkg/cli/resolve"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // explainText runs `kubectl batchledger explain account NAME` in-process.
 func explainText(t *testing.T, f *framework.Framework, name string) string {
 	t.Helper()
-	exs, err := cli.Explain(f.Ctx, f.Client, f.Namespace, cli.KindAccount, name, cli.DefaultMaxRows)
+	exs, err := explain.Explain(f.Ctx, f.Client, f.Namespace, resolve.KindAccount, name, explanation.DefaultMaxRows)
 	if err != nil {
 		t.Fatalf("explain account %s: %v", name, err)
 	}
 	var b bytes.Buffer
-	if err := cli.WriteExplanations(&b, exs, cli.OutputText); err != nil {
+	if err := explain.WriteExplanations(&b, exs, explain.OutputText); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -83,22 +88,22 @@ func TestRepairFailedIndex(t *testing.T) {
 	}
 
 	// The plugin binary's path: kubeconfig, discovery, exit codes.
-	if out, errOut, code := plugin(t, "explain", "account", "ij245", "-n", f.Namespace, "--exit-code"); code != cli.ExitNotAccepted || !strings.Contains(out, "NOT ACCEPTED (ShardsMissing)") {
+	if out, errOut, code := plugin(t, "explain", "account", "ij245", "-n", f.Namespace, "--exit-code"); code != options.ExitNotAccepted || !strings.Contains(out, "NOT ACCEPTED (ShardsMissing)") {
 		t.Errorf("plugin explain --exit-code before the repair: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 	wlJ := framework.WorkloadFor(t, job)
-	if out, errOut, code := plugin(t, "explain", "workload", wlJ.Name, "-n", f.Namespace, "-o", "json"); code != cli.ExitOK || !strings.Contains(out, `"account": "ij245"`) {
+	if out, errOut, code := plugin(t, "explain", "workload", wlJ.Name, "-n", f.Namespace, "-o", "json"); code != options.ExitOK || !strings.Contains(out, `"account": "ij245"`) {
 		t.Errorf("plugin explain workload %s: exit %d, stderr %q\n%s", wlJ.Name, code, errOut, out)
 	}
 	out, errOut, code := plugin(t, "repair", "ij245", "-n", f.Namespace, "--dry-run")
-	if code != cli.ExitOK || !strings.Contains(out, "name: j-repair-1") || !strings.Contains(out, "kueue.x-k8s.io/queue-name: default") {
+	if code != options.ExitOK || !strings.Contains(out, "name: j-repair-1") || !strings.Contains(out, "kueue.x-k8s.io/queue-name: default") {
 		t.Errorf("plugin repair --dry-run: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 	if err := f.Client.Get(f.Ctx, client.ObjectKey{Namespace: f.Namespace, Name: "j-repair-1"}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Errorf("repair --dry-run created Job j-repair-1: %v", err)
 	}
 
-	plan, err := cli.Repair(f.Ctx, f.Client, f.Namespace, "ij245", cli.DryRunNone)
+	plan, err := repair.Run(f.Ctx, f.Client, f.Namespace, "ij245", options.DryRunNone)
 	if err != nil {
 		t.Fatalf("repair: %v", err)
 	}
@@ -141,16 +146,16 @@ func TestRepairFailedIndex(t *testing.T) {
 		t.Errorf("coveredBy = %+v, want %+v", ba.Status.Shards.CoveredBy, want)
 	}
 	text := explainText(t, f, "ij245")
-	for _, phrase := range []string{"Verdict:  ACCEPTED (Accepted)", "job j-repair-1 (repair)", "D      job j-repair-1 index 0", "Nothing: the batch is Accepted."} {
+	for _, phrase := range []string{"Verdict:    ACCEPTED (Accepted)", "job j-repair-1 (repair)", "D      job j-repair-1 index 0", "Nothing: the batch is Accepted."} {
 		if !strings.Contains(text, phrase) {
 			t.Errorf("explain after the repair lacks %q:\n%s", phrase, text)
 		}
 	}
 	t.Logf("explain after the repair:\n%s", text)
-	if _, errOut, code := plugin(t, "explain", "job", "j-repair-1", "-n", f.Namespace, "--exit-code"); code != cli.ExitOK {
+	if _, errOut, code := plugin(t, "explain", "job", "j-repair-1", "-n", f.Namespace, "--exit-code"); code != options.ExitOK {
 		t.Errorf("plugin explain --exit-code after the repair: exit %d, stderr %q", code, errOut)
 	}
-	if out, errOut, code := plugin(t, "get", "-n", f.Namespace); code != cli.ExitOK || !strings.Contains(out, "ij245   100%       4         4       0          -         Accepted") {
+	if out, errOut, code := plugin(t, "get", "-n", f.Namespace); code != options.ExitOK || !strings.Contains(out, "ij245   100%       4         4       0          -         Accepted") {
 		t.Errorf("plugin get: exit %d, stderr %q\n%s", code, errOut, out)
 	}
 }

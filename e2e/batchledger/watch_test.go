@@ -17,6 +17,7 @@ import (
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -127,8 +128,8 @@ func TestWatchIJ245InTerminal(t *testing.T) {
 		t.Fatalf("watch did not end; it drew:\n%s", term.output())
 	}
 	out := term.output()
-	if exit != cli.ExitOK {
-		t.Errorf("watch exited %d, want %d; stderr: %s", exit, cli.ExitOK, errOut.String())
+	if exit != options.ExitOK {
+		t.Errorf("watch exited %d, want %d; stderr: %s", exit, options.ExitOK, errOut.String())
 	}
 	drawn := frames(t, out)
 	t.Logf("watch drew %d frames; the first, one with D missing, and the last:\n%s\n%s\n%s", len(drawn), drawn[0], frameWith(drawn, "3/4 covered"), drawn[len(drawn)-1])
@@ -216,8 +217,8 @@ func TestWatchFailedJobPlain(t *testing.T) {
 		got = append(got, l)
 	}
 	t.Logf("watch printed:\n%s", strings.Join(got, "\n"))
-	if exit != cli.ExitNotAccepted {
-		t.Errorf("watch exited %d, want %d; stderr: %s", exit, cli.ExitNotAccepted, errOut.String())
+	if exit != options.ExitNotAccepted {
+		t.Errorf("watch exited %d, want %d; stderr: %s", exit, options.ExitNotAccepted, errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "cannot be Accepted without repair: shard D can no longer be covered") {
 		t.Errorf("stderr: %s", errOut.String())

@@ -12,7 +12,8 @@ import (
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/repair"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/worker"
 )
@@ -96,7 +97,7 @@ func TestPodsAreToldTheirShard(t *testing.T) {
 	framework.WaitForJobCondition(t, job, batchv1.JobFailed)
 	waitAccount(t, f, "ij245", "shard A missing", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Missing == "A" })
 
-	plan, err := cli.Repair(f.Ctx, f.Client, f.Namespace, "ij245", cli.DryRunNone)
+	plan, err := repair.Run(f.Ctx, f.Client, f.Namespace, "ij245", options.DryRunNone)
 	if err != nil {
 		t.Fatalf("repair: %v", err)
 	}

@@ -36,6 +36,11 @@ const (
 	// modeMixed: only one Job in ten is named by an account (coverage only); the others
 	// run as if batchledger were not installed.
 	modeMixed = "mixed"
+	// modeLate: every account (coverage only) is created once each of its Jobs has
+	// completed an index: the Jobs started unlabelled, so their pods are in no pod cache
+	// and the controller reads them through a cache of each late Job's own
+	// (controller.LatePods).
+	modeLate = "late"
 )
 
 // size is one benchmark size: jobs Indexed Jobs of indexes completions each.
@@ -59,10 +64,10 @@ func parseLoadFlags(args []string) (loadConfig, error) {
 	fs.StringVar(&cfg.pprofOut, "pprof", "", "when set, run the controller with --pprof-bind-address and write a CPU profile of the last size to this file")
 	fs.BoolVar(&cfg.watchFloor, "watch-floor", true, "run the watch floor beside the controller: its caches alone, without reconciling (floor.go)")
 	fs.IntVar(&cfg.pprofSeconds, "pprof-seconds", 60, "length of the --pprof CPU profile, started when the last size's Jobs are created")
-	modes := fs.String("modes", modeCoverage, "comma-separated modes, each run at every size: coverage (accounts count coverage), results (accounts require results), mixed (one Job in ten has an account)")
+	modes := fs.String("modes", modeCoverage, "comma-separated modes, each run at every size: coverage (accounts count coverage), results (accounts require results), mixed (one Job in ten has an account), late (accounts created after their Jobs started)")
 	_ = fs.Parse(args)
 	for m := range strings.SplitSeq(*modes, ",") {
-		if m != modeCoverage && m != modeResults && m != modeMixed {
+		if m != modeCoverage && m != modeResults && m != modeMixed && m != modeLate {
 			return cfg, fmt.Errorf("--modes: unknown mode %q", m)
 		}
 		cfg.modes = append(cfg.modes, m)

@@ -63,7 +63,7 @@ func newRecorder() *recorder {
 	}
 }
 
-// name records that account names job.
+// name records that account names job, with the indexes it has completed so far.
 func (r *recorder) name(account, job string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -71,6 +71,10 @@ func (r *recorder) name(account, job string) {
 		r.completed[account] = map[string]int{}
 	}
 	r.accountOf[job] = account
+	// A Job named after it started (modeLate) counts what it had completed by then.
+	if set, err := indexset.Parse(r.jobStatus[job].CompletedIndexes); err == nil {
+		r.completed[account][job] = set.Count()
+	}
 }
 
 func (r *recorder) job(j *batchv1.Job, now time.Time) {
@@ -178,6 +182,19 @@ func (r *recorder) allDone(n int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.done) == n
+}
+
+// started is how many Jobs have completed an index.
+func (r *recorder) started() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, st := range r.jobStatus {
+		if st.CompletedIndexes != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // progress is the Jobs finished and the Job status changes seen so far.

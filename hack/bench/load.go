@@ -114,10 +114,13 @@ func runLoad(ctx context.Context, cfg loadConfig) error {
 			}
 			results = append(results, r)
 			writeText(os.Stderr, loadTable(results[len(results)-1:]))
+			writeText(os.Stderr, loadDetailTable(results[len(results)-1:]))
 		}
 	}
 	fmt.Println()
 	writeText(os.Stdout, loadTable(results))
+	fmt.Println()
+	writeText(os.Stdout, loadDetailTable(results))
 	if cfg.out != "" {
 		if err := writeLoadDoc(cfg, root, results); err != nil {
 			return err
@@ -135,9 +138,12 @@ func (l *load) queues(ctx context.Context) error {
 		wrappers.MakeClusterQueue(queueName).ResourceGroup(wrappers.GPUFlavorQuotas(flavorName, "2000", "16Ti", gpus)).Obj())
 }
 
-// plan is the Jobs of one mode and size and the accounts naming them (jobsPerAccount
-// each), recorded in rec.
-func (l *load) plan(mode string, sz size, ns string, rec *recorder) (accounts []*v1alpha1.BatchAccount, jobs []*batchv1.Job) {
+// naming is one Job an account names.
+type naming struct{ account, job string }
+
+// plan is the Jobs of one mode and size, the accounts naming them (jobsPerAccount each)
+// and which Job each names.
+func (l *load) plan(mode string, sz size, ns string) (accounts []*v1alpha1.BatchAccount, jobs []*batchv1.Job, names []naming) {
 	par := min(sz.indexes, l.cfg.parallelism)
 	newJob := func(name string) *batchv1.Job {
 		w := wrappers.MakeJob(name, ns).Indexed(int32(sz.indexes)).Parallelism(int32(par)).
@@ -164,7 +170,7 @@ func (l *load) plan(mode string, sz size, ns string, rec *recorder) (accounts []
 		name := fmt.Sprintf("a-%03d", len(accounts))
 		ba := wrappers.MakeBatchAccount(name, ns).ShardCount("s", int32(n*sz.indexes))
 		for k, job := range named[first : first+n] {
-			rec.name(name, job)
+			names = append(names, naming{name, job})
 			off := k * sz.indexes
 			ba.AssignJobOrdinals(job, fmt.Sprintf("0-%d", sz.indexes-1), fmt.Sprintf("%d-%d", off, off+sz.indexes-1))
 		}
@@ -173,7 +179,7 @@ func (l *load) plan(mode string, sz size, ns string, rec *recorder) (accounts []
 		}
 		accounts = append(accounts, ba.Obj())
 	}
-	return accounts, jobs
+	return accounts, jobs, names
 }
 
 // runSize runs one mode and size in a namespace of its own: watches first, then the
@@ -190,8 +196,13 @@ func (l *load) runSize(ctx context.Context, mode string, sz size, profile bool) 
 		}
 	}
 	rec := newRecorder()
-	accounts, jobs := l.plan(mode, sz, ns, rec)
+	accounts, jobs, names := l.plan(mode, sz, ns)
 	res.accounts = len(accounts)
+	nameAll := func() {
+		for _, n := range names {
+			rec.name(n.account, n.job)
+		}
+	}
 
 	wctx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()
@@ -207,15 +218,35 @@ func (l *load) runSize(ctx context.Context, mode string, sz size, profile bool) 
 		return res, err
 	}
 	start := time.Now()
-	for _, ba := range accounts {
-		if err := c.Create(ctx, ba); err != nil {
-			return res, fmt.Errorf("BatchAccount %s: %w", ba.Name, err)
+	createAccounts := func() error {
+		for _, ba := range accounts {
+			if err := c.Create(ctx, ba); err != nil {
+				return fmt.Errorf("BatchAccount %s: %w", ba.Name, err)
+			}
+		}
+		return nil
+	}
+	if mode != modeLate {
+		nameAll()
+		if err := createAccounts(); err != nil {
+			return res, err
 		}
 	}
 	for _, j := range jobs {
 		if err := c.Create(ctx, j); err != nil {
 			return res, fmt.Errorf("Job %s: %w", j.Name, err)
 		}
+	}
+	if mode == modeLate {
+		// Each account comes once its Jobs completed an index: they run unlabelled, and
+		// the latency counts only the changes after the account exists.
+		if err := poll(ctx, l.cfg.timeout, func() (bool, error) { return rec.started() == len(jobs), nil }); err != nil {
+			return res, fmt.Errorf("waiting for the Jobs to complete an index: %w", err)
+		}
+		if err := createAccounts(); err != nil {
+			return res, err
+		}
+		nameAll()
 	}
 	var profiled sync.WaitGroup
 	defer profiled.Wait()

@@ -17,6 +17,9 @@ const (
 	loadBegin       = "<!-- bench:load:begin (written by hack/bench --out) -->"
 	loadEnd         = "<!-- bench:load:end -->"
 	loadHeading     = "## Load benchmark (`make bench`)"
+	lateBegin       = "<!-- bench:late:begin (written by hack/bench --modes=late --out) -->"
+	lateEnd         = "<!-- bench:late:end -->"
+	lateHeading     = "### Late accounts (`--modes=late`)"
 	baselineBegin   = "<!-- bench:baseline:begin (written by hack/bench baseline --out) -->"
 	baselineEnd     = "<!-- bench:baseline:end -->"
 	baselineHeading = "## Kueue scheduler-performance baseline (`make bench-baseline`)"
@@ -64,7 +67,7 @@ func loadTable(results []loadResult) report.Table {
 // loadDetailTable is the load's figures that only the Markdown shows.
 func loadDetailTable(results []loadResult) report.Table {
 	t := report.Table{Header: []string{"mode", "size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s",
-		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm", "queue wait mean ms", "queue waits > 1 s", "reconcile mean ms"}}
+		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm", "queue wait mean ms", "queue waits > 1 s", "reconcile mean ms", "apiserver CPU s"}}
 	for _, r := range results {
 		c := r.cost
 		floor, floorRatio, above := "-", "-", "-"
@@ -82,15 +85,42 @@ func loadDetailTable(results []loadResult) report.Table {
 			rec = fmt.Sprintf("%.1f", 1000*c.reconcileSum/c.reconcileCount)
 		}
 		t.Rows = append(t.Rows, []string{r.mode, r.size.String(), fmt.Sprintf("%.0f", c.reconciles), fmt.Sprintf("%.0f", c.wlWrites),
-			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above, wait, over, rec})
+			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above, wait, over, rec, fmt.Sprintf("%.2f", c.apiCPU)})
 	}
 	return t
 }
 
-// writeLoadDoc replaces the load section of cfg.out.
+// writeLoadDoc replaces the load section of cfg.out, and the late section with the rows
+// of the late mode.
 func writeLoadDoc(cfg loadConfig, root string, results []loadResult) error {
+	// The late mode has a section of its own: its rows answer another question (what an
+	// account costs that came after its Job) and are run on their own.
+	var late, others []loadResult
+	for _, r := range results {
+		if r.mode == modeLate {
+			late = append(late, r)
+		} else {
+			others = append(others, r)
+		}
+	}
+	for _, sec := range []struct {
+		rows                []loadResult
+		begin, end, heading string
+	}{{others, loadBegin, loadEnd, loadHeading}, {late, lateBegin, lateEnd, lateHeading}} {
+		if len(sec.rows) == 0 {
+			continue
+		}
+		if err := writeLoadSection(cfg, root, sec.rows, sec.begin, sec.end, sec.heading); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeLoadSection rewrites one section of cfg.out, between begin and end, with results.
+func writeLoadSection(cfg loadConfig, root string, results []loadResult, begin, end, heading string) error {
 	var b strings.Builder
-	fmt.Fprintln(&b, loadBegin)
+	fmt.Fprintln(&b, begin)
 	report.WritePreamble(&b, cfg.command, append(machineFacts(root), [2]string{"load", fmt.Sprintf(
 		"%d fake nodes x %d GPUs, ClusterQueue quota %d GPUs; %d Jobs per BatchAccount; Job parallelism %d; pods request 1 GPU and exit 0 after %s (kwok auto-exit)",
 		cfg.nodes, cfg.gpus, cfg.nodes*cfg.gpus, cfg.jobsPerAccount, cfg.parallelism, cfg.exitDelay)}))
@@ -98,8 +128,8 @@ func writeLoadDoc(cfg loadConfig, root string, results []loadResult) error {
 	loadTable(results).WriteMarkdown(&b)
 	fmt.Fprintln(&b)
 	loadDetailTable(results).WriteMarkdown(&b)
-	fmt.Fprintln(&b, loadEnd)
-	return report.WriteSection(docPath(root, cfg.out), loadBegin, loadEnd, b.String(), loadHeading)
+	fmt.Fprintln(&b, end)
+	return report.WriteSection(docPath(root, cfg.out), begin, end, b.String(), heading)
 }
 
 // classRow is one class's admission times over every run of a mode.

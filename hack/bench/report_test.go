@@ -10,7 +10,7 @@ import (
 	"batchledger.dev/batchledger/internal/testsupport/report"
 )
 
-// TestDocSectionsLeaveEachOther: the load and the baseline each rewrite their own section
+// TestDocSectionsLeaveEachOther: the load, its late mode and the baseline each rewrite their own section
 // of one document, whatever order they run in.
 func TestDocSectionsLeaveEachOther(t *testing.T) {
 	dir := t.TempDir()
@@ -38,13 +38,14 @@ func TestDocSectionsLeaveEachOther(t *testing.T) {
 	load("first")
 	baseline("without")
 	load("second")
+	load(modeLate)
 	baseline("with")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(data)
-	for _, want := range []string{"Intro.", "## Micro\n\nkept", loadHeading, "| second | 1x1 |", baselineHeading, "| small | with | 1 |"} {
+	for _, want := range []string{"Intro.", "## Micro\n\nkept", loadHeading, "| second | 1x1 |", lateHeading, "| late | 1x1 |", baselineHeading, "| small | with | 1 |"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("document lacks %q:\n%s", want, doc)
 		}

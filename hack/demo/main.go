@@ -39,6 +39,7 @@ import (
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli"
+	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -450,7 +451,7 @@ func (d *demo) watch(name string, drive func(quiet *demo) error) error {
 	if err := <-driven; err != nil {
 		return err
 	}
-	if code != cli.ExitOK {
+	if code != options.ExitOK {
 		return fmt.Errorf("kubectl batchledger watch account %s exited %d", name, code)
 	}
 	return nil

@@ -367,7 +367,7 @@ var managerDefaults = map[string]string{
 	"kube-api-qps":                     "100",
 	"kube-api-burst":                   "200",
 	"workload-message-interval":        "10s",
-	"waiting-status-delay":             "10s",
+	"waiting-status-delay":             "30s",
 	"metrics-bind-address":             "0",
 	"metrics-secure":                   "false",
 	"health-probe-bind-address":        ":8081",

@@ -210,7 +210,7 @@ func Compute(in Input) Output {
 	// prevOf[i] is the previous status of target i's current identity (nil if new).
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
-		ts := observeTarget(t, in.Observations[t.Key])
+		ts := targetStateOf(t, in.Observations[t.Key])
 		if ts.obs.OwnerEnded == OwnerDeleted && !seenOwners[ownerOf(t.Ref)] {
 			// Nothing says this owner ever existed: an account written before its JobSet
 			// (or TrainJob) waits for it, as for a Job not created yet.
@@ -335,7 +335,10 @@ func aheadOfJobs(prev, now *v1alpha1.BatchAccountStatus, states []*targetState) 
 	return ahead && equality.Semantic.DeepEqual(&cur, prev)
 }
 
-func observeTarget(t Target, obs Observation) *targetState {
+// targetStateOf builds a target's state from its observation alone: the Job's facts,
+// the mapped indexes it covered and what is wrong with its mapping. It is pure:
+// pkg/controller's observeTarget is what reads the cluster.
+func targetStateOf(t Target, obs Observation) *targetState {
 	ts := &targetState{key: t.Key, obs: obs, found: obs.Job != nil, mapped: t.Indexes}
 	if !ts.found {
 		return ts

@@ -87,7 +87,7 @@ func finalRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation, now met
 	if job == nil || job.UID != prev.UID || prev.Terminal != "" || prev.Deleted {
 		return prev
 	}
-	last := observeTarget(t, Observation{Job: job, RestartAttempt: prev.RestartAttempt, Workload: prev.Workload})
+	last := targetStateOf(t, Observation{Job: job, RestartAttempt: prev.RestartAttempt, Workload: prev.Workload})
 	s, _, _ := targetStatus(last, prev, now, lim)
 	s.Problems, s.ProblemsDropped = prev.Problems, prev.ProblemsDropped
 	return &s

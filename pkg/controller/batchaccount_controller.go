@@ -55,7 +55,11 @@ type Reconciler struct {
 	// the results scope, which the releaser follows in every phase. Unset (unit tests),
 	// coverage pods are read from Client like results pods.
 	CoveragePods cache.Cache
-	Recorder     events.EventRecorder
+	// LatePods, when set, holds the succeeded pods of the Jobs that started before an
+	// account named them, one small cache per such Job; unset, they are listed from
+	// APIReader on every reconcile.
+	LatePods *LatePods
+	Recorder events.EventRecorder
 	// Writer sends the account status and Workload condition writes; nil sends them
 	// through Client (clientWriter). The manager's never decodes an answer
 	// (NewRESTStatusWriter).
@@ -153,7 +157,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration
-	if changed && !out.AheadOfJobs && waitingOnly(&ba.Status, &out.Status, out.Changed) {
+	if changed && !out.AheadOfJobs && (waitingOnly(&ba.Status, &out.Status, out.Changed) ||
+		len(ba.Status.Conditions) == 0 && r.APIs.Served(APIWorkload) && aheadOfKueue(seen)) {
 		due = r.accountWaits.wait(ba.UID, now, r.WaitingStatusDelay)
 	}
 	switch {
@@ -290,6 +295,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.CoveragePods != nil {
 		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.podToAccounts), succeededPodArrived))
+	}
+	if r.LatePods != nil {
+		b = b.WatchesRawSource(source.Channel(r.LatePods.Events(), batched(PodBatchPeriod, r.podToAccounts)))
 	}
 	if r.APIs.ServedObject(&kueue.Workload{}, mgr.GetScheme()) {
 		if err := r.setupWorkloadCleanup(mgr); err != nil {

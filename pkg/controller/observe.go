@@ -104,8 +104,13 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		// No cache holds what the account reads of these pods: the Job started before its
 		// account existed (outside the opt-in scope), or the account started requiring
 		// results while its Job ran in the coverage scope. Only succeeded pods count
-		// (attempts, results), so only those are read, straight from the API server.
-		if pods.Items, err = r.succeededPodsLive(ctx, namespace, job); err != nil {
+		// (attempts, results), so only those are read: from the Job's own cache of
+		// succeeded pods (LatePods), or without one (tests) straight from the API server.
+		read := r.succeededPodsLive
+		if r.LatePods != nil {
+			read = r.LatePods.SucceededPods
+		}
+		if pods.Items, err = read(ctx, job); err != nil {
 			return o, err
 		}
 	}
@@ -136,8 +141,10 @@ func (r *Reconciler) observeWorkload(ctx context.Context, o *observed, ref v1alp
 // API server.
 const livePodsPage = 500
 
-// succeededPodsLive lists a Job's succeeded pods from the API server, page by page.
-func (r *Reconciler) succeededPodsLive(ctx context.Context, namespace string, job *batchv1.Job) ([]corev1.Pod, error) {
+// succeededPodsLive lists a Job's succeeded pods from the API server, page by page: the
+// reconciler's read without LatePods.
+func (r *Reconciler) succeededPodsLive(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
+	namespace := job.Namespace
 	var all []corev1.Pod
 	opts := []client.ListOption{client.InNamespace(namespace),
 		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)},

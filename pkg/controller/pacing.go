@@ -8,6 +8,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -27,7 +28,7 @@ import (
 // as a wait although Admitted turns True: it is a step towards the verdict that Kueue
 // shows on the Workload at once, and the first covered shard, written at once, carries it
 // when it follows within the delay. The first status is no wait: a new account shows
-// where it stands at once.
+// where it stands at once, unless Kueue has yet to create its Workloads (aheadOfKueue).
 func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condition) bool {
 	if len(prev.Conditions) == 0 ||
 		next.Shards.Covered != prev.Shards.Covered || next.Shards.Accepted != prev.Shards.Accepted ||
@@ -47,6 +48,21 @@ func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condi
 		}
 	}
 	return true
+}
+
+// aheadOfKueue reports whether a target's Job is queued in Kueue (it carries Kueue's
+// queue label) but Kueue has not created its Workload yet. A new account's first status
+// then waits for the Workload (its creation wakes the account), at most
+// WaitingStatusDelay: written at once, it would say only that no Workload was found, and
+// the Workload appearing a moment later would cost a second write. Under a burst of
+// submissions Kueue creates Workloads seconds to tens of seconds after their Jobs.
+func aheadOfKueue(seen map[string]observed) bool {
+	for _, o := range seen {
+		if o.job != nil && o.workload == nil && o.job.Labels[kueueconstants.QueueLabel] != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // progressClock remembers, per object, since when progress has waited unwritten. In

@@ -158,3 +158,57 @@ func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstStatusWaitsForKueuesWorkload: a new account whose Job is queued in Kueue (it
+// carries Kueue's queue label) but has no Workload yet waits for the Workload, at most
+// WaitingStatusDelay, so that its first status says where the Job stands in Kueue and the
+// Workload appearing costs no second write. Kueue never creating it, the first status is
+// written once the delay has passed.
+func TestFirstStatusWaitsForKueuesWorkload(t *testing.T) {
+	const delay = 10 * time.Second
+	for name, tc := range map[string]struct {
+		// workloadAfter is when Kueue creates the Workload (0: never).
+		workloadAfter time.Duration
+		wantAdmitted  string
+	}{
+		"the Workload appears within the delay": {workloadAfter: 3 * time.Second, wantAdmitted: "False Pending"},
+		"Kueue never creates it":                {wantAdmitted: "Unknown NoWorkload"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := jobJ(v1alpha1.ScopeCoverage).Suspend(true).Queue("default").ResourceVersion("").Obj()
+			f := newFixture(t, hooks{}, accountOfJ().Obj(), j)
+			at := testNow
+			r := f.reconciler()
+			r.WaitingStatusDelay = delay
+			r.Now = func() time.Time { return at }
+			reconcile := func() ctrl.Result {
+				t.Helper()
+				f.reset()
+				res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			if res := reconcile(); len(f.writesOf("status-update")) != 0 || res.RequeueAfter != delay {
+				t.Fatalf("queued Job without a Workload: %d status writes, requeue after %v; want none, %v",
+					len(f.writesOf("status-update")), res.RequeueAfter, delay)
+			}
+			if tc.workloadAfter > 0 {
+				at = at.Add(tc.workloadAfter)
+				if err := f.c.Create(context.Background(), wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				at = at.Add(delay)
+			}
+			reconcile()
+			if got := len(f.writesOf("status-update")); got != 1 {
+				t.Errorf("%d status writes, want the first status written once", got)
+			}
+			if diff := cmp.Diff(tc.wantAdmitted, conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAdmitted)); diff != "" {
+				t.Errorf("stored Admitted (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

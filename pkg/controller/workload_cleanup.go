@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"batchledger.dev/batchledger/pkg/kinds/all"
 	"context"
 	"fmt"
 
@@ -20,6 +19,7 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 

@@ -3,6 +3,8 @@ package wrappers
 import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -81,6 +83,14 @@ func (w *JobSetWrapper) EnableDNSHostnames(b bool) *JobSetWrapper {
 // Suspend sets spec.suspend.
 func (w *JobSetWrapper) Suspend(s bool) *JobSetWrapper {
 	w.Spec.Suspend = &s
+	return w
+}
+
+// ControlledBy sets a controller owner reference to owner of kind gvk (a TrainJob that
+// renders the JobSet), and the JobSet's UID to uid.
+func (w *JobSetWrapper) ControlledBy(owner metav1.Object, gvk schema.GroupVersionKind, uid string) *JobSetWrapper {
+	w.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)}
+	w.ObjectMeta.UID = types.UID(uid)
 	return w
 }
 

@@ -2,11 +2,13 @@ package wrappers
 
 import (
 	"strconv"
+	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TrainJobWrapper builds a Kubeflow Trainer TrainJob.
@@ -89,6 +91,18 @@ func (w *TrainJobWrapper) resources() {
 // Suspend sets spec.suspend.
 func (w *TrainJobWrapper) Suspend(s bool) *TrainJobWrapper {
 	w.Spec.Suspend = &s
+	return w
+}
+
+// UID sets the TrainJob's UID, as the API server would.
+func (w *TrainJobWrapper) UID(uid string) *TrainJobWrapper {
+	w.ObjectMeta.UID = types.UID(uid)
+	return w
+}
+
+// Condition sets a status condition of the TrainJob (Complete, Failed...) True.
+func (w *TrainJobWrapper) Condition(typ string, at time.Time) *TrainJobWrapper {
+	w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: typ, LastTransitionTime: metav1.NewTime(at)})
 	return w
 }
 

@@ -1,0 +1,61 @@
+package explain
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/explanation"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
+)
+
+// TestExplainDeletedJob: the seed's accepted batch after Job j was deleted by its TTL
+// stays ACCEPTED, with the record and the deletion stated; the results still stand.
+func TestExplainDeletedJob(t *testing.T) {
+	s := clitest.SeedSteps()
+	accepted := s.Steps[len(s.Steps)-1]
+	var results []account.Result
+	for _, r := range s.Chunks[0].Results {
+		results = append(results, account.FromRecorded(r))
+	}
+	ba := clitest.Compute(accepted, clitest.DeletedAt, map[string]account.Observation{}, results...)
+	out, errOut, code := run(t, clitest.FakeClient(ba, s.Chunks[0].DeepCopy()), "explain", "account", "ij245", "-n", ns)
+	if code != options.ExitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	clitest.Golden(t, "explain_deleted_job", []byte(out))
+	for _, phrase := range []string{
+		"ACCEPTED (Accepted)",
+		"(DELETED at 2026-11-29T12:00:00Z; the record below stands)",
+		"the Job was deleted at 2026-11-29T12:00:00Z, its record stands",
+		"Accepted (4 of 4 shards)",
+		"Nothing: the batch is Accepted.",
+	} {
+		if !strings.Contains(out, phrase) {
+			t.Errorf("explanation lacks %q:\n%s", phrase, out)
+		}
+	}
+	if strings.Contains(out, v1alpha1.RejectionStaleIdentity) {
+		t.Errorf("accepted results turned stale after the Job was deleted:\n%s", out)
+	}
+}
+
+// TestExplainRuleInvalid: the advice for a rule that does not compile is to fix it.
+func TestExplainRuleInvalid(t *testing.T) {
+	j := clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("1").Condition(batchv1.JobComplete, batchv1.JobReasonCompletionsReached, clitest.CompleteT.Time).Obj()
+	ba := clitest.IJ245Account()
+	ba.Status = account.Compute(account.Input{
+		Namespace: ns, Generation: 1, Spec: &ba.Spec, Observations: map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}},
+		Now: metav1.NewTime(clitest.CompleteT.Time), RuleError: "undeclared reference to 'reslt'",
+	}).Status
+	needed := strings.Join(explanation.BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+	if !strings.Contains(needed, "Fix spec.acceptance.rule (ResultsAccepted=False, RuleInvalid): the acceptance rule does not compile in this controller: undeclared reference to 'reslt'") {
+		t.Errorf("still needed:\n%s", needed)
+	}
+}

@@ -1,0 +1,60 @@
+package explanation
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
+	"batchledger.dev/batchledger/pkg/indexset"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
+)
+
+// TestExplainAdmissionMove: a Job evicted on h100 with indexes 0 and 1 complete and
+// re-admitted on a100: explain says where each shard ran.
+func TestExplainAdmissionMove(t *testing.T) {
+	ba := clitest.IJ245Account()
+	wl := func(flavor string, admitted, evicted bool) *v1alpha1.WorkloadObservation {
+		w := clitest.WorkloadObs(false)
+		w.Flavors, w.Admitted, w.Evicted = []string{"main=nvidia.com/gpu:" + flavor}, admitted, evicted
+		if evicted {
+			w.EvictionReason = "Preempted"
+		}
+		return w
+	}
+	steps := []struct {
+		completed string
+		w         *v1alpha1.WorkloadObservation
+	}{
+		{"0,1", wl("h100", true, false)},
+		{"0,1", wl("h100", false, true)},
+		{"0-3", wl("a100", true, false)},
+	}
+	for i, st := range steps {
+		done, _ := indexset.Parse(st.completed)
+		n := int32(done.Count())
+		j := clitest.SeedJob("j", clitest.JobUID, 4).Completed(st.completed, n).ResourceVersion("1").Obj()
+		ba = clitest.Compute(ba, clitest.Time0.Add(time.Duration(i)*10*time.Minute), map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: st.w}})
+	}
+	ex := BuildExplanation(ba, nil, 0)
+	adm := ex.Jobs[0].Admissions
+	if len(adm) != 2 || adm[0].Shards != "A, B" || adm[0].EvictionReason != "Preempted" || adm[1].Shards != "C, D" {
+		t.Fatalf("admissions = %+v", adm)
+	}
+	for _, want := range []string{
+		"ClusterQueue ml-team-gpu on main=nvidia.com/gpu:h100, admission first observed at 2026-11-29T09:00:00Z, evicted at 2026-11-29T09:10:00Z (Preempted); indexes 0,1 completed under it (shards A, B)",
+		"ClusterQueue ml-team-gpu on main=nvidia.com/gpu:a100, admission first observed at 2026-11-29T09:20:00Z; indexes 2,3 completed under it (shards C, D)",
+	} {
+		if !slices.ContainsFunc(adm, func(a AdmissionExplanation) bool { return a.Summary == want }) {
+			t.Errorf("no admission reads %q: %+v", want, adm)
+		}
+	}
+	if got := ranOn(&ba.Status.Targets[0], 0); got != "ml-team-gpu on main=nvidia.com/gpu:h100" {
+		t.Errorf("shard A ran on %q", got)
+	}
+	if got := ranOn(&ba.Status.Targets[0], 3); got != "ml-team-gpu on main=nvidia.com/gpu:a100" {
+		t.Errorf("shard D ran on %q", got)
+	}
+}

@@ -1,0 +1,207 @@
+package explanation
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
+	"batchledger.dev/batchledger/pkg/indexset"
+)
+
+// maxListed bounds the identities or shards named inline in one sentence.
+const maxListed = 4
+
+// stillNeeded derives, from the conditions in the order they build the verdict, what
+// must happen before the batch is Accepted. Each entry says what is missing and, where
+// there is one, the action that supplies it.
+func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
+	st := &ba.Status
+	var out []string
+	if len(st.Conditions) == 0 {
+		return []string{"The controller has not written this account's status yet: check that the batchledger controller is running."}
+	}
+	if st.ObservedGeneration < ba.Generation {
+		out = append(out, fmt.Sprintf("The status describes spec generation %d; the spec is at generation %d: wait for the controller to observe the latest spec.",
+			st.ObservedGeneration, ba.Generation))
+	}
+	if ex.Verdict.Accepted {
+		return out
+	}
+	notTrue := func(t string) *metav1.Condition {
+		c := meta.FindStatusCondition(st.Conditions, t)
+		if c != nil && c.Status == metav1.ConditionTrue {
+			return nil
+		}
+		if c == nil {
+			c = &metav1.Condition{Type: t, Status: metav1.ConditionUnknown, Reason: "Unknown", Message: "not reported"}
+		}
+		return c
+	}
+	if c := notTrue(v1alpha1.ConditionAssignmentValid); c != nil {
+		// Coverage, termination and results are judged through the mapping: nothing
+		// else is worth doing before it is a partition.
+		return append(out, fmt.Sprintf("Fix the assignment mapping (AssignmentValid=%s, %s): %s.", c.Status, c.Reason, c.Message))
+	}
+	if c := notTrue(v1alpha1.ConditionShardsCovered); c != nil {
+		out = append(out, coverageNeeds(ba, ex, c)...)
+	}
+	if c := notTrue(v1alpha1.ConditionTerminated); c != nil {
+		for _, j := range ex.Jobs {
+			switch {
+			case j.Deleted && j.Terminal.Condition == "":
+				out = append(out, fmt.Sprintf("%s was deleted before it terminated: it can never record Complete. Once repairs cover its shards it stands like a failed Job (see the shards above).", j.Description))
+			case j.Deleted:
+				// Its record stands: it terminated before it was deleted.
+			case !j.Found:
+				out = append(out, fmt.Sprintf("%s must exist and record Complete or Failed.", j.Description))
+			case j.Terminal.Condition == "" && j.Terminal.SuccessCriteriaMet:
+				out = append(out, fmt.Sprintf("%s must record Complete: SuccessCriteriaMet is recorded, Complete follows once all its pods terminated.", j.Description))
+			case j.Terminal.Condition == "":
+				out = append(out, fmt.Sprintf("%s must record Complete (or Failed): coverage does not imply termination.", j.Description))
+			}
+		}
+	}
+	if c := notTrue(v1alpha1.ConditionResultsAccepted); c != nil {
+		switch c.Reason {
+		case v1alpha1.ReasonRuleInvalid:
+			out = append(out, fmt.Sprintf("Fix spec.acceptance.rule (ResultsAccepted=%s, %s): %s.", c.Status, c.Reason, c.Message))
+		case v1alpha1.ReasonResultRejected, v1alpha1.ReasonMissingResult:
+			// The identities completed those indexes: they will not run them again, so
+			// asking them for another result would be a dead end. A repair re-runs them.
+			var what []string
+			if ex.Results.RejectedShards != "" {
+				n := ordinalCount(ba.Status.Results.RejectedOrdinals)
+				what = append(what, output.Plural(n, "shard ", "shards ")+ex.Results.RejectedShards+output.Plural(n, " has", " have")+" only rejected results")
+			} else if c.Reason == v1alpha1.ReasonResultRejected {
+				what = append(what, "some shards have only rejected results ("+c.Message+")")
+			}
+			if ex.Results.MissingShards != "" {
+				what = append(what, "no result can arrive for "+output.Plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left to report one)")
+			}
+			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment; each result must carry input revision %s and model revision %s.",
+				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), ba.Name, ba.Namespace, ba.Spec.InputRevision, ba.Spec.ModelRevision))
+		default:
+			need := fmt.Sprintf("Shard results: %s. Each worker reports its shard, input revision %s and model revision %s in its termination message",
+				c.Message, ba.Spec.InputRevision, ba.Spec.ModelRevision)
+			if ex.Results.Rule != "" {
+				need += "; a result is accepted when it meets `" + ex.Results.Rule + "`"
+			}
+			out = append(out, need+".")
+		}
+	}
+	if len(out) == 0 || (len(out) == 1 && st.ObservedGeneration < ba.Generation) {
+		out = append(out, fmt.Sprintf("Accepted=False (%s): %s.", ex.Verdict.Reason, ex.Verdict.Message))
+	}
+	return out
+}
+
+// coverageNeeds says, per group of missing shards, what they wait for: identities that
+// may still complete, identities that never will (a repair re-runs them), or targets
+// that do not exist.
+func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Condition) []string {
+	var pending, lost, absent, jobSetLost []MissingShard
+	for _, ms := range ex.Shards.MissingShards {
+		final := true
+		for _, id := range ms.WaitsFor {
+			final = final && id.Final
+		}
+		switch {
+		case !final:
+			pending = append(pending, ms)
+		case len(ms.WaitsFor) > 0 && ms.WaitsFor[0].State == stateNotFound && len(ms.WaitsFor) == 1:
+			absent = append(absent, ms)
+		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsChild():
+			jobSetLost = append(jobSetLost, ms)
+		default:
+			lost = append(lost, ms)
+		}
+	}
+	head := fmt.Sprintf("%d/%d shards covered", ex.Shards.Covered, ex.Shards.Total)
+	var out []string
+	if len(pending) > 0 {
+		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, ShardNames(pending), output.Plural(len(pending), "waits", "wait"), Identities(pending, false)))
+	}
+	if len(absent) > 0 {
+		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, ShardNames(absent), output.Plural(len(absent), "is", "are"), Identities(absent, false)))
+	}
+	if len(lost) > 0 {
+		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. Run `kubectl batchledger repair %s -n %s` to re-run %s in a follow-up Job joined by a repair assignment.",
+			head, ShardNames(lost), Identities(lost, true), ba.Name, ba.Namespace, output.Plural(len(lost), "it", "them")))
+	}
+	if len(jobSetLost) > 0 {
+		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. A JobSet restart re-runs its children under new identities; otherwise append a repair assignment to spec.repairs by hand.",
+			head, ShardNames(jobSetLost), Identities(jobSetLost, true)))
+	}
+	if ex.Shards.MissingMore > 0 {
+		out = append(out, fmt.Sprintf("%d more missing shards are not listed (missing: %s).", ex.Shards.MissingMore, ex.Shards.Missing))
+	}
+	if len(out) == 0 {
+		out = append(out, fmt.Sprintf("Cover the missing shards (ShardsCovered=%s, %s): %s.", c.Status, c.Reason, c.Message))
+	}
+	return out
+}
+
+// ShardNames names the shards of a group, at most maxListed of them.
+func ShardNames(shards []MissingShard) string {
+	names := make([]string, 0, maxListed)
+	for _, ms := range shards[:min(len(shards), maxListed)] {
+		names = append(names, ms.Shard)
+	}
+	s := output.Plural(len(shards), "shard ", "shards ") + strings.Join(names, ", ")
+	if more := len(shards) - len(names); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
+}
+
+// Identities names the identities of a group, at most maxListed, with the states of
+// those that may still complete (of all with withState); a state shared by every
+// identity is said once.
+func Identities(shards []MissingShard, withState bool) string {
+	var ids []Identity
+	for _, ms := range shards {
+		ids = append(ids, ms.WaitsFor...)
+	}
+	shown := func(id Identity) bool { return withState || !id.Final }
+	common := ""
+	if len(ids) > 0 && shown(ids[0]) {
+		common = ids[0].State
+		for _, id := range ids[1:] {
+			if !shown(id) || id.State != common {
+				common = ""
+				break
+			}
+		}
+	}
+	parts := make([]string, 0, maxListed)
+	for _, id := range ids[:min(len(ids), maxListed)] {
+		p := fmt.Sprintf("%s index %d", v1alpha1.TargetKey(id.Target).Describe(), id.Index)
+		if common == "" && shown(id) {
+			p += " (" + id.State + ")"
+		}
+		parts = append(parts, p)
+	}
+	s := strings.Join(parts, ", ")
+	if more := len(ids) - len(parts); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	if common != "" {
+		s += " (" + common + ")"
+	}
+	return s
+}
+
+// summaryHead is "2/4 shard results accepted".
+func (r *ResultsExplanation) summaryHead(s ShardsExplanation) string {
+	return fmt.Sprintf("%d/%d shard results accepted", s.Accepted, s.Total)
+}
+
+// ordinalCount is the number of ordinals in an interval list (0 when it does not parse).
+func ordinalCount(s string) int {
+	set, _ := indexset.Parse(s)
+	return set.Count()
+}

@@ -1,0 +1,126 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/options"
+	"batchledger.dev/batchledger/pkg/cli/resolve"
+	"batchledger.dev/batchledger/pkg/relations"
+)
+
+// Run plans the repair of account name in namespace from the cluster's state and,
+// unless a client dry run, applies it: it creates the repair Jobs (suspended), appends
+// their entries to the account's spec.repairs under FieldManager with optimistic
+// concurrency (re-reading it on conflict), then unsuspends the Jobs Kueue does not
+// manage. If the account cannot be updated, the Jobs it created are deleted again, so
+// that no Job runs unaccounted. A server dry run sends the creates and the account
+// change with dryRun=All and unsuspends nothing.
+func Run(ctx context.Context, c client.Client, namespace, name string, dryRun options.DryRun) (*Plan, error) {
+	var ba v1alpha1.BatchAccount
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
+		return nil, resolve.DescribeGetError(err, "BatchAccount", namespace, name)
+	}
+	in, err := repairInput(ctx, c, &ba)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := NewPlan(in)
+	if err != nil || dryRun.ClientSide() {
+		return plan, err
+	}
+	var created []*batchv1.Job
+	for _, r := range plan.Repairs {
+		job := r.Job.DeepCopy()
+		if err := c.Create(ctx, job, dryRun.CreateOptions()...); err != nil {
+			return nil, errors.Join(fmt.Errorf("creating repair Job %q in namespace %q: %w", r.Job.Name, namespace, err), cleanup(ctx, c, created, dryRun))
+		}
+		created = append(created, job)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur v1alpha1.BatchAccount
+		if err := c.Get(ctx, client.ObjectKeyFromObject(&ba), &cur); err != nil {
+			return err
+		}
+		base := cur.DeepCopy()
+		for _, r := range plan.Repairs {
+			if slices.ContainsFunc(cur.Spec.AllAssignments(), func(a v1alpha1.Assignment) bool { return a.Target.Job == r.Assignment.Target.Job }) {
+				return fmt.Errorf("an assignment naming Job %q appeared meanwhile (a concurrent repair?)", r.Assignment.Target.Job)
+			}
+			cur.Spec.Repairs = append(cur.Spec.Repairs, r.Assignment)
+		}
+		// A merge patch of spec.repairs alone, at the resourceVersion read: the server
+		// records FieldManager as the owner of spec.repairs and of nothing else.
+		patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+		return c.Patch(ctx, &cur, patch, dryRun.PatchOptions(client.FieldOwner(FieldManager))...)
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("appending to spec.repairs of BatchAccount %q in namespace %q: %w", name, namespace, err), cleanup(ctx, c, created, dryRun))
+	}
+	if dryRun.ServerSide() {
+		// The Jobs were not stored: there is nothing to unsuspend.
+		return plan, nil
+	}
+	for i, r := range plan.Repairs {
+		if r.Queued {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":false}}`))
+		if err := c.Patch(ctx, created[i], patch); err != nil {
+			return nil, fmt.Errorf("unsuspending repair Job %q in namespace %q (the account names it; unsuspend it by hand): %w", r.Job.Name, namespace, err)
+		}
+	}
+	return plan, nil
+}
+
+// cleanup deletes the repair Jobs created before a later step failed; a server dry run
+// stored none.
+func cleanup(ctx context.Context, c client.Client, jobs []*batchv1.Job, dryRun options.DryRun) error {
+	if dryRun.ServerSide() {
+		return nil
+	}
+	var errs []error
+	for _, j := range jobs {
+		if err := client.IgnoreNotFound(c.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))); err != nil {
+			errs = append(errs, fmt.Errorf("deleting repair Job %q again: %w (delete it by hand)", j.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// repairInput reads what planning needs: the namespace's Jobs, and for each Job Kueue
+// manages, the pod template its Workload recorded before admission.
+func repairInput(ctx context.Context, c client.Client, ba *v1alpha1.BatchAccount) (Input, error) {
+	in := Input{Account: ba, Jobs: map[string]*batchv1.Job{}, QueuedTemplates: map[string]*corev1.PodTemplateSpec{}}
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.InNamespace(ba.Namespace)); err != nil {
+		return in, fmt.Errorf("listing Jobs in namespace %q: %w", ba.Namespace, err)
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		in.Jobs[j.Name] = j
+	}
+	var wls kueue.WorkloadList
+	if err := c.List(ctx, &wls, client.InNamespace(ba.Namespace)); err != nil {
+		return in, fmt.Errorf("listing Kueue Workloads in namespace %q: %w", ba.Namespace, err)
+	}
+	// Kueue may briefly hold an old and a new Workload for a Job: the newest wins.
+	newest := relations.NewestWorkloadsByOwner(wls.Items)
+	for _, j := range in.Jobs {
+		if wl := newest[j.UID]; wl != nil && len(wl.Spec.PodSets) == 1 {
+			in.QueuedTemplates[j.Name] = &wl.Spec.PodSets[0].Template
+		}
+	}
+	return in, nil
+}

@@ -1,0 +1,192 @@
+// Package resolve finds the BatchAccounts an object concerns, for the verbs that take
+// "KIND NAME": an account itself, a Kueue Workload (through its owner Job or JobSet), a
+// Job or a JobSet. The kind-specific lookups are in ResolveAccounts, one place.
+package resolve
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/all"
+	"batchledger.dev/batchledger/pkg/relations"
+)
+
+// Kinds `explain` resolves, with the aliases kubectl users type.
+const (
+	KindAccount  = "account"
+	KindWorkload = "workload"
+	KindJob      = "job"
+	KindJobSet   = "jobset"
+)
+
+// kindAliases maps what a user types to a kind.
+var kindAliases = map[string]string{
+	"account": KindAccount, "accounts": KindAccount, "batchaccount": KindAccount, "batchaccounts": KindAccount, "ba": KindAccount, "bacct": KindAccount,
+	"workload": KindWorkload, "workloads": KindWorkload, "wl": KindWorkload,
+	"job": KindJob, "jobs": KindJob,
+	"jobset": KindJobSet, "jobsets": KindJobSet, "js": KindJobSet,
+}
+
+// KindOf is the kind an alias (account, wl, jobs, trainjob, ...) stands for, in any
+// case: one of the aliases above, or any kind of target by name or plural.
+func KindOf(alias string) (string, bool) {
+	if kind, ok := kindAliases[strings.ToLower(alias)]; ok {
+		return kind, true
+	}
+	return ownerKind(alias)
+}
+
+// TargetKinds are the names of the kinds of target, for completion and messages.
+func TargetKinds() []string { return targetKinds() }
+
+// ParseKindName reads "KIND NAME" or "KIND/NAME" as kubectl does.
+func ParseKindName(args []string) (kind, name string, err error) {
+	switch len(args) {
+	case 1:
+		k, n, ok := strings.Cut(args[0], "/")
+		if !ok {
+			return "", "", fmt.Errorf("name the object: KIND NAME or KIND/NAME (KIND is account, workload, job or jobset)")
+		}
+		args = []string{k, n}
+	case 2:
+	default:
+		return "", "", fmt.Errorf("expected KIND NAME, got %d arguments", len(args))
+	}
+	kind, ok := KindOf(args[0])
+	if !ok {
+		kind, ok = ownerKind(args[0])
+	}
+	if !ok {
+		return "", "", fmt.Errorf("unknown kind %q: use account, workload, %s", args[0], strings.Join(targetKinds(), ", "))
+	}
+	if args[1] == "" {
+		return "", "", fmt.Errorf("%s name is empty", kind)
+	}
+	return kind, args[1], nil
+}
+
+// ResolveAccounts finds the accounts an object concerns: an account itself; for a Kueue
+// Workload, the accounts targeting its owner Job or JobSet; for a Job, the accounts
+// targeting it (by name, or as a JobSet child); for a JobSet, the accounts targeting any
+// of its children. Accounts come sorted by name; none found is an error naming the object.
+func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name string) ([]v1alpha1.BatchAccount, error) {
+	switch kind {
+	case KindAccount:
+		var ba v1alpha1.BatchAccount
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
+			return nil, DescribeGetError(err, "BatchAccount", namespace, name)
+		}
+		return []v1alpha1.BatchAccount{ba}, nil
+	case KindWorkload:
+		var wl kueue.Workload
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &wl); err != nil {
+			return nil, DescribeGetError(err, "Workload", namespace, name)
+		}
+		owner := relations.WorkloadOwner(&wl)
+		if owner == nil {
+			return nil, fmt.Errorf("Workload %q in namespace %q is owned by no %s; batchledger accounts only for those", name, namespace, objectKinds())
+		}
+		accts, err := ResolveAccounts(ctx, c, namespace, all.Kinds.Owning(*owner).Name(), owner.Name)
+		if err != nil {
+			return nil, fmt.Errorf("Workload %q: %w", name, err)
+		}
+		return accts, nil
+	case KindJob:
+		var job batchv1.Job
+		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, DescribeGetError(err, "Job", namespace, name)
+		}
+		found := err == nil
+		accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool {
+			return t.Job == name || (found && relations.NamesJob(t, &job))
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(accts) == 0 {
+			if !found {
+				return nil, fmt.Errorf("Job %q not found in namespace %q, and no BatchAccount there targets it", name, namespace)
+			}
+			return nil, fmt.Errorf("no BatchAccount in namespace %q targets Job %q", namespace, name)
+		}
+		return accts, nil
+	}
+	k := all.Kinds.Named(kind)
+	if k == nil {
+		return nil, fmt.Errorf("unknown kind %q", kind)
+	}
+	accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool { return t.Kind() == kind && t.Owner() == name })
+	if err != nil {
+		return nil, err
+	}
+	if len(accts) == 0 {
+		return nil, fmt.Errorf("no BatchAccount in namespace %q targets %s %q", namespace, k.Object().Kind, name)
+	}
+	return accts, nil
+}
+
+// ownerKind reads a kind of target typed by its name or plural ("trainjob",
+// "trainjobs"): every kind of pkg/kinds/all is explained by name.
+func ownerKind(typed string) (string, bool) {
+	name := strings.TrimSuffix(strings.ToLower(typed), "s")
+	if k := all.Kinds.Named(name); k != nil {
+		return k.Name(), true
+	}
+	return "", false
+}
+
+// objectKinds names the objects of every kind of target: "Job, JobSet or TrainJob".
+func objectKinds() string {
+	names := make([]string, len(all.Kinds))
+	for i, k := range all.Kinds {
+		names[i] = k.Object().Kind
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// targetKinds are the names of the kinds of target, for messages.
+func targetKinds() []string {
+	out := make([]string, len(all.Kinds))
+	for i, k := range all.Kinds {
+		out[i] = k.Name()
+	}
+	return out
+}
+
+// DescribeGetError names the object in a failed Get: kind, name and namespace.
+func DescribeGetError(err error, kind, namespace, name string) error {
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s %q not found in namespace %q", kind, name, namespace)
+	}
+	return fmt.Errorf("reading %s %q in namespace %q: %w", kind, name, namespace, err)
+}
+
+// accountsWhere lists the accounts of namespace with a target matching match.
+func accountsWhere(ctx context.Context, c client.Client, namespace string, match func(v1alpha1.TargetRef) bool) ([]v1alpha1.BatchAccount, error) {
+	var list v1alpha1.BatchAccountList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing BatchAccounts in namespace %q: %w", namespace, err)
+	}
+	var out []v1alpha1.BatchAccount
+	for _, ba := range list.Items {
+		if slices.ContainsFunc(ba.Spec.AllAssignments(), func(a v1alpha1.Assignment) bool {
+			return (a.Target.Namespace == "" || a.Target.Namespace == namespace) && match(a.Target)
+		}) {
+			out = append(out, ba)
+		}
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.BatchAccount) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -1,0 +1,215 @@
+package trainjob
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+const ns = "ml-team"
+
+var (
+	t0      = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	ref     = v1alpha1.TargetRef{TrainJob: "llm", ReplicatedJob: "node", JobIndex: ptr.To[int32](0)}
+	tjGVK   = trainer.GroupVersion.WithKind(trainer.TrainJobKind)
+	jsGVK   = jobsetapi.SchemeGroupVersion.WithKind("JobSet")
+	trainJb = func() *wrappers.TrainJobWrapper {
+		return wrappers.MakeTrainJob("llm", ns, "torch-distributed").NumNodes(2).UID("llm-uid")
+	}
+)
+
+// rendered is the JobSet the TrainJob tj renders (its name, controlled by it).
+func rendered(tj *trainer.TrainJob, uid string) *jobsetapi.JobSet {
+	return wrappers.MakeJobSet(tj.Name, ns).ControlledBy(tj, tjGVK, uid).Obj()
+}
+
+// node is child Job 0 of js's "node" replicatedJob at restart attempt.
+func node(js *jobsetapi.JobSet, attempt int, uid string) *batchv1.Job {
+	j := wrappers.MakeJob(js.Name+"-node-0", ns).Indexed(2).JobSetChild(js, "node", 0, attempt).Obj()
+	j.UID = types.UID(uid)
+	return j
+}
+
+func reader(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	return fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).Build()
+}
+
+// TestResolve: a TrainJob target follows the child of the JobSet the TrainJob renders,
+// never that of a JobSet of its name it does not control.
+func TestResolve(t *testing.T) {
+	tj := trainJb().Obj()
+	js := rendered(tj, "js-uid")
+	foreign := wrappers.MakeJobSet("llm", ns).Obj()
+	foreign.UID = "foreign-uid"
+	other := trainJb().UID("other-uid").Obj()
+	cases := []struct {
+		name string
+		objs []client.Object
+		want types.UID
+	}{
+		{"the rendered JobSet's child", []client.Object{tj, js, node(js, 0, "n0")}, "n0"},
+		{"a JobSet of its name it does not control", []client.Object{tj, foreign, node(foreign, 0, "n0")}, ""},
+		{"a JobSet rendered by an earlier TrainJob of the name", []client.Object{tj, rendered(other, "js-uid"), node(rendered(other, "js-uid"), 0, "n0")}, ""},
+		{"the TrainJob gone: its JobSet's children still answer", []client.Object{js, node(js, 0, "n0")}, "n0"},
+		{"no child yet", []client.Object{tj, js}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job, _, err := Kind{}.Resolve(context.Background(), reader(t, tc.objs...), ns, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := types.UID("")
+			if job != nil {
+				got = job.UID
+			}
+			if got != tc.want {
+				t.Errorf("Resolve = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEnded: the owner of a TrainJob target ends with the TrainJob, or with its JobSet's
+// terminal condition; a TrainJob whose JobSet is gone will render it again.
+func TestEnded(t *testing.T) {
+	tj := trainJb().Obj()
+	deleting := trainJb().Obj()
+	deleting.DeletionTimestamp, deleting.Finalizers = &metav1.Time{Time: t0}, []string{"x"}
+	js := rendered(tj, "js-uid")
+	failedJS := rendered(tj, "js-uid")
+	failedJS.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue}}
+	cases := []struct {
+		name string
+		objs []client.Object
+		want string
+	}{
+		{"gone", nil, account.OwnerDeleted},
+		{"being deleted", []client.Object{deleting}, account.OwnerBeingDeleted},
+		{"complete", []client.Object{trainJb().Condition(trainer.TrainJobComplete, t0).Obj(), js}, trainer.TrainJobComplete},
+		{"its JobSet failed", []client.Object{tj, failedJS}, string(jobsetapi.JobSetFailed)},
+		{"running", []client.Object{tj, js}, ""},
+		{"its JobSet not rendered yet", []client.Object{tj}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Kind{}.Ended(context.Background(), reader(t, tc.objs...), ns, ref)
+			if err != nil || got != tc.want {
+				t.Errorf("Ended = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestStampScope: the scope goes into batchledger's runtime patch of a suspended
+// TrainJob, is only raised, and leaves a running TrainJob and others' patches alone.
+func TestStampScope(t *testing.T) {
+	kueuePatch := trainer.RuntimePatch{Manager: "kueue.x-k8s.io/manager"}
+	cases := []struct {
+		name      string
+		tj        *trainer.TrainJob
+		scope     string
+		stamped   int
+		wantScope string
+	}{
+		{"suspended: stamped", trainJb().Suspend(true).Obj(), v1alpha1.ScopeResults, 1, v1alpha1.ScopeResults},
+		{"running: left alone", trainJb().Suspend(false).Obj(), v1alpha1.ScopeResults, 0, ""},
+		{"never lowered", func() *trainer.TrainJob {
+			tj := trainJb().Suspend(true).Obj()
+			setScopePatch(tj, "node", v1alpha1.ScopeResults)
+			return tj
+		}(), v1alpha1.ScopeCoverage, 0, v1alpha1.ScopeResults},
+		{"raised", func() *trainer.TrainJob {
+			tj := trainJb().Suspend(true).Obj()
+			setScopePatch(tj, "node", v1alpha1.ScopeCoverage)
+			return tj
+		}(), v1alpha1.ScopeResults, 1, v1alpha1.ScopeResults},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.tj.Spec.RuntimePatches = append([]trainer.RuntimePatch{kueuePatch}, tc.tj.Spec.RuntimePatches...)
+			c := reader(t, tc.tj)
+			n, err := Kind{}.StampScope(context.Background(), c, ns, ref, tc.scope)
+			if err != nil || n != tc.stamped {
+				t.Fatalf("StampScope = %d, %v; want %d", n, err, tc.stamped)
+			}
+			var got trainer.TrainJob
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(tc.tj), &got); err != nil {
+				t.Fatal(err)
+			}
+			if s := patchedScope(&got, "node"); s != tc.wantScope {
+				t.Errorf("scope in the runtime patches = %q, want %q", s, tc.wantScope)
+			}
+			if got.Spec.RuntimePatches[0].Manager != kueuePatch.Manager {
+				t.Errorf("Kueue's runtime patch was not kept first: %+v", got.Spec.RuntimePatches)
+			}
+			for _, p := range got.Spec.RuntimePatches[1:] {
+				if p.Manager != ScopePatchManager {
+					t.Errorf("runtime patch of manager %q, want only %q beside Kueue's", p.Manager, ScopePatchManager)
+				}
+			}
+		})
+	}
+}
+
+// TestShortForm: node i takes shard i; numNodes and the shard count must agree.
+func TestShortForm(t *testing.T) {
+	ann := func(w *wrappers.TrainJobWrapper, shards string) *trainer.TrainJob {
+		return w.Annotation(v1alpha1.AnnotationInputRev, "D").Annotation(v1alpha1.AnnotationModelRev, "m").
+			Annotation(v1alpha1.AnnotationShards, shards).Obj()
+	}
+	spec, err := Kind{}.ShortForm(ann(trainJb(), "A,B"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Assignments) != 1 || spec.Assignments[0].Target.Key() != "trainjob/llm/node/0" ||
+		spec.Assignments[0].Indexes != "0,1" || spec.Assignments[0].ShardOrdinals != "0,1" {
+		t.Errorf("assignments %+v, want trainjob/llm/node/0 indexes 0,1 onto shards 0,1", spec.Assignments)
+	}
+	if _, err := (Kind{}).ShortForm(ann(trainJb(), "A,B,C")); err == nil || !strings.Contains(err.Error(), "numNodes 2") {
+		t.Errorf("3 shards on 2 nodes: %v, want an error naming numNodes", err)
+	}
+	other := ann(trainJb().Annotation(v1alpha1.AnnotationReplicatedJob, "evaluator"), "A,B,C")
+	if spec, err := (Kind{}).ShortForm(other); err != nil || spec.Assignments[0].Target.ReplicatedJob != "evaluator" {
+		t.Errorf("a named replicatedJob: %+v, %v", spec.Assignments, err)
+	}
+}
+
+// TestPodTargetAndKeys: a JobSet child's pod and Job answer to the TrainJob of the
+// JobSet's name; the JobSet is the TrainJob's only when the TrainJob controls it.
+func TestPodTargetAndKeys(t *testing.T) {
+	tj := trainJb().Obj()
+	js := rendered(tj, "js-uid")
+	job := node(js, 0, "n0")
+	if got, ok := (Kind{}).PodTarget(job.Name, job.Labels); !ok || got.Key() != "trainjob/llm/node/0" {
+		t.Errorf("PodTarget = %s, %v", got.Key(), ok)
+	}
+	if keys := (Kind{}).JobKeys(job); len(keys) != 1 || keys[0] != "trainjob/llm" {
+		t.Errorf("JobKeys = %v", keys)
+	}
+	if name, ok := (Kind{}).JobSetOwner(js); !ok || name != "llm" {
+		t.Errorf("JobSetOwner(rendered) = %q, %v", name, ok)
+	}
+	if _, ok := (Kind{}).JobSetOwner(wrappers.MakeJobSet("llm", ns).Obj()); ok {
+		t.Error("a JobSet no TrainJob controls has a TrainJob owner")
+	}
+	if !(Kind{}).NamesJob(ref, job) || (Kind{}).NamesJob(v1alpha1.TargetRef{TrainJob: "other", ReplicatedJob: "node"}, job) {
+		t.Error("NamesJob does not follow the JobSet child's labels")
+	}
+}
