@@ -239,6 +239,12 @@ func queues(t *testing.T, ns string) {
 		waitFor(t, cl, &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: ns}}, "Active", func(q *kueue.ClusterQueue) (bool, string) {
 			return apimeta.IsStatusConditionTrue(q.Status.Conditions, kueue.ClusterQueueActive), fmt.Sprintf("%v", q.Status.Conditions)
 		})
+		// Kueue's webhook hands a Job to MultiKueue only once its queue cache knows the
+		// LocalQueue's ClusterQueue has the check: a Job created before stays local and
+		// its Workload is rejected.
+		waitFor(t, cl, &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}, "Active", func(q *kueue.LocalQueue) (bool, string) {
+			return apimeta.IsStatusConditionTrue(q.Status.Conditions, kueue.LocalQueueActive), fmt.Sprintf("%v", q.Status.Conditions)
+		})
 	}
 }
 
