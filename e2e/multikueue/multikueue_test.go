@@ -171,6 +171,42 @@ func TestDispatchedJobCoveredOnTheManager(t *testing.T) {
 	})
 }
 
+// TestDispatchedJobResultsPendingNeverMissing: an account requiring results of a Job
+// that ran on a worker counts its shards covered, and its results pending with the
+// worker named, never MissingResult: the pods that hold them were on the worker, not
+// lost from the manager.
+func TestDispatchedJobResultsPendingNeverMissing(t *testing.T) {
+	ns := "mk-results"
+	queues(t, ns)
+	shards := []string{"A", "B"}
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
+	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	create(t, fleet.manager, job)
+
+	worker := dispatchedTo(t, ns, "")
+	finish(t, worker, remotePods(t, worker, ns, "j", 2))
+	local := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"}}
+	waitFor(t, fleet.manager, local, "Complete, copied from "+worker, func(j *batchv1.Job) (bool, string) {
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("status %+v", j.Status)
+	})
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	want := "job j in MultiKueue worker cluster " + worker
+	waitFor(t, fleet.manager, acct, "covered and terminated, results pending on "+worker, func(a *v1alpha1.BatchAccount) (bool, string) {
+		c := apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionResultsAccepted)
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionShardsCovered) &&
+			apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionTerminated) &&
+			c != nil && c.Reason == v1alpha1.ReasonResultsPending && strings.Contains(c.Message, want), summary(a)
+	})
+	if a := acct.Status.Results; a.Missing != 0 {
+		t.Errorf("%d results missing (%s); want none: they are on %s", a.Missing, a.MissingOrdinals, worker)
+	}
+}
+
 // TestEvictedFromOneWorkerThenDispatchedToAnother: a Job running on the worker it was
 // dispatched to is evicted there (its ClusterQueue there stopped, draining it) and
 // dispatched again, to the other worker, where it completes. The account keeps both

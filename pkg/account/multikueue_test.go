@@ -135,18 +135,21 @@ func TestDispatchedJobCoverage(t *testing.T) {
 		name                     string
 		spec                     *v1alpha1.BatchAccountSpec
 		wantResults, wantVerdict string
+		wantResultsMessage       string
 	}{
 		{"coverage account", makeSpec(four...).AssignJob("j", "0-3", four...).SpecObj(),
-			v1alpha1.ReasonResultsNotRequired, v1alpha1.ReasonAccepted},
-		{"results account: pending, never MissingResult", makeSpec(four...).AssignJob("j", "0-3", four...).RequireResults("").SpecObj(),
-			v1alpha1.ReasonResultsPending, v1alpha1.ReasonResultsPending},
+			v1alpha1.ReasonResultsNotRequired, v1alpha1.ReasonAccepted, ""},
+		{"results account: pending, never MissingResult, saying where the pods ran", makeSpec(four...).AssignJob("j", "0-3", four...).RequireResults("").SpecObj(),
+			v1alpha1.ReasonResultsPending, v1alpha1.ReasonResultsPending,
+			"0/4 shard results accepted; waiting for A..D; job j in MultiKueue worker cluster worker-a: its pods are not on this cluster, " +
+				"and batchledger records no result from a worker cluster"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := map[string]Observation{"job/j": {Job: copied, Workload: onWorker}}
 			st := at(tc.spec, nil, 0, obs).Status
 			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "4/4 shards covered")
-			wantCond(t, st, v1alpha1.ConditionResultsAccepted, condStatus(tc.wantResults == v1alpha1.ReasonResultsNotRequired), tc.wantResults, "")
+			wantCond(t, st, v1alpha1.ConditionResultsAccepted, condStatus(tc.wantResults == v1alpha1.ReasonResultsNotRequired), tc.wantResults, tc.wantResultsMessage)
 			wantCond(t, st, v1alpha1.ConditionAccepted, condStatus(tc.wantVerdict == v1alpha1.ReasonAccepted), tc.wantVerdict, "")
 			tgt := st.Targets[0]
 			// Attempts are counted from the copied status (one per index): repeats happen
