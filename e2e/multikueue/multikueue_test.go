@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -49,6 +50,12 @@ var fleet struct {
 func TestMain(m *testing.M) { os.Exit(setup(m)) }
 
 func setup(m *testing.M) int {
+	if os.Getenv(framework.UseExistingClusterEnv) == "true" {
+		// A fleet is several clusters this suite starts itself; one existing cluster is
+		// not one.
+		fmt.Fprintln(os.Stderr, "e2e/multikueue: skipped: it starts its own manager and worker clusters")
+		return 0
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "batchledger-bin-")
