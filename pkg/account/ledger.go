@@ -478,16 +478,23 @@ func limitsFor(targets int) limits {
 // statusLimits is limitsFor; a test replaces it to compute the unbounded account.
 var statusLimits = limitsFor
 
-// boundWorkload returns w with its flavors and eviction reason within lim (a copy when
-// it cuts anything: the observation belongs to the caller).
+// boundWorkload returns w with its flavors, nominated clusters and eviction reason within
+// lim (a copy when it cuts anything: the observation belongs to the caller). Nominated
+// clusters share the flavors' bound: both are lists a target carries once per Workload.
 func boundWorkload(w *v1alpha1.WorkloadObservation, lim limits) *v1alpha1.WorkloadObservation {
-	if w == nil || (len(w.Flavors) <= lim.flavors && len(w.EvictionReason) <= maxReason) {
+	if w == nil || (len(w.Flavors) <= lim.flavors && len(w.NominatedClusters) <= lim.flavors && len(w.EvictionReason) <= maxReason) {
 		return w
 	}
 	c := w.DeepCopy()
 	if n := len(c.Flavors); n > lim.flavors {
 		c.FlavorsDropped += int32(n - lim.flavors)
 		c.Flavors = c.Flavors[:lim.flavors]
+	}
+	if len(c.NominatedClusters) > lim.flavors {
+		c.NominatedClusters = slices.Clip(c.NominatedClusters[:lim.flavors])
+		if lim.flavors == 0 {
+			c.NominatedClusters = nil
+		}
 	}
 	c.EvictionReason = clipMessage(c.EvictionReason, maxReason)
 	return c

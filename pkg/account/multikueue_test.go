@@ -1,6 +1,7 @@
 package account
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -173,4 +174,24 @@ func condStatus(ok bool) metav1.ConditionStatus {
 		return metav1.ConditionTrue
 	}
 	return metav1.ConditionFalse
+}
+
+// TestNominatedClustersBounded: the clusters a Workload is being dispatched to share the
+// flavors' bound, which shrinks with the number of targets, so that a large account's
+// status stays within its size budget; the observation passed in is not changed.
+func TestNominatedClustersBounded(t *testing.T) {
+	var many []string
+	for i := range 20 {
+		many = append(many, fmt.Sprintf("worker-%02d", i))
+	}
+	for _, tc := range []struct {
+		targets, want int
+	}{{1, 16}, {64, 8}, {MaxTargets, 0}} {
+		w := managerWorkload().nominated(many...).obs()
+		got := boundWorkload(w, limitsFor(tc.targets))
+		if len(got.NominatedClusters) != tc.want || len(w.NominatedClusters) != len(many) {
+			t.Errorf("%d targets: %d nominated clusters kept (of the caller's %d), want %d",
+				tc.targets, len(got.NominatedClusters), len(w.NominatedClusters), tc.want)
+		}
+	}
 }
