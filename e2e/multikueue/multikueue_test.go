@@ -1,7 +1,9 @@
 // Package multikueue runs batchledger's end-to-end tests across a MultiKueue fleet on this
 // machine: a manager cluster (Kueue with a MultiKueue AdmissionCheck, JobSet, batchledger)
-// and a worker cluster (Kueue, JobSet, kwok GPU nodes), each a whole local control plane
-// (internal/testsupport/localcluster.StartMultiKueue), started once per test binary.
+// and two worker clusters, worker-a and worker-b (Kueue, JobSet, kwok GPU nodes), each a
+// whole local control plane (internal/testsupport/localcluster.StartMultiKueue), started
+// once per test binary (~2.7 GiB resident in all). With E2E_USE_EXISTING_CLUSTER=true the
+// suite is skipped.
 //
 //	go test -p 1 -count=1 -timeout 20m ./e2e/multikueue -run 'TestName$' -v
 package multikueue
