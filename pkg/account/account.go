@@ -284,7 +284,7 @@ func Compute(in Input) Output {
 		admittedCondition(states),
 		coveredCondition(m, states, cov, valid),
 		terminatedCondition(m, states, cov),
-		resultsCondition(m, in.Spec, res, cov),
+		resultsCondition(m, in.Spec, res, cov, states),
 	}
 	conds = append(conds, acceptedCondition(conds, in.Spec))
 	out := Output{Mapping: m}
@@ -852,7 +852,7 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 	return cond(t, true, v1alpha1.ReasonComplete, "every target's Job recorded Complete")
 }
 
-func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsState, cov coverageState) metav1.Condition {
+func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsState, cov coverageState, states []*targetState) metav1.Condition {
 	t := v1alpha1.ConditionResultsAccepted
 	if !spec.RequiresResults() {
 		return cond(t, true, v1alpha1.ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
@@ -886,7 +886,28 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 		}
 		return cond(t, false, v1alpha1.ReasonMissingResult, msg)
 	}
-	return cond(t, false, v1alpha1.ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8))
+	return cond(t, false, v1alpha1.ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8)+elsewhere(states))
+}
+
+// elsewhere says which targets MultiKueue runs in worker clusters, whose pods (and so
+// results) batchledger on this cluster does not read: "" when none does.
+func elsewhere(states []*targetState) string {
+	var names []string
+	for _, ts := range states {
+		w := ts.obs.Workload
+		if w == nil || w.Cluster == "" && len(w.NominatedClusters) == 0 {
+			continue
+		}
+		where := "MultiKueue worker cluster " + w.Cluster
+		if w.Cluster == "" {
+			where = "MultiKueue worker clusters " + strings.Join(w.NominatedClusters, ", ")
+		}
+		names = append(names, v1alpha1.TargetKey(ts.key).Describe()+" in "+where)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; " + listNames(names) + ": its pods are not on this cluster, and batchledger records no result from a worker cluster"
 }
 
 // acceptedCondition is the batch verdict, explained by the first unmet observation.

@@ -144,9 +144,14 @@ func admissions(prev *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation, co
 				// as last observed says the admission counted then still holds.
 				break
 			}
-			if last == nil || last.EvictedAt != nil || last.Workload != w.Name || last.ClusterQueue != w.ClusterQueue || !sameFlavors(last, w) {
-				adm = append(adm, v1alpha1.Admission{Workload: w.Name, ClusterQueue: w.ClusterQueue,
+			if last == nil || last.EvictedAt != nil || last.Workload != w.Name || last.ClusterQueue != w.ClusterQueue || !sameFlavors(last, w) ||
+				last.Cluster != "" && last.Cluster != w.Cluster {
+				adm = append(adm, v1alpha1.Admission{Workload: w.Name, ClusterQueue: w.ClusterQueue, Cluster: w.Cluster,
 					Flavors: slices.Clone(w.Flavors), FlavorsDropped: w.FlavorsDropped, AdmittedAt: now})
+			} else if last.Cluster == "" {
+				// The worker MultiKueue dispatched this admission to, seen after the
+				// admission itself (or recorded before batchledger read clusters).
+				last.Cluster = w.Cluster
 			}
 		}
 	}
@@ -188,7 +193,7 @@ func sameFlavors(a *v1alpha1.Admission, w *v1alpha1.WorkloadObservation) bool {
 // sameAdmission says whether w is the admission was (a previous observation of the same
 // Workload) showed: admitted to the same queue on the same flavors, not evicted since.
 func sameAdmission(was, w *v1alpha1.WorkloadObservation) bool {
-	return was != nil && was.Admitted && !was.Evicted && was.Name == w.Name && was.ClusterQueue == w.ClusterQueue &&
+	return was != nil && was.Admitted && !was.Evicted && was.Name == w.Name && was.ClusterQueue == w.ClusterQueue && was.Cluster == w.Cluster &&
 		was.FlavorsDropped == w.FlavorsDropped && slices.Equal(was.Flavors, w.Flavors)
 }
 
@@ -473,16 +478,23 @@ func limitsFor(targets int) limits {
 // statusLimits is limitsFor; a test replaces it to compute the unbounded account.
 var statusLimits = limitsFor
 
-// boundWorkload returns w with its flavors and eviction reason within lim (a copy when
-// it cuts anything: the observation belongs to the caller).
+// boundWorkload returns w with its flavors, nominated clusters and eviction reason within
+// lim (a copy when it cuts anything: the observation belongs to the caller). Nominated
+// clusters share the flavors' bound: both are lists a target carries once per Workload.
 func boundWorkload(w *v1alpha1.WorkloadObservation, lim limits) *v1alpha1.WorkloadObservation {
-	if w == nil || (len(w.Flavors) <= lim.flavors && len(w.EvictionReason) <= maxReason) {
+	if w == nil || (len(w.Flavors) <= lim.flavors && len(w.NominatedClusters) <= lim.flavors && len(w.EvictionReason) <= maxReason) {
 		return w
 	}
 	c := w.DeepCopy()
 	if n := len(c.Flavors); n > lim.flavors {
 		c.FlavorsDropped += int32(n - lim.flavors)
 		c.Flavors = c.Flavors[:lim.flavors]
+	}
+	if len(c.NominatedClusters) > lim.flavors {
+		c.NominatedClusters = slices.Clip(c.NominatedClusters[:lim.flavors])
+		if lim.flavors == 0 {
+			c.NominatedClusters = nil
+		}
 	}
 	c.EvictionReason = clipMessage(c.EvictionReason, maxReason)
 	return c

@@ -16,6 +16,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
+	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -72,6 +73,12 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	var o observed
 	o.job, o.obs.Job = job, jobkind.Facts(job)
 	o.obs.RestartAttempt = attempt
+	if multikueue.Dispatched(job) {
+		// Its pods run on a MultiKueue worker: none is here to list (PodsListed stays
+		// false, so no completed index counts as a result lost), and its coverage is the
+		// status Kueue copies from the worker's Job.
+		return o, r.observeWorkload(ctx, &o, t.Ref, job)
+	}
 	// The pods are only read: listing them without a deep copy saves a copy of every pod
 	// of the Job on every reconcile (the largest cost in the load benchmark's profile).
 	ofJob := client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}
@@ -110,18 +117,23 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	o.pods = pods.Items
 	o.obs.PodsListed = true
 	o.obs.SuccessfulPods = relations.SuccessfulAttempts(job, pods.Items)
+	return o, r.observeWorkload(ctx, &o, t.Ref, job)
+}
+
+// observeWorkload reads the Workload job, which ref resolved to, runs under into o.
+func (r *Reconciler) observeWorkload(ctx context.Context, o *observed, ref v1alpha1.TargetRef, job *batchv1.Job) error {
 	if !r.APIs.Served(APIWorkload) {
-		return o, nil // no Kueue: no Workload to read
+		return nil // no Kueue: no Workload to read
 	}
-	wl, err := relations.WorkloadOfTarget(ctx, r.Client, t.Ref, job)
+	wl, err := relations.WorkloadOfTarget(ctx, r.Client, ref, job)
 	if err != nil {
-		return o, err
+		return err
 	}
 	if wl != nil {
 		o.workload = wl
 		o.obs.Workload = workloadObservation(wl)
 	}
-	return o, nil
+	return nil
 }
 
 // livePodsPage is how many pods one request of succeededPodsLive returns: a Job of
@@ -158,6 +170,8 @@ func workloadObservation(wl *kueue.Workload) *v1alpha1.WorkloadObservation {
 		Admitted:                apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted),
 		Evicted:                 apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadEvicted),
 		Finished:                apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished),
+		Cluster:                 multikueue.Cluster(wl),
+		NominatedClusters:       multikueue.Nominated(wl),
 		ObservedResourceVersion: wl.ResourceVersion,
 	}
 	if ev := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); ev != nil && ev.Status == metav1.ConditionTrue {

@@ -184,6 +184,7 @@ func explainTarget(m *account.Mapping, t account.Target, ts *v1alpha1.TargetStat
 	if w := ts.Workload; w != nil {
 		je.Workload = &WorkloadExplanation{
 			Name: w.Name, UID: string(w.UID), Admitted: w.Admitted, ClusterQueue: w.ClusterQueue,
+			Cluster: w.Cluster, NominatedClusters: w.NominatedClusters,
 			Flavors: w.Flavors, Evicted: w.Evicted, Finished: w.Finished, ResourceVersion: w.ObservedResourceVersion,
 			Summary: workloadSummary(w),
 		}
@@ -196,7 +197,7 @@ func explainAdmissions(m *account.Mapping, key string, ts *v1alpha1.TargetStatus
 	var out []AdmissionExplanation
 	for _, a := range ts.Admissions {
 		ae := AdmissionExplanation{
-			Workload: a.Workload, ClusterQueue: a.ClusterQueue, Flavors: a.Flavors, AdmittedAt: timestamp(a.AdmittedAt),
+			Workload: a.Workload, ClusterQueue: a.ClusterQueue, Cluster: a.Cluster, Flavors: a.Flavors, AdmittedAt: timestamp(a.AdmittedAt),
 			EvictionReason: a.EvictionReason, Completed: indexSet(a.CompletedIndexes),
 		}
 		if a.EvictedAt != nil {
@@ -227,11 +228,15 @@ func explainAdmissions(m *account.Mapping, key string, ts *v1alpha1.TargetStatus
 	return out
 }
 
-// admissionWhere says where an admission ran: "ml-team on main=nvidia.com/gpu:h100".
+// admissionWhere says where an admission ran: "ml-team on main=nvidia.com/gpu:h100",
+// then ", in worker cluster worker-a" for one MultiKueue dispatched.
 func admissionWhere(a v1alpha1.Admission) string {
 	s := a.ClusterQueue
 	if len(a.Flavors) > 0 {
 		s += " on " + strings.Join(a.Flavors, ", ")
+	}
+	if a.Cluster != "" {
+		s += ", in worker cluster " + a.Cluster
 	}
 	return s
 }
@@ -319,6 +324,12 @@ func workloadSummary(w *v1alpha1.WorkloadObservation) string {
 	}
 	if len(w.Flavors) > 0 {
 		s += " on " + strings.Join(w.Flavors, ", ")
+	}
+	switch {
+	case w.Cluster != "":
+		s += ", in MultiKueue worker cluster " + w.Cluster
+	case len(w.NominatedClusters) > 0:
+		s += ", being dispatched by MultiKueue to " + strings.Join(w.NominatedClusters, ", ")
 	}
 	if w.Finished {
 		s += "; Finished"

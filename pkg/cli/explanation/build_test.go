@@ -2,6 +2,7 @@ package explanation
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,53 @@ func TestExplainAdmissionMove(t *testing.T) {
 	}
 	if got := ranOn(&ba.Status.Targets[0], 3); got != "ml-team-gpu on main=nvidia.com/gpu:a100" {
 		t.Errorf("shard D ran on %q", got)
+	}
+}
+
+// TestExplainWorkerClusters: a Job MultiKueue dispatched to worker-a, evicted there after
+// indexes 0 and 1 completed, and dispatched to worker-b: explain names the worker of each
+// admission, of each shard (RanOn) and of the Workload.
+func TestExplainWorkerClusters(t *testing.T) {
+	ba := clitest.IJ245Account()
+	wl := func(cluster string, admitted, evicted bool, nominated ...string) *v1alpha1.WorkloadObservation {
+		w := clitest.WorkloadObs(false)
+		w.Flavors, w.Admitted, w.Evicted = []string{"main=nvidia.com/gpu:h100"}, admitted, evicted
+		w.Cluster, w.NominatedClusters = cluster, nominated
+		return w
+	}
+	steps := []struct {
+		completed string
+		w         *v1alpha1.WorkloadObservation
+	}{
+		{"0,1", wl("worker-a", true, false)},
+		{"0,1", wl("", false, true, "worker-a", "worker-b")},
+		{"0-3", wl("worker-b", true, false)},
+	}
+	var ex Explanation
+	for i, st := range steps {
+		done, _ := indexset.Parse(st.completed)
+		j := clitest.SeedJob("j", clitest.JobUID, 4).Completed(st.completed, int32(done.Count())).ResourceVersion("1").Obj()
+		ba = clitest.Compute(ba, clitest.Time0.Add(time.Duration(i)*10*time.Minute), map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: st.w}})
+		ex = BuildExplanation(ba, nil, 0)
+		if i == 1 {
+			if got, want := ex.Jobs[0].Workload.Summary, "evicted (completed indexes are kept; the Job resumes when re-admitted) to ClusterQueue ml-team-gpu on main=nvidia.com/gpu:h100, being dispatched by MultiKueue to worker-a, worker-b"; got != want {
+				t.Errorf("Workload while dispatching reads %q, want %q", got, want)
+			}
+		}
+	}
+	adm := ex.Jobs[0].Admissions
+	if len(adm) != 2 || adm[0].Cluster != "worker-a" || adm[1].Cluster != "worker-b" {
+		t.Fatalf("admissions = %+v", adm)
+	}
+	if !strings.HasPrefix(adm[0].Summary, "ClusterQueue ml-team-gpu on main=nvidia.com/gpu:h100, in worker cluster worker-a, admission first observed") {
+		t.Errorf("first admission reads %q", adm[0].Summary)
+	}
+	for index, want := range map[int]string{0: "worker-a", 3: "worker-b"} {
+		if got := ranOn(&ba.Status.Targets[0], index); got != "ml-team-gpu on main=nvidia.com/gpu:h100, in worker cluster "+want {
+			t.Errorf("index %d ran on %q, want in %s", index, got, want)
+		}
+	}
+	if w := ex.Jobs[0].Workload; w.Cluster != "worker-b" || !strings.HasSuffix(w.Summary, ", in MultiKueue worker cluster worker-b") {
+		t.Errorf("Workload = %+v, want it in worker-b", w)
 	}
 }

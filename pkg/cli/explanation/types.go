@@ -181,11 +181,14 @@ type JobExplanation struct {
 
 // AdmissionExplanation is one Kueue admission of an identity.
 type AdmissionExplanation struct {
-	Workload     string   `json:"workload,omitempty"`
-	ClusterQueue string   `json:"clusterQueue,omitempty"`
-	Flavors      []string `json:"flavors,omitempty"`
-	AdmittedAt   string   `json:"admittedAt"`
-	EvictedAt    string   `json:"evictedAt,omitempty"`
+	Workload     string `json:"workload,omitempty"`
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// Cluster is the MultiKueue worker cluster the admission ran on; empty when the
+	// Workload ran where it was queued.
+	Cluster    string   `json:"cluster,omitempty"`
+	Flavors    []string `json:"flavors,omitempty"`
+	AdmittedAt string   `json:"admittedAt"`
+	EvictedAt  string   `json:"evictedAt,omitempty"`
 	// EvictionReason is why Kueue evicted the Workload (e.g. Preempted).
 	EvictionReason string `json:"evictionReason,omitempty"`
 	// Completed are the indexes that completed under this admission.
@@ -235,13 +238,17 @@ type Terminal struct {
 
 // WorkloadExplanation is a target's Kueue Workload.
 type WorkloadExplanation struct {
-	Name         string   `json:"name"`
-	UID          string   `json:"uid,omitempty"`
-	Admitted     bool     `json:"admitted"`
-	ClusterQueue string   `json:"clusterQueue,omitempty"`
-	Flavors      []string `json:"flavors,omitempty"`
-	Evicted      bool     `json:"evicted,omitempty"`
-	Finished     bool     `json:"finished,omitempty"`
+	Name         string `json:"name"`
+	UID          string `json:"uid,omitempty"`
+	Admitted     bool   `json:"admitted"`
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// Cluster is the MultiKueue worker cluster the Workload was dispatched to, and
+	// NominatedClusters those it is being dispatched to.
+	Cluster           string   `json:"cluster,omitempty"`
+	NominatedClusters []string `json:"nominatedClusters,omitempty"`
+	Flavors           []string `json:"flavors,omitempty"`
+	Evicted           bool     `json:"evicted,omitempty"`
+	Finished          bool     `json:"finished,omitempty"`
 	// ResourceVersion is where the Workload was read.
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 	// Summary says it in words.

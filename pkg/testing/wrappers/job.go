@@ -76,6 +76,13 @@ func (w *JobWrapper) PriorityClass(name string) *JobWrapper {
 	return w.Label(PriorityClassLabel, name)
 }
 
+// ManagedBy sets spec.managedBy: "kueue.x-k8s.io/multikueue" for a Job a MultiKueue
+// manager dispatches to a worker cluster.
+func (w *JobWrapper) ManagedBy(controller string) *JobWrapper {
+	w.Spec.ManagedBy = &controller
+	return w
+}
+
 // Suspend sets spec.suspend.
 func (w *JobWrapper) Suspend(s bool) *JobWrapper {
 	w.Spec.Suspend = new(s)

@@ -163,6 +163,17 @@ func (w *ClusterQueueWrapper) StopPolicy(p kueue.StopPolicy) *ClusterQueueWrappe
 	return w
 }
 
+// AdmissionCheck makes every Workload of the queue wait for the AdmissionCheck named
+// name (a MultiKueue check dispatches them to worker clusters).
+func (w *ClusterQueueWrapper) AdmissionCheck(name string) *ClusterQueueWrapper {
+	if w.Spec.AdmissionChecksStrategy == nil {
+		w.Spec.AdmissionChecksStrategy = &kueue.AdmissionChecksStrategy{}
+	}
+	s := w.Spec.AdmissionChecksStrategy
+	s.AdmissionChecks = append(s.AdmissionChecks, kueue.AdmissionCheckStrategyRule{Name: kueue.AdmissionCheckReference(name)})
+	return w
+}
+
 // Obj returns the ClusterQueue.
 func (w *ClusterQueueWrapper) Obj() *kueue.ClusterQueue { return &w.ClusterQueue }
 

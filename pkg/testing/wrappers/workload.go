@@ -106,6 +106,20 @@ func (w *WorkloadWrapper) Evicted(reason string, at time.Time) *WorkloadWrapper 
 	return w.Condition(metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionFalse, Reason: "NoReservation", LastTransitionTime: t})
 }
 
+// DispatchedTo records that MultiKueue dispatched the Workload to worker cluster
+// (status.clusterName), clearing the nominated clusters as Kueue does.
+func (w *WorkloadWrapper) DispatchedTo(cluster string) *WorkloadWrapper {
+	w.Status.ClusterName, w.Status.NominatedClusterNames = &cluster, nil
+	return w
+}
+
+// Nominated records the worker clusters MultiKueue is dispatching the Workload to
+// (status.nominatedClusterNames).
+func (w *WorkloadWrapper) Nominated(clusters ...string) *WorkloadWrapper {
+	w.Status.NominatedClusterNames = clusters
+	return w
+}
+
 // Finished records that the owner finished at t: Finished True.
 func (w *WorkloadWrapper) Finished(at time.Time) *WorkloadWrapper {
 	return w.Condition(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: "Succeeded", LastTransitionTime: metav1.NewTime(at)})

@@ -446,6 +446,10 @@ type Admission struct {
 	// FlavorsDropped counts the assignments left out of Flavors.
 	// +optional
 	FlavorsDropped int32 `json:"flavorsDropped,omitempty"`
+	// Cluster is the MultiKueue worker cluster the admission ran on (the Workload's
+	// status.clusterName); empty for a Workload that runs where it is queued.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
 	// AdmittedAt is when the admission was first observed.
 	AdmittedAt metav1.Time `json:"admittedAt"`
 	// EvictedAt is when the eviction that ended this admission was first observed.
@@ -496,6 +500,17 @@ type WorkloadObservation struct {
 	// FlavorsDropped counts the assignments left out of Flavors.
 	// +optional
 	FlavorsDropped int32 `json:"flavorsDropped,omitempty"`
+	// Cluster is the MultiKueue worker cluster the Workload was dispatched to (its
+	// status.clusterName); empty for a Workload that runs where it is queued, and while
+	// it is being dispatched.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// NominatedClusters are the MultiKueue worker clusters the Workload is being
+	// dispatched to (its status.nominatedClusterNames), the first ones.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	NominatedClusters []string `json:"nominatedClusters,omitempty"`
 	// Evicted is whether the Workload is currently evicted (e.g. preempted).
 	// +optional
 	Evicted bool `json:"evicted,omitempty"`
