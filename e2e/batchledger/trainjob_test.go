@@ -2,10 +2,12 @@ package batchledger
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -61,14 +63,15 @@ func TestTrainJobShortFormAcceptedWithResults(t *testing.T) {
 }
 
 // TestTrainJobEvictionAndNodeFailureKeepTheRecord: a TrainJob of 2 nodes accounted by a
-// BatchAccount. Its Workload is evicted (deactivated) after one node finished and admitted
-// again: the account records the eviction and the re-admission. Then a node fails; the
+// BatchAccount, on a queue of h100 and a100 GPUs. Its Workload is evicted (deactivated)
+// after one node finished on h100, and admitted again on a100 once h100 has no quota:
+// the account keeps both admissions, the node that finished under the first. Then a node fails; the
 // runtime restarts the JobSet, whose new child Job is a new identity: the old one and
 // its coverage go to history, and the batch is covered by the new attempt.
 func TestTrainJobEvictionAndNodeFailureKeepTheRecord(t *testing.T) {
 	f := framework.New(t)
 	skipWithoutTrainJobs(t, f)
-	h100Queue(f, "8")
+	cq := f.GPUQueue("default", wrappers.GPUFlavorQuotas("h100", "64", "512Gi", "8"), wrappers.GPUFlavorQuotas("a100", "64", "512Gi", "8"))
 	f.Create(wrappers.MakeBatchAccount("llm", f.Namespace).Shards("A", "B").AssignTrainJob("llm", "node", 0, "0-1", "0-1").Obj())
 	tj := wrappers.MakeTrainJob("llm", f.Namespace, localcluster.TrainerRuntime).NumNodes(2).Queue("default").GPU(1).Obj()
 	f.Create(tj)
@@ -90,6 +93,21 @@ func TestTrainJobEvictionAndNodeFailureKeepTheRecord(t *testing.T) {
 		tg := target(ba, "trainjob/llm/node/0")
 		return tg != nil && tg.Workload != nil && tg.Workload.Evicted
 	})
+	// h100 loses its quota: the re-admission can only land on a100.
+	var queue kueue.ClusterQueue
+	queue.Name = cq
+	f.Get(&queue)
+	for i, fq := range queue.Spec.ResourceGroups[0].Flavors {
+		if fq.Name != "h100" {
+			continue
+		}
+		for j := range fq.Resources {
+			queue.Spec.ResourceGroups[0].Flavors[i].Resources[j].NominalQuota = resource.MustParse("0")
+		}
+	}
+	if err := f.Client.Update(f.Ctx, &queue); err != nil {
+		t.Fatal(err)
+	}
 	f.Get(wl)
 	wl.Spec.Active = ptr.To(true)
 	if err := f.Client.Update(f.Ctx, wl); err != nil {
@@ -97,6 +115,15 @@ func TestTrainJobEvictionAndNodeFailureKeepTheRecord(t *testing.T) {
 	}
 	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
 	waitAccountCondition(t, f, "llm", v1alpha1.ConditionAdmitted, metav1.ConditionTrue, "")
+	ba := waitAccount(t, f, "llm", "both admissions recorded", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "trainjob/llm/node/0")
+		return tg != nil && len(tg.Admissions) == 2
+	})
+	adm := target(ba, "trainjob/llm/node/0").Admissions
+	if !strings.Contains(strings.Join(adm[0].Flavors, ","), "h100") || adm[0].EvictedAt == nil || adm[0].CompletedIndexes != "0" ||
+		!strings.Contains(strings.Join(adm[1].Flavors, ","), "a100") {
+		t.Errorf("admissions %+v; want h100 (evicted, index 0 completed under it), then a100", adm)
+	}
 
 	// A node fails: backoffLimit 0 fails the child Job, and the JobSet restarts once.
 	job = childJob(t, f, "llm-node-0", "")
@@ -104,7 +131,7 @@ func TestTrainJobEvictionAndNodeFailureKeepTheRecord(t *testing.T) {
 	failed := framework.FinishPod(t, &pods[0], 1, "")
 	old := job.UID
 	job = childJob(t, f, "llm-node-0", old)
-	ba := waitAccount(t, f, "llm", "the failed identity superseded", func(ba *v1alpha1.BatchAccount) bool {
+	ba = waitAccount(t, f, "llm", "the failed identity superseded", func(ba *v1alpha1.BatchAccount) bool {
 		tg := target(ba, "trainjob/llm/node/0")
 		return tg != nil && tg.UID == job.UID && tg.RestartAttempt == 1 && len(ba.Status.History) >= 1
 	})
