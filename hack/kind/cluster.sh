@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Brings up (and tears down) the e2e kind cluster: one control plane and two GPU-flavored
-# workers with real kubelets, Kueue and JobSet from their own Helm charts, and batchledger
-# installed by its Helm chart as a user installs it.
+# workers with real kubelets, Kueue and JobSet from their own Helm charts, Kubeflow Trainer
+# from its own kustomize manifests (hack/kind/trainer), and batchledger installed by its
+# Helm chart as a user installs it.
 #
 #   hack/kind/cluster.sh up       build what is missing, start dockerd, create and install
-#   hack/kind/cluster.sh install  (re)install Kueue, JobSet and batchledger on the cluster
+#   hack/kind/cluster.sh install  (re)install JobSet, Trainer, Kueue and batchledger
 #   hack/kind/cluster.sh down     delete the cluster and stop dockerd, leaving no trace
 #
 # Everything is built from Go module sources and Debian packages (see node-image.sh), and
@@ -19,6 +20,7 @@ export PATH=/usr/bin:/usr/sbin:$BIN_DIR:$PATH
 export DOCKER_HOST=unix://$DOCKER_SOCK
 KIND=$KIND_BIN_DIR/kind
 HELM=$BIN_DIR/helm
+KUSTOMIZE=$BIN_DIR/kustomize
 export KUBECONFIG=$KIND_KUBECONFIG
 KUBECTL=$BIN_DIR/kubectl
 
@@ -114,7 +116,7 @@ gpus() {
 
 install() {
   local img
-  for img in "$MANAGER_IMAGE" "$WORKER_IMAGE" "registry.k8s.io/kueue/kueue:$KUEUE_VERSION" "registry.k8s.io/jobset/jobset:$JOBSET_VERSION"; do
+  for img in "$MANAGER_IMAGE" "$WORKER_IMAGE" "registry.k8s.io/kueue/kueue:$KUEUE_VERSION" "registry.k8s.io/jobset/jobset:$JOBSET_VERSION" "$TRAINER_IMAGE"; do
     "$KIND" load docker-image --name "$KIND_CLUSTER" "$img" 2>&1 | { grep -v "not yet present on node" || true; }
   done
   log "images loaded into every node"
@@ -123,6 +125,8 @@ install() {
   "$HELM" upgrade --install jobset "$mod/sigs.k8s.io/jobset@$JOBSET_VERSION/charts/jobset" \
     -n jobset-system --create-namespace -f "$HACK_DIR/kind/jobset-values.yaml" --wait --timeout 5m >/dev/null
   log "JobSet $JOBSET_VERSION installed from its chart ($((SECONDS - start))s)"
+  trainer "$mod/github.com/kubeflow/trainer/v2@$TRAINER_VERSION/manifests"
+  log "Trainer $TRAINER_VERSION installed from its manifests ($((SECONDS - start))s)"
   "$HELM" upgrade --install kueue "$mod/sigs.k8s.io/kueue@$KUEUE_VERSION/charts/kueue" \
     -n kueue-system --create-namespace -f "$HACK_DIR/kind/kueue-values.yaml" --wait --timeout 5m >/dev/null
   # See kueue-values.yaml: the visibility API is off, so its APIServices must go.
@@ -153,6 +157,24 @@ spec:
     imagePullPolicy: Never
 YAML
   log "batchledger installed by its chart ($((SECONDS - start))s): $("$KUBECTL" -n batchledger-system get deploy -o jsonpath='{range .items[*]}{.metadata.name} {.status.readyReplicas}/{.spec.replicas}{end}')"
+}
+
+# trainer MANIFESTS installs Kubeflow Trainer from its module's kustomize manifests with
+# hack/kind/trainer's kustomization (which says why not its chart). It comes before Kueue,
+# whose TrainJob integration waits, with a growing backoff, for Trainer's CRDs. Trainer's
+# cert-controller issues its webhook certificate inside the cluster; the torch-distributed
+# runtime is admitted only once that webhook serves, so applying until everything is
+# applied is also the wait for Trainer to be ready.
+trainer() {
+  local manifests=$1 dir; dir=$(mktemp -d)
+  cp "$HACK_DIR"/kind/trainer/*.yaml "$dir/"
+  cp -r "$manifests" "$dir/upstream" && chmod -R u+w "$dir/upstream"
+  "$KUSTOMIZE" build "$dir" >"$dir/trainer.yaml" || die "kustomize build of Trainer's manifests failed"
+  local apply=("$KUBECTL" apply --server-side --field-manager=batchledger-kind -f "$dir/trainer.yaml")
+  "${apply[@]}" >/dev/null 2>&1 || true
+  "$KUBECTL" -n kubeflow-system rollout status deploy/kubeflow-trainer-controller-manager --timeout=180s >/dev/null
+  wait_until 120 "Trainer's webhooks admit its runtime" "${apply[@]}" </dev/null
+  rm -rf "$dir"
 }
 
 # wait_until SECONDS WHAT CMD...: retries CMD (stdin is replayed) until it succeeds.
