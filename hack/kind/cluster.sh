@@ -163,17 +163,17 @@ YAML
 # hack/kind/trainer's kustomization (which says why not its chart). It comes before Kueue,
 # whose TrainJob integration waits, with a growing backoff, for Trainer's CRDs. Trainer's
 # cert-controller issues its webhook certificate inside the cluster; the torch-distributed
-# runtime is admitted only once that webhook serves, so applying until everything is
-# applied is also the wait for Trainer to be ready.
+# runtime (the one object labelled with a framework) is admitted only once that webhook
+# serves, so applying it until it is applied is also the wait for Trainer to be ready.
 trainer() {
-  local manifests=$1 dir; dir=$(mktemp -d)
+  local manifests=$1 dir runtime=trainer.kubeflow.org/framework
+  dir=$(mktemp -d)
   cp "$HACK_DIR"/kind/trainer/*.yaml "$dir/"
   cp -r "$manifests" "$dir/upstream" && chmod -R u+w "$dir/upstream"
   "$KUSTOMIZE" build "$dir" >"$dir/trainer.yaml" || die "kustomize build of Trainer's manifests failed"
   local apply=("$KUBECTL" apply --server-side --field-manager=batchledger-kind -f "$dir/trainer.yaml")
-  "${apply[@]}" >/dev/null 2>&1 || true
-  "$KUBECTL" -n kubeflow-system rollout status deploy/kubeflow-trainer-controller-manager --timeout=180s >/dev/null
-  wait_until 120 "Trainer's webhooks admit its runtime" "${apply[@]}" </dev/null
+  "${apply[@]}" -l "!$runtime" >/dev/null
+  wait_until 180 "Trainer's webhooks admit its runtime" "${apply[@]}" -l "$runtime" </dev/null
   rm -rf "$dir"
 }
 
