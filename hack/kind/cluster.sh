@@ -125,13 +125,15 @@ install() {
   "$HELM" upgrade --install jobset "$mod/sigs.k8s.io/jobset@$JOBSET_VERSION/charts/jobset" \
     -n jobset-system --create-namespace -f "$HACK_DIR/kind/jobset-values.yaml" --wait --timeout 5m >/dev/null
   log "JobSet $JOBSET_VERSION installed from its chart ($((SECONDS - start))s)"
-  trainer "$mod/github.com/kubeflow/trainer/v2@$TRAINER_VERSION/manifests"
-  log "Trainer $TRAINER_VERSION installed from its manifests ($((SECONDS - start))s)"
+  trainer_install "$mod/github.com/kubeflow/trainer/v2@$TRAINER_VERSION/manifests"
+  log "Trainer $TRAINER_VERSION applied from its manifests ($((SECONDS - start))s)"
   "$HELM" upgrade --install kueue "$mod/sigs.k8s.io/kueue@$KUEUE_VERSION/charts/kueue" \
     -n kueue-system --create-namespace -f "$HACK_DIR/kind/kueue-values.yaml" --wait --timeout 5m >/dev/null
   # See kueue-values.yaml: the visibility API is off, so its APIServices must go.
   "$KUBECTL" delete apiservice v1beta1.visibility.kueue.x-k8s.io v1beta2.visibility.kueue.x-k8s.io --ignore-not-found >/dev/null
   log "Kueue $KUEUE_VERSION installed from its chart ($((SECONDS - start))s)"
+  trainer_runtime
+  log "Trainer's webhooks serve: its runtime applied ($((SECONDS - start))s)"
   # Kueue's webhooks answer only once its internal certificates are injected.
   wait_until 120 "Kueue's webhooks serve" "$KUBECTL" create --dry-run=server -f - <<'YAML'
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -159,22 +161,36 @@ YAML
   log "batchledger installed by its chart ($((SECONDS - start))s): $("$KUBECTL" -n batchledger-system get deploy -o jsonpath='{range .items[*]}{.metadata.name} {.status.readyReplicas}/{.spec.replicas}{end}')"
 }
 
-# trainer MANIFESTS installs Kubeflow Trainer from its module's kustomize manifests with
-# hack/kind/trainer's kustomization (which says why not its chart). It comes before Kueue,
-# whose TrainJob integration waits, with a growing backoff, for Trainer's CRDs. Trainer's
-# cert-controller issues its webhook certificate inside the cluster; the torch-distributed
-# runtime (the one object labelled with a framework) is admitted only once that webhook
-# serves, so applying it until it is applied is also the wait for Trainer to be ready.
-trainer() {
-  local manifests=$1 dir runtime=trainer.kubeflow.org/framework
-  dir=$(mktemp -d)
+# TRAINER_MANIFESTS is Trainer's install as hack/kind/trainer renders it.
+TRAINER_MANIFESTS=$(dirname "$KIND_KUBECONFIG")/trainer.yaml
+# TRAINER_RUNTIME_LABEL marks the one object of TRAINER_MANIFESTS that Trainer's own
+# webhooks admit: its torch-distributed ClusterTrainingRuntime.
+TRAINER_RUNTIME_LABEL=trainer.kubeflow.org/framework
+
+# trainer_install MANIFESTS installs Kubeflow Trainer, but its runtime, from its module's
+# kustomize manifests with hack/kind/trainer's kustomization (which says why not its
+# chart). It comes before Kueue, whose TrainJob integration waits, with a growing backoff,
+# for Trainer's CRDs; trainer_runtime comes after Kueue, whose install hides the wait for
+# Trainer's webhook (its cert-controller issues the certificate inside the cluster).
+trainer_install() {
+  local manifests=$1 dir; dir=$(mktemp -d)
   cp "$HACK_DIR"/kind/trainer/*.yaml "$dir/"
   cp -r "$manifests" "$dir/upstream" && chmod -R u+w "$dir/upstream"
-  "$KUSTOMIZE" build "$dir" >"$dir/trainer.yaml" || die "kustomize build of Trainer's manifests failed"
-  local apply=("$KUBECTL" apply --server-side --field-manager=batchledger-kind -f "$dir/trainer.yaml")
-  "${apply[@]}" -l "!$runtime" >/dev/null
-  wait_until 180 "Trainer's webhooks admit its runtime" "${apply[@]}" -l "$runtime" </dev/null
+  "$KUSTOMIZE" build "$dir" >"$TRAINER_MANIFESTS" || die "kustomize build of Trainer's manifests failed"
+  # The CRDs first: kubectl maps every object of a file, selected or not, to its kind.
+  "$KUSTOMIZE" build "$dir/upstream/base/crds" >"$dir/crds.yaml"
+  "$KUBECTL" apply --server-side --field-manager=batchledger-kind -f "$dir/crds.yaml" >/dev/null
+  "$KUBECTL" wait --for=condition=Established -f "$dir/crds.yaml" --timeout=60s >/dev/null
+  "$KUBECTL" apply --server-side --field-manager=batchledger-kind -f "$TRAINER_MANIFESTS" \
+    -l "!$TRAINER_RUNTIME_LABEL" >/dev/null
   rm -rf "$dir"
+}
+
+# trainer_runtime applies Trainer's runtime until its webhooks admit it: the wait for
+# Trainer to serve.
+trainer_runtime() {
+  wait_until 180 "Trainer's webhooks admit its runtime" "$KUBECTL" apply --server-side \
+    --field-manager=batchledger-kind -f "$TRAINER_MANIFESTS" -l "$TRAINER_RUNTIME_LABEL" </dev/null
 }
 
 # wait_until SECONDS WHAT CMD...: retries CMD (stdin is replayed) until it succeeds.
