@@ -224,7 +224,7 @@ down() {
   # kind's network outlives its clusters; it is ours, so it goes too.
   [ -S "$DOCKER_SOCK" ] && docker network rm kind >/dev/null 2>&1 || true
   "$HACK_DIR/kind/docker.sh" down
-  rm -f "$KIND_KUBECONFIG"
+  rm -f "$KIND_KUBECONFIG" "$TRAINER_MANIFESTS"
 }
 
 case ${1:-} in
