@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Brings up (and tears down) the e2e kind cluster: one control plane and two GPU-flavored
-# workers with real kubelets, Kueue and JobSet from their own Helm charts, and batchledger
-# installed by its Helm chart as a user installs it.
+# workers with real kubelets, Kueue and JobSet from their own Helm charts, Kubeflow Trainer
+# from its own kustomize manifests (hack/kind/trainer), and batchledger installed by its
+# Helm chart as a user installs it.
 #
 #   hack/kind/cluster.sh up       build what is missing, start dockerd, create and install
-#   hack/kind/cluster.sh install  (re)install Kueue, JobSet and batchledger on the cluster
+#   hack/kind/cluster.sh install  (re)install JobSet, Trainer, Kueue and batchledger
 #   hack/kind/cluster.sh down     delete the cluster and stop dockerd, leaving no trace
 #
 # Everything is built from Go module sources and Debian packages (see node-image.sh), and
@@ -19,6 +20,7 @@ export PATH=/usr/bin:/usr/sbin:$BIN_DIR:$PATH
 export DOCKER_HOST=unix://$DOCKER_SOCK
 KIND=$KIND_BIN_DIR/kind
 HELM=$BIN_DIR/helm
+KUSTOMIZE=$BIN_DIR/kustomize
 export KUBECONFIG=$KIND_KUBECONFIG
 KUBECTL=$BIN_DIR/kubectl
 
@@ -114,7 +116,7 @@ gpus() {
 
 install() {
   local img
-  for img in "$MANAGER_IMAGE" "$WORKER_IMAGE" "registry.k8s.io/kueue/kueue:$KUEUE_VERSION" "registry.k8s.io/jobset/jobset:$JOBSET_VERSION"; do
+  for img in "$MANAGER_IMAGE" "$WORKER_IMAGE" "registry.k8s.io/kueue/kueue:$KUEUE_VERSION" "registry.k8s.io/jobset/jobset:$JOBSET_VERSION" "$TRAINER_IMAGE"; do
     "$KIND" load docker-image --name "$KIND_CLUSTER" "$img" 2>&1 | { grep -v "not yet present on node" || true; }
   done
   log "images loaded into every node"
@@ -123,11 +125,15 @@ install() {
   "$HELM" upgrade --install jobset "$mod/sigs.k8s.io/jobset@$JOBSET_VERSION/charts/jobset" \
     -n jobset-system --create-namespace -f "$HACK_DIR/kind/jobset-values.yaml" --wait --timeout 5m >/dev/null
   log "JobSet $JOBSET_VERSION installed from its chart ($((SECONDS - start))s)"
+  trainer_install "$mod/github.com/kubeflow/trainer/v2@$TRAINER_VERSION/manifests"
+  log "Trainer $TRAINER_VERSION applied from its manifests ($((SECONDS - start))s)"
   "$HELM" upgrade --install kueue "$mod/sigs.k8s.io/kueue@$KUEUE_VERSION/charts/kueue" \
     -n kueue-system --create-namespace -f "$HACK_DIR/kind/kueue-values.yaml" --wait --timeout 5m >/dev/null
   # See kueue-values.yaml: the visibility API is off, so its APIServices must go.
   "$KUBECTL" delete apiservice v1beta1.visibility.kueue.x-k8s.io v1beta2.visibility.kueue.x-k8s.io --ignore-not-found >/dev/null
   log "Kueue $KUEUE_VERSION installed from its chart ($((SECONDS - start))s)"
+  trainer_runtime
+  log "Trainer's webhooks serve: its runtime applied ($((SECONDS - start))s)"
   # Kueue's webhooks answer only once its internal certificates are injected.
   wait_until 120 "Kueue's webhooks serve" "$KUBECTL" create --dry-run=server -f - <<'YAML'
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -153,6 +159,38 @@ spec:
     imagePullPolicy: Never
 YAML
   log "batchledger installed by its chart ($((SECONDS - start))s): $("$KUBECTL" -n batchledger-system get deploy -o jsonpath='{range .items[*]}{.metadata.name} {.status.readyReplicas}/{.spec.replicas}{end}')"
+}
+
+# TRAINER_MANIFESTS is Trainer's install as hack/kind/trainer renders it.
+TRAINER_MANIFESTS=$(dirname "$KIND_KUBECONFIG")/trainer.yaml
+# TRAINER_RUNTIME_LABEL marks the one object of TRAINER_MANIFESTS that Trainer's own
+# webhooks admit: its torch-distributed ClusterTrainingRuntime.
+TRAINER_RUNTIME_LABEL=trainer.kubeflow.org/framework
+
+# trainer_install MANIFESTS installs Kubeflow Trainer, but its runtime, from its module's
+# kustomize manifests with hack/kind/trainer's kustomization (which says why not its
+# chart). It comes before Kueue, whose TrainJob integration waits, with a growing backoff,
+# for Trainer's CRDs; trainer_runtime comes after Kueue, whose install hides the wait for
+# Trainer's webhook (its cert-controller issues the certificate inside the cluster).
+trainer_install() {
+  local manifests=$1 dir; dir=$(mktemp -d)
+  cp "$HACK_DIR"/kind/trainer/*.yaml "$dir/"
+  cp -r "$manifests" "$dir/upstream" && chmod -R u+w "$dir/upstream"
+  "$KUSTOMIZE" build "$dir" >"$TRAINER_MANIFESTS" || die "kustomize build of Trainer's manifests failed"
+  # The CRDs first: kubectl maps every object of a file, selected or not, to its kind.
+  "$KUSTOMIZE" build "$dir/upstream/base/crds" >"$dir/crds.yaml"
+  "$KUBECTL" apply --server-side --field-manager=batchledger-kind -f "$dir/crds.yaml" >/dev/null
+  "$KUBECTL" wait --for=condition=Established -f "$dir/crds.yaml" --timeout=60s >/dev/null
+  "$KUBECTL" apply --server-side --field-manager=batchledger-kind -f "$TRAINER_MANIFESTS" \
+    -l "!$TRAINER_RUNTIME_LABEL" >/dev/null
+  rm -rf "$dir"
+}
+
+# trainer_runtime applies Trainer's runtime until its webhooks admit it: the wait for
+# Trainer to serve.
+trainer_runtime() {
+  wait_until 180 "Trainer's webhooks admit its runtime" "$KUBECTL" apply --server-side \
+    --field-manager=batchledger-kind -f "$TRAINER_MANIFESTS" -l "$TRAINER_RUNTIME_LABEL" </dev/null
 }
 
 # wait_until SECONDS WHAT CMD...: retries CMD (stdin is replayed) until it succeeds.
@@ -186,7 +224,7 @@ down() {
   # kind's network outlives its clusters; it is ours, so it goes too.
   [ -S "$DOCKER_SOCK" ] && docker network rm kind >/dev/null 2>&1 || true
   "$HACK_DIR/kind/docker.sh" down
-  rm -f "$KIND_KUBECONFIG"
+  rm -f "$KIND_KUBECONFIG" "$TRAINER_MANIFESTS"
 }
 
 case ${1:-} in

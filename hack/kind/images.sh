@@ -4,12 +4,13 @@
 #   batchledger.dev/example-worker:e2e   the example worker (cmd/example-worker)
 #   registry.k8s.io/kueue/kueue:v0.17.0  Kueue's manager (hack/build-binaries.sh)
 #   registry.k8s.io/jobset/jobset:v0.11.1 JobSet's manager (hack/build-binaries.sh)
+#   ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.2.0  Trainer's manager (likewise)
 # Each is FROM scratch: nothing can be pulled here, so neither the golang nor the
 # distroless base of the production Dockerfile exists. The manager binary is built
 # exactly as that Dockerfile's build stage builds it (static, -trimpath), so the image
 # differs from a registry build only in its (empty) base.
 #
-#   hack/kind/images.sh            build the four images (needs DOCKER_HOST from docker.sh)
+#   hack/kind/images.sh            build the five images (needs DOCKER_HOST from docker.sh)
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -42,6 +43,7 @@ main() {
   scratch_image "$WORKER_IMAGE" "$out/example-worker" /example-worker
   scratch_image "registry.k8s.io/kueue/kueue:$KUEUE_VERSION" "$(component_dir kueue "$KUEUE_VERSION")/kueue" /manager
   scratch_image "registry.k8s.io/jobset/jobset:$JOBSET_VERSION" "$(component_dir jobset "$JOBSET_VERSION")/jobset" /manager
+  scratch_image "$TRAINER_IMAGE" "$(component_dir trainer "$TRAINER_VERSION")/trainer-controller-manager" /manager
 }
 
 main "$@"

@@ -18,6 +18,8 @@ DOCKER_SOCK=${BATCHLEDGER_DOCKER_RUN_DIR:-/run/batchledger-docker}/docker.sock
 DOCKER_DATA_DIR=$CACHE_DIR/docker
 MANAGER_IMAGE=batchledger.dev/batchledger:e2e
 WORKER_IMAGE=batchledger.dev/example-worker:e2e
+# TRAINER_IMAGE is the name Trainer's manifests give its manager (hack/kind/trainer).
+TRAINER_IMAGE=ghcr.io/kubeflow/trainer/trainer-controller-manager:$TRAINER_VERSION
 # KIND_CLUSTER is the kind cluster's name; its kubeconfig is written to KIND_KUBECONFIG.
 KIND_CLUSTER=${KIND_CLUSTER:-batchledger-e2e}
 KIND_KUBECONFIG=${KIND_KUBECONFIG:-$ROOT_DIR/_output/kind/kubeconfig}
