@@ -111,7 +111,7 @@ test-e2e-kind: binaries install-tools ## e2e on a kind cluster of real kubelets 
 	hack/kind/test.sh
 
 .PHONY: kind-up
-kind-up: binaries install-tools ## Start the kind cluster (dockerd, node image, images, Kueue, JobSet, batchledger by Helm); prints its KUBECONFIG.
+kind-up: binaries install-tools ## Start the kind cluster (dockerd, node image, images, Kueue and JobSet and batchledger by Helm, Kubeflow Trainer by its kustomize manifests); prints its KUBECONFIG.
 	hack/kind/cluster.sh up
 
 .PHONY: kind-down
