@@ -95,7 +95,12 @@ func TestPodsAreToldTheirShard(t *testing.T) {
 		framework.FinishPod(t, pod, 0, pythonWorker(t, pod))
 	}
 	framework.WaitForJobCondition(t, job, batchv1.JobFailed)
-	waitAccount(t, f, "ij245", "shard A missing", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Missing == "A" })
+	// Repair acts on what the account recorded: wait for it to record the Job's failure,
+	// not only the Job's own condition.
+	waitAccount(t, f, "ij245", "shard A missing, the Job's failure recorded", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/j")
+		return ba.Status.Shards.Missing == "A" && tg != nil && tg.Terminal == string(batchv1.JobFailed)
+	})
 
 	plan, err := repair.Run(f.Ctx, f.Client, f.Namespace, "ij245", options.DryRunNone)
 	if err != nil {
