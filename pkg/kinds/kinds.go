@@ -13,6 +13,7 @@ package kinds
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -190,4 +191,17 @@ type Owner interface {
 type Cached interface {
 	Kind
 	CacheTransform(obj any) (any, error)
+}
+
+// TrueCondition is the first of conds whose type is one of types and whose status is
+// True: an owner's terminal condition (JobSet Completed or Failed, TrainJob Complete or
+// Failed), its type for Owner.Terminal and its transition time for FinishedAt. nil when
+// there is none.
+func TrueCondition(conds []metav1.Condition, types ...string) *metav1.Condition {
+	for i := range conds {
+		if c := &conds[i]; c.Status == metav1.ConditionTrue && slices.Contains(types, c.Type) {
+			return c
+		}
+	}
+	return nil
 }

@@ -199,10 +199,8 @@ func (Kind) ShortForm(obj client.Object) (v1alpha1.BatchAccountSpec, error) {
 // FinishedAt implements kinds.Kind: when the JobSet recorded Completed or Failed.
 func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
 	if js, ok := obj.(*jobsetapi.JobSet); ok {
-		for _, c := range js.Status.Conditions {
-			if (c.Type == string(jobsetapi.JobSetCompleted) || c.Type == string(jobsetapi.JobSetFailed)) && c.Status == metav1.ConditionTrue {
-				return c.LastTransitionTime.Time, true
-			}
+		if c := terminalCondition(js); c != nil {
+			return c.LastTransitionTime.Time, true
 		}
 	}
 	return time.Time{}, false
@@ -330,12 +328,15 @@ func Ended(ctx context.Context, r client.Reader, namespace, name string) (string
 
 // Terminal is the JobSet's terminal condition type that is True (Completed, Failed), or "".
 func Terminal(js *jobsetapi.JobSet) string {
-	for _, c := range js.Status.Conditions {
-		if c.Status == metav1.ConditionTrue && (c.Type == string(jobsetapi.JobSetCompleted) || c.Type == string(jobsetapi.JobSetFailed)) {
-			return c.Type
-		}
+	if c := terminalCondition(js); c != nil {
+		return c.Type
 	}
 	return ""
+}
+
+// terminalCondition is the JobSet's terminal condition that is True; nil when none is.
+func terminalCondition(js *jobsetapi.JobSet) *metav1.Condition {
+	return kinds.TrueCondition(js.Status.Conditions, string(jobsetapi.JobSetCompleted), string(jobsetapi.JobSetFailed))
 }
 
 // StampReplicatedJob raises the scope label of replicatedJob's pod template, on the

@@ -185,12 +185,15 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 
 // terminal is the TrainJob's terminal condition type that is True (Complete, Failed), or "".
 func terminal(tj *trainer.TrainJob) string {
-	for _, c := range tj.Status.Conditions {
-		if c.Status == metav1.ConditionTrue && (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) {
-			return c.Type
-		}
+	if c := terminalCondition(tj); c != nil {
+		return c.Type
 	}
 	return ""
+}
+
+// terminalCondition is the TrainJob's terminal condition that is True; nil when none is.
+func terminalCondition(tj *trainer.TrainJob) *metav1.Condition {
+	return kinds.TrueCondition(tj.Status.Conditions, trainer.TrainJobComplete, trainer.TrainJobFailed)
 }
 
 // Terminal implements kinds.Owner.
@@ -204,10 +207,8 @@ func (Kind) Terminal(owner client.Object) string {
 // FinishedAt implements kinds.Kind: when the TrainJob recorded Complete or Failed.
 func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
 	if tj, ok := obj.(*trainer.TrainJob); ok {
-		for _, c := range tj.Status.Conditions {
-			if c.Status == metav1.ConditionTrue && (c.Type == trainer.TrainJobComplete || c.Type == trainer.TrainJobFailed) {
-				return c.LastTransitionTime.Time, true
-			}
+		if c := terminalCondition(tj); c != nil {
+			return c.LastTransitionTime.Time, true
 		}
 	}
 	return time.Time{}, false
@@ -234,7 +235,8 @@ func (Kind) StampScope(ctx context.Context, c client.Client, namespace string, r
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
-	if !ptr.Deref(tj.Spec.Suspend, false) || kinds.StrongerScope(patchedScope(&tj, ref.ReplicatedJob), scope) != scope || patchedScope(&tj, ref.ReplicatedJob) == scope {
+	have := patchedScope(&tj, ref.ReplicatedJob)
+	if !ptr.Deref(tj.Spec.Suspend, false) || kinds.StrongerScope(have, scope) == have {
 		return 0, nil
 	}
 	base := tj.DeepCopy()
