@@ -51,15 +51,8 @@ func JobScope(ctx context.Context, c client.Reader, job metav1.Object) (string, 
 // (kinds.JobSetRenderer: a TrainJob).
 func ReplicatedJobScope(ctx context.Context, c client.Reader, js metav1.Object, replicatedJob string) (string, error) {
 	scope := ""
-	for _, k := range all.Kinds {
-		r, ok := k.(kinds.JobSetRenderer)
-		if !ok {
-			continue
-		}
-		owner, ok := r.JobSetOwner(js)
-		if !ok {
-			continue
-		}
+	for _, o := range jobSetOwners(js) {
+		k, owner := o.kind, o.name
 		accounts, err := LiveAccountsNaming(ctx, c, js.GetNamespace(), kinds.Key(k.Name(), owner))
 		if err != nil {
 			return "", err
@@ -73,4 +66,25 @@ func ReplicatedJobScope(ctx context.Context, c client.Reader, js metav1.Object, 
 		}
 	}
 	return scope, nil
+}
+
+// renderedOwner is a kind whose targets name the children of a JobSet, and the name those
+// targets give it.
+type renderedOwner struct {
+	kind kinds.Kind
+	name string
+}
+
+// jobSetOwners are the kinds whose targets name js's children (kinds.JobSetRenderer: the
+// JobSet itself, the TrainJob that renders it), with the name each gives js's owner.
+func jobSetOwners(js metav1.Object) []renderedOwner {
+	var out []renderedOwner
+	for _, k := range all.Kinds {
+		if r, ok := k.(kinds.JobSetRenderer); ok {
+			if name, ok := r.JobSetOwner(js); ok {
+				out = append(out, renderedOwner{kind: k, name: name})
+			}
+		}
+	}
+	return out
 }

@@ -69,15 +69,8 @@ func ShortFormScope(obj client.Object) string {
 // children, "" when none does.
 func ReplicatedJobShortFormScope(ctx context.Context, r client.Reader, js client.Object, replicatedJob string) (string, error) {
 	scope := ""
-	for _, k := range all.Kinds {
-		rk, ok := k.(kinds.JobSetRenderer)
-		if !ok {
-			continue
-		}
-		owner, ok := rk.JobSetOwner(js)
-		if !ok {
-			continue
-		}
+	for _, o := range jobSetOwners(js) {
+		k, owner := o.kind, o.name
 		obj := js
 		if reflect.TypeOf(k.NewObject()) != reflect.TypeOf(js) {
 			obj = k.NewObject()
