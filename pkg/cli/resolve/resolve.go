@@ -44,16 +44,13 @@ func KindOf(alias string) (string, bool) {
 	return ownerKind(alias)
 }
 
-// TargetKinds are the names of the kinds of target, for completion and messages.
-func TargetKinds() []string { return targetKinds() }
-
 // ParseKindName reads "KIND NAME" or "KIND/NAME" as kubectl does.
 func ParseKindName(args []string) (kind, name string, err error) {
 	switch len(args) {
 	case 1:
 		k, n, ok := strings.Cut(args[0], "/")
 		if !ok {
-			return "", "", fmt.Errorf("name the object: KIND NAME or KIND/NAME (KIND is account, workload, job or jobset)")
+			return "", "", fmt.Errorf("name the object: KIND NAME or KIND/NAME (KIND is account, workload, %s)", strings.Join(targetKinds(), ", "))
 		}
 		args = []string{k, n}
 	case 2:
@@ -61,9 +58,6 @@ func ParseKindName(args []string) (kind, name string, err error) {
 		return "", "", fmt.Errorf("expected KIND NAME, got %d arguments", len(args))
 	}
 	kind, ok := KindOf(args[0])
-	if !ok {
-		kind, ok = ownerKind(args[0])
-	}
 	if !ok {
 		return "", "", fmt.Errorf("unknown kind %q: use account, workload, %s", args[0], strings.Join(targetKinds(), ", "))
 	}
