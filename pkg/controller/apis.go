@@ -81,10 +81,12 @@ func kindAPIs() []OptionalAPI {
 // targetAPI is the optional API a target's kind needs; false for a kind whose API is
 // always served (batch/v1 Job).
 func targetAPI(ref v1alpha1.TargetRef) (OptionalAPI, bool) {
-	if k := all.Kinds.For(ref); k != nil && k.OptionalAPI() {
-		return KindAPI(k), true
+	k := all.Kinds.For(ref)
+	if k == nil || !k.OptionalAPI() {
+		return OptionalAPI{}, false
 	}
-	return OptionalAPI{}, false
+	i := slices.IndexFunc(OptionalAPIs, func(a OptionalAPI) bool { return a.GVK == k.Object() })
+	return OptionalAPIs[i], true
 }
 
 // ServedAPIs is which optional APIs the cluster served when the manager started. A nil

@@ -73,7 +73,7 @@ func NewCoveragePodCache(ctx context.Context, cfg *rest.Config, base cache.Optio
 	base.ByObject = map[client.Object]cache.ByObject{
 		relations.PodMetadata(): {
 			Label: scopeSelector(v1alpha1.ScopeCoverage),
-			Field: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded)),
+			Field: succeededSelector(),
 		},
 	}
 	c, err := cache.New(cfg, base)
@@ -84,6 +84,13 @@ func NewCoveragePodCache(ctx context.Context, cfg *rest.Config, base cache.Optio
 		return nil, err
 	}
 	return c, nil
+}
+
+// succeededSelector selects the pods that succeeded, as the API server serves it: the
+// coverage pod cache, a late Job's pod cache and the live read of a late Job's pods ask
+// for exactly these.
+func succeededSelector() fields.Selector {
+	return fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded))
 }
 
 // scopeSelector selects the pods labelled with the opt-in scope.

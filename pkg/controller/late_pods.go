@@ -9,7 +9,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -77,7 +76,7 @@ func newLateJobCache(cfg *rest.Config, base cache.Options, namespace string, uid
 	base.ByObject = map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {
 			Label:     labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(uid)}),
-			Field:     fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded)),
+			Field:     succeededSelector(),
 			Transform: podTransform,
 		},
 	}

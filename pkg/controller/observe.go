@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -148,7 +147,7 @@ func (r *Reconciler) succeededPodsLive(ctx context.Context, job *batchv1.Job) ([
 	var all []corev1.Pod
 	opts := []client.ListOption{client.InNamespace(namespace),
 		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)},
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded))},
+		client.MatchingFieldsSelector{Selector: succeededSelector()},
 		client.Limit(livePodsPage)}
 	for cont := ""; ; {
 		var page corev1.PodList
