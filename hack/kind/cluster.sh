@@ -8,6 +8,10 @@
 #   hack/kind/cluster.sh install  (re)install JobSet, Trainer, Kueue and batchledger
 #   hack/kind/cluster.sh down     delete the cluster and stop dockerd, leaving no trace
 #
+# `up` replaces a cluster an earlier run left; KIND_REUSE=true reuses it if it is healthy
+# (the images are loaded and the charts upgraded again; pods of an unchanged release keep
+# running what they ran).
+#
 # Everything is built from Go module sources and Debian packages (see node-image.sh), and
 # cached outside the checkout. Nothing is ever pulled: every image is preloaded in the
 # node image or `kind load`ed, and every pod spec the charts render uses
@@ -51,8 +55,35 @@ need_disk() {
   die "$((avail_kib / 1024 / 1024)) GiB free where Docker keeps its data ($dir); the kind cluster needs about $KIND_MIN_FREE_GIB GiB. Free some: hack/kind/docker.sh prune (unused images), go clean -cache, or old checkouts"
 }
 
+# healthy says whether a cluster that already exists can be reused: its API answers and
+# every node has the pod range kube-controller-manager allocates it.
+healthy() {
+  local i node cidr
+  # The kubeconfig is the checkout's (_output); a cluster kept from another checkout has
+  # none here yet.
+  mkdir -p "$(dirname "$KIND_KUBECONFIG")"
+  "$KIND" export kubeconfig --name "$KIND_CLUSTER" --kubeconfig "$KIND_KUBECONFIG" >/dev/null 2>&1 || return 1
+  for i in $(seq 1 30); do
+    "$KUBECTL" --request-timeout=5s get --raw /readyz >/dev/null 2>&1 && break
+    [ "$i" = 30 ] && return 1; sleep 1
+  done
+  for node in $(nodes); do
+    cidr=$("$KUBECTL" --request-timeout=5s get node "$node" -o jsonpath='{.spec.podCIDR}' 2>/dev/null || true)
+    [ -n "$cidr" ] || return 1
+  done
+}
+
 create() {
-  if exists; then log "kind cluster $KIND_CLUSTER: exists"; return; fi
+  if exists; then
+    if [ "${KIND_REUSE:-false}" = true ] && healthy; then
+      log "kind cluster $KIND_CLUSTER: exists, reused (KIND_REUSE=true)"; return
+    fi
+    # Left by a run killed before `down`, or kept by KIND_KEEP: either may run an older
+    # build under the same image tags, and its nodes may not have survived a restart of
+    # dockerd, so a run starts from a new cluster unless told to reuse it.
+    log "kind cluster $KIND_CLUSTER: left by an earlier run, recreating"
+    "$KIND" delete cluster --name "$KIND_CLUSTER" >/dev/null 2>&1 || true
+  fi
   need_disk
   log "kind cluster $KIND_CLUSTER: creating (1 control plane, 2 workers)"
   local start=$SECONDS

@@ -6,6 +6,7 @@
 #
 #   hack/kind/test.sh                 the whole run
 #   KIND_KEEP=true hack/kind/test.sh  leave the cluster (and dockerd) running afterwards
+#   KIND_REUSE=true hack/kind/test.sh reuse a healthy cluster a KIND_KEEP run left
 #   E2E_KIND_RUN=Regexp               only the tests matching (go test -run)
 set -euo pipefail
 
