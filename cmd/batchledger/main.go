@@ -29,6 +29,7 @@ import (
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/ledgerkey"
+	"batchledger.dev/batchledger/pkg/multikueue/workerrole"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/version"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
@@ -85,6 +86,13 @@ func main() {
 	restCfg := ctrl.GetConfigOrDie()
 	restCfg.QPS, restCfg.Burst = float32(cfg.apiQPS), cfg.apiBurst
 	ctx := ctrl.SetupSignalHandler()
+	if cfg.role == roleWorker {
+		log.Info("starting the worker role", "version", version.Get().String(), "certManagement", cfg.certManagement)
+		if err := runWorker(ctx, cfg, restCfg, scheme, webhookServer); err != nil {
+			fail(err, "worker role")
+		}
+		return
+	}
 	// Which optional APIs (JobSet, Kueue) are served decides the caches, indexes and
 	// controllers below; without one the manager runs without it instead of exiting.
 	apis, err := discoverAPIs(ctx, restCfg)
@@ -172,6 +180,10 @@ type config struct {
 	ledgerKeySecret                              string
 	perAccountMetrics                            bool
 	shortFormTTL                                 time.Duration
+	// role is roleManager or roleWorker (--role).
+	role string
+	// workerResultRetention: how long the worker role keeps a WorkerResult.
+	workerResultRetention time.Duration
 	// printVersion: print the build (pkg/version) and exit, touching no cluster.
 	printVersion bool
 }
@@ -180,6 +192,11 @@ type config struct {
 func bindFlags(fs *flag.FlagSet) *config {
 	c := &config{}
 	fs.BoolVar(&c.printVersion, "version", false, "Print the version and exit.")
+	fs.StringVar(&c.role, "role", roleManager,
+		"'manager': batchledger where BatchAccounts live (a single cluster or a MultiKueue manager); "+
+			"'worker': on a MultiKueue worker cluster, only hold results-scope pods and record their results in WorkerResults for the manager to read (docs/multikueue.md).")
+	fs.DurationVar(&c.workerResultRetention, "worker-result-retention", workerrole.DefaultRetention,
+		"With --role=worker: how long a WorkerResult is kept after it was recorded, for the manager to read it.")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
 	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
@@ -233,6 +250,9 @@ func bindFlags(fs *flag.FlagSet) *config {
 // validate checks the flags that take one of a set of values, and fills the defaults
 // that depend on the environment.
 func (c *config) validate() error {
+	if c.role != roleManager && c.role != roleWorker {
+		return fmt.Errorf("--role=%q: want %q or %q", c.role, roleManager, roleWorker)
+	}
 	if c.certManagement != certsExternal && c.certManagement != certsSelf {
 		return fmt.Errorf("--cert-management=%q: want %q or %q", c.certManagement, certsExternal, certsSelf)
 	}

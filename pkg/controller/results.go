@@ -228,7 +228,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 				ordinal = -1
 			}
 			rc.add(res.Recorded(ordinal, now))
-			ended = append(ended, finishedAt(pod))
+			ended = append(ended, FinishedAt(pod))
 		}
 	}
 	var refused []*v1alpha1.ShardResults

@@ -5,10 +5,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// LabelWorkload on a WorkerResult names the manager's Workload the worker's Job copy was
-// dispatched for (Kueue's prebuilt-workload-name), when it fits a label value: the
-// manager's reader selects nothing by it, people do.
-const LabelWorkload = "batchledger.dev/workload"
+// AnnotationWorkload on a held pod of a MultiKueue worker names the manager's Workload
+// its Job copy was dispatched for (Kueue's prebuilt-workload-name on the Job): the
+// worker role's pod webhook writes it at the pod's creation, so that the pod's result is
+// still attributed when Kueue deleted the Job before the result was recorded.
+const AnnotationWorkload = "batchledger.dev/workload"
 
 // WorkerResult is what batchledger in the worker role of a MultiKueue worker cluster
 // records of one succeeded pod of a Job that MultiKueue dispatched there, before it
@@ -50,12 +51,14 @@ type WorkerResult struct {
 	PodUID types.UID `json:"podUID"`
 	// FinishedAt is when the pod finished.
 	FinishedAt metav1.Time `json:"finishedAt"`
-	// ResultContainer is the container the pod's own annotations name as its result's
-	// (batchledger.dev/result-container, else kubectl.kubernetes.io/default-container);
-	// empty when they name none, and the account's resultContainer or the first container
-	// then tells.
+	// ResultContainer is the pod's batchledger.dev/result-container annotation.
 	// +optional
 	ResultContainer string `json:"resultContainer,omitempty"`
+	// DefaultContainer is the pod's kubectl.kubernetes.io/default-container annotation:
+	// with ResultContainer and the account's resultContainer it tells, as for a pod of
+	// the manager's cluster, which container reports the result.
+	// +optional
+	DefaultContainer string `json:"defaultContainer,omitempty"`
 	// Containers are the pod's containers in spec order (native sidecars after them),
 	// each with its termination message as result capture reads it.
 	// +listType=atomic
