@@ -29,6 +29,7 @@ import (
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/ledgerkey"
+	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/multikueue/workerrole"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/version"
@@ -125,6 +126,17 @@ func main() {
 		fail(err, "setting up the caches of late Jobs' pods")
 	}
 	setups := controllers(mgr, cfg, coverage, latePods, writer, apis.served)
+	if cfg.workerResults {
+		registry, err := workerRegistry(mgr, cfg)
+		if err != nil {
+			fail(err, "setting up the reader of worker clusters' results")
+		}
+		for _, s := range setups {
+			if r, ok := s.(*controller.Reconciler); ok {
+				r.WorkerResults = registry
+			}
+		}
+	}
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
 	webhooks := cfg.webhooks(mgr)
@@ -184,6 +196,8 @@ type config struct {
 	role string
 	// workerResultRetention: how long the worker role keeps a WorkerResult.
 	workerResultRetention time.Duration
+	// workerResults: the manager reads the results worker clusters recorded.
+	workerResults bool
 	// printVersion: print the build (pkg/version) and exit, touching no cluster.
 	printVersion bool
 }
@@ -195,6 +209,9 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.StringVar(&c.role, "role", roleManager,
 		"'manager': batchledger where BatchAccounts live (a single cluster or a MultiKueue manager); "+
 			"'worker': on a MultiKueue worker cluster, only hold results-scope pods and record their results in WorkerResults for the manager to read (docs/multikueue.md).")
+	fs.BoolVar(&c.workerResults, "multikueue-worker-results", false,
+		"Read the results batchledger's worker role records on MultiKueue worker clusters, with the kubeconfig (key 'kubeconfig') of each Secret in --namespace labelled "+
+			multikueue.LabelWorkerCluster+"=<worker>, the worker's MultiKueueCluster name (docs/multikueue.md).")
 	fs.DurationVar(&c.workerResultRetention, "worker-result-retention", workerrole.DefaultRetention,
 		"With --role=worker: how long a WorkerResult is kept after it was recorded, for the manager to read it.")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")

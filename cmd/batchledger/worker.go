@@ -8,11 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/multikueue/workerrole"
+	"batchledger.dev/batchledger/pkg/multikueue/workers"
 )
 
 // Values of --role.
@@ -70,4 +72,17 @@ func runWorker(ctx context.Context, c *config, restCfg *rest.Config, scheme *run
 		return fmt.Errorf("manager stopped: %w", err)
 	}
 	return nil
+}
+
+// workerRegistry is the manager's reader of the workers' WorkerResults (pkg/multikueue/
+// workers), added to mgr: it follows the worker kubeconfig Secrets of the manager's
+// namespace.
+func workerRegistry(mgr ctrl.Manager, c *config) (*workers.Registry, error) {
+	secrets, err := workers.NewSecretCache(mgr.GetConfig(),
+		cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()}, c.certOpts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	r := &workers.Registry{Namespace: c.certOpts.Namespace, Scheme: mgr.GetScheme(), Secrets: secrets}
+	return r, mgr.Add(r)
 }

@@ -18,7 +18,7 @@ import (
 func TestRecordJudgedAsThePod(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	job := wrappers.MakeJob("j", "ns").Obj()
-	ok := `{"version":"v1","shard":"shard-3","inputRevision":"in","modelRevision":"m","records":5,"valid":5}`
+	ok := `{"version":"batchledger.dev/v1","shard":"shard-3","inputRevision":"in","modelRevision":"m","records":5,"valid":5}`
 	proxyStatus := func(msg string) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: "proxy", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}
 	}

@@ -130,7 +130,6 @@ type Capture struct {
 	Now func() time.Time
 }
 
-
 // Reconcile records a succeeded held pod's result, then releases what may go.
 func (c *Capture) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var pod corev1.Pod

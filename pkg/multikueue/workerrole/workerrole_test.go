@@ -50,7 +50,7 @@ func newCapture(objs []client.Object, funcs interceptor.Funcs) (*Capture, client
 // record cannot be written is held for MaxHold after it finished, never longer; a pod
 // whose Job Kueue deleted is still recorded from the annotation the webhook wrote.
 func TestCaptureRecordsThenReleases(t *testing.T) {
-	ok := `{"version":"v1","shard":"s3"}`
+	ok := `{"version":"batchledger.dev/v1","shard":"s3"}`
 	refuseRecords := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 		if _, ok := obj.(*v1alpha1.WorkerResult); ok {
 			return errors.New("refused")
