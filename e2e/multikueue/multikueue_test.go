@@ -266,6 +266,11 @@ func TestWorkerRoleKilledMidBatch(t *testing.T) {
 		local = j
 		return jobComplete(j), fmt.Sprintf("status %+v", j.Status)
 	})
+	eventually(t, "the Job copy deleted on "+worker, func() (bool, string) {
+		var copyOfJ batchv1.Job
+		err := fleet.workers[worker].Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "j"}, &copyOfJ)
+		return apierrors.IsNotFound(err) || err == nil && copyOfJ.DeletionTimestamp != nil, fmt.Sprintf("get: %v", err)
+	})
 	for _, p := range pods[2:] {
 		held := &corev1.Pod{}
 		get(t, fleet.workers[worker], &p, held)
