@@ -26,6 +26,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -303,6 +304,68 @@ func TestWorkerRoleKilledMidBatch(t *testing.T) {
 		}
 		return len(held) == 0, fmt.Sprintf("held %v", held)
 	})
+}
+
+// TestWorkerNotReachableNamed: while the manager cannot reach the worker a results
+// account's Job runs on (its kubeconfig Secret made to point at a port nothing listens
+// on), the account's results stay pending and its message names the worker and since
+// when it is not reachable; the worker keeps recording meanwhile, and once the manager
+// reaches it again the account is Accepted with the results recorded there.
+func TestWorkerNotReachableNamed(t *testing.T) {
+	ns := "mk-unreachable"
+	queues(t, ns)
+	shards := []string{"A", "B"}
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
+	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	create(t, fleet.manager, job)
+	worker := dispatchedTo(t, ns, "")
+	pods := remotePods(t, worker, ns, "j", 2)
+
+	secret := &corev1.Secret{}
+	get(t, fleet.manager, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "batchledger-worker-" + worker}}, secret)
+	reachable := secret.Data[multikueue.KubeconfigKey]
+	setKubeconfig := func(kubeconfig []byte) {
+		t.Helper()
+		s := &corev1.Secret{}
+		get(t, fleet.manager, secret, s)
+		s.Data[multikueue.KubeconfigKey] = kubeconfig
+		if err := fleet.manager.Update(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { setKubeconfig(reachable) })
+	cfg, err := clientcmd.Load(reachable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://127.0.0.1:1"
+	}
+	unreachable, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setKubeconfig(unreachable)
+
+	finishWithResults(t, worker, pods, shards)
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	want := "results of job j pending on " + worker + ": " + worker + " not reachable since "
+	waitFor(t, fleet.manager, acct, "results pending, naming "+worker, func(a *v1alpha1.BatchAccount) (bool, string) {
+		c := apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionResultsAccepted)
+		return c != nil && c.Reason == v1alpha1.ReasonResultsPending && strings.Contains(c.Message, want) &&
+			apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionShardsCovered), summary(a)
+	})
+	if n := acct.Status.Results.Recorded; n != 0 {
+		t.Errorf("%d results recorded while %s was not reachable", n, worker)
+	}
+
+	setKubeconfig(reachable)
+	waitFor(t, fleet.manager, acct, "Accepted once "+worker+" is reachable", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
+	})
+	local := &batchv1.Job{}
+	get(t, fleet.manager, job, local)
+	wantRecordedFrom(t, ns, local.UID, worker, 2)
 }
 
 // finishWithResults ends pods on worker's kwok nodes with exit code 0, each reporting the
