@@ -125,18 +125,13 @@ func main() {
 	if err := mgr.Add(latePods); err != nil {
 		fail(err, "setting up the caches of late Jobs' pods")
 	}
-	setups := controllers(mgr, cfg, coverage, latePods, writer, apis.served)
+	var workerResults controller.WorkerResults
 	if cfg.workerResults {
-		registry, err := workerRegistry(mgr, cfg)
-		if err != nil {
+		if workerResults, err = workerRegistry(mgr, cfg); err != nil {
 			fail(err, "setting up the reader of worker clusters' results")
 		}
-		for _, s := range setups {
-			if r, ok := s.(*controller.Reconciler); ok {
-				r.WorkerResults = registry
-			}
-		}
 	}
+	setups := controllers(mgr, cfg, coverage, latePods, writer, apis.served, workerResults)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
 	webhooks := cfg.webhooks(mgr)
@@ -332,7 +327,8 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 
 // controllers are the reconcilers: accounts, held pods, held Job records, and the short
 // forms of Jobs and JobSets.
-func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods *controller.LatePods, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
+func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods *controller.LatePods, writer controller.StatusWriter, apis *controller.ServedAPIs,
+	workerResults controller.WorkerResults) []setup {
 	metrics := controller.NewMetrics(c.perAccountMetrics)
 	// One Ledger for every controller that reads recorded results: the key is loaded once.
 	ledger := &controller.Ledger{Source: ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
@@ -344,6 +340,7 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
 			WaitingStatusDelay: c.waitingStatusDelay, APIs: apis, Ledger: ledger, ShortFormTTL: c.shortFormTTL,
+			WorkerResults: workerResults,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics, Ledger: ledger,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},

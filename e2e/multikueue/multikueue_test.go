@@ -326,8 +326,11 @@ func TestWorkerNotReachableNamed(t *testing.T) {
 	reachable := secret.Data[multikueue.KubeconfigKey]
 	setKubeconfig := func(kubeconfig []byte) {
 		t.Helper()
+		// Not t.Context(): it runs from Cleanup too, after the test's context ended.
 		s := &corev1.Secret{}
-		get(t, fleet.manager, secret, s)
+		if err := fleet.manager.Get(context.Background(), client.ObjectKeyFromObject(secret), s); err != nil {
+			t.Fatal(err)
+		}
 		s.Data[multikueue.KubeconfigKey] = kubeconfig
 		if err := fleet.manager.Update(context.Background(), s); err != nil {
 			t.Fatal(err)
