@@ -371,6 +371,53 @@ func TestWorkerNotReachableNamed(t *testing.T) {
 	wantRecordedFrom(t, ns, local.UID, worker, 2)
 }
 
+// TestRemovedWorkerResultsMissing: once the manager's kubeconfig Secret of the worker a
+// results account's Job ran on is deleted, the results recorded there cannot be read:
+// when the Job has terminated they count as MissingResult (repair may re-run them), as
+// the results of a terminated Job without pods do on one cluster. Given the Secret
+// again, the manager reads them and the account is Accepted.
+func TestRemovedWorkerResultsMissing(t *testing.T) {
+	ns := "mk-removed"
+	queues(t, ns)
+	shards := []string{"A", "B"}
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
+	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	create(t, fleet.manager, job)
+	worker := dispatchedTo(t, ns, "")
+	pods := remotePods(t, worker, ns, "j", 2)
+
+	secret := &corev1.Secret{}
+	get(t, fleet.manager, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "batchledger-worker-" + worker}}, secret)
+	given := secret.DeepCopy()
+	given.ResourceVersion, given.UID, given.CreationTimestamp, given.ManagedFields = "", "", metav1.Time{}, nil
+	restore := func() {
+		// Not t.Context(): it runs from Cleanup too, after the test's context ended.
+		if err := fleet.manager.Create(context.Background(), given.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(restore)
+	if err := fleet.manager.Delete(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+
+	finishWithResults(t, worker, pods, shards)
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	waitFor(t, fleet.manager, acct, "MissingResult, the Job terminated", func(a *v1alpha1.BatchAccount) (bool, string) {
+		c := apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionResultsAccepted)
+		return c != nil && c.Reason == v1alpha1.ReasonMissingResult && a.Status.Results.Missing == 2 &&
+			apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionTerminated), summary(a)
+	})
+
+	restore()
+	waitFor(t, fleet.manager, acct, "Accepted once "+worker+" is given again", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
+	})
+	local := &batchv1.Job{}
+	get(t, fleet.manager, job, local)
+	wantRecordedFrom(t, ns, local.UID, worker, 2)
+}
+
 // finishWithResults ends pods on worker's kwok nodes with exit code 0, each reporting the
 // result of the shard of the same position in shards (the account's revisions).
 func finishWithResults(t *testing.T, worker string, pods []corev1.Pod, shards []string) {
