@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +46,8 @@ func workerRecord(workload string, idx int, msg string) v1alpha1.WorkerResult {
 
 // TestResultsReadFromWorkers: a results account of a Job dispatched to worker-a records
 // the results worker-a recorded for the manager's Workload, under the manager's identity
-// and with worker-a as their provenance, in its own signed chunk, and is Accepted. A
+// and with worker-a as their provenance, in its own signed chunk, and is Accepted. The
+// records of a worker the Workload was admitted to before an eviction count too; a
 // record from a worker the Workload was never admitted to, or of another Workload, is
 // not the account's. A worker that does not answer is named in the account, its results
 // pending; a worker the manager has no kubeconfig for loses the terminated Job's results
@@ -53,11 +56,17 @@ func TestResultsReadFromWorkers(t *testing.T) {
 	msg := func(shard string) string { return reportOf(t, shard) }
 	ok := multikueue.WorkerState{Configured: true, Synced: true}
 	cases := []struct {
-		name         string
-		workers      fakeWorkers
-		wantAccepted string
-		wantMessage  string // a part of the ResultsAccepted message
-		wantResults  int
+		name string
+		// admittedBefore is a worker the account recorded an earlier admission of the
+		// Workload on (an eviction there, then a dispatch to worker-a).
+		admittedBefore string
+		workers        fakeWorkers
+		wantAccepted   string
+		wantMessage    string // a part of the ResultsAccepted message
+		wantResults    int
+		// wantClusters are the workers of the results in recording order; all worker-a
+		// when nil.
+		wantClusters []string
 	}{
 		{name: "recorded on worker-a: Accepted",
 			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-j", 0, msg("A")), workerRecord("job-j", 1, msg("B"))}},
@@ -71,6 +80,10 @@ func TestResultsReadFromWorkers(t *testing.T) {
 			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-b": {workerRecord("job-j", 0, msg("A")), workerRecord("job-j", 1, msg("B"))}},
 				states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}},
 			wantAccepted: "False ResultsPending"},
+		{name: "evicted from worker-b, then on worker-a: the results recorded on both count", admittedBefore: "worker-b",
+			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-b": {workerRecord("job-j", 0, msg("A"))}, "worker-a": {workerRecord("job-j", 1, msg("B"))}},
+				states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}},
+			wantAccepted: "True Accepted", wantResults: 2, wantClusters: []string{"worker-b", "worker-a"}},
 		{name: "recorded for another Workload: not the account's",
 			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-other", 0, msg("A"))}},
 				states: map[string]multikueue.WorkerState{"worker-a": ok}},
@@ -87,7 +100,12 @@ func TestResultsReadFromWorkers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
 			wl := workloadOfJ(job).DispatchedTo("worker-a").Obj()
-			f := newFixture(t, hooks{}, accountOfJ().Revisions("D", "m").RequireResults("").Obj(), job, wl)
+			acct := accountOfJ().Revisions("D", "m").RequireResults("")
+			if tc.admittedBefore != "" {
+				acct = acct.TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: job.UID, Found: true,
+					Admissions: []v1alpha1.Admission{{Workload: "job-j", ClusterQueue: "gpu", Cluster: tc.admittedBefore}}})
+			}
+			f := newFixture(t, hooks{}, acct.Obj(), job, wl)
 			r := f.reconciler()
 			r.WorkerResults = tc.workers
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
@@ -118,9 +136,14 @@ func TestResultsReadFromWorkers(t *testing.T) {
 			if len(got) != tc.wantResults {
 				t.Fatalf("recorded %d results, want %d: %+v", len(got), tc.wantResults, got)
 			}
-			for _, rr := range got {
-				if rr.Cluster != "worker-a" || rr.JobUID != "j-uid" || rr.RejectReason != "" {
-					t.Errorf("recorded %+v, want it accepted under the manager's j-uid from worker-a", rr)
+			slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
+			for i, rr := range got {
+				want := "worker-a"
+				if tc.wantClusters != nil {
+					want = tc.wantClusters[i]
+				}
+				if rr.Cluster != want || rr.JobUID != "j-uid" || rr.RejectReason != "" {
+					t.Errorf("recorded %+v, want it accepted under the manager's j-uid from %s", rr, want)
 				}
 			}
 		})
