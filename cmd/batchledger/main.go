@@ -29,6 +29,8 @@ import (
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/ledgerkey"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/multikueue/workerrole"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/version"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
@@ -85,6 +87,13 @@ func main() {
 	restCfg := ctrl.GetConfigOrDie()
 	restCfg.QPS, restCfg.Burst = float32(cfg.apiQPS), cfg.apiBurst
 	ctx := ctrl.SetupSignalHandler()
+	if cfg.role == roleWorker {
+		log.Info("starting the worker role", "version", version.Get().String(), "certManagement", cfg.certManagement)
+		if err := runWorker(ctx, cfg, restCfg, scheme, webhookServer); err != nil {
+			fail(err, "worker role")
+		}
+		return
+	}
 	// Which optional APIs (JobSet, Kueue) are served decides the caches, indexes and
 	// controllers below; without one the manager runs without it instead of exiting.
 	apis, err := discoverAPIs(ctx, restCfg)
@@ -116,7 +125,13 @@ func main() {
 	if err := mgr.Add(latePods); err != nil {
 		fail(err, "setting up the caches of late Jobs' pods")
 	}
-	setups := controllers(mgr, cfg, coverage, latePods, writer, apis.served)
+	var workerResults controller.WorkerResults
+	if cfg.workerResults {
+		if workerResults, err = workerRegistry(mgr, cfg); err != nil {
+			fail(err, "setting up the reader of worker clusters' results")
+		}
+	}
+	setups := controllers(mgr, cfg, coverage, latePods, writer, apis.served, workerResults)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
 	webhooks := cfg.webhooks(mgr)
@@ -172,6 +187,12 @@ type config struct {
 	ledgerKeySecret                              string
 	perAccountMetrics                            bool
 	shortFormTTL                                 time.Duration
+	// role is roleManager or roleWorker (--role).
+	role string
+	// workerResultRetention: how long the worker role keeps a WorkerResult.
+	workerResultRetention time.Duration
+	// workerResults: the manager reads the results worker clusters recorded.
+	workerResults bool
 	// printVersion: print the build (pkg/version) and exit, touching no cluster.
 	printVersion bool
 }
@@ -180,6 +201,14 @@ type config struct {
 func bindFlags(fs *flag.FlagSet) *config {
 	c := &config{}
 	fs.BoolVar(&c.printVersion, "version", false, "Print the version and exit.")
+	fs.StringVar(&c.role, "role", roleManager,
+		"'manager': batchledger where BatchAccounts live (a single cluster or a MultiKueue manager); "+
+			"'worker': on a MultiKueue worker cluster, only hold results-scope pods and record their results in WorkerResults for the manager to read (docs/multikueue.md).")
+	fs.BoolVar(&c.workerResults, "multikueue-worker-results", false,
+		"Read the results batchledger's worker role records on MultiKueue worker clusters, with the kubeconfig (key 'kubeconfig') of each Secret in --namespace labelled "+
+			multikueue.LabelWorkerCluster+"=<worker>, the worker's MultiKueueCluster name (docs/multikueue.md).")
+	fs.DurationVar(&c.workerResultRetention, "worker-result-retention", workerrole.DefaultRetention,
+		"With --role=worker: how long a WorkerResult is kept after it was recorded, for the manager to read it.")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
 	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")
@@ -233,6 +262,9 @@ func bindFlags(fs *flag.FlagSet) *config {
 // validate checks the flags that take one of a set of values, and fills the defaults
 // that depend on the environment.
 func (c *config) validate() error {
+	if c.role != roleManager && c.role != roleWorker {
+		return fmt.Errorf("--role=%q: want %q or %q", c.role, roleManager, roleWorker)
+	}
 	if c.certManagement != certsExternal && c.certManagement != certsSelf {
 		return fmt.Errorf("--cert-management=%q: want %q or %q", c.certManagement, certsExternal, certsSelf)
 	}
@@ -295,7 +327,8 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 
 // controllers are the reconcilers: accounts, held pods, held Job records, and the short
 // forms of Jobs and JobSets.
-func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods *controller.LatePods, writer controller.StatusWriter, apis *controller.ServedAPIs) []setup {
+func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods *controller.LatePods, writer controller.StatusWriter, apis *controller.ServedAPIs,
+	workerResults controller.WorkerResults) []setup {
 	metrics := controller.NewMetrics(c.perAccountMetrics)
 	// One Ledger for every controller that reads recorded results: the key is loaded once.
 	ledger := &controller.Ledger{Source: ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
@@ -307,6 +340,7 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
 			WaitingStatusDelay: c.waitingStatusDelay, APIs: apis, Ledger: ledger, ShortFormTTL: c.shortFormTTL,
+			WorkerResults: workerResults,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics, Ledger: ledger,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},

@@ -36,6 +36,8 @@ func TestConfig(t *testing.T) {
 		{"self-managed, webhooks off", []string{"--cert-management=self", "--enable-webhooks=false"}, false, false, ""},
 		{"a folder of one's own", []string{"--webhook-cert-dir=/certs"}, false, false, "/certs"},
 		{"unknown certificate management", []string{"--cert-management=vault"}, true, false, ""},
+		{"the worker role", []string{"--role=worker"}, false, false, ""},
+		{"unknown role", []string{"--role=observer"}, true, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

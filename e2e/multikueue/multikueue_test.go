@@ -1,9 +1,11 @@
 // Package multikueue runs batchledger's end-to-end tests across a MultiKueue fleet on this
-// machine: a manager cluster (Kueue with a MultiKueue AdmissionCheck, JobSet, batchledger)
-// and two worker clusters, worker-a and worker-b (Kueue, JobSet, kwok GPU nodes), each a
-// whole local control plane (internal/testsupport/localcluster.StartMultiKueue), started
-// once per test binary (~2.7 GiB resident in all). With E2E_USE_EXISTING_CLUSTER=true the
-// suite is skipped.
+// machine: a manager cluster (Kueue with a MultiKueue AdmissionCheck, JobSet, batchledger
+// reading the workers' results) and two worker clusters, worker-a and worker-b (Kueue,
+// JobSet, kwok GPU nodes, batchledger in the worker role), each a whole local control
+// plane (internal/testsupport/localcluster.StartMultiKueue), started once per test binary
+// (~2.8 GiB resident in all). The manager reads each worker with a token of the worker's
+// batchledger-manager-reader ServiceAccount, not the admin's kubeconfig. With
+// E2E_USE_EXISTING_CLUSTER=true the suite is skipped.
 //
 //	go test -p 1 -count=1 -timeout 20m ./e2e/multikueue -run 'TestName$' -v
 package multikueue
@@ -23,6 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -32,6 +36,7 @@ import (
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/result"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -47,6 +52,8 @@ var fleet struct {
 	mk      *localcluster.MultiKueue
 	manager client.Client
 	workers map[string]client.Client
+	// workerRole is batchledger in the worker role, as each worker runs it.
+	workerRole localcluster.Manager
 }
 
 func TestMain(m *testing.M) { os.Exit(setup(m)) }
@@ -71,14 +78,18 @@ func setup(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	bl, err := localcluster.BatchledgerManager(bin)
+	bl, err := localcluster.BatchledgerManager(bin, "--multikueue-worker-results")
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if fleet.workerRole, err = localcluster.BatchledgerWorker(bin); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	// The manager runs no pod: no fake node.
 	mgr := localcluster.Options{Log: os.Stderr, Nodes: []localcluster.NodeSpec{}, Managers: []localcluster.Manager{bl}}
-	mk, err := localcluster.StartMultiKueue(ctx, mgr, workerNames, localcluster.Options{Log: os.Stderr})
+	mk, err := localcluster.StartMultiKueue(ctx, mgr, workerNames, localcluster.Options{Log: os.Stderr, Managers: []localcluster.Manager{fleet.workerRole}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the MultiKueue fleet:", err)
 		return 1
@@ -88,6 +99,12 @@ func setup(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e: stopping the fleet:", err)
 		}
 	}()
+	// batchledger on the manager runs in localcluster's default namespace: its worker
+	// kubeconfig Secrets go there.
+	if err := mk.GiveReaderKubeconfigs(ctx, "default", 24*time.Hour); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: giving the manager the workers' reader kubeconfigs:", err)
+		return 1
+	}
 	fmt.Fprintf(os.Stderr, "e2e: fleet ready in %s (manager %s)\n", mk.StartupDuration.Round(10*time.Millisecond),
 		mk.Manager.StartupDuration.Round(10*time.Millisecond))
 	fmt.Fprintf(os.Stderr, "e2e: manager memory: %s\n", memoryLine(mk.Manager.MemoryMiB()))
@@ -180,11 +197,13 @@ func TestDispatchedJobCoveredOnTheManager(t *testing.T) {
 	})
 }
 
-// TestDispatchedJobResultsPendingNeverMissing: an account requiring results of a Job
-// that ran on a worker counts its shards covered, and its results pending with the
-// worker named, never MissingResult: the pods that hold them were on the worker, not
-// lost from the manager.
-func TestDispatchedJobResultsPendingNeverMissing(t *testing.T) {
+// TestDispatchedJobResultsRecordedOnTheWorker: an account requiring results of a Job
+// dispatched to a worker is Accepted on the manager's Workload: batchledger in the worker
+// role held each pod, recorded its result in a WorkerResult there under the manager's
+// Workload, and released it; the manager read the records with the worker's read-only
+// identity and recorded the results in its own chunk, under the manager Job's identity
+// and naming the worker.
+func TestDispatchedJobResultsRecordedOnTheWorker(t *testing.T) {
 	ns := "mk-results"
 	queues(t, ns)
 	shards := []string{"A", "B"}
@@ -193,27 +212,257 @@ func TestDispatchedJobResultsPendingNeverMissing(t *testing.T) {
 	create(t, fleet.manager, job)
 
 	worker := dispatchedTo(t, ns, "")
-	finish(t, worker, remotePods(t, worker, ns, "j", 2))
-	local := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"}}
-	waitFor(t, fleet.manager, local, "Complete, copied from "+worker, func(j *batchv1.Job) (bool, string) {
-		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-				return true, ""
+	pods := remotePods(t, worker, ns, "j", 2)
+	for _, p := range pods {
+		if !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) || p.Annotations[v1alpha1.AnnotationWorkload] == "" {
+			t.Errorf("pod %s on %s: finalizers %v annotations %v; want it held and naming the manager Workload", p.Name, worker, p.Finalizers, p.Annotations)
+		}
+	}
+	finishWithResults(t, worker, pods, shards)
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	waitFor(t, fleet.manager, acct, "Accepted", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
+	})
+	local := &batchv1.Job{}
+	get(t, fleet.manager, job, local)
+	wantRecordedFrom(t, ns, local.UID, worker, 2)
+
+	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: acct.Status.Targets[0].Workload.Name}}
+	waitFor(t, fleet.manager, wl, "the verdict published", func(w *kueue.Workload) (bool, string) {
+		c := apimeta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkloadConditionAccepted)
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("conditions %v", conditionTypes(w.Status.Conditions))
+	})
+}
+
+// TestWorkerRoleKilledMidBatch: batchledger in the worker role is killed after two of a
+// Job's four indexes were recorded; the other two pods succeed meanwhile and stay held
+// (the finalizer is on the pod) while Kueue finishes the Workload and deletes the worker's
+// Job; once the worker role runs again it records them from the Workload name its webhook
+// wrote on each pod, and the manager's account is Accepted: nothing lost.
+func TestWorkerRoleKilledMidBatch(t *testing.T) {
+	ns := "mk-killed"
+	queues(t, ns)
+	shards := []string{"A", "B", "C", "D"}
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-3", shards...).RequireResults("").Obj())
+	job := wrappers.MakeJob("j", ns).Indexed(4).Parallelism(4).Queue("default").GPU(1).Obj()
+	create(t, fleet.manager, job)
+
+	worker := dispatchedTo(t, ns, "")
+	pods := remotePods(t, worker, ns, "j", 4)
+	finishWithResults(t, worker, pods[:2], shards[:2])
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	waitFor(t, fleet.manager, acct, "2 results recorded", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return a.Status.Results.Recorded == 2, summary(a)
+	})
+
+	w := fleet.mk.Workers[worker]
+	if err := w.StopManager(localcluster.BatchledgerWorkerName); err != nil {
+		t.Fatal(err)
+	}
+	finishWithResults(t, worker, pods[2:], shards[2:])
+	// Kueue finishes the Workload from the worker's Job and deletes that Job; the two
+	// pods, succeeded and unrecorded, are held.
+	local := &batchv1.Job{}
+	waitFor(t, fleet.manager, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"}}, "Complete, copied from "+worker, func(j *batchv1.Job) (bool, string) {
+		local = j
+		return jobComplete(j), fmt.Sprintf("status %+v", j.Status)
+	})
+	eventually(t, "the Job copy deleted on "+worker, func() (bool, string) {
+		var copyOfJ batchv1.Job
+		err := fleet.workers[worker].Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "j"}, &copyOfJ)
+		return apierrors.IsNotFound(err) || err == nil && copyOfJ.DeletionTimestamp != nil, fmt.Sprintf("get: %v", err)
+	})
+	for _, p := range pods[2:] {
+		held := &corev1.Pod{}
+		get(t, fleet.workers[worker], &p, held)
+		if held.Status.Phase != corev1.PodSucceeded || !slices.Contains(held.Finalizers, v1alpha1.ResultFinalizer) {
+			t.Errorf("pod %s while the worker role is down: %s, finalizers %v; want it Succeeded and held", p.Name, held.Status.Phase, held.Finalizers)
+		}
+	}
+	get(t, fleet.manager, acct, acct)
+	if a := acct; a.Status.Results.Recorded > 2 {
+		t.Errorf("%d results recorded while the worker role was down", a.Status.Results.Recorded)
+	}
+
+	if err := w.StartManager(t.Context(), fleet.workerRole); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, fleet.manager, acct, "Accepted after the worker role restarted", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
+	})
+	wantRecordedFrom(t, ns, local.UID, worker, 4)
+	eventually(t, "the held pods released on "+worker, func() (bool, string) {
+		var list corev1.PodList
+		if err := fleet.workers[worker].List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var held []string
+		for _, p := range list.Items {
+			if slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+				held = append(held, p.Name)
 			}
 		}
-		return false, fmt.Sprintf("status %+v", j.Status)
+		return len(held) == 0, fmt.Sprintf("held %v", held)
 	})
-	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
-	want := "job j in MultiKueue worker cluster " + worker
-	waitFor(t, fleet.manager, acct, "covered and terminated, results pending on "+worker, func(a *v1alpha1.BatchAccount) (bool, string) {
-		c := apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionResultsAccepted)
-		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionShardsCovered) &&
-			apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionTerminated) &&
-			c != nil && c.Reason == v1alpha1.ReasonResultsPending && strings.Contains(c.Message, want), summary(a)
-	})
-	if a := acct.Status.Results; a.Missing != 0 {
-		t.Errorf("%d results missing (%s); want none: they are on %s", a.Missing, a.MissingOrdinals, worker)
+}
+
+// TestWorkerNotReachableNamed: while the manager cannot reach the worker a results
+// account's Job runs on (its kubeconfig Secret made to point at a port nothing listens
+// on), the account's results stay pending and its message names the worker and since
+// when it is not reachable; the worker keeps recording meanwhile, and once the manager
+// reaches it again the account is Accepted with the results recorded there.
+func TestWorkerNotReachableNamed(t *testing.T) {
+	ns := "mk-unreachable"
+	queues(t, ns)
+	shards := []string{"A", "B"}
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
+	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	create(t, fleet.manager, job)
+	worker := dispatchedTo(t, ns, "")
+	pods := remotePods(t, worker, ns, "j", 2)
+
+	secret := &corev1.Secret{}
+	get(t, fleet.manager, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "batchledger-worker-" + worker}}, secret)
+	reachable := secret.Data[multikueue.KubeconfigKey]
+	setKubeconfig := func(kubeconfig []byte) {
+		t.Helper()
+		// Not t.Context(): it runs from Cleanup too, after the test's context ended.
+		s := &corev1.Secret{}
+		if err := fleet.manager.Get(context.Background(), client.ObjectKeyFromObject(secret), s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data[multikueue.KubeconfigKey] = kubeconfig
+		if err := fleet.manager.Update(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
 	}
+	t.Cleanup(func() { setKubeconfig(reachable) })
+	cfg, err := clientcmd.Load(reachable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://127.0.0.1:1"
+	}
+	unreachable, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setKubeconfig(unreachable)
+
+	finishWithResults(t, worker, pods, shards)
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	want := "results of job j pending on " + worker + ": " + worker + " not reachable since "
+	waitFor(t, fleet.manager, acct, "results pending, naming "+worker, func(a *v1alpha1.BatchAccount) (bool, string) {
+		c := apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionResultsAccepted)
+		return c != nil && c.Reason == v1alpha1.ReasonResultsPending && strings.Contains(c.Message, want) &&
+			apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionShardsCovered), summary(a)
+	})
+	if n := acct.Status.Results.Recorded; n != 0 {
+		t.Errorf("%d results recorded while %s was not reachable", n, worker)
+	}
+
+	setKubeconfig(reachable)
+	waitFor(t, fleet.manager, acct, "Accepted once "+worker+" is reachable", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
+	})
+	local := &batchv1.Job{}
+	get(t, fleet.manager, job, local)
+	wantRecordedFrom(t, ns, local.UID, worker, 2)
+}
+
+// TestRemovedWorkerResultsMissing: once the manager's kubeconfig Secret of the worker a
+// results account's Job ran on is deleted, the results recorded there cannot be read:
+// when the Job has terminated they count as MissingResult (repair may re-run them), as
+// the results of a terminated Job without pods do on one cluster. Given the Secret
+// again, the manager reads them and the account is Accepted.
+func TestRemovedWorkerResultsMissing(t *testing.T) {
+	ns := "mk-removed"
+	queues(t, ns)
+	shards := []string{"A", "B"}
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
+	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	create(t, fleet.manager, job)
+	worker := dispatchedTo(t, ns, "")
+	pods := remotePods(t, worker, ns, "j", 2)
+
+	secret := &corev1.Secret{}
+	get(t, fleet.manager, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "batchledger-worker-" + worker}}, secret)
+	given := secret.DeepCopy()
+	given.ResourceVersion, given.UID, given.CreationTimestamp, given.ManagedFields = "", "", metav1.Time{}, nil
+	restore := func() {
+		// Not t.Context(): it runs from Cleanup too, after the test's context ended.
+		if err := fleet.manager.Create(context.Background(), given.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(restore)
+	if err := fleet.manager.Delete(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+
+	finishWithResults(t, worker, pods, shards)
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	waitFor(t, fleet.manager, acct, "MissingResult, the Job terminated", func(a *v1alpha1.BatchAccount) (bool, string) {
+		c := apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionResultsAccepted)
+		return c != nil && c.Reason == v1alpha1.ReasonMissingResult && a.Status.Results.Missing == 2 &&
+			apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionTerminated), summary(a)
+	})
+
+	restore()
+	waitFor(t, fleet.manager, acct, "Accepted once "+worker+" is given again", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
+	})
+	local := &batchv1.Job{}
+	get(t, fleet.manager, job, local)
+	wantRecordedFrom(t, ns, local.UID, worker, 2)
+}
+
+// finishWithResults ends pods on worker's kwok nodes with exit code 0, each reporting the
+// result of the shard of the same position in shards (the account's revisions).
+func finishWithResults(t *testing.T, worker string, pods []corev1.Pod, shards []string) {
+	t.Helper()
+	for i, p := range pods {
+		msg, err := result.Encode(result.Report{Shard: shards[i], InputRevision: "D", ModelRevision: "m-2026-11",
+			Output: "s3://b/" + shards[i], Digest: "sha256:" + shards[i], Records: 1, Valid: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kwok.Finish(t.Context(), fleet.workers[worker], &p, 0, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// wantRecordedFrom checks that the manager recorded n results of ns's account, each
+// accepted under the manager Job's identity jobUID and naming worker.
+func wantRecordedFrom(t *testing.T, ns string, jobUID types.UID, worker string, n int) {
+	t.Helper()
+	var chunks v1alpha1.ShardResultsList
+	if err := fleet.manager.List(t.Context(), &chunks, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var got []v1alpha1.RecordedResult
+	for _, c := range chunks.Items {
+		got = append(got, c.Results...)
+	}
+	if len(got) != n {
+		t.Fatalf("%d results recorded on the manager, want %d: %+v", len(got), n, got)
+	}
+	for _, r := range got {
+		if r.Cluster != worker || r.JobUID != jobUID || r.RejectReason != "" {
+			t.Errorf("recorded %+v; want it accepted under the manager's %s, from %s", r, jobUID, worker)
+		}
+	}
+}
+
+func jobComplete(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // TestEvictedFromOneWorkerThenDispatchedToAnother: a Job running on the worker it was

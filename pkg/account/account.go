@@ -890,9 +890,10 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 }
 
 // elsewhere says which targets MultiKueue runs in worker clusters, whose pods (and so
-// results) batchledger on this cluster does not read: "" when none does.
+// results) are not on this cluster: where their results are read from, why they cannot
+// be read now, or that batchledger reads none from there; "" when none runs elsewhere.
 func elsewhere(states []*targetState) string {
-	var names []string
+	var names, read, onWorker []string
 	for _, ts := range states {
 		w := ts.obs.Workload
 		if w == nil || w.Cluster == "" && len(w.NominatedClusters) == 0 {
@@ -902,12 +903,26 @@ func elsewhere(states []*targetState) string {
 		if w.Cluster == "" {
 			where = "MultiKueue worker clusters " + strings.Join(w.NominatedClusters, ", ")
 		}
-		names = append(names, v1alpha1.TargetKey(ts.key).Describe()+" in "+where)
+		switch {
+		case ts.obs.ResultsOnWorker && ts.obs.WorkerProblem != "":
+			onWorker = append(onWorker, "results of "+v1alpha1.TargetKey(ts.key).Describe()+" pending on "+w.Cluster+": "+ts.obs.WorkerProblem)
+		case ts.obs.ResultsOnWorker:
+			read = append(read, v1alpha1.TargetKey(ts.key).Describe()+" in "+where)
+		default:
+			names = append(names, v1alpha1.TargetKey(ts.key).Describe()+" in "+where)
+		}
 	}
-	if len(names) == 0 {
-		return ""
+	var out string
+	for _, p := range onWorker {
+		out += "; " + p
 	}
-	return "; " + listNames(names) + ": its pods are not on this cluster, and batchledger records no result from a worker cluster"
+	if len(read) > 0 {
+		out += "; " + listNames(read) + ": its results are read from the worker as batchledger records them there"
+	}
+	if len(names) > 0 {
+		out += "; " + listNames(names) + ": its pods are not on this cluster, and batchledger records no result from a worker cluster"
+	}
+	return out
 }
 
 // acceptedCondition is the batch verdict, explained by the first unmet observation.

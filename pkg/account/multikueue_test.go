@@ -133,21 +133,37 @@ func TestDispatchedJobCoverage(t *testing.T) {
 	copied := completeJob("j", "uid-manager-j", 4).Facts()
 	onWorker := managerWorkload().admittedOn("worker-a").obs()
 	cases := []struct {
-		name                     string
-		spec                     *v1alpha1.BatchAccountSpec
+		name string
+		spec *v1alpha1.BatchAccountSpec
+		// onWorker, problem and listed are what the controller observed of the worker's
+		// results (ResultsOnWorker, WorkerProblem, PodsListed).
+		onWorker                 bool
+		problem                  string
+		listed                   bool
 		wantResults, wantVerdict string
 		wantResultsMessage       string
+		wantMissing              int
 	}{
-		{"coverage account", makeSpec(four...).AssignJob("j", "0-3", four...).SpecObj(),
-			v1alpha1.ReasonResultsNotRequired, v1alpha1.ReasonAccepted, ""},
-		{"results account: pending, never MissingResult, saying where the pods ran", makeSpec(four...).AssignJob("j", "0-3", four...).RequireResults("").SpecObj(),
-			v1alpha1.ReasonResultsPending, v1alpha1.ReasonResultsPending,
-			"0/4 shard results accepted; waiting for A..D; job j in MultiKueue worker cluster worker-a: its pods are not on this cluster, " +
+		{name: "coverage account", spec: makeSpec(four...).AssignJob("j", "0-3", four...).SpecObj(),
+			wantResults: v1alpha1.ReasonResultsNotRequired, wantVerdict: v1alpha1.ReasonAccepted},
+		{name: "results account, no worker read: pending, never MissingResult, saying where the pods ran", spec: makeSpec(four...).AssignJob("j", "0-3", four...).RequireResults("").SpecObj(),
+			wantResults: v1alpha1.ReasonResultsPending, wantVerdict: v1alpha1.ReasonResultsPending,
+			wantResultsMessage: "0/4 shard results accepted; waiting for A..D; job j in MultiKueue worker cluster worker-a: its pods are not on this cluster, " +
 				"and batchledger records no result from a worker cluster"},
+		{name: "results read from the worker: pending until they are", spec: makeSpec(four...).AssignJob("j", "0-3", four...).RequireResults("").SpecObj(),
+			onWorker: true, wantResults: v1alpha1.ReasonResultsPending, wantVerdict: v1alpha1.ReasonResultsPending,
+			wantResultsMessage: "0/4 shard results accepted; waiting for A..D; job j in MultiKueue worker cluster worker-a: its results are read from the worker as batchledger records them there"},
+		{name: "worker not reachable: pending, naming it", spec: makeSpec(four...).AssignJob("j", "0-3", four...).RequireResults("").SpecObj(),
+			onWorker: true, problem: "worker-a not reachable since 2026-01-01T12:03:00Z (connection refused)",
+			wantResults: v1alpha1.ReasonResultsPending, wantVerdict: v1alpha1.ReasonResultsPending,
+			wantResultsMessage: "0/4 shard results accepted; waiting for A..D; results of job j pending on worker-a: worker-a not reachable since 2026-01-01T12:03:00Z (connection refused)"},
+		{name: "worker removed: the terminated Job's results are missing", spec: makeSpec(four...).AssignJob("j", "0-3", four...).RequireResults("").SpecObj(),
+			onWorker: true, problem: "batchledger has no kubeconfig for worker-a", listed: true,
+			wantResults: v1alpha1.ReasonMissingResult, wantVerdict: v1alpha1.ReasonMissingResult, wantMissing: 4},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			obs := map[string]Observation{"job/j": {Job: copied, Workload: onWorker}}
+			obs := map[string]Observation{"job/j": {Job: copied, Workload: onWorker, ResultsOnWorker: tc.onWorker, WorkerProblem: tc.problem, PodsListed: tc.listed}}
 			st := at(tc.spec, nil, 0, obs).Status
 			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "4/4 shards covered")
 			wantCond(t, st, v1alpha1.ConditionResultsAccepted, condStatus(tc.wantResults == v1alpha1.ReasonResultsNotRequired), tc.wantResults, tc.wantResultsMessage)
@@ -159,8 +175,8 @@ func TestDispatchedJobCoverage(t *testing.T) {
 				t.Errorf("target uid %q completed %q attempts %d; want the manager's identity, 0-3, 4 attempts",
 					tgt.UID, tgt.CompletedIndexes, tgt.SuccessfulAttempts)
 			}
-			if st.Results.Missing != 0 {
-				t.Errorf("%d results missing, want none: the pods ran on a worker", st.Results.Missing)
+			if st.Results.Missing != int32(tc.wantMissing) {
+				t.Errorf("%d results missing, want %d", st.Results.Missing, tc.wantMissing)
 			}
 			if tgt.Workload == nil || tgt.Workload.Cluster != "worker-a" {
 				t.Errorf("workload %+v, want it on worker-a", tgt.Workload)

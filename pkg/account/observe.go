@@ -60,6 +60,13 @@ type Observation struct {
 	// terminated Job without a pod and without a recorded result count as a result that
 	// can no longer arrive (MissingResult); otherwise it is pending.
 	PodsListed bool
+	// ResultsOnWorker, for a Job MultiKueue dispatched to a worker cluster, is whether
+	// batchledger reads the results its worker role records there (the manager is given
+	// worker kubeconfigs). Without it the account says no result is recorded from there.
+	ResultsOnWorker bool
+	// WorkerProblem, with ResultsOnWorker, says why the worker's results cannot be read
+	// now (not reachable since..., no kubeconfig for it); empty while they are read.
+	WorkerProblem string
 }
 
 // notServed is the sentence on a target whose kind's API the cluster does not serve

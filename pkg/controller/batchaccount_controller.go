@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -92,6 +93,9 @@ type Reconciler struct {
 	// ttlSecondsAfterFinished is kept after its batch finished (see batchFinished); 0
 	// keeps it.
 	ShortFormTTL time.Duration
+	// WorkerResults, on a MultiKueue manager given worker kubeconfigs, reads the results
+	// the worker role recorded on worker clusters; nil reads none.
+	WorkerResults WorkerResults
 
 	deletedJobs    deletedJobs
 	criteriaOnce   sync.Once
@@ -201,6 +205,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// ba.Status is now what the API server holds, written or already equal: the gauges
 	// follow it even when nothing was written (e.g. after a controller restart).
 	r.Metrics.accountObserved(&ba, localQueues(seen))
+	if r.WorkerResults != nil && pendingOnWorker(&ba, seen) && !apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAccepted) {
+		due = soonest(due, WorkerRecheck)
+	}
 	// Retention brings it back when its TTL after the batch finished has passed.
 	if left, ok := r.expiresIn(&ba, now); ok {
 		due = soonest(due, max(left, time.Millisecond))
@@ -226,6 +233,9 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 	for _, t := range m.Targets {
 		o, err := r.observeTarget(ctx, ba.Namespace, t, ba.Spec.RequiresResults())
 		if err != nil {
+			return nil, nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
+		}
+		if err := r.observeWorker(ctx, ba.Namespace, &o); err != nil {
 			return nil, nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
 		}
 		seen[t.Key] = o
@@ -298,6 +308,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.LatePods != nil {
 		b = b.WatchesRawSource(source.Channel(r.LatePods.Events(), batched(PodBatchPeriod, r.podToAccounts)))
+	}
+	if r.WorkerResults != nil {
+		b = b.WatchesRawSource(source.Channel(r.WorkerResults.Events(), batched(PodBatchPeriod, r.workerResultToAccounts)))
 	}
 	if r.APIs.ServedObject(&kueue.Workload{}, mgr.GetScheme()) {
 		if err := r.setupWorkloadCleanup(mgr); err != nil {

@@ -75,12 +75,25 @@ type PodReleaser struct {
 	NamespaceGrace time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+	// Recorders, when set, say who records a held pod's result instead of the accounts of
+	// this cluster: the worker role of a MultiKueue worker records results in
+	// WorkerResults. The release rules (MaxHold, deletion, namespace) stay these.
+	Recorders Recorders
 
 	// started is when the releaser first reconciled (it runs on the leader only): in a
 	// namespace being deleted, result capture is given NamespaceGrace from then too, so
 	// that a restart or a new leader does not release what it could still record.
 	started   time.Time
 	startOnce sync.Once
+}
+
+// Recorders say who records a held pod's result, for the releaser's rules.
+type Recorders interface {
+	// CapturedBy names who records pod's result once it succeeds; none: nobody does,
+	// and the pod is not held.
+	CapturedBy(ctx context.Context, pod *corev1.Pod) ([]string, error)
+	// Unrecorded are those of capturing that have not recorded the succeeded pod's result.
+	Unrecorded(ctx context.Context, pod *corev1.Pod, capturing []string) ([]string, error)
 }
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
@@ -150,7 +163,13 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 	if pod.Status.Phase == corev1.PodFailed {
 		return verdict{}, nil // no result to wait for
 	}
-	accounts, err := relations.CapturedBy(ctx, r.Client, pod)
+	capturedBy, unrecorded := func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+		return relations.CapturedBy(ctx, r.Client, pod)
+	}, r.unrecorded
+	if r.Recorders != nil {
+		capturedBy, unrecorded = r.Recorders.CapturedBy, r.Recorders.Unrecorded
+	}
+	accounts, err := capturedBy(ctx, pod)
 	if err != nil || len(accounts) == 0 {
 		return verdict{}, err
 	}
@@ -176,11 +195,11 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 		}
 		return verdict{why: causeNeverFinished, missing: accounts}, nil
 	}
-	missing, err := r.unrecorded(ctx, pod, accounts)
+	missing, err := unrecorded(ctx, pod, accounts)
 	if err != nil || len(missing) == 0 {
 		return verdict{}, err
 	}
-	finished := finishedAt(pod)
+	finished := FinishedAt(pod)
 	nsDeleted, err := r.namespaceDeleted(ctx, pod.Namespace)
 	if err != nil {
 		return verdict{}, err
@@ -307,7 +326,7 @@ func (r *PodReleaser) releasedUnrecorded(ctx context.Context, pod *corev1.Pod, v
 }
 
 // ReleaseOutOfScope releases a pod that left the results scope while held. It is woken
-// when a held pod leaves the manager's pod cache (leftResultsScope): the API server sends
+// when a held pod leaves the manager's pod cache (LeftResultsScope): the API server sends
 // a label-selected watch a DELETED event when the object stops matching, as it does when
 // the pod is deleted for real. The event shows the pod as it last matched, so the pod is
 // read live: if it still exists, carries the finalizer and not LabelScope=ScopeResults,
@@ -372,9 +391,9 @@ func (r *PodReleaser) now() time.Time {
 	return time.Now()
 }
 
-// finishedAt is when the pod finished: its containers' latest termination, else its
+// FinishedAt is when the pod finished: its containers' latest termination, else its
 // latest condition change (a pod whose statuses were never written).
-func finishedAt(pod *corev1.Pod) time.Time {
+func FinishedAt(pod *corev1.Pod) time.Time {
 	var t time.Time
 	for _, cs := range pod.Status.ContainerStatuses {
 		if term := cs.State.Terminated; term != nil && term.FinishedAt.After(t) {
@@ -398,7 +417,7 @@ func finishedAt(pod *corev1.Pod) time.Time {
 // histogram: its end, or its creation when it never finished.
 func holdStart(pod *corev1.Pod) time.Time {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return finishedAt(pod)
+		return FinishedAt(pod)
 	}
 	return pod.CreationTimestamp.Time
 }
@@ -433,7 +452,7 @@ func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&corev1.Pod{}, builder.WithPredicates(leftResultsScope)).
+		For(&corev1.Pod{}, builder.WithPredicates(LeftResultsScope)).
 		Named("pod-release-out-of-scope").
 		Complete(reconcile.Func(r.ReleaseOutOfScope))
 }
@@ -443,14 +462,14 @@ func held(o client.Object) bool {
 	return slices.Contains(o.GetFinalizers(), v1alpha1.ResultFinalizer)
 }
 
-// leftResultsScope passes the pod cache's delete events of held pods: each may be a held
+// LeftResultsScope passes the pod cache's delete events of held pods: each may be a held
 // pod leaving the results scope. A label-selected watch reports a pod whose label stops
 // matching as DELETED, with the last state that matched (scope=results), so such an
 // event cannot be told from a held pod deleted for real (whose last finalizer was ours,
 // removed by Reconcile or kubectl batchledger release): ReleaseOutOfScope reads the pod
 // live to tell. That costs one read by name per held pod whose deletion ends with our
 // finalizer, and none for other pods.
-var leftResultsScope = predicate.Funcs{
+var LeftResultsScope = predicate.Funcs{
 	CreateFunc:  func(event.CreateEvent) bool { return false },
 	UpdateFunc:  func(event.UpdateEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },

@@ -535,14 +535,14 @@ func TestLeftResultsScopeEvents(t *testing.T) {
 		{"not held", event.DeleteEvent{Object: heldPod().Finalizers("batch.kubernetes.io/job-tracking").Obj()}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := leftResultsScope.Delete(tc.event); got != tc.want {
+			if got := LeftResultsScope.Delete(tc.event); got != tc.want {
 				t.Errorf("delete event passed = %v, want %v", got, tc.want)
 			}
 		})
 	}
 	p := heldPod().Obj()
-	if leftResultsScope.Create(event.CreateEvent{Object: p}) || leftResultsScope.Update(event.UpdateEvent{ObjectOld: p, ObjectNew: p}) ||
-		leftResultsScope.Generic(event.GenericEvent{Object: p}) {
+	if LeftResultsScope.Create(event.CreateEvent{Object: p}) || LeftResultsScope.Update(event.UpdateEvent{ObjectOld: p, ObjectNew: p}) ||
+		LeftResultsScope.Generic(event.GenericEvent{Object: p}) {
 		t.Error("a create, update or generic event passed; only delete events may")
 	}
 }

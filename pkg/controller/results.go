@@ -216,19 +216,31 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		if !ok {
 			continue
 		}
+		var sources []resultSource
 		for i := range o.pods {
 			pod := &o.pods[i]
-			idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod)
-			if !succeeded || rc.recorded[pod.UID] {
+			if idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod); succeeded {
+				sources = append(sources, resultSource{pod: pod, jobUID: jobUID, index: idx})
+			}
+		}
+		// A dispatched Job's pods ran on a MultiKueue worker, which recorded their results.
+		fromWorkers, err := r.workerSources(ctx, ba, t, o)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, src := range append(sources, fromWorkers...) {
+			if rc.recorded[src.pod.UID] {
 				continue
 			}
-			res := acceptance.FromPod(t.Key, jobUID, idx, pod, ba.Spec.Acceptance.ResultContainer, crit)
-			ordinal, assigned := m.ShardOf(t.Key, idx)
+			res := acceptance.FromPod(t.Key, src.jobUID, src.index, src.pod, ba.Spec.Acceptance.ResultContainer, crit)
+			ordinal, assigned := m.ShardOf(t.Key, src.index)
 			if !assigned {
 				ordinal = -1
 			}
-			rc.add(res.Recorded(ordinal, now))
-			ended = append(ended, finishedAt(pod))
+			rec := res.Recorded(ordinal, now)
+			rec.Cluster = src.cluster
+			rc.add(rec)
+			ended = append(ended, FinishedAt(src.pod))
 		}
 	}
 	var refused []*v1alpha1.ShardResults

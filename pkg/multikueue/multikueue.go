@@ -6,6 +6,8 @@
 package multikueue
 
 import (
+	"time"
+
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -57,3 +59,40 @@ func Nominated(wl *kueue.Workload) []string {
 	}
 	return append([]string(nil), n[:min(len(n), MaxNominated)]...)
 }
+
+// WorkerState is what the manager knows of a worker cluster's records: whether it has a
+// kubeconfig for it, whether its records were read since it was given one, and since
+// when it does not answer.
+type WorkerState struct {
+	// Configured: a kubeconfig Secret names the worker.
+	Configured bool
+	// Synced: its records were read whole at least once since.
+	Synced bool
+	// UnreachableSince is when the worker stopped answering; zero while it answers.
+	UnreachableSince time.Time
+	// Err is the last error reading it.
+	Err string
+}
+
+// Problem says why the worker's records cannot be read now, "" when they can: for the
+// account's message ("results of job/x pending on worker-a: <problem>").
+func (s WorkerState) Problem(worker string) string {
+	switch {
+	case !s.Configured:
+		return "batchledger has no kubeconfig for " + worker + " (no Secret labelled " + LabelWorkerCluster + "=" + worker + " in its namespace), so it reads no result recorded there"
+	case !s.UnreachableSince.IsZero():
+		return worker + " not reachable since " + s.UnreachableSince.UTC().Format(time.RFC3339) + " (" + s.Err + ")"
+	case !s.Synced:
+		return "reading the results recorded on " + worker
+	}
+	return ""
+}
+
+// LabelWorkerCluster on a Secret of batchledger's namespace on the manager cluster makes
+// it a worker's kubeconfig (key KubeconfigKey): the value is the worker's name, as
+// Kueue's MultiKueueCluster (and so a Workload's status.clusterName) names it.
+const LabelWorkerCluster = "batchledger.dev/worker-cluster"
+
+// KubeconfigKey is the key of a worker kubeconfig Secret holding the kubeconfig, as in
+// Kueue's MultiKueueCluster Secrets.
+const KubeconfigKey = "kubeconfig"

@@ -42,11 +42,11 @@ func (h PodResultHolder) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// objectMeta decodes the metadata of a JSON object and stops there: the API server
+// ObjectMeta decodes the metadata of a JSON object and stops there: the API server
 // writes metadata before spec and status, so the rest of the pod (most of its bytes) is
 // never scanned. A metadata field further down is still found, after skipping what
 // comes before it.
-func objectMeta(raw []byte) (metav1.ObjectMeta, error) {
+func ObjectMeta(raw []byte) (metav1.ObjectMeta, error) {
 	var meta metav1.ObjectMeta
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil {
@@ -73,7 +73,7 @@ func objectMeta(raw []byte) (metav1.ObjectMeta, error) {
 // Handle adds the finalizer to an index pod labelled ScopeResults. It reads only the
 // pod's metadata and answers with a one-operation JSON patch.
 func (h PodResultHolder) Handle(_ context.Context, req admission.Request) admission.Response {
-	meta, err := objectMeta(req.Object.Raw)
+	meta, err := ObjectMeta(req.Object.Raw)
 	if err != nil {
 		return unclassified(PodMutatePath, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}

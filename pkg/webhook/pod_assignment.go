@@ -68,7 +68,7 @@ type Assignment struct {
 
 // Handle annotates an index pod with its assignment; any other pod is allowed unchanged.
 func (h PodAssignmentAnnotator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	meta, err := objectMeta(req.Object.Raw)
+	meta, err := ObjectMeta(req.Object.Raw)
 	if err != nil {
 		return unclassified(PodAssignPath, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}

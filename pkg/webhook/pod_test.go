@@ -134,7 +134,7 @@ func BenchmarkPodMetadata(b *testing.B) {
 	b.Run("objectMeta", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := objectMeta(raw); err != nil {
+			if _, err := ObjectMeta(raw); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -43,8 +43,15 @@ const (
 // BatchledgerIdentity is the batchledger manager's identity on the local cluster.
 var BatchledgerIdentity = ServiceAccountIdentity(BatchledgerName, BatchledgerNamespace, BatchledgerServiceAccount)
 
+// BatchledgerWorkerServiceAccount is the ServiceAccount of batchledger in the worker role
+// of a MultiKueue worker cluster, as config/worker names it.
+const BatchledgerWorkerServiceAccount = "batchledger-worker"
+
+// BatchledgerWorkerIdentity is batchledger's identity in the worker role.
+var BatchledgerWorkerIdentity = ServiceAccountIdentity(BatchledgerWorkerName, BatchledgerNamespace, BatchledgerWorkerServiceAccount)
+
 // Identities are the identities every local cluster authenticates besides the admin.
-var Identities = []Identity{BatchledgerIdentity}
+var Identities = []Identity{BatchledgerIdentity, BatchledgerWorkerIdentity}
 
 // writeTokens writes the API server's token file: the admin's token (group
 // system:masters) and one random token for each of Identities, and remembers each

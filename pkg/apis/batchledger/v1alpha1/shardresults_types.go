@@ -60,6 +60,10 @@ type RecordedResult struct {
 	Pod string `json:"pod"`
 	// PodUID is the UID of that pod.
 	PodUID types.UID `json:"podUID"`
+	// Cluster is the MultiKueue worker cluster the pod ran in, for a result the manager
+	// copied from that worker's WorkerResult; empty for a pod of this cluster.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
 	// InputRevision the result claims.
 	// +optional
 	InputRevision string `json:"inputRevision,omitempty"`

@@ -1,0 +1,151 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// fakeWorkers are worker clusters' records as the manager reads them, by worker name.
+type fakeWorkers struct {
+	records map[string][]v1alpha1.WorkerResult
+	states  map[string]multikueue.WorkerState
+}
+
+func (f fakeWorkers) Records(_ context.Context, worker, namespace, workload string) ([]v1alpha1.WorkerResult, multikueue.WorkerState, error) {
+	var out []v1alpha1.WorkerResult
+	for _, r := range f.records[worker] {
+		if r.Namespace == namespace && r.Workload == workload {
+			out = append(out, r)
+		}
+	}
+	return out, f.states[worker], nil
+}
+
+func (f fakeWorkers) Events() <-chan event.GenericEvent { return nil }
+
+// workerRecord is the WorkerResult a worker's capture writes for index idx of Job j's
+// copy, dispatched for the manager Workload workload.
+func workerRecord(workload string, idx int, msg string) v1alpha1.WorkerResult {
+	copyOfJ := wrappers.MakeJob("j", "ns").Indexed(2).UID("worker-j-uid").Obj()
+	pod := wrappers.MakeIndexPod(copyOfJ, "j-"+string(rune('0'+idx)), idx).Succeeded(testNow.Add(-time.Minute), msg).Obj()
+	return *multikueue.NewRecord(pod, workload, "j", idx, testNow.Add(-time.Minute))
+}
+
+// TestResultsReadFromWorkers: a results account of a Job dispatched to worker-a records
+// the results worker-a recorded for the manager's Workload, under the manager's identity
+// and with worker-a as their provenance, in its own signed chunk, and is Accepted. The
+// records of a worker the Workload was admitted to before an eviction count too; a
+// record from a worker the Workload was never admitted to, or of another Workload, is
+// not the account's. A worker that does not answer is named in the account, its results
+// pending; a worker the manager has no kubeconfig for loses the terminated Job's results
+// (MissingResult), as a terminated Job without pods does on one cluster.
+func TestResultsReadFromWorkers(t *testing.T) {
+	msg := func(shard string) string { return reportOf(t, shard) }
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	cases := []struct {
+		name string
+		// admittedBefore is a worker the account recorded an earlier admission of the
+		// Workload on (an eviction there, then a dispatch to worker-a).
+		admittedBefore string
+		workers        fakeWorkers
+		wantAccepted   string
+		wantMessage    string // a part of the ResultsAccepted message
+		wantResults    int
+		// wantClusters are the workers of the results in recording order; all worker-a
+		// when nil.
+		wantClusters []string
+	}{
+		{name: "recorded on worker-a: Accepted",
+			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-j", 0, msg("A")), workerRecord("job-j", 1, msg("B"))}},
+				states: map[string]multikueue.WorkerState{"worker-a": ok}},
+			wantAccepted: "True Accepted", wantResults: 2},
+		{name: "one recorded so far: pending, read from the worker",
+			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-j", 0, msg("A"))}},
+				states: map[string]multikueue.WorkerState{"worker-a": ok}},
+			wantAccepted: "False ResultsPending", wantMessage: "its results are read from the worker", wantResults: 1},
+		{name: "recorded on a worker it was not admitted to: not the account's",
+			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-b": {workerRecord("job-j", 0, msg("A")), workerRecord("job-j", 1, msg("B"))}},
+				states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}},
+			wantAccepted: "False ResultsPending"},
+		{name: "evicted from worker-b, then on worker-a: the results recorded on both count", admittedBefore: "worker-b",
+			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-b": {workerRecord("job-j", 0, msg("A"))}, "worker-a": {workerRecord("job-j", 1, msg("B"))}},
+				states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}},
+			wantAccepted: "True Accepted", wantResults: 2, wantClusters: []string{"worker-b", "worker-a"}},
+		{name: "recorded for another Workload: not the account's",
+			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-other", 0, msg("A"))}},
+				states: map[string]multikueue.WorkerState{"worker-a": ok}},
+			wantAccepted: "False ResultsPending"},
+		{name: "worker-a not reachable: pending, named",
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true,
+				UnreachableSince: testNow.Add(-time.Minute), Err: "connection refused"}}},
+			wantAccepted: "False ResultsPending", wantMessage: "results of job j pending on worker-a: worker-a not reachable since"},
+		{name: "no kubeconfig for worker-a: the terminated Job's results are lost",
+			workers:      fakeWorkers{},
+			wantAccepted: "False MissingResult"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
+			wl := workloadOfJ(job).DispatchedTo("worker-a").Obj()
+			acct := accountOfJ().Revisions("D", "m").RequireResults("")
+			if tc.admittedBefore != "" {
+				acct = acct.TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: job.UID, Found: true,
+					Admissions: []v1alpha1.Admission{{Workload: "job-j", ClusterQueue: "gpu", Cluster: tc.admittedBefore}}})
+			}
+			f := newFixture(t, hooks{}, acct.Obj(), job, wl)
+			r := f.reconciler()
+			r.WorkerResults = tc.workers
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := f.account(t, "acct").Status
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted {
+				t.Errorf("Accepted = %q, want %q (%s)", got, tc.wantAccepted, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message)
+			}
+			if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); !strings.Contains(c.Message, tc.wantMessage) {
+				t.Errorf("ResultsAccepted message %q, want it to say %q", c.Message, tc.wantMessage)
+			}
+			if tc.wantAccepted == "False ResultsPending" && res.RequeueAfter == 0 {
+				t.Errorf("no recheck of results pending on a worker")
+			}
+			var chunks v1alpha1.ShardResultsList
+			if err := f.c.List(context.Background(), &chunks); err != nil {
+				t.Fatal(err)
+			}
+			var got []v1alpha1.RecordedResult
+			for _, c := range chunks.Items {
+				if c.Annotations["batchledger.dev/signature"] == "" && len(c.Results) > 0 {
+					t.Errorf("chunk %s unsigned", c.Name)
+				}
+				got = append(got, c.Results...)
+			}
+			if len(got) != tc.wantResults {
+				t.Fatalf("recorded %d results, want %d: %+v", len(got), tc.wantResults, got)
+			}
+			slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
+			for i, rr := range got {
+				want := "worker-a"
+				if tc.wantClusters != nil {
+					want = tc.wantClusters[i]
+				}
+				if rr.Cluster != want || rr.JobUID != "j-uid" || rr.RejectReason != "" {
+					t.Errorf("recorded %+v, want it accepted under the manager's j-uid from %s", rr, want)
+				}
+			}
+		})
+	}
+}

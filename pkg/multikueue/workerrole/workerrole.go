@@ -1,0 +1,230 @@
+// Package workerrole is batchledger in the worker role of a MultiKueue worker cluster
+// (`batchledger --role=worker`): its pod webhook holds the results-scope pods of the
+// Job copies MultiKueue dispatches there, as on a single cluster, and names the
+// manager's Workload on them; its capture records each succeeded held pod's result in a
+// WorkerResult on the worker, then lets the pod go under the single-cluster release rules
+// (controller.PodReleaser). It keeps no BatchAccount and needs no credential of the
+// manager: the manager reads the records (docs/multikueue.md).
+package workerrole
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/relations"
+)
+
+// DefaultRetention is how long a WorkerResult is kept after it was recorded: the manager
+// copies it within seconds while it reaches the worker, and the retention bounds how long
+// the manager may lose the worker without losing a result.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// The worker role's RBAC is config/worker/worker_role.yaml (hand-written: exactly the verbs
+// of this package and of the releaser it runs).
+
+// CacheOptions are the worker role's caches: the pods of the results scope (the only
+// pods it holds), Jobs' metadata (the Workload a copy was dispatched for) and its own
+// records.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: v1alpha1.ScopeResults})},
+		},
+	}
+}
+
+// jobMetadata is an empty Job in the form the worker role caches Jobs: metadata only.
+func jobMetadata() *metav1.PartialObjectMetadata {
+	j := &metav1.PartialObjectMetadata{}
+	j.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+	return j
+}
+
+// dispatchedFor is the manager Workload a pod's Job copy was dispatched for: the
+// annotation the worker's pod webhook wrote (the Job may be gone since: Kueue deletes it
+// once the Workload finished), else the Job's prebuilt-workload-name, read from the Job
+// that controls the pod; "" for a pod of a Job MultiKueue did not dispatch here.
+func dispatchedFor(ctx context.Context, r client.Reader, namespace string, meta metav1.Object) (string, error) {
+	if wl := meta.GetAnnotations()[v1alpha1.AnnotationWorkload]; wl != "" {
+		return wl, nil
+	}
+	owner := metav1.GetControllerOfNoCopy(meta)
+	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
+		return "", nil
+	}
+	job := jobMetadata()
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: owner.Name}, job); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	if job.UID != owner.UID {
+		return "", nil // a later Job of the same name
+	}
+	return multikueue.PrebuiltWorkload(job), nil
+}
+
+// Recorders are who records a held pod's result on a worker (controller.Recorders): the
+// WorkerResult of a pod of a dispatched Job copy.
+type Recorders struct{ client.Reader }
+
+var _ controller.Recorders = Recorders{}
+
+// CapturedBy names the manager Workload the pod's result is recorded for; none for a
+// pod of a Job MultiKueue did not dispatch here, which nothing records on a worker.
+func (r Recorders) CapturedBy(ctx context.Context, pod *corev1.Pod) ([]string, error) {
+	wl, err := dispatchedFor(ctx, r, pod.Namespace, pod)
+	if err != nil || wl == "" {
+		return nil, err
+	}
+	if _, ok := relations.CompletionIndex(pod); !ok {
+		return nil, nil
+	}
+	return []string{wl}, nil
+}
+
+// Unrecorded is capturing until the pod's WorkerResult exists.
+func (r Recorders) Unrecorded(ctx context.Context, pod *corev1.Pod, capturing []string) ([]string, error) {
+	var rec v1alpha1.WorkerResult
+	err := r.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: multikueue.RecordName(pod)}, &rec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return capturing, nil
+	case err != nil:
+		return nil, err
+	case rec.PodUID != pod.UID:
+		return capturing, nil
+	}
+	return nil, nil
+}
+
+// Capture records the result of each succeeded held pod of a dispatched Job copy in its
+// WorkerResult, then hands the pod to the releaser, which lets it go once recorded (or
+// once the single-cluster rules say so: never later than MaxHold).
+type Capture struct {
+	client.Client
+	// Releaser releases held pods; its Recorders must be this worker's (Recorders).
+	Releaser *controller.PodReleaser
+	// Retention is how long a WorkerResult is kept (0: DefaultRetention).
+	Retention time.Duration
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+}
+
+// Reconcile records a succeeded held pod's result, then releases what may go.
+func (c *Capture) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pod corev1.Pod
+	if err := c.Get(ctx, req.NamespacedName, &pod); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !held(&pod) {
+		return ctrl.Result{}, nil
+	}
+	var recordErr error
+	if pod.Status.Phase == corev1.PodSucceeded {
+		recordErr = c.record(ctx, &pod)
+	}
+	// Released or not, by the releaser's rules: a record that cannot be written never
+	// holds the pod past MaxHold.
+	res, err := c.Releaser.Reconcile(ctx, req)
+	if err = errors.Join(recordErr, err); err != nil {
+		return ctrl.Result{}, err
+	}
+	return res, nil
+}
+
+// record writes the pod's WorkerResult unless it exists: the record is named by the
+// pod's UID, so a second attempt finds the first.
+func (c *Capture) record(ctx context.Context, pod *corev1.Pod) error {
+	wl, err := dispatchedFor(ctx, c, pod.Namespace, pod)
+	if err != nil || wl == "" {
+		return err
+	}
+	idx, ok := relations.CompletionIndex(pod)
+	if !ok {
+		return nil
+	}
+	missing, err := Recorders{c}.Unrecorded(ctx, pod, []string{wl})
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	rec := multikueue.NewRecord(pod, wl, pod.Labels[batchv1.JobNameLabel], idx, controller.FinishedAt(pod))
+	if err := c.Create(ctx, rec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("recorded a result for the manager", "workload", wl, "index", idx)
+	return nil
+}
+
+// Expire deletes a WorkerResult past its retention.
+func (c *Capture) Expire(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var rec v1alpha1.WorkerResult
+	if err := c.Get(ctx, req.NamespacedName, &rec); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	left := cmp.Or(c.Retention, DefaultRetention) - c.now().Sub(rec.CreationTimestamp.Time)
+	if left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(c.Delete(ctx, &rec, client.Preconditions{UID: &rec.UID}))
+}
+
+func (c *Capture) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager watches held pods and the records that let them go (worker-capture),
+// held pods leaving the results scope (the releaser's ReleaseOutOfScope) and the records'
+// retention (worker-result-retention).
+func (c *Capture) SetupWithManager(mgr ctrl.Manager) error {
+	err := ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(held))).
+		Watches(&v1alpha1.WorkerResult{}, handler.EnqueueRequestsFromMapFunc(recordedPod)).
+		Named("worker-capture").
+		Complete(c)
+	if err != nil {
+		return err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&corev1.Pod{}, builder.WithPredicates(controller.LeftResultsScope)).
+		Named("worker-release-out-of-scope").
+		Complete(reconcile.Func(c.Releaser.ReleaseOutOfScope))
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.WorkerResult{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("worker-result-retention").
+		Complete(reconcile.Func(c.Expire))
+}
+
+// held reports whether a pod carries batchledger's finalizer.
+func held(o client.Object) bool { return slices.Contains(o.GetFinalizers(), v1alpha1.ResultFinalizer) }
+
+// recordedPod wakes the pod a record was written for.
+func recordedPod(_ context.Context, obj client.Object) []reconcile.Request {
+	rec := obj.(*v1alpha1.WorkerResult)
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: rec.Namespace, Name: rec.Pod}}}
+}

@@ -1,0 +1,186 @@
+package workerrole
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+var testNow = time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+
+const maxHold = time.Hour
+
+// copyOfJ is the worker's copy of Job j, dispatched for the manager Workload job-j-d41e5.
+func copyOfJ() *wrappers.JobWrapper {
+	return wrappers.MakeJob("j", "ns").UID("worker-j-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		Label(multikueue.PrebuiltWorkloadKey, "job-j-d41e5")
+}
+
+func heldPod(job *batchv1.Job) *wrappers.PodWrapper {
+	return wrappers.MakeIndexPod(job, "j-3", 3).Finalizers(v1alpha1.ResultFinalizer)
+}
+
+func newCapture(objs []client.Object, funcs interceptor.Funcs) (*Capture, client.Client) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
+	now := func() time.Time { return testNow }
+	return &Capture{Client: c, Now: now,
+		Releaser: &controller.PodReleaser{Client: c, Recorders: Recorders{c}, MaxHold: maxHold, Now: now}}, c
+}
+
+// TestCaptureRecordsThenReleases: a succeeded held pod of a dispatched Job copy is
+// recorded in a WorkerResult under the manager's identity and then released; a pod no
+// manager Workload asked for is released unrecorded; a running pod stays held; a pod whose
+// record cannot be written is held for MaxHold after it finished, never longer; a pod
+// whose Job Kueue deleted is still recorded from the annotation the webhook wrote.
+func TestCaptureRecordsThenReleases(t *testing.T) {
+	ok := `{"version":"batchledger.dev/v1","shard":"s3"}`
+	refuseRecords := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*v1alpha1.WorkerResult); ok {
+			return errors.New("refused")
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	for name, tc := range map[string]struct {
+		objs         []client.Object
+		pod          *corev1.Pod
+		funcs        interceptor.Funcs
+		wantRecord   string // the Workload recorded for; "" none
+		wantReleased bool
+		wantErr      bool
+	}{
+		"succeeded, dispatched": {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(),
+			wantRecord: "job-j-d41e5", wantReleased: true},
+		"succeeded, Kueue v0.18 annotation": {objs: []client.Object{wrappers.MakeJob("j", "ns").UID("worker-j-uid").Annotation(multikueue.PrebuiltWorkloadKey, "job-j-d41e5").Obj()},
+			pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(), wantRecord: "job-j-d41e5", wantReleased: true},
+		"succeeded, Job deleted, annotated at creation": {pod: heldPod(copyOfJ().Obj()).Annotation(v1alpha1.AnnotationWorkload, "job-j-d41e5").Succeeded(testNow.Add(-time.Minute), ok).Obj(),
+			wantRecord: "job-j-d41e5", wantReleased: true},
+		"succeeded, not dispatched": {objs: []client.Object{wrappers.MakeJob("j", "ns").UID("worker-j-uid").Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(),
+			wantReleased: true},
+		"succeeded, a later Job of the name": {objs: []client.Object{copyOfJ().UID("later").Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(),
+			wantReleased: true},
+		"running":        {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Phase(corev1.PodRunning).Obj()},
+		"failed":         {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Phase(corev1.PodFailed).Obj(), wantReleased: true},
+		"record refused": {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(), funcs: refuseRecords, wantErr: true},
+		"record refused past MaxHold": {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-maxHold-time.Second), ok).Obj(), funcs: refuseRecords,
+			wantErr: true, wantReleased: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, cl := newCapture(append(tc.objs, tc.pod), tc.funcs)
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.pod)}
+			_, err := c.Reconcile(context.Background(), req)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reconcile error = %v, want error %v", err, tc.wantErr)
+			}
+			var recs v1alpha1.WorkerResultList
+			if err := cl.List(context.Background(), &recs); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.wantRecord == "" && len(recs.Items) > 0:
+				t.Errorf("recorded %+v, want nothing", recs.Items)
+			case tc.wantRecord != "":
+				if len(recs.Items) != 1 {
+					t.Fatalf("records = %+v, want one", recs.Items)
+				}
+				r := recs.Items[0]
+				if r.Workload != tc.wantRecord || r.Job != "j" || r.Index != 3 || r.PodUID != tc.pod.UID || r.Name != string(tc.pod.UID) ||
+					len(r.Containers) != 1 || r.Containers[0].Message != ok {
+					t.Errorf("record = %+v", r)
+				}
+			}
+			var pod corev1.Pod
+			if err := cl.Get(context.Background(), req.NamespacedName, &pod); err != nil {
+				t.Fatal(err)
+			}
+			if released := !slices.Contains(pod.Finalizers, v1alpha1.ResultFinalizer); released != tc.wantReleased {
+				t.Errorf("released = %v, want %v", released, tc.wantReleased)
+			}
+		})
+	}
+}
+
+// TestHoldNeverOutlivesMaxHold: a succeeded pod whose record never appears is held for
+// the rest of MaxHold after it finished, then released: the releaser's rules, not the
+// manager's reach, bound the hold.
+func TestHoldNeverOutlivesMaxHold(t *testing.T) {
+	for name, tc := range map[string]struct {
+		finished     time.Time
+		wantReleased bool
+		wantAfter    time.Duration
+	}{
+		"within MaxHold": {finished: testNow.Add(-time.Minute), wantAfter: maxHold - time.Minute},
+		"past MaxHold":   {finished: testNow.Add(-maxHold - time.Second), wantReleased: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := heldPod(copyOfJ().Obj()).Succeeded(tc.finished, "").Obj()
+			c, cl := newCapture([]client.Object{copyOfJ().Obj(), pod}, interceptor.Funcs{})
+			// The releaser alone: the capture never recorded the pod.
+			res, err := c.Releaser.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Pod
+			if err := cl.Get(context.Background(), client.ObjectKeyFromObject(pod), &got); err != nil {
+				t.Fatal(err)
+			}
+			if released := !slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer); released != tc.wantReleased || res.RequeueAfter != tc.wantAfter {
+				t.Errorf("released = %v after %s, want %v after %s", released, res.RequeueAfter, tc.wantReleased, tc.wantAfter)
+			}
+		})
+	}
+}
+
+// TestRecordOfAnotherPodDoesNotRelease: a record named by the pod's UID but of another
+// pod (forged by hand) does not let the pod go.
+func TestRecordOfAnotherPodDoesNotRelease(t *testing.T) {
+	pod := heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), "").Obj()
+	other := multikueue.NewRecord(pod, "job-j-d41e5", "j", 3, testNow)
+	other.PodUID = "someone-else"
+	c, _ := newCapture([]client.Object{copyOfJ().Obj(), pod, other}, interceptor.Funcs{})
+	missing, err := c.Releaser.Recorders.Unrecorded(context.Background(), pod, []string{"job-j-d41e5"})
+	if err != nil || len(missing) != 1 {
+		t.Errorf("Unrecorded = %v, %v; want the Workload", missing, err)
+	}
+}
+
+// TestExpire deletes a record past its retention only.
+func TestExpire(t *testing.T) {
+	for name, tc := range map[string]struct {
+		age         time.Duration
+		wantDeleted bool
+	}{
+		"young": {age: time.Hour},
+		"old":   {age: DefaultRetention + time.Second, wantDeleted: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := multikueue.NewRecord(heldPod(copyOfJ().Obj()).Obj(), "w", "j", 3, testNow)
+			rec.CreationTimestamp = metav1.NewTime(testNow.Add(-tc.age))
+			c, cl := newCapture([]client.Object{rec}, interceptor.Funcs{})
+			res, err := c.Expire(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: rec.Namespace, Name: rec.Name}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cl.Get(context.Background(), client.ObjectKeyFromObject(rec), &v1alpha1.WorkerResult{})
+			if deleted := err != nil; deleted != tc.wantDeleted {
+				t.Errorf("deleted = %v (requeue after %s), want %v", deleted, res.RequeueAfter, tc.wantDeleted)
+			}
+		})
+	}
+}
