@@ -150,7 +150,7 @@ func str(s string) string {
 
 // Encode is the canonical encoding of what the verdict reads of a chunk: its namespace
 // and name, the account it names (name and UID), its span, every field of every
-// result and the dropped pods, as one JSON array of values in a fixed order. Strings go
+// result (a result's worker cluster only when it has one) and the dropped pods, as one JSON array of values in a fixed order. Strings go
 // through str, so the bytes are the same for the chunk written and the chunk read back
 // (invalid UTF-8 is coerced as the client's encoding/json coerces it on the way to the
 // API server; times are whole seconds in UTC, as metav1.Time stores them).
@@ -166,6 +166,10 @@ func Encode(c *v1alpha1.ShardResults) []byte {
 			str(r.InputRevision), str(r.ModelRevision), str(r.Output), str(r.Digest), r.Records, r.Valid,
 			str(r.RejectReason), str(r.RejectMessage), r.RecordedAt.UTC().Truncate(time.Second).Unix(), r.Sequence,
 			str(r.RuleDigest)}
+		if r.Cluster != "" {
+			// Last, and only when set: the chunks signed before it existed verify as they were.
+			results[i] = append(results[i], str(r.Cluster))
+		}
 	}
 	dropped := make([]string, len(c.DroppedPods))
 	for i, uid := range c.DroppedPods {
