@@ -156,8 +156,8 @@ kustomize-build: install-tools ## Render config/default into _output/install/kus
 	$(KUSTOMIZE) build config/default > $(INSTALL_OUT)/kustomize-default.yaml
 
 .PHONY: verify-install
-verify-install: helm-lint kustomize-build ## Check that the chart and config/default agree (CRDs, RBAC, webhooks, Deployment).
-	INSTALLCHECK_REQUIRE_TOOLS=1 HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) $(GO) test -count=1 -run '^(TestChart|TestDocker)' ./hack/installcheck/
+verify-install: helm-lint kustomize-build ## Check that the chart and config/default agree (CRDs, RBAC, webhooks, Deployment), and config/worker's policies.
+	INSTALLCHECK_REQUIRE_TOOLS=1 HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) $(GO) test -count=1 -run '^(TestChart|TestDocker|TestWorkerPolicies)' ./hack/installcheck/
 
 .PHONY: test-install
 test-install: binaries install-tools ## Run config/default's manager (self-managed certificates, its own RBAC) on a local control plane.

@@ -38,6 +38,21 @@ func PrebuiltWorkload(obj metav1.Object) string {
 	return obj.GetLabels()[PrebuiltWorkloadKey]
 }
 
+// OriginLabel is the label MultiKueue puts on each object it copies onto a worker (the
+// Workload and the Job), naming the manager that dispatched it.
+const OriginLabel = kueue.MultiKueueOriginLabel
+
+// CopiedFor is the manager Workload a worker's Job was dispatched for when the Job
+// carries both marks MultiKueue gives its copies, the prebuilt Workload name and the
+// origin label; "" for any other Job. The worker role records results only for such a
+// Job's pods (docs/multikueue.md, Trust).
+func CopiedFor(job metav1.Object) string {
+	if _, ok := job.GetLabels()[OriginLabel]; !ok {
+		return ""
+	}
+	return PrebuiltWorkload(job)
+}
+
 // Cluster is the worker cluster wl was dispatched to (status.clusterName); "" while it is
 // being dispatched and for a Workload that runs where it is queued.
 func Cluster(wl *kueue.Workload) string {

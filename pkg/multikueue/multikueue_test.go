@@ -69,3 +69,22 @@ func TestClusters(t *testing.T) {
 		t.Error("Nominated shares the Workload's slice")
 	}
 }
+
+// TestCopiedFor: a Job is a MultiKueue copy only with both marks MultiKueue gives it.
+func TestCopiedFor(t *testing.T) {
+	for name, tc := range map[string]struct {
+		labels, annotations map[string]string
+		want                string
+	}{
+		"not a copy":               {nil, nil, ""},
+		"v0.17 copy":               {map[string]string{PrebuiltWorkloadKey: "job-j-d41e5", OriginLabel: "multikueue"}, nil, "job-j-d41e5"},
+		"v0.18 copy":               {map[string]string{OriginLabel: "multikueue"}, map[string]string{PrebuiltWorkloadKey: "job-j-d41e5"}, "job-j-d41e5"},
+		"prebuilt name, no origin": {map[string]string{PrebuiltWorkloadKey: "job-j-d41e5"}, nil, ""},
+		"origin, no prebuilt name": {map[string]string{OriginLabel: "multikueue"}, nil, ""},
+	} {
+		obj := &metav1.ObjectMeta{Labels: tc.labels, Annotations: tc.annotations}
+		if got := CopiedFor(obj); got != tc.want {
+			t.Errorf("%s: CopiedFor = %q, want %q", name, got, tc.want)
+		}
+	}
+}

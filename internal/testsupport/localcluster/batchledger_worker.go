@@ -32,7 +32,8 @@ const podWebhook = "mpod.batchledger.dev"
 
 // BatchledgerWorker runs the batchledger binary in the worker role of a MultiKueue worker
 // cluster (--role=worker): its CRDs, only the pod webhook of config/webhook, and the
-// RBAC of config/worker, as the ServiceAccount it names (BatchledgerWorkerIdentity).
+// RBAC and admission policies of config/worker, as the ServiceAccount they name
+// (BatchledgerWorkerIdentity).
 func BatchledgerWorker(binary string, extraArgs ...string) (Manager, error) {
 	m, err := BatchledgerManager(binary)
 	if err != nil {
@@ -88,11 +89,12 @@ func filterPodWebhook(ws []admissionregistrationv1.MutatingWebhook) []admissionr
 	return out
 }
 
-// workerObjects reads config/worker's RBAC as its kustomization renders it: names
-// prefixed with batchledgerPrefix, namespace "system" made BatchledgerNamespace.
+// workerObjects reads config/worker's RBAC and admission policies as its kustomization
+// renders them: names prefixed with batchledgerPrefix, namespace "system" made
+// BatchledgerNamespace.
 func workerObjects(dir string) ([]client.Object, error) {
 	var out []client.Object
-	for _, file := range []string{"worker_role.yaml", "manager_reader_role.yaml"} {
+	for _, file := range []string{"worker_role.yaml", "manager_reader_role.yaml", "worker_policy.yaml"} {
 		docs, err := readYAMLDocs(filepath.Join(dir, file))
 		if err != nil {
 			return nil, err
@@ -114,6 +116,10 @@ func workerObjects(dir string) ([]client.Object, error) {
 				obj = &rbacv1.Role{}
 			case "RoleBinding":
 				obj = &rbacv1.RoleBinding{}
+			case "ValidatingAdmissionPolicy":
+				obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			case "ValidatingAdmissionPolicyBinding":
+				obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 			default:
 				return nil, fmt.Errorf("%s: unexpected %s", file, meta.Kind)
 			}
@@ -131,6 +137,8 @@ func workerObjects(dir string) ([]client.Object, error) {
 			case *rbacv1.RoleBinding:
 				b.RoleRef.Name = batchledgerPrefix + b.RoleRef.Name
 				renameSubjects(b.Subjects)
+			case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+				b.Spec.PolicyName = batchledgerPrefix + b.Spec.PolicyName
 			}
 			out = append(out, obj)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,7 +97,10 @@ func TestWorkerRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	ctx := context.Background()
 
 	raw, _ := json.Marshal(wrappers.MakeIndexPod(copyOfJ().Obj(), "j-4", 4).Obj())
-	PodHolder{Reader: c}.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "ns", Object: runtime.RawExtension{Raw: raw}}})
+	if resp := (PodHolder{Reader: c}.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "ns",
+		Object: runtime.RawExtension{Raw: raw}, UserInfo: authenticationv1.UserInfo{Username: JobControllers[0]}}})); len(resp.Patches) != 2 {
+		t.Fatalf("the webhook patched %+v, want the finalizer and the Workload annotation", resp.Patches)
+	}
 	for _, p := range []*corev1.Pod{succeeded, inGone} {
 		if _, err := capture.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
 			t.Fatal(err)

@@ -2,24 +2,38 @@ package workerrole
 
 import (
 	"context"
+	"net/http"
+	"slices"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/webhook"
 )
 
+// JobControllers are the users Kubernetes' Job controller creates pods as: its own
+// ServiceAccount under kube-controller-manager's --use-service-account-credentials, else
+// kube-controller-manager itself. Only their pods are attributed to a manager Workload:
+// anyone else may claim a Job's ownerReference on a pod of their own. config/worker's
+// worker-pod-workload policy names the same users.
+var JobControllers = []string{"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
+
 // PodHolder is the worker role's pod webhook, served where the single-cluster one is
 // (webhook.PodMutatePath, the same webhook configuration): it holds a new index pod of
-// the results scope exactly as webhook.PodResultHolder does, and names on it
-// (v1alpha1.AnnotationWorkload) the manager Workload its Job copy was dispatched for,
-// so that its result is still attributed if Kueue deletes the Job before the capture
-// recorded it. A Job it cannot read leaves the pod held without the annotation: the
-// capture then reads the Job itself.
+// the results scope exactly as webhook.PodResultHolder does and, when the Job controller
+// creates it for a Job copy MultiKueue made (multikueue.CopiedFor), names on it
+// (v1alpha1.AnnotationWorkload) the manager Workload the copy was dispatched for. The
+// annotation is the worker role's only attribution of a pod (the Job may be gone when
+// its result is recorded), so the webhook always removes one the pod's creator wrote.
 type PodHolder struct {
 	// Reader reads Jobs' metadata (the manager's cache).
 	Reader client.Reader
@@ -33,26 +47,64 @@ func (h PodHolder) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// Handle holds the pod (webhook.PodResultHolder) and, when it does, annotates it.
+// annotationPath is the JSON pointer of v1alpha1.AnnotationWorkload.
+var annotationPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(v1alpha1.AnnotationWorkload)
+
+// Handle holds the pod (webhook.PodResultHolder) and sets or removes its Workload
+// annotation.
 func (h PodHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
 	resp := webhook.PodResultHolder{}.Handle(ctx, req)
-	if len(resp.Patches) == 0 {
+	if !resp.Allowed {
 		return resp
 	}
 	meta, err := webhook.ObjectMeta(req.Object.Raw)
-	if err != nil || meta.Annotations[v1alpha1.AnnotationWorkload] != "" {
-		return resp
-	}
-	wl, err := dispatchedFor(ctx, h.Reader, req.Namespace, &meta)
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "reading the Job of a held pod: the capture reads it again")
 		return resp
 	}
-	if wl == "" {
-		return resp
+	_, claimed := meta.Annotations[v1alpha1.AnnotationWorkload]
+	wl := ""
+	held := relations.HasCompletionIndex(meta.Annotations) && meta.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults
+	if held && slices.Contains(JobControllers, req.UserInfo.Username) {
+		if wl, err = h.copiedFor(ctx, req.Namespace, &meta); err != nil {
+			// Refused, not admitted unattributed: the Job controller creates the pod again.
+			return admission.Errored(http.StatusServiceUnavailable, err)
+		}
 	}
-	// An index pod always has annotations (the completion index): add a key to them.
-	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(v1alpha1.AnnotationWorkload)
-	resp.Patches = append(resp.Patches, jsonpatch.NewOperation("add", path, wl))
+	switch {
+	case wl != "" && claimed:
+		resp.Patches = append(resp.Patches, jsonpatch.NewOperation("replace", annotationPath, wl))
+	case wl != "":
+		// A held index pod always has annotations (the completion index): add a key.
+		resp.Patches = append(resp.Patches, jsonpatch.NewOperation("add", annotationPath, wl))
+	case claimed:
+		resp.Patches = append(resp.Patches, jsonpatch.NewOperation("remove", annotationPath, nil))
+	}
 	return resp
+}
+
+// copiedFor is the manager Workload of the Job that controls a new pod, when that Job
+// (the very one: same UID) is a copy MultiKueue made; "" otherwise. The Job controller
+// creates a pod only for a Job that exists: one missing from the cache is an error.
+func (h PodHolder) copiedFor(ctx context.Context, namespace string, meta metav1.Object) (string, error) {
+	owner := controllingJob(meta)
+	if owner == nil {
+		return "", nil
+	}
+	job := jobMetadata()
+	if err := h.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: owner.Name}, job); err != nil {
+		return "", err
+	}
+	if job.UID != owner.UID {
+		return "", nil
+	}
+	return multikueue.CopiedFor(job), nil
+}
+
+// controllingJob is the batch/v1 Job controller reference of a pod, nil for none.
+func controllingJob(meta metav1.Object) *metav1.OwnerReference {
+	owner := metav1.GetControllerOfNoCopy(meta)
+	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
+		return nil
+	}
+	return owner
 }

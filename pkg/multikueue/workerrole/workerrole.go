@@ -62,25 +62,13 @@ func jobMetadata() *metav1.PartialObjectMetadata {
 }
 
 // dispatchedFor is the manager Workload a pod's Job copy was dispatched for: the
-// annotation the worker's pod webhook wrote (the Job may be gone since: Kueue deletes it
-// once the Workload finished), else the Job's prebuilt-workload-name, read from the Job
-// that controls the pod; "" for a pod of a Job MultiKueue did not dispatch here.
-func dispatchedFor(ctx context.Context, r client.Reader, namespace string, meta metav1.Object) (string, error) {
-	if wl := meta.GetAnnotations()[v1alpha1.AnnotationWorkload]; wl != "" {
-		return wl, nil
-	}
-	owner := metav1.GetControllerOfNoCopy(meta)
-	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
-		return "", nil
-	}
-	job := jobMetadata()
-	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: owner.Name}, job); err != nil {
-		return "", client.IgnoreNotFound(err)
-	}
-	if job.UID != owner.UID {
-		return "", nil // a later Job of the same name
-	}
-	return multikueue.PrebuiltWorkload(job), nil
+// annotation the worker's pod webhook wrote at the pod's creation (the Job may be gone
+// since: Kueue deletes it once the Workload finished), "" without one. Nothing else
+// attributes a pod: the webhook writes the annotation only on a pod the Job controller
+// created for a Job copy MultiKueue made and removes one its creator wrote, and the
+// worker-pod-workload policy keeps anyone but the worker role from writing it later.
+func dispatchedFor(pod metav1.Object) string {
+	return pod.GetAnnotations()[v1alpha1.AnnotationWorkload]
 }
 
 // Recorders are who records a held pod's result on a worker (controller.Recorders): the
@@ -91,10 +79,10 @@ var _ controller.Recorders = Recorders{}
 
 // CapturedBy names the manager Workload the pod's result is recorded for; none for a
 // pod of a Job MultiKueue did not dispatch here, which nothing records on a worker.
-func (r Recorders) CapturedBy(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-	wl, err := dispatchedFor(ctx, r, pod.Namespace, pod)
-	if err != nil || wl == "" {
-		return nil, err
+func (r Recorders) CapturedBy(_ context.Context, pod *corev1.Pod) ([]string, error) {
+	wl := dispatchedFor(pod)
+	if wl == "" || controllingJob(pod) == nil {
+		return nil, nil
 	}
 	if _, ok := relations.CompletionIndex(pod); !ok {
 		return nil, nil
@@ -155,19 +143,19 @@ func (c *Capture) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 // record writes the pod's WorkerResult unless it exists: the record is named by the
 // pod's UID, so a second attempt finds the first.
 func (c *Capture) record(ctx context.Context, pod *corev1.Pod) error {
-	wl, err := dispatchedFor(ctx, c, pod.Namespace, pod)
-	if err != nil || wl == "" {
-		return err
-	}
+	// The Job and index as the Job controller created the pod: its controller reference
+	// and completion index, which the worker-pod-workload policy keeps while it is held
+	// (not the job-name label, which anyone who may update the pod can change).
+	wl, job := dispatchedFor(pod), controllingJob(pod)
 	idx, ok := relations.CompletionIndex(pod)
-	if !ok {
+	if wl == "" || job == nil || !ok {
 		return nil
 	}
 	missing, err := Recorders{c}.Unrecorded(ctx, pod, []string{wl})
 	if err != nil || len(missing) == 0 {
 		return err
 	}
-	rec := multikueue.NewRecord(pod, wl, pod.Labels[batchv1.JobNameLabel], idx, controller.FinishedAt(pod))
+	rec := multikueue.NewRecord(pod, wl, job.Name, idx, controller.FinishedAt(pod))
 	if err := c.Create(ctx, rec); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

@@ -30,11 +30,17 @@ const maxHold = time.Hour
 // copyOfJ is the worker's copy of Job j, dispatched for the manager Workload job-j-d41e5.
 func copyOfJ() *wrappers.JobWrapper {
 	return wrappers.MakeJob("j", "ns").UID("worker-j-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
-		Label(multikueue.PrebuiltWorkloadKey, "job-j-d41e5")
+		Label(multikueue.PrebuiltWorkloadKey, "job-j-d41e5").Label(multikueue.OriginLabel, "multikueue")
 }
 
+// heldPod is a held index pod of job, as the worker's webhook admits it: with the
+// Workload annotation when job is a MultiKueue copy the Job controller created it for.
 func heldPod(job *batchv1.Job) *wrappers.PodWrapper {
-	return wrappers.MakeIndexPod(job, "j-3", 3).Finalizers(v1alpha1.ResultFinalizer)
+	p := wrappers.MakeIndexPod(job, "j-3", 3).Finalizers(v1alpha1.ResultFinalizer)
+	if wl := multikueue.CopiedFor(job); wl != "" {
+		p = p.Annotation(v1alpha1.AnnotationWorkload, wl)
+	}
+	return p
 }
 
 func newCapture(objs []client.Object, funcs interceptor.Funcs) (*Capture, client.Client) {
@@ -65,16 +71,16 @@ func TestCaptureRecordsThenReleases(t *testing.T) {
 		wantReleased bool
 		wantErr      bool
 	}{
-		"succeeded, dispatched": {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(),
+		"succeeded, attributed": {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(),
 			wantRecord: "job-j-d41e5", wantReleased: true},
-		"succeeded, Kueue v0.18 annotation": {objs: []client.Object{wrappers.MakeJob("j", "ns").UID("worker-j-uid").Annotation(multikueue.PrebuiltWorkloadKey, "job-j-d41e5").Obj()},
-			pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(), wantRecord: "job-j-d41e5", wantReleased: true},
-		"succeeded, Job deleted, annotated at creation": {pod: heldPod(copyOfJ().Obj()).Annotation(v1alpha1.AnnotationWorkload, "job-j-d41e5").Succeeded(testNow.Add(-time.Minute), ok).Obj(),
+		"succeeded, Job deleted": {pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(),
 			wantRecord: "job-j-d41e5", wantReleased: true},
-		"succeeded, not dispatched": {objs: []client.Object{wrappers.MakeJob("j", "ns").UID("worker-j-uid").Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(),
-			wantReleased: true},
-		"succeeded, a later Job of the name": {objs: []client.Object{copyOfJ().UID("later").Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(),
-			wantReleased: true},
+		"succeeded, job-name label changed": {objs: []client.Object{copyOfJ().Obj()},
+			pod: heldPod(copyOfJ().Obj()).Label(batchv1.JobNameLabel, "other").Succeeded(testNow.Add(-time.Minute), ok).Obj(), wantRecord: "job-j-d41e5", wantReleased: true},
+		"succeeded, not attributed by the webhook": {objs: []client.Object{copyOfJ().Obj()},
+			pod: heldPod(wrappers.MakeJob("j", "ns").UID("worker-j-uid").Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(), wantReleased: true},
+		"succeeded, attributed, no controlling Job": {objs: []client.Object{copyOfJ().Obj()},
+			pod: heldPod(copyOfJ().Obj()).NoOwner().Succeeded(testNow.Add(-time.Minute), ok).Obj(), wantReleased: true},
 		"running":        {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Phase(corev1.PodRunning).Obj()},
 		"failed":         {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Phase(corev1.PodFailed).Obj(), wantReleased: true},
 		"record refused": {objs: []client.Object{copyOfJ().Obj()}, pod: heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), ok).Obj(), funcs: refuseRecords, wantErr: true},
