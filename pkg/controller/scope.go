@@ -105,28 +105,29 @@ func (r *Reconciler) resolveLive(ctx context.Context, namespace string, ref v1al
 }
 
 // liveWorkloadRetry is how long a live read that found no Workload for an owner keeps
-// the next one away: a Job that Kueue does not manage has none, and would otherwise cost
-// one LIST per reconcile of its account.
+// the next one away while the Job stays as it was: a Job that Kueue does not manage has
+// none, and would otherwise cost one LIST per reconcile of its account. A change of the
+// Job (Kueue admitting its new Workload unsuspends it) is read again at once.
 const liveWorkloadRetry = 10 * time.Second
 
 // workloadLive finds, from the API server, the Workload of a target's Job that the cache
 // does not hold (Kueue did not copy the scope label onto it: its Configuration's
 // integrations.labelKeysToCopy lacks v1alpha1.LabelScope, or the Job was labelled after
 // its Workload was made), and labels it with scope so that the cache holds it from then
-// on. nil when there is none, or when a read for the same owner found none less than
-// liveWorkloadRetry ago.
+// on. nil when there is none, or when a read for the same owner and Job version found
+// none less than liveWorkloadRetry ago.
 func (r *Reconciler) workloadLive(ctx context.Context, ref v1alpha1.TargetRef, job *batchv1.Job, scope string) (*kueue.Workload, error) {
 	if r.APIReader == nil {
 		return nil, nil
 	}
 	owner, err := relations.WorkloadOwnerUID(ctx, r.Client, ref, job)
-	if err != nil || owner == "" || !r.workloadMisses.due(owner, r.now()) {
+	if err != nil || owner == "" || !r.workloadMisses.due(owner, job.ResourceVersion, r.now()) {
 		return nil, err
 	}
 	r.Metrics.liveRead(cachedWorkload)
 	wl, err := relations.LiveWorkloadOf(ctx, r.APIReader, job.Namespace, owner)
 	if err != nil || wl == nil {
-		r.workloadMisses.missed(owner, r.now())
+		r.workloadMisses.missed(owner, job.ResourceVersion, r.now())
 		return nil, err
 	}
 	r.workloadMisses.found(owner)
@@ -142,18 +143,25 @@ func (r *Reconciler) workloadLive(ctx context.Context, ref v1alpha1.TargetRef, j
 	return wl, nil
 }
 
-// liveMisses remembers the owners whose live Workload read found none, and when.
+// liveMisses remembers the owners whose live Workload read found none: when, and the
+// resourceVersion of the Job read for.
 type liveMisses struct {
 	mu sync.Mutex
-	at map[types.UID]time.Time
+	at map[types.UID]liveMiss
 }
 
-// due reports whether owner may be read again: never missed, or liveWorkloadRetry ago.
-func (m *liveMisses) due(owner types.UID, now time.Time) bool {
+type liveMiss struct {
+	at      time.Time
+	version string
+}
+
+// due reports whether owner may be read again for the Job at version: never missed, its
+// Job changed since, or missed liveWorkloadRetry ago.
+func (m *liveMisses) due(owner types.UID, version string, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	at, ok := m.at[owner]
-	return !ok || now.Sub(at) >= liveWorkloadRetry
+	miss, ok := m.at[owner]
+	return !ok || miss.version != version || now.Sub(miss.at) >= liveWorkloadRetry
 }
 
 // liveMissesPrune is the size from which missed drops the entries past their retry.
@@ -162,20 +170,20 @@ const liveMissesPrune = 1024
 // missed records a read of owner that found none; past liveMissesPrune entries, those
 // past their retry are dropped, so the map stays near the owners of the last
 // liveWorkloadRetry.
-func (m *liveMisses) missed(owner types.UID, now time.Time) {
+func (m *liveMisses) missed(owner types.UID, version string, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.at == nil {
-		m.at = map[types.UID]time.Time{}
+		m.at = map[types.UID]liveMiss{}
 	}
 	if len(m.at) >= liveMissesPrune {
-		for uid, at := range m.at {
-			if now.Sub(at) >= liveWorkloadRetry {
+		for uid, miss := range m.at {
+			if now.Sub(miss.at) >= liveWorkloadRetry {
 				delete(m.at, uid)
 			}
 		}
 	}
-	m.at[owner] = now
+	m.at[owner] = liveMiss{at: now, version: version}
 }
 
 // found forgets owner: its Workload was found.
