@@ -133,11 +133,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, o *observed, ref v1alp
 	}
 	wl, err := relations.WorkloadOfTarget(ctx, r.Client, ref, job)
 	if err == nil && wl == nil {
-		scope := v1alpha1.ScopeCoverage
-		if results {
-			scope = v1alpha1.ScopeResults
-		}
-		wl, err = r.workloadLive(ctx, ref, job, scope)
+		wl, err = r.workloadLive(ctx, ref, job, relations.ScopeFor(results))
 	}
 	if err != nil {
 		return err
