@@ -45,7 +45,7 @@ func scopePatch(meta, tmpl string) client.Patch {
 func (r *Reconciler) stampScope(ctx context.Context, job *batchv1.Job, want string) (string, error) {
 	haveTmpl, haveMeta := job.Spec.Template.Labels[v1alpha1.LabelScope], job.Labels[v1alpha1.LabelScope]
 	var tmpl, meta string
-	if s := relations.StrongerScope(haveTmpl, want); s != haveTmpl && ptr.Deref(job.Spec.Suspend, false) && job.Status.StartTime == nil {
+	if s := relations.StrongerScope(haveTmpl, want); s != haveTmpl && suspended(job) && job.Status.StartTime == nil {
 		tmpl = s
 	}
 	if s := relations.StrongerScope(haveMeta, want); s != haveMeta {
@@ -105,29 +105,30 @@ func (r *Reconciler) resolveLive(ctx context.Context, namespace string, ref v1al
 }
 
 // liveWorkloadRetry is how long a live read that found no Workload for an owner keeps
-// the next one away while the Job stays as it was: a Job that Kueue does not manage has
-// none, and would otherwise cost one LIST per reconcile of its account. A change of the
-// Job (Kueue admitting its new Workload unsuspends it) is read again at once.
+// the next one away while the Job stays suspended, or running, as it was: a Job that
+// Kueue does not manage has none, and would otherwise cost one LIST per reconcile of its
+// account. A Job that Kueue unsuspended (it admitted the Workload made since) is read
+// again at once; its other changes (its pods' progress) are not a reason to.
 const liveWorkloadRetry = 10 * time.Second
 
 // workloadLive finds, from the API server, the Workload of a target's Job that the cache
 // does not hold (Kueue did not copy the scope label onto it: its Configuration's
 // integrations.labelKeysToCopy lacks v1alpha1.LabelScope, or the Job was labelled after
 // its Workload was made), and labels it with scope so that the cache holds it from then
-// on. nil when there is none, or when a read for the same owner and Job version found
-// none less than liveWorkloadRetry ago.
+// on. nil when there is none, or when a read for the same owner and Job suspension
+// found none less than liveWorkloadRetry ago.
 func (r *Reconciler) workloadLive(ctx context.Context, ref v1alpha1.TargetRef, job *batchv1.Job, scope string) (*kueue.Workload, error) {
 	if r.APIReader == nil {
 		return nil, nil
 	}
 	owner, err := relations.WorkloadOwnerUID(ctx, r.Client, ref, job)
-	if err != nil || owner == "" || !r.workloadMisses.due(owner, job.ResourceVersion, r.now()) {
+	if err != nil || owner == "" || !r.workloadMisses.due(owner, suspended(job), r.now()) {
 		return nil, err
 	}
 	r.Metrics.liveRead(cachedWorkload)
 	wl, err := relations.LiveWorkloadOf(ctx, r.APIReader, job.Namespace, owner)
 	if err != nil || wl == nil {
-		r.workloadMisses.missed(owner, job.ResourceVersion, r.now())
+		r.workloadMisses.missed(owner, suspended(job), r.now())
 		return nil, err
 	}
 	r.workloadMisses.found(owner)
@@ -143,25 +144,28 @@ func (r *Reconciler) workloadLive(ctx context.Context, ref v1alpha1.TargetRef, j
 	return wl, nil
 }
 
-// liveMisses remembers the owners whose live Workload read found none: when, and the
-// resourceVersion of the Job read for.
+// suspended reports whether job is suspended (Kueue has not admitted its Workload).
+func suspended(job *batchv1.Job) bool { return ptr.Deref(job.Spec.Suspend, false) }
+
+// liveMisses remembers the owners whose live Workload read found none: when, and whether
+// the Job read for was suspended.
 type liveMisses struct {
 	mu sync.Mutex
 	at map[types.UID]liveMiss
 }
 
 type liveMiss struct {
-	at      time.Time
-	version string
+	at        time.Time
+	suspended bool
 }
 
-// due reports whether owner may be read again for the Job at version: never missed, its
-// Job changed since, or missed liveWorkloadRetry ago.
-func (m *liveMisses) due(owner types.UID, version string, now time.Time) bool {
+// due reports whether owner may be read again for its Job, now suspended or not: never
+// missed, its Job's suspension changed since, or missed liveWorkloadRetry ago.
+func (m *liveMisses) due(owner types.UID, suspended bool, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	miss, ok := m.at[owner]
-	return !ok || miss.version != version || now.Sub(miss.at) >= liveWorkloadRetry
+	return !ok || miss.suspended != suspended || now.Sub(miss.at) >= liveWorkloadRetry
 }
 
 // liveMissesPrune is the size from which missed drops the entries past their retry.
@@ -170,7 +174,7 @@ const liveMissesPrune = 1024
 // missed records a read of owner that found none; past liveMissesPrune entries, those
 // past their retry are dropped, so the map stays near the owners of the last
 // liveWorkloadRetry.
-func (m *liveMisses) missed(owner types.UID, version string, now time.Time) {
+func (m *liveMisses) missed(owner types.UID, suspended bool, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.at == nil {
@@ -183,7 +187,7 @@ func (m *liveMisses) missed(owner types.UID, version string, now time.Time) {
 			}
 		}
 	}
-	m.at[owner] = liveMiss{at: now, version: version}
+	m.at[owner] = liveMiss{at: now, suspended: suspended}
 }
 
 // found forgets owner: its Workload was found.

@@ -144,11 +144,10 @@ func TestTargetsOutsideTheCache(t *testing.T) {
 			want:    want{reads: map[string]int{"get Job": 1, "list WorkloadList": 1}, jobMeta: v1alpha1.ScopeResults, jobFound: true},
 		},
 		{
-			// Its Workload is looked for twice: labelling changed the Job.
 			name:     "once labelled, the Job is read from the cache: one live read over three reconciles",
 			job:      wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").StartTime(testNow).Obj(),
 			observes: 3,
-			want:     want{reads: map[string]int{"get Job": 1, "list WorkloadList": 2}, jobMeta: v1alpha1.ScopeCoverage, jobFound: true},
+			want:     want{reads: map[string]int{"get Job": 1, "list WorkloadList": 1}, jobMeta: v1alpha1.ScopeCoverage, jobFound: true},
 		},
 		{
 			name: "a labelled Job is the cache's: no live read of it",
@@ -283,30 +282,31 @@ func TestTargetsOutsideTheCache(t *testing.T) {
 }
 
 // TestLiveWorkloadRetry: an owner whose live read found no Workload is read again only
-// once its Job changed or liveWorkloadRetry passed; one found is forgotten.
+// once its Job's suspension changed (Kueue admitted the Workload made since) or
+// liveWorkloadRetry passed; one found is forgotten.
 func TestLiveWorkloadRetry(t *testing.T) {
 	var m liveMisses
-	if !m.due("a", "1", testNow) {
+	if !m.due("a", true, testNow) {
 		t.Fatal("an owner never read is not due")
 	}
-	m.missed("a", "1", testNow)
+	m.missed("a", true, testNow)
 	for _, tc := range []struct {
-		name    string
-		version string
-		after   time.Duration
-		due     bool
+		name      string
+		suspended bool
+		after     time.Duration
+		due       bool
 	}{
-		{"at once, the Job unchanged", "1", 0, false},
-		{"just before the retry", "1", liveWorkloadRetry - time.Millisecond, false},
-		{"at the retry", "1", liveWorkloadRetry, true},
-		{"at once, the Job changed (Kueue admitted its Workload)", "2", 0, true},
+		{"at once, the Job still suspended", true, 0, false},
+		{"just before the retry", true, liveWorkloadRetry - time.Millisecond, false},
+		{"at the retry", true, liveWorkloadRetry, true},
+		{"at once, the Job unsuspended (Kueue admitted its Workload)", false, 0, true},
 	} {
-		if got := m.due("a", tc.version, testNow.Add(tc.after)); got != tc.due {
+		if got := m.due("a", tc.suspended, testNow.Add(tc.after)); got != tc.due {
 			t.Errorf("%s: due %v, want %v", tc.name, got, tc.due)
 		}
 	}
 	m.found("a")
-	if !m.due("a", "1", testNow) {
+	if !m.due("a", true, testNow) {
 		t.Error("an owner found is still held back")
 	}
 }
