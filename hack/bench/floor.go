@@ -11,9 +11,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -54,8 +56,23 @@ func runWatchFloor(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// As the manager (cmd/batchledger), the cache leaves out the kinds the cluster does not
+	// serve (the bench's cluster runs no Kubeflow Trainer): it cannot start otherwise.
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	if err != nil {
+		return err
+	}
+	served, err := controller.DiscoverAPIs(controller.MapperLookup(mapper), controller.OptionalAPIs)
+	if err != nil {
+		return err
+	}
 	opts := controller.CacheOptions()
-	opts.Scheme = s
+	opts.Scheme, opts.HTTPClient, opts.Mapper = s, hc, mapper
+	served.TrimCache(&opts, s)
 	main, err := cache.New(cfg, opts)
 	if err != nil {
 		return err
@@ -68,6 +85,9 @@ func runWatchFloor(ctx context.Context, args []string) error {
 		return err
 	}
 	for _, o := range watchedKinds() {
+		if !served.ServedObject(o, s) {
+			continue
+		}
 		if _, err := main.GetInformer(ctx, o); err != nil {
 			return fmt.Errorf("informer of %T: %w", o, err)
 		}

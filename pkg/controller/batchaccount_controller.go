@@ -46,7 +46,8 @@ const FieldManager = "batchledger"
 type Reconciler struct {
 	client.Client
 	// APIReader reads from the API server directly: the pods of a Job outside the opt-in
-	// scope (its account came after it started) are not in the cache.
+	// scope (its account came after it started) are not in the cache, nor a target's Job
+	// or Workload without the scope label on its metadata (resolveLive, workloadLive).
 	APIReader client.Reader
 	// CoveragePods, when set, is the cache of the succeeded pods of Jobs in the coverage
 	// scope (v1alpha1.ScopeCoverage), as metadata (relations.PodMetadata), with the
@@ -98,6 +99,7 @@ type Reconciler struct {
 	WorkerResults WorkerResults
 
 	deletedJobs    deletedJobs
+	workloadMisses liveMisses
 	criteriaOnce   sync.Once
 	ledgerOnce     sync.Once
 	workloadWrites progressClock
@@ -111,9 +113,10 @@ type Reconciler struct {
 // update the account's finalizers.
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batchledger.dev,resources=shardresults,verbs=list;watch;create;update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;patch
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=list;watch
+// A Workload made without the scope label is labelled so that the cache holds it.
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

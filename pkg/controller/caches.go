@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +20,11 @@ import (
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
-// CacheOptions keep the manager's cache to what accounting reads. Pods: only those of the results
+// CacheOptions keep the manager's cache to what accounting reads. Jobs and Kueue Workloads:
+// only those carrying v1alpha1.LabelScope on their own metadata (scopedSelector), which the
+// scope webhook and the controller set on every Job an account follows and Kueue copies
+// onto its Workload (labelKeysToCopy) or the controller sets (labelWorkload): a Job no
+// account follows, and its Workload, are never sent to the controller. Pods: only those of the results
 // scope (their Job's template carries v1alpha1.LabelScope=results), in every phase, since
 // the releaser must see a held pod deleted before it ran; the coverage scope's pods are in
 // the coverage pod cache (NewCoveragePodCache). Without managed fields and with a spec cut down to the container names
@@ -35,9 +40,10 @@ func CacheOptions() cache.Options {
 				Label:     scopeSelector(v1alpha1.ScopeResults),
 				Transform: podTransform,
 			},
-			&batchv1.Job{}:      {Transform: jobTransform},
+			&batchv1.Job{}:      {Label: scopedSelector(), Transform: jobTransform},
 			&jobsetapi.JobSet{}: {Transform: jobSetTransform},
 			&kueue.Workload{}: {
+				Label: scopedSelector(),
 				Transform: func(obj any) (any, error) {
 					if wl, ok := obj.(*kueue.Workload); ok {
 						wl.ManagedFields = nil
@@ -93,6 +99,16 @@ func succeededSelector() fields.Selector {
 	return fields.OneTermEqualSelector("status.phase", string(corev1.PodSucceeded))
 }
 
+// scopedSelector selects the objects carrying the opt-in scope label, of any scope: the
+// Jobs and Workloads of the manager's cache.
+func scopedSelector() labels.Selector {
+	req, err := labels.NewRequirement(v1alpha1.LabelScope, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key: cannot fail
+	}
+	return labels.NewSelector().Add(*req)
+}
+
 // scopeSelector selects the pods labelled with the opt-in scope.
 func scopeSelector(scope string) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{v1alpha1.LabelScope: scope})
@@ -109,8 +125,7 @@ func podTransform(obj any) (any, error) {
 
 // jobTransform strips a cached Job to what the controllers read: its metadata, its spec
 // but for the pod spec of its template (the template's labels and annotations carry the
-// opt-in scope), and its status. The cache holds every Job of the cluster, most of them
-// no account's, and each reconcile copies its targets' Jobs out of it: a pod spec (images,
+// opt-in scope), and its status. Each reconcile copies its targets' Jobs out of the cache: a pod spec (images,
 // environment, volumes) is most of a Job and no controller reads it. A patch answers with
 // the whole Job; that copy is the caller's, never the cache's.
 func jobTransform(obj any) (any, error) {

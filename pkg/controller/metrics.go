@@ -41,6 +41,12 @@ type Metrics struct {
 	ScopeStamps prometheus.Counter
 	// Collected counts accounts deleted by retention (ttlSecondsAfterFinished).
 	Collected prometheus.Counter
+	// LiveReads (label kind) counts the reads of a target's Job or Workload from the API
+	// server, made when the cache does not hold it (MetricLiveReads).
+	LiveReads *prometheus.CounterVec
+	// ScopeLabels (label kind) counts the Jobs and Workloads the controller labelled so
+	// that the cache holds them (MetricScopeLabels).
+	ScopeLabels *prometheus.CounterVec
 
 	// JobEndToVerdict (label condition: Terminated, Accepted) is the time from the last
 	// target's terminal condition to the status write that turned the condition True.
@@ -105,6 +111,13 @@ const (
 	MetricVerdicts = "batchledger_verdicts"
 	// MetricNamespaceReleases counts pods released unrecorded in a namespace being deleted.
 	MetricNamespaceReleases = "batchledger_pod_namespace_deleted_releases_total"
+	// MetricLiveReads counts reads from the API server of a target's Job or Workload
+	// that the manager's cache did not hold (label kind: Job, Workload).
+	MetricLiveReads = "batchledger_live_reads_total"
+	// MetricScopeLabels counts Jobs and Workloads the controller labelled with the
+	// opt-in scope on their own metadata, bringing them into the manager's cache (label
+	// kind: Job, Workload).
+	MetricScopeLabels = "batchledger_scope_labels_total"
 )
 
 // Verdicts an account counts under in batchledger_verdicts (verdictOf).
@@ -163,6 +176,12 @@ func newMetricsWith(reg prometheus.Registerer, perAccount bool) *Metrics {
 		Collected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "batchledger_accounts_collected_total", Help: "BatchAccounts deleted because their batch finished longer ago than their TTL.",
 		}),
+		LiveReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricLiveReads, Help: "Reads from the API server of a target's Job or Workload that the cache did not hold (it lacked the opt-in scope label).",
+		}, []string{"kind"}),
+		ScopeLabels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricScopeLabels, Help: "Jobs and Workloads the controller labelled with the opt-in scope, so that its cache holds them.",
+		}, []string{"kind"}),
 		JobEndToVerdict: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "batchledger_job_end_to_verdict_seconds",
 			Help:    "Time from the last target Job's terminal condition to the account status write turning the condition (Terminated, Accepted) True.",
@@ -198,7 +217,7 @@ func newMetricsWith(reg prometheus.Registerer, perAccount bool) *Metrics {
 	v := version.Get()
 	m.BuildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
 	reg.MustRegister(m.Reconciles, m.StatusWrites, m.WorkloadWrites, m.ResultWrites, m.PodReleases,
-		m.HoldsExpired, m.NamespaceReleases, m.ScopeStamps, m.Collected,
+		m.HoldsExpired, m.NamespaceReleases, m.ScopeStamps, m.Collected, m.LiveReads, m.ScopeLabels,
 		m.JobEndToVerdict, m.PodHold, m.ResultCapture, m.Verdicts, m.BuildInfo)
 	if perAccount {
 		reg.MustRegister(m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.Terminated, m.ResultRejections)
@@ -303,6 +322,24 @@ func (m *Metrics) namespaceReleased() {
 func (m *Metrics) scopeStamped() {
 	if m != nil {
 		m.ScopeStamps.Inc()
+	}
+}
+
+// Kinds of object counted by LiveReads and ScopeLabels.
+const (
+	cachedJob      = "Job"
+	cachedWorkload = "Workload"
+)
+
+func (m *Metrics) liveRead(kind string) {
+	if m != nil {
+		m.LiveReads.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) scopeLabelled(kind string) {
+	if m != nil {
+		m.ScopeLabels.WithLabelValues(kind).Inc()
 	}
 }
 

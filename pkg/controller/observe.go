@@ -52,6 +52,11 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		// its end is recorded.
 		job, attempt, err = heldChild(ctx, r.Client, namespace, t.Ref)
 	}
+	if err == nil && job == nil {
+		// Not in the cache: a Job without the scope label on its metadata, which
+		// stampTarget adds once this finds it.
+		job, attempt, err = r.resolveLive(ctx, namespace, t.Ref)
+	}
 	if err != nil {
 		return observed{}, err
 	}
@@ -76,7 +81,7 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		// Its pods run on a MultiKueue worker: none is here to list (PodsListed stays
 		// false, so no completed index counts as a result lost), and its coverage is the
 		// status Kueue copies from the worker's Job.
-		return o, r.observeWorkload(ctx, &o, t.Ref, job)
+		return o, r.observeWorkload(ctx, &o, t.Ref, job, results)
 	}
 	// The pods are only read: listing them without a deep copy saves a copy of every pod
 	// of the Job on every reconcile (the largest cost in the load benchmark's profile).
@@ -116,15 +121,20 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	o.pods = pods.Items
 	o.obs.PodsListed = true
 	o.obs.SuccessfulPods = relations.SuccessfulAttempts(job, pods.Items)
-	return o, r.observeWorkload(ctx, &o, t.Ref, job)
+	return o, r.observeWorkload(ctx, &o, t.Ref, job, results)
 }
 
-// observeWorkload reads the Workload job, which ref resolved to, runs under into o.
-func (r *Reconciler) observeWorkload(ctx context.Context, o *observed, ref v1alpha1.TargetRef, job *batchv1.Job) error {
+// observeWorkload reads the Workload job, which ref resolved to, runs under into o: from
+// the cache, or, when the cache does not hold it (it lacks the scope label), from the API
+// server, labelling it with the scope of the account (results: one requiring results).
+func (r *Reconciler) observeWorkload(ctx context.Context, o *observed, ref v1alpha1.TargetRef, job *batchv1.Job, results bool) error {
 	if !r.APIs.Served(APIWorkload) {
 		return nil // no Kueue: no Workload to read
 	}
 	wl, err := relations.WorkloadOfTarget(ctx, r.Client, ref, job)
+	if err == nil && wl == nil {
+		wl, err = r.workloadLive(ctx, ref, job, relations.ScopeFor(results))
+	}
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -150,7 +151,9 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 		Label(jobsetapi.ReplicatedJobNameKey, "node").Label(jobsetapi.JobIndexKey, "0").Obj(), "llm-node-0-uid"))
 	node.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tjs, jobsetapi.SchemeGroupVersion.WithKind("JobSet"))}
 	llm := wrappers.MakeBatchAccount("llm", "ns").Shards("A", "B").AssignTrainJob("llm", "node", 0, "0-1", "0-1").RequireResults("").Obj()
-	wl := wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Obj()
+	// Neither j nor its Workload carries the scope label: the reconciler reads them from the
+	// API server (get the Job, list the Workload by Kueue's job-uid label) and labels them.
+	wl := wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Label(kueueconstants.JobUIDLabel, "j-uid").Obj()
 	results := wrappers.MakeBatchAccount("results", "ns").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").Obj()
 	results.UID = "results-uid"
 	train := wrappers.MakeBatchAccount("train", "ns").Shards("W").AssignJobSet("ts", "workers", 0, "0", "0").Obj()
@@ -173,7 +176,8 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	}
 	c := b.Build()
 	ctx := context.Background()
-	r := &Reconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
+	r := &Reconciler{Client: selectedCache{c}, APIReader: liveReader{Reader: c, got: func(obj client.Object) { record(c, obj, "", "get") }},
+		Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
 	reconcile := func(name string) {
 		t.Helper()
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: name}}); err != nil {
@@ -253,6 +257,18 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	if len(used) < 10 || !slices.Contains(keys(used), "batch/jobs patch") {
 		t.Errorf("the scenario drove too little: %v", keys(used))
 	}
+}
+
+// liveReader is the API server read directly (the manager's APIReader): its Get is the
+// verb get, where the cache's is list and watch.
+type liveReader struct {
+	client.Reader
+	got func(client.Object)
+}
+
+func (r liveReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.got(obj)
+	return r.Reader.Get(ctx, key, obj, opts...)
 }
 
 func keys(m map[string]bool) []string {

@@ -17,10 +17,13 @@ func StrongerScope(a, b string) string { return kinds.StrongerScope(a, b) }
 // AccountScope is the scope an account gives the pods of the Jobs it names.
 func AccountScope(ba *v1alpha1.BatchAccount) string { return specScope(&ba.Spec) }
 
-// specScope is the scope an account of this spec gives: ScopeResults when it requires
+// specScope is the scope an account of this spec gives (ScopeFor).
+func specScope(spec *v1alpha1.BatchAccountSpec) string { return ScopeFor(spec.RequiresResults()) }
+
+// ScopeFor is the scope an account gives the Jobs it names: ScopeResults when it requires
 // results, ScopeCoverage otherwise.
-func specScope(spec *v1alpha1.BatchAccountSpec) string {
-	if spec.RequiresResults() {
+func ScopeFor(requiresResults bool) string {
+	if requiresResults {
 		return v1alpha1.ScopeResults
 	}
 	return v1alpha1.ScopeCoverage

@@ -50,3 +50,25 @@ func TargetEnded(ctx context.Context, r client.Reader, namespace string, ref v1a
 	}
 	return k.Ended(ctx, r, namespace, ref)
 }
+
+// JobsFrom is a reader of Jobs from jobs and of everything else from rest: the
+// reconciler resolves a target its cache does not hold (a Job without the scope label on
+// its metadata) from the API server, with the JobSet or TrainJob above it still read
+// from the cache.
+func JobsFrom(jobs, rest client.Reader) client.Reader { return jobsReader{jobs: jobs, rest: rest} }
+
+type jobsReader struct{ jobs, rest client.Reader }
+
+func (r jobsReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*batchv1.Job); ok {
+		return r.jobs.Get(ctx, key, obj, opts...)
+	}
+	return r.rest.Get(ctx, key, obj, opts...)
+}
+
+func (r jobsReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*batchv1.JobList); ok {
+		return r.jobs.List(ctx, list, opts...)
+	}
+	return r.rest.List(ctx, list, opts...)
+}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds/all"
@@ -63,11 +64,7 @@ func NewestWorkloadsByOwner(wls []kueue.Workload) map[types.UID]*kueue.Workload 
 // (UnsafeDisableDeepCopy). Every reconcile reads the Workload of each target, and only
 // reads it: conditions are published with an apply configuration of their own.
 func WorkloadOfTarget(ctx context.Context, r client.Reader, ref v1alpha1.TargetRef, job *batchv1.Job) (*kueue.Workload, error) {
-	k := KindOf(ref)
-	if k == nil {
-		return nil, nil
-	}
-	owner, err := k.WorkloadOwner(ctx, r, ref, job)
+	owner, err := WorkloadOwnerUID(ctx, r, ref, job)
 	if err != nil || owner == "" {
 		return nil, err
 	}
@@ -76,5 +73,32 @@ func WorkloadOfTarget(ctx context.Context, r client.Reader, ref v1alpha1.TargetR
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
+	return NewestWorkload(wls.Items), nil
+}
+
+// WorkloadOwnerUID is the UID of the object whose Workload job, the Job target ref
+// resolved to, runs under (Kind.WorkloadOwner); "" for a target of no kind.
+func WorkloadOwnerUID(ctx context.Context, r client.Reader, ref v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
+	k := KindOf(ref)
+	if k == nil {
+		return "", nil
+	}
+	return k.WorkloadOwner(ctx, r, ref, job)
+}
+
+// LiveWorkloadOf reads from r (the API server) the NewestWorkload of the object of UID
+// owner in namespace, selected by the label Kueue puts on every Workload it makes for a
+// job (kueueconstants.JobUIDLabel), and kept only when that object controls it, as
+// WorkloadOfTarget's IndexOwnerUID; nil when there is none.
+func LiveWorkloadOf(ctx context.Context, r client.Reader, namespace string, owner types.UID) (*kueue.Workload, error) {
+	var wls kueue.WorkloadList
+	if err := r.List(ctx, &wls, client.InNamespace(namespace), client.MatchingLabels{kueueconstants.JobUIDLabel: string(owner)}); err != nil {
+		return nil, err
+	}
+	// The label is anyone's to set: only the Workloads owner controls count.
+	wls.Items = slices.DeleteFunc(wls.Items, func(wl kueue.Workload) bool {
+		ref := metav1.GetControllerOfNoCopy(&wl)
+		return ref == nil || ref.UID != owner
+	})
 	return NewestWorkload(wls.Items), nil
 }

@@ -17,12 +17,12 @@ import (
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// specOps are the operations of ops on the Job's spec (the scope label), without the
-// record finalizer's.
+// specOps are the operations of ops on the object's spec (the scope label of its
+// templates), without those on its own metadata (its scope label, the record finalizer).
 func specOps(ops []jsonpatch.JsonPatchOperation) []jsonpatch.JsonPatchOperation {
 	var out []jsonpatch.JsonPatchOperation
 	for _, op := range ops {
-		if !strings.HasPrefix(op.Path, "/metadata/finalizers") {
+		if strings.HasPrefix(op.Path, "/spec/") {
 			out = append(out, op)
 		}
 	}

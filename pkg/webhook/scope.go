@@ -21,9 +21,13 @@ import (
 // Paths of the opt-in scope webhooks on Jobs and JobSets. They stamp
 // v1alpha1.LabelScope onto the pod template of a Job or JobSet that an account names (or
 // that carries a short form that parses), so that the pod webhook and the controller's
-// pod cache see only pods whose batch opted in. They fail open (failurePolicy Ignore):
-// a Job created while batchledger is down is created unlabelled, and the controller
-// stamps it later while it is still suspended and never started.
+// pod cache see only pods whose batch opted in, and onto the object's own metadata (and
+// a JobSet's Job templates, which JobSet copies onto its child Jobs), so that the
+// controller's caches hold only the Jobs accounts follow and Kueue copies the label onto
+// their Workloads (labelKeysToCopy). They fail open (failurePolicy Ignore): a Job
+// created while batchledger is down is created unlabelled, and the controller finds it
+// by a read from the API server, labels its metadata, and stamps its template while it
+// is still suspended and never started.
 const (
 	JobMutatePath    = "/mutate-batch-v1-job"
 	JobSetMutatePath = "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
@@ -58,8 +62,9 @@ type templateMeta struct {
 	} `json:"metadata,omitempty"`
 }
 
-// labelPatch raises the scope label of the pod template at path (a JSON pointer) to
-// scope, or returns nothing when the template already carries that scope or a stronger one.
+// labelPatch raises the scope label of the object or template at path (a JSON pointer;
+// "" for the admitted object itself) to scope, or returns nothing when it already
+// carries that scope or a stronger one.
 func labelPatch(path string, t templateMeta, scope string) []jsonpatch.JsonPatchOperation {
 	var have string
 	if t.Metadata != nil {
@@ -89,6 +94,7 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 	// alone, to tell a template without metadata (the patch must add it) from one with.
 	var job batchv1.Job
 	var tmpl struct {
+		templateMeta
 		Spec struct {
 			Template templateMeta `json:"template"`
 		} `json:"spec"`
@@ -105,7 +111,7 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 		}
 		scope = relations.StrongerScope(scope, named)
 	}
-	ops := labelPatch("/spec/template", tmpl.Spec.Template, scope)
+	ops := append(labelPatch("", tmpl.templateMeta, scope), labelPatch("/spec/template", tmpl.Spec.Template, scope)...)
 	if scope != "" {
 		ops = append(ops, recordFinalizerPatch(job.Finalizers)...)
 	}
@@ -113,14 +119,18 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 }
 
 // handleJobSet stamps the replicatedJobs of a new JobSet that accounts (or its short-form
-// annotations, or those of the TrainJob that renders it) name; its child Jobs inherit the
-// label, also when a restart recreates them.
+// annotations, or those of the TrainJob that renders it) name: their pod templates and
+// Job templates, whose labels JobSet copies onto the child Jobs and their pods, also
+// when a restart recreates them; and the JobSet's own metadata with the strongest of
+// them, which Kueue copies onto the JobSet's Workload (labelKeysToCopy).
 func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) admission.Response {
 	var js jobsetapi.JobSet
 	var tmpl struct {
+		templateMeta
 		Spec struct {
 			ReplicatedJobs []struct {
 				Template struct {
+					templateMeta
 					Spec struct {
 						Template templateMeta `json:"template"`
 					} `json:"spec"`
@@ -133,6 +143,7 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 	}
 	js.Name, js.Namespace = cmp.Or(js.Name, req.Name), cmp.Or(js.Namespace, req.Namespace)
 	var ops []jsonpatch.JsonPatchOperation
+	var strongest string
 	for i, rj := range js.Spec.ReplicatedJobs {
 		scope, err := relations.ReplicatedJobShortFormScope(ctx, s.Reader, &js, rj.Name)
 		if err != nil {
@@ -145,9 +156,12 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 			}
 			scope = relations.StrongerScope(scope, named)
 		}
-		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), tmpl.Spec.ReplicatedJobs[i].Template.Spec.Template, scope)...)
+		t := tmpl.Spec.ReplicatedJobs[i].Template
+		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template", i), t.templateMeta, scope)...)
+		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), t.Spec.Template, scope)...)
+		strongest = relations.StrongerScope(strongest, scope)
 	}
-	return patched(ops)
+	return patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...))
 }
 
 // decode unmarshals raw into each of into.

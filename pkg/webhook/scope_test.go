@@ -52,6 +52,27 @@ func scopeOp(path string, value any) []jsonpatch.JsonPatchOperation {
 	return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", path, value)}
 }
 
+// metaScope is the scope label ops add to the labels of the metadata at path ("" for
+// the admitted object's own), whichever of the three shapes labelPatch uses; "" when
+// they add none.
+func metaScope(ops []jsonpatch.JsonPatchOperation, path string) string {
+	for _, op := range ops {
+		switch op.Path {
+		case path + "/metadata/labels/batchledger.dev~1scope":
+			s, _ := op.Value.(string)
+			return s
+		case path + "/metadata/labels":
+			s, _ := op.Value.(map[string]any)[v1alpha1.LabelScope].(string)
+			return s
+		case path + "/metadata":
+			l, _ := op.Value.(map[string]any)["labels"].(map[string]any)
+			s, _ := l[v1alpha1.LabelScope].(string)
+			return s
+		}
+	}
+	return ""
+}
+
 // TestScopeStamperJobs: a new Job gets the scope its accounts (or short-form annotations)
 // give it, the strongest when several do, and nothing when none names it.
 func TestScopeStamperJobs(t *testing.T) {
@@ -90,41 +111,62 @@ func TestScopeStamperJobs(t *testing.T) {
 		j.Name, j.OwnerReferences = name, nil
 		return j
 	}
+	// meta is the scope the Job's own metadata gets (the manager's cache selects Jobs by
+	// it): the scope its accounts give it, whatever its template carries.
 	cases := map[string]struct {
 		job  *batchv1.Job
 		want []jsonpatch.JsonPatchOperation
+		meta string
 	}{
 		"an account requiring results names it (another only counts it): results": {
 			job:  job("r"),
 			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+			meta: v1alpha1.ScopeResults,
 		},
 		"an account counting coverage names it": {
 			job:  withTemplateLabels(job("c"), map[string]string{"app": "x"}),
 			want: scopeOp(labelsPath+"/batchledger.dev~1scope", v1alpha1.ScopeCoverage),
+			meta: v1alpha1.ScopeCoverage,
 		},
 		"no account names it: untouched": {job: job("other")},
-		"already stamped: untouched":     {job: withTemplateLabels(job("r"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults})},
+		"template already stamped: only its metadata is labelled": {
+			job:  withTemplateLabels(job("r"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+			meta: v1alpha1.ScopeResults,
+		},
+		"template and metadata already stamped: untouched": {job: func() *batchv1.Job {
+			j := withTemplateLabels(job("r"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults})
+			j.Labels = map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults}
+			return j
+		}()},
 		"a weaker stamp is raised": {
 			job:  withTemplateLabels(job("r"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
 			want: scopeOp(labelsPath+"/batchledger.dev~1scope", v1alpha1.ScopeResults),
+			meta: v1alpha1.ScopeResults,
 		},
-		"a stronger stamp is never lowered": {job: withTemplateLabels(job("c"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults})},
+		"a stronger stamp is never lowered": {
+			job:  withTemplateLabels(job("c"), map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+			meta: v1alpha1.ScopeCoverage,
+		},
 		"short form requiring results": {
 			job:  shortForm(job("sf"), "true"),
 			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+			meta: v1alpha1.ScopeResults,
 		},
 		"short form without results": {
 			job:  shortForm(job("sf"), ""),
 			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
+			meta: v1alpha1.ScopeCoverage,
 		},
 		"a short form that does not parse: untouched, its pods would be held for no account": {job: malformed(job("sf"))},
 		"a short form that does not parse gives nothing beyond the accounts naming the Job": {
 			job:  malformed(job("c")),
 			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
+			meta: v1alpha1.ScopeCoverage,
 		},
 		"the JobSet child an account names": {
 			job:  jobSetChild("workers", "1"),
 			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+			meta: v1alpha1.ScopeResults,
 		},
 		"another job index of that replicatedJob: untouched":  {job: jobSetChild("workers", "0")},
 		"a hand-made Job with that child's labels: untouched": {job: handMade("ts-workers-1-retry")},
@@ -148,8 +190,12 @@ func TestScopeStamperJobs(t *testing.T) {
 			if !resp.Allowed {
 				t.Fatalf("denied: %+v", resp.Result)
 			}
-			if diff := cmp.Diff(tc.want, specOps(patchOf(t, resp))); diff != "" {
+			ops := patchOf(t, resp)
+			if diff := cmp.Diff(tc.want, specOps(ops)); diff != "" {
 				t.Errorf("patch (-want +got):\n%s", diff)
+			}
+			if got := metaScope(ops, ""); got != tc.meta {
+				t.Errorf("scope label on the Job's metadata = %q, want %q", got, tc.meta)
 			}
 		})
 	}
@@ -176,7 +222,11 @@ func TestScopeStamperJobSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp := admit(t, admission.HandlerFunc(h.handleJobSet), raw)
-	want := scopeOp("/spec/replicatedJobs/1/template/spec/template/metadata/labels/batchledger.dev~1scope", v1alpha1.ScopeCoverage)
+	// The JobSet itself, workers' Job template (JobSet copies its labels onto the child
+	// Jobs) and its pod template; leader is named by no account.
+	want := append(append(scopeOp("/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
+		scopeOp("/spec/replicatedJobs/1/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage})...),
+		scopeOp("/spec/replicatedJobs/1/template/spec/template/metadata/labels/batchledger.dev~1scope", v1alpha1.ScopeCoverage)...)
 	if diff := cmp.Diff(want, patchOf(t, resp)); !resp.Allowed || diff != "" {
 		t.Errorf("allowed=%v, patch (-want +got):\n%s", resp.Allowed, diff)
 	}
@@ -188,7 +238,9 @@ func TestScopeStamperJobSets(t *testing.T) {
 	}{
 		"short form names its replicatedJob": {
 			shards: "A,B",
-			want:   scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+			want: append(append(scopeOp("/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+				scopeOp("/spec/replicatedJobs/0/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})...),
+				scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})...),
 		},
 		"a short form whose shards do not fit the replicatedJob: untouched": {shards: "A,B,C"},
 	} {

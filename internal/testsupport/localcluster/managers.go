@@ -13,6 +13,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // KueueIntegrations are the Kueue job frameworks the local cluster enables;
@@ -80,7 +82,10 @@ func KueueManager(trainJobs bool) (Manager, error) {
 				"internalCertManagement":     map[string]any{"enable": false},
 				"manageJobsWithoutQueueName": false,
 				"clientConnection":           map[string]any{"qps": 100, "burst": 200},
-				"integrations":               map[string]any{"frameworks": integrations},
+				// Kueue copies batchledger's scope label from a Job (JobSet, TrainJob) onto the
+				// Workload it makes, so that batchledger's Workload cache, selected by that
+				// label, holds it without a read and a patch of batchledger's own.
+				"integrations": map[string]any{"frameworks": integrations, "labelKeysToCopy": []string{v1alpha1.LabelScope}},
 			}
 			path, err := writeConfig(env.Dir, cfg)
 			if err != nil {

@@ -47,6 +47,16 @@ func (w *WorkloadWrapper) Creation(t time.Time) *WorkloadWrapper {
 	return w
 }
 
+// Label sets a label on the Workload (Kueue's kueue.x-k8s.io/job-uid, a label it copies
+// from its job by labelKeysToCopy).
+func (w *WorkloadWrapper) Label(k, v string) *WorkloadWrapper {
+	if w.Labels == nil {
+		w.Labels = map[string]string{}
+	}
+	w.Labels[k] = v
+	return w
+}
+
 // ControlledBy sets a controller owner reference to owner of kind gvk.
 func (w *WorkloadWrapper) ControlledBy(owner metav1.Object, gvk schema.GroupVersionKind) *WorkloadWrapper {
 	w.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)}
