@@ -72,20 +72,26 @@ func BatchledgerManager(binary string, extraArgs ...string) (Manager, error) {
 		Identity: &BatchledgerIdentity,
 		Objects:  objs,
 		Command: func(env ManagerEnv) (*ManagerCommand, error) {
-			args := []string{binary,
-				"--kubeconfig=" + env.Kubeconfig,
-				fmt.Sprintf("--health-probe-bind-address=%s:%d", env.Host, env.HealthPort),
-				fmt.Sprintf("--metrics-bind-address=%s:%d", env.Host, env.MetricsPort),
-				"--webhook-host=" + env.Host,
-				fmt.Sprintf("--webhook-port=%d", env.WebhookPort),
-				"--webhook-cert-dir=" + env.CertDir,
-				"--zap-log-level=2",
-				// The manager's namespace: the key that signs recorded results is kept there.
-				"--namespace=" + batchledgerRunNamespace,
-			}
+			// The manager's namespace: the key that signs recorded results is kept there.
+			args := append([]string{binary}, batchledgerFlags(env, batchledgerRunNamespace)...)
 			return &ManagerCommand{Args: append(args, extraArgs...)}, nil
 		},
 	}, nil
+}
+
+// batchledgerFlags are the flags a batchledger process of either role takes from the
+// cluster: the addresses, certificates and kubeconfig env assigned it, and its namespace.
+func batchledgerFlags(env ManagerEnv, namespace string) []string {
+	return []string{
+		"--kubeconfig=" + env.Kubeconfig,
+		fmt.Sprintf("--health-probe-bind-address=%s:%d", env.Host, env.HealthPort),
+		fmt.Sprintf("--metrics-bind-address=%s:%d", env.Host, env.MetricsPort),
+		"--webhook-host=" + env.Host,
+		fmt.Sprintf("--webhook-port=%d", env.WebhookPort),
+		"--webhook-cert-dir=" + env.CertDir,
+		"--zap-log-level=2",
+		"--namespace=" + namespace,
+	}
 }
 
 // recordManager remembers what a Manager was assigned, for ManagerEnv.

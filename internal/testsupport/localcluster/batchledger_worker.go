@@ -64,16 +64,7 @@ func BatchledgerWorker(binary string, extraArgs ...string) (Manager, error) {
 		Identity: &BatchledgerWorkerIdentity,
 		Objects:  append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: BatchledgerNamespace}}}, objs...),
 		Command: func(env ManagerEnv) (*ManagerCommand, error) {
-			args := []string{binary, "--role=worker",
-				"--kubeconfig=" + env.Kubeconfig,
-				fmt.Sprintf("--health-probe-bind-address=%s:%d", env.Host, env.HealthPort),
-				fmt.Sprintf("--metrics-bind-address=%s:%d", env.Host, env.MetricsPort),
-				"--webhook-host=" + env.Host,
-				fmt.Sprintf("--webhook-port=%d", env.WebhookPort),
-				"--webhook-cert-dir=" + env.CertDir,
-				"--zap-log-level=2",
-				"--namespace=" + BatchledgerNamespace,
-			}
+			args := append([]string{binary, "--role=worker"}, batchledgerFlags(env, BatchledgerNamespace)...)
 			return &ManagerCommand{Args: append(args, extraArgs...)}, nil
 		},
 	}, nil
