@@ -47,13 +47,9 @@ const (
 // The account's verdict is the real one: Accepted, with exactly the real pods' results.
 func TestForgedResultsOnTheWorkerRefused(t *testing.T) {
 	ns := "mk-forgery"
-	queues(t, ns)
 	shards := []string{"A", "B"}
-	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
-	create(t, fleet.manager, wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj())
-	worker := dispatchedTo(t, ns, "")
+	_, worker, pods := dispatchedResultsBatch(t, ns, shards)
 	w := fleet.workers[worker]
-	pods := remotePods(t, worker, ns, "j", 2)
 	workload := pods[0].Annotations[v1alpha1.AnnotationWorkload]
 	if workload == "" {
 		t.Fatalf("pod %s not attributed: annotations %v", pods[0].Name, pods[0].Annotations)

@@ -205,14 +205,8 @@ func TestDispatchedJobCoveredOnTheManager(t *testing.T) {
 // and naming the worker.
 func TestDispatchedJobResultsRecordedOnTheWorker(t *testing.T) {
 	ns := "mk-results"
-	queues(t, ns)
 	shards := []string{"A", "B"}
-	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
-	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
-	create(t, fleet.manager, job)
-
-	worker := dispatchedTo(t, ns, "")
-	pods := remotePods(t, worker, ns, "j", 2)
+	job, worker, pods := dispatchedResultsBatch(t, ns, shards)
 	for _, p := range pods {
 		if !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) || p.Annotations[v1alpha1.AnnotationWorkload] == "" {
 			t.Errorf("pod %s on %s: finalizers %v annotations %v; want it held and naming the manager Workload", p.Name, worker, p.Finalizers, p.Annotations)
@@ -241,14 +235,8 @@ func TestDispatchedJobResultsRecordedOnTheWorker(t *testing.T) {
 // wrote on each pod, and the manager's account is Accepted: nothing lost.
 func TestWorkerRoleKilledMidBatch(t *testing.T) {
 	ns := "mk-killed"
-	queues(t, ns)
 	shards := []string{"A", "B", "C", "D"}
-	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-3", shards...).RequireResults("").Obj())
-	job := wrappers.MakeJob("j", ns).Indexed(4).Parallelism(4).Queue("default").GPU(1).Obj()
-	create(t, fleet.manager, job)
-
-	worker := dispatchedTo(t, ns, "")
-	pods := remotePods(t, worker, ns, "j", 4)
+	_, worker, pods := dispatchedResultsBatch(t, ns, shards)
 	finishWithResults(t, worker, pods[:2], shards[:2])
 	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
 	waitFor(t, fleet.manager, acct, "2 results recorded", func(a *v1alpha1.BatchAccount) (bool, string) {
@@ -313,13 +301,8 @@ func TestWorkerRoleKilledMidBatch(t *testing.T) {
 // reaches it again the account is Accepted with the results recorded there.
 func TestWorkerNotReachableNamed(t *testing.T) {
 	ns := "mk-unreachable"
-	queues(t, ns)
 	shards := []string{"A", "B"}
-	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
-	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
-	create(t, fleet.manager, job)
-	worker := dispatchedTo(t, ns, "")
-	pods := remotePods(t, worker, ns, "j", 2)
+	job, worker, pods := dispatchedResultsBatch(t, ns, shards)
 
 	secret := &corev1.Secret{}
 	get(t, fleet.manager, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "batchledger-worker-" + worker}}, secret)
@@ -378,13 +361,8 @@ func TestWorkerNotReachableNamed(t *testing.T) {
 // again, the manager reads them and the account is Accepted.
 func TestRemovedWorkerResultsMissing(t *testing.T) {
 	ns := "mk-removed"
-	queues(t, ns)
 	shards := []string{"A", "B"}
-	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).AssignJob("j", "0-1", shards...).RequireResults("").Obj())
-	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
-	create(t, fleet.manager, job)
-	worker := dispatchedTo(t, ns, "")
-	pods := remotePods(t, worker, ns, "j", 2)
+	job, worker, pods := dispatchedResultsBatch(t, ns, shards)
 
 	secret := &corev1.Secret{}
 	get(t, fleet.manager, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "batchledger-worker-" + worker}}, secret)
@@ -543,6 +521,22 @@ func queues(t *testing.T, ns string) {
 }
 
 // dispatchedTo waits until the only Workload of ns on the manager is admitted on a
+// dispatchedResultsBatch starts the batch most results tests run: in namespace ns (its
+// queues made), an account "acct" requiring results of one shard per index of the Indexed
+// Job "j", one index per shard, all running at once; it returns the manager's Job, the
+// worker it was dispatched to and the Job's running pods there.
+func dispatchedResultsBatch(t *testing.T, ns string, shards []string) (*batchv1.Job, string, []corev1.Pod) {
+	t.Helper()
+	queues(t, ns)
+	n := int32(len(shards))
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).
+		AssignJob("j", fmt.Sprintf("0-%d", n-1), shards...).RequireResults("").Obj())
+	job := wrappers.MakeJob("j", ns).Indexed(n).Parallelism(n).Queue("default").GPU(1).Obj()
+	create(t, fleet.manager, job)
+	worker := dispatchedTo(t, ns, "")
+	return job, worker, remotePods(t, worker, ns, "j", int(n))
+}
+
 // worker other than not, and returns that worker.
 func dispatchedTo(t *testing.T, ns, not string) string {
 	t.Helper()
