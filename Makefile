@@ -187,6 +187,13 @@ demo: binaries ## The main job: local cluster + controller, then the IJ245 batch
 	GOGC=$(BUILD_GOGC) $(GO) build -o bin/ ./cmd/kubectl-batchledger ./cmd/batchledger ./hack/demo
 	bin/demo --manager=bin/batchledger $(DEMO_FLAGS)
 
+.PHONY: demo-multikueue
+demo-multikueue: export CGO_ENABLED = 0
+demo-multikueue: export GOFLAGS += -trimpath
+demo-multikueue: binaries ## A results batch across a MultiKueue fleet: a manager and two worker local control planes, batchledger in both roles; stops them at the end.
+	GOGC=$(BUILD_GOGC) $(GO) build -o bin/ ./cmd/kubectl-batchledger ./cmd/batchledger ./hack/demo
+	bin/demo --multikueue --manager=bin/batchledger $(DEMO_FLAGS)
+
 .PHONY: demo-kind
 demo-kind: binaries install-tools ## The same batches on kind: real kubelets, batchledger installed by its Helm chart (make kind-down tears down).
 	hack/kind/cluster.sh up
