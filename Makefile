@@ -31,6 +31,8 @@ generate: ## Regenerate deepcopy code and CRD manifests with controller-gen, and
 	cp config/crd/bases/*.yaml $(CHART)/crds/
 	cp config/rbac/role.yaml $(CHART_GENERATED)/role.yaml
 	cp config/webhook/manifests.yaml $(CHART_GENERATED)/webhook-manifests.yaml
+	@# config/worker's resources, for the chart's role: worker (its kustomization is not).
+	mkdir -p $(CHART_GENERATED)/worker && cp $$(ls config/worker/*.yaml | grep -v /kustomization.yaml) $(CHART_GENERATED)/worker/
 	cp config/monitoring/grafana-dashboard.json config/monitoring/prometheusrule.yaml $(CHART_GENERATED)/
 	@# The result message's JSON Schema, derived from pkg/result's types and limits.
 	$(GO) run ./hack/resultschema -o schemas/result-v1.schema.json
