@@ -31,6 +31,8 @@ generate: ## Regenerate deepcopy code and CRD manifests with controller-gen, and
 	cp config/crd/bases/*.yaml $(CHART)/crds/
 	cp config/rbac/role.yaml $(CHART_GENERATED)/role.yaml
 	cp config/webhook/manifests.yaml $(CHART_GENERATED)/webhook-manifests.yaml
+	@# config/worker's resources, for the chart's role: worker (its kustomization is not).
+	mkdir -p $(CHART_GENERATED)/worker && cp $$(ls config/worker/*.yaml | grep -v /kustomization.yaml) $(CHART_GENERATED)/worker/
 	cp config/monitoring/grafana-dashboard.json config/monitoring/prometheusrule.yaml $(CHART_GENERATED)/
 	@# The result message's JSON Schema, derived from pkg/result's types and limits.
 	$(GO) run ./hack/resultschema -o schemas/result-v1.schema.json
@@ -186,6 +188,13 @@ demo: export GOFLAGS += -trimpath
 demo: binaries ## The main job: local cluster + controller, then the IJ245 batch and a JobSet run, step by step (DEMO_FLAGS=--down tears down).
 	GOGC=$(BUILD_GOGC) $(GO) build -o bin/ ./cmd/kubectl-batchledger ./cmd/batchledger ./hack/demo
 	bin/demo --manager=bin/batchledger $(DEMO_FLAGS)
+
+.PHONY: demo-multikueue
+demo-multikueue: export CGO_ENABLED = 0
+demo-multikueue: export GOFLAGS += -trimpath
+demo-multikueue: binaries ## A results batch across a MultiKueue fleet: a manager and two worker local control planes, batchledger in both roles; stops them at the end.
+	GOGC=$(BUILD_GOGC) $(GO) build -o bin/ ./cmd/kubectl-batchledger ./cmd/batchledger ./hack/demo
+	bin/demo --multikueue --manager=bin/batchledger $(DEMO_FLAGS)
 
 .PHONY: demo-kind
 demo-kind: binaries install-tools ## The same batches on kind: real kubelets, batchledger installed by its Helm chart (make kind-down tears down).

@@ -5,6 +5,7 @@
 //
 //	go run ./hack/demo            # leaves the cluster up (make cluster-down stops it)
 //	go run ./hack/demo --down     # tears it down at the end
+//	go run ./hack/demo --multikueue   # a MultiKueue fleet instead (make demo-multikueue), always torn down
 package main
 
 import (
@@ -56,14 +57,18 @@ func main() {
 	down := flag.Bool("down", false, "tear the cluster down at the end instead of leaving it up")
 	stateDir := flag.String("state-dir", localcluster.DefaultStateDir(), "the cluster's state directory (shared with hack/cluster)")
 	kindConfig := flag.String("kind", "", "play the batches on the kind cluster of this kubeconfig (make demo-kind) instead of a local control plane")
+	multiKueue := flag.Bool("multikueue", false, "play a results batch across a MultiKueue fleet (a manager and two workers) instead, then stop the fleet (make demo-multikueue)")
 	flag.StringVar(&managerBinary, "manager", "", "the batchledger manager binary to run (make demo builds it with the demo); empty builds ./cmd/batchledger")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if *kindConfig != "" {
+	switch {
+	case *multiKueue:
+		err = runMultiKueue(ctx)
+	case *kindConfig != "":
 		err = runKind(ctx, *kindConfig)
-	} else {
+	default:
 		err = run(ctx, *stateDir, *down)
 	}
 	if err != nil {

@@ -83,3 +83,32 @@ empty documents are dropped.
 {{- end }}
 {{- toJson $docs }}
 {{- end }}
+
+{{/*
+The role validated: manager (batchledger as on one cluster, or a MultiKueue manager) or
+worker (batchledger --role=worker on a MultiKueue worker cluster; docs/multikueue.md).
+*/}}
+{{- define "batchledger.role" -}}
+{{- $r := .Values.role }}
+{{- if not (has $r (list "manager" "worker")) }}
+{{- fail (printf "role must be manager or worker, not %q" $r) }}
+{{- end }}
+{{- if and (eq $r "worker") (ne .Values.webhook.certMode "certManager") }}
+{{- fail "role: worker needs webhook.certMode: certManager: the worker role's RBAC (config/worker) grants no write on Secrets or webhook configurations, which self-managed certificates need" }}
+{{- end }}
+{{- $r }}
+{{- end }}
+
+{{/* The worker role's ServiceAccount: config/worker's "worker", named for the release. */}}
+{{- define "batchledger.workerServiceAccountName" -}}
+{{ include "batchledger.fullname" . }}-worker
+{{- end }}
+
+{{/*
+Whether the manager serves metrics: metrics.enabled, and not role: worker, whose RBAC
+(config/worker) grants none of the TokenReview and SubjectAccessReview calls secure
+metrics make. "true" or "".
+*/}}
+{{- define "batchledger.metricsEnabled" -}}
+{{- if and .Values.metrics.enabled (eq (include "batchledger.role" .) "manager") }}true{{ end }}
+{{- end }}

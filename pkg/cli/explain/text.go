@@ -42,6 +42,15 @@ func orNone(s string) string {
 	return s
 }
 
+// workerOf names the worker cluster a result was recorded from, or says it was this
+// cluster's own pod.
+func workerOf(a explanation.AcceptedResult) string {
+	if a.Cluster == "" {
+		return "(this cluster)"
+	}
+	return a.Cluster
+}
+
 func counted(s explanation.IndexSet, noun string) string {
 	if s.Indexes == "" {
 		return "none"
@@ -225,9 +234,10 @@ func renderResults(w io.Writer, ex *explanation.Explanation) {
 			fmt.Fprintln(w, "  Accepted: none yet")
 		} else {
 			fmt.Fprintf(w, "  Accepted (%d of %d shards):\n", ex.Shards.Accepted, ex.Shards.Total)
-			ranOn := false
+			ranOn, fromWorker := false, false
 			for _, a := range r.Accepted {
 				ranOn = ranOn || a.RanOn != ""
+				fromWorker = fromWorker || a.Cluster != ""
 			}
 			var rows [][]string
 			for _, a := range r.Accepted {
@@ -235,11 +245,19 @@ func renderResults(w io.Writer, ex *explanation.Explanation) {
 				if ranOn {
 					row = append(row, orNone(a.RanOn))
 				}
+				if fromWorker {
+					row = append(row, workerOf(a))
+				}
 				rows = append(rows, row)
 			}
 			header := []string{"SHARD", "IDENTITY", "POD", "DIGEST", "OUTPUT"}
 			if ranOn {
 				header = append(header, "RAN ON")
+			}
+			// Only when some result came from a MultiKueue worker: an account of one
+			// cluster reads as it always did.
+			if fromWorker {
+				header = append(header, "WORKER")
 			}
 			table(w, "    ", header, rows)
 			if r.AcceptedMore > 0 {

@@ -444,7 +444,7 @@ func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets Obser
 		re.Accepted = append(re.Accepted, AcceptedResult{
 			Shard: m.Shards.Name(int(r.Ordinal)), Identity: fmt.Sprintf("%s index %d", v1alpha1.TargetKey(r.Target).Describe(), r.Index),
 			Pod: r.Pod, Digest: r.Digest, Output: r.Output, Records: r.Records, Valid: r.Valid, RecordedAt: timestamp(r.RecordedAt),
-			RanOn: ranOn(targets.byKey[r.Target], int(r.Index)),
+			RanOn: ranOn(targets.byKey[r.Target], int(r.Index)), Cluster: r.Cluster,
 		})
 	}
 	rej := ba.Status.Results.Rejections
@@ -467,10 +467,22 @@ func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets Obse
 		current[key] = ts.UID
 	}
 	standing := account.StandingResults(m, &ba.Spec, current, account.RecordedInOrder(chunks))
+	// The account judges results without their provenance: the worker a result was
+	// recorded from is read back from its record, one per pod.
+	clusters := map[types.UID]string{}
+	for _, c := range chunks {
+		for _, r := range c.Results {
+			if r.Cluster != "" {
+				clusters[r.PodUID] = r.Cluster
+			}
+		}
+	}
 	ordinals := slices.Sorted(maps.Keys(standing))
 	out := make([]v1alpha1.RecordedResult, 0, len(ordinals))
 	for _, o := range ordinals {
-		out = append(out, standing[o].Recorded(o, standing[o].RecordedAt))
+		rec := standing[o].Recorded(o, standing[o].RecordedAt)
+		rec.Cluster = clusters[rec.PodUID]
+		out = append(out, rec)
 	}
 	return out
 }

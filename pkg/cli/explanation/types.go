@@ -337,6 +337,9 @@ type AcceptedResult struct {
 	// RanOn is the Kueue admission the identity's index completed under: ClusterQueue
 	// and flavors.
 	RanOn string `json:"ranOn,omitempty"`
+	// Cluster is the MultiKueue worker cluster the result was recorded from (the
+	// recorded result's cluster); empty for a pod of the account's own cluster.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // HistoryEntry is a superseded identity.
