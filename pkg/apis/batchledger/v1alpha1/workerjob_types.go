@@ -64,6 +64,13 @@ type WorkerJob struct {
 	// Completions is the Job's spec.completions.
 	// +optional
 	Completions *int32 `json:"completions,omitempty"`
+	// Scope is the batchledger.dev/scope label of the Job's pod template (the manager
+	// stamped it on the JobSet's templates).
+	// +optional
+	Scope string `json:"scope,omitempty"`
+	// Succeeded is the Job's status.succeeded.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
 	// CompletedIndexes is the Job's status.completedIndexes.
 	// +optional
 	CompletedIndexes string `json:"completedIndexes,omitempty"`
