@@ -44,7 +44,7 @@ func NewJobRecord(job *batchv1.Job, d Dispatch) *v1alpha1.WorkerJob {
 	}
 	for _, c := range job.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			rec.Terminal, rec.TerminalAt = string(c.Type), ptr.To(c.LastTransitionTime)
+			rec.Terminal, rec.TerminalReason, rec.TerminalAt = string(c.Type), c.Reason, ptr.To(c.LastTransitionTime)
 			break
 		}
 	}
@@ -95,7 +95,7 @@ func RecordJob(rec *v1alpha1.WorkerJob, owner *metav1.OwnerReference) *batchv1.J
 		job.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
 	if rec.Terminal != "" {
-		cond := batchv1.JobCondition{Type: batchv1.JobConditionType(rec.Terminal), Status: corev1.ConditionTrue}
+		cond := batchv1.JobCondition{Type: batchv1.JobConditionType(rec.Terminal), Status: corev1.ConditionTrue, Reason: rec.TerminalReason}
 		if rec.TerminalAt != nil {
 			cond.LastTransitionTime = *rec.TerminalAt
 		}

@@ -82,6 +82,9 @@ type WorkerJob struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Complete;Failed
 	Terminal string `json:"terminal,omitempty"`
+	// TerminalReason is the reason of that condition (BackoffLimitExceeded...).
+	// +optional
+	TerminalReason string `json:"terminalReason,omitempty"`
 	// TerminalAt is when the Job recorded Terminal.
 	// +optional
 	TerminalAt *metav1.Time `json:"terminalAt,omitempty"`
