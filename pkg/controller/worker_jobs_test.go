@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,8 @@ func childResults(t *testing.T, job *batchv1.Job, workload string, shards ...str
 // worker Job's identity, and records its pods' results from worker-a's WorkerResults
 // under that identity with worker-a as provenance: Accepted. A record from a worker the
 // Workload was not admitted to, or naming another Workload, is not the target's; of a
-// child restarted on the worker, the newest attempt is followed.
+// child restarted on the worker, the newest attempt is followed. Nothing is written to a
+// Job made from a record.
 func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 	ok := multikueue.WorkerState{Configured: true, Synced: true}
 	c0, c1 := workerChild("js", 0, 0, "0-1"), workerChild("js", 1, 0, "0-1")
@@ -127,6 +129,11 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 			r.WorkerResults = tc.workers
 			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
 				t.Fatal(err)
+			}
+			for _, w := range append(f.writesOf("patch"), f.writesOf("update")...) {
+				if strings.HasPrefix(w, "Job/") {
+					t.Errorf("wrote %s: no Job of a dispatched JobSet exists on the manager", w)
+				}
 			}
 			st := f.account(t, "acct").Status
 			var uids []types.UID

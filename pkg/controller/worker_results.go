@@ -159,7 +159,7 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 // found.
 func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.BatchAccount, t account.Target, o *observed) error {
 	k, ok := relations.KindOf(t.Ref).(kinds.Dispatcher)
-	if r.WorkerResults == nil || !ok || !t.Ref.IsChild() {
+	if r.WorkerResults == nil || !ok || !t.Ref.IsChild() || o.obs.APINotServed != "" {
 		return nil
 	}
 	owner, err := k.DispatchedOwner(ctx, r.Client, ba.Namespace, t.Ref)

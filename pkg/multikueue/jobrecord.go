@@ -66,6 +66,16 @@ func SameJobRecord(a, b *v1alpha1.WorkerJob) bool {
 	return apiequality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
+// AnnotationFromRecord marks the Jobs RecordJob makes (the value is the record's name):
+// no such Job exists on the manager, so nothing may be written to it.
+const AnnotationFromRecord = "batchledger.dev/worker-job"
+
+// FromRecord reports whether job was made from a WorkerJob (RecordJob).
+func FromRecord(job metav1.Object) bool {
+	_, ok := job.GetAnnotations()[AnnotationFromRecord]
+	return ok
+}
+
 // RecordJob is the child Job a WorkerJob records, as the manager accounts it: a Job
 // dispatched by MultiKueue (spec.managedBy ManagedBy, so no pod of it is looked for on
 // the manager), named and identified as the worker's Job (its UID is the identity), in
@@ -75,6 +85,7 @@ func SameJobRecord(a, b *v1alpha1.WorkerJob) bool {
 func RecordJob(rec *v1alpha1.WorkerJob, owner *metav1.OwnerReference) *batchv1.Job {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: rec.Job, Namespace: rec.Namespace, UID: rec.JobUID, ResourceVersion: rec.ResourceVersion,
+			Annotations: map[string]string{AnnotationFromRecord: rec.Name},
 			Labels: map[string]string{
 				jobsetapi.JobSetNameKey:        rec.JobSet,
 				jobsetapi.ReplicatedJobNameKey: rec.ReplicatedJob,

@@ -104,8 +104,8 @@ func attribution(ctx context.Context, r client.Reader, job *batchv1.Job) (multik
 	return dispatchedChild(ctx, r, job)
 }
 
-// JobRecorder records each child Job of a dispatched JobSet in its WorkerJob as the Job
-// changes (only when what the record says changed), and removes the worker role's
+// JobRecorder records each child Job of a dispatched JobSet in its WorkerJob (those in
+// batchledger's scope: carrying batchledger.dev/scope, or held) as the Job changes (only when what the record says changed), and removes the worker role's
 // finalizer (v1alpha1.WorkerJobFinalizer, JobHolder) once the record holds the Job's last
 // status: it is terminal, or being deleted; never later than MaxHold after its deletion.
 type JobRecorder struct {
@@ -121,6 +121,11 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	var job batchv1.Job
 	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if _, scoped := job.Labels[v1alpha1.LabelScope]; !scoped && !holdsJob(&job) {
+		// No account named its JobSet on the manager (the scope label JobSet copies from
+		// the stamped templates): nothing to record, as for pods outside the scope.
+		return ctrl.Result{}, nil
 	}
 	d, ok, err := attribution(ctx, r, &job)
 	var recordErr error

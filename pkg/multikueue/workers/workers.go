@@ -257,7 +257,10 @@ func (r *Registry) startWorker(name string, kubeconfig []byte) (*worker, error) 
 		// The result of a dispatched JobSet's pod names its child Job, which no account
 		// names: the child's record names the JobSet the accounts name.
 		var job v1alpha1.WorkerJob
-		if rec.JobUID != "" && c.Get(ctx, client.ObjectKey{Namespace: rec.Namespace, Name: string(rec.JobUID)}, &job) == nil {
+		// Bounded: a handler must not wait long on the other informer's sync.
+		gctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if rec.JobUID != "" && c.Get(gctx, client.ObjectKey{Namespace: rec.Namespace, Name: string(rec.JobUID)}, &job) == nil {
 			send(&job)
 		}
 	}}); err != nil {
