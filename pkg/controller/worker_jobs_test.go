@@ -177,3 +177,37 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerRecordsWakeTheirAccounts: a WorkerJob wakes the accounts naming its JobSet, or
+// its TrainJob; a WorkerResult those naming its Job; a record of anything no account
+// names wakes none.
+func TestWorkerRecordsWakeTheirAccounts(t *testing.T) {
+	jsAcct := wrappers.MakeBatchAccount("js-acct", "ns").Shards("A", "B").AssignJobSet("js", "workers", 0, "0-1", "0-1").Obj()
+	tjAcct := wrappers.MakeBatchAccount("tj-acct", "ns").Shards("A", "B").AssignTrainJob("tj", "workers", 0, "0-1", "0-1").Obj()
+	jAcct := accountOfJ().Obj()
+	f := newFixture(t, hooks{}, jsAcct, tjAcct, jAcct)
+	r := f.reconciler()
+	rec := func(d multikueue.Dispatch) *v1alpha1.WorkerJob {
+		return multikueue.NewJobRecord(workerChild(d.JobSet, 0, 0, ""), d)
+	}
+	result := workerRecord("job-j", 0, "")
+	for name, tc := range map[string]struct {
+		obj  client.Object
+		want []string
+	}{
+		"child of JobSet js":        {obj: rec(multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}), want: []string{"js-acct"}},
+		"child of TrainJob tj":      {obj: rec(multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}), want: []string{"tj-acct"}},
+		"child of a JobSet unnamed": {obj: rec(multikueue.Dispatch{Workload: "jobset-other", JobSet: "other"})},
+		"result of a pod of Job j":  {obj: &result, want: []string{"acct"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, req := range r.workerResultToAccounts(context.Background(), tc.obj) {
+				got = append(got, req.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("woke %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
