@@ -121,8 +121,8 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 }
 
 // observeWorker finds a dispatched JobSet child in the workers' records
-// (observeDispatchedChild), and tells the account of a dispatched target where its results are read
-// from (account.Observation.ResultsOnWorker, WorkerProblem). A worker the manager has no
+// (observeDispatchedChild), and tells the account of a dispatched target where its
+// results are read from (account.Observation.ResultsOnWorker, WorkerProblem). A worker the manager has no
 // kubeconfig for (never given, or its Secret deleted) can report none of the results
 // recorded there: once the Job terminated they count as lost (PodsListed), as the
 // results of a terminated Job without pods do on one cluster.
