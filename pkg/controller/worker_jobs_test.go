@@ -78,6 +78,7 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 		wantFound   bool
 		wantUIDs    []types.UID // the identity of each target, in assignment order
 		wantResults int
+		wantMessage string // a part of the account's ResultsAccepted message
 	}{
 		{name: "recorded on worker-a: covered and Accepted", wantFound: true,
 			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
@@ -96,6 +97,10 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 		{name: "recorded for another Workload: not found",
 			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
 				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {rec(c0, multikueue.Dispatch{Workload: "jobset-other", JobSet: "js"})}}}},
+		{name: "worker-a not reachable before its first record: not found, the worker named",
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true,
+				UnreachableSince: testNow.Add(-time.Minute), Err: "connection refused"}}},
+			wantMessage: "pending on worker-a: worker-a not reachable since"},
 		{name: "TrainJob recorded on worker-a: covered and Accepted", trainJob: true, wantFound: true,
 			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
 				jobs:    map[string][]v1alpha1.WorkerJob{"worker-a": {rec(t0, tjDispatch), rec(t1, tjDispatch)}},
@@ -157,6 +162,9 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 			}
 			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); (want != "") != (got == want) {
 				t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, cmp.Or(want, "not Accepted"))
+			}
+			if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c == nil || !strings.Contains(c.Message, tc.wantMessage) {
+				t.Errorf("ResultsAccepted %+v, want its message to say %q", c, tc.wantMessage)
 			}
 			var chunks v1alpha1.ShardResultsList
 			if err := f.c.List(context.Background(), &chunks); err != nil {

@@ -185,7 +185,7 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	}
 	rec := kinds.Recorded(k, t.Ref, recs)
 	if rec == nil {
-		return nil
+		return r.unreadWorker(ctx, ba.Namespace, d.workload, o)
 	}
 	job := multikueue.RecordJob(rec.Record, owner)
 	o.job, o.obs.Job, o.obs.RestartAttempt = job, jobkind.Facts(job), rec.Record.RestartAttempt
@@ -194,6 +194,25 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	o.obs.OwnerEnded = ""
 	o.workload, o.obs.Workload = d.workload, d.obs.Workload
 	return nil
+}
+
+// unreadWorker names, on a dispatched target not found yet, the worker its Workload
+// runs on when that worker's records cannot be read (no kubeconfig, not reachable): the
+// target waits on it, as a dispatched Job's results do.
+func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, wl *kueue.Workload, o *observed) error {
+	cluster := ""
+	if wl != nil {
+		cluster = multikueue.Cluster(wl)
+	}
+	if cluster == "" {
+		return nil
+	}
+	_, state, err := r.WorkerResults.Jobs(ctx, cluster, namespace, wl.Name)
+	if p := state.Problem(cluster); err == nil && p != "" {
+		o.workload, o.obs.Workload = wl, workloadObservation(wl)
+		o.obs.ResultsOnWorker, o.obs.WorkerProblem = true, p
+	}
+	return err
 }
 
 // pendingOnWorker is whether an account's results wait on a worker cluster: it is
