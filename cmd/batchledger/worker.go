@@ -45,10 +45,14 @@ func runWorker(ctx context.Context, c *config, restCfg *rest.Config, scheme *run
 	if err := capture.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the capture: %w", err)
 	}
+	jobs := &workerrole.JobRecorder{Client: mgr.GetClient(), MaxHold: c.maxResultHold}
+	if err := jobs.SetupWithManager(mgr, capture.ExpireJobs); err != nil {
+		return fmt.Errorf("setting up the JobSet child Jobs' records: %w", err)
+	}
 	webhooksReady := make(chan struct{})
 	var hooks []setup
 	if c.enableWebhooks {
-		hooks = []setup{workerrole.PodHolder{Reader: mgr.GetClient()}}
+		hooks = []setup{workerrole.PodHolder{Reader: mgr.GetClient()}, workerrole.JobHolder{Reader: mgr.GetClient()}}
 	}
 	if c.selfCerts() {
 		if err := registerAfterCerts(mgr, c, hooks, webhooksReady); err != nil {

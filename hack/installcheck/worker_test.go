@@ -11,7 +11,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// TestWorkerPolicies renders config/worker with kustomize and checks its two
+// TestWorkerPolicies renders config/worker with kustomize and checks its three
 // admission policies, each bound once with Deny alone and failing closed: their first
 // matchCondition exempts exactly the ServiceAccount the rendering binds the worker role's
 // ClusterRole to (kustomize renames it, but not inside CEL), and the pod policy matches
@@ -35,11 +35,11 @@ func TestWorkerPolicies(t *testing.T) {
 	if worker == "" {
 		t.Fatal("no ClusterRoleBinding of the worker role's ClusterRole to one ServiceAccount rendered")
 	}
-	if n := len(o.Of("ValidatingAdmissionPolicy")); n != 2 {
-		t.Errorf("%d ValidatingAdmissionPolicies rendered, want 2", n)
+	if n := len(o.Of("ValidatingAdmissionPolicy")); n != 3 {
+		t.Errorf("%d ValidatingAdmissionPolicies rendered, want 3", n)
 	}
 	want := fmt.Sprintf("request.userInfo.username != '%s'", worker)
-	for _, suffix := range []string{"worker-results-worker-only", "worker-pod-workload"} {
+	for _, suffix := range []string{"worker-results-worker-only", "worker-pod-workload", "worker-job-workload"} {
 		vap := boundPolicy(t, o, suffix)
 		if mcs := vap.Spec.MatchConditions; len(mcs) == 0 || mcs[0].Expression != want {
 			t.Errorf("policy %s: matchConditions %s, want first %q (every user but the worker role)", vap.Name, jsonString(mcs), want)

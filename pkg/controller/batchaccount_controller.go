@@ -238,7 +238,7 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
 		}
-		if err := r.observeWorker(ctx, ba.Namespace, &o); err != nil {
+		if err := r.observeWorker(ctx, ba, t, &o); err != nil {
 			return nil, nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
 		}
 		seen[t.Key] = o

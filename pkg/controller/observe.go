@@ -31,6 +31,9 @@ type observed struct {
 	// and, from the cache of whole pods, of every identity of the target (whose results
 	// are captured, relations.TargetPodIndex).
 	pods []corev1.Pod
+	// recordedOn is, for a dispatched JobSet child, the worker cluster whose WorkerJob
+	// job is made from (observeDispatchedChild); "" for a Job of this cluster.
+	recordedOn string
 }
 
 // observeTarget reads a target's current Job (relations.ResolveTarget), its successful

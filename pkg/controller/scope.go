@@ -14,6 +14,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -74,8 +75,11 @@ func (r *Reconciler) stampScope(ctx context.Context, job *batchv1.Job, want stri
 func (r *Reconciler) stampTarget(ctx context.Context, ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef, job *batchv1.Job) {
 	want := relations.AccountScope(ba)
 	log := ctrl.LoggerFrom(ctx)
-	if _, err := r.stampScope(ctx, job, want); err != nil {
-		log.Error(err, "stamping the opt-in scope label on a Job", "job", job.Name)
+	// A dispatched JobSet's child read from a worker's record is no Job of this cluster.
+	if !multikueue.FromRecord(job) {
+		if _, err := r.stampScope(ctx, job, want); err != nil {
+			log.Error(err, "stamping the opt-in scope label on a Job", "job", job.Name)
+		}
 	}
 	k := relations.KindOf(ref)
 	if k == nil {

@@ -4,15 +4,19 @@ import (
 	"context"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 )
@@ -23,7 +27,11 @@ type WorkerResults interface {
 	// Records are the WorkerResults worker holds of the manager Workload
 	// namespace/workload, and what is known of the worker.
 	Records(ctx context.Context, worker, namespace, workload string) ([]v1alpha1.WorkerResult, multikueue.WorkerState, error)
-	// Events carry each WorkerResult a worker recorded, to wake its accounts.
+	// Jobs are the WorkerJobs worker holds of the manager Workload namespace/workload:
+	// the child Jobs of a JobSet dispatched there.
+	Jobs(ctx context.Context, worker, namespace, workload string) ([]v1alpha1.WorkerJob, multikueue.WorkerState, error)
+	// Events carry each WorkerResult and WorkerJob a worker recorded, to wake its
+	// accounts.
 	Events() <-chan event.GenericEvent
 }
 
@@ -41,10 +49,12 @@ type resultSource struct {
 }
 
 // workerAdmissions are the (worker, Workload) pairs whose records a dispatched target
-// accepts: its admissions the account recorded (status.targets[].admissions[]) and the
-// Workload observed now. A record naming another Workload, or read from a worker the
-// Workload was never admitted to, is not the target's.
-func workerAdmissions(ba *v1alpha1.BatchAccount, key string, o observed) [][2]string {
+// accepts: its admissions the account recorded (status.targets[].admissions[]) under its
+// identity uid (any identity when uid is "": a dispatched JobSet child's identities change
+// with each worker and restart while its Workload stays), and the Workload wl observed
+// now. A record naming another Workload, or read from a worker the Workload was never
+// admitted to, is not the target's.
+func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *kueue.Workload) [][2]string {
 	var out [][2]string
 	add := func(cluster, workload string) {
 		if cluster == "" || workload == "" {
@@ -58,17 +68,26 @@ func workerAdmissions(ba *v1alpha1.BatchAccount, key string, o observed) [][2]st
 		out = append(out, [2]string{cluster, workload})
 	}
 	for _, ts := range ba.Status.Targets {
-		if ts.Name != key || o.job == nil || ts.UID != o.job.UID {
+		if ts.Name != key || uid != "" && ts.UID != uid {
 			continue
 		}
 		for _, a := range ts.Admissions {
 			add(a.Cluster, a.Workload)
 		}
 	}
-	if o.workload != nil {
-		add(multikueue.Cluster(o.workload), o.workload.Name)
+	if wl != nil {
+		add(multikueue.Cluster(wl), wl.Name)
 	}
 	return out
+}
+
+// admissionIdentity is the identity whose admissions a dispatched target's records are
+// read from (workerAdmissions): its Job's, any for a JobSet child read from a worker.
+func admissionIdentity(o observed) types.UID {
+	if o.job == nil || o.recordedOn != "" {
+		return ""
+	}
+	return o.job.UID
 }
 
 // workerSources are the results of a dispatched target the workers it was admitted to
@@ -78,7 +97,7 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 		return nil, nil
 	}
 	var out []resultSource
-	for _, p := range workerAdmissions(ba, t.Key, o) {
+	for _, p := range workerAdmissions(ba, t.Key, admissionIdentity(o), o.workload) {
 		recs, _, err := r.WorkerResults.Records(ctx, p[0], ba.Namespace, p[1])
 		if err != nil {
 			return nil, err
@@ -87,18 +106,33 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 			if recs[i].Job != o.job.Name {
 				continue
 			}
-			out = append(out, resultSource{pod: multikueue.RecordPod(&recs[i]), jobUID: o.job.UID, index: int(recs[i].Index), cluster: p[0]})
+			// A Job dispatched itself is the manager's identity; a dispatched JobSet's
+			// child is the worker's (the Job the record's pod ran in).
+			uid := o.job.UID
+			if o.recordedOn != "" {
+				if uid = recs[i].JobUID; uid == "" {
+					continue
+				}
+			}
+			out = append(out, resultSource{pod: multikueue.RecordPod(&recs[i]), jobUID: uid, index: int(recs[i].Index), cluster: p[0]})
 		}
 	}
 	return out, nil
 }
 
-// observeWorker tells the account of a dispatched target where its results are read
-// from (account.Observation.ResultsOnWorker, WorkerProblem). A worker the manager has no
+// observeWorker finds a dispatched JobSet child in the workers' records
+// (observeDispatchedChild), and tells the account of a dispatched target where its
+// results are read from (account.Observation.ResultsOnWorker, WorkerProblem). A worker the manager has no
 // kubeconfig for (never given, or its Secret deleted) can report none of the results
 // recorded there: once the Job terminated they count as lost (PodsListed), as the
 // results of a terminated Job without pods do on one cluster.
-func (r *Reconciler) observeWorker(ctx context.Context, namespace string, o *observed) error {
+func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccount, t account.Target, o *observed) error {
+	namespace := ba.Namespace
+	if o.job == nil {
+		if err := r.observeDispatchedChild(ctx, ba, t, o); err != nil {
+			return err
+		}
+	}
 	if r.WorkerResults == nil || !multikueue.Dispatched(o.job) || o.workload == nil {
 		return nil
 	}
@@ -116,6 +150,71 @@ func (r *Reconciler) observeWorker(ctx context.Context, namespace string, o *obs
 	return nil
 }
 
+// observeDispatchedChild observes a child target of a JobSet (or TrainJob) MultiKueue
+// dispatched, which has no Job on the manager: from the WorkerJobs of the workers its
+// Workload was admitted to (workerAdmissions), as a Job dispatched by MultiKueue under
+// the worker Job's identity (multikueue.RecordJob), with the worker as its provenance
+// (recordedOn). A record counts only if it names the Workload of one of the target's
+// admissions and was read from that admission's worker. Nothing changes when none is
+// found.
+func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.BatchAccount, t account.Target, o *observed) error {
+	k, ok := relations.KindOf(t.Ref).(kinds.Dispatcher)
+	if r.WorkerResults == nil || !ok || !t.Ref.IsChild() || o.obs.APINotServed != "" {
+		return nil
+	}
+	owner, err := k.DispatchedOwner(ctx, r.Client, ba.Namespace, t.Ref)
+	if err != nil || owner == nil {
+		return err
+	}
+	// The Workload belongs to the owner (Kind.WorkloadOwner reads it from the Job's
+	// controller, or the TrainJob by name): looked for with a Job that names the owner.
+	var d observed
+	stub := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ba.Namespace, OwnerReferences: []metav1.OwnerReference{*owner}}}
+	if err := r.observeWorkload(ctx, &d, t.Ref, stub, ba.Spec.RequiresResults()); err != nil {
+		return err
+	}
+	var recs []kinds.RecordedJob
+	for _, p := range workerAdmissions(ba, t.Key, "", d.workload) {
+		got, _, err := r.WorkerResults.Jobs(ctx, p[0], ba.Namespace, p[1])
+		if err != nil {
+			return err
+		}
+		for i := range got {
+			recs = append(recs, kinds.RecordedJob{Record: &got[i], Cluster: p[0]})
+		}
+	}
+	rec := kinds.Recorded(k, t.Ref, recs)
+	if rec == nil {
+		return r.unreadWorker(ctx, ba.Namespace, d.workload, o)
+	}
+	job := multikueue.RecordJob(rec.Record, owner)
+	o.job, o.obs.Job, o.obs.RestartAttempt = job, jobkind.Facts(job), rec.Record.RestartAttempt
+	o.recordedOn = rec.Cluster
+	// The owner's end does not end a target found: its Job's terminal condition does.
+	o.obs.OwnerEnded = ""
+	o.workload, o.obs.Workload = d.workload, d.obs.Workload
+	return nil
+}
+
+// unreadWorker names, on a dispatched target not found yet, the worker its Workload
+// runs on when that worker's records cannot be read (no kubeconfig, not reachable): the
+// target waits on it, as a dispatched Job's results do.
+func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, wl *kueue.Workload, o *observed) error {
+	cluster := ""
+	if wl != nil {
+		cluster = multikueue.Cluster(wl)
+	}
+	if cluster == "" {
+		return nil
+	}
+	_, state, err := r.WorkerResults.Jobs(ctx, cluster, namespace, wl.Name)
+	if p := state.Problem(cluster); err == nil && p != "" {
+		o.workload, o.obs.Workload = wl, workloadObservation(wl)
+		o.obs.ResultsOnWorker, o.obs.WorkerProblem = true, p
+	}
+	return err
+}
+
 // pendingOnWorker is whether an account's results wait on a worker cluster: it is
 // looked at again every WorkerRecheck, so that its message follows the worker's state.
 func pendingOnWorker(ba *v1alpha1.BatchAccount, seen map[string]observed) bool {
@@ -130,19 +229,28 @@ func pendingOnWorker(ba *v1alpha1.BatchAccount, seen map[string]observed) bool {
 	return false
 }
 
-// workerResultToAccounts maps a WorkerResult to the live accounts naming its Job.
+// workerResultToAccounts maps a WorkerResult to the live accounts naming its Job, and a
+// WorkerJob to those naming its JobSet, or its TrainJob.
 func (r *Reconciler) workerResultToAccounts(ctx context.Context, obj client.Object) []reconcile.Request {
-	rec, ok := obj.(*v1alpha1.WorkerResult)
-	if !ok {
-		return nil
+	var keys []kinds.IndexKey
+	switch rec := obj.(type) {
+	case *v1alpha1.WorkerResult:
+		keys = append(keys, kinds.Key(v1alpha1.TargetKindJob, rec.Job))
+	case *v1alpha1.WorkerJob:
+		keys = append(keys, kinds.Key(v1alpha1.TargetKindJobSet, rec.JobSet))
+		if rec.TrainJob != "" {
+			keys = append(keys, kinds.Key(v1alpha1.TargetKindTrainJob, rec.TrainJob))
+		}
 	}
-	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, rec.Namespace, kinds.Key("job", rec.Job))
-	if err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(accounts))
-	for _, ba := range accounts {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ba)})
+	var reqs []reconcile.Request
+	for _, key := range keys {
+		accounts, err := relations.LiveAccountsNaming(ctx, r.Client, obj.GetNamespace(), key)
+		if err != nil {
+			return nil
+		}
+		for _, ba := range accounts {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ba)})
+		}
 	}
 	return reqs
 }

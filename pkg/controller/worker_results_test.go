@@ -21,7 +21,18 @@ import (
 // fakeWorkers are worker clusters' records as the manager reads them, by worker name.
 type fakeWorkers struct {
 	records map[string][]v1alpha1.WorkerResult
+	jobs    map[string][]v1alpha1.WorkerJob
 	states  map[string]multikueue.WorkerState
+}
+
+func (f fakeWorkers) Jobs(_ context.Context, worker, namespace, workload string) ([]v1alpha1.WorkerJob, multikueue.WorkerState, error) {
+	var out []v1alpha1.WorkerJob
+	for _, r := range f.jobs[worker] {
+		if r.Namespace == namespace && r.Workload == workload {
+			out = append(out, r)
+		}
+	}
+	return out, f.states[worker], nil
 }
 
 func (f fakeWorkers) Records(_ context.Context, worker, namespace, workload string) ([]v1alpha1.WorkerResult, multikueue.WorkerState, error) {

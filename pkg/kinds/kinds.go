@@ -205,3 +205,44 @@ func TrueCondition(conds []metav1.Condition, types ...string) *metav1.Condition 
 	}
 	return nil
 }
+
+// Dispatcher is implemented by the kinds whose child Jobs MultiKueue runs on a worker
+// cluster with none on the manager (JobSet, and TrainJob, which renders one): Kueue
+// copies only the owner's status back, so a dispatched target's identities are read
+// from what the worker role recorded of the worker's child Jobs (v1alpha1.WorkerJob),
+// which the controller reads from the workers the target's Workload was admitted to
+// and gives the kind (Recorded).
+type Dispatcher interface {
+	Kind
+	// DispatchedOwner is the controller reference to ref's owner (of NewObject's kind)
+	// when MultiKueue dispatches it (spec.managedBy kueue.x-k8s.io/multikueue): the
+	// object its Workload belongs to. nil when the owner is not dispatched, or not there.
+	DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*metav1.OwnerReference, error)
+	// RecordNames reports whether rec records a child Job ref names, of any restart
+	// attempt.
+	RecordNames(ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool
+}
+
+// RecordedJob is a WorkerJob and the worker cluster it was read from.
+type RecordedJob struct {
+	Record  *v1alpha1.WorkerJob
+	Cluster string
+}
+
+// Recorded is the record of the child Job a dispatched target follows, among recs
+// (the records of its Workload's admissions, oldest admission first): of those k says
+// ref names, the newest admission's, and within it the highest restart attempt (each
+// worker's JobSet counts its restarts from 0). nil when none names ref.
+func Recorded(k Dispatcher, ref v1alpha1.TargetRef, recs []RecordedJob) *RecordedJob {
+	var best *RecordedJob
+	for i := range recs {
+		rec := &recs[i]
+		if !k.RecordNames(ref, rec.Record) {
+			continue
+		}
+		if best == nil || rec.Cluster != best.Cluster || rec.Record.RestartAttempt >= best.Record.RestartAttempt {
+			best = rec
+		}
+	}
+	return best
+}

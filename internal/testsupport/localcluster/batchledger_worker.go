@@ -27,11 +27,16 @@ const BatchledgerWorkerName = "batchledger-worker"
 // WorkerResults as (config/worker/manager_reader_role.yaml).
 const ManagerReaderServiceAccount = "batchledger-manager-reader"
 
-// podWebhook is the one webhook the worker role serves.
-const podWebhook = "mpod.batchledger.dev"
+// podWebhook is the one webhook of config/webhook the worker role serves; its other,
+// jobWebhook, is config/worker's.
+const (
+	podWebhook = "mpod.batchledger.dev"
+	jobWebhook = "mjob-worker.batchledger.dev"
+)
 
 // BatchledgerWorker runs the batchledger binary in the worker role of a MultiKueue worker
-// cluster (--role=worker): its CRDs, only the pod webhook of config/webhook, and the
+// cluster (--role=worker): its CRDs, only the pod webhook of config/webhook and the Job
+// webhook of config/worker (worker_job_webhook.yaml), and the
 // RBAC and admission policies of config/worker, as the ServiceAccount they name
 // (BatchledgerWorkerIdentity).
 func BatchledgerWorker(binary string, extraArgs ...string) (Manager, error) {
@@ -57,6 +62,11 @@ func BatchledgerWorker(binary string, extraArgs ...string) (Manager, error) {
 	if err != nil {
 		return Manager{}, err
 	}
+	jobHook, err := workerJobWebhook(filepath.Join(root, "config", "worker", "worker_job_webhook.yaml"))
+	if err != nil {
+		return Manager{}, err
+	}
+	hooks = append(hooks, jobHook)
 	return Manager{
 		Name:     BatchledgerWorkerName,
 		CRDs:     m.CRDs,
@@ -68,6 +78,23 @@ func BatchledgerWorker(binary string, extraArgs ...string) (Manager, error) {
 			return &ManagerCommand{Args: append(args, extraArgs...)}, nil
 		},
 	}, nil
+}
+
+// workerJobWebhook is config/worker's Job webhook configuration (JobHolder's), read
+// from path.
+func workerJobWebhook(path string) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	docs, err := readYAMLDocs(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(docs) != 1 {
+		return nil, fmt.Errorf("%s: %d documents, want one", path, len(docs))
+	}
+	var w admissionregistrationv1.MutatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(docs[0], &w); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &w, nil
 }
 
 func filterPodWebhook(ws []admissionregistrationv1.MutatingWebhook) []admissionregistrationv1.MutatingWebhook {

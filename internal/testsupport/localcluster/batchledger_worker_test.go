@@ -13,7 +13,7 @@ import (
 )
 
 // TestBatchledgerWorkerInstallsTheWorkerRoleOnly: the worker role registers only the pod
-// webhook, runs as its own ServiceAccount with --role=worker, and gets config/worker's
+// webhook and its Job webhook, runs as its own ServiceAccount with --role=worker, and gets config/worker's
 // RBAC renamed as its kustomization renders it: the manager's reader ClusterRole is
 // batchledger-manager-reader, bound to the ServiceAccount of that name.
 func TestBatchledgerWorkerInstallsTheWorkerRoleOnly(t *testing.T) {
@@ -32,8 +32,8 @@ func TestBatchledgerWorkerInstallsTheWorkerRoleOnly(t *testing.T) {
 			hooks = append(hooks, h.Name)
 		}
 	}
-	if len(hooks) != 1 || hooks[0] != podWebhook {
-		t.Errorf("webhooks %v, want only %s", hooks, podWebhook)
+	if !slices.Equal(hooks, []string{podWebhook, jobWebhook}) {
+		t.Errorf("webhooks %v, want only %s and %s", hooks, podWebhook, jobWebhook)
 	}
 	if m.Identity == nil || m.Identity.User != "system:serviceaccount:"+BatchledgerNamespace+":"+BatchledgerWorkerServiceAccount {
 		t.Errorf("identity %+v, want the worker's ServiceAccount", m.Identity)
@@ -94,7 +94,7 @@ func TestWorkerPoliciesNameTheWorkerRole(t *testing.T) {
 		t.Fatalf("the worker role's ClusterRole is bound to %q, the worker role runs as %q", worker, m.Identity.User)
 	}
 	want := "request.userInfo.username != '" + worker + "'"
-	for _, name := range []string{"batchledger-worker-results-worker-only", "batchledger-worker-pod-workload"} {
+	for _, name := range []string{"batchledger-worker-results-worker-only", "batchledger-worker-pod-workload", "batchledger-worker-job-workload"} {
 		p := policies[name]
 		if p == nil || !bound[name] {
 			t.Errorf("policy %s installed %v, bound with Deny %v", name, p != nil, bound[name])

@@ -29,6 +29,7 @@ import (
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/shortform"
+	"batchledger.dev/batchledger/pkg/multikueue"
 )
 
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=list;watch;patch
@@ -46,6 +47,7 @@ type Kind struct{}
 var (
 	_ kinds.Owner          = Kind{}
 	_ kinds.JobSetRenderer = Kind{}
+	_ kinds.Dispatcher     = Kind{}
 )
 
 // Terminal implements kinds.Owner.
@@ -204,6 +206,30 @@ func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// DispatchedOwner implements kinds.Dispatcher: the JobSet, when MultiKueue dispatches it.
+func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*metav1.OwnerReference, error) {
+	var js jobsetapi.JobSet
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if ptr.Deref(js.Spec.ManagedBy, "") != multikueue.ManagedBy {
+		return nil, nil
+	}
+	return metav1.NewControllerRef(&js, Kind{}.Object()), nil
+}
+
+// RecordNames implements kinds.Dispatcher: a record of a child of the JobSet itself (not
+// of one a TrainJob rendered), of the target's replicatedJob and job index.
+func (Kind) RecordNames(ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool {
+	return RecordOf(ref.JobSet, ref, rec) && rec.TrainJob == ""
+}
+
+// RecordOf reports whether rec records a child Job of the JobSet named jobSet that ref's
+// replicatedJob and job index mean, of any restart attempt.
+func RecordOf(jobSet string, ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool {
+	return jobSet != "" && rec.JobSet == jobSet && rec.ReplicatedJob == ref.ReplicatedJob && rec.JobIndex == ref.Index()
 }
 
 // ChildLabels are the labels JobSet puts on every child Job of the JobSet named jobSet

@@ -28,6 +28,7 @@ import (
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/kinds/shortform"
+	"batchledger.dev/batchledger/pkg/multikueue"
 )
 
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=list;watch;patch
@@ -46,7 +47,27 @@ type Kind struct{}
 var (
 	_ kinds.Owner          = Kind{}
 	_ kinds.JobSetRenderer = Kind{}
+	_ kinds.Dispatcher     = Kind{}
 )
+
+// DispatchedOwner implements kinds.Dispatcher: the TrainJob, when MultiKueue dispatches it
+// (Trainer on the worker renders its JobSet there; none exists on the manager).
+func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*metav1.OwnerReference, error) {
+	var tj trainer.TrainJob
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if tj.Spec.ManagedBy == nil || *tj.Spec.ManagedBy != multikueue.ManagedBy {
+		return nil, nil
+	}
+	return metav1.NewControllerRef(&tj, Kind{}.Object()), nil
+}
+
+// RecordNames implements kinds.Dispatcher: a record of a child of the JobSet the TrainJob
+// rendered (of the TrainJob's name), of the target's replicatedJob and job index.
+func (Kind) RecordNames(ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool {
+	return rec.TrainJob == ref.TrainJob && jobset.RecordOf(ref.TrainJob, ref, rec)
+}
 
 // Name implements kinds.Kind.
 func (Kind) Name() string { return v1alpha1.TargetKindTrainJob }

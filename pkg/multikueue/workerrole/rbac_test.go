@@ -12,6 +12,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +36,9 @@ import (
 // TestWorkerRoleGrantsOnlyWhatTheCodeUses drives every path of the worker role that calls
 // the API server (the webhook reading a Job, the capture recording a pod and releasing it,
 // a pod left unrecorded in a namespace being deleted, a pod that left the results scope,
-// a record past its retention) against a fake client that records each verb, a read
+// a record past its retention; the Job webhook reading a child's JobSet and TrainJob, the
+// Job recorder creating and updating WorkerJobs and releasing a Job, a WorkerJob past its
+// retention) against a fake client that records each verb, a read
 // through the cache counting as list and watch, and compares with the ClusterRole of
 // config/worker/worker_role.yaml: a verb granted and never used fails, as does a verb used
 // and not granted. Events are client-go's broadcaster's, granted apart.
@@ -69,6 +72,10 @@ func TestWorkerRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 			record(obj, "create")
 			return c.Create(ctx, obj, opts...)
 		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			record(obj, "update")
+			return c.Update(ctx, obj, opts...)
+		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			record(obj, "patch")
 			return c.Patch(ctx, obj, patch, opts...)
@@ -88,7 +95,16 @@ func TestWorkerRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	outOfScope.Name, outOfScope.UID = "j-5", "j-5-uid"
 	outOfScope.Labels[v1alpha1.LabelScope] = "none"
 	old := recordPastRetention("old-uid")
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(copyOfJ().Obj(), succeeded, deleting, inGone, outOfScope, old).
+	// A dispatched TrainJob's JobSet's child that completed (its record written, then
+	// released), another whose record is out of date (updated), a record past retention.
+	done := child(tjJobSet(), 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0-3", 4).Complete(testNow).Obj()
+	changed := child(copyOfJS().Obj(), 0).UID("changed-uid").Completed("0", 1).Obj()
+	staleRec := multikueue.NewJobRecord(child(copyOfJS().Obj(), 0).UID("changed-uid").Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})
+	changed.Name = "js-workers-0"
+	oldJobRec := multikueue.NewJobRecord(child(copyOfJS().Obj(), 0).UID("old-job-uid").Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})
+	oldJobRec.CreationTimestamp = metav1.NewTime(testNow.Add(-2 * DefaultRetention))
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(copyOfJ().Obj(), succeeded, deleting, inGone, outOfScope, old,
+		copyOfJS().Obj(), trainJobTJ(), tjJobSet(), done, changed, staleRec, oldJobRec).
 		// The API server's field selector on pod names (ReleaseOutOfScope reads the pod live).
 		WithIndex(&corev1.Pod{}, release.NameField, func(o client.Object) []string { return []string{o.GetName()} }).
 		WithInterceptorFuncs(funcs).Build()
@@ -110,6 +126,20 @@ func TestWorkerRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := capture.Expire(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(old)}); err != nil {
+		t.Fatal(err)
+	}
+	rawJob, _ := json.Marshal(child(tjJobSet(), 1).Obj())
+	if resp := (JobHolder{Reader: c}.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "ns",
+		Object: runtime.RawExtension{Raw: rawJob}}})); len(resp.Patches) != 2 {
+		t.Fatalf("the Job webhook patched %+v, want the attribution and the finalizer", resp.Patches)
+	}
+	jobs := &JobRecorder{Client: c, MaxHold: maxHold, Now: now}
+	for _, j := range []*batchv1.Job{done, changed} {
+		if _, err := jobs.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(j)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := capture.ExpireJobs(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(oldJobRec)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -83,7 +83,8 @@ func (h PodHolder) Handle(ctx context.Context, req admission.Request) admission.
 }
 
 // copiedFor is the manager Workload of the Job that controls a new pod, when that Job
-// (the very one: same UID) is a copy MultiKueue made; "" otherwise. The Job controller
+// (the very one: same UID) is a copy MultiKueue made, or a child Job of a JobSet that is
+// (dispatchedChild); "" otherwise. The Job controller
 // creates a pod only for a Job that exists: one missing from the cache is an error.
 func (h PodHolder) copiedFor(ctx context.Context, namespace string, meta metav1.Object) (string, error) {
 	owner := controllingJob(meta)
@@ -97,7 +98,13 @@ func (h PodHolder) copiedFor(ctx context.Context, namespace string, meta metav1.
 	if job.UID != owner.UID {
 		return "", nil
 	}
-	return multikueue.CopiedFor(job), nil
+	if wl := multikueue.CopiedFor(job); wl != "" {
+		return wl, nil
+	}
+	// A child Job of a dispatched JobSet: MultiKueue's marks are on its JobSet (or the
+	// TrainJob that rendered it), not on the Job.
+	d, _, err := dispatchedChild(ctx, h.Reader, job)
+	return d.Workload, err
 }
 
 // controllingJob is the batch/v1 Job controller reference of a pod, nil for none.

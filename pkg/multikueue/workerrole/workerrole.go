@@ -43,8 +43,9 @@ const DefaultRetention = 7 * 24 * time.Hour
 // of this package and of the releaser it runs).
 
 // CacheOptions are the worker role's caches: the pods of the results scope (the only
-// pods it holds), Jobs' metadata (the Workload a copy was dispatched for) and its own
-// records.
+// pods it holds), Jobs (the Workload a copy was dispatched for; a dispatched JobSet's
+// child Jobs whole, JobRecorder), JobSets' and TrainJobs' metadata (MultiKueue's marks on
+// a child's owner) and its own records.
 func CacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -165,15 +166,25 @@ func (c *Capture) record(ctx context.Context, pod *corev1.Pod) error {
 
 // Expire deletes a WorkerResult past its retention.
 func (c *Capture) Expire(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var rec v1alpha1.WorkerResult
-	if err := c.Get(ctx, req.NamespacedName, &rec); err != nil {
+	return c.expire(ctx, req, &v1alpha1.WorkerResult{})
+}
+
+// ExpireJobs deletes a WorkerJob past its retention, the WorkerResults' retention.
+func (c *Capture) ExpireJobs(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return c.expire(ctx, req, &v1alpha1.WorkerJob{})
+}
+
+// expire deletes the record req names (read into rec) once past its retention.
+func (c *Capture) expire(ctx context.Context, req ctrl.Request, rec client.Object) (ctrl.Result, error) {
+	if err := c.Get(ctx, req.NamespacedName, rec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	left := cmp.Or(c.Retention, DefaultRetention) - c.now().Sub(rec.CreationTimestamp.Time)
+	left := cmp.Or(c.Retention, DefaultRetention) - c.now().Sub(rec.GetCreationTimestamp().Time)
 	if left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
-	return ctrl.Result{}, client.IgnoreNotFound(c.Delete(ctx, &rec, client.Preconditions{UID: &rec.UID}))
+	uid := rec.GetUID()
+	return ctrl.Result{}, client.IgnoreNotFound(c.Delete(ctx, rec, client.Preconditions{UID: &uid}))
 }
 
 func (c *Capture) now() time.Time {

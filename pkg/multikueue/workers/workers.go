@@ -1,6 +1,6 @@
 // Package workers is the manager cluster's reader of MultiKueue worker clusters'
-// WorkerResults (docs/multikueue.md): per Secret of batchledger's own namespace labelled
-// multikueue.LabelWorkerCluster, a cache of that worker's WorkerResults read with the
+// WorkerResults and WorkerJobs (docs/multikueue.md): per Secret of batchledger's own
+// namespace labelled multikueue.LabelWorkerCluster, a cache of that worker's records read with the
 // kubeconfig it holds (a read-only identity on the worker), and whether the worker
 // answers. It never reads Kueue's MultiKueueCluster Secrets.
 package workers
@@ -35,7 +35,8 @@ const DefaultProbeInterval = 10 * time.Second
 // probeTimeout bounds one probe.
 const probeTimeout = 5 * time.Second
 
-// indexWorkload indexes WorkerResults by the manager Workload they were recorded for.
+// indexWorkload indexes WorkerResults and WorkerJobs by the manager Workload they were
+// recorded for.
 const indexWorkload = "workload"
 
 // Registry holds a cache of WorkerResults per worker cluster, following the worker
@@ -84,8 +85,8 @@ func NewSecretCache(cfg *rest.Config, base cache.Options, namespace string) (cac
 	return cache.New(cfg, base)
 }
 
-// Events wake the accounts of a Job whose WorkerResult a worker recorded: each carries
-// the WorkerResult.
+// Events wake the accounts of what a worker recorded: each carries a WorkerResult, or a
+// WorkerJob (written or changed; also for a WorkerResult of its Job's pod).
 func (r *Registry) Events() <-chan event.GenericEvent {
 	r.init()
 	return r.events
@@ -213,7 +214,7 @@ func (r *Registry) startWorker(name string, kubeconfig []byte) (*worker, error) 
 		return nil, fmt.Errorf("key %q: %w", multikueue.KubeconfigKey, err)
 	}
 	c, err := cache.New(cfg, cache.Options{Scheme: r.Scheme, DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{&v1alpha1.WorkerResult{}: {}}})
+		ByObject: map[client.Object]cache.ByObject{&v1alpha1.WorkerResult{}: {}, &v1alpha1.WorkerJob{}: {}}})
 	if err != nil {
 		return nil, err
 	}
@@ -229,19 +230,60 @@ func (r *Registry) startWorker(name string, kubeconfig []byte) (*worker, error) 
 		stop()
 		return nil, err
 	}
+	if err := c.IndexField(ctx, &v1alpha1.WorkerJob{}, indexWorkload, func(o client.Object) []string {
+		rec := o.(*v1alpha1.WorkerJob)
+		return []string{rec.Namespace + "/" + rec.Workload}
+	}); err != nil {
+		stop()
+		return nil, err
+	}
+	send := func(obj client.Object) {
+		select {
+		case r.events <- event.GenericEvent{Object: obj}:
+		default: // the queue is full: the accounts' periodic recheck reads it
+		}
+	}
 	inf, err := c.GetInformer(ctx, &v1alpha1.WorkerResult{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		stop()
 		return nil, err
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
-		if rec, ok := obj.(*v1alpha1.WorkerResult); ok {
-			select {
-			case r.events <- event.GenericEvent{Object: rec}:
-			default: // the queue is full: the accounts' periodic recheck reads it
-			}
+		rec, ok := obj.(*v1alpha1.WorkerResult)
+		if !ok {
+			return
+		}
+		send(rec)
+		// The result of a dispatched JobSet's pod names its child Job, which no account
+		// names: the child's record names the JobSet the accounts name.
+		var job v1alpha1.WorkerJob
+		// Bounded: a handler must not wait long on the other informer's sync.
+		gctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if rec.JobUID != "" && c.Get(gctx, client.ObjectKey{Namespace: rec.Namespace, Name: string(rec.JobUID)}, &job) == nil {
+			send(&job)
 		}
 	}}); err != nil {
+		stop()
+		return nil, err
+	}
+	jobs, err := c.GetInformer(ctx, &v1alpha1.WorkerJob{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if _, err := jobs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if rec, ok := obj.(*v1alpha1.WorkerJob); ok {
+				send(rec)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if rec, ok := obj.(*v1alpha1.WorkerJob); ok {
+				send(rec)
+			}
+		},
+	}); err != nil {
 		stop()
 		return nil, err
 	}
@@ -289,6 +331,36 @@ func (r *Registry) probeAll(ctx context.Context) {
 // namespace/workload, and what the registry knows of the worker: nothing is read from a
 // worker it has no kubeconfig for, or whose records it has not read whole yet.
 func (r *Registry) Records(ctx context.Context, worker, namespace, workload string) ([]v1alpha1.WorkerResult, multikueue.WorkerState, error) {
+	w, state, ok := r.synced(worker)
+	if !ok {
+		return nil, state, nil
+	}
+	var list v1alpha1.WorkerResultList
+	if err := w.cache.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexWorkload: namespace + "/" + workload}); err != nil {
+		return nil, state, err
+	}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.WorkerResult) int { return a.FinishedAt.Compare(b.FinishedAt.Time) })
+	return list.Items, state, nil
+}
+
+// Jobs are the WorkerJobs worker recorded for the manager Workload namespace/workload
+// (the child Jobs of a dispatched JobSet), and what the registry knows of the worker, as
+// Records.
+func (r *Registry) Jobs(ctx context.Context, worker, namespace, workload string) ([]v1alpha1.WorkerJob, multikueue.WorkerState, error) {
+	w, state, ok := r.synced(worker)
+	if !ok {
+		return nil, state, nil
+	}
+	var list v1alpha1.WorkerJobList
+	if err := w.cache.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexWorkload: namespace + "/" + workload}); err != nil {
+		return nil, state, err
+	}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.WorkerJob) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return list.Items, state, nil
+}
+
+// synced is worker's cache when its records were read whole, and what is known of it.
+func (r *Registry) synced(worker string) (*worker, multikueue.WorkerState, bool) {
 	r.init()
 	r.mu.Lock()
 	w, ok := r.byWorker[worker]
@@ -300,14 +372,9 @@ func (r *Registry) Records(ctx context.Context, worker, namespace, workload stri
 	}
 	r.mu.Unlock()
 	if !ok || !state.Synced || w.cache == nil {
-		return nil, state, nil
+		return nil, state, false
 	}
-	var list v1alpha1.WorkerResultList
-	if err := w.cache.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexWorkload: namespace + "/" + workload}); err != nil {
-		return nil, state, err
-	}
-	slices.SortFunc(list.Items, func(a, b v1alpha1.WorkerResult) int { return a.FinishedAt.Compare(b.FinishedAt.Time) })
-	return list.Items, state, nil
+	return w, state, true
 }
 
 func (r *Registry) now() time.Time {

@@ -1,0 +1,221 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// workerChild is child Job idx of replicatedJob "workers" of the worker's copy of JobSet
+// name, restart attempt attempt, of two indexes, with indexes completed (and Complete
+// when both are).
+func workerChild(name string, idx, attempt int, completed string) *batchv1.Job {
+	js := wrappers.MakeJobSet(name, "ns").Obj()
+	js.UID = "worker-js-uid"
+	w := wrappers.MakeJob(fmt.Sprintf("%s-workers-%d", name, idx), "ns").UID(fmt.Sprintf("worker-c%d-a%d-uid", idx, attempt)).Indexed(2).
+		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).JobSetChild(js, "workers", idx, attempt)
+	if completed != "" {
+		w = w.Completed(completed, 2)
+	}
+	if completed == "0-1" {
+		w = w.Complete(testNow.Add(-time.Minute))
+	}
+	return w.Obj()
+}
+
+// childResults are the WorkerResults the worker role writes for the succeeded pods of a
+// worker child Job, dispatched for the manager Workload workload, reporting shards.
+func childResults(t *testing.T, job *batchv1.Job, workload string, shards ...string) []v1alpha1.WorkerResult {
+	var out []v1alpha1.WorkerResult
+	for idx, shard := range shards {
+		pod := wrappers.MakeIndexPod(job, fmt.Sprintf("%s-%d", job.Name, idx), idx).UID(fmt.Sprintf("%s-pod-%d", job.UID, idx)).
+			Succeeded(testNow.Add(-time.Minute), reportOf(t, shard)).Obj()
+		out = append(out, *multikueue.NewRecord(pod, workload, job.Name, idx, testNow.Add(-time.Minute)))
+	}
+	return out
+}
+
+// TestDispatchedJobSetChildrenFromWorkerRecords: an account of a JobSet (or TrainJob)
+// MultiKueue dispatched to worker-a, which has no child Job on the manager, covers each
+// target from the WorkerJob worker-a recorded for the manager's Workload, under the
+// worker Job's identity, and records its pods' results from worker-a's WorkerResults
+// under that identity with worker-a as provenance: Accepted. A record from a worker the
+// Workload was not admitted to, or naming another Workload, is not the target's; of a
+// child restarted on the worker, the newest attempt is followed. Nothing is written to a
+// Job made from a record.
+func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	c0, c1 := workerChild("js", 0, 0, "0-1"), workerChild("js", 1, 0, "0-1")
+	jsDispatch := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	tjDispatch := multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
+	t0, t1 := workerChild("tj", 0, 0, "0-1"), workerChild("tj", 1, 0, "0-1")
+	rec := func(job *batchv1.Job, d multikueue.Dispatch) v1alpha1.WorkerJob {
+		return *multikueue.NewJobRecord(job, d)
+	}
+	restarted := workerChild("js", 1, 1, "0-1")
+	cases := []struct {
+		name        string
+		trainJob    bool
+		workers     fakeWorkers
+		wantFound   bool
+		wantUIDs    []types.UID // the identity of each target, in assignment order
+		wantResults int
+		wantMessage string // a part of the account's ResultsAccepted message
+	}{
+		{name: "recorded on worker-a: covered and Accepted", wantFound: true,
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs:    map[string][]v1alpha1.WorkerJob{"worker-a": {rec(c0, jsDispatch), rec(c1, jsDispatch)}},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, c0, "jobset-js", "A", "B"), childResults(t, c1, "jobset-js", "C", "D")...)}},
+			wantUIDs: []types.UID{c0.UID, c1.UID}, wantResults: 4},
+		{name: "child restarted on the worker: the newest attempt followed", wantFound: true,
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {rec(c0, jsDispatch), rec(restarted, jsDispatch),
+					rec(workerChild("js", 1, 0, "0"), jsDispatch)}},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, c0, "jobset-js", "A", "B"), childResults(t, restarted, "jobset-js", "C", "D")...)}},
+			wantUIDs: []types.UID{c0.UID, restarted.UID}, wantResults: 4},
+		{name: "recorded on a worker it was not admitted to: not found",
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-b": {rec(c0, jsDispatch), rec(c1, jsDispatch)}}}},
+		{name: "recorded for another Workload: not found",
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {rec(c0, multikueue.Dispatch{Workload: "jobset-other", JobSet: "js"})}}}},
+		{name: "worker-a not reachable before its first record: not found, the worker named",
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true,
+				UnreachableSince: testNow.Add(-time.Minute), Err: "connection refused"}}},
+			wantMessage: "pending on worker-a: worker-a not reachable since"},
+		{name: "TrainJob recorded on worker-a: covered and Accepted", trainJob: true, wantFound: true,
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs:    map[string][]v1alpha1.WorkerJob{"worker-a": {rec(t0, tjDispatch), rec(t1, tjDispatch)}},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, t0, "trainjob-tj", "A", "B"), childResults(t, t1, "trainjob-tj", "C", "D")...)}},
+			wantUIDs: []types.UID{t0.UID, t1.UID}, wantResults: 4},
+		{name: "a JobSet's records do not cover a TrainJob of its name", trainJob: true,
+			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {rec(t0, multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj"})}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("")
+			var objs []client.Object
+			if tc.trainJob {
+				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Obj()
+				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+				wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				acct = acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1").AssignTrainJob("tj", "workers", 1, "0-1", "2-3")
+				objs = append(objs, tj, wl)
+			} else {
+				js := wrappers.MakeJobSet("js", "ns").Obj()
+				js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+				js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
+				wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				acct = acct.AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+				objs = append(objs, js, wl)
+			}
+			f := newFixture(t, hooks{}, append(objs, acct.Obj())...)
+			r := f.reconciler()
+			r.WorkerResults = tc.workers
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range append(f.writesOf("patch"), f.writesOf("update")...) {
+				if strings.HasPrefix(w, "Job/") {
+					t.Errorf("wrote %s: no Job of a dispatched JobSet exists on the manager", w)
+				}
+			}
+			st := f.account(t, "acct").Status
+			var uids []types.UID
+			for _, ts := range st.Targets {
+				if ts.Found != tc.wantFound {
+					t.Errorf("target %s found = %v, want %v", ts.Name, ts.Found, tc.wantFound)
+				}
+				if tc.wantFound {
+					uids = append(uids, ts.UID)
+					if len(ts.Admissions) == 0 || ts.Admissions[len(ts.Admissions)-1].Cluster != "worker-a" {
+						t.Errorf("target %s admissions %+v, want the last on worker-a", ts.Name, ts.Admissions)
+					}
+				}
+			}
+			if !slices.Equal(uids, tc.wantUIDs) {
+				t.Errorf("identities %v, want %v", uids, tc.wantUIDs)
+			}
+			want := "True Accepted"
+			if !tc.wantFound {
+				want = ""
+			}
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); (want != "") != (got == want) {
+				t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, cmp.Or(want, "not Accepted"))
+			}
+			if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c == nil || !strings.Contains(c.Message, tc.wantMessage) {
+				t.Errorf("ResultsAccepted %+v, want its message to say %q", c, tc.wantMessage)
+			}
+			var chunks v1alpha1.ShardResultsList
+			if err := f.c.List(context.Background(), &chunks); err != nil {
+				t.Fatal(err)
+			}
+			var got []v1alpha1.RecordedResult
+			for _, c := range chunks.Items {
+				got = append(got, c.Results...)
+			}
+			if len(got) != tc.wantResults {
+				t.Fatalf("recorded %d results, want %d: %+v", len(got), tc.wantResults, got)
+			}
+			for _, rr := range got {
+				if rr.Cluster != "worker-a" || !slices.Contains(tc.wantUIDs, rr.JobUID) || rr.RejectReason != "" {
+					t.Errorf("recorded %+v, want it accepted under a worker child's identity from worker-a", rr)
+				}
+			}
+		})
+	}
+}
+
+// TestWorkerRecordsWakeTheirAccounts: a WorkerJob wakes the accounts naming its JobSet, or
+// its TrainJob; a WorkerResult those naming its Job; a record of anything no account
+// names wakes none.
+func TestWorkerRecordsWakeTheirAccounts(t *testing.T) {
+	jsAcct := wrappers.MakeBatchAccount("js-acct", "ns").Shards("A", "B").AssignJobSet("js", "workers", 0, "0-1", "0-1").Obj()
+	tjAcct := wrappers.MakeBatchAccount("tj-acct", "ns").Shards("A", "B").AssignTrainJob("tj", "workers", 0, "0-1", "0-1").Obj()
+	jAcct := accountOfJ().Obj()
+	f := newFixture(t, hooks{}, jsAcct, tjAcct, jAcct)
+	r := f.reconciler()
+	rec := func(d multikueue.Dispatch) *v1alpha1.WorkerJob {
+		return multikueue.NewJobRecord(workerChild(d.JobSet, 0, 0, ""), d)
+	}
+	result := workerRecord("job-j", 0, "")
+	for name, tc := range map[string]struct {
+		obj  client.Object
+		want []string
+	}{
+		"child of JobSet js":        {obj: rec(multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}), want: []string{"js-acct"}},
+		"child of TrainJob tj":      {obj: rec(multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}), want: []string{"tj-acct"}},
+		"child of a JobSet unnamed": {obj: rec(multikueue.Dispatch{Workload: "jobset-other", JobSet: "other"})},
+		"result of a pod of Job j":  {obj: &result, want: []string{"acct"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, req := range r.workerResultToAccounts(context.Background(), tc.obj) {
+				got = append(got, req.Name)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("woke %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,269 @@
+package workerrole
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"gomodules.xyz/jsonpatch/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/jobset"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/webhook"
+)
+
+// JobMutatePath is the path of the worker role's Job webhook (JobHolder), configured by
+// config/worker/worker_job_webhook.yaml.
+const JobMutatePath = "/mutate-worker-batch-v1-job"
+
+// partial is an empty object of gvk in the form the worker role reads owners:
+// metadata only.
+func partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	o := &metav1.PartialObjectMetadata{}
+	o.SetGroupVersionKind(gvk)
+	return o
+}
+
+// getOwner reads the metadata of the owner named ref (of gvk) in namespace, when it is
+// the very object ref names (same UID); nil when it is not there, or its API is not
+// served on this worker (JobSet, Trainer not installed).
+func getOwner(ctx context.Context, r client.Reader, namespace string, gvk schema.GroupVersionKind, ref *metav1.OwnerReference) (*metav1.PartialObjectMetadata, error) {
+	o := partial(gvk)
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, o)
+	switch {
+	case apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case o.UID != ref.UID:
+		return nil, nil
+	}
+	return o, nil
+}
+
+// dispatchedChild is what the child Job job of a JobSet was dispatched for, when its
+// controlling JobSet (by UID) is a copy MultiKueue made (multikueue.CopiedFor), or is
+// rendered by a TrainJob (by UID) that is; false for any other Job. Kueue v0.17 copies
+// the JobSet (or the TrainJob) onto the worker with both of MultiKueue's marks; the JobSet
+// controller does not put them on the child Jobs.
+func dispatchedChild(ctx context.Context, r client.Reader, job metav1.Object) (multikueue.Dispatch, bool, error) {
+	name, uid, ok := jobset.Controlling(job)
+	if !ok || !jobset.IsChild(job) {
+		return multikueue.Dispatch{}, false, nil
+	}
+	js, err := getOwner(ctx, r, job.GetNamespace(), jobsetapi.SchemeGroupVersion.WithKind(jobset.KindJobSet),
+		&metav1.OwnerReference{Name: name, UID: uid})
+	if err != nil || js == nil {
+		return multikueue.Dispatch{}, false, err
+	}
+	d := multikueue.Dispatch{Workload: multikueue.CopiedFor(js), JobSet: js.Name}
+	if owner := metav1.GetControllerOfNoCopy(js); owner != nil && owner.Kind == trainer.TrainJobKind && owner.APIVersion == trainer.GroupVersion.String() {
+		tj, err := getOwner(ctx, r, job.GetNamespace(), trainer.GroupVersion.WithKind(trainer.TrainJobKind), owner)
+		if err != nil {
+			return multikueue.Dispatch{}, false, err
+		}
+		if tj != nil {
+			d.TrainJob = tj.Name
+			if d.Workload == "" {
+				d.Workload = multikueue.CopiedFor(tj)
+			}
+		}
+	}
+	return d, d.Workload != "", nil
+}
+
+// AnnotationTrainJob on a held child Job of a dispatched JobSet names the TrainJob that
+// rendered its JobSet, beside v1alpha1.AnnotationWorkload: both written by JobHolder at
+// the Job's creation, so that the Job is still attributed once Kueue deleted its JobSet.
+const AnnotationTrainJob = "batchledger.dev/trainjob"
+
+// attribution is what job was dispatched for: as JobHolder wrote it on the Job held
+// since its creation (its JobSet may be gone: Kueue deletes the JobSet, and the garbage
+// collector its Jobs, once the Workload finished), else from its owners (dispatchedChild).
+func attribution(ctx context.Context, r client.Reader, job *batchv1.Job) (multikueue.Dispatch, bool, error) {
+	if wl := job.Annotations[v1alpha1.AnnotationWorkload]; wl != "" && holdsJob(job) && jobset.IsChild(job) {
+		return multikueue.Dispatch{Workload: wl, JobSet: job.Labels[jobsetapi.JobSetNameKey], TrainJob: job.Annotations[AnnotationTrainJob]}, true, nil
+	}
+	return dispatchedChild(ctx, r, job)
+}
+
+// JobRecorder records each child Job of a dispatched JobSet in its WorkerJob (those in
+// batchledger's scope: carrying batchledger.dev/scope, or held) as the Job changes (only when what the record says changed), and removes the worker role's
+// finalizer (v1alpha1.WorkerJobFinalizer, JobHolder) once the record holds the Job's last
+// status: it is terminal, or being deleted; never later than MaxHold after its deletion.
+type JobRecorder struct {
+	client.Client
+	// MaxHold bounds how long a deleted Job is kept for its record (the pods' MaxHold).
+	MaxHold time.Duration
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+}
+
+// Reconcile records a Job and lets it go when its last status is recorded.
+func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var job batchv1.Job
+	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if _, scoped := job.Labels[v1alpha1.LabelScope]; !scoped && !holdsJob(&job) {
+		// No account named its JobSet on the manager (the scope label JobSet copies from
+		// the stamped templates): nothing to record, as for pods outside the scope.
+		return ctrl.Result{}, nil
+	}
+	d, ok, err := attribution(ctx, r, &job)
+	var recordErr error
+	switch {
+	case err != nil:
+		recordErr = err
+	case ok:
+		recordErr = r.record(ctx, &job, d)
+	}
+	if !holdsJob(&job) {
+		return ctrl.Result{}, recordErr
+	}
+	done := recordErr == nil && (!ok || terminal(&job) || job.DeletionTimestamp != nil)
+	if !done && job.DeletionTimestamp != nil {
+		// A record that cannot be written holds a deleted Job no longer than MaxHold.
+		left := r.MaxHold - r.now().Sub(job.DeletionTimestamp.Time)
+		if left > 0 {
+			return ctrl.Result{RequeueAfter: left}, recordErr
+		}
+		ctrl.LoggerFrom(ctx).Info("releasing a deleted Job unrecorded: MaxHold passed", "error", recordErr)
+		done = true
+	}
+	if !done {
+		return ctrl.Result{}, recordErr
+	}
+	return ctrl.Result{}, errors.Join(recordErr, releaseJob(ctx, r.Client, &job))
+}
+
+// record creates or updates job's WorkerJob when what it says changed.
+func (r *JobRecorder) record(ctx context.Context, job *batchv1.Job, d multikueue.Dispatch) error {
+	want := multikueue.NewJobRecord(job, d)
+	var have v1alpha1.WorkerJob
+	switch err := r.Get(ctx, client.ObjectKeyFromObject(want), &have); {
+	case apierrors.IsNotFound(err):
+		return client.IgnoreAlreadyExists(r.Create(ctx, want))
+	case err != nil:
+		return err
+	case multikueue.SameJobRecord(&have, want):
+		return nil
+	}
+	want.ObjectMeta = have.ObjectMeta
+	return r.Update(ctx, want)
+}
+
+// releaseJob removes the worker role's finalizer from job, pinned to its UID and the
+// finalizers read (a JSON patch test), so that a concurrent change is read again.
+func releaseJob(ctx context.Context, c client.Client, job *batchv1.Job) error {
+	keep := slices.DeleteFunc(slices.Clone(job.Finalizers), func(f string) bool { return f == v1alpha1.WorkerJobFinalizer })
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	job.Finalizers = keep
+	return client.IgnoreNotFound(c.Patch(ctx, job, patch))
+}
+
+func (r *JobRecorder) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// terminal reports whether the Job recorded Complete or Failed.
+func terminal(job *batchv1.Job) bool {
+	return multikueue.NewJobRecord(job, multikueue.Dispatch{}).Terminal != ""
+}
+
+// holdsJob reports whether a Job carries the worker role's finalizer.
+func holdsJob(o metav1.Object) bool {
+	return slices.Contains(o.GetFinalizers(), v1alpha1.WorkerJobFinalizer)
+}
+
+// SetupWithManager watches the JobSets' child Jobs (worker-job-record) and the WorkerJobs'
+// retention (worker-job-retention, given retention).
+func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager, expire reconcile.Func) error {
+	err := ctrl.NewControllerManagedBy(mgr).
+		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return jobset.IsChild(o) }))).
+		Named("worker-job-record").
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.WorkerJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("worker-job-retention").
+		Complete(expire)
+}
+
+// JobHolder is the worker role's Job webhook (JobMutatePath; config/worker selects the
+// Jobs carrying batchledger.dev/scope, which the manager stamps on a JobSet's Job
+// templates): it puts v1alpha1.WorkerJobFinalizer, and what the Job was dispatched for
+// (v1alpha1.AnnotationWorkload, AnnotationTrainJob), on a new child Job of a JobSet
+// MultiKueue dispatched here, so that Kueue's deletion of the JobSet once its Workload
+// finished waits until the Job's last status is recorded, also while the worker role is
+// down. A Job it cannot judge is refused (failurePolicy Fail): the JobSet controller
+// creates it again.
+type JobHolder struct {
+	// Reader reads JobSets' and TrainJobs' metadata (the manager's cache).
+	Reader client.Reader
+}
+
+var _ admission.Handler = JobHolder{}
+
+// SetupWithManager registers the handler on the manager's webhook server.
+func (h JobHolder) SetupWithManager(mgr ctrl.Manager) error {
+	mgr.GetWebhookServer().Register(JobMutatePath, &admission.Webhook{Handler: h})
+	return nil
+}
+
+// Handle adds the finalizer to a dispatched JobSet's new child Job.
+func (h JobHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
+	meta, err := webhook.ObjectMeta(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	meta.Namespace = req.Namespace
+	d, ok, err := dispatchedChild(ctx, h.Reader, &meta)
+	if err != nil {
+		return admission.Errored(http.StatusServiceUnavailable, err)
+	}
+	// The attribution is this webhook's alone: one the Job's creator wrote is replaced,
+	// or removed (config/worker's worker-job-workload policy keeps it unchanged later).
+	annotations := map[string]string{}
+	for k, v := range meta.Annotations {
+		if k != v1alpha1.AnnotationWorkload && k != AnnotationTrainJob {
+			annotations[k] = v
+		}
+	}
+	if !ok {
+		if len(annotations) == len(meta.Annotations) {
+			return admission.Allowed("")
+		}
+		return admission.Patched("", jsonpatch.NewOperation("replace", "/metadata/annotations", annotations))
+	}
+	annotations[v1alpha1.AnnotationWorkload] = d.Workload
+	if d.TrainJob != "" {
+		annotations[AnnotationTrainJob] = d.TrainJob
+	}
+	return admission.Patched("",
+		jsonpatch.NewOperation("add", "/metadata/annotations", annotations),
+		jsonpatch.NewOperation("add", "/metadata/finalizers", append(slices.DeleteFunc(slices.Clone(meta.Finalizers),
+			func(f string) bool { return f == v1alpha1.WorkerJobFinalizer }), v1alpha1.WorkerJobFinalizer)))
+}

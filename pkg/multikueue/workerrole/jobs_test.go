@@ -1,0 +1,276 @@
+package workerrole
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// copyOfJS is the worker's copy of JobSet js, dispatched for the manager Workload
+// jobset-js-f2331 (MultiKueue's two marks on it).
+func copyOfJS() *wrappers.JobSetWrapper {
+	w := wrappers.MakeJobSet("js", "ns").Label(multikueue.PrebuiltWorkloadKey, "jobset-js-f2331").Label(multikueue.OriginLabel, "multikueue")
+	w.UID = "worker-js-uid"
+	return w
+}
+
+// trainJobTJ is the worker's copy of TrainJob tj, dispatched for the manager Workload
+// trainjob-tj-0a1b2, and tjJobSet the JobSet Trainer renders from it (no mark of its own).
+func trainJobTJ() *trainer.TrainJob {
+	return wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("worker-tj-uid").
+		Label(multikueue.PrebuiltWorkloadKey, "trainjob-tj-0a1b2").Label(multikueue.OriginLabel, "multikueue").Obj()
+}
+
+func tjJobSet() *jobsetapi.JobSet {
+	return wrappers.MakeJobSet("tj", "ns").ControlledBy(trainJobTJ(), trainer.GroupVersion.WithKind(trainer.TrainJobKind), "worker-tjjs-uid").Obj()
+}
+
+// child is child Job index 1 of replicatedJob "workers" of js, restart attempt attempt,
+// of 4 completions, in the results scope.
+func child(js *jobsetapi.JobSet, attempt int) *wrappers.JobWrapper {
+	return wrappers.MakeJob(js.Name+"-workers-1", "ns").UID("worker-child-uid").Indexed(4).
+		Label(v1alpha1.LabelScope, v1alpha1.ScopeResults).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		JobSetChild(js, "workers", 1, attempt)
+}
+
+func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorder, client.Client) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
+	return &JobRecorder{Client: c, MaxHold: maxHold, Now: func() time.Time { return testNow }}, c
+}
+
+// TestJobRecorderRecordsDispatchedChildren: a child Job of a dispatched JobSet (or of the
+// JobSet a dispatched TrainJob renders) is recorded with the manager Workload, its place
+// in the JobSet and its status; a record that says the same is not written again, one
+// that differs is updated; the worker role's finalizer stays while the Job runs and goes
+// once its terminal status or its deletion is recorded, or MaxHold after its deletion
+// when the record cannot be written; a child of a JobSet MultiKueue did not dispatch, or
+// of another JobSet of the same name (UID), is not recorded and not held.
+func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
+	refuse := interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*v1alpha1.WorkerJob); ok {
+				return errors.New("refused")
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}
+	running := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2)
+	stale := multikueue.NewJobRecord(child(copyOfJS().Obj(), 2).Completed("0", 1).Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})
+	otherJS := copyOfJS().Obj()
+	otherJS.UID = "another-js-uid"
+	for name, tc := range map[string]struct {
+		objs         []client.Object
+		job          *batchv1.Job
+		funcs        interceptor.Funcs
+		wantRecord   *multikueue.Dispatch
+		wantIndexes  string
+		wantTerminal string
+		wantHeld     bool
+		wantErr      bool
+		wantWrites   int
+	}{
+		"running child of a dispatched JobSet": {objs: []client.Object{copyOfJS().Obj()}, job: running.Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantHeld: true, wantWrites: 1},
+		"record out of date is updated": {objs: []client.Object{copyOfJS().Obj(), stale}, job: running.Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantHeld: true, wantWrites: 1},
+		"record up to date is not written": {objs: []client.Object{copyOfJS().Obj(),
+			multikueue.NewJobRecord(running.Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})}, job: running.Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantHeld: true},
+		"complete: recorded, then released": {objs: []client.Object{copyOfJS().Obj()},
+			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0-3", 4).Complete(testNow).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0-3", wantTerminal: "Complete", wantWrites: 1},
+		"deleted by Kueue: recorded, then released": {objs: []client.Object{copyOfJS().Obj()},
+			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantWrites: 1},
+		"deleted, JobSet gone: recorded from the webhook's annotation, then released": {
+			job: child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Annotation(v1alpha1.AnnotationWorkload, "jobset-js-f2331").
+				Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantWrites: 1},
+		"JobSet gone, annotation on a Job not held: not recorded": {
+			job: child(copyOfJS().Obj(), 2).Annotation(v1alpha1.AnnotationWorkload, "jobset-js-f2331").Completed("0,2", 2).Obj()},
+		"deleted, record refused: held within MaxHold": {objs: []client.Object{copyOfJS().Obj()}, funcs: refuse,
+			job:      child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-time.Minute)).Obj(),
+			wantHeld: true, wantErr: true},
+		"deleted, record refused: released past MaxHold": {objs: []client.Object{copyOfJS().Obj()}, funcs: refuse,
+			job:     child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-maxHold - time.Second)).Obj(),
+			wantErr: true},
+		"child of a dispatched TrainJob's JobSet": {objs: []client.Object{trainJobTJ(), tjJobSet()},
+			job:        child(tjJobSet(), 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("1", 1).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "trainjob-tj-0a1b2", JobSet: "tj", TrainJob: "tj"}, wantIndexes: "1", wantHeld: true, wantWrites: 1},
+		"child of a JobSet not dispatched": {objs: []client.Object{wrappers.MakeJobSet("js", "ns").Obj()},
+			job: child(wrappers.MakeJobSet("js", "ns").Obj(), 0).Completed("1", 1).Obj()},
+		"child of another JobSet of the name": {objs: []client.Object{copyOfJS().Obj()},
+			job: child(otherJS, 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("1", 1).Obj()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			writes := 0
+			funcs := tc.funcs
+			create, update := funcs.Create, funcs.Update
+			funcs.Create = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				var err error
+				if create != nil {
+					err = create(ctx, c, obj, opts...)
+				} else {
+					err = c.Create(ctx, obj, opts...)
+				}
+				if _, ok := obj.(*v1alpha1.WorkerJob); ok && err == nil {
+					writes++
+				}
+				return err
+			}
+			funcs.Update = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				writes++
+				if update != nil {
+					return update(ctx, c, obj, opts...)
+				}
+				return c.Update(ctx, obj, opts...)
+			}
+			r, c := newJobRecorder(funcs, append(tc.objs, tc.job)...)
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reconcile error = %v, want error %v", err, tc.wantErr)
+			}
+			var recs v1alpha1.WorkerJobList
+			if err := c.List(context.Background(), &recs); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.wantRecord == nil && len(recs.Items) > 0:
+				t.Errorf("recorded %+v, want nothing", recs.Items)
+			case tc.wantRecord != nil:
+				if len(recs.Items) != 1 {
+					t.Fatalf("records %+v, want one", recs.Items)
+				}
+				got := recs.Items[0]
+				want := multikueue.NewJobRecord(tc.job, *tc.wantRecord)
+				if got.Name != string(tc.job.UID) || got.Workload != tc.wantRecord.Workload || got.JobSet != tc.wantRecord.JobSet ||
+					got.TrainJob != tc.wantRecord.TrainJob || got.ReplicatedJob != "workers" || got.JobIndex != 1 ||
+					got.RestartAttempt != want.RestartAttempt || got.Job != tc.job.Name || got.JobUID != tc.job.UID ||
+					got.CompletedIndexes != tc.wantIndexes || got.Terminal != tc.wantTerminal || got.Scope != v1alpha1.ScopeResults {
+					t.Errorf("record %+v", got)
+				}
+			}
+			if writes != tc.wantWrites {
+				t.Errorf("%d record writes, want %d", writes, tc.wantWrites)
+			}
+			var job batchv1.Job
+			err = c.Get(context.Background(), client.ObjectKeyFromObject(tc.job), &job)
+			held := err == nil && slices.Contains(job.Finalizers, v1alpha1.WorkerJobFinalizer)
+			if held != tc.wantHeld {
+				t.Errorf("held = %v, want %v", held, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// TestJobHolderHoldsDispatchedChildren: the Job webhook puts the worker role's finalizer
+// and the Workload (and TrainJob) it was dispatched for on a new child Job of a
+// dispatched JobSet (also of a dispatched TrainJob's JobSet), keeping the finalizers and
+// annotations it has; it removes an attribution the creator wrote on any other Job; a
+// Job whose JobSet cannot be read is refused, for the JobSet controller to create it again.
+func TestJobHolderHoldsDispatchedChildren(t *testing.T) {
+	broken := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		return errors.New("cache down")
+	}}
+	held := func(annotations map[string]string, finalizers ...string) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Annotations: annotations, Finalizers: finalizers}}
+	}
+	for name, tc := range map[string]struct {
+		objs       []client.Object
+		job        *batchv1.Job
+		funcs      interceptor.Funcs
+		want       *batchv1.Job // the Job's annotations and finalizers after the webhook; nil: not patched
+		wantDenied bool
+	}{
+		"child of a dispatched JobSet": {objs: []client.Object{copyOfJS().Obj()}, job: child(copyOfJS().Obj(), 0).Annotation("a", "b").Obj(),
+			want: held(map[string]string{"a": "b", v1alpha1.AnnotationWorkload: "jobset-js-f2331"}, v1alpha1.WorkerJobFinalizer)},
+		"child with finalizers of its own, claiming another Workload": {objs: []client.Object{copyOfJS().Obj()},
+			job:  child(copyOfJS().Obj(), 0).Finalizers("other", v1alpha1.WorkerJobFinalizer).Annotation(v1alpha1.AnnotationWorkload, "forged").Obj(),
+			want: held(map[string]string{v1alpha1.AnnotationWorkload: "jobset-js-f2331"}, "other", v1alpha1.WorkerJobFinalizer)},
+		"child of a dispatched TrainJob": {objs: []client.Object{trainJobTJ(), tjJobSet()}, job: child(tjJobSet(), 0).Obj(),
+			want: held(map[string]string{v1alpha1.AnnotationWorkload: "trainjob-tj-0a1b2", AnnotationTrainJob: "tj"}, v1alpha1.WorkerJobFinalizer)},
+		"child of a JobSet not dispatched": {objs: []client.Object{wrappers.MakeJobSet("js", "ns").Obj()}, job: child(wrappers.MakeJobSet("js", "ns").Obj(), 0).Obj()},
+		"child of a JobSet not dispatched, claiming a Workload": {objs: []client.Object{wrappers.MakeJobSet("js", "ns").Obj()},
+			job:  child(wrappers.MakeJobSet("js", "ns").Obj(), 0).Annotation(v1alpha1.AnnotationWorkload, "forged").Annotation("a", "b").Obj(),
+			want: held(map[string]string{"a": "b"})},
+		"a Job copy, no JobSet": {objs: []client.Object{copyOfJS().Obj()}, job: copyOfJ().Obj()},
+		"JobSet cannot be read": {objs: []client.Object{copyOfJS().Obj()}, job: child(copyOfJS().Obj(), 0).Obj(), funcs: broken, wantDenied: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.objs...).WithInterceptorFuncs(tc.funcs).Build()
+			job := tc.job.DeepCopy()
+			job.UID = "" // not assigned yet at admission
+			raw, _ := json.Marshal(job)
+			resp := JobHolder{Reader: c}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Namespace: "ns", Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}})
+			if resp.Allowed == tc.wantDenied {
+				t.Fatalf("allowed = %v (%v), want denied %v", resp.Allowed, resp.Result, tc.wantDenied)
+			}
+			if tc.want == nil {
+				if len(resp.Patches) > 0 {
+					t.Errorf("patched %+v, want nothing", resp.Patches)
+				}
+				return
+			}
+			got := job.DeepCopy()
+			for _, p := range resp.Patches {
+				b, _ := json.Marshal(p.Value)
+				switch p.Path {
+				case "/metadata/annotations":
+					got.Annotations = nil
+					_ = json.Unmarshal(b, &got.Annotations)
+				case "/metadata/finalizers":
+					got.Finalizers = nil
+					_ = json.Unmarshal(b, &got.Finalizers)
+				default:
+					t.Errorf("unexpected patch %+v", p)
+				}
+			}
+			if !maps.Equal(got.Annotations, tc.want.Annotations) || !slices.Equal(got.Finalizers, tc.want.Finalizers) {
+				t.Errorf("annotations %v, finalizers %v; want %v, %v", got.Annotations, got.Finalizers, tc.want.Annotations, tc.want.Finalizers)
+			}
+		})
+	}
+}
+
+// TestPodHolderAttributesDispatchedJobSetPods: a pod the Job controller creates for a
+// child Job of a dispatched JobSet is named the JobSet's manager Workload (MultiKueue's
+// marks are on the JobSet, not on the child Job), so that its result is recorded.
+func TestPodHolderAttributesDispatchedJobSetPods(t *testing.T) {
+	job := child(copyOfJS().Obj(), 0).Obj()
+	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(copyOfJS().Obj(), job).Build()
+	raw, _ := json.Marshal(wrappers.MakeIndexPod(job, "js-workers-1-2", 2).Obj())
+	resp := PodHolder{Reader: c}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "ns",
+		Object: runtime.RawExtension{Raw: raw}, UserInfo: authenticationv1.UserInfo{Username: JobControllers[0]}}})
+	var wl any
+	for _, p := range resp.Patches {
+		if p.Path == annotationPath {
+			wl = p.Value
+		}
+	}
+	if wl != "jobset-js-f2331" {
+		t.Errorf("patches %+v, want the Workload annotation jobset-js-f2331", resp.Patches)
+	}
+}
