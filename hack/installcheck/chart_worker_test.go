@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -19,7 +20,7 @@ import (
 // worker role's RBAC writes no Secret and no webhook configuration).
 var workerValues = []string{"role=worker", "webhook.certMode=certManager"}
 
-// workerPodWebhook is the only webhook the worker role serves.
+// workerPodWebhook is the only webhook of config/default the worker role serves.
 const workerPodWebhook = "mpod.batchledger.dev"
 
 // workerInstallKinds are the kinds the chart's worker rendering may hold beyond
@@ -73,37 +74,46 @@ func TestChartWorkerAgreesWithConfigWorker(t *testing.T) {
 	t.Run("rbac", func(t *testing.T) { compareRBAC(t, kw, h) })
 	t.Run("admission-policies", func(t *testing.T) { comparePolicies(t, kw, h) })
 	t.Run("crds", func(t *testing.T) { compareCRDs(t, kd, h) })
-	t.Run("webhooks", func(t *testing.T) { compareWorkerWebhook(t, kd, h) })
+	t.Run("webhooks", func(t *testing.T) { compareWorkerWebhook(t, kw, kd, h) })
 	t.Run("deployment", func(t *testing.T) { checkWorkerDeployment(t, kw, kd, h) })
 }
 
-// compareWorkerWebhook: the worker rendering has one webhook configuration, mutating,
-// holding the pod webhook alone, identical to config/default's and injected the same way.
-func compareWorkerWebhook(t *testing.T, kd, h Objects) {
+// compareWorkerWebhook: the worker rendering has two webhook configurations, both
+// mutating: config/default's holding the pod webhook alone, identical to config/default's
+// and injected the same way, and config/worker's Job webhook, identical to config/worker's.
+func compareWorkerWebhook(t *testing.T, kw, kd, h Objects) {
 	if vs := h.Of("ValidatingWebhookConfiguration"); len(vs) != 0 {
 		t.Errorf("%d ValidatingWebhookConfigurations rendered for a worker, want none", len(vs))
 	}
 	ms := h.Of("MutatingWebhookConfiguration")
-	if len(ms) != 1 {
-		t.Fatalf("%d MutatingWebhookConfigurations rendered for a worker, want 1", len(ms))
+	if want := 1 + len(kw.Of("MutatingWebhookConfiguration")); len(ms) != want {
+		t.Fatalf("%d MutatingWebhookConfigurations rendered for a worker, want %d", len(ms), want)
 	}
-	got := webhooks(t, ms[0])
-	if names := sortedKeys(got); !slices.Equal(names, []string{workerPodWebhook}) {
-		t.Errorf("the worker serves webhooks %v, want only %s", names, workerPodWebhook)
-	}
-	ref, ok := kd[Key{"MutatingWebhookConfiguration", "", ms[0].GetName()}]
-	if !ok {
-		t.Fatalf("config/default renders no MutatingWebhookConfiguration %s", ms[0].GetName())
-	}
-	want, ok := webhooks(t, ref)[workerPodWebhook]
-	if !ok {
-		t.Fatalf("config/default has no %s", workerPodWebhook)
-	}
-	if !equality.Semantic.DeepEqual(want, got[workerPodWebhook]) {
-		t.Errorf("%s differs from config/default's:\n%s", workerPodWebhook, diff(want, got[workerPodWebhook]))
-	}
-	if a, b := injection(ref.GetAnnotations()), injection(ms[0].GetAnnotations()); a != b {
-		t.Errorf("CA injection annotation %q (config/default) vs %q (worker)", a, b)
+	for _, m := range ms {
+		ref, fromWorker := kw[Key{"MutatingWebhookConfiguration", "", m.GetName()}]
+		if !fromWorker {
+			var ok bool
+			if ref, ok = kd[Key{"MutatingWebhookConfiguration", "", m.GetName()}]; !ok {
+				t.Fatalf("neither config/worker nor config/default renders a MutatingWebhookConfiguration %s", m.GetName())
+			}
+		}
+		got, want := webhooks(t, m), webhooks(t, ref)
+		if !fromWorker {
+			if names := sortedKeys(got); !slices.Equal(names, []string{workerPodWebhook}) {
+				t.Errorf("%s serves webhooks %v on a worker, want only %s", m.GetName(), names, workerPodWebhook)
+			}
+			pod, ok := want[workerPodWebhook]
+			if !ok {
+				t.Fatalf("config/default has no %s", workerPodWebhook)
+			}
+			want = map[string]admissionregistrationv1.MutatingWebhook{workerPodWebhook: pod}
+		}
+		if !equality.Semantic.DeepEqual(want, got) {
+			t.Errorf("%s differs from its source's:\n%s", m.GetName(), diff(want, got))
+		}
+		if a, b := injection(ref.GetAnnotations()), injection(m.GetAnnotations()); a != b {
+			t.Errorf("%s: CA injection annotation %q (source) vs %q (worker)", m.GetName(), a, b)
+		}
 	}
 }
 
@@ -254,7 +264,7 @@ func TestChartWorkerOtherReleaseName(t *testing.T) {
 		}
 	}
 	want := fmt.Sprintf("request.userInfo.username != 'system:serviceaccount:ops:%s'", deployment(t, h).Spec.Template.Spec.ServiceAccountName)
-	for _, suffix := range []string{"worker-results-worker-only", "worker-pod-workload"} {
+	for _, suffix := range []string{"worker-results-worker-only", "worker-pod-workload", "worker-job-workload"} {
 		vap := boundPolicy(t, h, suffix)
 		if mcs := vap.Spec.MatchConditions; len(mcs) == 0 || mcs[0].Expression != want {
 			t.Errorf("policy %s: matchConditions %s, want first %q", vap.Name, jsonString(mcs), want)
