@@ -223,6 +223,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		due = soonest(due, wait)
 	}
+	if due > 0 {
+		r.Metrics.wokeUp(WakeupRequeue, 1)
+	}
 	return ctrl.Result{RequeueAfter: due}, nil
 }
 
@@ -307,13 +310,13 @@ const AccountControllerName = "batchaccount"
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.CoveragePods != nil {
-		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.podToAccounts), succeededPodArrived))
+		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.counted("Pod", r.podToAccounts)), succeededPodArrived))
 	}
 	if r.LatePods != nil {
-		b = b.WatchesRawSource(source.Channel(r.LatePods.Events(), batched(PodBatchPeriod, r.podToAccounts)))
+		b = b.WatchesRawSource(source.Channel(r.LatePods.Events(), batched(PodBatchPeriod, r.counted("LatePod", r.podToAccounts))))
 	}
 	if r.WorkerResults != nil {
-		b = b.WatchesRawSource(source.Channel(r.WorkerResults.Events(), batched(PodBatchPeriod, r.workerResultToAccounts)))
+		b = b.WatchesRawSource(source.Channel(r.WorkerResults.Events(), batched(PodBatchPeriod, r.counted("WorkerResult", r.workerResultToAccounts))))
 	}
 	if r.APIs.ServedObject(&kueue.Workload{}, mgr.GetScheme()) {
 		if err := r.setupWorkloadCleanup(mgr); err != nil {
@@ -327,7 +330,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		handler handler.EventHandler
 		pred    predicate.Predicate
 	}{
-		{&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), workloadChanged},
+		{&kueue.Workload{}, batched(BatchPeriod, r.counted("Workload", r.workloadToAccounts)), workloadChanged},
 	} {
 		if r.APIs.ServedObject(w.obj, mgr.GetScheme()) {
 			b = b.Watches(w.obj, w.handler, builder.WithPredicates(w.pred))
@@ -335,7 +338,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	for _, k := range all.Kinds {
 		if o, ok := k.(kinds.Owner); ok && r.APIs.ServedObject(k.NewObject(), mgr.GetScheme()) {
-			b = b.Watches(k.NewObject(), batched(BatchPeriod, r.ownerToAccounts(k)), builder.WithPredicates(ownerEnding(o)))
+			b = b.Watches(k.NewObject(), batched(BatchPeriod, r.counted(k.Name(), r.ownerToAccounts(k))), builder.WithPredicates(ownerEnding(o)))
 		}
 	}
 	return b.
@@ -343,7 +346,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// too, its first status already finds them and their Workloads.
 		Watches(&v1alpha1.BatchAccount{}, r.accountChanges(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&batchv1.Job{}, r.jobEvents(), builder.WithPredicates(jobChanged)).
-		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), builder.WithPredicates(podSucceeded)).
+		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.counted("Pod", r.podToAccounts)), builder.WithPredicates(podSucceeded)).
 		Named(AccountControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)

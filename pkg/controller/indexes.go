@@ -119,6 +119,15 @@ func batched(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
 	}
 }
 
+// counted is mapFn counting the accounts it wakes under source (Metrics.Wakeups).
+func (r *Reconciler) counted(source string, mapFn handler.MapFunc) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		reqs := mapFn(ctx, obj)
+		r.Metrics.wokeUp(source, len(reqs))
+		return reqs
+	}
+}
+
 // self maps an account to itself.
 func self(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(obj)}}
