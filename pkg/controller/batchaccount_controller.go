@@ -35,6 +35,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/all"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -304,9 +305,11 @@ const AccountControllerName = "batchaccount"
 // SetupWithManager registers the reconciler and its watches, and the cleanup of our
 // Workload conditions that no account speaks for any more (workloadCleanup). Jobs, pods
 // and Workloads wake only the accounts that name them, through field indexes; there is
-// no periodic resync of all accounts. Every change is batched (BatchPeriod; a pod's
-// success PodBatchPeriod) so that a burst of pod completions, or a Job's completion
-// followed by its Workload's, costs one computation and at most one status write.
+// no periodic resync of all accounts. Only changes of what an account reads pass the
+// predicates (jobChanged, workloadChanged), and every change is batched (BatchPeriod; a
+// pod's success PodBatchPeriod; a Job or Workload update that only leads up to a change
+// LeadUpPeriod) so that a burst of pod completions, or a Job's completion followed by its
+// Workload's, costs one computation and at most one status write.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.CoveragePods != nil {
@@ -330,7 +333,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		handler handler.EventHandler
 		pred    predicate.Predicate
 	}{
-		{&kueue.Workload{}, batched(BatchPeriod, r.counted("Workload", r.workloadToAccounts)), workloadChanged},
+		{&kueue.Workload{}, coalesced(BatchPeriod, workloadUpdateDelay, r.counted("Workload", r.workloadToAccounts)), workloadChanged},
 	} {
 		if r.APIs.ServedObject(w.obj, mgr.GetScheme()) {
 			b = b.Watches(w.obj, w.handler, builder.WithPredicates(w.pred))
@@ -352,15 +355,57 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// jobChanged passes creation, deletion and changes of what the account reads: status,
-// and the labels and controller that make a JobSet child.
+// jobChanged passes creation, deletion and changes of what the accounts naming the Job
+// read (jobReadChanged), and of the labels and controller that make a JobSet child. The
+// Job controller writes a Job's status several times per pod (active, ready,
+// terminating, as pods start and stop); only the writes that move what an account reads
+// wake its accounts.
 var jobChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*batchv1.Job), e.ObjectNew.(*batchv1.Job)
-		return !equality.Semantic.DeepEqual(o.Status, n.Status) || o.DeletionTimestamp != n.DeletionTimestamp ||
+		return jobReadChanged(o, n) || o.DeletionTimestamp != n.DeletionTimestamp ||
 			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Generation != n.Generation ||
 			!ownersEqual(o.OwnerReferences, n.OwnerReferences)
 	},
+}
+
+// jobReadChanged reports whether the status of a Job changed in what a reconcile reads
+// of it: its facts (jobkind.Facts: completed and failed indexes, succeeded count, the
+// True conditions), the successes the Job controller has yet to count (the account
+// waits for them, account.Output.AheadOfJobs), and its start time (a suspended Job
+// never started may still have its pod template stamped, stampTarget). Its counts of
+// active, ready and terminating pods, its failed count and its completion time are not
+// read.
+func jobReadChanged(o, n *batchv1.Job) bool {
+	was, now := jobkind.Facts(o), jobkind.Facts(n)
+	was.ResourceVersion, now.ResourceVersion = "", ""
+	return !equality.Semantic.DeepEqual(was, now) ||
+		!equality.Semantic.DeepEqual(o.Status.UncountedTerminatedPods, n.Status.UncountedTerminatedPods) ||
+		!o.Status.StartTime.Equal(n.Status.StartTime)
+}
+
+// jobUpdateDelay is how long a Job update that passed jobChanged waits before it wakes
+// its accounts: LeadUpPeriod when it only leads up to a change an account writes
+// (jobLeadUp), else BatchPeriod.
+func jobUpdateDelay(e event.UpdateEvent) time.Duration {
+	o, ok1 := e.ObjectOld.(*batchv1.Job)
+	n, ok2 := e.ObjectNew.(*batchv1.Job)
+	if ok1 && ok2 && jobLeadUp(o, n) {
+		return LeadUpPeriod
+	}
+	return BatchPeriod
+}
+
+// jobLeadUp reports whether a Job update changed only the successes the Job controller
+// has yet to count, or the Job's start time: the account writes nothing for either (it
+// waits for the count, account.Output.AheadOfJobs), and the Job status update that
+// counts them follows within the Job controller's batch period.
+func jobLeadUp(o, n *batchv1.Job) bool {
+	was, now := jobkind.Facts(o), jobkind.Facts(n)
+	was.ResourceVersion, now.ResourceVersion = "", ""
+	return equality.Semantic.DeepEqual(was, now) && o.DeletionTimestamp.Equal(n.DeletionTimestamp) &&
+		equality.Semantic.DeepEqual(o.Labels, n.Labels) && o.Generation == n.Generation &&
+		ownersEqual(o.OwnerReferences, n.OwnerReferences)
 }
 
 // ownerEnding passes an owner's (a JobSet's, a TrainJob's) deletion, its deletion
@@ -379,10 +424,12 @@ func ownerEnding(kind kinds.Owner) predicate.Funcs {
 	}
 }
 
-// workloadChanged passes creation, deletion and every Workload change except the
-// batchledger conditions this reconciler writes itself: each of its applies comes back
-// through the watch and would otherwise cost one more computation of every account of
-// the Workload for nothing.
+// workloadChanged passes creation, deletion, spec and owner changes, and the status
+// changes that move what an account reads of the Workload (workloadObservation: its
+// admission, eviction, finish and MultiKueue cluster). Kueue's other status writes
+// (quota reservation alone, requeue state, resource requests, admission checks) and the
+// batchledger conditions this reconciler writes itself would each cost one more
+// computation of every account of the Workload for nothing.
 var workloadChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*kueue.Workload), e.ObjectNew.(*kueue.Workload)
@@ -390,20 +437,51 @@ var workloadChanged = predicate.Funcs{
 			!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) {
 			return true
 		}
-		was, now := o.Status, n.Status
-		var oursWas, oursNow []metav1.Condition
-		oursWas, was.Conditions = splitConditions(was.Conditions)
-		oursNow, now.Conditions = splitConditions(now.Conditions)
+		was, now := workloadObservation(o), workloadObservation(n)
+		was.ObservedResourceVersion, now.ObservedResourceVersion = "", ""
 		if !equality.Semantic.DeepEqual(was, now) {
 			return true
 		}
-		// Only our conditions changed. On a Workload several accounts name, each account
-		// publishes the verdicts of all of them, reading the others from the cache: the
-		// last publish may rest on a copy of another account that was about to change, and
-		// nothing else would wake them again. So that echo wakes them once more; publish
-		// writes nothing once the conditions are right, which ends it.
+		// Only our conditions changed, if anything. On a Workload several accounts name,
+		// each account publishes the verdicts of all of them, reading the others from the
+		// cache: the last publish may rest on a copy of another account that was about to
+		// change, and nothing else would wake them again. So that echo wakes them once
+		// more; publish writes nothing once the conditions are right, which ends it.
+		oursWas, _ := splitConditions(o.Status.Conditions)
+		oursNow, _ := splitConditions(n.Status.Conditions)
 		return sharedByAccounts(oursNow) && !equality.Semantic.DeepEqual(oursWas, oursNow)
 	},
+}
+
+// workloadUpdateDelay is how long a Workload update that passed workloadChanged waits
+// before it wakes its accounts: LeadUpPeriod when it only admits the Workload or
+// changes its admission (workloadLeadUp), else BatchPeriod.
+func workloadUpdateDelay(e event.UpdateEvent) time.Duration {
+	o, ok1 := e.ObjectOld.(*kueue.Workload)
+	n, ok2 := e.ObjectNew.(*kueue.Workload)
+	if ok1 && ok2 && workloadLeadUp(o, n) {
+		return LeadUpPeriod
+	}
+	return BatchPeriod
+}
+
+// workloadLeadUp reports whether a Workload update changed, of what an account reads,
+// only its admission (Admitted, the ClusterQueue, the flavors): a step on the way that
+// the account writes only with its next change or after WaitingStatusDelay (waitingOnly),
+// while the Job's unsuspension and start follow. Eviction, finish, the MultiKueue
+// cluster, our shared conditions and spec, owner and deletion changes do not wait.
+func workloadLeadUp(o, n *kueue.Workload) bool {
+	if o.Generation != n.Generation || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) {
+		return false
+	}
+	was, now := workloadObservation(o), workloadObservation(n)
+	was.ObservedResourceVersion, now.ObservedResourceVersion = "", ""
+	if equality.Semantic.DeepEqual(was, now) {
+		return false // our shared conditions' echo (workloadChanged)
+	}
+	was.Admitted, was.ClusterQueue, was.Flavors = now.Admitted, now.ClusterQueue, now.Flavors
+	return equality.Semantic.DeepEqual(was, now)
 }
 
 // sharedByAccounts reports whether our conditions speak for several accounts (their

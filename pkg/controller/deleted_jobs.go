@@ -88,11 +88,11 @@ func (d *deletedJobs) get(namespace, name string, now time.Time) *batchv1.Job {
 	return e.job
 }
 
-// jobEvents is batched(BatchPeriod, jobToAccounts) that also keeps the last state of a
+// jobEvents is coalesced(BatchPeriod, jobUpdateDelay, jobToAccounts) that also keeps the last state of a
 // deleted Job some account names (deletedJobs), before its accounts are woken.
 func (r *Reconciler) jobEvents() handler.EventHandler {
 	toAccounts := r.counted("Job", r.jobToAccounts)
-	h := batched(BatchPeriod, toAccounts)
+	h := coalesced(BatchPeriod, jobUpdateDelay, toAccounts)
 	return handler.Funcs{
 		CreateFunc:  h.Create,
 		UpdateFunc:  h.Update,
