@@ -33,6 +33,7 @@ import (
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/identity"
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/all"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
@@ -396,16 +397,33 @@ func jobUpdateDelay(e event.UpdateEvent) time.Duration {
 	return BatchPeriod
 }
 
-// jobLeadUp reports whether a Job update changed only the successes the Job controller
-// has yet to count, or the Job's start time: the account writes nothing for either (it
-// waits for the count, account.Output.AheadOfJobs), and the Job status update that
-// counts them follows within the Job controller's batch period.
+// jobLeadUp reports whether a Job update changed nothing an account writes at once:
+// not its completed or failed indexes, its succeeded count, a condition that ends it
+// (jobEnding), its deletion, labels or owners, nor the spec an account reads (in
+// jobkind.Facts). What is left leads up to such a change: the Job admitted and
+// unsuspended, its Suspended condition cleared, its start time set, successes the Job
+// controller has yet to count (the account waits for the count,
+// account.Output.AheadOfJobs). Those arrive within a second or so of each other and of
+// the count that follows, and go in one reconcile with it.
 func jobLeadUp(o, n *batchv1.Job) bool {
 	was, now := jobkind.Facts(o), jobkind.Facts(n)
 	was.ResourceVersion, now.ResourceVersion = "", ""
+	was.Conditions, now.Conditions = jobEnding(was.Conditions), jobEnding(now.Conditions)
 	return equality.Semantic.DeepEqual(was, now) && o.DeletionTimestamp.Equal(n.DeletionTimestamp) &&
-		equality.Semantic.DeepEqual(o.Labels, n.Labels) && o.Generation == n.Generation &&
-		ownersEqual(o.OwnerReferences, n.OwnerReferences)
+		equality.Semantic.DeepEqual(o.Labels, n.Labels) && ownersEqual(o.OwnerReferences, n.OwnerReferences)
+}
+
+// jobEnding are the conditions among a Job's True ones (jobkind.Facts) that end it or
+// say it is ending: Complete, Failed, SuccessCriteriaMet, FailureTarget.
+func jobEnding(conds []identity.Condition) []identity.Condition {
+	var out []identity.Condition
+	for _, c := range conds {
+		switch batchv1.JobConditionType(c.Type) {
+		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget:
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // ownerEnding passes an owner's (a JobSet's, a TrainJob's) deletion, its deletion

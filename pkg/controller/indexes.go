@@ -89,8 +89,9 @@ const BatchPeriod = 300 * time.Millisecond
 const PodBatchPeriod = time.Second + BatchPeriod
 
 // LeadUpPeriod is how long a Job or Workload update waits before it wakes its accounts
-// when it only leads up to what an account writes (jobLeadUp, workloadLeadUp): a success
-// the Job controller has yet to count, a Job starting, Kueue admitting a Workload. The
+// when it only leads up to what an account writes (jobLeadUp, workloadLeadUp): Kueue
+// admitting a Workload and unsuspending its Job, the Job starting, a success the Job
+// controller has yet to count. The
 // Job controller counts a success within its own batch period (1s, syncJobBatchPeriod),
 // and the update that does wakes the account after BatchPeriod, taking the lead-up along:
 // one reconcile where there were two. An admission changes only which wait the account

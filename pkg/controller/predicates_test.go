@@ -250,13 +250,21 @@ func TestUpdateDelays(t *testing.T) {
 		"Complete": {change: func(j *batchv1.Job) {
 			j.Status.Conditions = wrappers.MakeJob("x", "ns").Complete(testNow).Obj().Status.Conditions
 		}, want: BatchPeriod},
-		"unsuspended (spec)": {change: func(j *batchv1.Job) { j.Generation = 2; j.Status.StartTime = &at }, want: BatchPeriod},
+		"unsuspended (spec)": {change: func(j *batchv1.Job) { j.Generation = 2; j.Spec.Suspend = ptr.To(false) }, want: LeadUpPeriod},
+		"Suspended no longer True": {change: func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionFalse}}
+		}, want: LeadUpPeriod},
+		"success criteria met": {change: func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}}
+		}, want: BatchPeriod},
+		"completions (spec)": {change: func(j *batchv1.Job) { j.Generation = 2; j.Spec.Completions = ptr.To[int32](3) }, want: BatchPeriod},
 		"label":              {change: func(j *batchv1.Job) { j.Labels = map[string]string{"a": "b"} }, want: BatchPeriod},
 		"deletion":           {change: func(j *batchv1.Job) { j.DeletionTimestamp = &at }, want: BatchPeriod},
 	}
 	for name, tc := range jobs {
 		t.Run("Job "+name, func(t *testing.T) {
-			old := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).Obj()
+			old := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).
+				Condition(batchv1.JobSuspended, "JobSuspended", testNow.Add(-time.Minute)).Obj()
 			next := old.DeepCopy()
 			next.ResourceVersion = "2"
 			tc.change(next)
