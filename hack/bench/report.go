@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -67,7 +69,8 @@ func loadTable(results []loadResult) report.Table {
 // loadDetailTable is the load's figures that only the Markdown shows.
 func loadDetailTable(results []loadResult) report.Table {
 	t := report.Table{Header: []string{"mode", "size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s",
-		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm", "queue wait mean ms", "queue waits > 1 s", "reconcile mean ms", "apiserver CPU s"}}
+		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm", "queue wait mean ms", "queue waits > 1 s", "reconcile mean ms", "apiserver CPU s",
+		"reconciles / account", "wakeups / account by source"}}
 	for _, r := range results {
 		c := r.cost
 		floor, floorRatio, above := "-", "-", "-"
@@ -85,9 +88,35 @@ func loadDetailTable(results []loadResult) report.Table {
 			rec = fmt.Sprintf("%.1f", 1000*c.reconcileSum/c.reconcileCount)
 		}
 		t.Rows = append(t.Rows, []string{r.mode, r.size.String(), fmt.Sprintf("%.0f", c.reconciles), fmt.Sprintf("%.0f", c.wlWrites),
-			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above, wait, over, rec, fmt.Sprintf("%.2f", c.apiCPU)})
+			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above, wait, over, rec, fmt.Sprintf("%.2f", c.apiCPU),
+			perAccount(c.reconciles, r.accounts), wakeupsPerAccount(c.wakeups, r.accounts)})
 	}
 	return t
+}
+
+// perAccount is n per account, "-" without accounts.
+func perAccount(n float64, accounts int) string {
+	if accounts == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", n/float64(accounts))
+}
+
+// wakeupsPerAccount is each source's wakeups per account, the largest first
+// ("Job 20.1, Workload 12.0"), "-" without any.
+func wakeupsPerAccount(wakeups map[string]float64, accounts int) string {
+	if len(wakeups) == 0 || accounts == 0 {
+		return "-"
+	}
+	sources := slices.Collect(maps.Keys(wakeups))
+	slices.SortFunc(sources, func(a, b string) int {
+		return cmp.Or(cmp.Compare(wakeups[b], wakeups[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, len(sources))
+	for i, s := range sources {
+		parts[i] = fmt.Sprintf("%s %.1f", s, wakeups[s]/float64(accounts))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeLoadDoc replaces the load section of cfg.out, and the late section with the rows

@@ -111,3 +111,35 @@ func wantCells(t *testing.T, tb report.Table, want map[string]string) {
 		}
 	}
 }
+
+// TestWakeupsPerAccount: each source's wakeups per account, the largest first, ties by
+// name, and "-" when there is nothing to divide.
+func TestWakeupsPerAccount(t *testing.T) {
+	cases := []struct {
+		name     string
+		wakeups  map[string]float64
+		accounts int
+		want     string
+	}{
+		{"none", nil, 5, "-"},
+		{"no accounts", map[string]float64{"Job": 3}, 0, "-"},
+		{"largest first", map[string]float64{"Pod": 20, "Job": 45, "Workload": 20, "Requeue": 2}, 10, "Job 4.5, Pod 2.0, Workload 2.0, Requeue 0.2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := wakeupsPerAccount(tc.wakeups, tc.accounts); got != tc.want {
+				t.Errorf("wakeupsPerAccount = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWakeupsMinus: a window's wakeups are the later sample's minus the earlier's, per
+// source, sources new in the window included and those without any left out.
+func TestWakeupsMinus(t *testing.T) {
+	got := wakeupsMinus(map[string]float64{"Job": 10, "Pod": 4, "Requeue": 1}, map[string]float64{"Job": 3, "Pod": 4})
+	want := map[string]float64{"Job": 7, "Requeue": 1}
+	if len(got) != len(want) || got["Job"] != 7 || got["Requeue"] != 1 {
+		t.Errorf("wakeupsMinus = %v, want %v", got, want)
+	}
+}

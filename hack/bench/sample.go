@@ -35,6 +35,9 @@ type sample struct {
 	// sum (seconds), and the waits over one second.
 	queueWaits, queueWaitSum, queueWaitsOver1s float64
 	reconcileCount, reconcileSum               float64
+	// wakeups are the account reconciles asked for, by source
+	// (controller.MetricWakeups).
+	wakeups map[string]float64
 }
 
 // minus is the cost between earlier and s.
@@ -49,7 +52,36 @@ func (s sample) minus(earlier sample) sample {
 		queueWaits: s.queueWaits - earlier.queueWaits, queueWaitSum: s.queueWaitSum - earlier.queueWaitSum,
 		queueWaitsOver1s: s.queueWaitsOver1s - earlier.queueWaitsOver1s,
 		reconcileCount:   s.reconcileCount - earlier.reconcileCount, reconcileSum: s.reconcileSum - earlier.reconcileSum,
+		wakeups: wakeupsMinus(s.wakeups, earlier.wakeups),
 	}
+}
+
+// wakeupsMinus is the wakeups by source between earlier and now.
+func wakeupsMinus(now, earlier map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(now))
+	for source, n := range now {
+		if d := n - earlier[source]; d > 0 {
+			out[source] = d
+		}
+	}
+	return out
+}
+
+// wakeupsBySource reads controller.MetricWakeups, one value per source.
+func wakeupsBySource(f scrape.Families) map[string]float64 {
+	out := map[string]float64{}
+	fam, ok := f[controller.MetricWakeups]
+	if !ok {
+		return out
+	}
+	for _, m := range fam.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "source" {
+				out[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 // sampler takes samples of one cluster: CPU from /proc (pids from the cluster's pid
@@ -112,6 +144,7 @@ func (sm sampler) take() (sample, error) {
 	s.queueWaits, s.queueWaitSum, s.queueWaitsOver1s = wait.Count, wait.Sum, wait.Above(1)
 	rec := f.Histogram(scrape.ReconcileSeconds, map[string]string{"controller": controller.AccountControllerName})
 	s.reconcileCount, s.reconcileSum = rec.Count, rec.Sum
+	s.wakeups = wakeupsBySource(f)
 	return s, nil
 }
 

@@ -33,8 +33,10 @@ import (
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/identity"
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/all"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -223,6 +225,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		due = soonest(due, wait)
 	}
+	if due > 0 {
+		r.Metrics.wokeUp(WakeupRequeue, 1)
+	}
 	return ctrl.Result{RequeueAfter: due}, nil
 }
 
@@ -301,19 +306,21 @@ const AccountControllerName = "batchaccount"
 // SetupWithManager registers the reconciler and its watches, and the cleanup of our
 // Workload conditions that no account speaks for any more (workloadCleanup). Jobs, pods
 // and Workloads wake only the accounts that name them, through field indexes; there is
-// no periodic resync of all accounts. Every change is batched (BatchPeriod; a pod's
-// success PodBatchPeriod) so that a burst of pod completions, or a Job's completion
-// followed by its Workload's, costs one computation and at most one status write.
+// no periodic resync of all accounts. Only changes of what an account reads pass the
+// predicates (jobChanged, workloadChanged), and every change is batched (BatchPeriod; a
+// pod's success PodBatchPeriod; a Job or Workload update that only leads up to a change
+// LeadUpPeriod) so that a burst of pod completions, or a Job's completion followed by its
+// Workload's, costs one computation and at most one status write.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.CoveragePods != nil {
-		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.podToAccounts), succeededPodArrived))
+		b = b.WatchesRawSource(source.Kind[client.Object](r.CoveragePods, relations.PodMetadata(), batched(PodBatchPeriod, r.counted("Pod", r.podToAccounts)), succeededPodArrived))
 	}
 	if r.LatePods != nil {
-		b = b.WatchesRawSource(source.Channel(r.LatePods.Events(), batched(PodBatchPeriod, r.podToAccounts)))
+		b = b.WatchesRawSource(source.Channel(r.LatePods.Events(), batched(PodBatchPeriod, r.counted("LatePod", r.podToAccounts))))
 	}
 	if r.WorkerResults != nil {
-		b = b.WatchesRawSource(source.Channel(r.WorkerResults.Events(), batched(PodBatchPeriod, r.workerResultToAccounts)))
+		b = b.WatchesRawSource(source.Channel(r.WorkerResults.Events(), batched(PodBatchPeriod, r.counted("WorkerResult", r.workerResultToAccounts))))
 	}
 	if r.APIs.ServedObject(&kueue.Workload{}, mgr.GetScheme()) {
 		if err := r.setupWorkloadCleanup(mgr); err != nil {
@@ -327,7 +334,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		handler handler.EventHandler
 		pred    predicate.Predicate
 	}{
-		{&kueue.Workload{}, batched(BatchPeriod, r.workloadToAccounts), workloadChanged},
+		{&kueue.Workload{}, coalesced(BatchPeriod, workloadUpdateDelay, r.counted("Workload", r.workloadToAccounts)), workloadChanged},
 	} {
 		if r.APIs.ServedObject(w.obj, mgr.GetScheme()) {
 			b = b.Watches(w.obj, w.handler, builder.WithPredicates(w.pred))
@@ -335,7 +342,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	for _, k := range all.Kinds {
 		if o, ok := k.(kinds.Owner); ok && r.APIs.ServedObject(k.NewObject(), mgr.GetScheme()) {
-			b = b.Watches(k.NewObject(), batched(BatchPeriod, r.ownerToAccounts(k)), builder.WithPredicates(ownerEnding(o)))
+			b = b.Watches(k.NewObject(), batched(BatchPeriod, r.counted(k.Name(), r.ownerToAccounts(k))), builder.WithPredicates(ownerEnding(o)))
 		}
 	}
 	return b.
@@ -343,21 +350,80 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// too, its first status already finds them and their Workloads.
 		Watches(&v1alpha1.BatchAccount{}, r.accountChanges(), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&batchv1.Job{}, r.jobEvents(), builder.WithPredicates(jobChanged)).
-		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.podToAccounts), builder.WithPredicates(podSucceeded)).
+		Watches(&corev1.Pod{}, batched(PodBatchPeriod, r.counted("Pod", r.podToAccounts)), builder.WithPredicates(podSucceeded)).
 		Named(AccountControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
 
-// jobChanged passes creation, deletion and changes of what the account reads: status,
-// and the labels and controller that make a JobSet child.
+// jobChanged passes creation, deletion and changes of what the accounts naming the Job
+// read (jobReadChanged), and of the labels and controller that make a JobSet child. The
+// Job controller writes a Job's status several times per pod (active, ready,
+// terminating, as pods start and stop); only the writes that move what an account reads
+// wake its accounts.
 var jobChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*batchv1.Job), e.ObjectNew.(*batchv1.Job)
-		return !equality.Semantic.DeepEqual(o.Status, n.Status) || o.DeletionTimestamp != n.DeletionTimestamp ||
+		return jobReadChanged(o, n) || o.DeletionTimestamp != n.DeletionTimestamp ||
 			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Generation != n.Generation ||
 			!ownersEqual(o.OwnerReferences, n.OwnerReferences)
 	},
+}
+
+// jobReadChanged reports whether the status of a Job changed in what a reconcile reads
+// of it: its facts (jobkind.Facts: completed and failed indexes, succeeded count, the
+// True conditions), the successes the Job controller has yet to count (the account
+// waits for them, account.Output.AheadOfJobs), and its start time (a suspended Job
+// never started may still have its pod template stamped, stampTarget). Its counts of
+// active, ready and terminating pods, its failed count and its completion time are not
+// read.
+func jobReadChanged(o, n *batchv1.Job) bool {
+	was, now := jobkind.Facts(o), jobkind.Facts(n)
+	was.ResourceVersion, now.ResourceVersion = "", ""
+	return !equality.Semantic.DeepEqual(was, now) ||
+		!equality.Semantic.DeepEqual(o.Status.UncountedTerminatedPods, n.Status.UncountedTerminatedPods) ||
+		!o.Status.StartTime.Equal(n.Status.StartTime)
+}
+
+// jobUpdateDelay is how long a Job update that passed jobChanged waits before it wakes
+// its accounts: LeadUpPeriod when it only leads up to a change an account writes
+// (jobLeadUp), else BatchPeriod.
+func jobUpdateDelay(e event.UpdateEvent) time.Duration {
+	o, ok1 := e.ObjectOld.(*batchv1.Job)
+	n, ok2 := e.ObjectNew.(*batchv1.Job)
+	if ok1 && ok2 && jobLeadUp(o, n) {
+		return LeadUpPeriod
+	}
+	return BatchPeriod
+}
+
+// jobLeadUp reports whether a Job update changed nothing an account writes at once:
+// not its completed or failed indexes, its succeeded count, a condition that ends it
+// (jobEnding), its deletion, labels or owners, nor the spec an account reads (in
+// jobkind.Facts). What is left leads up to such a change: the Job admitted and
+// unsuspended, its Suspended condition cleared, its start time set, successes the Job
+// controller has yet to count (the account waits for the count,
+// account.Output.AheadOfJobs). Those arrive within a second or so of each other and of
+// the count that follows, and go in one reconcile with it.
+func jobLeadUp(o, n *batchv1.Job) bool {
+	was, now := jobkind.Facts(o), jobkind.Facts(n)
+	was.ResourceVersion, now.ResourceVersion = "", ""
+	was.Conditions, now.Conditions = jobEnding(was.Conditions), jobEnding(now.Conditions)
+	return equality.Semantic.DeepEqual(was, now) && o.DeletionTimestamp.Equal(n.DeletionTimestamp) &&
+		equality.Semantic.DeepEqual(o.Labels, n.Labels) && ownersEqual(o.OwnerReferences, n.OwnerReferences)
+}
+
+// jobEnding are the conditions among a Job's True ones (jobkind.Facts) that end it or
+// say it is ending: Complete, Failed, SuccessCriteriaMet, FailureTarget.
+func jobEnding(conds []identity.Condition) []identity.Condition {
+	var out []identity.Condition
+	for _, c := range conds {
+		switch batchv1.JobConditionType(c.Type) {
+		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget:
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // ownerEnding passes an owner's (a JobSet's, a TrainJob's) deletion, its deletion
@@ -376,10 +442,12 @@ func ownerEnding(kind kinds.Owner) predicate.Funcs {
 	}
 }
 
-// workloadChanged passes creation, deletion and every Workload change except the
-// batchledger conditions this reconciler writes itself: each of its applies comes back
-// through the watch and would otherwise cost one more computation of every account of
-// the Workload for nothing.
+// workloadChanged passes creation, deletion, spec and owner changes, and the status
+// changes that move what an account reads of the Workload (workloadObservation: its
+// admission, eviction, finish and MultiKueue cluster). Kueue's other status writes
+// (quota reservation alone, requeue state, resource requests, admission checks) and the
+// batchledger conditions this reconciler writes itself would each cost one more
+// computation of every account of the Workload for nothing.
 var workloadChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*kueue.Workload), e.ObjectNew.(*kueue.Workload)
@@ -387,20 +455,51 @@ var workloadChanged = predicate.Funcs{
 			!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) {
 			return true
 		}
-		was, now := o.Status, n.Status
-		var oursWas, oursNow []metav1.Condition
-		oursWas, was.Conditions = splitConditions(was.Conditions)
-		oursNow, now.Conditions = splitConditions(now.Conditions)
+		was, now := workloadObservation(o), workloadObservation(n)
+		was.ObservedResourceVersion, now.ObservedResourceVersion = "", ""
 		if !equality.Semantic.DeepEqual(was, now) {
 			return true
 		}
-		// Only our conditions changed. On a Workload several accounts name, each account
-		// publishes the verdicts of all of them, reading the others from the cache: the
-		// last publish may rest on a copy of another account that was about to change, and
-		// nothing else would wake them again. So that echo wakes them once more; publish
-		// writes nothing once the conditions are right, which ends it.
+		// Only our conditions changed, if anything. On a Workload several accounts name,
+		// each account publishes the verdicts of all of them, reading the others from the
+		// cache: the last publish may rest on a copy of another account that was about to
+		// change, and nothing else would wake them again. So that echo wakes them once
+		// more; publish writes nothing once the conditions are right, which ends it.
+		oursWas, _ := splitConditions(o.Status.Conditions)
+		oursNow, _ := splitConditions(n.Status.Conditions)
 		return sharedByAccounts(oursNow) && !equality.Semantic.DeepEqual(oursWas, oursNow)
 	},
+}
+
+// workloadUpdateDelay is how long a Workload update that passed workloadChanged waits
+// before it wakes its accounts: LeadUpPeriod when it only admits the Workload or
+// changes its admission (workloadLeadUp), else BatchPeriod.
+func workloadUpdateDelay(e event.UpdateEvent) time.Duration {
+	o, ok1 := e.ObjectOld.(*kueue.Workload)
+	n, ok2 := e.ObjectNew.(*kueue.Workload)
+	if ok1 && ok2 && workloadLeadUp(o, n) {
+		return LeadUpPeriod
+	}
+	return BatchPeriod
+}
+
+// workloadLeadUp reports whether a Workload update changed, of what an account reads,
+// only its admission (Admitted, the ClusterQueue, the flavors): a step on the way that
+// the account writes only with its next change or after WaitingStatusDelay (waitingOnly),
+// while the Job's unsuspension and start follow. Eviction, finish, the MultiKueue
+// cluster, our shared conditions and spec, owner and deletion changes do not wait.
+func workloadLeadUp(o, n *kueue.Workload) bool {
+	if o.Generation != n.Generation || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) {
+		return false
+	}
+	was, now := workloadObservation(o), workloadObservation(n)
+	was.ObservedResourceVersion, now.ObservedResourceVersion = "", ""
+	if equality.Semantic.DeepEqual(was, now) {
+		return false // our shared conditions' echo (workloadChanged)
+	}
+	was.Admitted, was.ClusterQueue, was.Flavors = now.Admitted, now.ClusterQueue, now.Flavors
+	return equality.Semantic.DeepEqual(was, now)
 }
 
 // sharedByAccounts reports whether our conditions speak for several accounts (their

@@ -88,17 +88,18 @@ func (d *deletedJobs) get(namespace, name string, now time.Time) *batchv1.Job {
 	return e.job
 }
 
-// jobEvents is batched(BatchPeriod, jobToAccounts) that also keeps the last state of a
+// jobEvents is coalesced(BatchPeriod, jobUpdateDelay, jobToAccounts) that also keeps the last state of a
 // deleted Job some account names (deletedJobs), before its accounts are woken.
 func (r *Reconciler) jobEvents() handler.EventHandler {
-	h := batched(BatchPeriod, r.jobToAccounts)
+	toAccounts := r.counted("Job", r.jobToAccounts)
+	h := coalesced(BatchPeriod, jobUpdateDelay, toAccounts)
 	return handler.Funcs{
 		CreateFunc:  h.Create,
 		UpdateFunc:  h.Update,
 		GenericFunc: h.Generic,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if job, ok := e.Object.(*batchv1.Job); ok {
-				if reqs := r.jobToAccounts(ctx, job); len(reqs) > 0 {
+				if reqs := toAccounts(ctx, job); len(reqs) > 0 {
 					r.deletedJobs.add(job, r.now())
 					for _, req := range reqs {
 						q.AddAfter(req, BatchPeriod)

@@ -88,6 +88,16 @@ const BatchPeriod = 300 * time.Millisecond
 // the earliest of an account's pending wake-ups).
 const PodBatchPeriod = time.Second + BatchPeriod
 
+// LeadUpPeriod is how long a Job or Workload update waits before it wakes its accounts
+// when it only leads up to what an account writes (jobLeadUp, workloadLeadUp): Kueue
+// admitting a Workload and unsuspending its Job, the Job starting, a success the Job
+// controller has yet to count. The
+// Job controller counts a success within its own batch period (1s, syncJobBatchPeriod),
+// and the update that does wakes the account after BatchPeriod, taking the lead-up along:
+// one reconcile where there were two. An admission changes only which wait the account
+// is in (waitingOnly), whose write waits longer still (WaitingStatusDelay).
+const LeadUpPeriod = PodBatchPeriod
+
 // batched is an event handler that maps an object to the accounts naming it and enqueues
 // them after delay: the workqueue keeps one pending entry per account, so every change
 // within the window costs a single reconcile. An update that changed the object's owner
@@ -95,27 +105,49 @@ const PodBatchPeriod = time.Second + BatchPeriod
 // orphaned) is no longer that JobSet's child, and the accounts that followed it must
 // learn so.
 func batched(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
-	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return coalesced(delay, nil, mapFn)
+}
+
+// coalesced is batched whose updates wait updateDelay(e) (delay when nil): an update
+// that only leads up to the change an account writes waits longer (LeadUpPeriod), so
+// that it goes in one reconcile with that change. The workqueue keeps the earliest of an
+// account's pending wake-ups, so a change that must be written soon is never held back
+// by a lead-up waiting before it.
+func coalesced(delay time.Duration, updateDelay func(event.UpdateEvent) time.Duration, mapFn handler.MapFunc) handler.EventHandler {
+	enqueue := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], after time.Duration) {
 		for _, req := range mapFn(ctx, obj) {
-			q.AddAfter(req, delay)
+			q.AddAfter(req, after)
 		}
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q)
+			enqueue(ctx, e.Object, q, delay)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.ObjectNew, q)
+			after := delay
+			if updateDelay != nil {
+				after = updateDelay(e)
+			}
+			enqueue(ctx, e.ObjectNew, q, after)
 			if e.ObjectOld != nil && !ownersEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences()) {
-				enqueue(ctx, e.ObjectOld, q)
+				enqueue(ctx, e.ObjectOld, q, after)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q)
+			enqueue(ctx, e.Object, q, delay)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(ctx, e.Object, q)
+			enqueue(ctx, e.Object, q, delay)
 		},
+	}
+}
+
+// counted is mapFn counting the accounts it wakes under source (Metrics.Wakeups).
+func (r *Reconciler) counted(source string, mapFn handler.MapFunc) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		reqs := mapFn(ctx, obj)
+		r.Metrics.wokeUp(source, len(reqs))
+		return reqs
 	}
 }
 

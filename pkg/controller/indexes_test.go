@@ -32,6 +32,16 @@ func TestBatchedWakesAfterItsDelay(t *testing.T) {
 			events:      []struct{ at, delay time.Duration }{{0, PodBatchPeriod}, {700 * time.Millisecond, BatchPeriod}},
 			wantReadyAt: 700*time.Millisecond + BatchPeriod,
 		},
+		{
+			name:        "a success yet to be counted, then the Job counting it 800ms later: one wake-up, with the count",
+			events:      []struct{ at, delay time.Duration }{{0, LeadUpPeriod}, {800 * time.Millisecond, BatchPeriod}},
+			wantReadyAt: 800*time.Millisecond + BatchPeriod,
+		},
+		{
+			name:        "an admission, nothing after it",
+			events:      []struct{ at, delay time.Duration }{{0, LeadUpPeriod}},
+			wantReadyAt: LeadUpPeriod,
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

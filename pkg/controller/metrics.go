@@ -47,6 +47,9 @@ type Metrics struct {
 	// ScopeLabels (label kind) counts the Jobs and Workloads the controller labelled so
 	// that the cache holds them (MetricScopeLabels).
 	ScopeLabels *prometheus.CounterVec
+	// Wakeups (label source) counts the accounts each kind of event asked to reconcile
+	// (MetricWakeups), before the workqueue merges those of one account.
+	Wakeups *prometheus.CounterVec
 
 	// JobEndToVerdict (label condition: Terminated, Accepted) is the time from the last
 	// target's terminal condition to the status write that turned the condition True.
@@ -118,7 +121,16 @@ const (
 	// opt-in scope on their own metadata, bringing them into the manager's cache (label
 	// kind: Job, Workload).
 	MetricScopeLabels = "batchledger_scope_labels_total"
+	// MetricWakeups counts the account reconciles asked for, by what asked (label
+	// source: a watched kind, or WakeupRequeue), before the workqueue merges the
+	// requests of one account: set against MetricReconciles it says which events the
+	// reconciles come from.
+	MetricWakeups = "batchledger_account_wakeups_total"
 )
+
+// WakeupRequeue is the MetricWakeups source of an account's own requeue: progress it
+// deferred (a Workload message, a waiting status), its retention, a worker recheck.
+const WakeupRequeue = "Requeue"
 
 // Verdicts an account counts under in batchledger_verdicts (verdictOf).
 const (
@@ -182,6 +194,9 @@ func newMetricsWith(reg prometheus.Registerer, perAccount bool) *Metrics {
 		ScopeLabels: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricScopeLabels, Help: "Jobs and Workloads the controller labelled with the opt-in scope, so that its cache holds them.",
 		}, []string{"kind"}),
+		Wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricWakeups, Help: "Account reconciles asked for, by source (the watched kind, or Requeue), before the workqueue merges those of one account.",
+		}, []string{"source"}),
 		JobEndToVerdict: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "batchledger_job_end_to_verdict_seconds",
 			Help:    "Time from the last target Job's terminal condition to the account status write turning the condition (Terminated, Accepted) True.",
@@ -217,7 +232,7 @@ func newMetricsWith(reg prometheus.Registerer, perAccount bool) *Metrics {
 	v := version.Get()
 	m.BuildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
 	reg.MustRegister(m.Reconciles, m.StatusWrites, m.WorkloadWrites, m.ResultWrites, m.PodReleases,
-		m.HoldsExpired, m.NamespaceReleases, m.ScopeStamps, m.Collected, m.LiveReads, m.ScopeLabels,
+		m.HoldsExpired, m.NamespaceReleases, m.ScopeStamps, m.Collected, m.LiveReads, m.ScopeLabels, m.Wakeups,
 		m.JobEndToVerdict, m.PodHold, m.ResultCapture, m.Verdicts, m.BuildInfo)
 	if perAccount {
 		reg.MustRegister(m.Shards, m.ShardsCovered, m.ShardsAccepted, m.ShardsMissing, m.Terminated, m.ResultRejections)
@@ -228,6 +243,13 @@ func newMetricsWith(reg prometheus.Registerer, perAccount bool) *Metrics {
 func (m *Metrics) reconciled() {
 	if m != nil {
 		m.Reconciles.Inc()
+	}
+}
+
+// wokeUp counts n accounts asked to reconcile by source.
+func (m *Metrics) wokeUp(source string, n int) {
+	if m != nil && n > 0 {
+		m.Wakeups.WithLabelValues(source).Add(float64(n))
 	}
 }
 

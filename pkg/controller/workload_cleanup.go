@@ -148,6 +148,7 @@ func (r *Reconciler) formerWorkloads() handler.EventHandler {
 // Workloads, and must republish without it, or with its new verdict.
 func (r *Reconciler) accountChanges() handler.EventHandler {
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+		r.Metrics.wokeUp("BatchAccount", len(reqs))
 		for _, req := range reqs {
 			q.AddAfter(req, BatchPeriod)
 		}
