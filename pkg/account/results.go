@@ -43,6 +43,9 @@ type Result struct {
 	// RuleDigest is v1alpha1.RuleDigest of the acceptance rule the result was judged
 	// under ("" for results recorded before digests existed: taken as the spec's).
 	RuleDigest string
+	// Cluster is the MultiKueue worker cluster the result was recorded from ("": this
+	// cluster). Provenance only: it plays no part in the verdict.
+	Cluster string
 }
 
 type resultsState struct {
@@ -215,7 +218,7 @@ func FromRecorded(r v1alpha1.RecordedResult) Result {
 		Shard: r.Shard, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision, Digest: r.Digest,
 		Output: r.Output, Records: r.Records, Valid: r.Valid,
 		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: r.RecordedAt, Sequence: r.Sequence,
-		RuleDigest: r.RuleDigest,
+		RuleDigest: r.RuleDigest, Cluster: r.Cluster,
 	}
 }
 
@@ -226,7 +229,7 @@ func (r Result) Recorded(ordinal int, at metav1.Time) v1alpha1.RecordedResult {
 		Pod: r.Pod, PodUID: r.PodUID, InputRevision: r.InputRevision, ModelRevision: r.ModelRevision,
 		Output: r.Output, Digest: r.Digest, Records: r.Records, Valid: r.Valid,
 		RejectReason: r.RejectReason, RejectMessage: r.RejectMessage, RecordedAt: at, Sequence: r.Sequence,
-		RuleDigest: r.RuleDigest,
+		RuleDigest: r.RuleDigest, Cluster: r.Cluster,
 	}
 }
 

@@ -233,13 +233,12 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 				continue
 			}
 			res := acceptance.FromPod(t.Key, src.jobUID, src.index, src.pod, ba.Spec.Acceptance.ResultContainer, crit)
+			res.Cluster = src.cluster
 			ordinal, assigned := m.ShardOf(t.Key, src.index)
 			if !assigned {
 				ordinal = -1
 			}
-			rec := res.Recorded(ordinal, now)
-			rec.Cluster = src.cluster
-			rc.add(rec)
+			rc.add(res.Recorded(ordinal, now))
 			ended = append(ended, FinishedAt(src.pod))
 		}
 	}

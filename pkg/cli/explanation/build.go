@@ -467,22 +467,10 @@ func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets Obse
 		current[key] = ts.UID
 	}
 	standing := account.StandingResults(m, &ba.Spec, current, account.RecordedInOrder(chunks))
-	// The account judges results without their provenance: the worker a result was
-	// recorded from is read back from its record, one per pod.
-	clusters := map[types.UID]string{}
-	for _, c := range chunks {
-		for _, r := range c.Results {
-			if r.Cluster != "" {
-				clusters[r.PodUID] = r.Cluster
-			}
-		}
-	}
 	ordinals := slices.Sorted(maps.Keys(standing))
 	out := make([]v1alpha1.RecordedResult, 0, len(ordinals))
 	for _, o := range ordinals {
-		rec := standing[o].Recorded(o, standing[o].RecordedAt)
-		rec.Cluster = clusters[rec.PodUID]
-		out = append(out, rec)
+		out = append(out, standing[o].Recorded(o, standing[o].RecordedAt))
 	}
 	return out
 }
