@@ -23,13 +23,13 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	jobsetconstants "sigs.k8s.io/jobset/pkg/constants"
 	"sigs.k8s.io/jobset/pkg/util/placement"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/shortform"
-	"batchledger.dev/batchledger/pkg/multikueue"
 )
 
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=list;watch;patch
@@ -214,7 +214,7 @@ func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace stri
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if ptr.Deref(js.Spec.ManagedBy, "") != multikueue.ManagedBy {
+	if ptr.Deref(js.Spec.ManagedBy, "") != kueue.MultiKueueControllerName {
 		return nil, nil
 	}
 	return metav1.NewControllerRef(&js, Kind{}.Object()), nil

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -28,7 +29,6 @@ import (
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/kinds/shortform"
-	"batchledger.dev/batchledger/pkg/multikueue"
 )
 
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=list;watch;patch
@@ -57,7 +57,7 @@ func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace stri
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if tj.Spec.ManagedBy == nil || *tj.Spec.ManagedBy != multikueue.ManagedBy {
+	if tj.Spec.ManagedBy == nil || *tj.Spec.ManagedBy != kueue.MultiKueueControllerName {
 		return nil, nil
 	}
 	return metav1.NewControllerRef(&tj, Kind{}.Object()), nil
