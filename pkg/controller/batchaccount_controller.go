@@ -388,10 +388,14 @@ func jobReadChanged(o, n *batchv1.Job) bool {
 // jobUpdateDelay is how long a Job update that passed jobChanged waits before it wakes
 // its accounts: LeadUpPeriod when it only leads up to a change an account writes
 // (jobLeadUp), else BatchPeriod.
-func jobUpdateDelay(e event.UpdateEvent) time.Duration {
-	o, ok1 := e.ObjectOld.(*batchv1.Job)
-	n, ok2 := e.ObjectNew.(*batchv1.Job)
-	if ok1 && ok2 && jobLeadUp(o, n) {
+func jobUpdateDelay(e event.UpdateEvent) time.Duration { return updateDelay(e, jobLeadUp) }
+
+// updateDelay is LeadUpPeriod when both sides of e are Ts and leadUp says the update
+// only leads up to a write, else BatchPeriod.
+func updateDelay[T client.Object](e event.UpdateEvent, leadUp func(o, n T) bool) time.Duration {
+	o, ok1 := e.ObjectOld.(T)
+	n, ok2 := e.ObjectNew.(T)
+	if ok1 && ok2 && leadUp(o, n) {
 		return LeadUpPeriod
 	}
 	return BatchPeriod
@@ -475,12 +479,7 @@ var workloadChanged = predicate.Funcs{
 // before it wakes its accounts: LeadUpPeriod when it only admits the Workload or
 // changes its admission (workloadLeadUp), else BatchPeriod.
 func workloadUpdateDelay(e event.UpdateEvent) time.Duration {
-	o, ok1 := e.ObjectOld.(*kueue.Workload)
-	n, ok2 := e.ObjectNew.(*kueue.Workload)
-	if ok1 && ok2 && workloadLeadUp(o, n) {
-		return LeadUpPeriod
-	}
-	return BatchPeriod
+	return updateDelay(e, workloadLeadUp)
 }
 
 // workloadLeadUp reports whether a Workload update changed, of what an account reads,
