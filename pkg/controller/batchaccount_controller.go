@@ -364,7 +364,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 var jobChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*batchv1.Job), e.ObjectNew.(*batchv1.Job)
-		return jobReadChanged(o, n) || o.DeletionTimestamp != n.DeletionTimestamp ||
+		return jobReadChanged(o, n) || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
 			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Generation != n.Generation ||
 			!ownersEqual(o.OwnerReferences, n.OwnerReferences)
 	},
@@ -455,7 +455,7 @@ func ownerEnding(kind kinds.Owner) predicate.Funcs {
 var workloadChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*kueue.Workload), e.ObjectNew.(*kueue.Workload)
-		if o.Generation != n.Generation || o.DeletionTimestamp != n.DeletionTimestamp ||
+		if o.Generation != n.Generation || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
 			!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) {
 			return true
 		}

@@ -29,6 +29,7 @@ func TestWorkloadChanged(t *testing.T) {
 			Obj()
 	}
 	cases := map[string]struct {
+		old    func(*kueue.Workload) *kueue.Workload
 		change func(*kueue.Workload)
 		want   bool
 	}{
@@ -52,15 +53,32 @@ func TestWorkloadChanged(t *testing.T) {
 		"admission recorded":       {change: func(w *kueue.Workload) { w.Status.Admission = &kueue.Admission{ClusterQueue: "gpu"} }, want: true},
 		"spec changed":             {change: func(w *kueue.Workload) { w.Generation = 2 }, want: true},
 		"deleted":                  {change: func(w *kueue.Workload) { now := metav1.Now(); w.DeletionTimestamp = &now }, want: true},
+		// Both copies carry the same deletion time in distinct pointers, as two decoded
+		// watch events do: an unrelated update of a Workload being deleted is no change.
+		"another update while being deleted": {old: deleting(at), change: func(w *kueue.Workload) {
+			deleting(at)(w)
+			w.Status.RequeueState = &kueue.RequeueState{Count: ptr.To[int32](1)}
+		}, want: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			old, updated := base(), base()
+			if tc.old != nil {
+				old = tc.old(old)
+			}
 			tc.change(updated)
 			if got := workloadChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated}); got != tc.want {
 				t.Errorf("workloadChanged = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// deleting returns a change that marks a Workload as being deleted at a fresh copy of at.
+func deleting(at time.Time) func(*kueue.Workload) *kueue.Workload {
+	return func(w *kueue.Workload) *kueue.Workload {
+		w.DeletionTimestamp = &metav1.Time{Time: at}
+		return w
 	}
 }
 
@@ -106,6 +124,7 @@ func TestSucceededPodArrived(t *testing.T) {
 // Job controller's writes of pod counts and the metadata nobody reads.
 func TestJobChanged(t *testing.T) {
 	cases := map[string]struct {
+		old    func(*batchv1.Job) // how the old copy differs from the base, if it does
 		change func(*batchv1.Job)
 		want   bool
 	}{
@@ -133,10 +152,18 @@ func TestJobChanged(t *testing.T) {
 		"label":             {change: func(j *batchv1.Job) { j.Labels = map[string]string{"a": "b"} }, want: true},
 		"spec (generation)": {change: func(j *batchv1.Job) { j.Generation = 2 }, want: true},
 		"deletion":          {change: func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: testNow} }, want: true},
+		"active pods while being deleted": {
+			old:    func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: testNow} },
+			change: func(j *batchv1.Job) { j.Status.Active = 0 }, want: false,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			old := jobJ(v1alpha1.ScopeCoverage).StartTime(testNow.Add(-time.Minute)).Completed("0", 1).Obj()
+			old.Status.Active = 1
+			if tc.old != nil {
+				tc.old(old)
+			}
 			updated := old.DeepCopy()
 			tc.change(updated)
 			if got := jobChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated}); got != tc.want {
