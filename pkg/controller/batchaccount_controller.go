@@ -218,13 +218,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		due = soonest(due, max(left, time.Millisecond))
 	}
 	// Progress deferred on any Workload brings the account back when it is due.
-	for _, wl := range workloads {
-		wait, err := r.publish(ctx, wl, &ba)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		due = soonest(due, wait)
+	wait, err := r.publishAll(ctx, workloads, &ba)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
+	due = soonest(due, wait)
 	if due > 0 {
 		r.Metrics.wokeUp(WakeupRequeue, 1)
 	}

@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -618,6 +620,58 @@ func TestReconcileRecordsResultsOfASupersededAttempt(t *testing.T) {
 			}
 			if st := f.account(t, "acct").Status; st.Shards.Accepted != 1 {
 				t.Errorf("accepted %d after the successor's pod reported; results %+v", st.Shards.Accepted, st.Results)
+			}
+		})
+	}
+}
+
+// TestPublishAppliesWorkloadsSideBySide: an account of several Jobs publishes its verdict
+// on their Workloads side by side, not one after another: the apply hook holds each apply
+// until all of them are in flight, which one-at-a-time publishing never reaches. A
+// failed apply fails the reconcile, after the others were sent.
+func TestPublishAppliesWorkloadsSideBySide(t *testing.T) {
+	names := []string{"j", "k", "l"}
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C").
+		AssignJob("j", "0", "A").AssignJob("k", "0", "B").AssignJob("l", "0", "C").Obj()
+	objs := []client.Object{acct}
+	for _, n := range names {
+		j := wrappers.MakeJob(n, "ns").Indexed(1).UID(n+"-uid").ResourceVersion("1").
+			PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj()
+		objs = append(objs, j, wrappers.MakeWorkload("job-"+n, "ns").UID("wl-"+n).ForJob(j).Admitted("gpu", testNow.Add(-time.Hour)).Obj())
+	}
+	for _, tc := range []struct {
+		name    string
+		fail    string // the Workload whose apply fails, if any
+		wantErr bool
+	}{
+		{name: "every apply succeeds"},
+		{name: "one apply fails", fail: "job-k", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var inFlight sync.WaitGroup
+			inFlight.Add(len(names))
+			all := make(chan struct{})
+			go func() { inFlight.Wait(); close(all) }()
+			f := newFixture(t, hooks{apply: func(ac *kueueac.WorkloadApplyConfiguration, _ client.Client) error {
+				inFlight.Done()
+				select {
+				case <-all:
+				case <-time.After(10 * time.Second):
+					return fmt.Errorf("apply of %s waited alone: the applies were not in flight together", *ac.GetName())
+				}
+				if *ac.GetName() == tc.fail {
+					return apierrors.NewInternalError(fmt.Errorf("injected"))
+				}
+				return nil
+			}}, objs...)
+			_, err := f.reconcile("acct")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("reconcile error = %v, want error %v", err, tc.wantErr)
+			}
+			got := f.writesOf("status-apply")
+			slices.Sort(got)
+			if want := []string{"Workload/job-j", "Workload/job-k", "Workload/job-l"}; !slices.Equal(got, want) {
+				t.Errorf("applied %v, want %v", got, want)
 			}
 		})
 	}

@@ -8,9 +8,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
@@ -107,6 +109,41 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 		}
 	}
 	return out, nil
+}
+
+// maxConcurrentPublishes bounds the Workload applies one reconcile has in flight.
+const maxConcurrentPublishes = 8
+
+// publishAll publishes the account's verdict on each of its Workloads (publish), the
+// applies side by side: they write distinct objects, and one after another they were the
+// longest wait of a reconcile whose account follows several Jobs, a wait that holds a
+// worker every other account queues for. It returns the soonest deferred write (0: none)
+// and the first error.
+func (r *Reconciler) publishAll(ctx context.Context, workloads map[types.UID]*kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
+	if len(workloads) == 1 {
+		for _, wl := range workloads {
+			return r.publish(ctx, wl, ba)
+		}
+	}
+	waits := make([]time.Duration, len(workloads))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxConcurrentPublishes)
+	i := 0
+	for _, wl := range workloads {
+		slot := &waits[i]
+		i++
+		g.Go(func() error {
+			wait, err := r.publish(gctx, wl, ba)
+			*slot = wait
+			return err
+		})
+	}
+	err := g.Wait()
+	var due time.Duration
+	for _, w := range waits {
+		due = soonest(due, w)
+	}
+	return due, err
 }
 
 // publish applies the account's verdict conditions to a Workload under batchledger's own
