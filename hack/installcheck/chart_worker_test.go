@@ -225,15 +225,7 @@ func checkWorkerReferences(t *testing.T, h Objects, d *appsv1.Deployment, flags 
 	if want := ns + "/" + cs[0].GetName(); injection(mwc.GetAnnotations()) != want {
 		t.Errorf("cert-manager.io/inject-ca-from is %q, want %q", injection(mwc.GetAnnotations()), want)
 	}
-	mounted := false
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.Secret != nil && v.Secret.SecretName == secret {
-			for _, m := range c.VolumeMounts {
-				mounted = mounted || (m.Name == v.Name && m.MountPath == flags["webhook-cert-dir"])
-			}
-		}
-	}
-	if !mounted {
+	if !secretMountedAt(d.Spec.Template.Spec, c, secret, flags["webhook-cert-dir"]) {
 		t.Errorf("Secret %s is not mounted at --webhook-cert-dir=%s", secret, flags["webhook-cert-dir"])
 	}
 }
@@ -243,18 +235,7 @@ func checkWorkerReferences(t *testing.T, h Objects, d *appsv1.Deployment, flags 
 // policies exempt the worker role's ServiceAccount of that release, not config/worker's.
 func TestChartWorkerOtherReleaseName(t *testing.T) {
 	root, tools := setup(t)
-	args := []string{"template", "ledger", filepath.Join(root, "charts", "batchledger"), "--namespace", "ops"}
-	for _, v := range workerValues {
-		args = append(args, "--set", v)
-	}
-	out, err := run(tools.Helm, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := Decode(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustChartAs(t, tools, filepath.Join(root, "charts", "batchledger"), "ledger", "ops", workerValues...)
 	for k := range h {
 		if k.Namespace != "" && k.Namespace != "ops" {
 			t.Errorf("%s is not in the release namespace", k)

@@ -479,15 +479,7 @@ func checkReferences(t *testing.T, o Objects) {
 		t.Errorf("webhook Service %s is not rendered", flags["webhook-service"])
 	}
 	secret := flags["webhook-cert-secret"]
-	mounted := false
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if v.Secret != nil && v.Secret.SecretName == secret {
-			for _, m := range c.VolumeMounts {
-				mounted = mounted || (m.Name == v.Name && m.MountPath == flags["webhook-cert-dir"])
-			}
-		}
-	}
-	if !mounted {
+	if !secretMountedAt(d.Spec.Template.Spec, c, secret, flags["webhook-cert-dir"]) {
 		t.Errorf("Secret %s is not mounted at --webhook-cert-dir=%s", secret, flags["webhook-cert-dir"])
 	}
 	// The signing key Secret is created empty in every install shape: the manager has no
@@ -595,4 +587,19 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// secretMountedAt reports whether container c of the pod spec mounts Secret secret at dir.
+func secretMountedAt(spec corev1.PodSpec, c corev1.Container, secret, dir string) bool {
+	for _, v := range spec.Volumes {
+		if v.Secret == nil || v.Secret.SecretName != secret {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == v.Name && m.MountPath == dir {
+				return true
+			}
+		}
+	}
+	return false
 }
