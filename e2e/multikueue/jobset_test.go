@@ -16,7 +16,6 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -203,17 +202,7 @@ func TestDispatchedJobSetAcceptedFromWorkerRecords(t *testing.T) {
 func TestWorkerRoleKilledWhileJobSetFinishes(t *testing.T) {
 	ns := "mk-jobset-killed"
 	worker, pods := dispatchedJobSetBatch(t, ns)
-	finishWithResults(t, worker, pods[:2], jobSetShards[:2])
-	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
-	waitFor(t, fleet.manager, acct, "2 results recorded", func(a *v1alpha1.BatchAccount) (bool, string) {
-		return a.Status.Results.Recorded == 2, summary(a)
-	})
-
-	w := fleet.mk.Workers[worker]
-	if err := w.StopManager(localcluster.BatchledgerWorkerName); err != nil {
-		t.Fatal(err)
-	}
-	finishWithResults(t, worker, pods[2:], jobSetShards[2:])
+	w, acct := finishWhileWorkerRoleDown(t, ns, worker, pods, jobSetShards)
 	waitFor(t, fleet.manager, &jobsetapi.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "js"}}, "Completed, copied from "+worker,
 		func(js *jobsetapi.JobSet) (bool, string) {
 			return apimeta.IsStatusConditionTrue(js.Status.Conditions, string(jobsetapi.JobSetCompleted)), fmt.Sprintf("status %+v", js.Status)

@@ -237,17 +237,7 @@ func TestWorkerRoleKilledMidBatch(t *testing.T) {
 	ns := "mk-killed"
 	shards := []string{"A", "B", "C", "D"}
 	_, worker, pods := dispatchedResultsBatch(t, ns, shards)
-	finishWithResults(t, worker, pods[:2], shards[:2])
-	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
-	waitFor(t, fleet.manager, acct, "2 results recorded", func(a *v1alpha1.BatchAccount) (bool, string) {
-		return a.Status.Results.Recorded == 2, summary(a)
-	})
-
-	w := fleet.mk.Workers[worker]
-	if err := w.StopManager(localcluster.BatchledgerWorkerName); err != nil {
-		t.Fatal(err)
-	}
-	finishWithResults(t, worker, pods[2:], shards[2:])
+	w, acct := finishWhileWorkerRoleDown(t, ns, worker, pods, shards)
 	// Kueue finishes the Workload from the worker's Job and deletes that Job; the two
 	// pods, succeeded and unrecorded, are held.
 	local := &batchv1.Job{}
@@ -398,6 +388,25 @@ func TestRemovedWorkerResultsMissing(t *testing.T) {
 
 // finishWithResults ends pods on worker's kwok nodes with exit code 0, each reporting the
 // result of the shard of the same position in shards (the account's revisions).
+// finishWhileWorkerRoleDown finishes the first two pods with their results and waits
+// for the manager's account "acct" to record them, then stops batchledger's worker role on
+// worker and finishes the other pods while it is down. It returns the worker, to start the
+// role again, and the account.
+func finishWhileWorkerRoleDown(t *testing.T, ns, worker string, pods []corev1.Pod, shards []string) (*localcluster.Cluster, *v1alpha1.BatchAccount) {
+	t.Helper()
+	finishWithResults(t, worker, pods[:2], shards[:2])
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	waitFor(t, fleet.manager, acct, "2 results recorded", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return a.Status.Results.Recorded == 2, summary(a)
+	})
+	w := fleet.mk.Workers[worker]
+	if err := w.StopManager(localcluster.BatchledgerWorkerName); err != nil {
+		t.Fatal(err)
+	}
+	finishWithResults(t, worker, pods[2:], shards[2:])
+	return w, acct
+}
+
 func finishWithResults(t *testing.T, worker string, pods []corev1.Pod, shards []string) {
 	t.Helper()
 	for i, p := range pods {
