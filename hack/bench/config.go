@@ -24,6 +24,9 @@ type loadConfig struct {
 	pprofSeconds   int
 	watchFloor     bool
 	modes          []string
+	// controllerArgs are more flags for the controller, to measure a setting without a
+	// rebuild (--controller-arg=--concurrent-account-syncs=10).
+	controllerArgs []string
 }
 
 // Modes of the load benchmark: which Jobs accounts name, and whether they require results.
@@ -64,6 +67,13 @@ func parseLoadFlags(args []string) (loadConfig, error) {
 	fs.StringVar(&cfg.pprofOut, "pprof", "", "when set, run the controller with --pprof-bind-address and write a CPU profile of the last size to this file")
 	fs.BoolVar(&cfg.watchFloor, "watch-floor", true, "run the watch floor beside the controller: its caches alone, without reconciling (floor.go)")
 	fs.IntVar(&cfg.pprofSeconds, "pprof-seconds", 60, "length of the --pprof CPU profile, started when the last size's Jobs are created")
+	fs.Func("controller-arg", "one more flag for the batchledger controller, e.g. --controller-arg=--concurrent-account-syncs=10 (repeatable)", func(v string) error {
+		if !strings.HasPrefix(v, "--") {
+			return fmt.Errorf("want a flag such as --concurrent-account-syncs=10, got %q", v)
+		}
+		cfg.controllerArgs = append(cfg.controllerArgs, v)
+		return nil
+	})
 	modes := fs.String("modes", modeCoverage, "comma-separated modes, each run at every size: coverage (accounts count coverage), results (accounts require results), mixed (one Job in ten has an account), late (accounts created after their Jobs started)")
 	_ = fs.Parse(args)
 	for m := range strings.SplitSeq(*modes, ",") {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -69,7 +70,7 @@ func runLoad(ctx context.Context, cfg loadConfig) error {
 		cfg.binary = filepath.Join(root, "bin", "batchledger")
 	}
 	l := &load{cfg: cfg}
-	var args []string
+	args := slices.Clone(cfg.controllerArgs)
 	if cfg.pprofOut != "" {
 		port, err := freePort()
 		if err != nil {
