@@ -120,11 +120,6 @@ const maxConcurrentPublishes = 8
 // worker every other account queues for. It returns the soonest deferred write (0: none)
 // and the first error.
 func (r *Reconciler) publishAll(ctx context.Context, workloads map[types.UID]*kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
-	if len(workloads) == 1 {
-		for _, wl := range workloads {
-			return r.publish(ctx, wl, ba)
-		}
-	}
 	waits := make([]time.Duration, len(workloads))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxConcurrentPublishes)
