@@ -386,8 +386,6 @@ func TestRemovedWorkerResultsMissing(t *testing.T) {
 	wantRecordedFrom(t, ns, local.UID, worker, 2)
 }
 
-// finishWithResults ends pods on worker's kwok nodes with exit code 0, each reporting the
-// result of the shard of the same position in shards (the account's revisions).
 // finishWhileWorkerRoleDown finishes the first two pods with their results and waits
 // for the manager's account "acct" to record them, then stops batchledger's worker role on
 // worker and finishes the other pods while it is down. It returns the worker, to start the
@@ -407,6 +405,8 @@ func finishWhileWorkerRoleDown(t *testing.T, ns, worker string, pods []corev1.Po
 	return w, acct
 }
 
+// finishWithResults ends pods on worker's kwok nodes with exit code 0, each reporting the
+// result of the shard of the same position in shards (the account's revisions).
 func finishWithResults(t *testing.T, worker string, pods []corev1.Pod, shards []string) {
 	t.Helper()
 	for i, p := range pods {

@@ -28,8 +28,9 @@ func TestWorkloadChanged(t *testing.T) {
 			Condition(metav1.Condition{Type: v1alpha1.WorkloadConditionShardsCovered, Status: metav1.ConditionFalse, Reason: "ShardsMissing", Message: "1/4", LastTransitionTime: metav1.NewTime(at)}).
 			Obj()
 	}
+	beingDeleted := func(w *kueue.Workload) { w.DeletionTimestamp = &metav1.Time{Time: at} }
 	cases := map[string]struct {
-		old    func(*kueue.Workload) *kueue.Workload
+		old    func(*kueue.Workload) // how the old copy differs from the base, if it does
 		change func(*kueue.Workload)
 		want   bool
 	}{
@@ -55,8 +56,8 @@ func TestWorkloadChanged(t *testing.T) {
 		"deleted":                  {change: func(w *kueue.Workload) { now := metav1.Now(); w.DeletionTimestamp = &now }, want: true},
 		// Both copies carry the same deletion time in distinct pointers, as two decoded
 		// watch events do: an unrelated update of a Workload being deleted is no change.
-		"another update while being deleted": {old: deleting(at), change: func(w *kueue.Workload) {
-			deleting(at)(w)
+		"another update while being deleted": {old: beingDeleted, change: func(w *kueue.Workload) {
+			beingDeleted(w)
 			w.Status.RequeueState = &kueue.RequeueState{Count: ptr.To[int32](1)}
 		}, want: false},
 	}
@@ -64,21 +65,13 @@ func TestWorkloadChanged(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			old, updated := base(), base()
 			if tc.old != nil {
-				old = tc.old(old)
+				tc.old(old)
 			}
 			tc.change(updated)
 			if got := workloadChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated}); got != tc.want {
 				t.Errorf("workloadChanged = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// deleting returns a change that marks a Workload as being deleted at a fresh copy of at.
-func deleting(at time.Time) func(*kueue.Workload) *kueue.Workload {
-	return func(w *kueue.Workload) *kueue.Workload {
-		w.DeletionTimestamp = &metav1.Time{Time: at}
-		return w
 	}
 }
 
