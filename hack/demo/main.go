@@ -505,7 +505,8 @@ const publishWait = 15 * time.Second
 
 // published reports whether every Workload of owner carries the verdicts of account
 // accountName as the account now states them (status and message), which is what the
-// controller converges to.
+// controller converges to; or none of them while the account has no news for a Workload
+// (it only waits, with nothing covered).
 func (d *demo) published(owner client.Object, accountName string) bool {
 	var ba v1alpha1.BatchAccount
 	if err := d.c.Get(d.ctx, client.ObjectKey{Namespace: namespace, Name: accountName}, &ba); err != nil {
@@ -516,6 +517,12 @@ func (d *demo) published(owner client.Object, accountName string) bool {
 		return false
 	}
 	for _, wl := range wls {
+		if !v1alpha1.HasWorkloadNews(&ba.Status) {
+			if slices.ContainsFunc(wl.Status.Conditions, func(c metav1.Condition) bool { return v1alpha1.IsWorkloadCondition(c.Type) }) {
+				return false
+			}
+			continue
+		}
 		for _, from := range v1alpha1.PublishedConditions {
 			have := apimeta.FindStatusCondition(ba.Status.Conditions, from)
 			typ, _ := v1alpha1.WorkloadConditionFor(from)
@@ -552,10 +559,15 @@ func (d *demo) show(owner client.Object, accountName string) {
 			fmt.Fprintf(d.out, "\n  Workload %s conditions:\n", wl.Name)
 			tw := tabwriter.NewWriter(d.out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "    TYPE\tSTATUS\tREASON\tMESSAGE")
+			ours := false
 			for _, c := range wl.Status.Conditions {
 				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+				ours = ours || v1alpha1.IsWorkloadCondition(c.Type)
 			}
 			_ = tw.Flush()
+			if !ours {
+				fmt.Fprintln(d.out, "    (no batchledger.dev/* condition yet: they appear with the first covered shard, a problem or the verdict)")
+			}
 		}
 	}
 	fmt.Fprintf(d.out, "\n  kubectl batchledger explain account %s:\n", accountName)

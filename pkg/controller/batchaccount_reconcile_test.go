@@ -388,7 +388,7 @@ func TestReconcileFollowsTheLatestRestartAttempt(t *testing.T) {
 	child := func(jobIndex, attempt int) *wrappers.JobWrapper {
 		name := "ts-workers-" + string(rune('0'+jobIndex)) + "-a" + string(rune('0'+attempt))
 		return wrappers.MakeJob(name, "ns").Indexed(2).UID(name+"-uid").JobSetChild(js, "workers", jobIndex, attempt).
-			PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage)
+			PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0", 1)
 	}
 	deleting := func(w *wrappers.JobWrapper) *batchv1.Job {
 		return w.Finalizers("batch.kubernetes.io/test").Deleting(testNow.Add(-time.Second)).Obj()
@@ -636,7 +636,7 @@ func TestPublishAppliesWorkloadsSideBySide(t *testing.T) {
 	objs := []client.Object{acct}
 	for _, n := range names {
 		j := wrappers.MakeJob(n, "ns").Indexed(1).UID(n+"-uid").ResourceVersion("1").
-			PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj()
+			PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0", 1).Obj()
 		objs = append(objs, j, wrappers.MakeWorkload("job-"+n, "ns").UID("wl-"+n).ForJob(j).Admitted("gpu", testNow.Add(-time.Hour)).Obj())
 	}
 	for _, tc := range []struct {

@@ -22,18 +22,6 @@ type verdictEvent struct {
 	Note string
 }
 
-// expectedWaits are reasons a condition is False for while a batch makes normal
-// progress; they are no cause for a Warning. TargetsNotFound is one: an account that
-// requires results is created before its Jobs on purpose (so that every pod is held),
-// and would otherwise open every such batch with Warnings.
-var expectedWaits = map[string]bool{
-	v1alpha1.ReasonTargetsNotFound:     true,
-	v1alpha1.ReasonAwaitingTermination: true,
-	v1alpha1.ReasonResultsPending:      true,
-	v1alpha1.ReasonShardsMissing:       true,
-	v1alpha1.ReasonPending:             true,
-}
-
 // accountEvents are the events for the account's verdict changes: one per condition
 // whose change is news (newsworthy); never on a message-only change such as one more
 // covered shard, so a batch of many shards does not flood the account's events.
@@ -82,7 +70,7 @@ func newsworthy(prev []metav1.Condition, c metav1.Condition) bool {
 	if c.Status == metav1.ConditionTrue {
 		return !wasTrue && (old != nil || !startingReasons[c.Reason])
 	}
-	return wasTrue || (c.Status == metav1.ConditionFalse && !expectedWaits[c.Reason])
+	return wasTrue || (c.Status == metav1.ConditionFalse && !v1alpha1.ExpectedWait(c.Reason))
 }
 
 // eventOf is the event of one changed condition. It is a Warning when the condition
@@ -90,7 +78,7 @@ func newsworthy(prev []metav1.Condition, c metav1.Condition) bool {
 // batch that was covered or accepted and no longer is always deserves attention.
 func eventOf(prev []metav1.Condition, c metav1.Condition, typ string) verdictEvent {
 	kind := corev1.EventTypeNormal
-	if c.Status == metav1.ConditionFalse && (!expectedWaits[c.Reason] || apimeta.IsStatusConditionTrue(prev, c.Type)) {
+	if c.Status == metav1.ConditionFalse && (!v1alpha1.ExpectedWait(c.Reason) || apimeta.IsStatusConditionTrue(prev, c.Type)) {
 		kind = corev1.EventTypeWarning
 	}
 	return verdictEvent{Type: kind, Reason: eventReason(prev, c), Note: typ + "=" + string(c.Status) + ": " + c.Message}

@@ -43,7 +43,7 @@ func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condi
 			return false
 		case c.Status == metav1.ConditionTrue && c.Type != v1alpha1.ConditionAdmitted:
 			return false
-		case c.Status == metav1.ConditionFalse && !expectedWaits[c.Reason]:
+		case c.Status == metav1.ConditionFalse && !v1alpha1.ExpectedWait(c.Reason):
 			return false
 		}
 	}

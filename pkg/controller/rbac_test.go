@@ -137,7 +137,8 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	suspended := func(j *batchv1.Job) *batchv1.Job { j.Spec.Suspend = ptr.To(true); return j }
-	j := suspended(withUID(wrappers.MakeJob("j", "ns").Indexed(2).Obj(), "j-uid"))
+	// j covered index 0 before Kueue suspended it again: the account has news to publish.
+	j := suspended(withUID(wrappers.MakeJob("j", "ns").Indexed(2).Completed("0", 1).Obj(), "j-uid"))
 	child := suspended(jobSetChild("workers", "0"))
 	js := wrappers.MakeJobSet("ts", "ns").Suspend(true).ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Job(child).Obj()).Obj()
 	child.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(js, jobsetapi.SchemeGroupVersion.WithKind("JobSet"))}

@@ -146,16 +146,24 @@ func (r *Reconciler) publishAll(ctx context.Context, workloads map[types.UID]*ku
 // differs, and pins the Workload UID so that a Workload Kueue deleted and recreated under
 // the same name is never written through a stale read.
 //
+// Our conditions appear with the accounts' first news (v1alpha1.HasWorkloadNews): while
+// every account only waits with nothing covered, the Workload carries none of them.
 // What a Workload reader must see at once is written at once (urgent). Progress (a count
 // that moved, shards covered while the batch still waits, one expected wait giving way to
 // another) waits WorkloadMessageInterval from when it was first seen unpublished: each
 // apply costs a round trip, its echo through our watch and Kueue's, and a wake-up of
-// Kueue's Workload controller, while the live count is on the account's status. The
-// returned duration is when the deferred write is due (0: nothing deferred).
+// Kueue's Workload controller (its status passes Kueue's webhook too), while the live
+// count is on the account's status. The returned duration is when the deferred write is
+// due (0: nothing deferred).
 func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
 	accounts, err := r.workloadAccounts(ctx, wl, ba)
 	if err != nil {
 		return 0, err
+	}
+	if !carriesOurs(wl.Status.Conditions) && !slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool {
+		return v1alpha1.HasWorkloadNews(&a.Status)
+	}) {
+		return 0, nil
 	}
 	now := r.now()
 	want := desiredWorkloadConditions(wl, accounts, metav1.NewTime(now))
@@ -188,26 +196,33 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 }
 
 // urgent reports whether want changes what a reader of the Workload must learn at once:
-// our conditions appear, follow a new Workload generation, turn False for a problem (a
-// reason that is no expected wait), fall from True, or the batch is Accepted. Everything
-// else is progress: a message alone, ShardsCovered turning True while the batch still
-// waits (for termination, for results), one expected wait giving way to another. So a
-// batch that goes well costs its Workload two writes, the first verdict and the last.
+// our conditions follow a new Workload generation, turn False for a problem (a reason that
+// is no expected wait), fall from True, or the batch is Accepted. Everything else is
+// progress, our conditions appearing included: a message alone, ShardsCovered turning
+// True while the batch still waits (for termination, for results), one expected wait
+// giving way to another. So a batch that goes well within WorkloadMessageInterval of its
+// first covered shard costs its Workload one write, the verdict; a longer one a write per
+// interval of progress, and the verdict.
 func urgent(have, want []metav1.Condition) bool {
 	for _, w := range want {
 		h := apimeta.FindStatusCondition(have, w.Type)
 		switch {
-		case h == nil || h.ObservedGeneration != w.ObservedGeneration:
+		case h != nil && h.ObservedGeneration != w.ObservedGeneration:
 			return true
-		case h.Status == w.Status && h.Reason == w.Reason:
+		case h != nil && h.Status == w.Status && h.Reason == w.Reason:
 			continue
-		case h.Status == metav1.ConditionTrue,
-			w.Status == metav1.ConditionFalse && !expectedWaits[w.Reason],
+		case h != nil && h.Status == metav1.ConditionTrue,
+			w.Status == metav1.ConditionFalse && !v1alpha1.ExpectedWait(w.Reason),
 			w.Status == metav1.ConditionTrue && w.Type == v1alpha1.WorkloadConditionAccepted:
 			return true
 		}
 	}
 	return false
+}
+
+// carriesOurs reports whether a Workload's conditions include one of batchledger's.
+func carriesOurs(conditions []metav1.Condition) bool {
+	return slices.ContainsFunc(conditions, func(c metav1.Condition) bool { return v1alpha1.IsWorkloadCondition(c.Type) })
 }
 
 // upToDate reports whether have carries every condition of want as it is (transition

@@ -77,11 +77,12 @@ func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 	})
 }
 
-// TestPublishSpacesMessageOnlyWrites: what a Workload reader must see (the first verdict,
-// the batch Accepted) reaches the Workload at once; progress (a count that moved, every
-// shard covered while the Job still runs) waits WorkloadMessageInterval from when it was
-// first seen unpublished, and the reconcile asks to come back when it is due, so the
-// last count is never left unpublished.
+// TestPublishSpacesMessageOnlyWrites: our conditions appear on the Workload with the
+// first covered shard, not while the batch only waits; what a Workload reader must see
+// at once (the batch Accepted) reaches the Workload at once; progress (our conditions
+// appearing, a count that moved, every shard covered while the Job still runs) waits
+// WorkloadMessageInterval from when it was first seen unpublished, and the reconcile asks
+// to come back when it is due, so the last count is never left unpublished.
 func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 	const interval = 10 * time.Second
 	job := func(completed string, succeeded int32) *wrappers.JobWrapper {
@@ -95,28 +96,27 @@ func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 
 		wantCovered int32 // the account's status.shards.covered: every change at once
 		wantApply   bool
-		wantMessage string // the Workload's ShardsCovered message afterwards
+		wantMessage string // the Workload's ShardsCovered message afterwards ("": none)
 		wantRequeue time.Duration
 	}{
 		{
-			name: "first verdict: written", job: job("0", 1).Obj(),
-			wantCovered: 1, wantApply: true, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3",
+			name: "admitted, nothing covered: nothing to say, nothing deferred", job: job("", 0).Obj(),
 		},
 		{
-			name: "the count moves 1s later: deferred an interval", at: time.Second, job: job("0-1", 2).Obj(),
-			wantCovered: 2, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3", wantRequeue: interval,
+			name: "the first covered shard: our conditions appear an interval later", at: time.Second, job: job("0", 1).Obj(),
+			wantCovered: 1, wantRequeue: interval,
 		},
 		{
-			name: "it moves again: still deferred, to the same time", at: 4 * time.Second, job: job("0-2", 3).Obj(),
-			wantCovered: 3, wantMessage: "BatchAccount acct: 1/4 shards covered; missing B..D = job j indexes 1-3", wantRequeue: 7 * time.Second,
+			name: "the count moves: still deferred, to the same time", at: 4 * time.Second, job: job("0-1", 2).Obj(),
+			wantCovered: 2, wantRequeue: 7 * time.Second,
 		},
 		{
 			name: "when due: the last count", at: interval + time.Second,
-			wantCovered: 3, wantApply: true, wantMessage: "BatchAccount acct: 3/4 shards covered; missing D = job j index 3",
+			wantCovered: 2, wantApply: true, wantMessage: "BatchAccount acct: 2/4 shards covered; missing C, D = job j indexes 2,3",
 		},
 		{
 			name: "every shard covered, the Job still running: progress, deferred", at: interval + 2*time.Second, job: job("0-3", 4).Obj(),
-			wantCovered: 4, wantMessage: "BatchAccount acct: 3/4 shards covered; missing D = job j index 3", wantRequeue: interval,
+			wantCovered: 4, wantMessage: "BatchAccount acct: 2/4 shards covered; missing C, D = job j indexes 2,3", wantRequeue: interval,
 		},
 		{
 			name: "the batch is Accepted 1s later: written at once, with the coverage", at: interval + 3*time.Second, job: job("0-3", 4).Complete(testNow).Obj(),
@@ -162,7 +162,8 @@ func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 		if err := f.c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "job-j"}, &wl); err != nil {
 			t.Fatal(err)
 		}
-		if c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered); c == nil || c.Message != s.wantMessage {
+		c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionShardsCovered)
+		if got := conditionMessage(c); got != s.wantMessage || (c == nil) != (s.wantMessage == "") {
 			t.Errorf("%s: Workload ShardsCovered = %+v, want message %q", s.name, c, s.wantMessage)
 		}
 		// The account's own status follows every change at once.
@@ -170,6 +171,14 @@ func TestPublishSpacesMessageOnlyWrites(t *testing.T) {
 			t.Errorf("%s: account covers %d shards, want %d", s.name, got, s.wantCovered)
 		}
 	}
+}
+
+// conditionMessage is c's message ("" for no condition).
+func conditionMessage(c *metav1.Condition) string {
+	if c == nil {
+		return ""
+	}
+	return c.Message
 }
 
 // TestUrgentWorkloadChanges: which changes of the Workload's conditions are written at
@@ -195,7 +204,10 @@ func TestUrgentWorkloadChanges(t *testing.T) {
 		have, want []metav1.Condition
 		urgent     bool
 	}{
-		{name: "our conditions appear", want: missing, urgent: true},
+		{name: "our conditions appear, shards missing: progress", want: missing},
+		{name: "our conditions appear, termination awaited: progress", want: awaiting},
+		{name: "our conditions appear with a problem", want: []metav1.Condition{missing[0], accepted("False", v1alpha1.ReasonResultRejected)}, urgent: true},
+		{name: "our conditions appear with the verdict", want: done, urgent: true},
 		{name: "the message alone", have: missing, want: missing},
 		{name: "covered, termination awaited: progress", have: missing, want: awaiting},
 		{name: "Accepted", have: awaiting, want: done, urgent: true},

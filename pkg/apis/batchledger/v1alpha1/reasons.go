@@ -151,3 +151,21 @@ const (
 	// after holding it the maximum time for accounts that never recorded its end.
 	EventReasonRecordNotWritten = "RecordNotWritten"
 )
+
+// expectedWaits are the reasons a condition is False for while a batch makes normal
+// progress. TargetsNotFound is one: an account that requires results is created before
+// its Jobs on purpose (so that every pod is held).
+var expectedWaits = map[string]bool{
+	ReasonTargetsNotFound:     true,
+	ReasonAwaitingTermination: true,
+	ReasonResultsPending:      true,
+	ReasonShardsMissing:       true,
+	ReasonPending:             true,
+}
+
+// ExpectedWait reports whether a condition False for reason is a wait of a batch making
+// normal progress rather than a problem: no cause for a Warning, and nothing a reader of
+// the account's Workloads must learn at once.
+func ExpectedWait(reason string) bool {
+	return expectedWaits[reason]
+}
