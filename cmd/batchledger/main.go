@@ -221,7 +221,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.DurationVar(&c.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
 	fs.IntVar(&c.accountSyncs, "concurrent-account-syncs", 5, "BatchAccounts reconciled side by side (as kube-controller-manager's --concurrent-job-syncs).")
 	fs.DurationVar(&c.workloadMessageInterval, "workload-message-interval", 10*time.Second,
-		"How long progress waits before it is written to a Workload (a count that moved, shards covered while the batch still waits); the first verdict, a problem and the batch's acceptance are written at once, and the live count is on the BatchAccount. 0 writes every change at once.")
+		"How long progress waits before it is written to a Workload (our conditions appearing with the first covered shard, a count that moved, shards covered while the batch still waits); a problem and the batch's acceptance are written at once, and the live count is on the BatchAccount. 0 writes every change at once.")
 	// Under Kueue's baseline a Workload appears tens of seconds after its account's first
 	// status and its first index completes 10-30 s after admission: 30 s lets most of
 	// those waits go with the next write that must go at once.
