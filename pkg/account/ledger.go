@@ -146,6 +146,12 @@ func admissions(prev *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation, co
 			}
 			if last == nil || last.EvictedAt != nil || last.Workload != w.Name || last.ClusterQueue != w.ClusterQueue || !sameFlavors(last, w) ||
 				last.Cluster != "" && last.Cluster != w.Cluster {
+				if last != nil && last.EvictedAt == nil {
+					// Replaced between two observations (evicted and admitted again, or
+					// dispatched to another worker): the eviction went unseen, but the
+					// admission has ended, and a reader must not take it for a live one.
+					last.EvictedAt = now.DeepCopy()
+				}
 				adm = append(adm, v1alpha1.Admission{Workload: w.Name, ClusterQueue: w.ClusterQueue, Cluster: w.Cluster,
 					Flavors: slices.Clone(w.Flavors), FlavorsDropped: w.FlavorsDropped, AdmittedAt: now})
 			} else if last.Cluster == "" {

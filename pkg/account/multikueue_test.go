@@ -67,14 +67,14 @@ func TestAdmissionsAcrossWorkerClusters(t *testing.T) {
 			},
 		},
 		{
-			name: "re-dispatched between two observations (the eviction not seen): still two admissions",
+			name: "re-dispatched between two observations (the eviction not seen): two admissions, the first ended",
 			steps: []step{
 				{"0", managerWorkload().admittedOn("worker-a")},
 				{"0-3", managerWorkload().admittedOn("worker-b")},
 			},
 			want: []v1alpha1.Admission{
 				{Workload: "job-j", ClusterQueue: "ml-team", Cluster: "worker-a", Flavors: []string{"main=nvidia.com/gpu:h100"},
-					AdmittedAt: minute(0), CompletedIndexes: "0"},
+					AdmittedAt: minute(0), EvictedAt: ptr.To(minute(1)), CompletedIndexes: "0"},
 				{Workload: "job-j", ClusterQueue: "ml-team", Cluster: "worker-b", Flavors: []string{"main=nvidia.com/gpu:h100"},
 					AdmittedAt: minute(1), CompletedIndexes: "1-3"},
 			},

@@ -452,10 +452,13 @@ type Admission struct {
 	Cluster string `json:"cluster,omitempty"`
 	// AdmittedAt is when the admission was first observed.
 	AdmittedAt metav1.Time `json:"admittedAt"`
-	// EvictedAt is when the eviction that ended this admission was first observed.
+	// EvictedAt is when the end of this admission was first observed: its Workload's
+	// eviction, or, when the eviction went unseen between two observations, the next
+	// admission that replaced it (EvictionReason is then empty).
 	// +optional
 	EvictedAt *metav1.Time `json:"evictedAt,omitempty"`
-	// EvictionReason is the reason of the Workload's Evicted condition (e.g. Preempted).
+	// EvictionReason is the reason of the Workload's Evicted condition (e.g. Preempted),
+	// when the eviction was observed.
 	// +optional
 	EvictionReason string `json:"evictionReason,omitempty"`
 	// CompletedIndexes are the completion indexes first observed completed while this
