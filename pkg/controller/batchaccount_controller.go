@@ -246,9 +246,7 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 		}
 		seen[t.Key] = o
 		obs[t.Key] = o.obs
-		if o.job != nil {
-			r.stampTarget(ctx, ba, t.Ref, o.job)
-		}
+		r.stampTarget(ctx, ba, t.Ref, o.job)
 		if o.workload != nil {
 			workloads[o.workload.UID] = o.workload
 		}

@@ -67,16 +67,20 @@ func (r *Reconciler) stampScope(ctx context.Context, job *batchv1.Job, want stri
 	return job.Spec.Template.Labels[v1alpha1.LabelScope], nil
 }
 
-// stampTarget raises the scope of a target's Job, and of the templates its kind makes
-// future Jobs from (Kind.StampScope: a suspended JobSet's replicatedJob, so that a
-// restart's new children keep it), to what the account needs. A failed stamp costs only
-// the hold of results, never the accounting (the Job is read from the API server until
-// its label lands), so it is logged and the reconcile goes on.
+// stampTarget raises the scope of a target's Job (nil: none found yet), and of the
+// templates its kind makes future Jobs from (Kind.StampScope: a suspended JobSet's
+// replicatedJob, so that a restart's new children keep it), to what the account needs.
+// The owner is stamped before any child exists too: a JobSet queued in Kueue, or one
+// MultiKueue dispatches (its children exist only on the worker), that the creation
+// webhook did not stamp (its cache had not seen the account yet) would otherwise run
+// unstamped. A failed stamp costs only the hold of results, never the accounting (the
+// Job is read from the API server until its label lands), so it is logged and the
+// reconcile goes on.
 func (r *Reconciler) stampTarget(ctx context.Context, ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef, job *batchv1.Job) {
 	want := relations.AccountScope(ba)
 	log := ctrl.LoggerFrom(ctx)
 	// A dispatched JobSet's child read from a worker's record is no Job of this cluster.
-	if !multikueue.FromRecord(job) {
+	if job != nil && !multikueue.FromRecord(job) {
 		if _, err := r.stampScope(ctx, job, want); err != nil {
 			log.Error(err, "stamping the opt-in scope label on a Job", "job", job.Name)
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
@@ -308,5 +309,40 @@ func TestLiveWorkloadRetry(t *testing.T) {
 	m.found("a")
 	if !m.due("a", true, testNow) {
 		t.Error("an owner found is still held back")
+	}
+}
+
+// TestSuspendedOwnerStampedBeforeItsChildren: a JobSet target whose JobSet has no child
+// Job yet (queued in Kueue, or dispatched by MultiKueue, whose children exist only on the
+// worker) and whose creation webhook did not stamp it gets its replicatedJob's template
+// stamped by the account's reconcile while it is suspended; once it runs, its template is
+// left alone.
+func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		suspended bool
+		want      string
+	}{
+		{name: "suspended, no child yet: stamped", suspended: true, want: v1alpha1.ScopeResults},
+		{name: "running: left alone", suspended: false, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			child := wrappers.MakeJob("", "ns").Indexed(2).Obj()
+			js := wrappers.MakeJobSet("js", "ns").Suspend(tc.suspended).
+				ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Job(child).Obj()).Obj()
+			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").
+				AssignJobSet("js", "workers", 0, "0-1", "0-1").RequireResults("").Obj()
+			f := newFixture(t, hooks{}, acct, js)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			var got jobsetapi.JobSet
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), &got); err != nil {
+				t.Fatal(err)
+			}
+			if scope := got.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels[v1alpha1.LabelScope]; scope != tc.want {
+				t.Errorf("scope on the replicatedJob's pod template = %q, want %q", scope, tc.want)
+			}
+		})
 	}
 }
