@@ -516,9 +516,10 @@ func (d *demo) published(owner client.Object, accountName string) bool {
 	if err != nil {
 		return false
 	}
+	news := v1alpha1.HasWorkloadNews(&ba.Status)
 	for _, wl := range wls {
-		if !v1alpha1.HasWorkloadNews(&ba.Status) {
-			if slices.ContainsFunc(wl.Status.Conditions, func(c metav1.Condition) bool { return v1alpha1.IsWorkloadCondition(c.Type) }) {
+		if !news {
+			if v1alpha1.CarriesWorkloadConditions(wl.Status.Conditions) {
 				return false
 			}
 			continue
@@ -559,13 +560,11 @@ func (d *demo) show(owner client.Object, accountName string) {
 			fmt.Fprintf(d.out, "\n  Workload %s conditions:\n", wl.Name)
 			tw := tabwriter.NewWriter(d.out, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "    TYPE\tSTATUS\tREASON\tMESSAGE")
-			ours := false
 			for _, c := range wl.Status.Conditions {
 				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
-				ours = ours || v1alpha1.IsWorkloadCondition(c.Type)
 			}
 			_ = tw.Flush()
-			if !ours {
+			if !v1alpha1.CarriesWorkloadConditions(wl.Status.Conditions) {
 				fmt.Fprintln(d.out, "    (no batchledger.dev/* condition yet: they appear with the first covered shard, a problem or the verdict)")
 			}
 		}

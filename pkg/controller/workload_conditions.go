@@ -160,7 +160,7 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	if err != nil {
 		return 0, err
 	}
-	if !carriesOurs(wl.Status.Conditions) && !slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool {
+	if !v1alpha1.CarriesWorkloadConditions(wl.Status.Conditions) && !slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool {
 		return v1alpha1.HasWorkloadNews(&a.Status)
 	}) {
 		return 0, nil
@@ -218,11 +218,6 @@ func urgent(have, want []metav1.Condition) bool {
 		}
 	}
 	return false
-}
-
-// carriesOurs reports whether a Workload's conditions include one of batchledger's.
-func carriesOurs(conditions []metav1.Condition) bool {
-	return slices.ContainsFunc(conditions, func(c metav1.Condition) bool { return v1alpha1.IsWorkloadCondition(c.Type) })
 }
 
 // upToDate reports whether have carries every condition of want as it is (transition

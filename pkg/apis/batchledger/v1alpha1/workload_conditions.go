@@ -28,6 +28,17 @@ func IsWorkloadCondition(conditionType string) bool {
 	return conditionType == WorkloadConditionShardsCovered || conditionType == WorkloadConditionAccepted
 }
 
+// CarriesWorkloadConditions reports whether a Workload's conditions include one of
+// batchledger's (IsWorkloadCondition).
+func CarriesWorkloadConditions(conditions []metav1.Condition) bool {
+	for _, c := range conditions {
+		if IsWorkloadCondition(c.Type) {
+			return true
+		}
+	}
+	return false
+}
+
 // HasWorkloadNews reports whether an account's status says anything to the readers of
 // its Workloads: a covered shard, or a published condition that is True or False for a
 // problem (a reason that is no ExpectedWait). An account that only waits (for Kueue to
