@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,6 +66,8 @@ type baselineRun struct {
 	cost                  sample
 	loadBefore, loadAfter string
 	timedOut              bool
+	// floored: the watch floor ran beside the controller (cost.floorCPU is its CPU).
+	floored bool
 }
 
 // runBaseline runs the scaled config cfg.rounds times in each mode, each run on a fresh
@@ -136,14 +139,37 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 	with := mode == modeWith
 	spec := clusterSpec{nodePrefix: "kwok-baseline", flavor: baselineFlavor, nodes: g.nodes(cfg.gpusPerNode), gpusPerNode: cfg.gpusPerNode,
 		log: prefixWriter{os.Stderr, "  "}, apiserverProfiling: cfg.apiPprof != ""}
+	pprofAddr := ""
 	if with {
 		spec.binary = cfg.binary
+		if cfg.pprof != "" {
+			port, err := freePort()
+			if err != nil {
+				return res, err
+			}
+			pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+			spec.controllerArgs = []string{"--pprof-bind-address=" + pprofAddr}
+		}
 	}
 	cl, err := startCluster(ctx, spec)
 	if err != nil {
 		return res, err
 	}
 	defer cl.stop("bench baseline")
+	if with && cfg.watchFloor {
+		floorCtx, stopFloor := context.WithCancel(ctx)
+		floor, err := startWatchFloor(floorCtx, cl.Kubeconfig)
+		if err != nil {
+			stopFloor()
+			return res, fmt.Errorf("starting the watch floor: %w", err)
+		}
+		defer func() {
+			stopFloor()
+			_ = floor.Wait()
+		}()
+		cl.sampler.floorPID = floor.Process.Pid
+		res.floored = true
+	}
 	res.startup = cl.StartupDuration
 	c := cl.c
 	queues := g.queues()
@@ -212,6 +238,14 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 			path := fmt.Sprintf("%s-%s-r%d.pprof", cfg.apiPprof, mode, round)
 			if err := cl.profileAPIServer(ctx, cfg.apiPprofSeconds, path); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: kube-apiserver CPU profile:", err)
+			}
+		})
+	}
+	if pprofAddr != "" {
+		profiled.Go(func() {
+			path := fmt.Sprintf("%s-r%d.pprof", cfg.pprof, round)
+			if err := cpuProfile(ctx, http.DefaultClient, "http://"+pprofAddr, "the controller", cfg.pprofSeconds, path); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: controller CPU profile:", err)
 			}
 		})
 	}

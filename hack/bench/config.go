@@ -121,6 +121,13 @@ type baselineConfig struct {
 	// <apiPprof>-<mode>-r<round>.pprof, of apiPprofSeconds from its first submission.
 	apiPprof        string
 	apiPprofSeconds int
+	// pprof, when set, is the prefix of the controller's CPU profiles: one per run with
+	// batchledger, <pprof>-r<round>.pprof, of pprofSeconds from its first submission.
+	pprof        string
+	pprofSeconds int
+	// watchFloor runs the watch floor beside the controller in the runs with batchledger.
+	// Off by default: its watches are load on the API server, which the target compares.
+	watchFloor bool
 }
 
 // Modes of the baseline.
@@ -149,6 +156,9 @@ func parseBaselineFlags(args []string) (baselineConfig, error) {
 	fs.StringVar(&cfg.out, "out", "", "when set (docs/benchmarks.md), rewrite the baseline section of this Markdown file")
 	fs.StringVar(&cfg.apiPprof, "apiserver-pprof", "", "when set, serve kube-apiserver's /debug/pprof and write a CPU profile of each run to <this>-<mode>-r<round>.pprof (compare them with go tool pprof -diff_base)")
 	fs.IntVar(&cfg.apiPprofSeconds, "apiserver-pprof-seconds", 90, "length of each --apiserver-pprof profile, from the run's first submission")
+	fs.StringVar(&cfg.pprof, "pprof", "", "when set, run the controller with --pprof-bind-address and write a CPU profile of each run with batchledger to <this>-r<round>.pprof")
+	fs.IntVar(&cfg.pprofSeconds, "pprof-seconds", 120, "length of each --pprof profile, from the run's first submission")
+	fs.BoolVar(&cfg.watchFloor, "watch-floor", false, "run the watch floor beside the controller in the runs with batchledger (its watches add to the API server's CPU, so not for the 110% comparison)")
 	modes := fs.String("modes", modeWithout+","+modeWith, "modes of the first round, in order (later rounds alternate); paced is a control: no batchledger, but a ConfigMap created where with creates the BatchAccount")
 	_ = fs.Parse(args)
 	for m := range strings.SplitSeq(*modes, ",") {

@@ -198,7 +198,7 @@ func baselineClassTable(g *generatorConfig, runs []baselineRun) report.Table {
 }
 
 // baselineRunHeader has the class names in its per-class column (%s).
-var baselineRunHeader = []string{"round", "batchledger", "cluster start s", "submitted s", "wall s", "measured s", "finished", "re-admitted", "admission avg ms (%s)", "batchledger CPU s", "kcm CPU s", "Kueue CPU s", "apiserver CPU s", "status writes", "writes/account", "Workload condition writes", "load avg (before → after)"}
+var baselineRunHeader = []string{"round", "batchledger", "cluster start s", "submitted s", "wall s", "measured s", "finished", "re-admitted", "admission avg ms (%s)", "batchledger CPU s", "watch floor CPU s", "kcm CPU s", "Kueue CPU s", "apiserver CPU s", "status writes", "writes/account", "Workload condition writes", "load avg (before → after)"}
 
 // baselineRunTable is a row per run; its per-class admission averages show how much two
 // runs of the same mode differ, the yardstick for any difference between the modes.
@@ -215,7 +215,10 @@ func baselineRunTable(classes []string, runs []baselineRun) report.Table {
 		for _, c := range classes {
 			perClass = append(perClass, ms(avg(r.admission[c])))
 		}
-		bl, writes, perAccount, wl := "-", "-", "-", "-"
+		bl, floor, writes, perAccount, wl := "-", "-", "-", "-", "-"
+		if r.floored {
+			floor = fmt.Sprintf("%.2f", r.cost.floorCPU)
+		}
 		if r.mode == modeWith {
 			bl = fmt.Sprintf("%.2f", r.cost.blCPU)
 			writes = fmt.Sprintf("%.0f", r.cost.statusWrites)
@@ -230,7 +233,7 @@ func baselineRunTable(classes []string, runs []baselineRun) report.Table {
 		}
 		t.Rows = append(t.Rows, []string{strconv.Itoa(r.round), r.mode, fmt.Sprintf("%.1f", r.startup.Seconds()), fmt.Sprintf("%.1f", r.submitted.Seconds()), wall,
 			fmt.Sprintf("%.1f", r.window.Seconds()), fmt.Sprintf("%d/%d", r.finished, r.workloads), strconv.Itoa(r.readmitted), strings.Join(perClass, " / "),
-			bl, fmt.Sprintf("%.2f", r.cost.kcmCPU), fmt.Sprintf("%.2f", r.cost.kueueCPU), fmt.Sprintf("%.2f", r.cost.apiCPU),
+			bl, floor, fmt.Sprintf("%.2f", r.cost.kcmCPU), fmt.Sprintf("%.2f", r.cost.kueueCPU), fmt.Sprintf("%.2f", r.cost.apiCPU),
 			writes, perAccount, wl, r.loadBefore + " → " + r.loadAfter})
 	}
 	return t

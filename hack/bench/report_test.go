@@ -94,6 +94,23 @@ func TestLoadDetailTableDerivedCells(t *testing.T) {
 	}
 }
 
+func TestBaselineRunTableDerivedCells(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    baselineRun
+		want map[string]string
+	}{
+		{"with, floored", baselineRun{mode: modeWith, accounts: 4, floored: true, cost: sample{blCPU: 3, floorCPU: 1.25, statusWrites: 14}},
+			map[string]string{"batchledger CPU s": "3.00", "watch floor CPU s": "1.25", "writes/account": "3.50"}},
+		{"with, no floor", baselineRun{mode: modeWith, accounts: 4, cost: sample{blCPU: 3}},
+			map[string]string{"batchledger CPU s": "3.00", "watch floor CPU s": "-"}},
+		{"without", baselineRun{mode: modeWithout},
+			map[string]string{"batchledger CPU s": "-", "watch floor CPU s": "-", "writes/account": "-"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { wantCells(t, baselineRunTable([]string{"small"}, []baselineRun{tc.r}), tc.want) })
+	}
+}
+
 // wantCells checks the first row of tb: want maps column headers to cells.
 func wantCells(t *testing.T, tb report.Table, want map[string]string) {
 	t.Helper()
