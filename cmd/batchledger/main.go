@@ -65,7 +65,7 @@ func main() {
 		fmt.Println(version.Get().String())
 		os.Exit(0)
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.SetLogger(newLogger(&zapOpts))
 	log := ctrl.Log.WithName("setup")
 	fail := func(err error, msg string, kv ...any) {
 		log.Error(err, msg, kv...)

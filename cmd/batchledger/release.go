@@ -91,7 +91,7 @@ func runRelease(ctx context.Context, args []string) int {
 		fmt.Fprintln(fs.Output(), "--all-namespaces=false needs --namespace")
 		return releaseUsage
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	ctrl.SetLogger(newLogger(&zopts))
 	log := ctrl.Log.WithName("release")
 
 	s, err := blscheme.New()
