@@ -90,8 +90,26 @@ func labelPatch(path string, t templateMeta, scope string) []jsonpatch.JsonPatch
 // handleJob stamps a new Job. The webhook fails open: a Job it cannot classify is
 // admitted unchanged, and the controller stamps it later while it is suspended.
 func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admission.Response {
-	// The Job is decoded twice: whole, for the short form, and the template's metadata
-	// alone, to tell a template without metadata (the patch must add it) from one with.
+	// Most Jobs of a cluster are named by no account and declare no short form, which
+	// their metadata alone tells: the rest of such a Job, most of its bytes, is never
+	// decoded.
+	meta, err := ObjectMeta(req.Object.Raw)
+	if err != nil {
+		return unclassified(JobMutatePath, fmt.Errorf("decoding the Job's metadata: %w", err))
+	}
+	meta.Name, meta.Namespace = cmp.Or(meta.Name, req.Name), cmp.Or(meta.Namespace, req.Namespace)
+	named := ""
+	if meta.Name != "" {
+		if named, err = relations.JobScope(ctx, s.Reader, &meta); err != nil {
+			return unclassified(JobMutatePath, err)
+		}
+	}
+	if named == "" && !relations.HasShortForm(meta.Annotations) {
+		return admission.Allowed("")
+	}
+	// The Job is decoded twice more: whole, for the short form, and the template's
+	// metadata alone, to tell a template without metadata (the patch must add it) from
+	// one with.
 	var job batchv1.Job
 	var tmpl struct {
 		templateMeta
@@ -102,15 +120,8 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 	if err := decode(req.Object.Raw, &job, &tmpl); err != nil {
 		return unclassified(JobMutatePath, fmt.Errorf("decoding the Job: %w", err))
 	}
-	job.Name, job.Namespace = cmp.Or(job.Name, req.Name), cmp.Or(job.Namespace, req.Namespace)
-	scope := relations.ShortFormScope(&job)
-	if job.Name != "" {
-		named, err := relations.JobScope(ctx, s.Reader, &job)
-		if err != nil {
-			return unclassified(JobMutatePath, err)
-		}
-		scope = relations.StrongerScope(scope, named)
-	}
+	job.Name, job.Namespace = meta.Name, meta.Namespace
+	scope := relations.StrongerScope(relations.ShortFormScope(&job), named)
 	ops := append(labelPatch("", tmpl.templateMeta, scope), labelPatch("/spec/template", tmpl.Spec.Template, scope)...)
 	if scope != "" {
 		ops = append(ops, recordFinalizerPatch(job.Finalizers)...)

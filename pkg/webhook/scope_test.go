@@ -7,9 +7,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -32,7 +34,7 @@ func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field s
 }
 
 // indexedReader is a fake client holding objs with the controller's field indexes.
-func indexedReader(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.Client {
+func indexedReader(t testing.TB, funcs *interceptor.Funcs, objs ...client.Object) client.Client {
 	t.Helper()
 	s, err := scheme.New()
 	if err != nil {
@@ -180,6 +182,13 @@ func TestScopeStamperJobs(t *testing.T) {
 			t.Errorf("patch (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("metadata after the spec is still read", func(t *testing.T) {
+		raw := []byte(`{"spec":{"template":{"spec":{}}},"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"c","namespace":"ml-team"}}`)
+		resp := admit(t, admission.HandlerFunc(h.handleJob), raw)
+		if got := metaScope(patchOf(t, resp), ""); got != v1alpha1.ScopeCoverage {
+			t.Errorf("scope label on the Job's metadata = %q, want %q", got, v1alpha1.ScopeCoverage)
+		}
+	})
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			raw, err := json.Marshal(tc.job)
@@ -272,6 +281,32 @@ func TestScopeStamperFailsOpen(t *testing.T) {
 			resp := admit(t, admission.HandlerFunc(h.handleJob), raw)
 			if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 {
 				t.Errorf("allowed=%v patches=%v warnings=%v", resp.Allowed, resp.Patches, resp.Warnings)
+			}
+		})
+	}
+}
+
+// BenchmarkScopeStamperJob is the scope webhook's cost per Job, which it pays for every
+// Job the cluster creates: most are named by no account.
+func BenchmarkScopeStamperJob(b *testing.B) {
+	const ns = "ml-team"
+	h := ScopeStamper{Reader: indexedReader(b, nil, wrappers.MakeBatchAccount("counts", ns).Shards("A").AssignJob("named", "0", "A").Obj())}
+	for _, name := range []string{"other", "named"} {
+		job := wrappers.MakeJob(name, ns).Indexed(2).Parallelism(2).Queue("team").GPU(1).Obj()
+		job.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
+		raw, err := json.Marshal(job)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: raw}}}
+		b.Run(map[string]string{"other": "named by no account", "named": "named by an account"}[name], func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if resp := h.handleJob(context.Background(), req); !resp.Allowed {
+					b.Fatal(resp.Result)
+				}
 			}
 		})
 	}
