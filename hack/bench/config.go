@@ -66,7 +66,7 @@ func parseLoadFlags(args []string) (loadConfig, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "limit for one size")
 	fs.StringVar(&cfg.pprofOut, "pprof", "", "when set, run the controller with --pprof-bind-address and write a CPU profile of the last size to this file")
 	fs.BoolVar(&cfg.watchFloor, "watch-floor", true, "run the watch floor beside the controller: its caches alone, without reconciling (floor.go)")
-	fs.IntVar(&cfg.pprofSeconds, "pprof-seconds", 60, "length of the --pprof CPU profile, started when the last size's Jobs are created")
+	fs.IntVar(&cfg.pprofSeconds, "pprof-seconds", 60, "length of the --pprof CPU profile, started just before the last size's first create")
 	fs.Func("controller-arg", "one more flag for the batchledger controller, e.g. --controller-arg=--concurrent-account-syncs=10 (repeatable)", func(v string) error {
 		if !strings.HasPrefix(v, "--") {
 			return fmt.Errorf("want a flag such as --concurrent-account-syncs=10, got %q", v)
