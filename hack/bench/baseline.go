@@ -143,11 +143,10 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 	if with {
 		spec.binary = cfg.binary
 		if cfg.pprof != "" {
-			port, err := freePort()
-			if err != nil {
+			var err error
+			if pprofAddr, err = pprofAddress(); err != nil {
 				return res, err
 			}
-			pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
 			spec.controllerArgs = []string{"--pprof-bind-address=" + pprofAddr}
 		}
 	}
@@ -157,17 +156,11 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 	}
 	defer cl.stop("bench baseline")
 	if with && cfg.watchFloor {
-		floorCtx, stopFloor := context.WithCancel(ctx)
-		floor, err := startWatchFloor(floorCtx, cl.Kubeconfig)
+		stopFloor, err := startWatchFloor(ctx, cl)
 		if err != nil {
-			stopFloor()
-			return res, fmt.Errorf("starting the watch floor: %w", err)
+			return res, err
 		}
-		defer func() {
-			stopFloor()
-			_ = floor.Wait()
-		}()
-		cl.sampler.floorPID = floor.Process.Pid
+		defer stopFloor()
 		res.floored = true
 	}
 	res.startup = cl.StartupDuration

@@ -198,6 +198,16 @@ func poll(ctx context.Context, limit time.Duration, cond func() (bool, error)) e
 	}
 }
 
+// pprofAddress is a free loopback address for the controller's /debug/pprof, to pass it
+// as --pprof-bind-address.
+func pprofAddress() (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port), nil
+}
+
 // cpuProfile writes a CPU profile of seconds of the process serving /debug/pprof at base
 // (http://host:port of the controller's --pprof-bind-address, or the API server's URL) to
 // path; hc makes the request (the API server's needs the admin credentials).

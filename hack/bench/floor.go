@@ -101,16 +101,25 @@ func runWatchFloor(ctx context.Context, args []string) error {
 	return errors.Join(<-errs, <-errs)
 }
 
-// startWatchFloor starts the watch floor as a child process of this one, against the
-// cluster of kubeconfig. Stop it by cancelling ctx.
-func startWatchFloor(ctx context.Context, kubeconfig string) (*exec.Cmd, error) {
+// startWatchFloor starts the watch floor as a child process of this one, against cl,
+// whose sampler then measures its CPU; stop ends it and waits for it.
+func startWatchFloor(ctx context.Context, cl *cluster) (stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, watchFloorCommand, "--kubeconfig="+kubeconfig)
+	floorCtx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(floorCtx, self, watchFloorCommand, "--kubeconfig="+cl.Kubeconfig)
 	cmd.Stderr = os.Stderr
 	// It dies with the bench, also when the bench is killed before it can stop it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	return cmd, cmd.Start()
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("starting the watch floor: %w", err)
+	}
+	cl.sampler.floorPID = cmd.Process.Pid
+	return func() {
+		cancel()
+		_ = cmd.Wait()
+	}, nil
 }

@@ -72,11 +72,9 @@ func runLoad(ctx context.Context, cfg loadConfig) error {
 	l := &load{cfg: cfg}
 	args := slices.Clone(cfg.controllerArgs)
 	if cfg.pprofOut != "" {
-		port, err := freePort()
-		if err != nil {
+		if l.pprofAddr, err = pprofAddress(); err != nil {
 			return err
 		}
-		l.pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
 		args = append(args, "--pprof-bind-address="+l.pprofAddr)
 	}
 	fmt.Fprintln(os.Stderr, "starting a fresh local cluster (stopped at the end)")
@@ -88,17 +86,11 @@ func runLoad(ctx context.Context, cfg loadConfig) error {
 	defer l.cl.stop("bench")
 	fmt.Fprintf(os.Stderr, "cluster ready in %s\n", l.cl.StartupDuration.Round(10*time.Millisecond))
 	if cfg.watchFloor {
-		floorCtx, stopFloor := context.WithCancel(ctx)
-		floor, err := startWatchFloor(floorCtx, l.cl.Kubeconfig)
+		stopFloor, err := startWatchFloor(ctx, l.cl)
 		if err != nil {
-			stopFloor()
-			return fmt.Errorf("starting the watch floor: %w", err)
+			return err
 		}
-		defer func() {
-			stopFloor()
-			_ = floor.Wait()
-		}()
-		l.cl.sampler.floorPID = floor.Process.Pid
+		defer stopFloor()
 	}
 	if err := l.queues(ctx); err != nil {
 		return err

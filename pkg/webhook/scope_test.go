@@ -291,8 +291,8 @@ func TestScopeStamperFailsOpen(t *testing.T) {
 func BenchmarkScopeStamperJob(b *testing.B) {
 	const ns = "ml-team"
 	h := ScopeStamper{Reader: indexedReader(b, nil, wrappers.MakeBatchAccount("counts", ns).Shards("A").AssignJob("named", "0", "A").Obj())}
-	for _, name := range []string{"other", "named"} {
-		job := wrappers.MakeJob(name, ns).Indexed(2).Parallelism(2).Queue("team").GPU(1).Obj()
+	for _, bc := range []struct{ name, job string }{{"named by no account", "other"}, {"named by an account", "named"}} {
+		job := wrappers.MakeJob(bc.job, ns).Indexed(2).Parallelism(2).Queue("team").GPU(1).Obj()
 		job.TypeMeta = metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}
 		raw, err := json.Marshal(job)
 		if err != nil {
@@ -300,7 +300,7 @@ func BenchmarkScopeStamperJob(b *testing.B) {
 		}
 		req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 			Operation: admissionv1.Create, Namespace: ns, Object: runtime.RawExtension{Raw: raw}}}
-		b.Run(map[string]string{"other": "named by no account", "named": "named by an account"}[name], func(b *testing.B) {
+		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(raw)))
 			for b.Loop() {
