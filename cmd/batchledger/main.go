@@ -357,8 +357,11 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 	if !c.enableWebhooks {
 		return nil
 	}
-	return []setup{blwebhook.BatchAccountValidator{}, blwebhook.PodResultHolder{},
-		blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient()}, blwebhook.ScopeStamper{Reader: mgr.GetClient()}}
+	assign := blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient()}
+	// The results scope's pods are held and told their assignment in one call; the
+	// assignment webhook sees the coverage scope's.
+	return []setup{blwebhook.BatchAccountValidator{}, blwebhook.PodResultHolder{Assign: &assign},
+		assign, blwebhook.ScopeStamper{Reader: mgr.GetClient()}}
 }
 
 // registerAfterCerts sets up the self-managed certificate and registers the webhooks

@@ -43,7 +43,7 @@ func nsLabels(name string, extra ...string) labels.Set {
 //   - the Job and JobSet webhooks fail open (Ignore), on CREATE only, for every Job and
 //     JobSet (no objectSelector: they decide whom to label);
 //   - the pod assignment webhook fails open (Ignore), on CREATE only, and selects exactly
-//     the pods labelled with a scope, results or coverage;
+//     the pods labelled scope=coverage (the pod webhook tells results pods theirs);
 //   - none of the four reaches kube-system or the manager's own namespace; the admin's
 //     namespaceSelector (chart value webhook.namespaceSelector, kustomize component
 //     ../webhook-namespace-selector) narrows all three alike and never widens them.
@@ -143,7 +143,7 @@ func TestChartWebhookScope(t *testing.T) {
 				labels labels.Set
 				want   bool
 			}{
-				{labels.Set{v1alpha1.LabelScope: v1alpha1.ScopeResults}, true},
+				{labels.Set{v1alpha1.LabelScope: v1alpha1.ScopeResults}, false},
 				{labels.Set{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}, true},
 				{labels.Set{"batch.kubernetes.io/job-completion-index": "3", "batch.kubernetes.io/job-name": "j"}, false},
 				{labels.Set{}, false},

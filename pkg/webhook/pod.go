@@ -2,10 +2,12 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 
@@ -30,7 +32,24 @@ const PodMutatePath = "/mutate--v1-pod"
 // never blocks any other pod of the cluster. The decision needs the pod's metadata only,
 // no lookup: a pod it cannot read is allowed, with a warning and a metric, never denied.
 // Holding a pod no account records after all costs one release by the PodReleaser.
-type PodResultHolder struct{}
+//
+// With Assign set it also tells the pod its assignment in the same call, so that a
+// results pod costs the API server one admission call, not two (the pod assignment
+// webhook then selects only the coverage scope's pods). That part keeps its own fail-open
+// rule under this webhook's failurePolicy Fail: a lookup that fails, panics or outlasts
+// AssignTimeout leaves the pod held without its annotations, with a warning.
+type PodResultHolder struct {
+	// Assign tells a held pod its assignment; nil (the worker role, which has no
+	// accounts) holds only.
+	Assign *PodAssignmentAnnotator
+	// AssignTimeout bounds the assignment lookup (0: DefaultAssignTimeout), well inside
+	// the webhook's own timeout so that a slow cache never refuses a pod.
+	AssignTimeout time.Duration
+}
+
+// DefaultAssignTimeout bounds the assignment lookup of the pod webhook: the manager's
+// cache answers in microseconds once synced, and waits for the sync before that.
+const DefaultAssignTimeout = 2 * time.Second
 
 var _ admission.Handler = PodResultHolder{}
 
@@ -70,13 +89,38 @@ func ObjectMeta(raw []byte) (metav1.ObjectMeta, error) {
 	return meta, nil
 }
 
-// Handle adds the finalizer to an index pod labelled ScopeResults. It reads only the
-// pod's metadata and answers with a one-operation JSON patch.
-func (h PodResultHolder) Handle(_ context.Context, req admission.Request) admission.Response {
+// Handle adds the finalizer to an index pod labelled ScopeResults and, with Assign set,
+// its assignment annotations. It reads only the pod's metadata, once.
+func (h PodResultHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
 	meta, err := ObjectMeta(req.Object.Raw)
 	if err != nil {
 		return unclassified(PodMutatePath, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}
+	resp := hold(meta)
+	if h.Assign == nil {
+		return resp
+	}
+	told := h.assign(ctx, meta, req.Namespace)
+	resp.Patches = append(resp.Patches, told.Patches...)
+	resp.Warnings = append(resp.Warnings, told.Warnings...)
+	return resp
+}
+
+// assign is the assignment part of Handle, failing open on its own: the pod is held
+// whatever the lookup does.
+func (h PodResultHolder) assign(ctx context.Context, meta metav1.ObjectMeta, namespace string) (resp admission.Response) {
+	defer func() {
+		if r := recover(); r != nil {
+			resp = unclassified(PodAssignPath, fmt.Errorf("telling the pod its assignment: %v", r))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(h.AssignTimeout, DefaultAssignTimeout))
+	defer cancel()
+	return h.Assign.annotate(ctx, meta, namespace)
+}
+
+// hold is the finalizer patch of an index pod labelled ScopeResults that lacks it.
+func hold(meta metav1.ObjectMeta) admission.Response {
 	if !relations.HasCompletionIndex(meta.Annotations) ||
 		meta.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults || slices.Contains(meta.Finalizers, v1alpha1.ResultFinalizer) {
 		return admission.Allowed("")

@@ -32,8 +32,9 @@ const PodAssignPath = "/mutate--v1-pod-assignment"
 // its Job, and for a JobSet child its {jobSet, replicatedJob, jobIndex}), so repair Jobs,
 // which accounts name in repair assignments, are told their shards like the originals.
 //
-// The webhook configuration's objectSelector sends it only pods labelled with a scope
-// (results or coverage), the pods of batches that opted in. It fails open (failurePolicy
+// The webhook configuration's objectSelector sends it only pods labelled with the
+// coverage scope; a pod of the results scope is told its assignment by the pod webhook
+// (PodResultHolder.Assign), in the call that holds it. It fails open (failurePolicy
 // Ignore), and so does the handler: a pod it cannot annotate (the manager down, no
 // account yet, accounts that disagree, a failed lookup) is created without the
 // annotations, and the worker falls back to what its pod template says or fails clearly.
@@ -72,9 +73,15 @@ func (h PodAssignmentAnnotator) Handle(ctx context.Context, req admission.Reques
 	if err != nil {
 		return unclassified(PodAssignPath, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}
+	return h.annotate(ctx, meta, req.Namespace)
+}
+
+// annotate is Handle past decoding: the pod's metadata, and the namespace of the request
+// for a pod that does not name its own yet.
+func (h PodAssignmentAnnotator) annotate(ctx context.Context, meta metav1.ObjectMeta, namespace string) admission.Response {
 	pod := &corev1.Pod{ObjectMeta: meta}
 	if pod.Namespace == "" {
-		pod.Namespace = req.Namespace
+		pod.Namespace = namespace
 	}
 	a, found, err := PodAssignment(ctx, h.Reader, pod)
 	switch {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -24,16 +26,21 @@ import (
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// annotationsAfter applies the response's patch to pod, as the API server does, and
-// returns the pod's annotations.
-func annotationsAfter(t *testing.T, pod *corev1.Pod, resp []byte) map[string]string {
+// admitPod admits pod through h, which must allow it, and returns the pod as the API
+// server stores it after the response's patch, and the response.
+func admitPod(t *testing.T, h admission.Handler, pod *corev1.Pod) (corev1.Pod, admission.Response) {
 	t.Helper()
 	raw, err := json.Marshal(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp) > 0 {
-		p, err := jsonpatch.DecodePatch(resp)
+	resp := admit(t, h, raw)
+	if !resp.Allowed {
+		t.Fatalf("denied: %v", resp.Result)
+	}
+	if len(resp.Patches) > 0 {
+		b, _ := json.Marshal(resp.Patches)
+		p, err := jsonpatch.DecodePatch(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +52,16 @@ func annotationsAfter(t *testing.T, pod *corev1.Pod, resp []byte) map[string]str
 	if err := json.Unmarshal(raw, &out); err != nil {
 		t.Fatal(err)
 	}
-	return out.Annotations
+	return out, resp
+}
+
+// checkWarning fails unless the response warns exactly when want is set, with want in
+// its text.
+func checkWarning(t *testing.T, resp admission.Response, want string) {
+	t.Helper()
+	if got := strings.Join(resp.Warnings, "; "); !strings.Contains(got, want) || (want == "") != (got == "") {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
 }
 
 // told is the annotations a pod of index idx gets: the completion index the Job
@@ -115,22 +131,11 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := PodAssignmentAnnotator{Reader: indexedReader(t, nil, tc.objs...)}
-			raw, _ := json.Marshal(tc.pod)
-			resp := admit(t, h, raw)
-			if !resp.Allowed {
-				t.Fatalf("denied: %v", resp.Result)
-			}
-			var patch []byte
-			if len(resp.Patches) > 0 {
-				patch, _ = json.Marshal(resp.Patches)
-			}
-			if d := cmp.Diff(tc.want, annotationsAfter(t, tc.pod, patch)); d != "" {
+			after, resp := admitPod(t, PodAssignmentAnnotator{Reader: indexedReader(t, nil, tc.objs...)}, tc.pod)
+			if d := cmp.Diff(tc.want, after.Annotations); d != "" {
 				t.Errorf("annotations (-want +got):\n%s", d)
 			}
-			if got := strings.Join(resp.Warnings, "; "); !strings.Contains(got, tc.warning) || (tc.warning == "") != (got == "") {
-				t.Errorf("warnings %q, want %q", got, tc.warning)
-			}
+			checkWarning(t, resp, tc.warning)
 		})
 	}
 }
@@ -179,6 +184,61 @@ func BenchmarkPodAssignment(b *testing.B) {
 					b.Fatalf("%+v %v", a, ok)
 				}
 			}
+		})
+	}
+}
+
+// TestPodResultHolderAssigns: with Assign set, the pod webhook holds a results pod and
+// tells it its assignment in one call, and the assignment keeps its own fail-open rule
+// under the webhook's failurePolicy Fail: a lookup that fails, hangs or panics still
+// leaves the pod held, only without its annotations and with a warning.
+func TestPodResultHolderAssigns(t *testing.T) {
+	const ns = "ml-team"
+	ij245 := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "0-3", "A", "B", "C", "D").
+		RequireResults("true").Obj()
+	job := wrappers.MakeJob("ij245", ns).Indexed(4).UID("ij245-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Obj()
+	pod := func(finalizers ...string) *corev1.Pod {
+		return wrappers.MakeIndexPod(job, "ij245-2-x", 2).Finalizers(finalizers...).Obj()
+	}
+	hang := &interceptor.Funcs{List: func(ctx context.Context, _ client.WithWatch, _ client.ObjectList, _ ...client.ListOption) error {
+		<-ctx.Done() // a cache that never syncs
+		return ctx.Err()
+	}}
+	panics := &interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+		panic("index missing")
+	}}
+	fails := &interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+		return errors.New("cache not synced")
+	}}
+	held := []string{v1alpha1.ResultFinalizer}
+	untold := map[string]string{batchv1.JobCompletionIndexAnnotation: "2"}
+	cases := []struct {
+		name           string
+		funcs          *interceptor.Funcs
+		pod            *corev1.Pod
+		wantFinalizers []string
+		wantAnnots     map[string]string
+		warning        string
+	}{
+		{"held and told in one call", nil, pod(), held, told("2", "C", "D", "m-2026-11", "ij245"), ""},
+		{"already held: only told", nil, pod(v1alpha1.ResultFinalizer), held, told("2", "C", "D", "m-2026-11", "ij245"), ""},
+		{"other finalizers kept", nil, pod("example.com/keep"), []string{"example.com/keep", v1alpha1.ResultFinalizer},
+			told("2", "C", "D", "m-2026-11", "ij245"), ""},
+		{"a failed lookup: held, not told", fails, pod(), held, untold, "cache not synced"},
+		{"a lookup that outlasts the timeout: held, not told", hang, pod(), held, untold, "deadline exceeded"},
+		{"a lookup that panics: held, not told", panics, pod(), held, untold, "index missing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assign := PodAssignmentAnnotator{Reader: indexedReader(t, tc.funcs, ij245, job)}
+			after, resp := admitPod(t, PodResultHolder{Assign: &assign, AssignTimeout: 50 * time.Millisecond}, tc.pod)
+			if d := cmp.Diff(tc.wantFinalizers, after.Finalizers); d != "" {
+				t.Errorf("finalizers (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.wantAnnots, after.Annotations); d != "" {
+				t.Errorf("annotations (-want +got):\n%s", d)
+			}
+			checkWarning(t, resp, tc.warning)
 		})
 	}
 }
