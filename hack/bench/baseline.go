@@ -101,6 +101,14 @@ func runBaseline(ctx context.Context, cfg baselineConfig) error {
 	}
 	fmt.Fprintf(os.Stderr, "baseline: %s scaled by %g to %d of %d workloads, %d ClusterQueues in %d cohort(s), GPU capacity %d\n",
 		cfg.generatorRelative, cfg.scale, g.workloads(), full.workloads(), len(g.queues()), countCohorts(g), g.gpuCapacity())
+	for i := range cfg.warmups {
+		fmt.Fprintf(os.Stderr, "== warm-up %d, %s batchledger (not counted)\n", i+1, cfg.modes[0])
+		r, err := runBaselineOnce(ctx, cfg, g, cfg.modes[0], 0)
+		if err != nil {
+			return fmt.Errorf("warm-up %d %s: %w", i+1, cfg.modes[0], err)
+		}
+		writeText(os.Stderr, baselineRunTable(g.classes(), []baselineRun{r}))
+	}
 	var runs []baselineRun
 	for round := range cfg.rounds {
 		order := slices.Clone(cfg.modes)

@@ -106,10 +106,14 @@ func parseSizes(s string) ([]size, error) {
 
 // baselineConfig holds the baseline's flags.
 type baselineConfig struct {
-	generator         string
-	scale             float64
-	cohorts, queues   int
-	rounds            int
+	generator       string
+	scale           float64
+	cohorts, queues int
+	rounds          int
+	// warmups are runs of the first mode before the first round, reported but not
+	// counted: the invocation's first run otherwise starts on an idle machine, which
+	// favours whichever mode comes first.
+	warmups           int
 	gpusPerNode       int
 	timeout           time.Duration
 	binary            string
@@ -150,6 +154,7 @@ func parseBaselineFlags(args []string) (baselineConfig, error) {
 	fs.IntVar(&cfg.cohorts, "cohorts", 1, "at most this many cohorts per cohort set (0: as in the config)")
 	fs.IntVar(&cfg.queues, "queues", 6, "at most this many ClusterQueues per queue set (0: as in the config)")
 	fs.IntVar(&cfg.rounds, "rounds", 2, "rounds of one run without and one with batchledger, order alternating")
+	fs.IntVar(&cfg.warmups, "warmups", 1, "runs of the first mode before the first round, reported on stderr but not counted")
 	fs.IntVar(&cfg.gpusPerNode, "gpus-per-node", 64, "nvidia.com/gpu per fake node; nodes hold the sum of the nominal quotas")
 	fs.DurationVar(&cfg.timeout, "timeout", 6*time.Minute, "limit for one run, cluster start-up included")
 	fs.StringVar(&cfg.binary, "binary", "", "batchledger controller binary (default <repo>/bin/batchledger)")
@@ -167,8 +172,8 @@ func parseBaselineFlags(args []string) (baselineConfig, error) {
 		}
 		cfg.modes = append(cfg.modes, m)
 	}
-	if cfg.scale <= 0 || cfg.rounds < 1 || cfg.gpusPerNode < 1 {
-		return cfg, errors.New("--scale, --rounds and --gpus-per-node must be positive")
+	if cfg.scale <= 0 || cfg.rounds < 1 || cfg.gpusPerNode < 1 || cfg.warmups < 0 {
+		return cfg, errors.New("--scale, --rounds and --gpus-per-node must be positive, --warmups not negative")
 	}
 	cfg.command = strings.TrimSpace("go run ./hack/bench baseline " + strings.Join(args, " "))
 	return cfg, nil

@@ -29,3 +29,30 @@ func TestControllerArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestBaselineWarmups: one uncounted warm-up run by default, none on request, and a
+// negative count refused.
+func TestBaselineWarmups(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    int
+		wantErr bool
+	}{
+		{name: "default", want: 1},
+		{name: "none", args: []string{"--warmups=0"}, want: 0},
+		{name: "two", args: []string{"--warmups=2"}, want: 2},
+		{name: "negative", args: []string{"--warmups=-1"}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := parseBaselineFlags(tc.args)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil && cfg.warmups != tc.want {
+				t.Errorf("warmups = %d, want %d", cfg.warmups, tc.want)
+			}
+		})
+	}
+}
