@@ -92,12 +92,8 @@ func ObjectMeta(raw []byte) (metav1.ObjectMeta, error) {
 // Handle adds the finalizer to an index pod labelled ScopeResults and, with Assign set,
 // its assignment annotations. It reads only the pod's metadata, once.
 func (h PodResultHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
-	meta, err := ObjectMeta(req.Object.Raw)
-	if err != nil {
-		return unclassified(PodMutatePath, fmt.Errorf("decoding the pod's metadata: %w", err))
-	}
-	resp := hold(meta)
-	if h.Assign == nil {
+	meta, resp, ok := HoldPod(req.Object.Raw)
+	if !ok || h.Assign == nil {
 		return resp
 	}
 	told := h.assign(ctx, meta, req.Namespace)
@@ -119,10 +115,27 @@ func (h PodResultHolder) assign(ctx context.Context, meta metav1.ObjectMeta, nam
 	return h.Assign.annotate(ctx, meta, namespace)
 }
 
-// hold is the finalizer patch of an index pod labelled ScopeResults that lacks it.
+// HoldPod is the holding part of the pod webhook, for a handler that goes on from it (the
+// MultiKueue worker role's): the metadata of the pod in raw, decoded once, and the answer
+// that holds the pod if HeldForResults. ok is false when the pod cannot be read; resp is
+// then the webhook's fail-open answer, to be returned as it is.
+func HoldPod(raw []byte) (meta metav1.ObjectMeta, resp admission.Response, ok bool) {
+	meta, err := ObjectMeta(raw)
+	if err != nil {
+		return meta, unclassified(PodMutatePath, fmt.Errorf("decoding the pod's metadata: %w", err)), false
+	}
+	return meta, hold(meta), true
+}
+
+// HeldForResults reports whether the pod webhook holds a pod of metadata meta until its
+// result is recorded: an index pod whose batch opted in to the results scope.
+func HeldForResults(meta metav1.ObjectMeta) bool {
+	return relations.HasCompletionIndex(meta.Annotations) && meta.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults
+}
+
+// hold is the finalizer patch of a pod HeldForResults that lacks it.
 func hold(meta metav1.ObjectMeta) admission.Response {
-	if !relations.HasCompletionIndex(meta.Annotations) ||
-		meta.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults || slices.Contains(meta.Finalizers, v1alpha1.ResultFinalizer) {
+	if !HeldForResults(meta) || slices.Contains(meta.Finalizers, v1alpha1.ResultFinalizer) {
 		return admission.Allowed("")
 	}
 	if len(meta.Finalizers) == 0 {

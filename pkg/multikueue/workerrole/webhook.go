@@ -16,7 +16,6 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
-	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/webhook"
 )
 
@@ -50,21 +49,17 @@ func (h PodHolder) SetupWithManager(mgr ctrl.Manager) error {
 // annotationPath is the JSON pointer of v1alpha1.AnnotationWorkload.
 var annotationPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(v1alpha1.AnnotationWorkload)
 
-// Handle holds the pod (webhook.PodResultHolder) and sets or removes its Workload
+// Handle holds the pod (webhook.HoldPod) and sets or removes its Workload
 // annotation.
 func (h PodHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
-	resp := webhook.PodResultHolder{}.Handle(ctx, req)
-	if !resp.Allowed {
-		return resp
-	}
-	meta, err := webhook.ObjectMeta(req.Object.Raw)
-	if err != nil {
+	meta, resp, ok := webhook.HoldPod(req.Object.Raw)
+	if !ok {
 		return resp
 	}
 	_, claimed := meta.Annotations[v1alpha1.AnnotationWorkload]
 	wl := ""
-	held := relations.HasCompletionIndex(meta.Annotations) && meta.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults
-	if held && slices.Contains(JobControllers, req.UserInfo.Username) {
+	if webhook.HeldForResults(meta) && slices.Contains(JobControllers, req.UserInfo.Username) {
+		var err error
 		if wl, err = h.copiedFor(ctx, req.Namespace, &meta); err != nil {
 			// Refused, not admitted unattributed: the Job controller creates the pod again.
 			return admission.Errored(http.StatusServiceUnavailable, err)

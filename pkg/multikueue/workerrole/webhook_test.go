@@ -103,3 +103,16 @@ func TestPodHolderNamesTheWorkload(t *testing.T) {
 		})
 	}
 }
+
+// TestPodHolderAllowsAPodItCannotRead: the worker's pod webhook fails open as the
+// single-cluster one does: a pod whose metadata it cannot decode is allowed unchanged,
+// with a warning, and no Job is looked up for it.
+func TestPodHolderAllowsAPodItCannotRead(t *testing.T) {
+	resp := PodHolder{}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: "ns", Object: runtime.RawExtension{Raw: []byte(`{"metadata": [`)},
+		UserInfo: authenticationv1.UserInfo{Username: JobControllers[0]},
+	}})
+	if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 {
+		t.Errorf("response to a malformed pod: allowed=%v patches=%v warnings=%v", resp.Allowed, resp.Patches, resp.Warnings)
+	}
+}
