@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -441,7 +442,7 @@ func deletionRequested(pod *corev1.Pod) time.Time {
 func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(held))).
-		Watches(&v1alpha1.ShardResults{}, handler.EnqueueRequestsFromMapFunc(recordedPods)).
+		Watches(&v1alpha1.ShardResults{}, r.chunkRecords()).
 		Watches(&v1alpha1.BatchAccount{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfAccount),
 			builder.WithPredicates(accountReleasesPods)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfNamespace),
@@ -476,13 +477,77 @@ var LeftResultsScope = predicate.Funcs{
 	DeleteFunc:  func(e event.DeleteEvent) bool { return held(e.Object) },
 }
 
-func recordedPods(_ context.Context, obj client.Object) []reconcile.Request {
-	sr := obj.(*v1alpha1.ShardResults)
-	reqs := make([]reconcile.Request, 0, len(sr.Results))
-	for _, res := range sr.Results {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sr.Namespace, Name: res.Pod}})
+// chunkRecords wakes the held pods a chunk's change may let go: those it records (results
+// and dropped pods) when it is created or resynced, and on an update only those the old
+// chunk did not record, unless the old chunk was not trusted (one the manager signs only
+// now): then all of them. Waking every pod of a chunk on each of its updates made the
+// releaser's work grow with the square of an account's shards (a chunk records up to
+// v1alpha1.ResultsPerChunk shards and is updated as their results come in). A chunk's
+// deletion lets no pod go.
+func (r *PodReleaser) chunkRecords() handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	enqueue := func(q queue, reqs []reconcile.Request) {
+		for _, req := range reqs {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			enqueue(q, r.newlyRecorded(ctx, nil, e.Object.(*v1alpha1.ShardResults)))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			enqueue(q, r.newlyRecorded(ctx, e.ObjectOld.(*v1alpha1.ShardResults), e.ObjectNew.(*v1alpha1.ShardResults)))
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
+			enqueue(q, r.newlyRecorded(ctx, nil, e.Object.(*v1alpha1.ShardResults)))
+		},
+	}
+}
+
+// newlyRecorded are the pods chunk records that old (nil: none) did not, or all it records
+// when old was not trusted. Dropped pods are named by UID and found through
+// relations.IndexPodUID; one no longer in the cache is gone and needs no waking.
+func (r *PodReleaser) newlyRecorded(ctx context.Context, old, chunk *v1alpha1.ShardResults) []reconcile.Request {
+	had := map[types.UID]bool{}
+	if old != nil && r.trusted(ctx, old) {
+		for _, res := range old.Results {
+			had[res.PodUID] = true
+		}
+		for _, uid := range old.DroppedPods {
+			had[uid] = true
+		}
+	}
+	var reqs []reconcile.Request
+	for _, res := range chunk.Results {
+		if !had[res.PodUID] {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: chunk.Namespace, Name: res.Pod}})
+		}
+	}
+	for _, uid := range chunk.DroppedPods {
+		if had[uid] {
+			continue
+		}
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(chunk.Namespace), client.MatchingFields{relations.IndexPodUID: string(uid)},
+			client.UnsafeDisableDeepCopy); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "finding a pod whose result was dropped", "uid", uid)
+			continue
+		}
+		for i := range pods.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
+		}
 	}
 	return reqs
+}
+
+// trusted is Ledger.ChunkTrusted, false when it cannot tell (the caller then does the
+// safe thing), true without a Ledger.
+func (r *PodReleaser) trusted(ctx context.Context, c *v1alpha1.ShardResults) bool {
+	if r.Ledger == nil {
+		return true
+	}
+	ok, err := r.Ledger.ChunkTrusted(ctx, c)
+	return err == nil && ok
 }
 
 // accountReleasesPods passes the account changes that may leave pods held for nothing: its

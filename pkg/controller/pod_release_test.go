@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
+	"batchledger.dev/batchledger/pkg/ledgerkey"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -280,5 +282,60 @@ func TestNamespaceDeletionWakesItsHeldPods(t *testing.T) {
 	want := []ctrl.Request{{NamespacedName: client.ObjectKeyFromObject(heldPod)}}
 	if !slices.Equal(got, want) {
 		t.Errorf("woken %v, want %v", got, want)
+	}
+}
+
+// TestChunkChangesWakeNewlyRecordedPods: a chunk's creation wakes every pod it records
+// (results, and dropped pods found by UID); an update of a trusted chunk wakes only the
+// pods it records anew, so an account's releases do not grow with the square of its
+// shards; an update of a chunk that was not trusted wakes all it records, since they
+// may all be recorded only now. A dropped pod that is gone wakes nothing.
+func TestChunkChangesWakeNewlyRecordedPods(t *testing.T) {
+	key, _, err := ledgerkey.Generate(testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := jobJ(v1alpha1.ScopeResults).Obj()
+	ba := accountOfJ().RequireResults("").Obj()
+	pods := make([]*corev1.Pod, 4)
+	for i := range pods {
+		pods[i] = wrappers.MakeIndexPod(j, fmt.Sprintf("j-%d", i), i%2).Succeeded(testNow, "").Finalizers(v1alpha1.ResultFinalizer).Obj()
+	}
+	// chunk records results of pods[results...] and drops the pods of UIDs dropped.
+	chunk := func(results []int, dropped ...types.UID) *v1alpha1.ShardResults {
+		c := newChunk(ba, chunkName(ba.UID, "0", 0), 0)
+		for _, i := range results {
+			p := pods[i]
+			c.Results = append(c.Results, v1alpha1.RecordedResult{Ordinal: int32(i % 2), Target: "job/j", JobUID: j.UID, Index: int32(i % 2), Pod: p.Name, PodUID: p.UID})
+		}
+		c.DroppedPods = dropped
+		key.Sign(c)
+		return c
+	}
+	tampered := chunk([]int{0})
+	tampered.Results[0].Shard = "forged"
+	for _, tc := range []struct {
+		name     string
+		old, new *v1alpha1.ShardResults
+		want     []string
+	}{
+		{"created", nil, chunk([]int{0, 1}, pods[2].UID), []string{"j-0", "j-1", "j-2"}},
+		{"a result added", chunk([]int{0}), chunk([]int{0, 1}), []string{"j-1"}},
+		{"a pod dropped", chunk([]int{0, 1}), chunk([]int{0, 1}, pods[3].UID), []string{"j-3"}},
+		{"nothing recorded anew", chunk([]int{0, 1}, pods[2].UID), chunk([]int{0, 1}, pods[2].UID), nil},
+		{"a gone pod dropped", chunk([]int{0}), chunk([]int{0}, "gone-uid"), nil},
+		{"the old chunk not trusted", tampered, chunk([]int{0, 1}), []string{"j-0", "j-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &PodReleaser{Client: fakeClient(t, j, pods[0], pods[1], pods[2], pods[3]), Ledger: &Ledger{key: key}}
+			var got []string
+			for _, req := range r.newlyRecorded(context.Background(), tc.old, tc.new) {
+				got = append(got, req.Name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("woken %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -34,6 +34,9 @@ const (
 	// (recorded or dropped), so that the pod releaser can tell in O(1) whether a held
 	// pod's result is recorded.
 	IndexResultPod = "batchledger.dev/result-pod"
+	// IndexPodUID indexes pods by their UID: a chunk names the pods whose results it
+	// dropped by UID alone, and the pod releaser wakes them by name.
+	IndexPodUID = "batchledger.dev/pod-uid"
 )
 
 // IndexKey is a key of IndexAccountTarget and IndexWorkloadOwner (kinds.IndexKey).
@@ -148,6 +151,7 @@ func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		{&kueue.Workload{}, IndexWorkloadOwner, workloadOwnerIndex},
 		{&v1alpha1.ShardResults{}, IndexResultPod, resultPodsIndex},
 		{&corev1.Pod{}, IndexPodTarget, podTargetIndex},
+		{&corev1.Pod{}, IndexPodUID, func(o client.Object) []string { return []string{string(o.GetUID())} }},
 	} {
 		if err := fi.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
 			return err
