@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -441,7 +443,7 @@ func deletionRequested(pod *corev1.Pod) time.Time {
 // leaving the results scope.
 func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
-		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(held))).
+		For(&corev1.Pod{}, builder.WithPredicates(heldPodMayGo)).
 		Watches(&v1alpha1.ShardResults{}, r.chunkRecords()).
 		Watches(&v1alpha1.BatchAccount{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfAccount),
 			builder.WithPredicates(accountReleasesPods)).
@@ -461,6 +463,30 @@ func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 // held reports whether a pod carries batchledger's finalizer.
 func held(o client.Object) bool {
 	return slices.Contains(o.GetFinalizers(), v1alpha1.ResultFinalizer)
+}
+
+// heldPodMayGo passes the events of a held pod after which judge may let it go: its
+// creation (no account may capture it), and the updates that finish it, begin its
+// deletion, or change the metadata that say whose index pod it is (its labels,
+// annotations and owners, which relations.CapturedBy reads). The other updates of a pod
+// still running (it was scheduled, it started) change nothing judge reads, and were two
+// of the five updates of a pod's life. Its deletion passes not: a pod gone needs no
+// release, and one leaving the results scope is LeftResultsScope's.
+var heldPodMayGo = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return held(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		pod, ok := e.ObjectNew.(*corev1.Pod)
+		if !ok || !held(pod) {
+			return false
+		}
+		return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil ||
+			!maps.Equal(e.ObjectOld.GetLabels(), pod.Labels) || !maps.Equal(e.ObjectOld.GetAnnotations(), pod.Annotations) ||
+			!slices.EqualFunc(e.ObjectOld.GetOwnerReferences(), pod.OwnerReferences, func(a, b metav1.OwnerReference) bool {
+				return a.UID == b.UID && a.Name == b.Name && a.Kind == b.Kind && a.APIVersion == b.APIVersion && ptr.Equal(a.Controller, b.Controller)
+			})
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(e event.GenericEvent) bool { return held(e.Object) },
 }
 
 // LeftResultsScope passes the pod cache's delete events of held pods: each may be a held

@@ -339,3 +339,53 @@ func TestChunkChangesWakeNewlyRecordedPods(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldPodMayGoPassesWhatJudgeReads: the releaser is woken by a held pod's creation
+// and by the updates that finish it, begin its deletion or change whose index pod it is;
+// not by the updates of a running pod that change nothing judge reads, nor by any event
+// of a pod it does not hold.
+func TestHeldPodMayGoPassesWhatJudgeReads(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(2).Obj(), "j-uid")
+	running := func() *wrappers.PodWrapper {
+		return wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer)
+	}
+	scheduled := running().Obj()
+	scheduled.Spec.NodeName = "node-1"
+	started := scheduled.DeepCopy()
+	started.Status.Phase = corev1.PodRunning
+	failed := started.DeepCopy()
+	failed.Status.Phase = corev1.PodFailed
+	ownerChanged := started.DeepCopy()
+	ownerChanged.OwnerReferences[0].UID = "another-j-uid"
+	for _, tc := range []struct {
+		name     string
+		old, new *corev1.Pod
+		want     bool
+	}{
+		{"scheduled", running().Obj(), scheduled, false},
+		{"started", scheduled, started, false},
+		{"succeeded", started, running().Succeeded(now, "").Obj(), true},
+		{"failed", started, failed, true},
+		{"deletion begun", started, running().Deleting(now).Obj(), true},
+		{"relabelled", started, running().Label("batchledger.dev/scope", "coverage").Obj(), true},
+		{"annotated", started, running().Annotation("note", "x").Obj(), true},
+		{"another owner", started, ownerChanged, true},
+		{"released", running().Succeeded(now, "").Obj(), wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, "").Obj(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := heldPodMayGo.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+				t.Errorf("passed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if !heldPodMayGo.Create(event.CreateEvent{Object: running().Obj()}) {
+		t.Error("a held pod's creation does not pass")
+	}
+	if heldPodMayGo.Create(event.CreateEvent{Object: wrappers.MakeIndexPod(j, "j-0", 0).Obj()}) {
+		t.Error("the creation of a pod not held passes")
+	}
+	if heldPodMayGo.Delete(event.DeleteEvent{Object: running().Obj()}) {
+		t.Error("a deletion passes")
+	}
+}
