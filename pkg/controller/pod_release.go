@@ -519,21 +519,21 @@ func (r *PodReleaser) chunkRecords() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
-			enqueue(q, r.newlyRecorded(ctx, nil, e.Object.(*v1alpha1.ShardResults)))
+			enqueue(q, r.podsNewlyRecorded(ctx, nil, e.Object.(*v1alpha1.ShardResults)))
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
-			enqueue(q, r.newlyRecorded(ctx, e.ObjectOld.(*v1alpha1.ShardResults), e.ObjectNew.(*v1alpha1.ShardResults)))
+			enqueue(q, r.podsNewlyRecorded(ctx, e.ObjectOld.(*v1alpha1.ShardResults), e.ObjectNew.(*v1alpha1.ShardResults)))
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q queue) {
-			enqueue(q, r.newlyRecorded(ctx, nil, e.Object.(*v1alpha1.ShardResults)))
+			enqueue(q, r.podsNewlyRecorded(ctx, nil, e.Object.(*v1alpha1.ShardResults)))
 		},
 	}
 }
 
-// newlyRecorded are the pods chunk records that old (nil: none) did not, or all it records
+// podsNewlyRecorded are the pods chunk records that old (nil: none) did not, or all it records
 // when old was not trusted. Dropped pods are named by UID and found through
 // relations.IndexPodUID; one no longer in the cache is gone and needs no waking.
-func (r *PodReleaser) newlyRecorded(ctx context.Context, old, chunk *v1alpha1.ShardResults) []reconcile.Request {
+func (r *PodReleaser) podsNewlyRecorded(ctx context.Context, old, chunk *v1alpha1.ShardResults) []reconcile.Request {
 	had := map[types.UID]bool{}
 	if old != nil && r.trusted(ctx, old) {
 		for _, res := range old.Results {

@@ -329,7 +329,7 @@ func TestChunkChangesWakeNewlyRecordedPods(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &PodReleaser{Client: fakeClient(t, j, pods[0], pods[1], pods[2], pods[3]), Ledger: &Ledger{key: key}}
 			var got []string
-			for _, req := range r.newlyRecorded(context.Background(), tc.old, tc.new) {
+			for _, req := range r.podsNewlyRecorded(context.Background(), tc.old, tc.new) {
 				got = append(got, req.Name)
 			}
 			slices.Sort(got)
