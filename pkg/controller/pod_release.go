@@ -466,8 +466,8 @@ func held(o client.Object) bool {
 }
 
 // heldPodMayGo passes the events of a held pod after which judge may let it go: its
-// creation (no account may capture it), and the updates that finish it, begin its
-// deletion, or change the metadata that say whose index pod it is (its labels,
+// creation (no account may capture it), and the updates that hold it, finish it, begin
+// its deletion, or change the metadata that say whose index pod it is (its labels,
 // annotations and owners, which relations.CapturedBy reads). The other updates of a pod
 // still running (it was scheduled, it started) change nothing judge reads, and were two
 // of the five updates of a pod's life. Its deletion passes not: a pod gone needs no
@@ -479,7 +479,8 @@ var heldPodMayGo = predicate.Funcs{
 		if !ok || !held(pod) {
 			return false
 		}
-		return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil ||
+		return !held(e.ObjectOld) ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil ||
 			!maps.Equal(e.ObjectOld.GetLabels(), pod.Labels) || !maps.Equal(e.ObjectOld.GetAnnotations(), pod.Annotations) ||
 			!slices.EqualFunc(e.ObjectOld.GetOwnerReferences(), pod.OwnerReferences, func(a, b metav1.OwnerReference) bool {
 				return a.UID == b.UID && a.Name == b.Name && a.Kind == b.Kind && a.APIVersion == b.APIVersion && ptr.Equal(a.Controller, b.Controller)

@@ -341,7 +341,7 @@ func TestChunkChangesWakeNewlyRecordedPods(t *testing.T) {
 }
 
 // TestHeldPodMayGoPassesWhatJudgeReads: the releaser is woken by a held pod's creation
-// and by the updates that finish it, begin its deletion or change whose index pod it is;
+// and by the updates that hold it, finish it, begin its deletion or change whose index pod it is;
 // not by the updates of a running pod that change nothing judge reads, nor by any event
 // of a pod it does not hold.
 func TestHeldPodMayGoPassesWhatJudgeReads(t *testing.T) {
@@ -372,6 +372,7 @@ func TestHeldPodMayGoPassesWhatJudgeReads(t *testing.T) {
 		{"annotated", started, running().Annotation("note", "x").Obj(), true},
 		{"another owner", started, ownerChanged, true},
 		{"released", running().Succeeded(now, "").Obj(), wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, "").Obj(), false},
+		{"held only now", wrappers.MakeIndexPod(j, "j-0", 0).Obj(), running().Obj(), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := heldPodMayGo.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
