@@ -70,7 +70,7 @@ func loadTable(results []loadResult) report.Table {
 func loadDetailTable(results []loadResult) report.Table {
 	t := report.Table{Header: []string{"mode", "size", "reconciles", "Workload condition writes", "latency samples", "latency max ms", "wall s",
 		"watch floor CPU s", "floor / kcm", "batchledger above floor / kcm", "queue wait mean ms", "queue waits > 1 s", "reconcile mean ms", "apiserver CPU s",
-		"reconciles / account", "wakeups / account by source"}}
+		"reconciles / account", "wakeups / account by source", "pod releaser reconciles / pod"}}
 	for _, r := range results {
 		c := r.cost
 		floor, floorRatio, above := "-", "-", "-"
@@ -89,7 +89,7 @@ func loadDetailTable(results []loadResult) report.Table {
 		}
 		t.Rows = append(t.Rows, []string{r.mode, r.size.String(), fmt.Sprintf("%.0f", c.reconciles), fmt.Sprintf("%.0f", c.wlWrites),
 			strconv.Itoa(r.samples), ms(r.max), fmt.Sprintf("%.1f", r.wall.Seconds()), floor, floorRatio, above, wait, over, rec, fmt.Sprintf("%.2f", c.apiCPU),
-			perAccount(c.reconciles, r.accounts), wakeupsPerAccount(c.wakeups, r.accounts)})
+			perAccount(c.reconciles, r.accounts), wakeupsPerAccount(c.wakeups, r.accounts), perPod(c.releaserReconciles, r.pods)})
 	}
 	return t
 }
@@ -100,6 +100,14 @@ func perAccount(n float64, accounts int) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", n/float64(accounts))
+}
+
+// perPod is n per pod, "-" without pods.
+func perPod(n float64, pods int) string {
+	if pods == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", n/float64(pods))
 }
 
 // wakeupsPerAccount is each source's wakeups per account, the largest first

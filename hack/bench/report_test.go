@@ -83,12 +83,13 @@ func TestLoadDetailTableDerivedCells(t *testing.T) {
 		r    loadResult
 		want map[string]string
 	}{
-		{"floor, queue waits and reconciles", loadResult{size: size{1, 1}, cost: sample{blCPU: 3, kcmCPU: 10, floorCPU: 1,
-			queueWaits: 200, queueWaitSum: 50, queueWaitsOver1s: 7, reconcileCount: 100, reconcileSum: 2.5}},
+		{"floor, queue waits and reconciles", loadResult{size: size{1, 1}, pods: 40, cost: sample{blCPU: 3, kcmCPU: 10, floorCPU: 1,
+			queueWaits: 200, queueWaitSum: 50, queueWaitsOver1s: 7, reconcileCount: 100, reconcileSum: 2.5, releaserReconciles: 90}},
 			map[string]string{"floor / kcm": "10.0%", "batchledger above floor / kcm": "20.0%", "queue wait mean ms": "250",
-				"queue waits > 1 s": "7 of 200", "reconcile mean ms": "25.0"}},
+				"queue waits > 1 s": "7 of 200", "reconcile mean ms": "25.0", "pod releaser reconciles / pod": "2.25"}},
 		{"no floor, no metrics", loadResult{size: size{1, 1}},
-			map[string]string{"floor / kcm": "-", "queue wait mean ms": "-", "queue waits > 1 s": "-", "reconcile mean ms": "-"}},
+			map[string]string{"floor / kcm": "-", "queue wait mean ms": "-", "queue waits > 1 s": "-", "reconcile mean ms": "-",
+				"pod releaser reconciles / pod": "-"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantCells(t, loadDetailTable([]loadResult{tc.r}), tc.want) })
 	}

@@ -35,6 +35,8 @@ type sample struct {
 	// sum (seconds), and the waits over one second.
 	queueWaits, queueWaitSum, queueWaitsOver1s float64
 	reconcileCount, reconcileSum               float64
+	// releaserReconciles are the pod releaser's reconciles.
+	releaserReconciles float64
 	// wakeups are the account reconciles asked for, by source
 	// (controller.MetricWakeups).
 	wakeups map[string]float64
@@ -52,7 +54,8 @@ func (s sample) minus(earlier sample) sample {
 		queueWaits: s.queueWaits - earlier.queueWaits, queueWaitSum: s.queueWaitSum - earlier.queueWaitSum,
 		queueWaitsOver1s: s.queueWaitsOver1s - earlier.queueWaitsOver1s,
 		reconcileCount:   s.reconcileCount - earlier.reconcileCount, reconcileSum: s.reconcileSum - earlier.reconcileSum,
-		wakeups: wakeupsMinus(s.wakeups, earlier.wakeups),
+		releaserReconciles: s.releaserReconciles - earlier.releaserReconciles,
+		wakeups:            wakeupsMinus(s.wakeups, earlier.wakeups),
 	}
 }
 
@@ -144,6 +147,7 @@ func (sm sampler) take() (sample, error) {
 	s.queueWaits, s.queueWaitSum, s.queueWaitsOver1s = wait.Count, wait.Sum, wait.Above(1)
 	rec := f.Histogram(scrape.ReconcileSeconds, map[string]string{"controller": controller.AccountControllerName})
 	s.reconcileCount, s.reconcileSum = rec.Count, rec.Sum
+	s.releaserReconciles = f.Histogram(scrape.ReconcileSeconds, map[string]string{"controller": controller.PodReleaseControllerName}).Count
 	s.wakeups = wakeupsBySource(f)
 	return s, nil
 }

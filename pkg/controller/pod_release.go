@@ -449,7 +449,7 @@ func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(accountReleasesPods)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfNamespace),
 			builder.OnlyMetadata, builder.WithPredicates(namespaceDeletionStarted)).
-		Named("pod-release").
+		Named(PodReleaseControllerName).
 		Complete(r)
 	if err != nil {
 		return err
@@ -459,6 +459,10 @@ func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 		Named("pod-release-out-of-scope").
 		Complete(reconcile.Func(r.ReleaseOutOfScope))
 }
+
+// PodReleaseControllerName names the pod releaser's controller, its workqueue and
+// their metrics (controller-runtime's labels controller and name).
+const PodReleaseControllerName = "pod-release"
 
 // held reports whether a pod carries batchledger's finalizer.
 func held(o client.Object) bool {
