@@ -219,6 +219,9 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		var sources []resultSource
 		for i := range o.pods {
 			pod := &o.pods[i]
+			if rc.recorded[pod.UID] {
+				continue // most of a large account's pods, on each of its reconciles
+			}
 			if idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod); succeeded {
 				sources = append(sources, resultSource{pod: pod, jobUID: jobUID, index: idx})
 			}
