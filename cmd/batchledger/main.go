@@ -116,7 +116,7 @@ func main() {
 	if err != nil {
 		fail(err, "setting up the cache of succeeded coverage pods")
 	}
-	writer, err := controller.NewRESTStatusWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme())
+	writer, err := controller.NewRESTWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme())
 	if err != nil {
 		fail(err, "setting up the status writer")
 	}
@@ -327,7 +327,7 @@ func (c *config) managerOptions(scheme *runtime.Scheme, webhookServer webhook.Se
 
 // controllers are the reconcilers: accounts, held pods, held Job records, and the short
 // forms of Jobs and JobSets.
-func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods *controller.LatePods, writer controller.StatusWriter, apis *controller.ServedAPIs,
+func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods *controller.LatePods, writer controller.Writer, apis *controller.ServedAPIs,
 	workerResults controller.WorkerResults) []setup {
 	metrics := controller.NewMetrics(c.perAccountMetrics)
 	// One Ledger for every controller that reads recorded results: the key is loaded once.

@@ -66,8 +66,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Writer sends the account status and Workload condition writes; nil sends them
 	// through Client (clientWriter). The manager's never decodes an answer
-	// (NewRESTStatusWriter).
-	Writer StatusWriter
+	// (NewRESTWriter).
+	Writer Writer
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 	// Metrics, when set, counts the reconciler's writes.
@@ -281,7 +281,7 @@ func soonest(a, b time.Duration) time.Duration {
 	return a
 }
 
-func (r *Reconciler) writer() StatusWriter {
+func (r *Reconciler) writer() Writer {
 	if r.Writer != nil {
 		return r.Writer
 	}

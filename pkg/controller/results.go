@@ -248,12 +248,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	var refused []*v1alpha1.ShardResults
 	for c := range rc.dirty {
 		key.Sign(c)
-		var err error
-		if c.ResourceVersion == "" {
-			err = r.Create(ctx, c)
-		} else {
-			err = r.Update(ctx, c)
-		}
+		err := r.writer().WriteChunk(ctx, c)
 		if c.ResourceVersion == "" && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			// No new object may be created in a namespace being deleted: a retry would
 			// wait for nothing. The existing chunks are still updated; the results of this

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -27,33 +28,53 @@ type request struct {
 	Body                             map[string]any
 }
 
-// TestRESTStatusWriter: the manager's writes are the requests the API server expects (a
+// TestRESTWriter: the manager's writes are the requests the API server expects (a
 // status PUT at the read resourceVersion, a forced server-side apply under our field
-// manager with the Workload's UID), their answers are never decoded (a body no decoder
+// manager with the Workload's UID, a chunk's POST when new and PUT at the read
+// resourceVersion when stored), their answers are never decoded (a body no decoder
 // could read is no error), and the API server's refusals keep their kind (a conflict, a
 // missing object), which the reconciler tells apart.
-func TestRESTStatusWriter(t *testing.T) {
+func TestRESTWriter(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A").AssignJob("j", "0", "A").
 		Condition(v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "0/1 shards covered", testNow).Obj()
 	ba.ResourceVersion = "42"
 	ac := kueueac.Workload("job-j", "ns").WithUID(types.UID("wl-uid")).WithStatus(kueueac.WorkloadStatus().WithConditions(
 		metav1ac.Condition().WithType("batchledger.dev/Accepted").WithStatus(metav1.ConditionFalse).WithReason("ShardsMissing")))
+	newChunkOf := func() *v1alpha1.ShardResults {
+		c := newChunk(ba, chunkName(ba.UID, "0", 0), 0)
+		c.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", Pod: "j-0", PodUID: "j-0-uid"}}
+		return c
+	}
+	storedChunk := newChunkOf()
+	storedChunk.ResourceVersion = "7"
 	writes := []struct {
 		name  string
-		write func(StatusWriter) error
+		write func(Writer) error
 		want  request
 	}{
 		{
 			name:  "account status",
-			write: func(w StatusWriter) error { return w.UpdateAccountStatus(context.Background(), ba) },
+			write: func(w Writer) error { return w.UpdateAccountStatus(context.Background(), ba) },
 			want: request{Method: http.MethodPut, Path: "/apis/batchledger.dev/v1alpha1/namespaces/ns/batchaccounts/acct/status",
 				ContentType: "application/json"},
 		},
 		{
 			name:  "Workload conditions",
-			write: func(w StatusWriter) error { return w.ApplyWorkloadStatus(context.Background(), ac) },
+			write: func(w Writer) error { return w.ApplyWorkloadStatus(context.Background(), ac) },
 			want: request{Method: http.MethodPatch, Path: "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/job-j/status",
 				Query: "fieldManager=batchledger&force=true", ContentType: "application/apply-patch+yaml"},
+		},
+		{
+			name:  "a new chunk",
+			write: func(w Writer) error { return w.WriteChunk(context.Background(), newChunkOf()) },
+			want: request{Method: http.MethodPost, Path: "/apis/batchledger.dev/v1alpha1/namespaces/ns/shardresults",
+				ContentType: "application/json"},
+		},
+		{
+			name:  "a stored chunk",
+			write: func(w Writer) error { return w.WriteChunk(context.Background(), storedChunk) },
+			want: request{Method: http.MethodPut, Path: "/apis/batchledger.dev/v1alpha1/namespaces/ns/shardresults/" + storedChunk.Name,
+				ContentType: "application/json"},
 		},
 	}
 	answers := []struct {
@@ -81,7 +102,7 @@ func TestRESTStatusWriter(t *testing.T) {
 					_, _ = io.WriteString(rw, a.body)
 				}))
 				defer srv.Close()
-				w, err := NewRESTStatusWriter(&rest.Config{Host: srv.URL}, srv.Client(), scheme.Must())
+				w, err := NewRESTWriter(&rest.Config{Host: srv.URL}, srv.Client(), scheme.Must())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -94,12 +115,20 @@ func TestRESTStatusWriter(t *testing.T) {
 					t.Errorf("request (-want +got):\n%s", diff)
 				}
 				meta, _ := body["metadata"].(map[string]any)
-				switch wr.want.Method {
-				case http.MethodPut:
+				switch {
+				case strings.HasSuffix(wr.want.Path, "/shardresults"):
+					if body["kind"] != "ShardResults" || body["apiVersion"] != "batchledger.dev/v1alpha1" || meta["resourceVersion"] != nil || body["results"] == nil {
+						t.Errorf("create body lacks kind, apiVersion or the results, or has a resourceVersion: %v", body)
+					}
+				case strings.Contains(wr.want.Path, "/shardresults/"):
+					if body["kind"] != "ShardResults" || meta["resourceVersion"] != "7" || body["results"] == nil {
+						t.Errorf("update body lacks kind, the read resourceVersion or the results: %v", body)
+					}
+				case wr.want.Method == http.MethodPut:
 					if body["kind"] != "BatchAccount" || body["apiVersion"] != "batchledger.dev/v1alpha1" || meta["resourceVersion"] != "42" || body["status"] == nil {
 						t.Errorf("status body lacks kind, apiVersion, the read resourceVersion or the status: %v", body)
 					}
-				case http.MethodPatch:
+				case wr.want.Method == http.MethodPatch:
 					if body["kind"] != "Workload" || meta["uid"] != "wl-uid" || body["status"] == nil {
 						t.Errorf("apply body lacks kind, the Workload's UID or the conditions: %v", body)
 					}
