@@ -118,7 +118,7 @@ func main() {
 	}
 	writer, err := controller.NewRESTWriter(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme())
 	if err != nil {
-		fail(err, "setting up the status writer")
+		fail(err, "setting up the writer of statuses and result chunks")
 	}
 	latePods := controller.NewLatePods(mgr.GetConfig(),
 		cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})

@@ -64,8 +64,8 @@ type Reconciler struct {
 	// APIReader on every reconcile.
 	LatePods *LatePods
 	Recorder events.EventRecorder
-	// Writer sends the account status and Workload condition writes; nil sends them
-	// through Client (clientWriter). The manager's never decodes an answer
+	// Writer sends the account status, Workload condition and result chunk writes; nil
+	// sends them through Client (clientWriter). The manager's never decodes an answer
 	// (NewRESTWriter).
 	Writer Writer
 	// Now is the clock; tests may replace it.

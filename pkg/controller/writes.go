@@ -87,24 +87,25 @@ func NewRESTWriter(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Sc
 func (w restWriter) UpdateAccountStatus(ctx context.Context, ba *v1alpha1.BatchAccount) error {
 	out := *ba
 	out.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "BatchAccount"}
-	body, err := json.Marshal(&out)
-	if err != nil {
-		return err
-	}
-	return w.batchledger.Put().Namespace(ba.Namespace).Resource("batchaccounts").Name(ba.Name).SubResource("status").
-		SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do(ctx).Error()
+	return sendJSON(ctx, w.batchledger.Put().Namespace(ba.Namespace).Resource("batchaccounts").Name(ba.Name).SubResource("status"), &out)
 }
 
 func (w restWriter) WriteChunk(ctx context.Context, c *v1alpha1.ShardResults) error {
 	out := *c
 	out.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ShardResults"}
-	body, err := json.Marshal(&out)
-	if err != nil {
-		return err
-	}
 	req := w.batchledger.Post().Namespace(c.Namespace).Resource("shardresults")
 	if c.ResourceVersion != "" {
 		req = w.batchledger.Put().Namespace(c.Namespace).Resource("shardresults").Name(c.Name)
+	}
+	return sendJSON(ctx, req, &out)
+}
+
+// sendJSON sends obj as req's JSON body and reads the answer without decoding it (but
+// for an error, which keeps its kind).
+func sendJSON(ctx context.Context, req *rest.Request, obj any) error {
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return err
 	}
 	return req.SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do(ctx).Error()
 }
