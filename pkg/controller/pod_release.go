@@ -12,13 +12,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -486,9 +486,7 @@ var heldPodMayGo = predicate.Funcs{
 		return !held(e.ObjectOld) ||
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil ||
 			!maps.Equal(e.ObjectOld.GetLabels(), pod.Labels) || !maps.Equal(e.ObjectOld.GetAnnotations(), pod.Annotations) ||
-			!slices.EqualFunc(e.ObjectOld.GetOwnerReferences(), pod.OwnerReferences, func(a, b metav1.OwnerReference) bool {
-				return a.UID == b.UID && a.Name == b.Name && a.Kind == b.Kind && a.APIVersion == b.APIVersion && ptr.Equal(a.Controller, b.Controller)
-			})
+			!equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), pod.OwnerReferences)
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(e event.GenericEvent) bool { return held(e.Object) },
