@@ -121,8 +121,26 @@ func setup(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		// The state directories go with the fleet: what batchledger did on each cluster is
+		// kept in the failed run's output.
+		tail := func(c *localcluster.Cluster, component string) {
+			if err := c.WriteLogTail(os.Stderr, component, failedLogLines); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e:", err)
+			}
+		}
+		tail(mk.Manager, localcluster.BatchledgerName)
+		for _, name := range workerNames {
+			tail(mk.Workers[name], localcluster.BatchledgerWorkerName)
+		}
+	}
+	return code
 }
+
+// failedLogLines is how many of batchledger's last log lines per cluster a failed run
+// prints.
+const failedLogLines = 300
 
 // memoryLine renders the resident memory of a cluster's components, total first.
 func memoryLine(mib map[string]float64) string {

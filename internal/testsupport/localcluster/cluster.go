@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -523,3 +524,24 @@ func randomToken() string {
 }
 
 func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }
+
+// WriteLogTail writes the last lines lines of component's log to w, headed by the
+// component's name, so that a failed suite's output shows what the component did when
+// the state directory is gone. It writes nothing for a component never started.
+func (c *Cluster) WriteLogTail(w io.Writer, component string, lines int) error {
+	path, ok := c.LogFiles()[component]
+	if !ok {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	from := max(0, len(all)-lines)
+	if _, err := fmt.Fprintf(w, "--- last %d lines of %s (%s)\n", len(all)-from, component, path); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, strings.Join(all[from:], "\n")+"\n")
+	return err
+}
