@@ -358,10 +358,13 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 		return nil
 	}
 	assign := blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient()}
+	// The scope webhook also knows the accounts admitted here that the cache has not
+	// delivered yet: a Job applied with its account is stamped at its creation.
+	admitted := &blwebhook.AdmittedAccounts{Reader: mgr.GetClient()}
 	// The results scope's pods are held and told their assignment in one call; the
 	// assignment webhook sees the coverage scope's.
-	return []setup{blwebhook.BatchAccountValidator{}, blwebhook.PodResultHolder{Assign: &assign},
-		assign, blwebhook.ScopeStamper{Reader: mgr.GetClient()}}
+	return []setup{blwebhook.BatchAccountValidator{Admitted: admitted}, blwebhook.PodResultHolder{Assign: &assign},
+		assign, blwebhook.ScopeStamper{Reader: admitted}}
 }
 
 // registerAfterCerts sets up the self-managed certificate and registers the webhooks

@@ -230,6 +230,27 @@ func TestJobBeforeAccountIsStampedWhileSuspended(t *testing.T) {
 	assertRecordedOnce(t, f, "late", late, pods, []string{"C", "D"})
 }
 
+// TestJobAppliedWithItsAccountIsStampedAtCreation: Jobs created right after the account
+// that names them, as one apply of both does, are stamped by the scope webhook at their
+// creation, whether or not the manager's cache has delivered the account yet: the Job
+// the API server answers each create with carries scope=results on its pod template. A
+// stamp by the controller afterwards would come too late for a Job Kueue starts at once,
+// or one MultiKueue copies to a worker meanwhile.
+func TestJobAppliedWithItsAccountIsStampedAtCreation(t *testing.T) {
+	f := framework.New(t)
+	const pairs = 20
+	for i := range pairs {
+		name := fmt.Sprintf("applied-%d", i)
+		f.Create(wrappers.MakeBatchAccount(name, f.Namespace).Shards("A").AssignJob(name, "0", "A").RequireResults(seedRule).Obj())
+		job := wrappers.MakeJob(name, f.Namespace).Indexed(1).Suspend(true).Obj()
+		f.Create(job)
+		if got := job.Spec.Template.Labels[v1alpha1.LabelScope]; got != v1alpha1.ScopeResults {
+			t.Errorf("Job %s, created right after its account: %s=%q on its pod template, want %q",
+				name, v1alpha1.LabelScope, got, v1alpha1.ScopeResults)
+		}
+	}
+}
+
 // TestUninstallReleasesHeldPods: pods held for results the stopped manager never
 // recorded are let go by the uninstall hook's `batchledger release --all-namespaces
 // --mutating-webhook-configuration <name>`: it deletes the pod webhook's configuration,

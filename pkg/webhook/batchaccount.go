@@ -21,7 +21,10 @@ import (
 const ValidatePath = "/validate-batchledger-dev-v1alpha1-batchaccount"
 
 // BatchAccountValidator validates BatchAccount creates and updates.
-type BatchAccountValidator struct{}
+type BatchAccountValidator struct {
+	// Admitted remembers each account admitted, for the scope webhook (nil: none).
+	Admitted *AdmittedAccounts
+}
 
 var _ admission.Validator[*v1alpha1.BatchAccount] = BatchAccountValidator{}
 
@@ -33,39 +36,52 @@ func (v BatchAccountValidator) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // ValidateCreate rejects a mapping that is not a partition of the declared shards.
-func (BatchAccountValidator) ValidateCreate(_ context.Context, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
-	return nil, validateSpec(ba)
+func (v BatchAccountValidator) ValidateCreate(ctx context.Context, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
+	if err := validateSpec(ba); err != nil {
+		return nil, err
+	}
+	v.Admitted.remember(ctx, ba)
+	return nil, nil
 }
 
 // ValidateUpdate additionally freezes the revisions and the mapping once any target was
 // admitted by Kueue: work done under a mapping must be judged by that mapping. Appending
 // repair assignments (to spec.assignments, or to spec.repairs) stays allowed, since that
 // is how a team re-runs missing shards.
-func (BatchAccountValidator) ValidateUpdate(_ context.Context, old, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
-	if err := validateSpec(ba); err != nil {
+func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
+	if err := validateUpdate(old, ba); err != nil {
 		return nil, err
 	}
+	v.Admitted.remember(ctx, ba)
+	return nil, nil
+}
+
+// validateUpdate is ValidateUpdate's verdict.
+func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
+	if err := validateSpec(ba); err != nil {
+		return err
+	}
 	if !anyAdmitted(old) {
-		return nil, nil
+		return nil
 	}
 	switch {
 	case old.Spec.InputRevision != ba.Spec.InputRevision || old.Spec.ModelRevision != ba.Spec.ModelRevision:
-		return nil, fmt.Errorf("BatchAccount %s: revisions are immutable once a target was admitted", ba.Name)
+		return fmt.Errorf("BatchAccount %s: revisions are immutable once a target was admitted", ba.Name)
 	case !equality.Semantic.DeepEqual(old.Spec.Shards, ba.Spec.Shards):
-		return nil, fmt.Errorf("BatchAccount %s: spec.shards is immutable once a target was admitted", ba.Name)
+		return fmt.Errorf("BatchAccount %s: spec.shards is immutable once a target was admitted", ba.Name)
 	case len(ba.Spec.Assignments) < len(old.Spec.Assignments) ||
 		!equality.Semantic.DeepEqual(old.Spec.Assignments, ba.Spec.Assignments[:len(old.Spec.Assignments)]):
-		return nil, fmt.Errorf("BatchAccount %s: assignments are immutable once a target was admitted; only repair assignments may be appended", ba.Name)
+		return fmt.Errorf("BatchAccount %s: assignments are immutable once a target was admitted; only repair assignments may be appended", ba.Name)
 	case len(ba.Spec.Repairs) < len(old.Spec.Repairs) ||
 		!equality.Semantic.DeepEqual(old.Spec.Repairs, ba.Spec.Repairs[:len(old.Spec.Repairs)]):
-		return nil, fmt.Errorf("BatchAccount %s: repairs are immutable once a target was admitted; repairs may only be appended", ba.Name)
+		return fmt.Errorf("BatchAccount %s: repairs are immutable once a target was admitted; repairs may only be appended", ba.Name)
 	}
 	for i, a := range ba.Spec.Assignments[len(old.Spec.Assignments):] {
 		if !a.Repair {
-			return nil, fmt.Errorf("BatchAccount %s: assignments[%d] must be marked repair: a target was already admitted under this mapping", ba.Name, len(old.Spec.Assignments)+i)
+			return fmt.Errorf("BatchAccount %s: assignments[%d] must be marked repair: a target was already admitted under this mapping", ba.Name, len(old.Spec.Assignments)+i)
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // ValidateDelete allows every delete.
