@@ -64,6 +64,11 @@ func (h PodHolder) Handle(ctx context.Context, req admission.Request) admission.
 			// Refused, not admitted unattributed: the Job controller creates the pod again.
 			return admission.Errored(http.StatusServiceUnavailable, err)
 		}
+		if wl == "" {
+			// Held, and let go at once by the releaser: nothing records it here.
+			ctrl.LoggerFrom(ctx).V(2).Info("held index pod of no dispatched Job copy: its result is not recorded on this worker",
+				"namespace", req.Namespace, "generateName", meta.GenerateName, "owner", controllingJob(&meta))
+		}
 	}
 	switch {
 	case wl != "" && claimed:
