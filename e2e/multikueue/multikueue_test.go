@@ -362,6 +362,47 @@ func TestWorkerNotReachableNamed(t *testing.T) {
 	wantRecordedFrom(t, ns, local.UID, worker, 2)
 }
 
+// TestDispatchedBeforeItsAccountResultsMissing: a Job MultiKueue dispatched before any
+// account named it runs on the worker unstamped (its copy's template carries no scope),
+// so its pods there are not held and the worker role records none of their results. A
+// results account created afterwards says so while the Job runs, and once it terminated
+// counts its results as lost (MissingResult, which a repair re-runs), saying why,
+// instead of waiting for results that can never be recorded.
+func TestDispatchedBeforeItsAccountResultsMissing(t *testing.T) {
+	ns := "mk-unstamped"
+	queues(t, ns)
+	shards := []string{"A", "B"}
+	job := wrappers.MakeJob("j", ns).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	create(t, fleet.manager, job)
+	worker := dispatchedTo(t, ns, "")
+	pods := remotePods(t, worker, ns, "j", 2)
+	for _, p := range pods {
+		if slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
+			t.Errorf("pod %s of a Job no account named is held on %s", p.Name, worker)
+		}
+	}
+
+	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(shards...).
+		AssignJob("j", "0-1", shards...).RequireResults("").Obj())
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	why := "results of job j pending on " + worker + ": its copy there was made before an account required its results"
+	waitFor(t, fleet.manager, acct, "results pending, saying why", func(a *v1alpha1.BatchAccount) (bool, string) {
+		c := apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionResultsAccepted)
+		return c != nil && c.Reason == v1alpha1.ReasonResultsPending && strings.Contains(c.Message, why), summary(a)
+	})
+
+	finishWithResults(t, worker, pods, shards)
+	why = "results of job j on " + worker + ": its copy there was made before an account required its results"
+	waitFor(t, fleet.manager, acct, "the results missing, saying why", func(a *v1alpha1.BatchAccount) (bool, string) {
+		c := apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionResultsAccepted)
+		return c != nil && c.Reason == v1alpha1.ReasonMissingResult && strings.Contains(c.Message, why) &&
+			apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionShardsCovered), summary(a)
+	})
+	if n := acct.Status.Results.Recorded; n != 0 {
+		t.Errorf("%d results recorded of pods no one held", n)
+	}
+}
+
 // TestRemovedWorkerResultsMissing: once the manager's kubeconfig Secret of the worker a
 // results account's Job ran on is deleted, the results recorded there cannot be read:
 // when the Job has terminated they count as MissingResult (repair may re-run them), as

@@ -880,7 +880,7 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 		return cond(t, false, v1alpha1.ReasonResultRejected, msg)
 	}
 	if lost != "" {
-		msg := head + "; " + lost
+		msg := head + "; " + lost + workerProblems(states, "on")
 		if rest := pending.Difference(res.missing); !rest.IsEmpty() {
 			msg += "; waiting for " + m.Shards.Describe(rest, 8)
 		}
@@ -893,7 +893,7 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 // results) are not on this cluster: where their results are read from, why they cannot
 // be read now, or that batchledger reads none from there; "" when none runs elsewhere.
 func elsewhere(states []*targetState) string {
-	var names, read, onWorker []string
+	var names, read []string
 	for _, ts := range states {
 		w := ts.obs.Workload
 		if w == nil || w.Cluster == "" && len(w.NominatedClusters) == 0 {
@@ -905,22 +905,32 @@ func elsewhere(states []*targetState) string {
 		}
 		switch {
 		case ts.obs.ResultsOnWorker && ts.obs.WorkerProblem != "":
-			onWorker = append(onWorker, "results of "+v1alpha1.TargetKey(ts.key).Describe()+" pending on "+w.Cluster+": "+ts.obs.WorkerProblem)
+			continue // workerProblems
 		case ts.obs.ResultsOnWorker:
 			read = append(read, v1alpha1.TargetKey(ts.key).Describe()+" in "+where)
 		default:
 			names = append(names, v1alpha1.TargetKey(ts.key).Describe()+" in "+where)
 		}
 	}
-	var out string
-	for _, p := range onWorker {
-		out += "; " + p
-	}
+	out := workerProblems(states, "pending on")
 	if len(read) > 0 {
 		out += "; " + listNames(read) + ": its results are read from the worker as batchledger records them there"
 	}
 	if len(names) > 0 {
 		out += "; " + listNames(names) + ": its pods are not on this cluster, and batchledger records no result from a worker cluster"
+	}
+	return out
+}
+
+// workerProblems says, for each target whose results its worker cluster's records would
+// give, why they cannot be read there ("; results of job j <relation> worker-a: ...");
+// "" when there is no such problem.
+func workerProblems(states []*targetState, relation string) string {
+	var out string
+	for _, ts := range states {
+		if w := ts.obs.Workload; w != nil && ts.obs.ResultsOnWorker && ts.obs.WorkerProblem != "" {
+			out += "; results of " + v1alpha1.TargetKey(ts.key).Describe() + " " + relation + " " + w.Cluster + ": " + ts.obs.WorkerProblem
+		}
 	}
 	return out
 }

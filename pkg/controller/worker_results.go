@@ -140,15 +140,28 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 	if cluster == "" {
 		return nil
 	}
+	o.obs.ResultsOnWorker = true
+	if ba.Spec.RequiresResults() && o.recordedOn == "" && o.job.Spec.Template.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults {
+		// MultiKueue copied the Job before its template was stamped (it was dispatched
+		// before an account required its results): the copy's pods are not held on the
+		// worker, whose role records no result of them. Once the Job terminated its
+		// results count as lost, as a late Job's do on one cluster once its pods are gone.
+		o.obs.WorkerProblem = unstampedCopy
+		o.obs.PodsListed = true
+		return nil
+	}
 	_, state, err := r.WorkerResults.Records(ctx, cluster, namespace, o.workload.Name)
 	if err != nil {
 		return err
 	}
-	o.obs.ResultsOnWorker = true
 	o.obs.WorkerProblem = state.Problem(cluster)
 	o.obs.PodsListed = !state.Configured
 	return nil
 }
+
+// unstampedCopy is the worker problem of a dispatched Job whose template does not carry
+// the results scope: its copy on the worker does not either.
+const unstampedCopy = "its copy there was made before an account required its results, so its pods are not held there and no result of them is recorded"
 
 // observeDispatchedChild observes a child target of a JobSet (or TrainJob) MultiKueue
 // dispatched, which has no Job on the manager: from the WorkerJobs of the workers its

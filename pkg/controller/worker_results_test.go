@@ -62,7 +62,9 @@ func workerRecord(workload string, idx int, msg string) v1alpha1.WorkerResult {
 // record from a worker the Workload was never admitted to, or of another Workload, is
 // not the account's. A worker that does not answer is named in the account, its results
 // pending; a worker the manager has no kubeconfig for loses the terminated Job's results
-// (MissingResult), as a terminated Job without pods does on one cluster.
+// (MissingResult), as a terminated Job without pods does on one cluster, and so does a
+// Job MultiKueue copied before an account required its results (its copy's pods were
+// never held there); the message says why.
 func TestResultsReadFromWorkers(t *testing.T) {
 	msg := func(shard string) string { return reportOf(t, shard) }
 	ok := multikueue.WorkerState{Configured: true, Synced: true}
@@ -71,10 +73,15 @@ func TestResultsReadFromWorkers(t *testing.T) {
 		// admittedBefore is a worker the account recorded an earlier admission of the
 		// Workload on (an eviction there, then a dispatch to worker-a).
 		admittedBefore string
-		workers        fakeWorkers
-		wantAccepted   string
-		wantMessage    string // a part of the ResultsAccepted message
-		wantResults    int
+		// scope is the manager Job's pod template's, which MultiKueue copied to the worker
+		// (results when "").
+		scope string
+		// running leaves the Job running (terminated Complete when false).
+		running      bool
+		workers      fakeWorkers
+		wantAccepted string
+		wantMessage  string // a part of the ResultsAccepted message
+		wantResults  int
 		// wantClusters are the workers of the results in recording order; all worker-a
 		// when nil.
 		wantClusters []string
@@ -103,13 +110,24 @@ func TestResultsReadFromWorkers(t *testing.T) {
 			workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true,
 				UnreachableSince: testNow.Add(-time.Minute), Err: "connection refused"}}},
 			wantAccepted: "False ResultsPending", wantMessage: "results of job j pending on worker-a: worker-a not reachable since"},
-		{name: "no kubeconfig for worker-a: the terminated Job's results are lost",
+		{name: "no kubeconfig for worker-a: the terminated Job's results are lost, said why",
 			workers:      fakeWorkers{},
-			wantAccepted: "False MissingResult"},
+			wantAccepted: "False MissingResult", wantMessage: "results of job j on worker-a: batchledger has no kubeconfig for worker-a"},
+		{name: "copied before its account required results: the terminated Job's results are lost, said why",
+			scope:        v1alpha1.ScopeCoverage,
+			workers:      fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}},
+			wantAccepted: "False MissingResult", wantMessage: unstampedCopy},
+		{name: "copied unstamped, still running: pending, said why", scope: v1alpha1.ScopeCoverage, running: true,
+			workers:      fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}},
+			wantAccepted: "False ShardsMissing", wantMessage: "results of job j pending on worker-a: " + unstampedCopy},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
+			j := jobJ(cmp.Or(tc.scope, v1alpha1.ScopeResults)).ManagedBy(multikueue.ManagedBy)
+			if !tc.running {
+				j = j.Completed("0-1", 2).Complete(testNow)
+			}
+			job := j.Obj()
 			wl := workloadOfJ(job).DispatchedTo("worker-a").Obj()
 			acct := accountOfJ().Revisions("D", "m").RequireResults("")
 			if tc.admittedBefore != "" {
