@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -63,7 +64,10 @@ func (a *AdmittedAccounts) remember(ctx context.Context, ba *v1alpha1.BatchAccou
 			delete(a.admitted, k)
 		}
 	}
-	a.admitted[client.ObjectKeyFromObject(ba)] = admittedAccount{account: ba.DeepCopy(), keys: relations.AccountKeys(ba), at: now}
+	// The scope is read from the name and the spec alone: the status, which may be long,
+	// is not kept.
+	kept := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Name: ba.Name, Namespace: ba.Namespace}, Spec: *ba.Spec.DeepCopy()}
+	a.admitted[client.ObjectKeyFromObject(ba)] = admittedAccount{account: kept, keys: relations.AccountKeys(kept), at: now}
 }
 
 // List lists from Reader, and adds to a list of BatchAccounts selected by one

@@ -21,8 +21,8 @@ import (
 // TestAdmittedAccountsStampJobsTheCacheHasNotSeen: a Job created after its account was
 // admitted by this replica's validator, but before the cache holds the account, is
 // stamped as if the cache held it; an account never stored (refused, a dry run), one
-// admitted more than AdmittedMemory ago, or one of another namespace stamps nothing, and
-// one the cache holds too is listed once.
+// admitted more than AdmittedMemory ago, or one of another namespace stamps nothing, an
+// update of its metadata alone is not kept, and one the cache holds too is listed once.
 func TestAdmittedAccountsStampJobsTheCacheHasNotSeen(t *testing.T) {
 	const ns = "ml-team"
 	results := func() *v1alpha1.BatchAccount {
@@ -56,6 +56,13 @@ func TestAdmittedAccountsStampJobsTheCacheHasNotSeen(t *testing.T) {
 			cached:    []client.Object{wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("other", "0", "A").Obj()},
 			steps:     []step{update(wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("other", "0", "A").Obj(), results())},
 			wantScope: v1alpha1.ScopeResults, wantNamed: 1,
+		},
+		"an update of the metadata alone: the cache's copy serves, nothing kept": {
+			steps: []step{update(results(), func() *v1alpha1.BatchAccount {
+				ba := results()
+				ba.Labels = map[string]string{"team": "vision"}
+				return ba
+			}())},
 		},
 		"in the cache too: listed once": {
 			cached: []client.Object{results()}, steps: []step{create(context.Background(), results())},

@@ -52,7 +52,10 @@ func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1al
 	if err := validateUpdate(old, ba); err != nil {
 		return nil, err
 	}
-	v.Admitted.remember(ctx, ba)
+	// An update of the metadata alone names no new target: the cache's copy serves.
+	if !equality.Semantic.DeepEqual(old.Spec, ba.Spec) {
+		v.Admitted.remember(ctx, ba)
+	}
 	return nil, nil
 }
 
