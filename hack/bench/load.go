@@ -20,6 +20,7 @@ import (
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -165,7 +166,9 @@ func (l *load) plan(mode string, sz size, ns string) (accounts []*v1alpha1.Batch
 		for k, job := range named[first : first+n] {
 			names = append(names, naming{name, job})
 			off := k * sz.indexes
-			ba.AssignJobOrdinals(job, fmt.Sprintf("0-%d", sz.indexes-1), fmt.Sprintf("%d-%d", off, off+sz.indexes-1))
+			// indexset formats a single index as "3", never "3-3", which the
+			// validating webhook refuses.
+			ba.AssignJobOrdinals(job, indexset.Range(0, sz.indexes-1).String(), indexset.Range(off, off+sz.indexes-1).String())
 		}
 		if mode == modeResults {
 			ba.RequireResults("result.records >= 0")
