@@ -25,6 +25,7 @@ import (
 
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
 	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/result"
@@ -411,8 +412,8 @@ func (d *driver) account(b *BatchPlan, name string) *v1alpha1.BatchAccount {
 	}
 	w := wrappers.MakeBatchAccount(name, d.nsOf(b)).Revisions(inputRevision, modelRevision).Shards(names...)
 	for _, t := range b.Targets {
-		indexes := fmt.Sprintf("0-%d", t.Indexes-1)
-		ordinals := fmt.Sprintf("%d-%d", t.FirstShard, t.FirstShard+t.Indexes-1)
+		indexes := indexset.Range(0, t.Indexes-1).String()
+		ordinals := indexset.Range(t.FirstShard, t.FirstShard+t.Indexes-1).String()
 		if b.Shape == ShapeJobSetRestart {
 			var rj int32
 			// The plan names child Job n of the JobSet "<batch>-js-w-n" (plan.go), always parseable.
