@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -148,15 +149,12 @@ func (r *PodReleaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if v.hold {
 		return ctrl.Result{RequeueAfter: v.after}, nil
 	}
-	patch, ok := release.FinalizerRemovalPatch(&pod)
-	if !ok {
-		return ctrl.Result{}, nil
+	released, err := r.removeHold(ctx, &pod)
+	if err != nil || released == nil {
+		return ctrl.Result{}, err
 	}
-	if err := r.Patch(ctx, &pod, patch); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	r.Metrics.podReleased(r.now().Sub(holdStart(&pod)))
-	r.releasedUnrecorded(ctx, &pod, v)
+	r.Metrics.podReleased(r.now().Sub(holdStart(released)))
+	r.releasedUnrecorded(ctx, released, v)
 	return ctrl.Result{}, nil
 }
 
@@ -326,6 +324,42 @@ func (r *PodReleaser) releasedUnrecorded(ctx context.Context, pod *corev1.Pod, v
 	if r.Recorder != nil {
 		r.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, v1alpha1.EventReasonResultNotRecorded, "Release", "%s", note)
 	}
+}
+
+// removeHold removes the result-capture finalizer from pod, judged as the cache shows it,
+// and returns the pod released: nil when it was gone or no longer held. The patch tests
+// the finalizer's index (release.FinalizerRemovalPatch), and the list often moves just
+// after the cache's copy (the Job controller drops its tracking finalizer as the pod
+// ends): the API server then refuses the patch with 422 Invalid. The pod is read from
+// the API server and the patch built once more from that copy, so that a stale cache
+// costs one read rather than an error and the queue's backoff. A pod of the same name
+// but another UID is not the one judged, and is left to its own reconcile.
+func (r *PodReleaser) removeHold(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	patch, ok := release.FinalizerRemovalPatch(pod)
+	if !ok {
+		return nil, nil
+	}
+	err := r.Patch(ctx, pod, patch)
+	switch {
+	case err == nil:
+		return pod, nil
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case r.APIReader == nil || !apierrors.IsInvalid(err) && !apierrors.IsConflict(err):
+		return nil, err
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("the pod's finalizers moved since the cached copy; releasing it from the API server's", "reason", err.Error())
+	live, err := r.livePod(ctx, client.ObjectKeyFromObject(pod))
+	if err != nil || live == nil || live.UID != pod.UID {
+		return nil, err
+	}
+	if patch, ok = release.FinalizerRemovalPatch(live); !ok {
+		return nil, nil
+	}
+	if err := r.Patch(ctx, live, patch); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return live, nil
 }
 
 // ReleaseOutOfScope releases a pod that left the results scope while held. It is woken

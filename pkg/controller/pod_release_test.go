@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -11,11 +12,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -24,6 +27,7 @@ import (
 	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/ledgerkey"
 	"batchledger.dev/batchledger/pkg/relations"
+	"batchledger.dev/batchledger/pkg/release"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -388,5 +392,86 @@ func TestHeldPodMayGoPassesWhatJudgeReads(t *testing.T) {
 	}
 	if heldPodMayGo.Delete(event.DeleteEvent{Object: running().Obj()}) {
 		t.Error("a deletion passes")
+	}
+}
+
+// TestReleaseFromStaleCache: the cache's copy of a pod the releaser lets go still lists
+// the Job controller's tracking finalizer before batchledger's, which the API server has
+// already dropped, so the patch's test of the finalizer's index fails with 422 Invalid.
+// The releaser reads the pod from the API server and releases it from that copy, without
+// an error for the queue's backoff; a pod of the same name but another UID is not the one
+// judged, and no API reader leaves the error to the queue.
+func TestReleaseFromStaleCache(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	ba := wrappers.MakeBatchAccount("results", "ns").Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj()
+	const tracking = "batch.kubernetes.io/job-tracking"
+	// Held past MaxHold: the verdict is to let it go.
+	pod := func(uid string, finalizers ...string) *corev1.Pod {
+		return wrappers.MakeIndexPod(j, "j-0", 0).UID(uid).Succeeded(now.Add(-2*time.Hour), "").Finalizers(finalizers...).Obj()
+	}
+	for _, tc := range []struct {
+		name      string
+		stored    *corev1.Pod
+		noReader  bool
+		wantErr   bool
+		wantHeld  bool
+		wantTaken float64 // batchledger_pod_hold_expired_total
+	}{
+		{name: "released from the API server's copy", stored: pod("p-uid", v1alpha1.ResultFinalizer), wantTaken: 1},
+		{name: "another pod of the same name is left alone", stored: pod("other-uid", v1alpha1.ResultFinalizer), wantHeld: true},
+		{name: "without an API reader the error goes to the queue", stored: pod("p-uid", v1alpha1.ResultFinalizer), noReader: true, wantErr: true, wantHeld: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := scheme.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := fake.NewClientBuilder().WithScheme(s).WithObjects(ba, j, tc.stored).
+				WithIndex(&corev1.Pod{}, release.NameField, func(o client.Object) []string { return []string{o.GetName()} })
+			if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+				t.Fatal(err)
+			}
+			apiServer := b.Build()
+			stale := pod("p-uid", tracking, v1alpha1.ResultFinalizer)
+			cached := interceptor.NewClient(apiServer, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if p, ok := obj.(*corev1.Pod); ok && key.Name == stale.Name {
+						stale.DeepCopyInto(p)
+						return nil
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+				// The fake returns json-patch's own error for a failed test; the API
+				// server answers 422 Invalid.
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					err := c.Patch(ctx, obj, patch, opts...)
+					if err != nil && !apierrors.IsNotFound(err) {
+						return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure,
+							Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: err.Error()}}
+					}
+					return err
+				},
+			})
+			m := newMetrics(prometheus.NewRegistry())
+			r := &PodReleaser{Client: cached, APIReader: apiServer, Metrics: m, MaxHold: time.Hour, Now: func() time.Time { return now }}
+			if tc.noReader {
+				r.APIReader = nil
+			}
+			_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(stale)})
+			if gotErr := err != nil; gotErr != tc.wantErr {
+				t.Fatalf("Reconcile error = %v, want an error: %v", err, tc.wantErr)
+			}
+			var got corev1.Pod
+			if err := apiServer.Get(context.Background(), client.ObjectKeyFromObject(stale), &got); err != nil {
+				t.Fatal(err)
+			}
+			if held := slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer); held != tc.wantHeld {
+				t.Errorf("held = %v (finalizers %v), want %v", held, got.Finalizers, tc.wantHeld)
+			}
+			if got := testutil.ToFloat64(m.HoldsExpired); got != tc.wantTaken {
+				t.Errorf("batchledger_pod_hold_expired_total = %v, want %v", got, tc.wantTaken)
+			}
+		})
 	}
 }
