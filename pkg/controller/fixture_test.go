@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +22,6 @@ import (
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/relations"
-	"batchledger.dev/batchledger/pkg/release"
 	"batchledger.dev/batchledger/pkg/scheme"
 )
 
@@ -209,14 +206,8 @@ func newFixture(t *testing.T, h hooks, objs ...client.Object) *fixture {
 	}
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
 		WithStatusSubresource(&v1alpha1.BatchAccount{}, &kueue.Workload{}).
-		WithInterceptorFuncs(funcs).
-		// The API server serves these field selectors; the fake client needs an index of each.
-		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} }).
-		WithIndex(&corev1.Pod{}, release.NameField, func(o client.Object) []string { return []string{o.GetName()} })
-	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
-		t.Fatal(err)
-	}
-	f.c = b.Build()
+		WithInterceptorFuncs(funcs)
+	f.c = withIndexes(t, b).Build()
 	return f
 }
 

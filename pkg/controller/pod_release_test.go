@@ -40,18 +40,28 @@ func (i builderIndexer) IndexField(_ context.Context, obj client.Object, field s
 	return nil
 }
 
+// withIndexes gives a fake client builder the field indexes the controller reads by: an
+// index for each field selector on pods the API server serves (status.phase,
+// metadata.name), which the fake client cannot select by without one, and the
+// controller's own (relations.RegisterIndexes).
+func withIndexes(t *testing.T, b *fake.ClientBuilder) *fake.ClientBuilder {
+	t.Helper()
+	b.WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} }).
+		WithIndex(&corev1.Pod{}, release.NameField, func(o client.Object) []string { return []string{o.GetName()} })
+	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // fakeClient is a fake client holding objs, with the controller's field indexes.
-func fakeClient(t *testing.T, objs ...client.Object) client.Client {
+func fakeClient(t *testing.T, objs ...client.Object) client.WithWatch {
 	t.Helper()
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&v1alpha1.BatchAccount{})
-	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Build()
+	return withIndexes(t, fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithStatusSubresource(&v1alpha1.BatchAccount{})).Build()
 }
 
 func withUID(j *batchv1.Job, uid string) *batchv1.Job { j.UID = types.UID(uid); return j }
@@ -423,16 +433,7 @@ func TestReleaseFromStaleCache(t *testing.T) {
 		{name: "without an API reader the error goes to the queue", stored: pod("p-uid", v1alpha1.ResultFinalizer), noReader: true, wantErr: true, wantHeld: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := scheme.New()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := fake.NewClientBuilder().WithScheme(s).WithObjects(ba, j, tc.stored).
-				WithIndex(&corev1.Pod{}, release.NameField, func(o client.Object) []string { return []string{o.GetName()} })
-			if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
-				t.Fatal(err)
-			}
-			apiServer := b.Build()
+			apiServer := fakeClient(t, ba, j, tc.stored)
 			stale := pod("p-uid", tracking, v1alpha1.ResultFinalizer)
 			cached := interceptor.NewClient(apiServer, interceptor.Funcs{
 				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -458,7 +459,7 @@ func TestReleaseFromStaleCache(t *testing.T) {
 			if tc.noReader {
 				r.APIReader = nil
 			}
-			_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(stale)})
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(stale)})
 			if gotErr := err != nil; gotErr != tc.wantErr {
 				t.Fatalf("Reconcile error = %v, want an error: %v", err, tc.wantErr)
 			}

@@ -12,7 +12,6 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,8 +30,6 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
-	"batchledger.dev/batchledger/pkg/relations"
-	"batchledger.dev/batchledger/pkg/release"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -168,14 +165,8 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	pod1 := wrappers.MakeIndexPod(j, "j-1", 1).Succeeded(now, reportOf(t, "B")).Finalizers(v1alpha1.ResultFinalizer).Obj()
 
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(j, child, js, wl, results, train, done, short, pod0, tj, tjs, node, llm).
-		WithStatusSubresource(&v1alpha1.BatchAccount{}, &kueue.Workload{}).WithInterceptorFuncs(funcs).
-		// The API server serves this field selector; the fake client needs an index of it.
-		WithIndex(&corev1.Pod{}, "status.phase", func(o client.Object) []string { return []string{string(o.(*corev1.Pod).Status.Phase)} }).
-		WithIndex(&corev1.Pod{}, release.NameField, func(o client.Object) []string { return []string{o.GetName()} })
-	if err := relations.RegisterIndexes(context.Background(), builderIndexer{b}); err != nil {
-		t.Fatal(err)
-	}
-	c := b.Build()
+		WithStatusSubresource(&v1alpha1.BatchAccount{}, &kueue.Workload{}).WithInterceptorFuncs(funcs)
+	c := withIndexes(t, b).Build()
 	ctx := context.Background()
 	r := &Reconciler{Client: selectedCache{c}, APIReader: liveReader{Reader: c, got: func(obj client.Object) { record(c, obj, "", "get") }},
 		Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
