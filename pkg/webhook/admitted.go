@@ -78,15 +78,7 @@ func (a *AdmittedAccounts) List(ctx context.Context, list client.ObjectList, opt
 	if err := a.Reader.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	accounts, ok := list.(*v1alpha1.BatchAccountList)
-	if !ok {
-		return nil
-	}
-	lo := (&client.ListOptions{}).ApplyOptions(opts)
-	if lo.FieldSelector == nil {
-		return nil
-	}
-	key, ok := lo.FieldSelector.RequiresExactMatch(relations.IndexAccountTarget)
+	accounts, namespace, key, ok := accountsByTarget(list, opts)
 	if !ok {
 		return nil
 	}
@@ -94,7 +86,7 @@ func (a *AdmittedAccounts) List(ctx context.Context, list client.ObjectList, opt
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for name, e := range a.admitted {
-		if name.Namespace != lo.Namespace || now.Sub(e.at) >= AdmittedMemory || !slices.Contains(e.keys, relations.IndexKey(key)) ||
+		if name.Namespace != namespace || now.Sub(e.at) >= AdmittedMemory || !slices.Contains(e.keys, key) ||
 			slices.ContainsFunc(accounts.Items, func(ba v1alpha1.BatchAccount) bool { return ba.Name == name.Name }) {
 			continue
 		}

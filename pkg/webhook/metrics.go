@@ -14,7 +14,15 @@ var unclassifiedObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Admission requests a batchledger webhook could not classify and allowed unchanged, by webhook path.",
 }, []string{"webhook"})
 
-func init() { metrics.Registry.MustRegister(unclassifiedObjects) }
+// undeliveredAccounts counts the accounts the scope webhook found stored but not yet
+// delivered to the cache (UndeliveredAccounts), and read from the API server: how often
+// a Job's creation overtook its account's watch event on this replica.
+var undeliveredAccounts = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "batchledger_webhook_undelivered_accounts_total",
+	Help: "Accounts the scope webhook found stored but not yet in the manager's cache, and read from the API server.",
+})
+
+func init() { metrics.Registry.MustRegister(unclassifiedObjects, undeliveredAccounts) }
 
 // unclassified allows an object the webhook could not classify, with an admission warning
 // (kubectl prints it) and a metric.

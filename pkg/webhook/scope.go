@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -45,6 +47,9 @@ const (
 type ScopeStamper struct {
 	// Reader reads BatchAccounts, indexed by relations.IndexAccountTarget.
 	Reader client.Reader
+	// Undelivered, when set, adds the accounts the API server stores and Reader has not
+	// delivered yet, whenever Reader does not already give an object the strongest scope.
+	Undelivered *UndeliveredAccounts
 }
 
 // SetupWithManager registers the Job and JobSet handlers on the manager's webhook server.
@@ -100,7 +105,7 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 	meta.Name, meta.Namespace = cmp.Or(meta.Name, req.Name), cmp.Or(meta.Namespace, req.Namespace)
 	named := ""
 	if meta.Name != "" {
-		if named, err = relations.JobScope(ctx, s.Reader, &meta); err != nil {
+		if named, err = s.jobScope(ctx, &meta); err != nil {
 			return unclassified(JobMutatePath, err)
 		}
 	}
@@ -153,20 +158,19 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 		return unclassified(JobSetMutatePath, fmt.Errorf("decoding the JobSet: %w", err))
 	}
 	js.Name, js.Namespace = cmp.Or(js.Name, req.Name), cmp.Or(js.Namespace, req.Namespace)
+	scopes, err := replicatedJobScopes(ctx, s.Reader, &js)
+	if err == nil && s.Undelivered != nil && js.Name != "" && slices.ContainsFunc(scopes, weaker) {
+		var r client.Reader
+		if r, err = s.Undelivered.Over(ctx, s.Reader, js.Namespace); err == nil && r != nil {
+			scopes, err = replicatedJobScopes(ctx, r, &js)
+		}
+	}
+	if err != nil {
+		return unclassified(JobSetMutatePath, err)
+	}
 	var ops []jsonpatch.JsonPatchOperation
 	var strongest string
-	for i, rj := range js.Spec.ReplicatedJobs {
-		scope, err := relations.ReplicatedJobShortFormScope(ctx, s.Reader, &js, rj.Name)
-		if err != nil {
-			return unclassified(JobSetMutatePath, err)
-		}
-		if js.Name != "" {
-			named, err := relations.ReplicatedJobScope(ctx, s.Reader, &js, rj.Name)
-			if err != nil {
-				return unclassified(JobSetMutatePath, err)
-			}
-			scope = relations.StrongerScope(scope, named)
-		}
+	for i, scope := range scopes {
 		t := tmpl.Spec.ReplicatedJobs[i].Template
 		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template", i), t.templateMeta, scope)...)
 		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), t.Spec.Template, scope)...)
@@ -174,6 +178,46 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 	}
 	return patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...))
 }
+
+// jobScope is the scope the accounts naming the Job give it, as s.Reader tells, or, when
+// that is not the strongest and s.Undelivered is set, with the accounts s.Reader has not
+// delivered yet.
+func (s ScopeStamper) jobScope(ctx context.Context, job metav1.Object) (string, error) {
+	named, err := relations.JobScope(ctx, s.Reader, job)
+	if err != nil || !weaker(named) || s.Undelivered == nil {
+		return named, err
+	}
+	r, err := s.Undelivered.Over(ctx, s.Reader, job.GetNamespace())
+	if err != nil || r == nil {
+		return named, err
+	}
+	return relations.JobScope(ctx, r, job)
+}
+
+// replicatedJobScopes are the scopes of the replicatedJobs of js, in order: the stronger
+// of what their short form and the accounts of r naming them give.
+func replicatedJobScopes(ctx context.Context, r client.Reader, js *jobsetapi.JobSet) ([]string, error) {
+	scopes := make([]string, len(js.Spec.ReplicatedJobs))
+	for i, rj := range js.Spec.ReplicatedJobs {
+		scope, err := relations.ReplicatedJobShortFormScope(ctx, r, js, rj.Name)
+		if err != nil {
+			return nil, err
+		}
+		if js.Name != "" {
+			named, err := relations.ReplicatedJobScope(ctx, r, js, rj.Name)
+			if err != nil {
+				return nil, err
+			}
+			scope = relations.StrongerScope(scope, named)
+		}
+		scopes[i] = scope
+	}
+	return scopes, nil
+}
+
+// weaker reports whether a scope is weaker than the strongest, ScopeResults: another
+// account may still raise it.
+func weaker(scope string) bool { return scope != v1alpha1.ScopeResults }
 
 // decode unmarshals raw into each of into.
 func decode(raw []byte, into ...any) error {
