@@ -173,6 +173,7 @@ type config struct {
 	pprofAddr                                    string
 	webhookPort                                  int
 	leaderElect, enableWebhooks                  bool
+	scopeLiveReads                               bool
 	metricsSecure, enableHTTP2                   bool
 	certManagement                               string
 	certOpts                                     certs.Options
@@ -240,6 +241,9 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.DurationVar(&c.apiRecheck, "api-recheck-interval", controller.DefaultAPIRecheck,
 		"How often the leader asks discovery whether an optional API (JobSet, Kueue's Workload) was installed or removed since it started; then it exits, to be started again following it.")
 	fs.BoolVar(&c.enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
+	fs.BoolVar(&c.scopeLiveReads, "scope-live-reads", false,
+		"With more than one replica: the Job and JobSet scope webhook also asks the API server for the accounts its cache has not delivered yet (one metadata-only LIST per new Job no cached account gives the results scope), "+
+			"since the replica that admitted an account may not be the one asked about the Job applied with it.")
 	fs.StringVar(&c.webhookHost, "webhook-host", "", "Address the webhook server binds to.")
 	fs.IntVar(&c.webhookPort, "webhook-port", 9443, "Port of the webhook server.")
 	fs.StringVar(&c.certDir, "webhook-cert-dir", "", "Folder with the webhook serving tls.crt and tls.key.")
@@ -363,8 +367,13 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 	admitted := &blwebhook.AdmittedAccounts{Reader: mgr.GetClient()}
 	// The results scope's pods are held and told their assignment in one call; the
 	// assignment webhook sees the coverage scope's.
+	stamper := blwebhook.ScopeStamper{Reader: admitted}
+	if c.scopeLiveReads {
+		// Another replica may have admitted the account: the API server knows it.
+		stamper.Undelivered = &blwebhook.UndeliveredAccounts{Cache: mgr.GetCache(), API: mgr.GetAPIReader()}
+	}
 	return []setup{blwebhook.BatchAccountValidator{Admitted: admitted}, blwebhook.PodResultHolder{Assign: &assign},
-		assign, blwebhook.ScopeStamper{Reader: admitted}}
+		assign, stamper}
 }
 
 // registerAfterCerts sets up the self-managed certificate and registers the webhooks

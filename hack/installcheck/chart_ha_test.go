@@ -23,7 +23,8 @@ import (
 // TestChartHA renders the chart for highly available shapes and checks the pieces that
 // keep them safe: the PodDisruptionBudget (only with more than one replica, minAvailable
 // 1, selecting exactly this release's manager pods), the leader-election timing and
-// concurrency flags (the lease flags only when leader election is on), that helm lint
+// concurrency flags (the lease flags only when leader election is on), the scope
+// webhook's live reads (only with more than one replica), that helm lint
 // --strict accepts those shapes, and that values.schema.json refuses bad values with an
 // error naming the key.
 func TestChartHA(t *testing.T) {
@@ -44,7 +45,7 @@ func TestChartHA(t *testing.T) {
 			wantPDB: true,
 			wantFlags: map[string]string{"leader-elect": "true", "leader-elect-lease-duration": "30s",
 				"leader-elect-renew-deadline": "20s", "leader-elect-retry-period": "1500ms", "concurrent-account-syncs": "8",
-				"kube-api-qps": "250.5", "kube-api-burst": "500"},
+				"kube-api-qps": "250.5", "kube-api-burst": "500", "scope-live-reads": "true"},
 		},
 		{
 			name:    "replicas=3, cert-manager, defaults",
@@ -52,13 +53,13 @@ func TestChartHA(t *testing.T) {
 			wantPDB: true,
 			wantFlags: map[string]string{"leader-elect": "true", "leader-elect-lease-duration": "15s",
 				"leader-elect-renew-deadline": "10s", "leader-elect-retry-period": "2s", "concurrent-account-syncs": "5",
-				"kube-api-qps": "100", "kube-api-burst": "200"},
+				"kube-api-qps": "100", "kube-api-burst": "200", "scope-live-reads": "true"},
 		},
 		{
 			name:      "replicas=1",
 			set:       []string{"replicas=1"},
 			wantPDB:   false,
-			wantFlags: map[string]string{"leader-elect": "true", "leader-elect-lease-duration": "15s"},
+			wantFlags: map[string]string{"leader-elect": "true", "leader-elect-lease-duration": "15s", "scope-live-reads": ""},
 		},
 		{
 			name:    "replicas=2, podDisruptionBudget.enabled=false",
