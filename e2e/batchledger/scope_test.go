@@ -23,7 +23,9 @@ import (
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
+	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // The opt-in scope: batchledger touches only the pods of Jobs an account names.
@@ -232,17 +234,16 @@ func TestJobBeforeAccountIsStampedWhileSuspended(t *testing.T) {
 
 // TestJobAppliedWithItsAccountIsStampedAtCreation: Jobs created right after the account
 // that names them, as one apply of both does, are stamped by the scope webhook at their
-// creation, whether or not the manager's cache has delivered the account yet: the Job
-// the API server answers each create with carries scope=results on its pod template.
+// creation, whether or not the cache of the replica asked has delivered the account yet:
+// the Job the API server answers each create with carries scope=results on its pod
+// template.
 // A stamp by the controller afterwards would come too late for a Job Kueue starts at
 // once, or one MultiKueue copies to a worker meanwhile.
 func TestJobAppliedWithItsAccountIsStampedAtCreation(t *testing.T) {
 	f := framework.New(t)
-	if framework.Cluster() == nil {
-		// The kind install runs two replicas: the account's validation and the Job's
-		// creation may reach different ones, across which the race is narrowed, not closed.
-		t.Skip("needs the local cluster's single replica, whose validator admitted the account")
-	}
+	// On kind the chart runs two replicas: the account's validation and the Job's creation
+	// may reach different ones, and the replica asked about the Job reads the accounts its
+	// cache has not delivered from the API server (--scope-live-reads).
 	const pairs = 20
 	for i := range pairs {
 		name := fmt.Sprintf("applied-%d", i)
@@ -255,6 +256,43 @@ func TestJobAppliedWithItsAccountIsStampedAtCreation(t *testing.T) {
 		}
 	}
 }
+
+// TestUndeliveredAccountsAsTheManager: the scope webhook's reads of the accounts a
+// replica's cache has not delivered (webhook.UndeliveredAccounts, --scope-live-reads)
+// work against the API server under the manager's own RBAC: asked as the manager, with a
+// cache that has delivered nothing, the account stored a moment ago is found (a
+// metadata-only LIST of the namespace, then a LIST by metadata.name) and gives the Job it
+// names the results scope; a Job it does not name gets none.
+func TestUndeliveredAccountsAsTheManager(t *testing.T) {
+	f := framework.New(t)
+	if framework.Cluster() == nil {
+		t.Skip("impersonates the local cluster's manager identity")
+	}
+	f.Create(wrappers.MakeBatchAccount("stored", f.Namespace).Shards("A").AssignJob("named", "0", "A").RequireResults(seedRule).Obj())
+	manager := impersonating(t, localcluster.BatchledgerIdentity.User)
+	live := webhook.UndeliveredAccounts{Cache: undelivered{}, API: manager}
+	r, err := live.Over(f.Ctx, undelivered{}, f.Namespace)
+	if err != nil {
+		t.Fatalf("reading the undelivered accounts as the manager: %v", err)
+	}
+	if r == nil {
+		t.Fatal("the stored account was not found undelivered")
+	}
+	for job, want := range map[string]string{"named": v1alpha1.ScopeResults, "unnamed": ""} {
+		got, err := relations.JobScope(f.Ctx, r, &metav1.ObjectMeta{Name: job, Namespace: f.Namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("Job %s: scope %q, want %q", job, got, want)
+		}
+	}
+}
+
+// undelivered is a replica's cache that has delivered no account yet.
+type undelivered struct{ client.Reader }
+
+func (undelivered) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
 
 // TestUninstallReleasesHeldPods: pods held for results the stopped manager never
 // recorded are let go by the uninstall hook's `batchledger release --all-namespaces

@@ -102,13 +102,15 @@ func localOnly(t testing.TB) *localcluster.Cluster {
 
 // StartBatchledgerReplicas replaces the controller for the rest of the test by n
 // replicas electing a leader (Lease in namespace default, short lease timings so a
-// takeover is seen within seconds) behind one webhook address; extraArgs are added to
-// every replica's flags. The single controller comes back when the test ends.
+// takeover is seen within seconds) behind one webhook address, each reading from the
+// API server the accounts its cache has not delivered, as the chart's replicas do
+// (--scope-live-reads); extraArgs are added to every replica's flags. The single
+// controller comes back when the test ends.
 func StartBatchledgerReplicas(t testing.TB, n int, extraArgs ...string) *localcluster.Replicas {
 	t.Helper()
 	StopBatchledger(t)
 	c := env.cluster
-	args := append([]string{"--leader-elect", "--namespace=default",
+	args := append([]string{"--leader-elect", "--namespace=default", "--scope-live-reads",
 		"--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s"},
 		extraArgs...)
 	m, err := localcluster.BatchledgerManager(batchledger.binary, args...)
