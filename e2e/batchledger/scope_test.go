@@ -23,6 +23,7 @@ import (
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/webhook"
@@ -293,6 +294,89 @@ func TestUndeliveredAccountsAsTheManager(t *testing.T) {
 type undelivered struct{ client.Reader }
 
 func (undelivered) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// jobWebhook is the name of the Job scope webhook (failurePolicy Ignore).
+const jobWebhook = "mjob.batchledger.dev"
+
+// TestJobCreatedWhileTheWebhookFailedOpenIsFound: with the manager up, the Job scope
+// webhook is taken out of the test's namespace (as a webhook failing open would leave
+// it), and a Job the account already names is created there unlabelled, after the
+// account's first status said it was not found: nothing of it reaches the manager's
+// caches. The account looks for its unfound Job again by itself (MinUnfoundRecheck
+// after its creation), finds it at the API server, labels its metadata and, the Job
+// being suspended, stamps its pod template.
+func TestJobCreatedWhileTheWebhookFailedOpenIsFound(t *testing.T) {
+	f := framework.New(t)
+	if framework.Cluster() == nil {
+		t.Skip("changes the local cluster's webhook configuration")
+	}
+	f.Create(wrappers.MakeBatchAccount("unseen", f.Namespace).Shards("A", "B").AssignJob("unseen", "0-1", "A", "B").RequireResults(seedRule).Obj())
+	// Its first status written, nothing wakes the account again but its own recheck.
+	waitAccount(t, f, "unseen", "Job unseen not found", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/unseen")
+		return tg != nil && !tg.Found
+	})
+	skipNamespace(t, f, jobWebhook)
+	job := wrappers.MakeJob("unseen", f.Namespace).Indexed(2).Suspend(true).Obj()
+	f.Create(job)
+	if scope, ok := job.Spec.Template.Labels[v1alpha1.LabelScope]; ok {
+		t.Fatalf("Job unseen was stamped %s=%q at its creation: the webhook still answered", v1alpha1.LabelScope, scope)
+	}
+	framework.WaitFor(t, job, 2*controller.MinUnfoundRecheck+framework.DefaultTimeout, "labelled and stamped scope=results", func(j *batchv1.Job) bool {
+		return j.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults && j.Spec.Template.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults
+	})
+	waitAccount(t, f, "unseen", "Job unseen observed", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/unseen")
+		return tg != nil && tg.Found && tg.UID == job.UID
+	})
+}
+
+// skipNamespace keeps the mutating webhook out of the test's namespace until the test
+// ends, and waits until the API server no longer calls it there: a dry-run create of a
+// Job an account names comes back unlabelled.
+func skipNamespace(t *testing.T, f *framework.Framework, webhook string) {
+	t.Helper()
+	name := mutatingConfigurationOf(t, f, webhook)
+	update := func(ctx context.Context, change func(*admissionregistrationv1.MutatingWebhook)) error {
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := f.Client.Get(ctx, client.ObjectKey{Name: name}, &mwc); err != nil {
+			return err
+		}
+		for i := range mwc.Webhooks {
+			if mwc.Webhooks[i].Name == webhook {
+				change(&mwc.Webhooks[i])
+			}
+		}
+		return f.Client.Update(ctx, &mwc)
+	}
+	skip := metav1.LabelSelectorRequirement{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{f.Namespace}}
+	if err := update(f.Ctx, func(w *admissionregistrationv1.MutatingWebhook) {
+		if w.NamespaceSelector == nil {
+			w.NamespaceSelector = &metav1.LabelSelector{}
+		}
+		w.NamespaceSelector.MatchExpressions = append(w.NamespaceSelector.MatchExpressions, skip)
+	}); err != nil {
+		t.Fatalf("keeping %s out of %s: %v", webhook, f.Namespace, err)
+	}
+	t.Cleanup(func() {
+		if err := update(context.Background(), func(w *admissionregistrationv1.MutatingWebhook) {
+			w.NamespaceSelector.MatchExpressions = slices.DeleteFunc(w.NamespaceSelector.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+				return r.Key == skip.Key && slices.Equal(r.Values, skip.Values)
+			})
+		}); err != nil {
+			t.Errorf("letting %s back into %s: %v", webhook, f.Namespace, err)
+		}
+	})
+	f.Create(wrappers.MakeBatchAccount("probe", f.Namespace).Shards("A").AssignJob("probe", "0", "A").Obj())
+	framework.Eventually(t, framework.DefaultTimeout, webhook+" no longer called in "+f.Namespace, func() (bool, string, error) {
+		probe := wrappers.MakeJob("probe", f.Namespace).Indexed(1).Suspend(true).Obj()
+		if err := f.Client.Create(f.Ctx, probe, client.DryRunAll); err != nil {
+			return false, "", err
+		}
+		scope, ok := probe.Spec.Template.Labels[v1alpha1.LabelScope]
+		return !ok, "a dry-run Job is still stamped " + scope, nil
+	})
+}
 
 // TestUninstallReleasesHeldPods: pods held for results the stopped manager never
 // recorded are let go by the uninstall hook's `batchledger release --all-namespaces

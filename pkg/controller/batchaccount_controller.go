@@ -213,6 +213,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if r.WorkerResults != nil && pendingOnWorker(&ba, seen) && !apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAccepted) {
 		due = soonest(due, WorkerRecheck)
 	}
+	// A Job created unlabelled while the scope webhook failed open sends no event.
+	due = soonest(due, r.unfoundRecheck(&ba, seen, now))
 	// Retention brings it back when its TTL after the batch finished has passed.
 	if left, ok := r.expiresIn(&ba, now); ok {
 		due = soonest(due, max(left, time.Millisecond))

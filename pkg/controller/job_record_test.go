@@ -306,9 +306,10 @@ func TestHeldJobSetChildIsObserved(t *testing.T) {
 	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(child), &batchv1.Job{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the recorded child is still held (%v)", err)
 	}
-	// Gone now: a restart in progress, its final coverage in history.
-	if res, err := f.reconcile("train"); retried(res, err) {
-		t.Fatalf("reconcile = %+v, %v", res, err)
+	// Gone now: a restart in progress, its final coverage in history. The account looks
+	// for the successor again (unfoundRecheck) besides waiting for its event.
+	if res, err := f.reconcile("train"); err != nil || res.RequeueAfter != MaxUnfoundRecheck {
+		t.Fatalf("reconcile = %+v, %v; want a recheck in %v", res, err, MaxUnfoundRecheck)
 	}
 	got = f.account(t, "train")
 	if h := got.Status.History; len(h) != 1 || h[0].UID != child.UID || h[0].CompletedIndexes != "0-2" {

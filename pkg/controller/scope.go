@@ -7,6 +7,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -110,6 +111,33 @@ func (r *Reconciler) resolveLive(ctx context.Context, namespace string, ref v1al
 	}
 	r.Metrics.liveRead(cachedJob)
 	return relations.ResolveTarget(ctx, relations.JobsFrom(r.APIReader, r.Client), namespace, ref)
+}
+
+// Bounds of unfoundRecheck.
+const (
+	MinUnfoundRecheck = 15 * time.Second
+	MaxUnfoundRecheck = 5 * time.Minute
+)
+
+// unfoundRecheck is when an account, age old, that names a Job no read found (neither the
+// cache nor the API server, nor seen deleted) looks for it again. Such a Job, created
+// later, wakes the account through the cache when the scope webhook labelled it; one
+// created while the webhook failed open with the manager up carries no label, and no
+// event of it, its Workload or its pods reaches the controller. So the account looks
+// again itself, often while it is young (a quarter of its age, at least
+// MinUnfoundRecheck) and at most every MaxUnfoundRecheck later (a name that never
+// comes costs one read per target every five minutes). Without an API reader there is
+// no read that could find it: 0.
+func (r *Reconciler) unfoundRecheck(ba *v1alpha1.BatchAccount, seen map[string]observed, now time.Time) time.Duration {
+	if r.APIReader == nil || apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionTerminated) {
+		return 0
+	}
+	for _, o := range seen {
+		if o.job == nil && o.deletedJob == nil && o.obs.OwnerEnded == "" && o.obs.APINotServed == "" {
+			return min(max(now.Sub(ba.CreationTimestamp.Time)/4, MinUnfoundRecheck), MaxUnfoundRecheck)
+		}
+	}
+	return 0
 }
 
 // liveWorkloadRetry is how long a live read that found no Workload for an owner keeps

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -344,5 +345,86 @@ func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
 				t.Errorf("scope on the replicatedJob's pod template = %q, want %q", scope, tc.want)
 			}
 		})
+	}
+}
+
+// cachedReconciler is the fixture's reconciler reading as the manager does: what it
+// reads first holds only the Jobs and Workloads carrying the scope label (selectedCache),
+// the rest it must read from the API server.
+func (f *fixture) cachedReconciler() *Reconciler {
+	r := f.reconciler()
+	r.Client = selectedCache{f.c}
+	r.Metrics = newMetrics(prometheus.NewRegistry())
+	return r
+}
+
+// TestUnfoundTargetIsLookedForAgain: an account naming a Job that no read finds comes
+// back by itself (unfoundRecheck), at a quarter of its age within MinUnfoundRecheck and
+// MaxUnfoundRecheck, since a Job created later without the scope label (the scope webhook
+// failed open) sends the controller no event. An account whose Job exists, or without an
+// API reader that could find one, is not brought back.
+func TestUnfoundTargetIsLookedForAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		age   time.Duration
+		job   *batchv1.Job
+		noAPI bool
+		want  time.Duration
+	}{
+		{name: "just created", want: MinUnfoundRecheck},
+		{name: "a minute old", age: time.Minute, want: MinUnfoundRecheck},
+		{name: "eight minutes old", age: 8 * time.Minute, want: 2 * time.Minute},
+		{name: "a day old", age: 24 * time.Hour, want: MaxUnfoundRecheck},
+		{name: "its Job exists", age: time.Minute,
+			job: wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").StartTime(testNow).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj()},
+		{name: "no API reader", age: time.Minute, noAPI: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A", "B").AssignJob("j", "0-1", "A", "B").Creation(testNow.Add(-tc.age)).Obj()
+			objs := []client.Object{ba}
+			if tc.job != nil {
+				objs = append(objs, tc.job)
+			}
+			f := newFixture(t, hooks{}, objs...)
+			r := f.cachedReconciler()
+			if tc.noAPI {
+				r.APIReader = nil
+			}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ba)})
+			if err != nil || res.RequeueAfter != tc.want {
+				t.Errorf("reconcile = %+v, %v; want a recheck in %v", res, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestJobCreatedUnlabelledIsFoundAtTheRecheck: the account's Job is created after the
+// account's first reconcile and without the scope label (the webhook failed open), so no
+// event of it reaches the controller. The recheck the first reconcile asked for finds it
+// at the API server, labels it so that the cache holds it from then on, and observes it;
+// with its Job found, the account asks for no more rechecks.
+func TestJobCreatedUnlabelledIsFoundAtTheRecheck(t *testing.T) {
+	ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A", "B").AssignJob("j", "0-1", "A", "B").Creation(testNow).Obj()
+	f := newFixture(t, hooks{}, ba)
+	r := f.cachedReconciler()
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ba)}
+	if res, err := r.Reconcile(context.Background(), req); err != nil || res.RequeueAfter != MinUnfoundRecheck {
+		t.Fatalf("first reconcile = %+v, %v; want a recheck in %v", res, err, MinUnfoundRecheck)
+	}
+	if err := f.c.Create(context.Background(), wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").StartTime(testNow).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.Reconcile(context.Background(), req); err != nil || !res.IsZero() {
+		t.Errorf("the recheck = %+v, %v; want no further recheck", res, err)
+	}
+	if tg := f.account(t, "acct").Status.Targets; len(tg) != 1 || !tg[0].Found || tg[0].UID != "j-uid" {
+		t.Errorf("targets %+v; want Job j found", tg)
+	}
+	var job batchv1.Job
+	if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "j"}, &job); err != nil {
+		t.Fatal(err)
+	}
+	if got := job.Labels[v1alpha1.LabelScope]; got != v1alpha1.ScopeCoverage {
+		t.Errorf("the Job's %s label = %q, want %q: the cache would not hold it", v1alpha1.LabelScope, got, v1alpha1.ScopeCoverage)
 	}
 }
