@@ -184,6 +184,7 @@ type config struct {
 	maxResultHold                                time.Duration
 	workloadMessageInterval                      time.Duration
 	waitingStatusDelay                           time.Duration
+	unfoundRecheck                               time.Duration
 	apiRecheck                                   time.Duration
 	ledgerKeySecret                              string
 	perAccountMetrics                            bool
@@ -228,6 +229,8 @@ func bindFlags(fs *flag.FlagSet) *config {
 	// those waits go with the next write that must go at once.
 	fs.DurationVar(&c.waitingStatusDelay, "waiting-status-delay", 30*time.Second,
 		"How long an account status that only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them) waits before it is written, so that the steps of a batch share writes; a new account's first status waits as long at most for Kueue to create its queued Jobs' Workloads; coverage, verdicts and problems are written at once. 0 writes every change at once.")
+	fs.DurationVar(&c.unfoundRecheck, "unfound-target-recheck", controller.DefaultUnfoundRecheck,
+		"The least an account naming a Job that no read found waits before it looks for it again (a quarter of its age, at most 5m): a Job created while the scope webhook failed open sends no event.")
 	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
 	// releases alone take about 17 minutes, while the account keeps its share of the budget.
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
@@ -343,7 +346,7 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 			Recorder: mgr.GetEventRecorder("batchledger"),
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
-			WaitingStatusDelay: c.waitingStatusDelay, APIs: apis, Ledger: ledger, ShortFormTTL: c.shortFormTTL,
+			WaitingStatusDelay: c.waitingStatusDelay, UnfoundRecheck: c.unfoundRecheck, APIs: apis, Ledger: ledger, ShortFormTTL: c.shortFormTTL,
 			WorkerResults: workerResults,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics, Ledger: ledger,

@@ -23,7 +23,6 @@ import (
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/webhook"
@@ -302,8 +301,8 @@ const jobWebhook = "mjob.batchledger.dev"
 // webhook is taken out of the test's namespace (as a webhook failing open would leave
 // it), and a Job the account already names is created there unlabelled, after the
 // account's first status said it was not found: nothing of it reaches the manager's
-// caches. The account looks for its unfound Job again by itself (MinUnfoundRecheck
-// after its creation), finds it at the API server, labels its metadata and, the Job
+// caches. The account looks for its unfound Job again by itself (the suite's
+// --unfound-target-recheck after its creation), finds it at the API server, labels its metadata and, the Job
 // being suspended, stamps its pod template.
 func TestJobCreatedWhileTheWebhookFailedOpenIsFound(t *testing.T) {
 	f := framework.New(t)
@@ -322,7 +321,7 @@ func TestJobCreatedWhileTheWebhookFailedOpenIsFound(t *testing.T) {
 	if scope, ok := job.Spec.Template.Labels[v1alpha1.LabelScope]; ok {
 		t.Fatalf("Job unseen was stamped %s=%q at its creation: the webhook still answered", v1alpha1.LabelScope, scope)
 	}
-	framework.WaitFor(t, job, 2*controller.MinUnfoundRecheck+framework.DefaultTimeout, "labelled and stamped scope=results", func(j *batchv1.Job) bool {
+	framework.WaitFor(t, job, 2*framework.UnfoundRecheck+framework.DefaultTimeout, "labelled and stamped scope=results", func(j *batchv1.Job) bool {
 		return j.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults && j.Spec.Template.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults
 	})
 	waitAccount(t, f, "unseen", "Job unseen observed", func(ba *v1alpha1.BatchAccount) bool {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,6 +34,9 @@ func SetupWithBatchledger(m *testing.M, opts ...Option) {
 	Setup(m, opts...)
 }
 
+// UnfoundRecheck is the suite's controller's --unfound-target-recheck.
+const UnfoundRecheck = 15 * time.Second
+
 // startBatchledger builds the controller into a new temporary directory and starts it
 // on the local cluster. It returns the directory, which the caller removes when the suite
 // ends (a 70 MB binary per suite run would otherwise pile up in the machine's /tmp).
@@ -45,7 +49,9 @@ func startBatchledger(ctx context.Context, c *localcluster.Cluster) (string, err
 	if err != nil {
 		return dir, err
 	}
-	m, err := localcluster.BatchledgerManager(bin)
+	// An account looks for an unfound Job again within seconds, not a minute: the tests
+	// of a Job created while the scope webhook failed open wait for it.
+	m, err := localcluster.BatchledgerManager(bin, "--unfound-target-recheck="+UnfoundRecheck.String())
 	if err != nil {
 		return dir, err
 	}

@@ -86,6 +86,9 @@ type Reconciler struct {
 	// batch's start share one write; coverage, verdicts and problems are written at once.
 	// 0 writes every change at once.
 	WaitingStatusDelay time.Duration
+	// UnfoundRecheck is the least an account naming a Job that no read found waits before
+	// it looks again (unfoundRecheck). 0: DefaultUnfoundRecheck.
+	UnfoundRecheck time.Duration
 	// APIs are the optional APIs the cluster serves (DiscoverAPIs): no watch, no read of
 	// a kind not served, and its targets are observed as such (APINotServed). nil: all.
 	APIs *ServedAPIs

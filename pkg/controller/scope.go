@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"sync"
@@ -113,10 +114,10 @@ func (r *Reconciler) resolveLive(ctx context.Context, namespace string, ref v1al
 	return relations.ResolveTarget(ctx, relations.JobsFrom(r.APIReader, r.Client), namespace, ref)
 }
 
-// Bounds of unfoundRecheck.
+// Bounds of unfoundRecheck: the default of Reconciler.UnfoundRecheck, and the longest.
 const (
-	MinUnfoundRecheck = 15 * time.Second
-	MaxUnfoundRecheck = 5 * time.Minute
+	DefaultUnfoundRecheck = time.Minute
+	MaxUnfoundRecheck     = 5 * time.Minute
 )
 
 // unfoundRecheck is when an account, age old, that names a Job no read found (neither the
@@ -124,17 +125,18 @@ const (
 // later, wakes the account through the cache when the scope webhook labelled it; one
 // created while the webhook failed open with the manager up carries no label, and no
 // event of it, its Workload or its pods reaches the controller. So the account looks
-// again itself, often while it is young (a quarter of its age, at least
-// MinUnfoundRecheck) and at most every MaxUnfoundRecheck later (a name that never
-// comes costs one read per target every five minutes). Without an API reader there is
-// no read that could find it: 0.
+// again itself: after a quarter of its age, at least r.UnfoundRecheck (an account
+// created ahead of its Jobs, as a pipeline does, is not brought back while they come)
+// and at most MaxUnfoundRecheck (a name that never comes costs one read per target
+// every five minutes). Without an API reader there is no read that could find it: 0.
 func (r *Reconciler) unfoundRecheck(ba *v1alpha1.BatchAccount, seen map[string]observed, now time.Time) time.Duration {
 	if r.APIReader == nil || apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionTerminated) {
 		return 0
 	}
+	least := cmp.Or(r.UnfoundRecheck, DefaultUnfoundRecheck)
 	for _, o := range seen {
 		if o.job == nil && o.deletedJob == nil && o.obs.OwnerEnded == "" && o.obs.APINotServed == "" {
-			return min(max(now.Sub(ba.CreationTimestamp.Time)/4, MinUnfoundRecheck), MaxUnfoundRecheck)
+			return max(min(now.Sub(ba.CreationTimestamp.Time)/4, MaxUnfoundRecheck), least)
 		}
 	}
 	return 0

@@ -359,22 +359,26 @@ func (f *fixture) cachedReconciler() *Reconciler {
 }
 
 // TestUnfoundTargetIsLookedForAgain: an account naming a Job that no read finds comes
-// back by itself (unfoundRecheck), at a quarter of its age within MinUnfoundRecheck and
-// MaxUnfoundRecheck, since a Job created later without the scope label (the scope webhook
-// failed open) sends the controller no event. An account whose Job exists, or without an
-// API reader that could find one, is not brought back.
+// back by itself (unfoundRecheck), since a Job created later without the scope label
+// (the scope webhook failed open) sends the controller no event: after a quarter of its
+// age, at least UnfoundRecheck (DefaultUnfoundRecheck when unset), at most
+// MaxUnfoundRecheck unless that least is more. An account whose Job exists, or without
+// an API reader that could find one, is not brought back.
 func TestUnfoundTargetIsLookedForAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		age   time.Duration
+		least time.Duration // Reconciler.UnfoundRecheck
 		job   *batchv1.Job
 		noAPI bool
 		want  time.Duration
 	}{
-		{name: "just created", want: MinUnfoundRecheck},
-		{name: "a minute old", age: time.Minute, want: MinUnfoundRecheck},
+		{name: "just created", want: DefaultUnfoundRecheck},
+		{name: "three minutes old", age: 3 * time.Minute, want: DefaultUnfoundRecheck},
 		{name: "eight minutes old", age: 8 * time.Minute, want: 2 * time.Minute},
 		{name: "a day old", age: 24 * time.Hour, want: MaxUnfoundRecheck},
+		{name: "a minute old, at least 15 s", age: time.Minute, least: 15 * time.Second, want: 15 * time.Second},
+		{name: "a day old, at least 10 minutes", age: 24 * time.Hour, least: 10 * time.Minute, want: 10 * time.Minute},
 		{name: "its Job exists", age: time.Minute,
 			job: wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").StartTime(testNow).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj()},
 		{name: "no API reader", age: time.Minute, noAPI: true},
@@ -387,6 +391,7 @@ func TestUnfoundTargetIsLookedForAgain(t *testing.T) {
 			}
 			f := newFixture(t, hooks{}, objs...)
 			r := f.cachedReconciler()
+			r.UnfoundRecheck = tc.least
 			if tc.noAPI {
 				r.APIReader = nil
 			}
@@ -408,8 +413,8 @@ func TestJobCreatedUnlabelledIsFoundAtTheRecheck(t *testing.T) {
 	f := newFixture(t, hooks{}, ba)
 	r := f.cachedReconciler()
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ba)}
-	if res, err := r.Reconcile(context.Background(), req); err != nil || res.RequeueAfter != MinUnfoundRecheck {
-		t.Fatalf("first reconcile = %+v, %v; want a recheck in %v", res, err, MinUnfoundRecheck)
+	if res, err := r.Reconcile(context.Background(), req); err != nil || res.RequeueAfter != DefaultUnfoundRecheck {
+		t.Fatalf("first reconcile = %+v, %v; want a recheck in %v", res, err, DefaultUnfoundRecheck)
 	}
 	if err := f.c.Create(context.Background(), wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").StartTime(testNow).Obj()); err != nil {
 		t.Fatal(err)
