@@ -9,7 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework"
@@ -83,11 +83,7 @@ func TestTrainJobEvictionAndNodeFailureKeepTheRecord(t *testing.T) {
 	waitAccount(t, f, "llm", "1/2 covered", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Covered == 1 })
 
 	// Evict: deactivate the Workload; Kueue suspends the TrainJob, Trainer its JobSet.
-	f.Get(wl)
-	wl.Spec.Active = ptr.To(false)
-	if err := f.Client.Update(f.Ctx, wl); err != nil {
-		t.Fatal(err)
-	}
+	setActive(t, f, wl, false)
 	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadEvicted, metav1.ConditionTrue)
 	waitAccount(t, f, "llm", "eviction recorded", func(ba *v1alpha1.BatchAccount) bool {
 		tg := target(ba, "trainjob/llm/node/0")
@@ -97,6 +93,7 @@ func TestTrainJobEvictionAndNodeFailureKeepTheRecord(t *testing.T) {
 	var queue kueue.ClusterQueue
 	queue.Name = cq
 	f.Get(&queue)
+	before := queue.DeepCopy()
 	for i, fq := range queue.Spec.ResourceGroups[0].Flavors {
 		if fq.Name != "h100" {
 			continue
@@ -105,14 +102,12 @@ func TestTrainJobEvictionAndNodeFailureKeepTheRecord(t *testing.T) {
 			queue.Spec.ResourceGroups[0].Flavors[i].Resources[j].NominalQuota = resource.MustParse("0")
 		}
 	}
-	if err := f.Client.Update(f.Ctx, &queue); err != nil {
+	// Patched, not updated: Kueue writes the queue's and the Workload's status meanwhile,
+	// and an update from the copy read would conflict with that.
+	if err := f.Client.Patch(f.Ctx, &queue, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-	f.Get(wl)
-	wl.Spec.Active = ptr.To(true)
-	if err := f.Client.Update(f.Ctx, wl); err != nil {
-		t.Fatal(err)
-	}
+	setActive(t, f, wl, true)
 	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
 	waitAccountCondition(t, f, "llm", v1alpha1.ConditionAdmitted, metav1.ConditionTrue, "")
 	ba := waitAccount(t, f, "llm", "both admissions recorded", func(ba *v1alpha1.BatchAccount) bool {
