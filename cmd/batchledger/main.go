@@ -373,7 +373,7 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 	stamper := blwebhook.ScopeStamper{Reader: admitted}
 	if c.scopeLiveReads {
 		// Another replica may have admitted the account: the API server knows it.
-		stamper.Undelivered = &blwebhook.UndeliveredAccounts{Cache: mgr.GetCache(), API: mgr.GetAPIReader()}
+		stamper.Undelivered = &blwebhook.UndeliveredAccounts{API: mgr.GetAPIReader()}
 	}
 	return []setup{blwebhook.BatchAccountValidator{Admitted: admitted}, blwebhook.PodResultHolder{Assign: &assign},
 		assign, stamper}

@@ -270,7 +270,7 @@ func TestUndeliveredAccountsAsTheManager(t *testing.T) {
 	}
 	f.Create(wrappers.MakeBatchAccount("stored", f.Namespace).Shards("A").AssignJob("named", "0", "A").RequireResults(seedRule).Obj())
 	manager := impersonating(t, localcluster.BatchledgerIdentity.User)
-	live := webhook.UndeliveredAccounts{Cache: undelivered{}, API: manager}
+	live := webhook.UndeliveredAccounts{API: manager}
 	r, err := live.Over(f.Ctx, undelivered{}, f.Namespace)
 	if err != nil {
 		t.Fatalf("reading the undelivered accounts as the manager: %v", err)

@@ -22,16 +22,15 @@ import (
 // cache has not seen). Off by default (--scope-live-reads; the chart sets it with more
 // than one replica): with one replica AdmittedAccounts closes the race alone.
 type UndeliveredAccounts struct {
-	// Cache is the manager's cache, whose accounts' generations tell what it has seen.
-	Cache client.Reader
 	// API reads the API server (the manager's API reader). It needs only list on
 	// batchaccounts, which the controller has.
 	API client.Reader
 }
 
-// Over returns base with the undelivered accounts of namespace: its lists of accounts by
-// relations.IndexAccountTarget give the API server's copy of an undelivered account
-// instead of the cache's, and add those that name the key. Nil when there are none.
+// Over returns base (the cache the scope webhook reads, whose accounts' generations tell
+// what it has seen) with the accounts of namespace it has not delivered: its lists of
+// accounts by relations.IndexAccountTarget give the API server's copy of an undelivered
+// account instead of base's, and add those that name the key. Nil when there are none.
 func (u UndeliveredAccounts) Over(ctx context.Context, base client.Reader, namespace string) (client.Reader, error) {
 	var stored metav1.PartialObjectMetadataList
 	stored.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("BatchAccountList"))
@@ -42,7 +41,7 @@ func (u UndeliveredAccounts) Over(ctx context.Context, base client.Reader, names
 		return nil, nil
 	}
 	var cached v1alpha1.BatchAccountList
-	if err := u.Cache.List(ctx, &cached, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := base.List(ctx, &cached, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	seen := make(map[string]int64, len(cached.Items))

@@ -113,7 +113,7 @@ func TestUndeliveredAccountsStampJobsAnotherReplicaAdmitted(t *testing.T) {
 			api, reads := apiServer(t, tc.listErr, tc.stored...)
 			h := ScopeStamper{Reader: cache}
 			if !tc.off {
-				h.Undelivered = &UndeliveredAccounts{Cache: cache, API: api}
+				h.Undelivered = &UndeliveredAccounts{API: api}
 			}
 			raw, err := json.Marshal(&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 				ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: ns}})
@@ -145,7 +145,7 @@ func TestUndeliveredAccountsStampJobSets(t *testing.T) {
 		AssignJobSet("ts", "workers", 0, "0", "A").AssignJobSet("ts", "workers", 1, "0", "B").RequireResults("true").Obj()
 	cache := indexedReader(t, nil)
 	api, _ := apiServer(t, nil, generation(train, 1))
-	h := ScopeStamper{Reader: cache, Undelivered: &UndeliveredAccounts{Cache: cache, API: api}}
+	h := ScopeStamper{Reader: cache, Undelivered: &UndeliveredAccounts{API: api}}
 	js := &jobsetapi.JobSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet"},
 		ObjectMeta: metav1.ObjectMeta{Name: "ts", Namespace: ns},
