@@ -164,7 +164,7 @@ func runBaselineOnce(parent context.Context, cfg baselineConfig, g *generatorCon
 	}
 	defer cl.stop("bench baseline")
 	if with && cfg.watchFloor {
-		stopFloor, err := startWatchFloor(ctx, cl)
+		stopFloor, err := startWatchFloor(ctx, cl, nil)
 		if err != nil {
 			return res, err
 		}

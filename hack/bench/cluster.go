@@ -35,7 +35,9 @@ type clusterSpec struct {
 	// controller.
 	binary         string
 	controllerArgs []string
-	log            io.Writer
+	// controllerEnv is added to the controller's environment.
+	controllerEnv []string
+	log           io.Writer
 	// apiserverProfiling serves the API server's /debug/pprof (profileAPIServer).
 	apiserverProfiling bool
 }
@@ -61,6 +63,17 @@ func startCluster(ctx context.Context, spec clusterSpec) (*cluster, error) {
 		m, err := localcluster.BatchledgerManager(spec.binary, spec.controllerArgs...)
 		if err != nil {
 			return nil, err
+		}
+		if len(spec.controllerEnv) > 0 {
+			command := m.Command
+			m.Command = func(env localcluster.ManagerEnv) (*localcluster.ManagerCommand, error) {
+				mc, err := command(env)
+				if err != nil {
+					return nil, err
+				}
+				mc.Env = append(mc.Env, spec.controllerEnv...)
+				return mc, nil
+			}
 		}
 		opts.Managers = []localcluster.Manager{m}
 	}

@@ -27,6 +27,10 @@ type loadConfig struct {
 	// controllerArgs are more flags for the controller, to measure a setting without a
 	// rebuild (--controller-arg=--concurrent-account-syncs=10).
 	controllerArgs []string
+	// controllerEnv are NAME=VALUE pairs added to the environment of the controller and
+	// of the watch floor alike, to measure a Go runtime setting (--controller-env=GOGC=200)
+	// without making the floor a different program.
+	controllerEnv []string
 }
 
 // Modes of the load benchmark: which Jobs accounts name, and whether they require results.
@@ -51,9 +55,14 @@ type size struct{ jobs, indexes int }
 
 func (s size) String() string { return fmt.Sprintf("%dx%d", s.jobs, s.indexes) }
 
-// parseLoadFlags reads the load benchmark's command line (without the program name).
+// parseLoadFlags reads the load benchmark's command line (without the program name); a
+// bad flag exits, as for any command.
 func parseLoadFlags(args []string) (loadConfig, error) {
-	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	return parseLoadFlagSet(flag.NewFlagSet("bench", flag.ExitOnError), args)
+}
+
+// parseLoadFlagSet defines the load benchmark's flags on fs and parses args with it.
+func parseLoadFlagSet(fs *flag.FlagSet, args []string) (loadConfig, error) {
 	var cfg loadConfig
 	sizes := fs.String("sizes", "5x10,20x50,40x100", "comma-separated sizes JOBSxINDEXES, run in order on one cluster")
 	fs.IntVar(&cfg.jobsPerAccount, "jobs-per-account", 5, "Jobs per BatchAccount (N accounts = ceil(jobs / this))")
@@ -74,8 +83,17 @@ func parseLoadFlags(args []string) (loadConfig, error) {
 		cfg.controllerArgs = append(cfg.controllerArgs, v)
 		return nil
 	})
+	fs.Func("controller-env", "NAME=VALUE added to the environment of the controller and of the watch floor, e.g. --controller-env=GOMAXPROCS=1 (repeatable)", func(v string) error {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			return fmt.Errorf("want NAME=VALUE, got %q", v)
+		}
+		cfg.controllerEnv = append(cfg.controllerEnv, v)
+		return nil
+	})
 	modes := fs.String("modes", modeCoverage, "comma-separated modes, each run at every size: coverage (accounts count coverage), results (accounts require results), mixed (one Job in ten has an account), late (accounts created after their Jobs started)")
-	_ = fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m != modeCoverage && m != modeResults && m != modeMixed && m != modeLate {
 			return cfg, fmt.Errorf("--modes: unknown mode %q", m)
@@ -165,7 +183,9 @@ func parseBaselineFlags(args []string) (baselineConfig, error) {
 	fs.IntVar(&cfg.pprofSeconds, "pprof-seconds", 120, "length of each --pprof profile, from the run's first submission")
 	fs.BoolVar(&cfg.watchFloor, "watch-floor", false, "run the watch floor beside the controller in the runs with batchledger (its watches add to the API server's CPU, so not for the 110% comparison)")
 	modes := fs.String("modes", modeWithout+","+modeWith, "modes of the first round, in order (later rounds alternate); paced is a control: no batchledger, but a ConfigMap created where with creates the BatchAccount")
-	_ = fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
 	for m := range strings.SplitSeq(*modes, ",") {
 		if m != modeWith && m != modeWithout && m != modePaced {
 			return cfg, fmt.Errorf("mode %q: want with, without or paced", m)

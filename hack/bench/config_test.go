@@ -1,6 +1,8 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"slices"
 	"testing"
 )
@@ -25,6 +27,37 @@ func TestControllerArgs(t *testing.T) {
 			}
 			if !slices.Equal(cfg.controllerArgs, tc.want) {
 				t.Errorf("controllerArgs = %q, want %q", cfg.controllerArgs, tc.want)
+			}
+		})
+	}
+}
+
+// TestControllerEnv: --controller-env passes each NAME=VALUE, in order; what has no name
+// or no "=" is refused.
+func TestControllerEnv(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		want    []string
+		wantErr bool
+	}{
+		{name: "none", args: nil, want: nil},
+		{name: "two, in order", args: []string{"--controller-env=GOMAXPROCS=1", "--controller-env=GOGC=200"},
+			want: []string{"GOMAXPROCS=1", "GOGC=200"}},
+		{name: "an empty value", args: []string{"--controller-env=GODEBUG="}, want: []string{"GODEBUG="}},
+		{name: "no =", args: []string{"--controller-env=GOGC"}, wantErr: true},
+		{name: "no name", args: []string{"--controller-env==1"}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			cfg, err := parseLoadFlagSet(fs, append([]string{"--sizes=1x1"}, tc.args...))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want an error: %t", err, tc.wantErr)
+			}
+			if !tc.wantErr && !slices.Equal(cfg.controllerEnv, tc.want) {
+				t.Errorf("controllerEnv = %q, want %q", cfg.controllerEnv, tc.want)
 			}
 		})
 	}

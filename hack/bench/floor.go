@@ -102,8 +102,9 @@ func runWatchFloor(ctx context.Context, args []string) error {
 }
 
 // startWatchFloor starts the watch floor as a child process of this one, against cl,
-// whose sampler then measures its CPU; stop ends it and waits for it.
-func startWatchFloor(ctx context.Context, cl *cluster) (stop func(), err error) {
+// whose sampler then measures its CPU, with env added to its environment; stop ends it
+// and waits for it.
+func startWatchFloor(ctx context.Context, cl *cluster, env []string) (stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -111,6 +112,7 @@ func startWatchFloor(ctx context.Context, cl *cluster) (stop func(), err error) 
 	floorCtx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(floorCtx, self, watchFloorCommand, "--kubeconfig="+cl.Kubeconfig)
 	cmd.Stderr = os.Stderr
+	cmd.Env = append(os.Environ(), env...)
 	// It dies with the bench, also when the bench is killed before it can stop it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -80,14 +80,14 @@ func runLoad(ctx context.Context, cfg loadConfig) error {
 	}
 	fmt.Fprintln(os.Stderr, "starting a fresh local cluster (stopped at the end)")
 	l.cl, err = startCluster(ctx, clusterSpec{nodePrefix: "kwok-bench", flavor: flavorName, nodes: cfg.nodes, gpusPerNode: cfg.gpus,
-		binary: cfg.binary, controllerArgs: args, log: os.Stderr})
+		binary: cfg.binary, controllerArgs: args, controllerEnv: cfg.controllerEnv, log: os.Stderr})
 	if err != nil {
 		return err
 	}
 	defer l.cl.stop("bench")
 	fmt.Fprintf(os.Stderr, "cluster ready in %s\n", l.cl.StartupDuration.Round(10*time.Millisecond))
 	if cfg.watchFloor {
-		stopFloor, err := startWatchFloor(ctx, l.cl)
+		stopFloor, err := startWatchFloor(ctx, l.cl, cfg.controllerEnv)
 		if err != nil {
 			return err
 		}
