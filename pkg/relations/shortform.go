@@ -51,16 +51,16 @@ func ShortForm(obj client.Object) (v1alpha1.BatchAccountSpec, error) {
 
 // ShortFormScope is the scope the short form of obj gives the pods of the Jobs its
 // account names: the scope of the account ShortForm declares. It is "" when obj carries
-// no short form or one that does not parse.
-func ShortFormScope(obj client.Object) string {
+// no short form, and "" with ShortForm's error when it carries one that does not parse.
+func ShortFormScope(obj client.Object) (string, error) {
 	if !HasShortForm(obj.GetAnnotations()) {
-		return ""
+		return "", nil
 	}
 	spec, err := ShortForm(obj)
 	if err != nil {
-		return ""
+		return "", err
 	}
-	return specScope(&spec)
+	return specScope(&spec), nil
 }
 
 // ReplicatedJobShortFormScope is the scope the short forms of a new JobSet js, or of the

@@ -167,13 +167,16 @@ func TestShortFormInvalid(t *testing.T) {
 }
 
 // TestShortFormScope: the scope is that of the account the short form declares, and none
-// for a short form that does not parse: no account will exist to record its pods' results.
+// for a short form that does not parse, which it says (the scope webhook warns the
+// Job's author): no account will exist to record its pods' results.
 func TestShortFormScope(t *testing.T) {
 	notAWorkload := wrappers.MakeBatchAccount("j", ns).Obj()
 	notAWorkload.Annotations = map[string]string{inputRev: "D", modelRev: "m", shardsAnn: "A"}
 	cases := map[string]struct {
 		obj  client.Object
 		want string
+		// invalid: a short form that does not parse, which ShortFormScope says.
+		invalid bool
 	}{
 		"no short form":                 {obj: shortFormJob(1), want: ""},
 		"requiring results":             {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "true"), want: v1alpha1.ScopeResults},
@@ -182,23 +185,27 @@ func TestShortFormScope(t *testing.T) {
 		"require-results empty":         {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, ""), want: v1alpha1.ScopeCoverage},
 		"a rule alone requires nothing": {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", ruleAnn, "result.valid"), want: v1alpha1.ScopeCoverage},
 		"requiring results, but no model revision": {
-			obj: shortFormJob(1, inputRev, "D", shardsAnn, "A", requireAn, "true"), want: "",
+			obj: shortFormJob(1, inputRev, "D", shardsAnn, "A", requireAn, "true"), want: "", invalid: true,
 		},
-		"only require-results": {obj: shortFormJob(1, requireAn, "true"), want: ""},
+		"only require-results": {obj: shortFormJob(1, requireAn, "true"), want: "", invalid: true},
 		"a JobSet requiring results": {
 			obj:  shortFormJobSet(inputRev, "D", modelRev, "m", countAnn, "8", rjAnn, "workers", requireAn, "true"),
 			want: v1alpha1.ScopeResults,
 		},
 		"a JobSet whose shards do not fit its replicatedJob": {
 			obj:  shortFormJobSet(inputRev, "D", modelRev, "m", countAnn, "9", rjAnn, "workers", requireAn, "true"),
-			want: "",
+			want: "", invalid: true,
 		},
-		"neither Job nor JobSet": {obj: notAWorkload, want: ""},
+		"neither Job nor JobSet": {obj: notAWorkload, want: "", invalid: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := ShortFormScope(tc.obj); got != tc.want {
+			got, err := ShortFormScope(tc.obj)
+			if got != tc.want {
 				t.Errorf("ShortFormScope = %q, want %q", got, tc.want)
+			}
+			if (err != nil) != tc.invalid {
+				t.Errorf("ShortFormScope error = %v, want one: %t", err, tc.invalid)
 			}
 		})
 	}

@@ -126,12 +126,13 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 		return unclassified(JobMutatePath, fmt.Errorf("decoding the Job: %w", err))
 	}
 	job.Name, job.Namespace = meta.Name, meta.Namespace
-	scope := relations.StrongerScope(relations.ShortFormScope(&job), named)
+	declared, invalid := relations.ShortFormScope(&job)
+	scope := relations.StrongerScope(declared, named)
 	ops := append(labelPatch("", tmpl.templateMeta, scope), labelPatch("/spec/template", tmpl.Spec.Template, scope)...)
 	if scope != "" {
 		ops = append(ops, recordFinalizerPatch(job.Finalizers)...)
 	}
-	return patched(ops)
+	return withShortFormWarning(patched(ops), "Job", invalid)
 }
 
 // handleJobSet stamps the replicatedJobs of a new JobSet that accounts (or its short-form
@@ -176,7 +177,23 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), t.Spec.Template, scope)...)
 		strongest = relations.StrongerScope(strongest, scope)
 	}
-	return patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...))
+	resp := patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...))
+	if relations.HasShortForm(js.Annotations) {
+		_, invalid := relations.ShortForm(&js)
+		resp = withShortFormWarning(resp, "JobSet", invalid)
+	}
+	return resp
+}
+
+// withShortFormWarning adds to resp, when the short form of the admitted kind does not
+// parse (invalid), a warning that tells its author at once (kubectl prints it) what an
+// event on the object would tell later: no account is created, so nothing of the batch is
+// accounted, until the annotations are fixed.
+func withShortFormWarning(resp admission.Response, kind string, invalid error) admission.Response {
+	if invalid == nil {
+		return resp
+	}
+	return resp.WithWarnings(fmt.Sprintf("batchledger: this %s's short-form annotations declare no BatchAccount, so its batch is not accounted: %v", kind, invalid))
 }
 
 // jobScope is the scope the accounts naming the Job give it, as s.Reader tells, or, when

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,10 +116,12 @@ func TestScopeStamperJobs(t *testing.T) {
 	}
 	// meta is the scope the Job's own metadata gets (the manager's cache selects Jobs by
 	// it): the scope its accounts give it, whatever its template carries.
+	// warns: the Job's author is told its short form does not parse, naming what to fix.
 	cases := map[string]struct {
-		job  *batchv1.Job
-		want []jsonpatch.JsonPatchOperation
-		meta string
+		job   *batchv1.Job
+		want  []jsonpatch.JsonPatchOperation
+		meta  string
+		warns string
 	}{
 		"an account requiring results names it (another only counts it): results": {
 			job:  job("r"),
@@ -159,11 +162,14 @@ func TestScopeStamperJobs(t *testing.T) {
 			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
 			meta: v1alpha1.ScopeCoverage,
 		},
-		"a short form that does not parse: untouched, its pods would be held for no account": {job: malformed(job("sf"))},
+		"a short form that does not parse: untouched, its pods would be held for no account": {
+			job: malformed(job("sf")), warns: v1alpha1.AnnotationModelRev,
+		},
 		"a short form that does not parse gives nothing beyond the accounts naming the Job": {
-			job:  malformed(job("c")),
-			want: scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
-			meta: v1alpha1.ScopeCoverage,
+			job:   malformed(job("c")),
+			want:  scopeOp(labelsPath, map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}),
+			meta:  v1alpha1.ScopeCoverage,
+			warns: v1alpha1.AnnotationModelRev,
 		},
 		"the JobSet child an account names": {
 			job:  jobSetChild("workers", "1"),
@@ -206,7 +212,24 @@ func TestScopeStamperJobs(t *testing.T) {
 			if got := metaScope(ops, ""); got != tc.meta {
 				t.Errorf("scope label on the Job's metadata = %q, want %q", got, tc.meta)
 			}
+			checkShortFormWarning(t, resp, tc.warns)
 		})
+	}
+}
+
+// checkShortFormWarning fails t unless resp warns that a short form declares no account,
+// naming about (the annotation at fault), when about is set, and warns of nothing else
+// when it is not.
+func checkShortFormWarning(t *testing.T, resp admission.Response, about string) {
+	t.Helper()
+	if about == "" {
+		if len(resp.Warnings) > 0 {
+			t.Errorf("warnings %q, want none", resp.Warnings)
+		}
+		return
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "declare no BatchAccount") || !strings.Contains(resp.Warnings[0], about) {
+		t.Errorf("warnings %q, want one that the short form declares no BatchAccount, naming %s", resp.Warnings, about)
 	}
 }
 
@@ -244,6 +267,7 @@ func TestScopeStamperJobSets(t *testing.T) {
 	for name, tc := range map[string]struct {
 		shards string
 		want   []jsonpatch.JsonPatchOperation
+		warns  string
 	}{
 		"short form names its replicatedJob": {
 			shards: "A,B",
@@ -251,7 +275,9 @@ func TestScopeStamperJobSets(t *testing.T) {
 				scopeOp("/spec/replicatedJobs/0/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})...),
 				scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})...),
 		},
-		"a short form whose shards do not fit the replicatedJob: untouched": {shards: "A,B,C"},
+		"a short form whose shards do not fit the replicatedJob: untouched, with a warning": {
+			shards: "A,B,C", warns: v1alpha1.AnnotationShards,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sf := js.DeepCopy()
@@ -263,6 +289,7 @@ func TestScopeStamperJobSets(t *testing.T) {
 			if diff := cmp.Diff(tc.want, patchOf(t, resp)); !resp.Allowed || diff != "" {
 				t.Errorf("allowed=%v, patch (-want +got):\n%s", resp.Allowed, diff)
 			}
+			checkShortFormWarning(t, resp, tc.warns)
 		})
 	}
 }
