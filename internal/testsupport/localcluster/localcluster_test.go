@@ -113,8 +113,16 @@ func TestKillRecordedStopsDetachedProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs, err := readPidRecords(c.StateDir)
-	if err != nil || len(recs) != 1 || !recs[0].alive(c.StateDir) {
+	if err != nil || len(recs) != 1 {
 		t.Fatalf("records = %+v, %v", recs, err)
+	}
+	// The start returns once the child is past the point of no return of its exec, a
+	// moment before the kernel fills in its new command line, which reads empty until
+	// then: on a busy machine that moment shows.
+	for deadline := time.Now().Add(5 * time.Second); !recs[0].alive(c.StateDir); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the started process %+v does not count as alive", recs[0])
+		}
 	}
 	if recs[0].alive("/some/other/state") {
 		t.Error("a process counts as alive for another state dir")
