@@ -185,6 +185,7 @@ type config struct {
 	workloadMessageInterval                      time.Duration
 	waitingStatusDelay                           time.Duration
 	unfoundRecheck                               time.Duration
+	shortFormSweep                               time.Duration
 	apiRecheck                                   time.Duration
 	ledgerKeySecret                              string
 	perAccountMetrics                            bool
@@ -231,6 +232,8 @@ func bindFlags(fs *flag.FlagSet) *config {
 		"How long an account status that only changes which wait the account is in (its Workloads appearing, one expected wait giving way to another, Kueue admitting them) waits before it is written, so that the steps of a batch share writes; a new account's first status waits as long at most for Kueue to create its queued Jobs' Workloads; coverage, verdicts and problems are written at once. 0 writes every change at once.")
 	fs.DurationVar(&c.unfoundRecheck, "unfound-target-recheck", controller.DefaultUnfoundRecheck,
 		"The least an account naming a Job that no read found waits before it looks for it again (a quarter of its age, at most 5m): a Job created while the scope webhook failed open sends no event.")
+	fs.DurationVar(&c.shortFormSweep, "short-form-sweep-interval", controller.DefaultShortFormSweepInterval,
+		"How often the leader looks for short-form Jobs without the scope label (created while the scope webhook failed open, or fixed after their short form did not parse) and labels them, so that their accounts are created; it also looks at start. 0 looks only at start.")
 	// Sized for releasing the pods of a 100,000-index batch: at 100 requests per second the
 	// releases alone take about 17 minutes, while the account keeps its share of the budget.
 	fs.Float64Var(&c.apiQPS, "kube-api-qps", 100, "Requests per second to the API server (client-go's default is 5).")
@@ -353,6 +356,8 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold},
 		&controller.JobRecorder{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Metrics: controller.NewJobRecordMetrics()},
 	}
+	// The short-form Jobs the scope webhook did not label are not in the cache.
+	setups = append(setups, &controller.ShortFormSweep{API: mgr.GetAPIReader(), Writer: mgr.GetClient(), Interval: c.shortFormSweep, Metrics: metrics})
 	for _, k := range all.Kinds {
 		setups = append(setups, &controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: k, APIs: apis, TTL: c.shortFormTTL})
 	}

@@ -37,6 +37,9 @@ func SetupWithBatchledger(m *testing.M, opts ...Option) {
 // UnfoundRecheck is the suite's controller's --unfound-target-recheck.
 const UnfoundRecheck = 15 * time.Second
 
+// ShortFormSweep is the suite's controller's --short-form-sweep-interval.
+const ShortFormSweep = 15 * time.Second
+
 // startBatchledger builds the controller into a new temporary directory and starts it
 // on the local cluster. It returns the directory, which the caller removes when the suite
 // ends (a 70 MB binary per suite run would otherwise pile up in the machine's /tmp).
@@ -49,9 +52,11 @@ func startBatchledger(ctx context.Context, c *localcluster.Cluster) (string, err
 	if err != nil {
 		return dir, err
 	}
-	// An account looks for an unfound Job again within seconds, not a minute: the tests
-	// of a Job created while the scope webhook failed open wait for it.
-	m, err := localcluster.BatchledgerManager(bin, "--unfound-target-recheck="+UnfoundRecheck.String())
+	// An account looks for an unfound Job again, and the leader for unlabelled short-form
+	// Jobs, within seconds, not minutes: the tests of a Job created while the scope
+	// webhook failed open wait for them.
+	m, err := localcluster.BatchledgerManager(bin, "--unfound-target-recheck="+UnfoundRecheck.String(),
+		"--short-form-sweep-interval="+ShortFormSweep.String())
 	if err != nil {
 		return dir, err
 	}
