@@ -177,12 +177,9 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), t.Spec.Template, scope)...)
 		strongest = relations.StrongerScope(strongest, scope)
 	}
-	resp := patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...))
-	if relations.HasShortForm(js.Annotations) {
-		_, invalid := relations.ShortForm(&js)
-		resp = withShortFormWarning(resp, "JobSet", invalid)
-	}
-	return resp
+	// The replicatedJobs' scopes drop a short form that does not parse; its author is told.
+	_, invalid := relations.ShortFormScope(&js)
+	return withShortFormWarning(patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...)), "JobSet", invalid)
 }
 
 // withShortFormWarning adds to resp, when the short form of the admitted kind does not
