@@ -50,7 +50,8 @@ func (s *Shards) Ordinal(name string) (int, bool) {
 		return o, ok
 	}
 	rest, ok := strings.CutPrefix(name, s.prefix)
-	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
+	// Only the canonical decimal names a shard: no sign, no leading zero.
+	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') || strings.TrimLeft(rest, "0123456789") != "" {
 		return 0, false
 	}
 	o, err := strconv.Atoi(rest)
@@ -238,6 +239,11 @@ func (m *Mapping) compileAssignment(entry int, key string, a *v1alpha1.Assignmen
 	idx, err := indexset.Parse(a.Indexes)
 	if err != nil {
 		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonMalformedIndexes, "%s.indexes %q: %v", m.entryName(entry), a.Indexes, err))
+		return nil, false
+	}
+	if idx.IsEmpty() {
+		// The API server refuses it (MinLength); a Go caller may not.
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonMalformedIndexes, "%s.indexes is empty: an assignment maps at least one index", m.entryName(entry)))
 		return nil, false
 	}
 	var ordinals []indexset.Interval // shard ordinals in assignment order

@@ -608,15 +608,16 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 			rejected++
 			continue
 		}
-		if current[res.Target] == string(res.JobUID) {
-			reported[o] = true
+		if current[res.Target] != string(res.JobUID) {
+			// A superseded identity's result stands for no shard, rejected or not.
+			rejected++
+			continue
 		}
+		reported[o] = true
 		switch {
 		case res.RejectReason != "":
 			rejected++
 			rejectedOrd[o] = true
-		case current[res.Target] != string(res.JobUID):
-			rejected++
 		case res.Shard != c.names[o] || res.InputRevision != "D" || res.ModelRevision != "m-2026-11":
 			rejected++
 			rejectedOrd[o] = true

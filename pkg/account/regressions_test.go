@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,5 +120,84 @@ func TestRejectionsInTheMessageBounded(t *testing.T) {
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted)
 	if n := strings.Count(c.Message, "(ForgedClaim)"); n != messageRunsLimit || st.Results.Rejected != 6 || st.Results.RejectedOrdinals != "0-5" {
 		t.Errorf("message explains %d rejections, rejected %d ordinals %q; want %d, 6, 0-5: %q", n, st.Results.Rejected, st.Results.RejectedOrdinals, messageRunsLimit, c.Message)
+	}
+}
+
+// TestRejectedResultOfASupersededIdentityDoesNotBlockTheShard: a JobSet child's result
+// rejected under restart attempt 0 is StaleIdentity once attempt 1 (a new UID) runs the
+// shard again: it neither rejects the shard nor blocks the account, as an accepted
+// result of attempt 0 would not stand for it either.
+func TestRejectedResultOfASupersededIdentityDoesNotBlockTheShard(t *testing.T) {
+	key := "jobset/train/workers/0"
+	spec := makeCompactSpec("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").
+		RequireResults("result.valid == result.records").SpecObj()
+	bad := result(key, "uid-a0", 0, "s0")
+	bad.RejectReason, bad.RejectMessage = v1alpha1.RejectionCriterionNotMet, "the result does not meet the rule"
+	a0 := makeJob("train-workers-0", "uid-a0", 2).Completed("0", 1)
+	st := at(spec, nil, 0, map[string]Observation{key: {Job: a0.Facts()}}, bad).Status
+	if st.Results.RejectedOrdinals != "0" {
+		t.Fatalf("attempt 0: rejectedOrdinals %q, want 0", st.Results.RejectedOrdinals)
+	}
+	a1 := makeJob("train-workers-0", "uid-a1", 2)
+	st = at(spec, &st, time.Minute, map[string]Observation{key: {Job: a1.Facts(), RestartAttempt: 1}}, bad).Status
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c == nil || c.Reason != v1alpha1.ReasonResultsPending {
+		t.Errorf("ResultsAccepted %+v; want ResultsPending: attempt 1 still runs s0", c)
+	}
+	if st.Results.RejectedOrdinals != "" {
+		t.Errorf("rejectedOrdinals %q; want none", st.Results.RejectedOrdinals)
+	}
+	if b := Blocker(&st); b != nil {
+		t.Errorf("blocked by %s/%s; attempt 1 may still be accepted", b.Type, b.Reason)
+	}
+	if n := len(st.Results.Rejections); n != 1 || st.Results.Rejections[n-1].Reason != v1alpha1.RejectionStaleIdentity {
+		t.Errorf("rejections %+v; want the one result, StaleIdentity", st.Results.Rejections)
+	}
+}
+
+// TestRuleInvalidKeepsTheRecordedCount: when the rule does not compile in this
+// controller, the results on record stay counted, so that the CRD keeps the rule they
+// were judged under immutable (it allows a change only while recorded is 0).
+func TestRuleInvalidKeepsTheRecordedCount(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("result.valid == result.records").SpecObj()
+	obs := map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0-1", 2).Facts()}}
+	recorded := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
+	for i := range recorded {
+		recorded[i].RuleDigest = v1alpha1.RuleDigest(spec.Acceptance.Rule)
+	}
+	st := at(spec, nil, 0, obs, recorded...).Status
+	out := Compute(Input{Namespace: "ml-team", Generation: 1, Spec: spec, Previous: &st, Observations: obs,
+		Results: recorded, RuleError: "ERROR: <input>:1:1: undeclared reference", Now: metav1.NewTime(time0.Add(time.Minute))})
+	if got := out.Status.Results.Recorded; got != 2 {
+		t.Errorf("recorded %d under RuleInvalid; want 2", got)
+	}
+	wantCond(t, out.Status, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonRuleInvalid, "")
+}
+
+// TestCompactShardNamesAreCanonical: in the compact form only "<prefix><decimal>"
+// without a sign or a leading zero names a declared shard.
+func TestCompactShardNamesAreCanonical(t *testing.T) {
+	shards := Compile("ml-team", makeCompactSpec("s", 2).AssignJob("j", "0-1", "s0", "s1").SpecObj()).Shards
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{{"s0", true}, {"s1", true}, {"s+1", false}, {"s-0", false}, {"s+0", false}, {"s01", false}, {"s 1", false}, {"s2", false}} {
+		if _, ok := shards.Ordinal(tc.name); ok != tc.want {
+			t.Errorf("Ordinal(%q) declared = %v, want %v", tc.name, ok, tc.want)
+		}
+	}
+	m := Compile("ml-team", makeCompactSpec("s", 2).AssignJob("j", "0-1", "s0", "s+1").SpecObj())
+	if len(m.Problems) == 0 || m.Problems[0].Reason != v1alpha1.ReasonUnknownShard {
+		t.Errorf("problems %v; want UnknownShard for s+1", m.Problems)
+	}
+}
+
+// TestAssignmentOfNoIndexIsAProblem: an assignment with no index (which the API
+// server refuses, but a Go caller may pass) is reported, never a panic.
+func TestAssignmentOfNoIndexIsAProblem(t *testing.T) {
+	spec := makeSpec("A").SpecObj()
+	spec.Assignments = []v1alpha1.Assignment{{Target: v1alpha1.TargetRef{Job: "j"}}}
+	m := Compile("ml-team", spec)
+	if len(m.Problems) == 0 || m.Problems[0].Reason != v1alpha1.ReasonMalformedIndexes {
+		t.Errorf("problems %v; want MalformedIndexes first", m.Problems)
 	}
 }

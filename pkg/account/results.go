@@ -75,7 +75,11 @@ type resultsState struct {
 // result can no longer arrive, so they are counted as MissingResult, not pending.
 func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
 	if in.Spec.RequiresResults() && in.RuleError != "" {
-		return resultsState{ruleError: in.RuleError}
+		// Nothing is judged, but the results stay on record: the count keeps the rule
+		// they were judged under immutable (the CRD's transition rule).
+		rs := resultsState{ruleError: in.RuleError}
+		rs.summary.Recorded = int32(len(in.Results))
+		return rs
 	}
 	current := map[string]types.UID{}
 	for _, ts := range states {
@@ -167,17 +171,19 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 			continue
 		}
 		assignedName := m.Shards.Name(ordinal)
-		if current[r.Target] == r.JobUID {
-			reported = append(reported, ordinal)
+		if current[r.Target] != r.JobUID {
+			// Checked first: a superseded identity's result, accepted or rejected, stands
+			// for no shard, which the current identity may still run.
+			reject(r, -1, v1alpha1.RejectionStaleIdentity, fmt.Sprintf("%s belongs to Job UID %s, not the target's current identity", who, r.JobUID))
+			continue
 		}
+		reported = append(reported, ordinal)
 		switch {
 		case r.RuleDigest != "" && r.RuleDigest != specDigest:
 			// Its verdict, accepted or rejected, was the other rule's: neither stands.
 			reject(r, ordinal, v1alpha1.RejectionRuleChanged, fmt.Sprintf("%s was judged under another acceptance rule (digest %s), not the spec's (digest %s)", who, r.RuleDigest, specDigest))
 		case r.RejectReason != "":
 			reject(r, ordinal, r.RejectReason, who+": "+r.RejectMessage)
-		case current[r.Target] != r.JobUID:
-			reject(r, -1, v1alpha1.RejectionStaleIdentity, fmt.Sprintf("%s belongs to Job UID %s, not the target's current identity", who, r.JobUID))
 		case r.Shard != assignedName:
 			reject(r, ordinal, v1alpha1.RejectionForgedClaim, fmt.Sprintf("%s claims shard %q but its identity is assigned shard %s", who, r.Shard, assignedName))
 		case r.InputRevision != spec.InputRevision:

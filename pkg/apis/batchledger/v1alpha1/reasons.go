@@ -101,7 +101,8 @@ const (
 	// RejectionCriterionError: the acceptance rule could not be evaluated on the result.
 	RejectionCriterionError = "CriterionError"
 	// RejectionStaleIdentity: the result comes from a Job identity the account no longer
-	// follows (a replaced Job, a superseded JobSet restart attempt).
+	// follows (a replaced Job, a superseded JobSet restart attempt). It takes the place of
+	// any other verdict on the result, which then neither covers nor rejects the shard.
 	RejectionStaleIdentity = "StaleIdentity"
 	// RejectionUnassignedIdentity: the reporting (Job, index) is assigned no shard.
 	RejectionUnassignedIdentity = "UnassignedIdentity"
