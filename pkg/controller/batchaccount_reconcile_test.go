@@ -376,19 +376,21 @@ func TestReconcileCapturesResultsBeforeTheStatus(t *testing.T) {
 }
 
 // TestReconcileFollowsTheLatestRestartAttempt: a JobSet target is the child Job of its
-// replicatedJob and job index with the highest restart attempt that is not being
-// deleted; children of other indexes never count, and the Workload observed and
-// published on is the JobSet's.
+// replicatedJob and job index, named as JobSet names it, that is not being deleted;
+// children of other indexes never count, nor does a Job of another name that carries the
+// child's labels and a controller reference to the JobSet (which a namespace editor can
+// write), and the Workload observed and published on is the JobSet's.
 func TestReconcileFollowsTheLatestRestartAttempt(t *testing.T) {
 	js := wrappers.MakeJobSet("ts", "ns").Obj()
 	js.UID = "ts-uid"
-	// JobSet names every attempt's child alike and deletes the old one first; the fake
-	// client needs distinct names for children that coexist, and the controller finds
-	// them by their labels anyway.
-	child := func(jobIndex, attempt int) *wrappers.JobWrapper {
-		name := "ts-workers-" + string(rune('0'+jobIndex)) + "-a" + string(rune('0'+attempt))
-		return wrappers.MakeJob(name, "ns").Indexed(2).UID(name+"-uid").JobSetChild(js, "workers", jobIndex, attempt).
+	// JobSet names every attempt's child alike, and creates one only once the previous
+	// attempt's is gone.
+	named := func(name string, jobIndex, attempt int) *wrappers.JobWrapper {
+		return wrappers.MakeJob(name, "ns").Indexed(2).UID(fmt.Sprintf("ts-workers-%d-a%d-uid", jobIndex, attempt)).JobSetChild(js, "workers", jobIndex, attempt).
 			PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0", 1)
+	}
+	child := func(jobIndex, attempt int) *wrappers.JobWrapper {
+		return named(fmt.Sprintf("ts-workers-%d", jobIndex), jobIndex, attempt)
 	}
 	deleting := func(w *wrappers.JobWrapper) *batchv1.Job {
 		return w.Finalizers("batch.kubernetes.io/test").Deleting(testNow.Add(-time.Second)).Obj()
@@ -404,10 +406,11 @@ func TestReconcileFollowsTheLatestRestartAttempt(t *testing.T) {
 		wantAttempt int32
 	}{
 		{"one child", []client.Object{child(0, 0).Obj()}, true, "ts-workers-0-a0-uid", 0},
-		{"a restart created attempt 1: the newest attempt", []client.Object{child(0, 0).Obj(), child(0, 1).Obj()}, true, "ts-workers-0-a1-uid", 1},
-		{"attempt 0 lingers while deleted: attempt 1", []client.Object{deleting(child(0, 0)), child(0, 1).Obj()}, true, "ts-workers-0-a1-uid", 1},
+		{"a restart created attempt 1", []client.Object{child(0, 1).Obj()}, true, "ts-workers-0-a1-uid", 1},
 		{"the only child is being deleted: not found", []client.Object{deleting(child(0, 0))}, false, "", 0},
 		{"another job index's later attempt does not count", []client.Object{child(0, 0).Obj(), child(1, 3).Obj()}, true, "ts-workers-0-a0-uid", 0},
+		{"a Job of another name claiming a later attempt is not followed", []client.Object{child(0, 0).Obj(), named("mallory", 0, 9).Obj()}, true, "ts-workers-0-a0-uid", 0},
+		{"only a Job of another name: not found", []client.Object{named("mallory", 0, 9).Obj()}, false, "", 0},
 		{"no child yet: not found", nil, false, "", 0},
 	}
 	for _, tc := range cases {

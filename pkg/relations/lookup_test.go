@@ -55,16 +55,19 @@ func names(accounts []*v1alpha1.BatchAccount) []string {
 // TestResolveTarget: a Job target resolves by name, a JobSet target to its current
 // child; a missing Job or a target in another namespace resolves to nothing.
 func TestResolveTarget(t *testing.T) {
-	old, cur := child("train", "workers", 1, 0), child("train", "workers", 1, 1)
-	newer := child("train", "workers", 1, 2)
-	newer.DeletionTimestamp, newer.Finalizers = &metav1.Time{Time: t0}, []string{"keep"}
-	handMade := impostor("train-workers-1-retry", "train", "workers", 1, 9)
-	ofOldJobSet := impostor("train-workers-1-old", "train", "workers", 1, 8, jobSetOwner("jobset.x-k8s.io/v1alpha2", "train", "train-old-uid"))
+	cur := namedChild("train", "workers", 1, 1)
+	deleting := namedChild("train", "workers", 3, 2)
+	deleting.DeletionTimestamp, deleting.Finalizers = &metav1.Time{Time: t0}, []string{"keep"}
+	// Jobs an editor may write: the child's labels and a controller reference to the
+	// JobSet, under another name.
+	handMade := impostor("train-workers-1-retry", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "train", "train-uid"))
+	ofOldJobSet := namedChild("train", "workers", 2, 8)
+	ofOldJobSet.OwnerReferences = []metav1.OwnerReference{jobSetOwner("jobset.x-k8s.io/v1alpha2", "train", "train-old-uid")}
 	train := wrappers.MakeJobSet("train", ns).Obj()
 	train.UID = "train-uid"
-	c := reader(t, job("j"), old, cur, newer, child("train", "workers", 0, 5), handMade, train, ofOldJobSet,
+	c := reader(t, job("j"), cur, deleting, namedChild("train", "workers", 0, 5), handMade, train, ofOldJobSet,
 		// JobSet "gone" no longer exists; its child is still followed (its UID is unknown).
-		child("gone", "workers", 0, 2), impostor("gone-workers-0-retry", "gone", "workers", 0, 3))
+		namedChild("gone", "workers", 0, 2), impostor("gone-workers-0-retry", "gone", "workers", 0, 3, jobSetOwner("jobset.x-k8s.io/v1alpha2", "gone", "gone-uid")))
 	cases := []struct {
 		name        string
 		ref         v1alpha1.TargetRef
@@ -75,9 +78,11 @@ func TestResolveTarget(t *testing.T) {
 		{"missing Job", v1alpha1.TargetRef{Job: "gone"}, "", 0},
 		{"Job in another namespace", v1alpha1.TargetRef{Job: "j", Namespace: "other"}, "", 0},
 		{"Job in its own namespace", v1alpha1.TargetRef{Job: "j", Namespace: ns}, "j", 0},
-		{"JobSet child: the current attempt", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](1)}, cur.Name, 1},
+		{"JobSet child: the current attempt, never a Job of another name", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](1)}, cur.Name, 1},
 		{"JobSet child of no Job", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](7)}, "", 0},
-		{"JobSet gone: its child, never a hand-made Job", v1alpha1.TargetRef{JobSet: "gone", ReplicatedJob: "workers"}, child("gone", "workers", 0, 2).Name, 2},
+		{"JobSet child being deleted", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](3)}, "", 0},
+		{"JobSet child of an earlier JobSet of the name", v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "workers", JobIndex: ptr.To[int32](2)}, "", 0},
+		{"JobSet gone: its child, never a Job of another name", v1alpha1.TargetRef{JobSet: "gone", ReplicatedJob: "workers"}, "gone-workers-0", 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -175,44 +175,49 @@ func TestNamesJob(t *testing.T) {
 }
 
 // TestCurrentChild: of the target's children (the JobSet controls them, by UID when the
-// JobSet is known), the highest restart attempt not being deleted is the one followed;
-// a Job with the child's labels that the JobSet does not control is never followed,
-// whatever its restart attempt.
+// JobSet is known, and they have the name JobSet gives them), the highest restart attempt
+// not being deleted is the one followed; a Job with the child's labels that the JobSet
+// does not control, or that has another name, is never followed, whatever its restart
+// attempt.
 func TestCurrentChild(t *testing.T) {
 	deleting := func(j *batchv1.Job) batchv1.Job {
 		j.DeletionTimestamp = &metav1.Time{Time: t0}
 		return *j
 	}
 	ref := v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "w"}
-	a0, a1, a2 := child("t", "w", 0, 0), child("t", "w", 0, 1), child("t", "w", 0, 2)
-	handMade := impostor("t-w-0-retry", "t", "w", 0, 9)
-	ofOldJobSet := impostor("t-w-0-old", "t", "w", 0, 8, jobSetOwner("jobset.x-k8s.io/v1alpha2", "t", "t-old-uid"))
+	// A slice, unlike a cluster, may hold attempts of one name side by side.
+	a0, a1, a2 := namedChild("t", "w", 0, 0), namedChild("t", "w", 0, 1), namedChild("t", "w", 0, 2)
+	handMade := impostor("t-w-0", "t", "w", 0, 9)
+	otherName := impostor("t-w-0-retry", "t", "w", 0, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "t", "t-uid"))
+	ofOldJobSet := impostor("t-w-0", "t", "w", 0, 8, jobSetOwner("jobset.x-k8s.io/v1alpha2", "t", "t-old-uid"))
 	cases := []struct {
 		name        string
 		jobSetUID   types.UID
 		jobs        []batchv1.Job
-		want        string
+		want        types.UID
 		wantAttempt int32
 	}{
 		{"none", "", nil, "", 0},
-		{"one", "", []batchv1.Job{*a0}, a0.Name, 0},
-		{"the highest attempt, whatever the order", "", []batchv1.Job{*a2, *a0, *a1}, a2.Name, 2},
-		{"a child being deleted is passed over", "", []batchv1.Job{*a0, *a1, deleting(a2.DeepCopy())}, a1.Name, 1},
+		{"one", "", []batchv1.Job{*a0}, a0.UID, 0},
+		{"the highest attempt, whatever the order", "", []batchv1.Job{*a2, *a0, *a1}, a2.UID, 2},
+		{"a child being deleted is passed over", "", []batchv1.Job{*a0, *a1, deleting(a2.DeepCopy())}, a1.UID, 1},
 		{"all being deleted", "", []batchv1.Job{deleting(a0.DeepCopy())}, "", 0},
-		{"a hand-made Job of a later attempt is no child", "", []batchv1.Job{*a1, *handMade}, a1.Name, 1},
-		{"only a hand-made Job: no child", "", []batchv1.Job{*handMade}, "", 0},
-		{"the JobSet's UID unknown: a child of any JobSet of the name", "", []batchv1.Job{*a1, *ofOldJobSet}, ofOldJobSet.Name, 8},
-		{"the JobSet's UID known: a child of an earlier JobSet of the name is passed over", "t-uid", []batchv1.Job{*a1, *ofOldJobSet}, a1.Name, 1},
+		{"a Job of a later attempt the JobSet does not control is no child", "", []batchv1.Job{*a1, *handMade}, a1.UID, 1},
+		{"only such a Job: no child", "", []batchv1.Job{*handMade}, "", 0},
+		{"a controlled Job of another name is no child", "t-uid", []batchv1.Job{*a1, *otherName}, a1.UID, 1},
+		{"only a controlled Job of another name: no child", "", []batchv1.Job{*otherName}, "", 0},
+		{"the JobSet's UID unknown: a child of any JobSet of the name", "", []batchv1.Job{*a1, *ofOldJobSet}, ofOldJobSet.UID, 8},
+		{"the JobSet's UID known: a child of an earlier JobSet of the name is passed over", "t-uid", []batchv1.Job{*a1, *ofOldJobSet}, a1.UID, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, attempt := jobset.CurrentChild(ref.JobSet, ref, tc.jobSetUID, tc.jobs)
-			name := ""
+			var uid types.UID
 			if got != nil {
-				name = got.Name
+				uid = got.UID
 			}
-			if name != tc.want || attempt != tc.wantAttempt {
-				t.Errorf("CurrentChild = %q attempt %d, want %q attempt %d", name, attempt, tc.want, tc.wantAttempt)
+			if uid != tc.want || attempt != tc.wantAttempt {
+				t.Errorf("CurrentChild = %q attempt %d, want %q attempt %d", uid, attempt, tc.want, tc.wantAttempt)
 			}
 		})
 	}

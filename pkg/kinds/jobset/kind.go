@@ -292,16 +292,21 @@ func ChildJobName(jobSet, replicatedJob string, jobIndex int) string {
 
 // CurrentChild picks, among candidate Jobs of the JobSet named jobSet for ref (listed by
 // ChildLabels), the one the target follows: of its children (IsChildOf, with jobSetUID
-// when known), the highest restart attempt that is not being deleted (a restart deletes
-// the old children before it creates new ones, and a child being deleted is on its way
-// out). Among equal attempts the first wins. A candidate the JobSet does not control is
-// never followed, whatever its restart attempt. It returns nil when no child is left.
+// when known) named as JobSet names them (ChildJobName), the highest restart attempt that
+// is not being deleted (a restart deletes the old children before it creates new ones,
+// and a child being deleted is on its way out). Among equal attempts the first wins. A
+// candidate the JobSet does not control is never followed, whatever its restart attempt;
+// nor is one of another name, which a namespace editor may create with the JobSet's
+// labels and a controller reference to it (owner references are not authenticated),
+// while only one Job of the child's name can exist at a time. It returns nil when no
+// child is left.
 func CurrentChild(jobSet string, ref v1alpha1.TargetRef, jobSetUID types.UID, jobs []batchv1.Job) (*batchv1.Job, int32) {
 	var best *batchv1.Job
 	bestAttempt := int32(-1)
+	name := ChildJobName(jobSet, ref.ReplicatedJob, int(ref.Index()))
 	for i := range jobs {
 		j := &jobs[i]
-		if j.DeletionTimestamp != nil || !IsChildOf(jobSet, ref, j, jobSetUID) {
+		if j.DeletionTimestamp != nil || j.Name != name || !IsChildOf(jobSet, ref, j, jobSetUID) {
 			continue
 		}
 		if a := (Kind{}).RestartAttempt(j); a > bestAttempt {
