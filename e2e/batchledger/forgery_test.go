@@ -235,6 +235,24 @@ func TestForgedLedgerRefused(t *testing.T) {
 	if err := user.Status().Update(f.Ctx, forgedStatus); !apierrors.IsForbidden(err) {
 		t.Errorf("erin (edit) updates the account's status: %v, want Forbidden", err)
 	}
+	// Nor can she change what judged the work: turning results off would make the rejected
+	// claim count for nothing (and the batch Accepted on coverage alone), remapping index 1
+	// would make its claim the assigned one.
+	for _, edit := range []struct{ what, patch, want string }{
+		{"turns results off", `{"spec":{"acceptance":{"requireResults":false}}}`, "requireResults cannot be turned off once work was done"},
+		// The CRD's rule refuses this one first: the rule judged results.
+		{"drops the acceptance", `{"spec":{"acceptance":null}}`, "spec.acceptance"},
+		{"remaps the indexes", `{"spec":{"assignments":[{"target":{"job":"j"},"indexes":"0-1","shards":["B","A"]}]}}`, "assignments are immutable once work was done"},
+	} {
+		err := user.Patch(f.Ctx, ba.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(edit.patch)))
+		if err == nil || !strings.Contains(err.Error(), edit.want) {
+			t.Errorf("erin (edit) %s: %v; want it refused saying %q", edit.what, err, edit.want)
+		}
+	}
+	f.Get(ba)
+	if !realVerdict(ba) {
+		t.Errorf("the account's verdict moved after erin's edits: conditions %+v", ba.Status.Conditions)
+	}
 
 	// The account's deletion takes its chunks along: the garbage collector may delete them.
 	if err := user.Delete(f.Ctx, ba); err != nil {

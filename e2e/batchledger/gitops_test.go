@@ -54,7 +54,7 @@ spec:
 // its manifest: a forced server-side apply and a client-side (three-way merge) apply of
 // the unchanged manifest, as self-heal does, leave spec.repairs alone, since the manifest
 // never set it and the repair's own field manager owns it; a replace of the manifest is
-// refused once a target was admitted; and the repair Job's shard counts.
+// refused once work was done under the account; and the repair Job's shard counts.
 func TestRepairSurvivesGitOpsReapply(t *testing.T) {
 	f := framework.New(t)
 	h100Queue(f, "8")
@@ -138,10 +138,10 @@ func TestRepairSurvivesGitOpsReapply(t *testing.T) {
 	if !slices.EqualFunc(ba.Spec.Repairs, want, assignmentsEqual) {
 		t.Fatalf("after a client-side apply (patch %s): repairs %+v", patch, ba.Spec.Repairs)
 	}
-	// A replace of the manifest would drop the repairs: refused once a target was admitted.
+	// A replace of the manifest would drop the repairs: refused once work was done under the account.
 	replaced := ba.DeepCopy()
 	replaced.Spec.Repairs = nil
-	if err := f.Client.Update(f.Ctx, replaced); err == nil || !strings.Contains(err.Error(), "repairs are immutable once a target was admitted") {
+	if err := f.Client.Update(f.Ctx, replaced); err == nil || !strings.Contains(err.Error(), "repairs are immutable once work was done") {
 		t.Errorf("a replace dropping spec.repairs: %v, want it refused", err)
 	}
 

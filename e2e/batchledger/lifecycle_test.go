@@ -347,7 +347,7 @@ func TestBadAccounts(t *testing.T) {
 			ba.Spec.Assignments[0].Shards = []string{"B", "A"}
 			return f.Client.Update(f.Ctx, ba)
 		})
-		if err == nil || !strings.Contains(err.Error(), "immutable once a target was admitted") {
+		if err == nil || !strings.Contains(err.Error(), "immutable once work was done under them (job/frozen was admitted)") {
 			t.Errorf("remapping an admitted account: %v", err)
 		}
 	})

@@ -153,8 +153,8 @@ func (r *ShortFormReconciler) mismatchNote(existing *v1alpha1.BatchAccount, fixe
 
 // shortFormDiffs are the fields in which an existing account differs from the spec a
 // short form declares, each with both values where they are short: fixed are those that
-// may not change once a target was admitted (revisions, shards, assignments), acceptance
-// those of its acceptance, which may. Shards and assignments are compared by what they
+// may not change once work was done under the account (revisions, shards, assignments),
+// acceptance those of its acceptance, which mostly may. Shards and assignments are compared by what they
 // mean (the names of the shards; which index of which target maps onto which shard), not
 // by how they are written: an account written by hand may say by name or by range what
 // the short form says by ordinal or by list. Repair assignments appended since (kubectl

@@ -44,10 +44,12 @@ func (v BatchAccountValidator) ValidateCreate(ctx context.Context, ba *v1alpha1.
 	return nil, nil
 }
 
-// ValidateUpdate additionally freezes the revisions and the mapping once any target was
-// admitted by Kueue: work done under a mapping must be judged by that mapping. Appending
-// repair assignments (to spec.assignments, or to spec.repairs) stays allowed, since that
-// is how a team re-runs missing shards.
+// ValidateUpdate additionally freezes the revisions, the mapping and the requirement of
+// results once work was done under the account (workDone): work done under a mapping must
+// be judged by that mapping, and results judged, rejected or still due must go on
+// counting. Appending repair assignments (to spec.assignments, or to spec.repairs) stays
+// allowed, since that is how a team re-runs missing shards; so does starting to require
+// results, which only asks more of the batch.
 func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
 	if err := validateUpdate(old, ba); err != nil {
 		return nil, err
@@ -64,27 +66,41 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
 	if err := validateSpec(ba); err != nil {
 		return err
 	}
-	if !anyAdmitted(old) {
+	work := workDone(old)
+	if work == "" {
 		return nil
 	}
 	switch {
 	case old.Spec.InputRevision != ba.Spec.InputRevision || old.Spec.ModelRevision != ba.Spec.ModelRevision:
-		return fmt.Errorf("BatchAccount %s: revisions are immutable once a target was admitted", ba.Name)
+		return fmt.Errorf("BatchAccount %s: revisions are immutable once work was done under them (%s)", ba.Name, work)
 	case !equality.Semantic.DeepEqual(old.Spec.Shards, ba.Spec.Shards):
-		return fmt.Errorf("BatchAccount %s: spec.shards is immutable once a target was admitted", ba.Name)
+		return fmt.Errorf("BatchAccount %s: spec.shards is immutable once work was done under it (%s)", ba.Name, work)
 	case len(ba.Spec.Assignments) < len(old.Spec.Assignments) ||
 		!equality.Semantic.DeepEqual(old.Spec.Assignments, ba.Spec.Assignments[:len(old.Spec.Assignments)]):
-		return fmt.Errorf("BatchAccount %s: assignments are immutable once a target was admitted; only repair assignments may be appended", ba.Name)
+		return fmt.Errorf("BatchAccount %s: assignments are immutable once work was done under them (%s); only repair assignments may be appended", ba.Name, work)
 	case len(ba.Spec.Repairs) < len(old.Spec.Repairs) ||
 		!equality.Semantic.DeepEqual(old.Spec.Repairs, ba.Spec.Repairs[:len(old.Spec.Repairs)]):
-		return fmt.Errorf("BatchAccount %s: repairs are immutable once a target was admitted; repairs may only be appended", ba.Name)
+		return fmt.Errorf("BatchAccount %s: repairs are immutable once work was done under them (%s); repairs may only be appended", ba.Name, work)
+	case old.Spec.RequiresResults() && !ba.Spec.RequiresResults():
+		return fmt.Errorf("BatchAccount %s: spec.acceptance.requireResults cannot be turned off once work was done under it (%s): "+
+			"the results judged, rejected or still due would stop counting. Create a new BatchAccount without results naming the same Jobs", ba.Name, work)
+	case old.Spec.RequiresResults() && old.Status.Results.Recorded > 0 && resultContainer(&old.Spec) != resultContainer(&ba.Spec):
+		return fmt.Errorf("BatchAccount %s: spec.acceptance.resultContainer cannot change once results were read from it (status.results.recorded > 0)", ba.Name)
 	}
 	for i, a := range ba.Spec.Assignments[len(old.Spec.Assignments):] {
 		if !a.Repair {
-			return fmt.Errorf("BatchAccount %s: assignments[%d] must be marked repair: a target was already admitted under this mapping", ba.Name, len(old.Spec.Assignments)+i)
+			return fmt.Errorf("BatchAccount %s: assignments[%d] must be marked repair: work was already done under this mapping (%s)", ba.Name, len(old.Spec.Assignments)+i, work)
 		}
 	}
 	return nil
+}
+
+// resultContainer is the container the spec reads results from ("" for the default).
+func resultContainer(spec *v1alpha1.BatchAccountSpec) string {
+	if spec.Acceptance == nil {
+		return ""
+	}
+	return spec.Acceptance.ResultContainer
 }
 
 // ValidateDelete allows every delete.
@@ -109,11 +125,27 @@ func validateSpec(ba *v1alpha1.BatchAccount) error {
 	return fmt.Errorf("BatchAccount %s: the assignment mapping is not a partition: %s", ba.Name, strings.Join(msgs, "; "))
 }
 
-func anyAdmitted(ba *v1alpha1.BatchAccount) bool {
+// workDone tells, from the status the controller wrote (which users cannot write), the
+// first sign that work was done under the account's spec, or "" when none is: a result
+// recorded, an identity superseded, or a target admitted by Kueue, with an index
+// completed or failed, or terminated. A Job run without Kueue counts from its first
+// ended index, so its mapping cannot be rewritten after the fact either.
+func workDone(ba *v1alpha1.BatchAccount) string {
+	if n := ba.Status.Results.Recorded; n > 0 {
+		return fmt.Sprintf("%d results recorded", n)
+	}
+	if len(ba.Status.History) > 0 {
+		return "a target's Job was replaced"
+	}
 	for _, t := range ba.Status.Targets {
-		if w := t.Workload; w != nil && (w.Admitted || w.Finished) {
-			return true
+		switch w := t.Workload; {
+		case w != nil && (w.Admitted || w.Finished), len(t.Admissions) > 0:
+			return t.Name + " was admitted"
+		case t.CompletedIndexes != "" || t.CompletedIndexesOmitted || t.FailedIndexes != "" || t.SuccessfulAttempts > 0:
+			return t.Name + " ended indexes"
+		case t.Terminal != "":
+			return t.Name + " terminated"
 		}
 	}
-	return false
+	return ""
 }

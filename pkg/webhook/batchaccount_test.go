@@ -46,10 +46,28 @@ func withRepair(ba *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
 	return ba
 }
 
+// withTarget gives ba the status of target job/j as mutate leaves it.
+func withTarget(ba *v1alpha1.BatchAccount, mutate func(*v1alpha1.TargetStatus)) *v1alpha1.BatchAccount {
+	t := v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: "uid-j", Found: true, Completions: 4}
+	mutate(&t)
+	ba.Status.Targets = []v1alpha1.TargetStatus{t}
+	return ba
+}
+
+// withResults makes ba require results (in container c, "" for the default) with n
+// results recorded.
+func withResults(ba *v1alpha1.BatchAccount, c string, n int32) *v1alpha1.BatchAccount {
+	ba.Spec.Acceptance = &v1alpha1.AcceptanceCriterion{RequireResults: true, ResultContainer: c}
+	ba.Status.Results.Recorded = n
+	return ba
+}
+
 func TestValidateUpdate(t *testing.T) {
 	base := func() *v1alpha1.BatchAccount {
 		return wrappers.MakeBatchAccount("ij245", "ml").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj()
 	}
+	remap := func(ba *v1alpha1.BatchAccount) { ba.Spec.Assignments[0].Shards = []string{"D", "C", "B", "A"} }
+	stopResults := func(ba *v1alpha1.BatchAccount) { ba.Spec.Acceptance.RequireResults = false }
 	cases := []struct {
 		name   string
 		old    *v1alpha1.BatchAccount
@@ -57,7 +75,7 @@ func TestValidateUpdate(t *testing.T) {
 		want   string
 	}{
 		{"remap before admission", base(), func(ba *v1alpha1.BatchAccount) { ba.Spec.Assignments[0].Shards = []string{"D", "C", "B", "A"} }, ""},
-		{"remap after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) { ba.Spec.Assignments[0].Shards = []string{"D", "C", "B", "A"} }, "assignments are immutable once a target was admitted"},
+		{"remap after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) { ba.Spec.Assignments[0].Shards = []string{"D", "C", "B", "A"} }, "assignments are immutable once work was done under them (job/j was admitted)"},
 		{"append repair after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair"}, Indexes: "0", Shards: []string{"D"}, Repair: true})
 		}, ""},
@@ -67,7 +85,7 @@ func TestValidateUpdate(t *testing.T) {
 		{"append to spec.repairs after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}})
 		}, ""},
-		{"drop spec.repairs after admission", admitted(withRepair(base())), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, "repairs are immutable once a target was admitted"},
+		{"drop spec.repairs after admission", admitted(withRepair(base())), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, "repairs are immutable once work was done"},
 		{"spec.repairs onto an unassigned shard", base(), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", ShardOrdinals: "7"})
 		}, "repairs[0].shardOrdinals reaches ordinal 7"},
@@ -76,6 +94,32 @@ func TestValidateUpdate(t *testing.T) {
 			ba.Spec.Shards.Names = []string{"A", "B", "C", "D", "E"}
 			ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "k"}, Indexes: "0", Shards: []string{"E"}})
 		}, "spec.shards is immutable"},
+		{"remap while the Job, run without Kueue, ended no index", withTarget(base(), func(*v1alpha1.TargetStatus) {}), remap, ""},
+		{"remap after a Job run without Kueue completed an index", withTarget(base(), func(t *v1alpha1.TargetStatus) { t.CompletedIndexes = "1" }), remap,
+			"assignments are immutable once work was done under them (job/j ended indexes)"},
+		{"remap after an index failed", withTarget(base(), func(t *v1alpha1.TargetStatus) { t.FailedIndexes = "0" }), remap, "job/j ended indexes"},
+		{"remap after the Job terminated", withTarget(base(), func(t *v1alpha1.TargetStatus) { t.Terminal = "Failed" }), remap, "job/j terminated"},
+		{"remap after an eviction left only an admission record", withTarget(base(), func(t *v1alpha1.TargetStatus) {
+			t.Admissions = []v1alpha1.Admission{{ClusterQueue: "cq"}}
+		}), remap, "job/j was admitted"},
+		{"remap after the Job was replaced", func() *v1alpha1.BatchAccount {
+			ba := base()
+			ba.Status.History = []v1alpha1.SupersededIdentity{{Target: "job/j", UID: "uid-old"}}
+			return ba
+		}(), remap, "a target's Job was replaced"},
+		{"remap after a result was recorded", withResults(base(), "", 1), remap, "1 results recorded"},
+		{"stop requiring results before any work", withResults(base(), "", 0), stopResults, ""},
+		{"stop requiring results after a result was recorded", withResults(base(), "", 2), stopResults,
+			"spec.acceptance.requireResults cannot be turned off once work was done under it (2 results recorded)"},
+		{"stop requiring results after an index completed, none recorded", withTarget(withResults(base(), "", 0), func(t *v1alpha1.TargetStatus) { t.CompletedIndexes = "0-3" }),
+			stopResults, "requireResults cannot be turned off"},
+		{"drop spec.acceptance after admission", admitted(withResults(base(), "", 0)), func(ba *v1alpha1.BatchAccount) { ba.Spec.Acceptance = nil }, "requireResults cannot be turned off"},
+		{"start requiring results after an index completed", withTarget(base(), func(t *v1alpha1.TargetStatus) { t.CompletedIndexes = "0" }), func(ba *v1alpha1.BatchAccount) {
+			ba.Spec.Acceptance = &v1alpha1.AcceptanceCriterion{RequireResults: true}
+		}, ""},
+		{"result container after a result was recorded", withResults(base(), "worker", 1), func(ba *v1alpha1.BatchAccount) { ba.Spec.Acceptance.ResultContainer = "sidecar" },
+			"spec.acceptance.resultContainer cannot change once results were read from it"},
+		{"result container after admission, none recorded", admitted(withResults(base(), "worker", 0)), func(ba *v1alpha1.BatchAccount) { ba.Spec.Acceptance.ResultContainer = "sidecar" }, ""},
 		{"invalid update is rejected first", base(), func(ba *v1alpha1.BatchAccount) { ba.Spec.Assignments[0].Shards = []string{"A", "A", "A", "A"} }, "DuplicateShard"},
 	}
 	for _, tc := range cases {
