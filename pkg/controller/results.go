@@ -30,7 +30,9 @@ import (
 const (
 	// ChunkByteBudget is the most JSON bytes of results one ShardResults object holds.
 	ChunkByteBudget = 1 << 20
-	// MaxResultsPerShard is how many results (attempts) of one shard are kept.
+	// MaxResultsPerShard is how many results (attempts) of one shard are kept from each
+	// Job identity: a JobSet restart attempt, a repair or a recreated Job brings its own,
+	// so that retries of one identity never crowd out the result of the next.
 	MaxResultsPerShard = 8
 	// MaxUnassignedResults is how many results of identities assigned no shard are kept.
 	MaxUnassignedResults = 256
@@ -63,7 +65,7 @@ type resultChunks struct {
 	spans map[string][]*v1alpha1.ShardResults
 	// sizes are the JSON sizes of chunks capture appends to, computed once.
 	sizes    map[*v1alpha1.ShardResults]int
-	perShard map[int32]int
+	kept     map[resultSlot]int
 	recorded map[types.UID]bool
 	nextSeq  int64
 	dirty    map[*v1alpha1.ShardResults]bool
@@ -73,13 +75,28 @@ type resultChunks struct {
 	taken map[string]bool
 }
 
+// resultSlot is what the bounds on kept results count per: a shard ordinal and the Job
+// identity that reported it, or all results of identities assigned no shard (ordinal -1).
+type resultSlot struct {
+	ordinal int32
+	target  string
+	job     types.UID
+}
+
+func slotOf(res *v1alpha1.RecordedResult) resultSlot {
+	if res.Ordinal < 0 {
+		return resultSlot{ordinal: -1}
+	}
+	return resultSlot{ordinal: res.Ordinal, target: res.Target, job: res.JobUID}
+}
+
 // loadChunks reads the chunks the manager recorded for ba (Reconciler.trustedChunks
 // keeps only those); ignored are the names of the others, which capture neither counts
 // nor appends to nor reuses. A trusted chunk without a signature was written by an
 // earlier version: it is rewritten, signed, with the next write.
 func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignored ...string) *resultChunks {
 	rc := &resultChunks{ba: ba, spans: map[string][]*v1alpha1.ShardResults{}, sizes: map[*v1alpha1.ShardResults]int{},
-		perShard: map[int32]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{},
+		kept: map[resultSlot]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{},
 		taken: map[string]bool{}}
 	for _, name := range ignored {
 		rc.taken[name] = true
@@ -97,7 +114,7 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 		rc.spans[span] = append(rc.spans[span], c)
 		for _, res := range c.Results {
 			rc.recorded[res.PodUID] = true
-			rc.perShard[res.Ordinal]++
+			rc.kept[slotOf(&res)]++
 			rc.nextSeq = max(rc.nextSeq, res.Sequence+1)
 		}
 		for _, uid := range c.DroppedPods {
@@ -114,15 +131,16 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 	return rc
 }
 
-// add records one result (or, past the per-shard bound, only its pod as dropped) in the
-// last chunk of its span, spilling into a new chunk past ChunkByteBudget.
+// add records one result (or, past the bound of its shard and identity, only its pod as
+// dropped) in the last chunk of its span, spilling into a new chunk past ChunkByteBudget.
 func (rc *resultChunks) add(res v1alpha1.RecordedResult) {
 	span, first := chunkKey(int(res.Ordinal))
 	limit := MaxResultsPerShard
 	if res.Ordinal < 0 {
 		limit = MaxUnassignedResults
 	}
-	keep := rc.perShard[res.Ordinal] < limit
+	slot := slotOf(&res)
+	keep := rc.kept[slot] < limit
 	var size int
 	if keep {
 		res.Sequence = rc.nextSeq
@@ -158,7 +176,7 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult) {
 	}
 	if keep {
 		c.Results = append(c.Results, res)
-		rc.perShard[res.Ordinal]++
+		rc.kept[slot]++
 	} else {
 		c.DroppedPods = append(c.DroppedPods, res.PodUID)
 	}

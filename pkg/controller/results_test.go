@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,78 @@ func TestChunksStayBounded(t *testing.T) {
 	again := loadChunks(ba, withOwner(ba, chunks))
 	if len(again.recorded) != 256*perShard || again.nextSeq != maxSeq+1 {
 		t.Errorf("reloaded: %d pods known, next sequence %d", len(again.recorded), again.nextSeq)
+	}
+}
+
+// TestEachIdentityKeepsItsResults: the bound on a shard's kept results is per Job
+// identity: an identity past it has its retries dropped, and the next identity (a JobSet
+// restart attempt, a repair Job) still has its first results kept, also after a reload.
+func TestEachIdentityKeepsItsResults(t *testing.T) {
+	ba := wrappers.MakeBatchAccount("restarts", "ns").ShardCount("s", 1).Obj()
+	ba.UID = "acct"
+	result := func(target string, job types.UID, a int) v1alpha1.RecordedResult {
+		return v1alpha1.RecordedResult{Ordinal: 0, Target: target, JobUID: job, Pod: fmt.Sprintf("%s-%d", job, a), PodUID: types.UID(fmt.Sprintf("%s-pod-%d", job, a))}
+	}
+	rc := loadChunks(ba, nil)
+	for a := range MaxResultsPerShard + 3 {
+		rc.add(result("jobset/ts/w/0", "attempt-0", a))
+	}
+	reloaded := loadChunks(ba, withOwner(ba, rc.all()))
+	reloaded.add(result("jobset/ts/w/0", "attempt-0", 99))
+	reloaded.add(result("jobset/ts/w/0", "attempt-1", 0))
+	reloaded.add(result("job/ts-repair", "repair", 0))
+	kept := map[types.UID]int{}
+	dropped := 0
+	for _, c := range reloaded.all() {
+		for _, r := range c.Results {
+			kept[r.JobUID]++
+		}
+		dropped += len(c.DroppedPods)
+	}
+	want := map[types.UID]int{"attempt-0": MaxResultsPerShard, "attempt-1": 1, "repair": 1}
+	if !maps.Equal(kept, want) || dropped != 4 {
+		t.Errorf("kept %v, dropped %d; want %v and 4 (attempt 0's retries past the bound)", kept, dropped, want)
+	}
+}
+
+// TestCurrentAttemptResultKeptAfterManyRestarts: a JobSet child whose index 0 succeeded
+// in more restart attempts than MaxResultsPerShard, each superseded, still has the
+// current attempt's result recorded and accepted.
+func TestCurrentAttemptResultKeptAfterManyRestarts(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js.UID = "ts-uid"
+	child := func(attempt int) *wrappers.JobWrapper {
+		return wrappers.MakeJob("ts-workers-0", "ns").Indexed(1).UID(fmt.Sprintf("child-a%d-uid", attempt)).
+			JobSetChild(js, "workers", 0, attempt).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults)
+	}
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 1).
+		AssignJobSet("ts", "workers", 0, "0", "0").RequireResults("").Revisions("D", "m").Obj()
+	f := newFixture(t, hooks{}, acct, js)
+	ctx := context.Background()
+	const attempts = MaxResultsPerShard + 1
+	var last client.Object
+	for a := range attempts {
+		if last != nil {
+			if err := f.c.Delete(ctx, last); err != nil {
+				t.Fatal(err)
+			}
+		}
+		job := child(a).Obj()
+		if err := f.c.Create(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		last = job
+		pod := wrappers.MakeIndexPod(job, fmt.Sprintf("ts-workers-0-0-a%d", a), 0).
+			Succeeded(testNow.Add(time.Duration(a)*time.Minute), reportOf(t, "s0")).Obj()
+		if err := f.c.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.reconcile("acct"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := f.account(t, "acct").Status; st.Shards.Accepted != 1 {
+		t.Errorf("accepted %d/1 after the current attempt reported a valid result (results %+v)", st.Shards.Accepted, st.Results)
 	}
 }
 

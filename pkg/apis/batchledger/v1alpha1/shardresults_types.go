@@ -134,7 +134,8 @@ type ShardResults struct {
 	// +kubebuilder:validation:MaxItems=4096
 	Results []RecordedResult `json:"results,omitempty"`
 	// DroppedPods are pods whose result was not kept because their shard already had
-	// MaxResultsPerShard results (or the account MaxUnassignedResults results of
+	// MaxResultsPerShard results from their Job identity (or the account
+	// MaxUnassignedResults results of
 	// unassigned identities): retries beyond that are counted, not stored, so that a
 	// retry-heavy batch never grows a chunk past the API server's request limit. Their
 	// pods are released like recorded ones.
