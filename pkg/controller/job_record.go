@@ -62,6 +62,9 @@ type JobRecorder struct {
 	Metrics *JobRecordMetrics
 	// MaxHold bounds how long a Job being deleted is held (0: DefaultMaxRecordHold).
 	MaxHold time.Duration
+	// ShortFormTTL is the short-form accounts' retention (ShortFormReconciler.TTL): a
+	// Job of a batch that ended longer ago waits for no short-form account.
+	ShortFormTTL time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 }
@@ -133,7 +136,8 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 }
 
 // pendingAccounts are the names of the live accounts naming job that have not recorded
-// its end (recordsEnd).
+// its end (recordsEnd), and of those a short form declares for it that are yet to be
+// created (relations.ShortFormPending).
 func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, error) {
 	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, job.Namespace, relations.JobKeys(job)...)
 	if err != nil {
@@ -145,7 +149,11 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 			pending = append(pending, ba.Name)
 		}
 	}
-	return pending, nil
+	declared, err := relations.ShortFormPending(ctx, r.Client, job.Namespace, relations.JobTargets(job), r.ShortFormTTL, r.now())
+	if err != nil {
+		return nil, err
+	}
+	return append(pending, declared...), nil
 }
 
 // namesJob reports whether an assignment of ba names job (relations.NamesJob) in ba's

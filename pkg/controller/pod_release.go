@@ -77,6 +77,9 @@ type PodReleaser struct {
 	Ledger *Ledger
 	// NamespaceGrace bounds the hold in a namespace being deleted (0: DefaultNamespaceGrace).
 	NamespaceGrace time.Duration
+	// ShortFormTTL is the short-form accounts' retention (ShortFormReconciler.TTL): a
+	// pod of a batch that ended longer ago waits for no short-form account.
+	ShortFormTTL time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 	// Recorders, when set, say who records a held pod's result instead of the accounts of
@@ -165,7 +168,7 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 		return verdict{}, nil // no result to wait for
 	}
 	capturedBy, unrecorded := func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-		return relations.CapturedBy(ctx, r.Client, pod)
+		return relations.CapturedBy(ctx, r.Client, pod, r.ShortFormTTL, r.now())
 	}, r.unrecorded
 	if r.Recorders != nil {
 		capturedBy, unrecorded = r.Recorders.CapturedBy, r.Recorders.Unrecorded

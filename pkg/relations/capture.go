@@ -3,6 +3,7 @@ package relations
 import (
 	"context"
 	"slices"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,13 @@ func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
 		keys[i] = ref.Key()
 	}
 	return keys
+}
+
+// JobTargets are the targets a Job is, by its name and labels, as PodTargets reads them
+// off its pods: its Job target, and the child target of each kind whose labels it
+// carries (whether its JobSet controls it is not asked).
+func JobTargets(job metav1.Object) []v1alpha1.TargetRef {
+	return all.Kinds.PodTargets(job.GetName(), job.GetLabels())
 }
 
 // TargetPodIndex is the one rule for which pods are a target's index pods: pod is an
@@ -83,11 +91,14 @@ func TargetPods(ctx context.Context, c client.Reader, namespace string, ref v1al
 	return pods.Items, err
 }
 
-// CapturedBy returns the names of the live accounts requiring results that record pod's
-// result when it succeeds: those with a target the pod is an index pod of
-// (TargetPodIndex), under the target's current identity or an earlier one. The pod
-// releaser holds a pod exactly while this is not empty.
-func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string, error) {
+// CapturedBy returns the names of the accounts requiring results that record pod's
+// result when it succeeds: the live ones with a target the pod is an index pod of
+// (TargetPodIndex), under the target's current identity or an earlier one, and those a
+// short form declares for such a target that the controller has yet to create
+// (ShortFormPending, with the short-form retention ttl). The pod releaser holds a pod
+// exactly while this is not empty.
+func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod, ttl time.Duration, now time.Time) ([]string, error) {
+	owner := metav1.GetControllerOfNoCopy(pod)
 	keys := PodTargets(pod)
 	if len(keys) == 0 {
 		return nil, nil
@@ -108,5 +119,9 @@ func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string
 			}
 		}
 	}
-	return out, nil
+	pending, err := ShortFormPending(ctx, c, pod.Namespace, all.Kinds.PodTargets(owner.Name, pod.Labels), ttl, now)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, pending...), nil
 }

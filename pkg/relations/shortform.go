@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -61,6 +64,55 @@ func ShortFormScope(obj client.Object) (string, error) {
 		return "", err
 	}
 	return specScope(&spec), nil
+}
+
+// ShortFormPending returns the names of the accounts requiring results that a short
+// form declares naming one of the targets refs (of namespace), and that do not exist yet:
+// the short form of each target's declaring object (the Job, or the JobSet or TrainJob of
+// a child target), read through r. The controller creates such an account from the short
+// form (ShortFormReconciler) a moment after the Job is; a pod may succeed, and the Job be
+// deleted, before it has, and letting them go then would lose what the account is
+// declared to record. So the pod releaser and the Job recorder hold for it as for an
+// existing account. A batch that ended ttl or longer before now gets no account (ttl 0:
+// every batch does), so none is pending for it.
+func ShortFormPending(ctx context.Context, r client.Reader, namespace string, refs []v1alpha1.TargetRef, ttl time.Duration, now time.Time) ([]string, error) {
+	var pending []string
+	for _, ref := range refs {
+		name := ref.Owner()
+		if slices.Contains(pending, name) {
+			continue
+		}
+		k := KindOf(ref)
+		obj := k.NewObject()
+		// Only its annotations and end are read: the cache's own copy serves.
+		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj, client.UnsafeDisableDeepCopy); err != nil {
+			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+				continue // gone, or of a kind whose API is not served
+			}
+			return nil, err
+		}
+		if !HasShortForm(obj.GetAnnotations()) {
+			continue
+		}
+		spec, err := ShortForm(obj)
+		if err != nil || !spec.RequiresResults() || !slices.ContainsFunc(spec.AllAssignments(), func(a v1alpha1.Assignment) bool {
+			return a.Target.Key() == ref.Key()
+		}) {
+			continue // a short form that does not parse declares no account
+		}
+		if ended, ok := k.FinishedAt(obj); ok && ttl > 0 && !now.Before(ended.Add(ttl)) {
+			continue
+		}
+		var ba v1alpha1.BatchAccount
+		switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); {
+		case err == nil:
+			continue // it exists: it holds, or not, as any account does
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+		pending = append(pending, name)
+	}
+	return pending, nil
 }
 
 // ReplicatedJobShortFormScope is the scope the short forms of a new JobSet js, or of the

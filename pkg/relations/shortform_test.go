@@ -1,10 +1,14 @@
 package relations
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -206,6 +210,59 @@ func TestShortFormScope(t *testing.T) {
 			}
 			if (err != nil) != tc.invalid {
 				t.Errorf("ShortFormScope error = %v, want one: %t", err, tc.invalid)
+			}
+		})
+	}
+}
+
+// TestShortFormPending: a short form requiring results that names the target declares an
+// account the controller is about to create, pending until an account of that name
+// exists; none for a short form that does not require results, does not parse or names
+// another replicatedJob, nor for a batch that ended longer ago than the retention.
+func TestShortFormPending(t *testing.T) {
+	now := t0.Add(30 * 24 * time.Hour)
+	results := []string{inputRev, "D", modelRev, "m", shardsAnn, "A,B", requireAn, "true"}
+	job := func(kv ...string) *wrappers.JobWrapper {
+		return wrappers.MakeJob("j", ns).Indexed(2).AnnotationPairs(kv...)
+	}
+	train := func(kv ...string) *jobsetapi.JobSet {
+		return wrappers.MakeJobSet("train", ns).
+			ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(wrappers.MakeJob("", "").Indexed(2).Obj()).Obj()).
+			AnnotationPairs(kv...).Obj()
+	}
+	jobRef := []v1alpha1.TargetRef{{Job: "j"}}
+	childRef := func(rj string) []v1alpha1.TargetRef {
+		return []v1alpha1.TargetRef{{Job: "train-" + rj + "-1"}, {JobSet: "train", ReplicatedJob: rj, JobIndex: ptr.To[int32](1)}}
+	}
+	week := 7 * 24 * time.Hour
+	cases := []struct {
+		name string
+		objs []client.Object
+		refs []v1alpha1.TargetRef
+		ttl  time.Duration
+		want []string
+	}{
+		{"a Job's short form requiring results, no account yet", []client.Object{job(results...).Obj()}, jobRef, week, []string{"j"}},
+		{"its account exists", []client.Object{job(results...).Obj(), wrappers.MakeBatchAccount("j", ns).Obj()}, jobRef, week, nil},
+		{"a short form counting coverage only", []client.Object{job(inputRev, "D", modelRev, "m", shardsAnn, "A,B").Obj()}, jobRef, week, nil},
+		{"a short form that does not parse", []client.Object{job(inputRev, "D", modelRev, "m", shardsAnn, "A,A", requireAn, "true").Obj()}, jobRef, week, nil},
+		{"no short form", []client.Object{job().Obj()}, jobRef, week, nil},
+		{"no such Job", nil, jobRef, week, nil},
+		{"a batch that ended longer ago than the retention", []client.Object{job(results...).Complete(t0).Obj()}, jobRef, week, nil},
+		{"a batch that ended, kept forever", []client.Object{job(results...).Complete(t0).Obj()}, jobRef, 0, []string{"j"}},
+		{"a JobSet's short form naming the child's replicatedJob", []client.Object{train(append(results[:4:4], countAnn, "4", rjAnn, "workers", requireAn, "true")...)},
+			childRef("workers"), week, []string{"train"}},
+		{"a JobSet's short form naming another replicatedJob", []client.Object{train(append(results[:4:4], countAnn, "4", rjAnn, "workers", requireAn, "true")...)},
+			childRef("leader"), week, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ShortFormPending(context.Background(), reader(t, tc.objs...), ns, tc.refs, tc.ttl, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("pending %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// shortFormResultsJob is Job j of the results scope whose short form requires results:
+// the controller creates its account a moment after the Job.
+func shortFormResultsJob() *wrappers.JobWrapper {
+	return jobJ(v1alpha1.ScopeResults).Label(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		AnnotationPairs(v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m-2026-11",
+			v1alpha1.AnnotationShards, "A,B", v1alpha1.AnnotationRequire, "true")
+}
+
+// TestPodOfAShortFormHeldUntilItsAccountExists: a held pod of a short-form results Job
+// that succeeded before the controller created the declared account stays held (the
+// account will record it); once the batch ended longer ago than the short-form retention,
+// no account is coming and the pod goes.
+func TestPodOfAShortFormHeldUntilItsAccountExists(t *testing.T) {
+	cases := []struct {
+		name     string
+		ended    time.Time
+		wantHeld bool
+	}{
+		{"the batch runs", time.Time{}, true},
+		{"the batch ended longer ago than the retention", testNow.Add(-DefaultShortFormTTL - time.Hour), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := shortFormResultsJob().Finalizers(v1alpha1.RecordFinalizer)
+			if !tc.ended.IsZero() {
+				w = w.Completed("0,1", 2).Complete(tc.ended)
+			}
+			j := w.Obj()
+			pod := wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Second), "").Obj()
+			f := newFixture(t, hooks{}, j, pod)
+			r := &PodReleaser{Client: f.c, Recorder: f, ShortFormTTL: DefaultShortFormTTL, Now: func() time.Time { return testNow }}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Pod
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(pod), &got); err != nil {
+				t.Fatal(err)
+			}
+			if held := slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer); held != tc.wantHeld {
+				t.Errorf("held %v (finalizers %v), want %v", held, got.Finalizers, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// TestShortFormJobRecordHeldUntilItsAccountExists: a short-form Job deleted before the
+// controller created the declared account keeps its record finalizer, so that the
+// account, once created, records its end.
+func TestShortFormJobRecordHeldUntilItsAccountExists(t *testing.T) {
+	j := shortFormResultsJob().Finalizers(foreground, v1alpha1.RecordFinalizer).Completed("0,1", 2).
+		Complete(testNow.Add(-time.Minute)).Deleting(testNow.Add(-time.Minute)).Obj()
+	f := newFixture(t, hooks{}, j)
+	r := &JobRecorder{Client: f.c, Recorder: f, ShortFormTTL: DefaultShortFormTTL, Now: func() time.Time { return testNow }}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(j)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got batchv1.Job
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(j), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got.Finalizers, v1alpha1.RecordFinalizer) || res.RequeueAfter <= 0 {
+		t.Errorf("finalizers %v, requeue after %s; want the record held, looked at again within MaxHold", got.Finalizers, res.RequeueAfter)
+	}
+}
