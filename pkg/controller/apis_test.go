@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -378,5 +379,41 @@ func TestReconcileAPINotServed(t *testing.T) {
 	}
 	if evs := f.eventsOf("BatchAccount"); !slices.Contains(evs, "Warning APINotServed") {
 		t.Errorf("account events %v, want a Warning APINotServed", evs)
+	}
+}
+
+// TestHeldPodOfAKindNoLongerServedIsRecorded: JobSet's API went away while a results
+// account's JobSet child pod was held: the account still records the pod's result (pods
+// are cached whatever the kinds served), so the pod goes at once rather than after
+// MaxHold.
+func TestHeldPodOfAKindNoLongerServedIsRecorded(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js.UID = "ts-uid"
+	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(1).UID("child-uid").
+		JobSetChild(js, "workers", 0, 0).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Obj()
+	pod := wrappers.MakeIndexPod(child, "ts-workers-0-0", 0).Finalizers(v1alpha1.ResultFinalizer).
+		Succeeded(testNow.Add(-time.Minute), reportOf(t, "s0")).Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 1).
+		AssignJobSet("ts", "workers", 0, "0", "0").RequireResults("").Revisions("D", "m").Obj()
+	f := newFixture(t, hooks{}, acct, child, pod)
+	served := NewServedAPIs(OptionalAPIs, APIWorkload)
+	r := f.reconciler()
+	r.Client, r.APIs = notServedReader{Client: f.c, apis: served}, served
+	if res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); retried(res, err) {
+		t.Fatalf("reconcile = %+v, %v", res, err)
+	}
+	if st := f.account(t, "acct").Status; st.Results.Recorded != 1 {
+		t.Fatalf("recorded %d results, want the held pod's", st.Results.Recorded)
+	}
+	releaser := &PodReleaser{Client: f.c, Recorder: f, Ledger: &f.ledger, Now: func() time.Time { return testNow }}
+	if _, err := releaser.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
+		t.Fatal(err)
+	}
+	var got corev1.Pod
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(pod), &got); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer) {
+		t.Errorf("the pod is still held: %v", got.Finalizers)
 	}
 }

@@ -44,10 +44,16 @@ type observed struct {
 // child whether its JobSet ended (OwnerEnded).
 func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
 	if api, ok := targetAPI(t.Ref); ok && !r.APIs.Served(api) {
-		// Nothing of its kind is watched or cached (a read would fail): it cannot exist yet.
+		// Nothing of its kind is watched or cached (a read would fail). Pods of its Jobs
+		// may still be held, from before the API went away: their results are recorded
+		// (pods are cached whatever the kinds served), so that they do not wait MaxHold.
 		var o observed
 		o.obs.APINotServed = api.String()
-		return o, nil
+		var err error
+		if results {
+			o.pods, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref)
+		}
+		return o, err
 	}
 	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
 	if err == nil && job == nil {
