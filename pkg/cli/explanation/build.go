@@ -350,7 +350,9 @@ func (o ObservedTargets) state(key string, index int) (string, bool) {
 		// The status predates the assignment: the controller will observe it.
 		return "not observed by the controller yet", false
 	case !ts.Found && !ts.Deleted:
-		return stateNotFound, true
+		// Not final: the Job may be created yet (an account is best created before its
+		// Jobs, and a repair names its Job before creating it).
+		return stateNotFound, false
 	}
 	name := "job " + ts.Job
 	deleted := ""

@@ -110,10 +110,10 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 			final = final && id.Final
 		}
 		switch {
+		case len(ms.WaitsFor) == 1 && ms.WaitsFor[0].State == stateNotFound:
+			absent = append(absent, ms)
 		case !final:
 			pending = append(pending, ms)
-		case len(ms.WaitsFor) > 0 && ms.WaitsFor[0].State == stateNotFound && len(ms.WaitsFor) == 1:
-			absent = append(absent, ms)
 		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsChild():
 			jobSetLost = append(jobSetLost, ms)
 		default:
@@ -126,7 +126,9 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, ShardNames(pending), output.Plural(len(pending), "waits", "wait"), Identities(pending, false)))
 	}
 	if len(absent) > 0 {
-		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, ShardNames(absent), output.Plural(len(absent), "is", "are"), Identities(absent, false)))
+		// Their one state is what the sentence says.
+		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, ShardNames(absent), output.Plural(len(absent), "is", "are"),
+			identities(absent, func(Identity) bool { return false })))
 	}
 	if len(lost) > 0 {
 		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. Run `kubectl batchledger repair %s -n %s` to re-run %s in a follow-up Job joined by a repair assignment.",
@@ -162,11 +164,15 @@ func ShardNames(shards []MissingShard) string {
 // those that may still complete (of all with withState); a state shared by every
 // identity is said once.
 func Identities(shards []MissingShard, withState bool) string {
+	return identities(shards, func(id Identity) bool { return withState || !id.Final })
+}
+
+// identities is Identities with the states of the identities shown tells.
+func identities(shards []MissingShard, shown func(Identity) bool) string {
 	var ids []Identity
 	for _, ms := range shards {
 		ids = append(ids, ms.WaitsFor...)
 	}
-	shown := func(id Identity) bool { return withState || !id.Final }
 	common := ""
 	if len(ids) > 0 && shown(ids[0]) {
 		common = ids[0].State

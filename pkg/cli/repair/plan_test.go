@@ -184,6 +184,20 @@ func TestPlanRepairAgain(t *testing.T) {
 	}
 }
 
+// TestPlanRepairWhileItsJobIsBeingCreated: a repair assignment appended whose Job the
+// account has not observed yet (repair names the Job before it creates it) is no identity
+// lost: the shard waits for it, and no second repair is planned.
+func TestPlanRepairWhileItsJobIsBeingCreated(t *testing.T) {
+	ba := clitest.IJ245Account()
+	ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}, Repair: true})
+	j := clitest.FailedJob()
+	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+	plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j)})
+	if err == nil || !strings.Contains(err.Error(), "nothing to repair now: shard D still waits for") || !strings.Contains(err.Error(), "job j-repair-1 index 0 (Job not found)") {
+		t.Errorf("plan %+v, error %v; want nothing planned while j-repair-1 is on its way", plan, err)
+	}
+}
+
 // TestPlanRepairRefuses: each case repair must not act on, with a message naming why.
 func TestPlanRepairRefuses(t *testing.T) {
 	j := clitest.FailedJob()

@@ -245,6 +245,8 @@ func TestWatchExitCodes(t *testing.T) {
 			message: "BatchAccount ij245 cannot be Accepted without repair: shard D can no longer be covered (job j index 3: job j deleted before completing it)"},
 		{name: "invalid mapping", ba: invalid, code: options.ExitNotAccepted,
 			message: "BatchAccount ij245 cannot be Accepted without repair: the assignment mapping is invalid (DuplicateShard)"},
+		{name: "its Job not created yet: timeout", ba: clitest.Compute(clitest.IJ245Account(), clitest.Time0, map[string]account.Observation{}), code: options.ExitError,
+			message: "timed out after 30m0s waiting for BatchAccount ij245 to be Accepted"},
 		{name: "still running: timeout", ba: s.Steps[0], code: options.ExitError,
 			message: "timed out after 30m0s waiting for BatchAccount ij245 to be Accepted"},
 		{name: "stale status: timeout", ba: stale, code: options.ExitError,
