@@ -138,7 +138,13 @@ func TestRepairSurvivesGitOpsReapply(t *testing.T) {
 	if !slices.EqualFunc(ba.Spec.Repairs, want, assignmentsEqual) {
 		t.Fatalf("after a client-side apply (patch %s): repairs %+v", patch, ba.Spec.Repairs)
 	}
-	// A replace of the manifest would drop the repairs: refused once work was done under the account.
+	// A replace of the manifest would drop the repairs: refused once work was done under
+	// the account and the repair Job observed (before, taking the entry out is allowed:
+	// repair does so when it cannot create the Job).
+	ba = waitAccount(t, f, "ij245", "the repair Job observed", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/j-repair-1")
+		return tg != nil && tg.Found
+	})
 	replaced := ba.DeepCopy()
 	replaced.Spec.Repairs = nil
 	if err := f.Client.Update(f.Ctx, replaced); err == nil || !strings.Contains(err.Error(), "repairs are immutable once work was done") {

@@ -78,9 +78,9 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
 	case len(ba.Spec.Assignments) < len(old.Spec.Assignments) ||
 		!equality.Semantic.DeepEqual(old.Spec.Assignments, ba.Spec.Assignments[:len(old.Spec.Assignments)]):
 		return fmt.Errorf("BatchAccount %s: assignments are immutable once work was done under them (%s); only repair assignments may be appended", ba.Name, work)
-	case len(ba.Spec.Repairs) < len(old.Spec.Repairs) ||
-		!equality.Semantic.DeepEqual(old.Spec.Repairs, ba.Spec.Repairs[:len(old.Spec.Repairs)]):
-		return fmt.Errorf("BatchAccount %s: repairs are immutable once work was done under them (%s); repairs may only be appended", ba.Name, work)
+	case !repairsKept(old, ba):
+		return fmt.Errorf("BatchAccount %s: repairs are immutable once work was done under them (%s); repairs may only be appended, "+
+			"or taken out again while their Job was never observed", ba.Name, work)
 	case old.Spec.RequiresResults() && !ba.Spec.RequiresResults():
 		return fmt.Errorf("BatchAccount %s: spec.acceptance.requireResults cannot be turned off once work was done under it (%s): "+
 			"the results judged, rejected or still due would stop counting. Create a new BatchAccount without results naming the same Jobs", ba.Name, work)
@@ -93,6 +93,40 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
 		}
 	}
 	return nil
+}
+
+// repairsKept reports whether ba's spec.repairs are old's in order, less only entries
+// whose target old's status never observed (kubectl batchledger repair takes its entries
+// out again when it cannot create their Jobs: no work was done under them), followed by
+// any appended.
+func repairsKept(old, ba *v1alpha1.BatchAccount) bool {
+	next := 0
+	for _, e := range old.Spec.Repairs {
+		if next < len(ba.Spec.Repairs) && equality.Semantic.DeepEqual(e, ba.Spec.Repairs[next]) {
+			next++
+			continue
+		}
+		if observed(old, e.Target) {
+			return false
+		}
+	}
+	return true
+}
+
+// observed reports whether ba's status shows that a Job of the target ref was ever seen.
+func observed(ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef) bool {
+	key := string(ref.Key())
+	for _, h := range ba.Status.History {
+		if h.Target == key {
+			return true
+		}
+	}
+	for _, t := range ba.Status.Targets {
+		if t.Name == key {
+			return t.Found || t.Deleted || t.UID != ""
+		}
+	}
+	return false
 }
 
 // resultContainer is the container the spec reads results from ("" for the default).

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,9 +41,16 @@ func TestValidateCreate(t *testing.T) {
 	}
 }
 
-// withRepair gives ba one entry in spec.repairs: Job j-repair-1 re-runs shard D.
+// withRepair appends to ba's spec.repairs an entry: Job j-repair-<n> re-runs shard D.
 func withRepair(ba *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
-	ba.Spec.Repairs = []v1alpha1.Assignment{{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}}}
+	name := fmt.Sprintf("j-repair-%d", len(ba.Spec.Repairs)+1)
+	ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: name}, Indexes: "0", Shards: []string{"D"}})
+	return ba
+}
+
+// withRepairObserved adds to ba's status that the Job of its first repair was observed.
+func withRepairObserved(ba *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
+	ba.Status.Targets = append(ba.Status.Targets, v1alpha1.TargetStatus{Name: "job/j-repair-1", Job: "j-repair-1", UID: "uid-r1", Found: true})
 	return ba
 }
 
@@ -85,7 +93,11 @@ func TestValidateUpdate(t *testing.T) {
 		{"append to spec.repairs after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}})
 		}, ""},
-		{"drop spec.repairs after admission", admitted(withRepair(base())), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, "repairs are immutable once work was done"},
+		{"drop spec.repairs whose Job ran", withRepairObserved(admitted(withRepair(base()))), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, "repairs are immutable once work was done"},
+		{"take out a repair whose Job was never observed", admitted(withRepair(base())), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, ""},
+		{"reorder repairs", withRepairObserved(admitted(withRepair(withRepair(base())))), func(ba *v1alpha1.BatchAccount) {
+			ba.Spec.Repairs[0].Target.Job, ba.Spec.Repairs[1].Target.Job = "j-repair-2", "j-repair-1"
+		}, "repairs are immutable once work was done"},
 		{"spec.repairs onto an unassigned shard", base(), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", ShardOrdinals: "7"})
 		}, "repairs[0].shardOrdinals reaches ordinal 7"},
