@@ -78,7 +78,10 @@ func setup(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	bl, err := localcluster.BatchledgerManager(bin, "--multikueue-worker-results")
+	// An admission only changes which wait an account is in, a write deferred
+	// --waiting-status-delay (30s): tests that wait for the admission on a worker to be
+	// recorded would wait that long.
+	bl, err := localcluster.BatchledgerManager(bin, "--multikueue-worker-results", "--waiting-status-delay=1s")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
