@@ -438,3 +438,30 @@ func literalDefault(fn string, e ast.Expr) (string, bool) {
 	}
 	return "", false
 }
+
+// TestChartMonitoringNeedsMetrics: the dashboard and the alerts read batchledger's
+// metrics; with metrics off the chart refuses them rather than install alerts that fire
+// for want of data, and renders them with metrics on.
+func TestChartMonitoringNeedsMetrics(t *testing.T) {
+	root, tools := setup(t)
+	chart := filepath.Join(root, "charts", "batchledger")
+	for _, set := range [][]string{
+		{"metrics.enabled=false", "monitoring.prometheusRule.enabled=true"},
+		{"metrics.enabled=false", "monitoring.dashboard.enabled=true"},
+	} {
+		if _, err := tools.RenderChart(chart, set...); err == nil || !strings.Contains(err.Error(), "set metrics.enabled=true") {
+			t.Errorf("--set %v: error %v, want one asking for metrics.enabled=true", set, err)
+		}
+	}
+	objs, err := tools.RenderChart(chart, "monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, o := range objs {
+		kinds[o.GetKind()] = true
+	}
+	if !kinds["PrometheusRule"] || !kinds["ConfigMap"] {
+		t.Errorf("rendered kinds %v, want the PrometheusRule and the dashboard's ConfigMap", kinds)
+	}
+}
