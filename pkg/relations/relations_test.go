@@ -16,6 +16,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -392,5 +393,35 @@ func TestTargetPodLabels(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]string{jobsetapi.JobSetNameKey: "train"}, TargetPodLabels(v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "w"})); diff != "" {
 		t.Error(diff)
+	}
+}
+
+// TestRecordedChildOfAWorker: of the Jobs a MultiKueue worker recorded for a JobSet
+// target, only one named as JobSet names the child stands for it: the labels a record is
+// read from are writable on the worker, so a child relabelled with another job index (and
+// a later restart attempt) is not followed for that index.
+func TestRecordedChildOfAWorker(t *testing.T) {
+	ref := v1alpha1.TargetRef{JobSet: "js", ReplicatedJob: "workers", JobIndex: ptr.To[int32](1)}
+	real := &v1alpha1.WorkerJob{JobSet: "js", ReplicatedJob: "workers", JobIndex: 1, Job: "js-workers-1", JobUID: "c1", CompletedIndexes: "0"}
+	relabelled := &v1alpha1.WorkerJob{JobSet: "js", ReplicatedJob: "workers", JobIndex: 1, RestartAttempt: 9, Job: "js-workers-0", JobUID: "c0", CompletedIndexes: "0-1"}
+	cases := []struct {
+		name string
+		recs []kinds.RecordedJob
+		want types.UID
+	}{
+		{"the child of its name", []kinds.RecordedJob{{Record: real, Cluster: "worker-a"}}, "c1"},
+		{"not another child relabelled with its index", []kinds.RecordedJob{{Record: real, Cluster: "worker-a"}, {Record: relabelled, Cluster: "worker-a"}}, "c1"},
+		{"nor that one alone", []kinds.RecordedJob{{Record: relabelled, Cluster: "worker-a"}}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got types.UID
+			if rec := kinds.Recorded(jobset.Kind{}, ref, tc.recs); rec != nil {
+				got = rec.Record.JobUID
+			}
+			if got != tc.want {
+				t.Errorf("followed %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

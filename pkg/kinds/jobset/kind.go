@@ -227,9 +227,12 @@ func (Kind) RecordNames(ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool {
 }
 
 // RecordOf reports whether rec records a child Job of the JobSet named jobSet that ref's
-// replicatedJob and job index mean, of any restart attempt.
+// replicatedJob and job index mean, of any restart attempt: under the name JobSet gives
+// that child, since the labels the record was read from are writable on the worker (as
+// CurrentChild does on this cluster).
 func RecordOf(jobSet string, ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool {
-	return jobSet != "" && rec.JobSet == jobSet && rec.ReplicatedJob == ref.ReplicatedJob && rec.JobIndex == ref.Index()
+	return jobSet != "" && rec.JobSet == jobSet && rec.ReplicatedJob == ref.ReplicatedJob && rec.JobIndex == ref.Index() &&
+		rec.Job == ChildJobName(jobSet, ref.ReplicatedJob, int(ref.Index()))
 }
 
 // ChildLabels are the labels JobSet puts on every child Job of the JobSet named jobSet
