@@ -316,8 +316,9 @@ func TestLiveWorkloadRetry(t *testing.T) {
 // TestSuspendedOwnerStampedBeforeItsChildren: a JobSet target whose JobSet has no child
 // Job yet (queued in Kueue, or dispatched by MultiKueue, whose children exist only on the
 // worker) and whose creation webhook did not stamp it gets its replicatedJob's template
-// stamped by the account's reconcile while it is suspended; once it runs, its template is
-// left alone.
+// stamped by the account's reconcile while it is suspended, its Job template (whose
+// labels JobSet gives the children, which the caches and a MultiKueue worker's record of
+// them select on) and its pod template; once it runs, its template is left alone.
 func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -341,8 +342,9 @@ func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
 			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), &got); err != nil {
 				t.Fatal(err)
 			}
-			if scope := got.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels[v1alpha1.LabelScope]; scope != tc.want {
-				t.Errorf("scope on the replicatedJob's pod template = %q, want %q", scope, tc.want)
+			rj := got.Spec.ReplicatedJobs[0]
+			if pod, job := rj.Template.Spec.Template.Labels[v1alpha1.LabelScope], rj.Template.Labels[v1alpha1.LabelScope]; pod != tc.want || job != tc.want {
+				t.Errorf("scope on the replicatedJob's pod template %q, on its Job template (its children's labels) %q; want %q on both", pod, job, tc.want)
 			}
 		})
 	}

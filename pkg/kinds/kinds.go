@@ -175,6 +175,15 @@ func StrongerScope(a, b string) string {
 	return a
 }
 
+// WeakerScope is the weaker of two scopes: what an object stamped in two places holds
+// for sure ("" when either lacks the label).
+func WeakerScope(a, b string) string {
+	if scopeRank[b] < scopeRank[a] {
+		return b
+	}
+	return a
+}
+
 // Owner is implemented by the kinds whose targets name a child Job of an owner object
 // (JobSet, TrainJob): the owner deletes and recreates its children, and its ending
 // (Kind.Ended) tells a restart in progress from a child gone for good. The account

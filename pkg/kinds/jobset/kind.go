@@ -383,23 +383,25 @@ func StampReplicatedJob(ctx context.Context, c client.Client, namespace, jobSet,
 	return StampJobSet(ctx, c, &js, replicatedJob, scope)
 }
 
-// StampJobSet raises the scope label of replicatedJob's pod template on js while js is
-// suspended, so that a restart's new children keep the scope; it returns how many
-// templates it patched (0 or 1).
+// StampJobSet raises the scope label of replicatedJob's Job template and its pod template
+// on js while js is suspended, so that its children (whose own labels JobSet takes from
+// the Job template: the caches, and a MultiKueue worker's record of them, select on
+// them) and a restart's new children keep the scope; it returns how many templates it
+// patched (0 or 1).
 func StampJobSet(ctx context.Context, c client.Client, js *jobsetapi.JobSet, replicatedJob, scope string) (int, error) {
 	if !ptr.Deref(js.Spec.Suspend, false) {
 		return 0, nil
 	}
 	for i, rj := range js.Spec.ReplicatedJobs {
-		have := rj.Template.Spec.Template.Labels[v1alpha1.LabelScope]
+		have := kinds.WeakerScope(rj.Template.Labels[v1alpha1.LabelScope], rj.Template.Spec.Template.Labels[v1alpha1.LabelScope])
 		if rj.Name != replicatedJob || kinds.StrongerScope(have, scope) == have {
 			continue
 		}
 		// The test pins the replicatedJob at that index: the list is immutable but for
 		// templates, so this only guards against a JobSet replaced under the same name.
-		patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec/replicatedJobs/%d/name","value":%q},`+
-			`{"op":"add","path":"/spec/replicatedJobs/%d/template/spec/template/metadata/labels","value":%s}]`,
-			i, rj.Name, i, scopeLabels(rj.Template.Spec.Template.Labels, scope))
+		tmpl := fmt.Sprintf("/spec/replicatedJobs/%d/template", i)
+		patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec/replicatedJobs/%d/name","value":%q},%s,%s]`, i, rj.Name,
+			scopeLabelsOp(tmpl, &rj.Template.ObjectMeta, scope), scopeLabelsOp(tmpl+"/spec/template", &rj.Template.Spec.Template.ObjectMeta, scope))
 		if err := c.Patch(ctx, js, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 			return 0, err
 		}
@@ -408,13 +410,19 @@ func StampJobSet(ctx context.Context, c client.Client, js *jobsetapi.JobSet, rep
 	return 0, nil
 }
 
-// scopeLabels is labels with the scope label set, as JSON.
-func scopeLabels(labels map[string]string, scope string) []byte {
-	out := maps.Clone(labels)
-	if out == nil {
-		out = map[string]string{}
+// scopeLabelsOp is the JSON patch operation that sets the scope label in the metadata
+// meta of the template at path, keeping its other labels. A JobSet is stored as written,
+// so an empty metadata may be absent: it is added whole then.
+func scopeLabelsOp(path string, meta *metav1.ObjectMeta, scope string) []byte {
+	labels := maps.Clone(meta.Labels)
+	if labels == nil {
+		labels = map[string]string{}
 	}
-	out[v1alpha1.LabelScope] = scope
-	b, _ := json.Marshal(out)
-	return b
+	labels[v1alpha1.LabelScope] = scope
+	if len(meta.Labels) == 0 && len(meta.Annotations) == 0 && meta.Name == "" && meta.Namespace == "" {
+		b, _ := json.Marshal(map[string]any{"labels": labels})
+		return fmt.Appendf(nil, `{"op":"add","path":%q,"value":%s}`, path+"/metadata", b)
+	}
+	b, _ := json.Marshal(labels)
+	return fmt.Appendf(nil, `{"op":"add","path":%q,"value":%s}`, path+"/metadata/labels", b)
 }

@@ -268,24 +268,33 @@ func (Kind) StampScope(ctx context.Context, c client.Client, namespace string, r
 	return 1, nil
 }
 
-// patchedScope is the scope the TrainJob's runtime patches give replicatedJob's pods.
+// patchedScope is the scope the TrainJob's runtime patches give replicatedJob's child
+// Jobs and their pods: the weaker of the two where they differ.
 func patchedScope(tj *trainer.TrainJob, replicatedJob string) string {
-	scope := ""
+	var job, pod string
 	for _, p := range tj.Spec.RuntimePatches {
 		if p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil || p.TrainingRuntimeSpec.Template.Spec == nil {
 			continue
 		}
 		for _, rj := range p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs {
-			if rj.Name == replicatedJob && rj.Template != nil && rj.Template.Spec != nil && rj.Template.Spec.Template != nil && rj.Template.Spec.Template.Metadata != nil {
-				scope = kinds.StrongerScope(scope, rj.Template.Spec.Template.Metadata.Labels[v1alpha1.LabelScope])
+			if rj.Name != replicatedJob || rj.Template == nil {
+				continue
+			}
+			if m := rj.Template.Metadata; m != nil {
+				job = kinds.StrongerScope(job, m.Labels[v1alpha1.LabelScope])
+			}
+			if rj.Template.Spec != nil && rj.Template.Spec.Template != nil && rj.Template.Spec.Template.Metadata != nil {
+				pod = kinds.StrongerScope(pod, rj.Template.Spec.Template.Metadata.Labels[v1alpha1.LabelScope])
 			}
 		}
 	}
-	return scope
+	return kinds.WeakerScope(job, pod)
 }
 
-// setScopePatch sets the scope label of replicatedJob's pod template in batchledger's
-// runtime patch, adding the patch or the replicatedJob to it as needed.
+// setScopePatch sets the scope label of replicatedJob's Job template and pod template in
+// batchledger's runtime patch, adding the patch or the replicatedJob to it as needed:
+// JobSet gives a child Job the Job template's labels, which the caches (and a MultiKueue
+// worker's record of the child) select on, and its pods the pod template's.
 func setScopePatch(tj *trainer.TrainJob, replicatedJob, scope string) {
 	i := -1
 	for j, p := range tj.Spec.RuntimePatches {
@@ -310,18 +319,26 @@ func setScopePatch(tj *trainer.TrainJob, replicatedJob, scope string) {
 	spec := p.TrainingRuntimeSpec.Template.Spec
 	for j := range spec.ReplicatedJobs {
 		if spec.ReplicatedJobs[j].Name == replicatedJob {
-			setPodLabel(&spec.ReplicatedJobs[j], scope)
+			setScopeLabels(&spec.ReplicatedJobs[j], scope)
 			return
 		}
 	}
 	spec.ReplicatedJobs = append(spec.ReplicatedJobs, trainer.ReplicatedJobPatch{Name: replicatedJob})
-	setPodLabel(&spec.ReplicatedJobs[len(spec.ReplicatedJobs)-1], scope)
+	setScopeLabels(&spec.ReplicatedJobs[len(spec.ReplicatedJobs)-1], scope)
 }
 
-func setPodLabel(rj *trainer.ReplicatedJobPatch, scope string) {
+// setScopeLabels sets the scope label on rj's Job template and pod template.
+func setScopeLabels(rj *trainer.ReplicatedJobPatch, scope string) {
 	if rj.Template == nil {
 		rj.Template = &trainer.JobTemplatePatch{}
 	}
+	if rj.Template.Metadata == nil {
+		rj.Template.Metadata = &metav1.ObjectMeta{}
+	}
+	if rj.Template.Metadata.Labels == nil {
+		rj.Template.Metadata.Labels = map[string]string{}
+	}
+	rj.Template.Metadata.Labels[v1alpha1.LabelScope] = scope
 	if rj.Template.Spec == nil {
 		rj.Template.Spec = &trainer.JobSpecPatch{}
 	}

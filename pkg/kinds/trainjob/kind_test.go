@@ -2,6 +2,7 @@ package trainjob
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -139,6 +141,12 @@ func TestStampScope(t *testing.T) {
 			setScopePatch(tj, "node", v1alpha1.ScopeCoverage)
 			return tj
 		}(), v1alpha1.ScopeResults, 1, v1alpha1.ScopeResults},
+		{"the pod template alone stamped (an earlier version): the Job template too", func() *trainer.TrainJob {
+			tj := trainJb().Suspend(true).Obj()
+			setScopePatch(tj, "node", v1alpha1.ScopeResults)
+			delete(tj.Spec.RuntimePatches[0].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Template.Metadata.Labels, v1alpha1.LabelScope)
+			return tj
+		}(), v1alpha1.ScopeResults, 1, v1alpha1.ScopeResults},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,6 +172,45 @@ func TestStampScope(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStampReachesTheChildJobs: merged into the runtime's Job template as Trainer does
+// (a strategic merge), batchledger's runtime patch gives the scope to the Job template,
+// whose labels JobSet puts on each child Job (which the caches and a MultiKueue worker's
+// record of the child select on), and to the pod template.
+func TestStampReachesTheChildJobs(t *testing.T) {
+	tj := trainJb().Suspend(true).Obj()
+	c := reader(t, tj)
+	if _, err := (Kind{}).StampScope(context.Background(), c, ns, ref, v1alpha1.ScopeResults); err != nil {
+		t.Fatal(err)
+	}
+	var got trainer.TrainJob
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(tj), &got); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := batchv1.JobTemplateSpec{}
+	tmpl.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+	for _, p := range got.Spec.RuntimePatches {
+		for _, rj := range p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs {
+			if rj.Name != "node" || rj.Template == nil {
+				continue
+			}
+			src, _ := json.Marshal(tmpl)
+			patch, _ := json.Marshal(rj.Template)
+			merged, err := strategicpatch.StrategicMergePatch(src, patch, batchv1.JobTemplateSpec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmpl = batchv1.JobTemplateSpec{}
+			if err := json.Unmarshal(merged, &tmpl); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if tmpl.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults || tmpl.Labels["trainer.kubeflow.org/trainjob-ancestor-step"] != "trainer" ||
+		tmpl.Spec.Template.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults {
+		t.Errorf("Job template labels %v, pod template labels %v; want the results scope on both, the runtime's kept", tmpl.Labels, tmpl.Spec.Template.Labels)
 	}
 }
 
