@@ -186,6 +186,51 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 	}
 }
 
+// TestRedispatchToTheSameWorkerFollowsTheNewCopy: a JobSet restarted once on worker-a,
+// evicted (its copy deleted, the records of its children kept), then dispatched to
+// worker-a again: the new copy's children count their restarts from 0, yet they are the
+// ones followed, being created after the old copy's.
+func TestRedispatchToTheSameWorkerFollowsTheNewCopy(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	created := func(j *batchv1.Job, at time.Time) *batchv1.Job {
+		j.CreationTimestamp = metav1.NewTime(at)
+		return j
+	}
+	oldC0 := created(workerChild("js", 0, 1, "0"), testNow.Add(-2*time.Hour))
+	oldC1 := created(workerChild("js", 1, 1, ""), testNow.Add(-2*time.Hour))
+	newC0 := created(workerChild("js", 0, 0, "0-1"), testNow.Add(-time.Hour))
+	newC1 := created(workerChild("js", 1, 0, "0-1"), testNow.Add(-time.Hour))
+	recs := []v1alpha1.WorkerJob{*multikueue.NewJobRecord(oldC0, d), *multikueue.NewJobRecord(oldC1, d),
+		*multikueue.NewJobRecord(newC0, d), *multikueue.NewJobRecord(newC1, d)}
+	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+		jobs:    map[string][]v1alpha1.WorkerJob{"worker-a": recs},
+		records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, newC0, "jobset-js", "A", "B"), childResults(t, newC1, "jobset-js", "C", "D")...)}}
+	js := wrappers.MakeJobSet("js", "ns").Obj()
+	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+	js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
+	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("").
+		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+	f := newFixture(t, hooks{}, js, wl, acct.Obj())
+	r := f.reconciler()
+	r.WorkerResults = workers
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+		t.Fatal(err)
+	}
+	st := f.account(t, "acct").Status
+	var uids []types.UID
+	for _, ts := range st.Targets {
+		uids = append(uids, ts.UID)
+	}
+	if !slices.Equal(uids, []types.UID{newC0.UID, newC1.UID}) {
+		t.Errorf("identities %v, want the new copy's %v %v", uids, newC0.UID, newC1.UID)
+	}
+	if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
+		t.Errorf("Accepted = %q, want True Accepted", got)
+	}
+}
+
 // TestWorkerRecordsWakeTheirAccounts: a WorkerJob wakes the accounts naming its JobSet, or
 // its TrainJob; a WorkerResult those naming its Job; a record of anything no account
 // names wakes none.

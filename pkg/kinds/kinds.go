@@ -240,8 +240,8 @@ type RecordedJob struct {
 
 // Recorded is the record of the child Job a dispatched target follows, among recs
 // (the records of its Workload's admissions, oldest admission first): of those k says
-// ref names, the newest admission's, and within it the highest restart attempt (each
-// worker's JobSet counts its restarts from 0). nil when none names ref.
+// ref names, the newest admission's, and within it the newest child (newerChild). nil
+// when none names ref.
 func Recorded(k Dispatcher, ref v1alpha1.TargetRef, recs []RecordedJob) *RecordedJob {
 	var best *RecordedJob
 	for i := range recs {
@@ -249,9 +249,29 @@ func Recorded(k Dispatcher, ref v1alpha1.TargetRef, recs []RecordedJob) *Recorde
 		if !k.RecordNames(ref, rec.Record) {
 			continue
 		}
-		if best == nil || rec.Cluster != best.Cluster || rec.Record.RestartAttempt >= best.Record.RestartAttempt {
+		if best == nil || rec.Cluster != best.Cluster || newerChild(rec.Record, best.Record) {
 			best = rec
 		}
 	}
 	return best
+}
+
+// newerChild reports whether a records a later child Job than b, both of one worker: one
+// created later (a restart, or a new copy of the JobSet after an eviction, creates its
+// children after the old ones are gone; a new copy counts its restarts from 0 again), or
+// created in the same second and of a restart attempt as high.
+func newerChild(a, b *v1alpha1.WorkerJob) bool {
+	ta, tb := childCreated(a), childCreated(b)
+	if !ta.Equal(&tb) {
+		return tb.Before(&ta)
+	}
+	return a.RestartAttempt >= b.RestartAttempt
+}
+
+// childCreated is when rec's Job was created, or, for a record without it, the record.
+func childCreated(rec *v1alpha1.WorkerJob) metav1.Time {
+	if rec.JobCreated != nil {
+		return *rec.JobCreated
+	}
+	return rec.CreationTimestamp
 }

@@ -42,6 +42,9 @@ func NewJobRecord(job *batchv1.Job, d Dispatch) *v1alpha1.WorkerJob {
 		CompletedIndexes: job.Status.CompletedIndexes,
 		FailedIndexes:    job.Status.FailedIndexes,
 	}
+	if t := job.CreationTimestamp; !t.IsZero() {
+		rec.JobCreated = &t
+	}
 	for _, c := range job.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
 			rec.Terminal, rec.TerminalReason, rec.TerminalAt = string(c.Type), c.Reason, ptr.To(c.LastTransitionTime)
@@ -57,9 +60,11 @@ func SameJobRecord(a, b *v1alpha1.WorkerJob) bool {
 	strip := func(r *v1alpha1.WorkerJob) v1alpha1.WorkerJob {
 		c := *r.DeepCopy()
 		c.ObjectMeta, c.TypeMeta = metav1.ObjectMeta{}, metav1.TypeMeta{}
-		if c.TerminalAt != nil {
-			// Serialized times keep seconds only.
-			c.TerminalAt = ptr.To(metav1.NewTime(c.TerminalAt.Rfc3339Copy().Time))
+		// Serialized times keep seconds only.
+		for _, t := range []**metav1.Time{&c.TerminalAt, &c.JobCreated} {
+			if *t != nil {
+				*t = ptr.To(metav1.NewTime((*t).Rfc3339Copy().Time))
+			}
 		}
 		return c
 	}

@@ -61,6 +61,12 @@ type WorkerJob struct {
 	// JobUID is the UID of the worker's child Job: the identity the manager accounts it
 	// under.
 	JobUID types.UID `json:"jobUID"`
+	// JobCreated is the worker's child Job's creationTimestamp: of the children of one
+	// target recorded on one worker, the newest is the one followed (a restart, or a new
+	// copy after an eviction, creates its children after the old ones). Unset in records
+	// of an earlier version, whose own creation stands for it.
+	// +optional
+	JobCreated *metav1.Time `json:"jobCreated,omitempty"`
 	// Completions is the Job's spec.completions.
 	// +optional
 	Completions *int32 `json:"completions,omitempty"`

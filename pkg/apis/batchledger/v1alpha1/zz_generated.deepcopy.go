@@ -518,6 +518,10 @@ func (in *WorkerJob) DeepCopyInto(out *WorkerJob) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if in.JobCreated != nil {
+		in, out := &in.JobCreated, &out.JobCreated
+		*out = (*in).DeepCopy()
+	}
 	if in.Completions != nil {
 		in, out := &in.Completions, &out.Completions
 		*out = new(int32)
