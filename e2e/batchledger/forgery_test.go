@@ -266,3 +266,52 @@ func TestForgedLedgerRefused(t *testing.T) {
 		return len(left.Items) == 0, fmt.Sprintf("%d left", len(left.Items)), nil
 	})
 }
+
+// TestForgedJobSetChildNotFollowed: a user bound to the edit role creates a Job of
+// another name that carries a JobSet child's labels, a later restart attempt and a
+// controller reference to the JobSet (owner references are not authenticated), and runs
+// it to completion. JobSet itself takes it for its child: it counts it, completes and
+// deletes its real, running child. The account does not: it keeps the real child as
+// the target's identity, says it was deleted before it terminated, and covers nothing;
+// the batch is not Accepted.
+func TestForgedJobSetChildNotFollowed(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	const erin = "erin"
+	bindInNamespace(f, erin, "ClusterRole", "edit")
+	worker := wrappers.MakeJob("", "").Indexed(2).Parallelism(2).GPU(1).Obj()
+	js := wrappers.MakeJobSet("train", f.Namespace).Queue("default").
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Job(worker).Obj()).Obj()
+	f.Create(js)
+	f.Create(wrappers.MakeBatchAccount("train", f.Namespace).ShardCount("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").Obj())
+	real := childJob(t, f, "train-workers-0", "")
+	framework.RunningPods(t, real, 2)
+	waitAccount(t, f, "train", "the real child followed", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "jobset/train/workers/0")
+		return tg != nil && tg.UID == real.UID
+	})
+	f.Get(js)
+
+	forged := wrappers.MakeJob("mallory", f.Namespace).Indexed(2).Parallelism(2).JobSetChild(js, "workers", 0, 99).Obj()
+	forged.OwnerReferences[0].BlockOwnerDeletion = nil
+	user := impersonating(t, erin)
+	framework.Eventually(t, framework.DefaultTimeout, "erin (edit) creates the forged child", func() (bool, string, error) {
+		err := user.Create(f.Ctx, forged)
+		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err), nil
+	})
+	framework.RunningPods(t, forged, 2)
+	framework.FinishIndexPod(t, forged, 0, 0, "")
+	framework.FinishIndexPod(t, forged, 1, 0, "")
+
+	ba := waitAccount(t, f, "train", "the real child deleted by its JobSet's end", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "jobset/train/workers/0")
+		return tg != nil && tg.Deleted
+	})
+	tg := target(ba, "jobset/train/workers/0")
+	if tg.UID != real.UID || tg.Job != real.Name || ba.Status.Shards.Covered != 0 {
+		t.Errorf("target %s (%s), %d covered; want the real child %s (%s), nothing covered", tg.Job, tg.UID, ba.Status.Shards.Covered, real.Name, real.UID)
+	}
+	if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ""); !ok {
+		t.Errorf("Accepted: %s; want False", state)
+	}
+}
