@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -316,9 +317,8 @@ func TestLiveWorkloadRetry(t *testing.T) {
 // TestSuspendedOwnerStampedBeforeItsChildren: a JobSet target whose JobSet has no child
 // Job yet (queued in Kueue, or dispatched by MultiKueue, whose children exist only on the
 // worker) and whose creation webhook did not stamp it gets its replicatedJob's template
-// stamped by the account's reconcile while it is suspended, its Job template (whose
-// labels JobSet gives the children, which the caches and a MultiKueue worker's record of
-// them select on) and its pod template; once it runs, its template is left alone.
+// stamped by the account's reconcile while it is suspended, on its pod template only (the
+// rest is immutable then); once it runs, its template is left alone.
 func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -343,8 +343,12 @@ func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
 				t.Fatal(err)
 			}
 			rj := got.Spec.ReplicatedJobs[0]
-			if pod, job := rj.Template.Spec.Template.Labels[v1alpha1.LabelScope], rj.Template.Labels[v1alpha1.LabelScope]; pod != tc.want || job != tc.want {
-				t.Errorf("scope on the replicatedJob's pod template %q, on its Job template (its children's labels) %q; want %q on both", pod, job, tc.want)
+			if pod := rj.Template.Spec.Template.Labels[v1alpha1.LabelScope]; pod != tc.want {
+				t.Errorf("scope on the replicatedJob's pod template %q, want %q", pod, tc.want)
+			}
+			// JobSet's webhook refuses any other change of a suspended JobSet's templates.
+			if !equality.Semantic.DeepEqual(rj.Template.ObjectMeta, js.Spec.ReplicatedJobs[0].Template.ObjectMeta) {
+				t.Errorf("the Job template's metadata changed: %+v", rj.Template.ObjectMeta)
 			}
 		})
 	}

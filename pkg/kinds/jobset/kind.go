@@ -383,25 +383,24 @@ func StampReplicatedJob(ctx context.Context, c client.Client, namespace, jobSet,
 	return StampJobSet(ctx, c, &js, replicatedJob, scope)
 }
 
-// StampJobSet raises the scope label of replicatedJob's Job template and its pod template
-// on js while js is suspended, so that its children (whose own labels JobSet takes from
-// the Job template: the caches, and a MultiKueue worker's record of them, select on
-// them) and a restart's new children keep the scope; it returns how many templates it
-// patched (0 or 1).
+// StampJobSet raises the scope label of replicatedJob's pod template on js while js is
+// suspended, so that a restart's new children keep the scope; it returns how many
+// templates it patched (0 or 1). The Job template is not stamped: JobSet's webhook lets a
+// suspended JobSet change only its pod templates' metadata (the children's own labels are
+// stamped on each Job by the account's reconcile).
 func StampJobSet(ctx context.Context, c client.Client, js *jobsetapi.JobSet, replicatedJob, scope string) (int, error) {
 	if !ptr.Deref(js.Spec.Suspend, false) {
 		return 0, nil
 	}
 	for i, rj := range js.Spec.ReplicatedJobs {
-		have := kinds.WeakerScope(rj.Template.Labels[v1alpha1.LabelScope], rj.Template.Spec.Template.Labels[v1alpha1.LabelScope])
+		have := rj.Template.Spec.Template.Labels[v1alpha1.LabelScope]
 		if rj.Name != replicatedJob || kinds.StrongerScope(have, scope) == have {
 			continue
 		}
 		// The test pins the replicatedJob at that index: the list is immutable but for
 		// templates, so this only guards against a JobSet replaced under the same name.
-		tmpl := fmt.Sprintf("/spec/replicatedJobs/%d/template", i)
-		patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec/replicatedJobs/%d/name","value":%q},%s,%s]`, i, rj.Name,
-			scopeLabelsOp(tmpl, &rj.Template.ObjectMeta, scope), scopeLabelsOp(tmpl+"/spec/template", &rj.Template.Spec.Template.ObjectMeta, scope))
+		patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec/replicatedJobs/%d/name","value":%q},%s]`, i, rj.Name,
+			scopeLabelsOp(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), &rj.Template.Spec.Template.ObjectMeta, scope))
 		if err := c.Patch(ctx, js, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 			return 0, err
 		}

@@ -268,8 +268,15 @@ func (Kind) StampScope(ctx context.Context, c client.Client, namespace string, r
 	return 1, nil
 }
 
-// patchedScope is the scope the TrainJob's runtime patches give replicatedJob's child
-// Jobs and their pods: the weaker of the two where they differ.
+// dispatched reports whether MultiKueue dispatches tj: Trainer renders its JobSet on the
+// worker, never on this cluster.
+func dispatched(tj *trainer.TrainJob) bool {
+	return tj.Spec.ManagedBy != nil && *tj.Spec.ManagedBy == kueue.MultiKueueControllerName
+}
+
+// patchedScope is the scope the TrainJob's runtime patches give replicatedJob's pods,
+// and, for a dispatched TrainJob, its child Jobs too: the weaker of the two where they
+// differ.
 func patchedScope(tj *trainer.TrainJob, replicatedJob string) string {
 	var job, pod string
 	for _, p := range tj.Spec.RuntimePatches {
@@ -288,13 +295,21 @@ func patchedScope(tj *trainer.TrainJob, replicatedJob string) string {
 			}
 		}
 	}
+	if !dispatched(tj) {
+		return pod
+	}
 	return kinds.WeakerScope(job, pod)
 }
 
-// setScopePatch sets the scope label of replicatedJob's Job template and pod template in
-// batchledger's runtime patch, adding the patch or the replicatedJob to it as needed:
-// JobSet gives a child Job the Job template's labels, which the caches (and a MultiKueue
-// worker's record of the child) select on, and its pods the pod template's.
+// setScopePatch sets the scope label of replicatedJob's pod template in batchledger's
+// runtime patch, adding the patch or the replicatedJob to it as needed, and, for a
+// dispatched TrainJob, of its Job template: JobSet gives a child Job the Job template's
+// labels, which a MultiKueue worker's Job webhook and record of the child select on (on
+// this cluster the account's reconcile labels each child Job itself). Only there: Trainer
+// applies its JobSet again while it is suspended, and JobSet's webhook lets a suspended
+// JobSet change only its pod templates' metadata, so a Job template label patched in after
+// the JobSet exists would keep the TrainJob from ever starting; a dispatched TrainJob's
+// JobSet is rendered on the worker from the patches it carries when dispatched.
 func setScopePatch(tj *trainer.TrainJob, replicatedJob, scope string) {
 	i := -1
 	for j, p := range tj.Spec.RuntimePatches {
@@ -319,26 +334,29 @@ func setScopePatch(tj *trainer.TrainJob, replicatedJob, scope string) {
 	spec := p.TrainingRuntimeSpec.Template.Spec
 	for j := range spec.ReplicatedJobs {
 		if spec.ReplicatedJobs[j].Name == replicatedJob {
-			setScopeLabels(&spec.ReplicatedJobs[j], scope)
+			setScopeLabels(&spec.ReplicatedJobs[j], scope, dispatched(tj))
 			return
 		}
 	}
 	spec.ReplicatedJobs = append(spec.ReplicatedJobs, trainer.ReplicatedJobPatch{Name: replicatedJob})
-	setScopeLabels(&spec.ReplicatedJobs[len(spec.ReplicatedJobs)-1], scope)
+	setScopeLabels(&spec.ReplicatedJobs[len(spec.ReplicatedJobs)-1], scope, dispatched(tj))
 }
 
-// setScopeLabels sets the scope label on rj's Job template and pod template.
-func setScopeLabels(rj *trainer.ReplicatedJobPatch, scope string) {
+// setScopeLabels sets the scope label on rj's pod template, and on its Job template too
+// with job.
+func setScopeLabels(rj *trainer.ReplicatedJobPatch, scope string, job bool) {
 	if rj.Template == nil {
 		rj.Template = &trainer.JobTemplatePatch{}
 	}
-	if rj.Template.Metadata == nil {
-		rj.Template.Metadata = &metav1.ObjectMeta{}
+	if job {
+		if rj.Template.Metadata == nil {
+			rj.Template.Metadata = &metav1.ObjectMeta{}
+		}
+		if rj.Template.Metadata.Labels == nil {
+			rj.Template.Metadata.Labels = map[string]string{}
+		}
+		rj.Template.Metadata.Labels[v1alpha1.LabelScope] = scope
 	}
-	if rj.Template.Metadata.Labels == nil {
-		rj.Template.Metadata.Labels = map[string]string{}
-	}
-	rj.Template.Metadata.Labels[v1alpha1.LabelScope] = scope
 	if rj.Template.Spec == nil {
 		rj.Template.Spec = &trainer.JobSpecPatch{}
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -141,8 +142,8 @@ func TestStampScope(t *testing.T) {
 			setScopePatch(tj, "node", v1alpha1.ScopeCoverage)
 			return tj
 		}(), v1alpha1.ScopeResults, 1, v1alpha1.ScopeResults},
-		{"the pod template alone stamped (an earlier version): the Job template too", func() *trainer.TrainJob {
-			tj := trainJb().Suspend(true).Obj()
+		{"dispatched, the pod template alone stamped (an earlier version): the Job template too", func() *trainer.TrainJob {
+			tj := dispatchedTJ(trainJb().Suspend(true).Obj())
 			setScopePatch(tj, "node", v1alpha1.ScopeResults)
 			delete(tj.Spec.RuntimePatches[0].TrainingRuntimeSpec.Template.Spec.ReplicatedJobs[0].Template.Metadata.Labels, v1alpha1.LabelScope)
 			return tj
@@ -175,42 +176,61 @@ func TestStampScope(t *testing.T) {
 	}
 }
 
+// dispatchedTJ is tj as MultiKueue dispatches it.
+func dispatchedTJ(tj *trainer.TrainJob) *trainer.TrainJob {
+	tj.Spec.ManagedBy = ptr.To(kueue.MultiKueueControllerName)
+	return tj
+}
+
 // TestStampReachesTheChildJobs: merged into the runtime's Job template as Trainer does
-// (a strategic merge), batchledger's runtime patch gives the scope to the Job template,
-// whose labels JobSet puts on each child Job (which the caches and a MultiKueue worker's
-// record of the child select on), and to the pod template.
+// (a strategic merge), batchledger's runtime patch gives the scope to the pod template,
+// and, for a TrainJob MultiKueue dispatches, to the Job template too, whose labels JobSet
+// puts on each child Job on the worker (which the worker's Job webhook and record select
+// on). A TrainJob run here keeps its Job template as the runtime has it: Trainer applies
+// its JobSet again while suspended, and JobSet refuses a Job template change then.
 func TestStampReachesTheChildJobs(t *testing.T) {
-	tj := trainJb().Suspend(true).Obj()
-	c := reader(t, tj)
-	if _, err := (Kind{}).StampScope(context.Background(), c, ns, ref, v1alpha1.ScopeResults); err != nil {
-		t.Fatal(err)
-	}
-	var got trainer.TrainJob
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(tj), &got); err != nil {
-		t.Fatal(err)
-	}
-	tmpl := batchv1.JobTemplateSpec{}
-	tmpl.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
-	for _, p := range got.Spec.RuntimePatches {
-		for _, rj := range p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs {
-			if rj.Name != "node" || rj.Template == nil {
-				continue
-			}
-			src, _ := json.Marshal(tmpl)
-			patch, _ := json.Marshal(rj.Template)
-			merged, err := strategicpatch.StrategicMergePatch(src, patch, batchv1.JobTemplateSpec{})
-			if err != nil {
+	for _, tc := range []struct {
+		name    string
+		tj      *trainer.TrainJob
+		wantJob string
+	}{
+		{"dispatched", dispatchedTJ(trainJb().Suspend(true).Obj()), v1alpha1.ScopeResults},
+		{"run here", trainJb().Suspend(true).Obj(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := reader(t, tc.tj)
+			if _, err := (Kind{}).StampScope(context.Background(), c, ns, ref, v1alpha1.ScopeResults); err != nil {
 				t.Fatal(err)
 			}
-			tmpl = batchv1.JobTemplateSpec{}
-			if err := json.Unmarshal(merged, &tmpl); err != nil {
+			var got trainer.TrainJob
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(tc.tj), &got); err != nil {
 				t.Fatal(err)
 			}
-		}
-	}
-	if tmpl.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults || tmpl.Labels["trainer.kubeflow.org/trainjob-ancestor-step"] != "trainer" ||
-		tmpl.Spec.Template.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults {
-		t.Errorf("Job template labels %v, pod template labels %v; want the results scope on both, the runtime's kept", tmpl.Labels, tmpl.Spec.Template.Labels)
+			tmpl := batchv1.JobTemplateSpec{}
+			tmpl.Labels = map[string]string{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+			for _, p := range got.Spec.RuntimePatches {
+				for _, rj := range p.TrainingRuntimeSpec.Template.Spec.ReplicatedJobs {
+					if rj.Name != "node" || rj.Template == nil {
+						continue
+					}
+					src, _ := json.Marshal(tmpl)
+					patch, _ := json.Marshal(rj.Template)
+					merged, err := strategicpatch.StrategicMergePatch(src, patch, batchv1.JobTemplateSpec{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					tmpl = batchv1.JobTemplateSpec{}
+					if err := json.Unmarshal(merged, &tmpl); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tmpl.Labels[v1alpha1.LabelScope] != tc.wantJob || tmpl.Labels["trainer.kubeflow.org/trainjob-ancestor-step"] != "trainer" ||
+				tmpl.Spec.Template.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults {
+				t.Errorf("Job template labels %v, pod template labels %v; want scope %q on the Job template, results on the pod template, the runtime's kept",
+					tmpl.Labels, tmpl.Spec.Template.Labels, tc.wantJob)
+			}
+		})
 	}
 }
 
