@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,6 +68,11 @@ type JobRecorder struct {
 	ShortFormTTL time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+
+	// started is when the recorder first ran (on the leader only): accounts a short form
+	// declares are waited for ShortFormWait from then at least.
+	started   time.Time
+	startOnce sync.Once
 }
 
 // Hold adds the record finalizer to a Job that a live account names and whose end is
@@ -79,7 +85,7 @@ func (r *JobRecorder) Hold(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if recordHeld(&job) || job.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
-	pending, err := r.pendingAccounts(ctx, &job)
+	pending, _, err := r.pendingAccounts(ctx, &job)
 	if err != nil || len(pending) == 0 {
 		return ctrl.Result{}, err
 	}
@@ -104,7 +110,7 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if !recordHeld(&job) {
 		return ctrl.Result{}, nil
 	}
-	pending, err := r.pendingAccounts(ctx, &job)
+	pending, waited, err := r.pendingAccounts(ctx, &job)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -114,6 +120,9 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		}
 		maxHold := cmp.Or(r.MaxHold, DefaultMaxRecordHold)
 		if left := maxHold - r.now().Sub(job.DeletionTimestamp.Time); left > 0 {
+			if !waited.IsZero() {
+				left = min(left, max(waited.Sub(r.now()), time.Second))
+			}
 			return ctrl.Result{RequeueAfter: left}, nil
 		}
 		if r.Recorder != nil {
@@ -136,12 +145,13 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 }
 
 // pendingAccounts are the names of the live accounts naming job that have not recorded
-// its end (recordsEnd), and of those a short form declares for it that are yet to be
-// created (relations.ShortFormPending).
-func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, error) {
+// its end (recordsEnd), and of those a short form declares for it that are still to
+// come (relations.ShortFormPending), with when the first of these stops being waited
+// for (zero: none is).
+func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, time.Time, error) {
 	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, job.Namespace, relations.JobKeys(job)...)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	var pending []string
 	for _, ba := range accounts {
@@ -149,11 +159,16 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 			pending = append(pending, ba.Name)
 		}
 	}
-	declared, err := relations.ShortFormPending(ctx, r.Client, job.Namespace, relations.JobTargets(job), r.ShortFormTTL, r.now())
+	r.startOnce.Do(func() {
+		if r.started.IsZero() {
+			r.started = r.now()
+		}
+	})
+	declared, waited, err := relations.ShortFormPending(ctx, r.Client, job.Namespace, relations.JobTargets(job), r.ShortFormTTL, r.now(), r.started)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return append(pending, declared...), nil
+	return append(pending, declared...), waited, nil
 }
 
 // namesJob reports whether an assignment of ba names job (relations.NamesJob) in ba's

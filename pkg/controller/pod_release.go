@@ -78,7 +78,8 @@ type PodReleaser struct {
 	// NamespaceGrace bounds the hold in a namespace being deleted (0: DefaultNamespaceGrace).
 	NamespaceGrace time.Duration
 	// ShortFormTTL is the short-form accounts' retention (ShortFormReconciler.TTL): a
-	// pod of a batch that ended longer ago waits for no short-form account.
+	// pod of a batch that ended longer ago waits for no short-form account
+	// (relations.ShortFormPending).
 	ShortFormTTL time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -168,15 +169,37 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 		return verdict{}, nil // no result to wait for
 	}
 	capturedBy, unrecorded := func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-		return relations.CapturedBy(ctx, r.Client, pod, r.ShortFormTTL, r.now())
+		return relations.CapturedBy(ctx, r.Client, pod)
 	}, r.unrecorded
 	if r.Recorders != nil {
 		capturedBy, unrecorded = r.Recorders.CapturedBy, r.Recorders.Unrecorded
 	}
 	accounts, err := capturedBy(ctx, pod)
-	if err != nil || len(accounts) == 0 {
+	if err != nil {
 		return verdict{}, err
 	}
+	var declared []string
+	var waited time.Time
+	if r.Recorders == nil {
+		// Accounts a short form declares are not there yet: waited for (unrecorded, they
+		// are missing) until ShortFormWait is over, then looked at again.
+		if declared, waited, err = relations.ShortFormPending(ctx, r.Client, pod.Namespace, relations.PodTargetRefs(pod), r.ShortFormTTL, r.now(), r.started); err != nil {
+			return verdict{}, err
+		}
+	}
+	if len(accounts)+len(declared) == 0 {
+		return verdict{}, nil
+	}
+	v, err := r.judgeHeld(ctx, pod, append(accounts, declared...), unrecorded)
+	if err == nil && v.hold && len(declared) > 0 {
+		v.after = soonest(v.after, max(waited.Sub(r.now()), time.Second))
+	}
+	return v, err
+}
+
+// judgeHeld is judge for a pod whose result the accounts record (or will).
+func (r *PodReleaser) judgeHeld(ctx context.Context, pod *corev1.Pod, accounts []string,
+	unrecorded func(context.Context, *corev1.Pod, []string) ([]string, error)) (verdict, error) {
 	maxHold := cmp.Or(r.MaxHold, DefaultMaxResultHold)
 	if pod.Status.Phase != corev1.PodSucceeded {
 		if pod.DeletionTimestamp == nil {

@@ -8,10 +8,12 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -25,16 +27,22 @@ func shortFormResultsJob() *wrappers.JobWrapper {
 
 // TestPodOfAShortFormHeldUntilItsAccountExists: a held pod of a short-form results Job
 // that succeeded before the controller created the declared account stays held (the
-// account will record it); once the batch ended longer ago than the short-form retention,
-// no account is coming and the pod goes.
+// account will record it), and is looked at again within relations.ShortFormWait. An
+// account not there that long after the Job's creation and the releaser's start was
+// refused by the API server or deleted since: not coming, the pod goes; so it does once
+// the batch ended longer ago than the short-form retention.
 func TestPodOfAShortFormHeldUntilItsAccountExists(t *testing.T) {
+	long := testNow.Add(-2 * relations.ShortFormWait)
 	cases := []struct {
-		name     string
-		ended    time.Time
-		wantHeld bool
+		name             string
+		created, started time.Time
+		ended            time.Time
+		wantHeld         bool
 	}{
-		{"the batch runs", time.Time{}, true},
-		{"the batch ended longer ago than the retention", testNow.Add(-DefaultShortFormTTL - time.Hour), false},
+		{"the Job just created", testNow.Add(-time.Second), long, time.Time{}, true},
+		{"the releaser just started", long, testNow, time.Time{}, true},
+		{"no account a while after both (refused, or deleted)", long, long, time.Time{}, false},
+		{"the batch ended longer ago than the retention", testNow.Add(-time.Second), testNow, testNow.Add(-DefaultShortFormTTL - time.Hour), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,10 +51,12 @@ func TestPodOfAShortFormHeldUntilItsAccountExists(t *testing.T) {
 				w = w.Completed("0,1", 2).Complete(tc.ended)
 			}
 			j := w.Obj()
+			j.CreationTimestamp = metav1.NewTime(tc.created)
 			pod := wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Second), "").Obj()
 			f := newFixture(t, hooks{}, j, pod)
-			r := &PodReleaser{Client: f.c, Recorder: f, ShortFormTTL: DefaultShortFormTTL, Now: func() time.Time { return testNow }}
-			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
+			r := &PodReleaser{Client: f.c, Recorder: f, ShortFormTTL: DefaultShortFormTTL, Now: func() time.Time { return testNow }, started: tc.started}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)})
+			if err != nil {
 				t.Fatal(err)
 			}
 			var got corev1.Pod
@@ -55,6 +65,9 @@ func TestPodOfAShortFormHeldUntilItsAccountExists(t *testing.T) {
 			}
 			if held := slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer); held != tc.wantHeld {
 				t.Errorf("held %v (finalizers %v), want %v", held, got.Finalizers, tc.wantHeld)
+			}
+			if tc.wantHeld && (res.RequeueAfter <= 0 || res.RequeueAfter > relations.ShortFormWait) {
+				t.Errorf("looked at again after %s; want within %s", res.RequeueAfter, relations.ShortFormWait)
 			}
 		})
 	}

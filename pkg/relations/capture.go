@@ -3,7 +3,6 @@ package relations
 import (
 	"context"
 	"slices"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +26,19 @@ import (
 // recorded (a superseded identity's is recorded and rejected as StaleIdentity by the
 // account, so the ledger keeps it), and so the pod is held until it is.
 func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
+	refs := PodTargetRefs(pod)
+	if refs == nil {
+		return nil
+	}
+	keys := make([]v1alpha1.TargetKey, len(refs))
+	for i, ref := range refs {
+		keys[i] = ref.Key()
+	}
+	return keys
+}
+
+// PodTargetRefs are the targets whose keys PodTargets returns.
+func PodTargetRefs(pod *corev1.Pod) []v1alpha1.TargetRef {
 	owner := metav1.GetControllerOfNoCopy(pod)
 	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
 		return nil
@@ -34,12 +46,7 @@ func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
 	if _, ok := CompletionIndex(pod); !ok {
 		return nil
 	}
-	refs := all.Kinds.PodTargets(owner.Name, pod.Labels)
-	keys := make([]v1alpha1.TargetKey, len(refs))
-	for i, ref := range refs {
-		keys[i] = ref.Key()
-	}
-	return keys
+	return all.Kinds.PodTargets(owner.Name, pod.Labels)
 }
 
 // JobTargets are the targets a Job is, by its name and labels, as PodTargets reads them
@@ -91,14 +98,12 @@ func TargetPods(ctx context.Context, c client.Reader, namespace string, ref v1al
 	return pods.Items, err
 }
 
-// CapturedBy returns the names of the accounts requiring results that record pod's
-// result when it succeeds: the live ones with a target the pod is an index pod of
-// (TargetPodIndex), under the target's current identity or an earlier one, and those a
-// short form declares for such a target that the controller has yet to create
-// (ShortFormPending, with the short-form retention ttl). The pod releaser holds a pod
-// exactly while this is not empty.
-func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod, ttl time.Duration, now time.Time) ([]string, error) {
-	owner := metav1.GetControllerOfNoCopy(pod)
+// CapturedBy returns the names of the live accounts requiring results that record pod's
+// result when it succeeds: those with a target the pod is an index pod of
+// (TargetPodIndex), under the target's current identity or an earlier one. The pod
+// releaser holds a pod while this is not empty, or while an account a short form
+// declares for it is still to come (ShortFormPending).
+func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string, error) {
 	keys := PodTargets(pod)
 	if len(keys) == 0 {
 		return nil, nil
@@ -119,9 +124,5 @@ func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod, ttl time.
 			}
 		}
 	}
-	pending, err := ShortFormPending(ctx, c, pod.Namespace, all.Kinds.PodTargets(owner.Name, pod.Labels), ttl, now)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, pending...), nil
+	return out, nil
 }

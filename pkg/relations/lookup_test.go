@@ -191,7 +191,7 @@ func TestCapturedBy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := CapturedBy(context.Background(), c, tc.pod.Obj(), 0, t0)
+			got, err := CapturedBy(context.Background(), c, tc.pod.Obj())
 			if err != nil {
 				t.Fatal(err)
 			}

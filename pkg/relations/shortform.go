@@ -66,17 +66,24 @@ func ShortFormScope(obj client.Object) (string, error) {
 	return specScope(&spec), nil
 }
 
+// ShortFormWait is how long an account a short form declares is waited for: from the
+// creation of its declaring object, or from since (the holder's start) when later. The
+// controller creates it within a reconcile or two (ShortFormReconciler); one that is not
+// there by then is not coming (the API server refused it, or it was deleted since).
+const ShortFormWait = time.Minute
+
 // ShortFormPending returns the names of the accounts requiring results that a short
-// form declares naming one of the targets refs (of namespace), and that do not exist yet:
-// the short form of each target's declaring object (the Job, or the JobSet or TrainJob of
-// a child target), read through r. The controller creates such an account from the short
-// form (ShortFormReconciler) a moment after the Job is; a pod may succeed, and the Job be
-// deleted, before it has, and letting them go then would lose what the account is
-// declared to record. So the pod releaser and the Job recorder hold for it as for an
-// existing account. A batch that ended ttl or longer before now gets no account (ttl 0:
-// every batch does), so none is pending for it.
-func ShortFormPending(ctx context.Context, r client.Reader, namespace string, refs []v1alpha1.TargetRef, ttl time.Duration, now time.Time) ([]string, error) {
+// form declares naming one of the targets refs (of namespace), that do not exist yet and
+// are still waited for (ShortFormWait), and when the first of them stops being waited
+// for. It reads, through r, the short form of each target's declaring object (the Job,
+// or the JobSet or TrainJob of a child target). A pod may succeed, and its Job be
+// deleted, before the controller created the account; letting them go then would lose
+// what the account is declared to record, so the pod releaser and the Job recorder hold
+// them for it as for an existing account. A batch that ended ttl or longer before now
+// gets no account (ttl 0: every batch does), so none is pending for it.
+func ShortFormPending(ctx context.Context, r client.Reader, namespace string, refs []v1alpha1.TargetRef, ttl time.Duration, now, since time.Time) ([]string, time.Time, error) {
 	var pending []string
+	var until time.Time
 	for _, ref := range refs {
 		name := ref.Owner()
 		if slices.Contains(pending, name) {
@@ -84,15 +91,33 @@ func ShortFormPending(ctx context.Context, r client.Reader, namespace string, re
 		}
 		k := KindOf(ref)
 		obj := k.NewObject()
-		// Only its annotations and end are read: the cache's own copy serves.
+		// Read only: the cache's own copies serve.
 		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj, client.UnsafeDisableDeepCopy); err != nil {
 			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 				continue // gone, or of a kind whose API is not served
 			}
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if !HasShortForm(obj.GetAnnotations()) {
 			continue
+		}
+		waitedUntil := obj.GetCreationTimestamp().Time
+		if since.After(waitedUntil) {
+			waitedUntil = since
+		}
+		waitedUntil = waitedUntil.Add(ShortFormWait)
+		if !now.Before(waitedUntil) {
+			continue
+		}
+		if ended, ok := k.FinishedAt(obj); ok && ttl > 0 && !now.Before(ended.Add(ttl)) {
+			continue
+		}
+		var ba v1alpha1.BatchAccount
+		switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba, client.UnsafeDisableDeepCopy); {
+		case err == nil:
+			continue // it exists: it holds, or not, as any account does
+		case !apierrors.IsNotFound(err):
+			return nil, time.Time{}, err
 		}
 		spec, err := ShortForm(obj)
 		if err != nil || !spec.RequiresResults() || !slices.ContainsFunc(spec.AllAssignments(), func(a v1alpha1.Assignment) bool {
@@ -100,19 +125,12 @@ func ShortFormPending(ctx context.Context, r client.Reader, namespace string, re
 		}) {
 			continue // a short form that does not parse declares no account
 		}
-		if ended, ok := k.FinishedAt(obj); ok && ttl > 0 && !now.Before(ended.Add(ttl)) {
-			continue
-		}
-		var ba v1alpha1.BatchAccount
-		switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); {
-		case err == nil:
-			continue // it exists: it holds, or not, as any account does
-		case !apierrors.IsNotFound(err):
-			return nil, err
-		}
 		pending = append(pending, name)
+		if until.IsZero() || waitedUntil.Before(until) {
+			until = waitedUntil
+		}
 	}
-	return pending, nil
+	return pending, until, nil
 }
 
 // ReplicatedJobShortFormScope is the scope the short forms of a new JobSet js, or of the

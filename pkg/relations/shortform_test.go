@@ -8,6 +8,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -217,8 +218,10 @@ func TestShortFormScope(t *testing.T) {
 
 // TestShortFormPending: a short form requiring results that names the target declares an
 // account the controller is about to create, pending until an account of that name
-// exists; none for a short form that does not require results, does not parse or names
-// another replicatedJob, nor for a batch that ended longer ago than the retention.
+// exists, for ShortFormWait from the declaring object's creation or the holder's start
+// (an account not there by then was refused or deleted); none for a short form that does
+// not require results, does not parse or names another replicatedJob, nor for a batch
+// that ended longer ago than the retention.
 func TestShortFormPending(t *testing.T) {
 	now := t0.Add(30 * 24 * time.Hour)
 	results := []string{inputRev, "D", modelRev, "m", shardsAnn, "A,B", requireAn, "true"}
@@ -235,34 +238,50 @@ func TestShortFormPending(t *testing.T) {
 		return []v1alpha1.TargetRef{{Job: "train-" + rj + "-1"}, {JobSet: "train", ReplicatedJob: rj, JobIndex: ptr.To[int32](1)}}
 	}
 	week := 7 * 24 * time.Hour
+	started := now.Add(-10 * time.Second) // the holder's start
+	created := func(j *batchv1.Job, at time.Time) *batchv1.Job {
+		j.CreationTimestamp = metav1.NewTime(at)
+		return j
+	}
 	cases := []struct {
-		name string
-		objs []client.Object
-		refs []v1alpha1.TargetRef
-		ttl  time.Duration
-		want []string
+		name  string
+		objs  []client.Object
+		refs  []v1alpha1.TargetRef
+		ttl   time.Duration
+		since time.Time
+		want  []string
 	}{
-		{"a Job's short form requiring results, no account yet", []client.Object{job(results...).Obj()}, jobRef, week, []string{"j"}},
-		{"its account exists", []client.Object{job(results...).Obj(), wrappers.MakeBatchAccount("j", ns).Obj()}, jobRef, week, nil},
-		{"a short form counting coverage only", []client.Object{job(inputRev, "D", modelRev, "m", shardsAnn, "A,B").Obj()}, jobRef, week, nil},
-		{"a short form that does not parse", []client.Object{job(inputRev, "D", modelRev, "m", shardsAnn, "A,A", requireAn, "true").Obj()}, jobRef, week, nil},
-		{"no short form", []client.Object{job().Obj()}, jobRef, week, nil},
-		{"no such Job", nil, jobRef, week, nil},
-		{"a batch that ended longer ago than the retention", []client.Object{job(results...).Complete(t0).Obj()}, jobRef, week, nil},
-		{"a batch that ended, kept forever", []client.Object{job(results...).Complete(t0).Obj()}, jobRef, 0, []string{"j"}},
+		{"waited for ShortFormWait since the holder started: not coming", []client.Object{job(results...).Obj()}, jobRef, week, now.Add(-ShortFormWait), nil},
+		{"created a moment ago, the holder long started", []client.Object{created(job(results...).Obj(), now.Add(-time.Second))}, jobRef, week, now.Add(-time.Hour), []string{"j"}},
+		{"created longer ago than ShortFormWait, the holder long started", []client.Object{created(job(results...).Obj(), now.Add(-ShortFormWait))}, jobRef, week, now.Add(-time.Hour), nil},
+		{"a Job's short form requiring results, no account yet", []client.Object{job(results...).Obj()}, jobRef, week, time.Time{}, []string{"j"}},
+		{"its account exists", []client.Object{job(results...).Obj(), wrappers.MakeBatchAccount("j", ns).Obj()}, jobRef, week, time.Time{}, nil},
+		{"a short form counting coverage only", []client.Object{job(inputRev, "D", modelRev, "m", shardsAnn, "A,B").Obj()}, jobRef, week, time.Time{}, nil},
+		{"a short form that does not parse", []client.Object{job(inputRev, "D", modelRev, "m", shardsAnn, "A,A", requireAn, "true").Obj()}, jobRef, week, time.Time{}, nil},
+		{"no short form", []client.Object{job().Obj()}, jobRef, week, time.Time{}, nil},
+		{"no such Job", nil, jobRef, week, time.Time{}, nil},
+		{"a batch that ended longer ago than the retention", []client.Object{job(results...).Complete(t0).Obj()}, jobRef, week, time.Time{}, nil},
+		{"a batch that ended, kept forever", []client.Object{job(results...).Complete(t0).Obj()}, jobRef, 0, time.Time{}, []string{"j"}},
 		{"a JobSet's short form naming the child's replicatedJob", []client.Object{train(append(results[:4:4], countAnn, "4", rjAnn, "workers", requireAn, "true")...)},
-			childRef("workers"), week, []string{"train"}},
+			childRef("workers"), week, time.Time{}, []string{"train"}},
 		{"a JobSet's short form naming another replicatedJob", []client.Object{train(append(results[:4:4], countAnn, "4", rjAnn, "workers", requireAn, "true")...)},
-			childRef("leader"), week, nil},
+			childRef("leader"), week, time.Time{}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ShortFormPending(context.Background(), reader(t, tc.objs...), ns, tc.refs, tc.ttl, now)
+			since := tc.since
+			if since.IsZero() {
+				since = started
+			}
+			got, until, err := ShortFormPending(context.Background(), reader(t, tc.objs...), ns, tc.refs, tc.ttl, now, since)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("pending %v, want %v", got, tc.want)
+			}
+			if len(got) > 0 && (!until.After(now) || until.After(now.Add(ShortFormWait))) {
+				t.Errorf("waited for until %s; want within ShortFormWait of %s", until, now)
 			}
 		})
 	}
