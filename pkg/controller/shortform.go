@@ -145,7 +145,7 @@ func (r *ShortFormReconciler) mismatchNote(existing *v1alpha1.BatchAccount, fixe
 		way = fmt.Sprintf("give the %s another name, or remove its short-form annotations to be accounted by the existing BatchAccount", kind)
 	}
 	if len(fixed) == 0 {
-		way = "edit the BatchAccount's spec.acceptance, or " + way
+		way = "edit the BatchAccount's spec.acceptance (once work was done under it, requireResults may only be turned on), or " + way
 	}
 	return fmt.Sprintf("BatchAccount %s (%s) is not what the short-form annotations declare: %s. It was left unchanged and accounts for this %s; to fix it, %s",
 		existing.Name, origin, strings.Join(append(fixed, acceptance...), "; "), kind, way)

@@ -187,7 +187,7 @@ func TestShortFormReconcile(t *testing.T) {
 		"only the acceptance differs: a Warning that it may be edited": {
 			objs:       []client.Object{job(append(valid, require, "true")...), declared().Obj()},
 			wantEvents: []string{"Job/j Warning ShortFormMismatch"},
-			wantNote:   []string{"spec.acceptance.requireResults is false, the annotations declare true", "edit the BatchAccount's spec.acceptance, or delete"},
+			wantNote:   []string{"spec.acceptance.requireResults is false, the annotations declare true", "edit the BatchAccount's spec.acceptance (once work was done under it, requireResults may only be turned on), or delete"},
 		},
 		"an account of that name made by hand: a Warning to rename the Job": {
 			objs:       []client.Object{job(valid...), wrappers.MakeBatchAccount("j", "ns").Shards("X").AssignJob("j", "0", "X").Obj()},

@@ -63,6 +63,11 @@ func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1al
 
 // validateUpdate is ValidateUpdate's verdict.
 func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
+	if equality.Semantic.DeepEqual(old.Spec, ba.Spec) {
+		// Metadata alone: an account admitted before stays admissible, whatever rules
+		// were added since.
+		return nil
+	}
 	if err := validateSpec(ba); err != nil {
 		return err
 	}
@@ -80,7 +85,7 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
 		return fmt.Errorf("BatchAccount %s: assignments are immutable once work was done under them (%s); only repair assignments may be appended", ba.Name, work)
 	case !repairsKept(old, ba):
 		return fmt.Errorf("BatchAccount %s: repairs are immutable once work was done under them (%s); repairs may only be appended, "+
-			"or taken out again while their Job was never observed", ba.Name, work)
+			"or taken out again while no work was done under their Job", ba.Name, work)
 	case old.Spec.RequiresResults() && !ba.Spec.RequiresResults():
 		return fmt.Errorf("BatchAccount %s: spec.acceptance.requireResults cannot be turned off once work was done under it (%s): "+
 			"the results judged, rejected or still due would stop counting. Create a new BatchAccount without results naming the same Jobs", ba.Name, work)
@@ -96,9 +101,9 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
 }
 
 // repairsKept reports whether ba's spec.repairs are old's in order, less only entries
-// whose target old's status never observed (kubectl batchledger repair takes its entries
-// out again when it cannot create their Jobs: no work was done under them), followed by
-// any appended.
+// under whose target old's status shows no work (kubectl batchledger repair takes its
+// entries out again when it cannot create all their Jobs, deleting those it created),
+// followed by any appended.
 func repairsKept(old, ba *v1alpha1.BatchAccount) bool {
 	next := 0
 	for _, e := range old.Spec.Repairs {
@@ -106,24 +111,25 @@ func repairsKept(old, ba *v1alpha1.BatchAccount) bool {
 			next++
 			continue
 		}
-		if observed(old, e.Target) {
+		if workedOn(old, e.Target) {
 			return false
 		}
 	}
 	return true
 }
 
-// observed reports whether ba's status shows that a Job of the target ref was ever seen.
-func observed(ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef) bool {
+// workedOn reports whether ba's status shows work under the target ref (targetWork), or a
+// superseded identity of it.
+func workedOn(ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef) bool {
 	key := string(ref.Key())
 	for _, h := range ba.Status.History {
 		if h.Target == key {
 			return true
 		}
 	}
-	for _, t := range ba.Status.Targets {
-		if t.Name == key {
-			return t.Found || t.Deleted || t.UID != ""
+	for i := range ba.Status.Targets {
+		if t := &ba.Status.Targets[i]; t.Name == key {
+			return targetWork(t) != ""
 		}
 	}
 	return false
@@ -171,15 +177,23 @@ func workDone(ba *v1alpha1.BatchAccount) string {
 	if len(ba.Status.History) > 0 {
 		return "a target's Job was replaced"
 	}
-	for _, t := range ba.Status.Targets {
-		switch w := t.Workload; {
-		case w != nil && (w.Admitted || w.Finished), len(t.Admissions) > 0:
-			return t.Name + " was admitted"
-		case t.CompletedIndexes != "" || t.CompletedIndexesOmitted || t.FailedIndexes != "" || t.SuccessfulAttempts > 0:
-			return t.Name + " ended indexes"
-		case t.Terminal != "":
-			return t.Name + " terminated"
+	for i := range ba.Status.Targets {
+		if w := targetWork(&ba.Status.Targets[i]); w != "" {
+			return w
 		}
+	}
+	return ""
+}
+
+// targetWork is workDone for one target's status.
+func targetWork(t *v1alpha1.TargetStatus) string {
+	switch w := t.Workload; {
+	case w != nil && (w.Admitted || w.Finished), len(t.Admissions) > 0:
+		return t.Name + " was admitted"
+	case t.CompletedIndexes != "" || t.CompletedIndexesOmitted || t.FailedIndexes != "" || t.SuccessfulAttempts > 0:
+		return t.Name + " ended indexes"
+	case t.Terminal != "":
+		return t.Name + " terminated"
 	}
 	return ""
 }

@@ -48,9 +48,14 @@ func withRepair(ba *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
 	return ba
 }
 
-// withRepairObserved adds to ba's status that the Job of its first repair was observed.
-func withRepairObserved(ba *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
-	ba.Status.Targets = append(ba.Status.Targets, v1alpha1.TargetStatus{Name: "job/j-repair-1", Job: "j-repair-1", UID: "uid-r1", Found: true})
+// withRepairObserved adds to ba's status that the Job of its first repair was observed,
+// with work done (an index completed) or none.
+func withRepairObserved(ba *v1alpha1.BatchAccount, worked bool) *v1alpha1.BatchAccount {
+	t := v1alpha1.TargetStatus{Name: "job/j-repair-1", Job: "j-repair-1", UID: "uid-r1", Found: true}
+	if worked {
+		t.CompletedIndexes = "0"
+	}
+	ba.Status.Targets = append(ba.Status.Targets, t)
 	return ba
 }
 
@@ -93,9 +98,10 @@ func TestValidateUpdate(t *testing.T) {
 		{"append to spec.repairs after admission", admitted(base()), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"D"}})
 		}, ""},
-		{"drop spec.repairs whose Job ran", withRepairObserved(admitted(withRepair(base()))), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, "repairs are immutable once work was done"},
+		{"drop spec.repairs whose Job ran", withRepairObserved(admitted(withRepair(base())), true), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, "repairs are immutable once work was done"},
 		{"take out a repair whose Job was never observed", admitted(withRepair(base())), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, ""},
-		{"reorder repairs", withRepairObserved(admitted(withRepair(withRepair(base())))), func(ba *v1alpha1.BatchAccount) {
+		{"take out repairs whose Jobs were observed, never run", withRepairObserved(admitted(withRepair(withRepair(base()))), false), func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }, ""},
+		{"reorder repairs", withRepairObserved(admitted(withRepair(withRepair(base()))), true), func(ba *v1alpha1.BatchAccount) {
 			ba.Spec.Repairs[0].Target.Job, ba.Spec.Repairs[1].Target.Job = "j-repair-2", "j-repair-1"
 		}, "repairs are immutable once work was done"},
 		{"spec.repairs onto an unassigned shard", base(), func(ba *v1alpha1.BatchAccount) {
