@@ -34,6 +34,10 @@ const (
 	// Job identity: a JobSet restart attempt, a repair or a recreated Job brings its own,
 	// so that retries of one identity never crowd out the result of the next.
 	MaxResultsPerShard = 8
+	// MaxResultsPerShardTotal bounds the results of one shard kept from all its
+	// identities together: eight identities' worth of retries, or 64 restarts or repairs
+	// of one result each.
+	MaxResultsPerShardTotal = 8 * MaxResultsPerShard
 	// MaxUnassignedResults is how many results of identities assigned no shard are kept.
 	MaxUnassignedResults = 256
 )
@@ -66,6 +70,7 @@ type resultChunks struct {
 	// sizes are the JSON sizes of chunks capture appends to, computed once.
 	sizes    map[*v1alpha1.ShardResults]int
 	kept     map[resultSlot]int
+	perShard map[int32]int
 	recorded map[types.UID]bool
 	nextSeq  int64
 	dirty    map[*v1alpha1.ShardResults]bool
@@ -96,7 +101,7 @@ func slotOf(res *v1alpha1.RecordedResult) resultSlot {
 // earlier version: it is rewritten, signed, with the next write.
 func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignored ...string) *resultChunks {
 	rc := &resultChunks{ba: ba, spans: map[string][]*v1alpha1.ShardResults{}, sizes: map[*v1alpha1.ShardResults]int{},
-		kept: map[resultSlot]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{},
+		kept: map[resultSlot]int{}, perShard: map[int32]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{},
 		taken: map[string]bool{}}
 	for _, name := range ignored {
 		rc.taken[name] = true
@@ -115,6 +120,7 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 		for _, res := range c.Results {
 			rc.recorded[res.PodUID] = true
 			rc.kept[slotOf(&res)]++
+			rc.perShard[res.Ordinal]++
 			rc.nextSeq = max(rc.nextSeq, res.Sequence+1)
 		}
 		for _, uid := range c.DroppedPods {
@@ -131,8 +137,9 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 	return rc
 }
 
-// add records one result (or, past the bound of its shard and identity, only its pod as
-// dropped) in the last chunk of its span, spilling into a new chunk past ChunkByteBudget.
+// add records one result (or, past the bound of its shard and identity, or of its shard,
+// only its pod as dropped) in the last chunk of its span, spilling into a new chunk past
+// ChunkByteBudget.
 func (rc *resultChunks) add(res v1alpha1.RecordedResult) {
 	span, first := chunkKey(int(res.Ordinal))
 	limit := MaxResultsPerShard
@@ -140,7 +147,7 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult) {
 		limit = MaxUnassignedResults
 	}
 	slot := slotOf(&res)
-	keep := rc.kept[slot] < limit
+	keep := rc.kept[slot] < limit && (res.Ordinal < 0 || rc.perShard[res.Ordinal] < MaxResultsPerShardTotal)
 	var size int
 	if keep {
 		res.Sequence = rc.nextSeq
@@ -177,6 +184,7 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult) {
 	if keep {
 		c.Results = append(c.Results, res)
 		rc.kept[slot]++
+		rc.perShard[res.Ordinal]++
 	} else {
 		c.DroppedPods = append(c.DroppedPods, res.PodUID)
 	}

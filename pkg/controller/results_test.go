@@ -140,7 +140,8 @@ func TestChunksStayBounded(t *testing.T) {
 
 // TestEachIdentityKeepsItsResults: the bound on a shard's kept results is per Job
 // identity: an identity past it has its retries dropped, and the next identity (a JobSet
-// restart attempt, a repair Job) still has its first results kept, also after a reload.
+// restart attempt, a repair Job) still has its first results kept, also after a reload;
+// the shard's results from all its identities are bounded too.
 func TestEachIdentityKeepsItsResults(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("restarts", "ns").ShardCount("s", 1).Obj()
 	ba.UID = "acct"
@@ -166,6 +167,18 @@ func TestEachIdentityKeepsItsResults(t *testing.T) {
 	want := map[types.UID]int{"attempt-0": MaxResultsPerShard, "attempt-1": 1, "repair": 1}
 	if !maps.Equal(kept, want) || dropped != 4 {
 		t.Errorf("kept %v, dropped %d; want %v and 4 (attempt 0's retries past the bound)", kept, dropped, want)
+	}
+	// Identities without end (restarts, Jobs deleted and created again) still keep the
+	// shard's results bounded.
+	for i := range 2 * MaxResultsPerShardTotal {
+		reloaded.add(result("jobset/ts/w/0", types.UID(fmt.Sprintf("attempt-%d", i+2)), 0))
+	}
+	total := 0
+	for _, c := range reloaded.all() {
+		total += len(c.Results)
+	}
+	if total != MaxResultsPerShardTotal {
+		t.Errorf("%d results of one shard kept; want the bound, %d", total, MaxResultsPerShardTotal)
 	}
 }
 
