@@ -110,7 +110,7 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if !recordHeld(&job) {
 		return ctrl.Result{}, nil
 	}
-	pending, waited, err := r.pendingAccounts(ctx, &job)
+	pending, recheck, err := r.pendingAccounts(ctx, &job)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -120,10 +120,7 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		}
 		maxHold := cmp.Or(r.MaxHold, DefaultMaxRecordHold)
 		if left := maxHold - r.now().Sub(job.DeletionTimestamp.Time); left > 0 {
-			if !waited.IsZero() {
-				left = min(left, max(waited.Sub(r.now()), time.Second))
-			}
-			return ctrl.Result{RequeueAfter: left}, nil
+			return ctrl.Result{RequeueAfter: soonest(left, recheck)}, nil
 		}
 		if r.Recorder != nil {
 			r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release",
@@ -146,12 +143,12 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 
 // pendingAccounts are the names of the live accounts naming job that have not recorded
 // its end (recordsEnd), and of those a short form declares for it that are still to
-// come (relations.ShortFormPending), with when the first of these stops being waited
-// for (zero: none is).
-func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, time.Time, error) {
+// come (relations.ShortFormPending), with how soon the first of these stops being
+// waited for (0: none is waited for).
+func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, time.Duration, error) {
 	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, job.Namespace, relations.JobKeys(job)...)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, 0, err
 	}
 	var pending []string
 	for _, ba := range accounts {
@@ -164,11 +161,11 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 			r.started = r.now()
 		}
 	})
-	declared, waited, err := relations.ShortFormPending(ctx, r.Client, job.Namespace, relations.JobTargets(job), r.ShortFormTTL, r.now(), r.started)
+	declared, recheck, err := relations.ShortFormPending(ctx, r.Client, job.Namespace, relations.JobTargets(job), r.ShortFormTTL, r.now(), r.started)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, 0, err
 	}
-	return append(pending, declared...), waited, nil
+	return append(pending, declared...), recheck, nil
 }
 
 // namesJob reports whether an assignment of ba names job (relations.NamesJob) in ba's

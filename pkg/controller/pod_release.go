@@ -179,11 +179,11 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 		return verdict{}, err
 	}
 	var declared []string
-	var waited time.Time
+	var recheck time.Duration
 	if r.Recorders == nil {
 		// Accounts a short form declares are not there yet: waited for (unrecorded, they
 		// are missing) until ShortFormWait is over, then looked at again.
-		if declared, waited, err = relations.ShortFormPending(ctx, r.Client, pod.Namespace, relations.PodTargetRefs(pod), r.ShortFormTTL, r.now(), r.started); err != nil {
+		if declared, recheck, err = relations.ShortFormPending(ctx, r.Client, pod.Namespace, relations.PodTargetRefs(pod), r.ShortFormTTL, r.now(), r.started); err != nil {
 			return verdict{}, err
 		}
 	}
@@ -191,8 +191,8 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 		return verdict{}, nil
 	}
 	v, err := r.judgeHeld(ctx, pod, append(accounts, declared...), unrecorded)
-	if err == nil && v.hold && len(declared) > 0 {
-		v.after = soonest(v.after, max(waited.Sub(r.now()), time.Second))
+	if err == nil && v.hold {
+		v.after = soonest(v.after, recheck)
 	}
 	return v, err
 }

@@ -86,8 +86,8 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	if ended, ok := r.Kind.FinishedAt(obj); ok && r.TTL > 0 && !r.now().Before(ended.Add(r.TTL)) {
-		ctrl.LoggerFrom(ctx).V(1).Info("no account created: the short form's batch ended longer ago than the short-form TTL", "ended", ended)
+	if relations.ShortFormExpired(r.Kind, obj, r.TTL, r.now()) {
+		ctrl.LoggerFrom(ctx).V(1).Info("no account created: the short form's batch ended longer ago than the short-form TTL")
 		return ctrl.Result{}, nil
 	}
 	ba := &v1alpha1.BatchAccount{

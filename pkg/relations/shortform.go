@@ -72,16 +72,24 @@ func ShortFormScope(obj client.Object) (string, error) {
 // there by then is not coming (the API server refused it, or it was deleted since).
 const ShortFormWait = time.Minute
 
+// ShortFormExpired reports whether obj, of kind k, is a batch that ended ttl or longer
+// before now (ttl 0: none is): its short form gets no account any more, since retention
+// deleted it (or would at once), and creating it again would only repeat that.
+func ShortFormExpired(k kinds.Kind, obj client.Object, ttl time.Duration, now time.Time) bool {
+	ended, ok := k.FinishedAt(obj)
+	return ok && ttl > 0 && !now.Before(ended.Add(ttl))
+}
+
 // ShortFormPending returns the names of the accounts requiring results that a short
 // form declares naming one of the targets refs (of namespace), that do not exist yet and
-// are still waited for (ShortFormWait), and when the first of them stops being waited
-// for. It reads, through r, the short form of each target's declaring object (the Job,
+// are still waited for (ShortFormWait), and how soon, a second at least, the first of
+// them stops being waited for (a hold for them is looked at again then). It reads, through r, the short form of each target's declaring object (the Job,
 // or the JobSet or TrainJob of a child target). A pod may succeed, and its Job be
 // deleted, before the controller created the account; letting them go then would lose
 // what the account is declared to record, so the pod releaser and the Job recorder hold
-// them for it as for an existing account. A batch that ended ttl or longer before now
-// gets no account (ttl 0: every batch does), so none is pending for it.
-func ShortFormPending(ctx context.Context, r client.Reader, namespace string, refs []v1alpha1.TargetRef, ttl time.Duration, now, since time.Time) ([]string, time.Time, error) {
+// them for it as for an existing account. None is pending for an expired batch
+// (ShortFormExpired with ttl).
+func ShortFormPending(ctx context.Context, r client.Reader, namespace string, refs []v1alpha1.TargetRef, ttl time.Duration, now, since time.Time) ([]string, time.Duration, error) {
 	var pending []string
 	var until time.Time
 	for _, ref := range refs {
@@ -96,7 +104,7 @@ func ShortFormPending(ctx context.Context, r client.Reader, namespace string, re
 			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 				continue // gone, or of a kind whose API is not served
 			}
-			return nil, time.Time{}, err
+			return nil, 0, err
 		}
 		if !HasShortForm(obj.GetAnnotations()) {
 			continue
@@ -109,7 +117,7 @@ func ShortFormPending(ctx context.Context, r client.Reader, namespace string, re
 		if !now.Before(waitedUntil) {
 			continue
 		}
-		if ended, ok := k.FinishedAt(obj); ok && ttl > 0 && !now.Before(ended.Add(ttl)) {
+		if ShortFormExpired(k, obj, ttl, now) {
 			continue
 		}
 		var ba v1alpha1.BatchAccount
@@ -117,7 +125,7 @@ func ShortFormPending(ctx context.Context, r client.Reader, namespace string, re
 		case err == nil:
 			continue // it exists: it holds, or not, as any account does
 		case !apierrors.IsNotFound(err):
-			return nil, time.Time{}, err
+			return nil, 0, err
 		}
 		spec, err := ShortForm(obj)
 		if err != nil || !spec.RequiresResults() || !slices.ContainsFunc(spec.AllAssignments(), func(a v1alpha1.Assignment) bool {
@@ -130,7 +138,10 @@ func ShortFormPending(ctx context.Context, r client.Reader, namespace string, re
 			until = waitedUntil
 		}
 	}
-	return pending, until, nil
+	if len(pending) == 0 {
+		return nil, 0, nil
+	}
+	return pending, max(until.Sub(now), time.Second), nil
 }
 
 // ReplicatedJobShortFormScope is the scope the short forms of a new JobSet js, or of the
