@@ -12,11 +12,13 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -24,19 +26,36 @@ import (
 // runs shards 2i and 2i+1 as its indexes 0 and 1.
 var jobSetShards = []string{"A", "B", "C", "D"}
 
-// dispatchedJobSetBatch starts, in namespace ns (its queues made), an account "acct"
-// requiring results of JobSet "js" (replicatedJob "workers": two child Jobs of two
-// indexes, all running at once) and the JobSet on the manager; it returns the worker it
-// was dispatched to and the running pods of its children there, in shard order.
+// jobSetAccount is the account "acct" of ns requiring results of JobSet "js", and
+// jobSetBatch the JobSet (replicatedJob "workers": two child Jobs of two indexes, all
+// running at once, 4 GPUs in all).
+func jobSetAccount(ns string) *v1alpha1.BatchAccount {
+	return wrappers.MakeBatchAccount("acct", ns).Shards(jobSetShards...).
+		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3").RequireResults("").Obj()
+}
+
+func jobSetBatch(ns string) *jobsetapi.JobSet {
+	child := wrappers.MakeJob("", ns).Indexed(2).Parallelism(2).GPU(1).Obj()
+	return wrappers.MakeJobSet("js", ns).Queue("default").
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(child).Obj()).Obj()
+}
+
+// dispatchedJobSetBatch starts, in namespace ns (its queues made), the account and then
+// the JobSet on the manager; it returns the worker it was dispatched to and the running
+// pods of its children there, in shard order.
 func dispatchedJobSetBatch(t *testing.T, ns string) (string, []corev1.Pod) {
 	t.Helper()
 	queues(t, ns)
-	create(t, fleet.manager, wrappers.MakeBatchAccount("acct", ns).Shards(jobSetShards...).
-		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3").RequireResults("").Obj())
-	child := wrappers.MakeJob("", ns).Indexed(2).Parallelism(2).GPU(1).Obj()
-	create(t, fleet.manager, wrappers.MakeJobSet("js", ns).Queue("default").
-		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(child).Obj()).Obj())
+	create(t, fleet.manager, jobSetAccount(ns))
+	create(t, fleet.manager, jobSetBatch(ns))
 	worker := dispatchedTo(t, ns, "")
+	return worker, runningJobSetPods(t, ns, worker)
+}
+
+// runningJobSetPods waits for the 4 running pods of JobSet js of ns on worker, checks
+// that each is held and names its manager Workload, and returns them in shard order.
+func runningJobSetPods(t *testing.T, ns, worker string) []corev1.Pod {
+	t.Helper()
 	var pods []corev1.Pod
 	eventually(t, "4 running pods of JobSet js on "+worker, func() (bool, string) {
 		var list corev1.PodList
@@ -60,7 +79,32 @@ func dispatchedJobSetBatch(t *testing.T, ns string) (string, []corev1.Pod) {
 			t.Errorf("pod %s on %s: finalizers %v annotations %v; want it held and naming the manager Workload", p.Name, worker, p.Finalizers, p.Annotations)
 		}
 	}
-	return worker, pods
+	return pods
+}
+
+// childJobsHeldAndRecorded waits until the two child Jobs of JobSet js of ns on worker
+// are held by the worker role, carry the scope and are recorded in their WorkerJobs for
+// the manager's Workload.
+func childJobsHeldAndRecorded(t *testing.T, ns, worker string) {
+	t.Helper()
+	eventually(t, "the child Jobs held and recorded on "+worker, func() (bool, string) {
+		var jobs batchv1.JobList
+		if err := fleet.workers[worker].List(t.Context(), &jobs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		recs := workerJobs(t, worker, ns)
+		var state []string
+		ok := len(jobs.Items) == 2
+		for _, j := range jobs.Items {
+			r, recorded := recs[j.Name]
+			held := slices.Contains(j.Finalizers, v1alpha1.WorkerJobFinalizer)
+			scope := j.Labels[v1alpha1.LabelScope]
+			ok = ok && held && recorded && scope == v1alpha1.ScopeResults && r.JobUID == j.UID &&
+				r.Workload == j.Annotations[v1alpha1.AnnotationWorkload] && r.Workload != "" && r.JobSet == "js"
+			state = append(state, fmt.Sprintf("%s held=%v scope=%q record=%+v", j.Name, held, scope, r))
+		}
+		return ok, strings.Join(state, "; ")
+	})
 }
 
 // workerJobs are the WorkerJobs worker recorded in ns, by child Job name.
@@ -167,22 +211,7 @@ func TestDispatchedJobSetAcceptedFromWorkerRecords(t *testing.T) {
 	if err := fleet.manager.List(t.Context(), &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) != 0 {
 		t.Errorf("%d Jobs on the manager (%v), want none: the JobSet is dispatched", len(jobs.Items), err)
 	}
-	eventually(t, "the child Jobs held and recorded on "+worker, func() (bool, string) {
-		var jobs batchv1.JobList
-		if err := fleet.workers[worker].List(t.Context(), &jobs, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		recs := workerJobs(t, worker, ns)
-		var state []string
-		ok := len(jobs.Items) == 2
-		for _, j := range jobs.Items {
-			r, recorded := recs[j.Name]
-			held := slices.Contains(j.Finalizers, v1alpha1.WorkerJobFinalizer)
-			ok = ok && held && recorded && r.JobUID == j.UID && r.Workload == j.Annotations[v1alpha1.AnnotationWorkload] && r.Workload != "" && r.JobSet == "js"
-			state = append(state, fmt.Sprintf("%s held=%v record=%+v", j.Name, held, r))
-		}
-		return ok, strings.Join(state, "; ")
-	})
+	childJobsHeldAndRecorded(t, ns, worker)
 	finishWithResults(t, worker, pods, jobSetShards)
 	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
 	waitFor(t, fleet.manager, acct, "Accepted", func(a *v1alpha1.BatchAccount) (bool, string) {
@@ -190,6 +219,60 @@ func TestDispatchedJobSetAcceptedFromWorkerRecords(t *testing.T) {
 	})
 	wantJobSetRecordedFrom(t, ns, worker, acct)
 	wantVerdictOnWorkload(t, acct)
+	nothingHeld(t, worker, ns)
+}
+
+// TestJobSetCreatedBeforeItsAccountRecordedOnWorker: a JobSet created before its account
+// waits for quota on the manager (another batch holds the queue's GPUs) while the account
+// is created; the account stamps the scope on its pod templates only (JobSet lets a
+// suspended JobSet change nothing else), so its children on the worker carry the scope on
+// their pod templates only. The worker role still holds each child Job, labels it and
+// records it in a WorkerJob, and the account is Accepted from the worker's records.
+func TestJobSetCreatedBeforeItsAccountRecordedOnWorker(t *testing.T) {
+	ns := "mk-jobset-late-account"
+	queues(t, ns)
+	blocker := wrappers.MakeJob("blocker", ns).Indexed(1).GPU(8).Queue("default").Obj()
+	create(t, fleet.manager, blocker)
+	dispatchedTo(t, ns, "")
+	create(t, fleet.manager, jobSetBatch(ns))
+	create(t, fleet.manager, jobSetAccount(ns))
+	waitFor(t, fleet.manager, &jobsetapi.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "js"}}, "its pod template stamped, suspended",
+		func(js *jobsetapi.JobSet) (bool, string) {
+			tmpl := js.Spec.ReplicatedJobs[0].Template
+			return tmpl.Spec.Template.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults && ptr.Deref(js.Spec.Suspend, false),
+				fmt.Sprintf("suspend %v, Job template labels %v, pod template labels %v", ptr.Deref(js.Spec.Suspend, false), tmpl.Labels, tmpl.Spec.Template.Labels)
+		})
+	if err := fleet.manager.Delete(t.Context(), blocker, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+
+	var worker string
+	eventually(t, "the JobSet's Workload admitted on a worker", func() (bool, string) {
+		var list kueue.WorkloadList
+		if err := fleet.manager.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, wl := range list.Items {
+			if slices.ContainsFunc(wl.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "JobSet" && o.Name == "js" }) {
+				worker = multikueue.Cluster(&wl)
+				return worker != "" && apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted), fmt.Sprintf("cluster %q conditions %v", worker, conditionTypes(wl.Status.Conditions))
+			}
+		}
+		return false, fmt.Sprintf("%d Workloads, none of js", len(list.Items))
+	})
+	pods := runningJobSetPods(t, ns, worker)
+	childJobsHeldAndRecorded(t, ns, worker)
+	var copied jobsetapi.JobSet
+	get(t, fleet.workers[worker], &jobsetapi.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "js"}}, &copied)
+	if l := copied.Spec.ReplicatedJobs[0].Template.Labels[v1alpha1.LabelScope]; l != "" {
+		t.Fatalf("the worker's copy has the scope %q on its Job template: the case this test is about did not happen", l)
+	}
+	finishWithResults(t, worker, pods, jobSetShards)
+	acct := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acct"}}
+	waitFor(t, fleet.manager, acct, "Accepted", func(a *v1alpha1.BatchAccount) (bool, string) {
+		return apimeta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionAccepted), summary(a)
+	})
+	wantJobSetRecordedFrom(t, ns, worker, acct)
 	nothingHeld(t, worker, ns)
 }
 

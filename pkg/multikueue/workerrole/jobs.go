@@ -2,9 +2,11 @@ package workerrole
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -26,7 +28,6 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/multikueue"
-	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // JobMutatePath is the path of the worker role's Job webhook (JobHolder), configured by
@@ -105,7 +106,8 @@ func attribution(ctx context.Context, r client.Reader, job *batchv1.Job) (multik
 }
 
 // JobRecorder records each child Job of a dispatched JobSet in its WorkerJob (those in
-// batchledger's scope: carrying batchledger.dev/scope, or held) as the Job changes (only when what the record says changed), and removes the worker role's
+// batchledger's scope, or held) as the Job changes (only when what the record says
+// changed), and removes the worker role's
 // finalizer (v1alpha1.WorkerJobFinalizer, JobHolder) once the record holds the Job's last
 // status: it is terminal, or being deleted; never later than MaxHold after its deletion.
 type JobRecorder struct {
@@ -122,9 +124,9 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if _, scoped := job.Labels[v1alpha1.LabelScope]; !scoped && !holdsJob(&job) {
-		// No account named its JobSet on the manager (the scope label JobSet copies from
-		// the stamped templates): nothing to record, as for pods outside the scope.
+	if !scoped(&job) && !holdsJob(&job) {
+		// No account named its JobSet on the manager: nothing to record, as for pods
+		// outside the scope.
 		return ctrl.Result{}, nil
 	}
 	d, ok, err := attribution(ctx, r, &job)
@@ -191,6 +193,15 @@ func terminal(job *batchv1.Job) bool {
 	return multikueue.NewJobRecord(job, multikueue.Dispatch{}).Terminal != ""
 }
 
+// scoped reports whether an account on the manager named the JobSet of job: the scope
+// label on the Job (JobSet copies it from the stamped Job template, or JobHolder put it
+// there) or on its pod template (a child of a JobSet created before its account, admitted
+// while JobHolder was down).
+func scoped(job *batchv1.Job) bool {
+	_, labelled := job.Labels[v1alpha1.LabelScope]
+	return labelled || job.Spec.Template.Labels[v1alpha1.LabelScope] != ""
+}
+
 // holdsJob reports whether a Job carries the worker role's finalizer.
 func holdsJob(o metav1.Object) bool {
 	return slices.Contains(o.GetFinalizers(), v1alpha1.WorkerJobFinalizer)
@@ -212,14 +223,19 @@ func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager, expire reconcile.Func) 
 		Complete(expire)
 }
 
-// JobHolder is the worker role's Job webhook (JobMutatePath; config/worker selects the
-// Jobs carrying batchledger.dev/scope, which the manager stamps on a JobSet's Job
-// templates): it puts v1alpha1.WorkerJobFinalizer, and what the Job was dispatched for
+// JobHolder is the worker role's Job webhook (JobMutatePath; config/worker): it puts
+// v1alpha1.WorkerJobFinalizer, and what the Job was dispatched for
 // (v1alpha1.AnnotationWorkload, AnnotationTrainJob), on a new child Job of a JobSet
 // MultiKueue dispatched here, so that Kueue's deletion of the JobSet once its Workload
 // finished waits until the Job's last status is recorded, also while the worker role is
-// down. A Job it cannot judge is refused (failurePolicy Fail): the JobSet controller
-// creates it again.
+// down. It sees two sets of Jobs. Those carrying batchledger.dev/scope, which the manager
+// stamps on the Job templates of a JobSet an account names at its creation: a Job of them
+// it cannot judge is refused (failurePolicy Fail), for the JobSet controller to create it
+// again. And the JobSet children without it (failurePolicy Ignore): the children of a
+// JobSet created before its account, whose Job templates the manager cannot stamp (JobSet
+// lets a suspended JobSet change only its pod templates), so only their pod template
+// carries the scope; a dispatched one gets the scope on its own labels too, as the
+// manager's account stamps each child there. Any other Job is admitted unchanged.
 type JobHolder struct {
 	// Reader reads JobSets' and TrainJobs' metadata (the manager's cache).
 	Reader client.Reader
@@ -233,13 +249,33 @@ func (h JobHolder) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+// scopedJob is the part of a new Job JobHolder reads: its metadata, and its pod
+// template's labels.
+type scopedJob struct {
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Template struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels,omitempty"`
+			} `json:"metadata"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
 // Handle adds the finalizer to a dispatched JobSet's new child Job.
 func (h JobHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
-	meta, err := webhook.ObjectMeta(req.Object.Raw)
-	if err != nil {
+	var job scopedJob
+	if err := json.Unmarshal(req.Object.Raw, &job); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	meta := job.ObjectMeta
 	meta.Namespace = req.Namespace
+	_, labelled := meta.Labels[v1alpha1.LabelScope]
+	podScope := job.Spec.Template.Metadata.Labels[v1alpha1.LabelScope]
+	if !labelled && podScope == "" {
+		// A child of a JobSet no account named: most of what the second set brings.
+		return admission.Allowed("")
+	}
 	d, ok, err := dispatchedChild(ctx, h.Reader, &meta)
 	if err != nil {
 		return admission.Errored(http.StatusServiceUnavailable, err)
@@ -262,8 +298,16 @@ func (h JobHolder) Handle(ctx context.Context, req admission.Request) admission.
 	if d.TrainJob != "" {
 		annotations[AnnotationTrainJob] = d.TrainJob
 	}
-	return admission.Patched("",
+	ops := []jsonpatch.JsonPatchOperation{
 		jsonpatch.NewOperation("add", "/metadata/annotations", annotations),
 		jsonpatch.NewOperation("add", "/metadata/finalizers", append(slices.DeleteFunc(slices.Clone(meta.Finalizers),
-			func(f string) bool { return f == v1alpha1.WorkerJobFinalizer }), v1alpha1.WorkerJobFinalizer)))
+			func(f string) bool { return f == v1alpha1.WorkerJobFinalizer }), v1alpha1.WorkerJobFinalizer)),
+	}
+	if !labelled {
+		// A JobSet child always has labels (JobSet's own); "/" in a key is "~1" in a
+		// JSON pointer.
+		ops = append(ops, jsonpatch.NewOperation("add",
+			"/metadata/labels/"+strings.ReplaceAll(v1alpha1.LabelScope, "/", "~1"), podScope))
+	}
+	return admission.Patched("", ops...)
 }

@@ -55,6 +55,19 @@ func child(js *jobsetapi.JobSet, attempt int) *wrappers.JobWrapper {
 		JobSetChild(js, "workers", 1, attempt)
 }
 
+// podScopedOnly is job with the scope on its pod template only: a child of a JobSet
+// created before its account, whose Job template the manager could not stamp.
+func podScopedOnly(job *batchv1.Job) *batchv1.Job {
+	delete(job.Labels, v1alpha1.LabelScope)
+	return job
+}
+
+// unscoped is job without the scope anywhere: a child of a JobSet no account named.
+func unscoped(job *batchv1.Job) *batchv1.Job {
+	delete(podScopedOnly(job).Spec.Template.Labels, v1alpha1.LabelScope)
+	return job
+}
+
 func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorder, client.Client) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	return &JobRecorder{Client: c, MaxHold: maxHold, Now: func() time.Time { return testNow }}, c
@@ -121,6 +134,11 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 			wantRecord: &multikueue.Dispatch{Workload: "trainjob-tj-0a1b2", JobSet: "tj", TrainJob: "tj"}, wantIndexes: "1", wantHeld: true, wantWrites: 1},
 		"child of a JobSet not dispatched": {objs: []client.Object{wrappers.MakeJobSet("js", "ns").Obj()},
 			job: child(wrappers.MakeJobSet("js", "ns").Obj(), 0).Completed("1", 1).Obj()},
+		"child scoped on its pod template only, admitted unheld": {objs: []client.Object{copyOfJS().Obj()},
+			job:        podScopedOnly(child(copyOfJS().Obj(), 2).Completed("0,2", 2).Obj()),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantWrites: 1},
+		"child of a dispatched JobSet no account named": {objs: []client.Object{copyOfJS().Obj()},
+			job: unscoped(child(copyOfJS().Obj(), 2).Completed("0,2", 2).Obj())},
 		"child of another JobSet of the name": {objs: []client.Object{copyOfJS().Obj()},
 			job: child(otherJS, 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("1", 1).Obj()},
 	} {
@@ -198,11 +216,13 @@ func TestJobHolderHoldsDispatchedChildren(t *testing.T) {
 		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Annotations: annotations, Finalizers: finalizers}}
 	}
 	for name, tc := range map[string]struct {
-		objs       []client.Object
-		job        *batchv1.Job
-		funcs      interceptor.Funcs
-		want       *batchv1.Job // the Job's annotations and finalizers after the webhook; nil: not patched
-		wantDenied bool
+		objs  []client.Object
+		job   *batchv1.Job
+		funcs interceptor.Funcs
+		want  *batchv1.Job // the Job's annotations and finalizers after the webhook; nil: not patched
+		// wantLabelled: the webhook puts the pod template's scope on the Job's labels.
+		wantLabelled bool
+		wantDenied   bool
 	}{
 		"child of a dispatched JobSet": {objs: []client.Object{copyOfJS().Obj()}, job: child(copyOfJS().Obj(), 0).Annotation("a", "b").Obj(),
 			want: held(map[string]string{"a": "b", v1alpha1.AnnotationWorkload: "jobset-js-f2331"}, v1alpha1.WorkerJobFinalizer)},
@@ -215,6 +235,13 @@ func TestJobHolderHoldsDispatchedChildren(t *testing.T) {
 		"child of a JobSet not dispatched, claiming a Workload": {objs: []client.Object{wrappers.MakeJobSet("js", "ns").Obj()},
 			job:  child(wrappers.MakeJobSet("js", "ns").Obj(), 0).Annotation(v1alpha1.AnnotationWorkload, "forged").Annotation("a", "b").Obj(),
 			want: held(map[string]string{"a": "b"})},
+		"child scoped on its pod template only": {objs: []client.Object{copyOfJS().Obj()}, job: podScopedOnly(child(copyOfJS().Obj(), 0).Obj()),
+			want: held(map[string]string{v1alpha1.AnnotationWorkload: "jobset-js-f2331"}, v1alpha1.WorkerJobFinalizer), wantLabelled: true},
+		"child of a dispatched JobSet no account named": {objs: []client.Object{copyOfJS().Obj()}, job: unscoped(child(copyOfJS().Obj(), 0).Obj())},
+		"child of a dispatched JobSet no account named, claiming a Workload": {objs: []client.Object{copyOfJS().Obj()},
+			job: unscoped(child(copyOfJS().Obj(), 0).Annotation(v1alpha1.AnnotationWorkload, "forged").Obj())},
+		"child scoped on its pod template only, JobSet not dispatched": {objs: []client.Object{wrappers.MakeJobSet("js", "ns").Obj()},
+			job: podScopedOnly(child(wrappers.MakeJobSet("js", "ns").Obj(), 0).Obj())},
 		"a Job copy, no JobSet": {objs: []client.Object{copyOfJS().Obj()}, job: copyOfJ().Obj()},
 		"JobSet cannot be read": {objs: []client.Object{copyOfJS().Obj()}, job: child(copyOfJS().Obj(), 0).Obj(), funcs: broken, wantDenied: true},
 	} {
@@ -244,12 +271,17 @@ func TestJobHolderHoldsDispatchedChildren(t *testing.T) {
 				case "/metadata/finalizers":
 					got.Finalizers = nil
 					_ = json.Unmarshal(b, &got.Finalizers)
+				case "/metadata/labels/batchledger.dev~1scope":
+					got.Labels[v1alpha1.LabelScope] = p.Value.(string)
 				default:
 					t.Errorf("unexpected patch %+v", p)
 				}
 			}
 			if !maps.Equal(got.Annotations, tc.want.Annotations) || !slices.Equal(got.Finalizers, tc.want.Finalizers) {
 				t.Errorf("annotations %v, finalizers %v; want %v, %v", got.Annotations, got.Finalizers, tc.want.Annotations, tc.want.Finalizers)
+			}
+			if scope := got.Labels[v1alpha1.LabelScope]; (scope == v1alpha1.ScopeResults) != (tc.wantLabelled || job.Labels[v1alpha1.LabelScope] != "") {
+				t.Errorf("scope label %q after the webhook; want the pod template's (%q) there: %v", scope, v1alpha1.ScopeResults, tc.wantLabelled)
 			}
 		})
 	}
