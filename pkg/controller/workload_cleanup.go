@@ -122,7 +122,7 @@ func (r *Reconciler) formerWorkloads() handler.EventHandler {
 		if !ok {
 			return
 		}
-		wls, err := relations.WorkloadsOf(ctx, r.Client, acct.Namespace, relations.AccountKeys(acct)...)
+		wls, err := relations.WorkloadsOf(ctx, r.Client, acct.Namespace, relations.FollowedKeys(acct)...)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing the Workloads of a former account's targets", "account", acct.Name)
 		}
@@ -158,7 +158,7 @@ func (r *Reconciler) accountChanges() handler.EventHandler {
 		if !ok {
 			return nil
 		}
-		return accountsFor(ctx, r.Client, acct.Namespace, relations.AccountKeys(acct)...)
+		return accountsFor(ctx, r.Client, acct.Namespace, relations.FollowedKeys(acct)...)
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

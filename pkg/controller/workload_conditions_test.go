@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -219,6 +220,83 @@ func TestUrgentWorkloadChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := urgent(tc.have, tc.want); got != tc.urgent {
 				t.Errorf("urgent = %v, want %v", got, tc.urgent)
+			}
+		})
+	}
+}
+
+// jobSetTS is JobSet ts, its child ts-workers-0 (2 indexes, both completed) and the
+// JobSet's admitted Workload: Kueue gives the child no Workload of its own.
+func jobSetTS() (*jobsetapi.JobSet, *batchv1.Job, *kueue.Workload) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js.UID = "ts-uid"
+	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(2).UID("child-uid").JobSetChild(js, "workers", 0, 0).
+		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0-1", 2).Complete(testNow).Obj()
+	wl := wrappers.MakeWorkload("jobset-ts", "ns").UID("wl-ts-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).Obj()
+	return js, child, wl
+}
+
+// TestJobSetChildNamedByJobNameFollowsTheJobSetWorkload: a JobSet's child may be named as
+// the child ({jobSet: ts, ...}) or by its Job name ({job: ts-workers-0}); either way the
+// account observes the JobSet's Workload and publishes its verdict there.
+func TestJobSetChildNamedByJobNameFollowsTheJobSetWorkload(t *testing.T) {
+	js, child, wl := jobSetTS()
+	for name, acct := range map[string]*v1alpha1.BatchAccount{
+		"as the JobSet child": wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 2).
+			AssignJobSet("ts", "workers", 0, "0-1", "0-1").Obj(),
+		"by its Job name": wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 2).
+			AssignJobOrdinals("ts-workers-0", "0-1", "0-1").Obj(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, acct, js, child, wl)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			st := f.account(t, "acct").Status
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
+				t.Fatalf("Accepted = %q, want True (conditions %+v)", got, st.Conditions)
+			}
+			if w := st.Targets[0].Workload; w == nil || w.UID != wl.UID {
+				t.Errorf("observed Workload %+v, want the JobSet's %s; Admitted = %q", w, wl.Name, conditionOf(st.Conditions, v1alpha1.ConditionAdmitted))
+			}
+			if len(f.applies) != 1 || *f.applies[0].ac.GetName() != wl.Name {
+				t.Errorf("published on %v, want the JobSet's Workload %s", f.writesOf("status-apply"), wl.Name)
+			}
+		})
+	}
+}
+
+// TestJobSetWorkloadSpeaksForAccountNamingChildByJobName: the JobSet's Workload speaks for
+// every account that observed its targets under it, True only when all are: account
+// a-byname names the child by its Job name and waits for results, b-child names it as
+// the child and is Accepted; whichever publishes last, the Workload is not Accepted.
+func TestJobSetWorkloadSpeaksForAccountNamingChildByJobName(t *testing.T) {
+	for name, order := range map[string][]string{
+		"the account naming the Job first":   {"a-byname", "b-child"},
+		"the account naming the child first": {"b-child", "a-byname"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			js, child, wl := jobSetTS()
+			byName := wrappers.MakeBatchAccount("a-byname", "ns").UID("a-uid").Generation(1).ShardCount("s", 2).
+				AssignJobOrdinals("ts-workers-0", "0-1", "0-1").RequireResults("").Obj()
+			asChild := wrappers.MakeBatchAccount("b-child", "ns").UID("b-uid").Generation(1).ShardCount("s", 2).
+				AssignJobSet("ts", "workers", 0, "0-1", "0-1").Obj()
+			f := newFixture(t, hooks{}, byName, asChild, js, child, wl)
+			for _, acct := range order {
+				if _, err := f.reconcile(acct); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := conditionOf(f.account(t, "b-child").Status.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
+				t.Fatalf("b-child Accepted = %q", got)
+			}
+			var got kueue.Workload
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
+				t.Fatal(err)
+			}
+			c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.WorkloadConditionAccepted)
+			if c == nil || c.Status == metav1.ConditionTrue {
+				t.Errorf("Workload %s Accepted = %+v; want False: account a-byname names its Job ts-workers-0 and is not Accepted", wl.Name, c)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package relations
 
 import (
+	"slices"
+
 	"context"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,7 +20,8 @@ import (
 // it, through these, instead of a resync of every account.
 const (
 	// IndexAccountTarget indexes BatchAccounts by the IndexKey of each assignment target
-	// (TargetIndexKey): its Job, or the owner of its child Job.
+	// (TargetIndexKey): its Job, or the owner of its child Job; and of each Workload its
+	// targets were observed under (FollowedKeys).
 	IndexAccountTarget = "batchledger.dev/target"
 	// IndexOwnerUID indexes Workloads and pods by the UID of their controller owner.
 	IndexOwnerUID = "batchledger.dev/owner-uid"
@@ -26,9 +29,9 @@ const (
 	// under whichever identity of the target: result capture reads a target's pods of
 	// every identity through it.
 	IndexPodTarget = "batchledger.dev/pod-target"
-	// IndexWorkloadOwner indexes Workloads by the IndexKey of each owner of a target kind
-	// (WorkloadKeys): the Workloads an account's targets run under, found from the
-	// account alone, also once the account is gone or no longer names them.
+	// IndexWorkloadOwner indexes Workloads by their WorkloadKeys (their own and each
+	// owner's of a target kind): the Workloads an account's targets run under, found from
+	// the account alone, also once the account is gone or no longer names them.
 	IndexWorkloadOwner = "batchledger.dev/workload-owner"
 	// IndexResultPod indexes ShardResults by the UIDs of the pods whose results they hold
 	// (recorded or dropped), so that the pod releaser can tell in O(1) whether a held
@@ -63,6 +66,26 @@ func AccountKeys(ba *v1alpha1.BatchAccount) []IndexKey {
 	return out
 }
 
+// WorkloadKey is the index key of the Workload named name. An account answers to it once
+// one of its targets was observed running under that Workload (FollowedKeys), whichever
+// way the target names its Job (a JobSet's child named by its Job name runs under the
+// JobSet's Workload, whose owner keys name only the JobSet).
+func WorkloadKey(name string) IndexKey { return kinds.Key("workload", name) }
+
+// FollowedKeys are the index keys an account answers to: its AccountKeys, and the
+// WorkloadKey of each Workload its status observed a target running under.
+func FollowedKeys(ba *v1alpha1.BatchAccount) []IndexKey {
+	keys := AccountKeys(ba)
+	for _, ts := range ba.Status.Targets {
+		if ts.Workload != nil && ts.Workload.Name != "" {
+			if k := WorkloadKey(ts.Workload.Name); !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
 // JobKeys are the index keys a Job answers to, of every kind (Kind.JobKeys): its own
 // name, and the owner that controls it (a JobSet, the TrainJob above it). A Job that only
 // carries a JobSet's labels wakes no account of the JobSet.
@@ -85,10 +108,10 @@ func PodKeys(pod client.Object) []IndexKey {
 	return keys
 }
 
-// WorkloadKeys are the index keys of every owner of a Workload of a kind of target
-// (kinds.Registry.Owning).
+// WorkloadKeys are the index keys a Workload answers to: its own WorkloadKey, and that of
+// every owner of a kind of target (kinds.Registry.Owning).
 func WorkloadKeys(wl client.Object) []IndexKey {
-	var keys []IndexKey
+	keys := []IndexKey{WorkloadKey(wl.GetName())}
 	for _, ref := range wl.GetOwnerReferences() {
 		if k := all.Kinds.Owning(ref); k != nil {
 			keys = append(keys, kinds.Key(k.Name(), ref.Name))
@@ -98,7 +121,7 @@ func WorkloadKeys(wl client.Object) []IndexKey {
 }
 
 func accountIndex(obj client.Object) []string {
-	return keyStrings(AccountKeys(obj.(*v1alpha1.BatchAccount)))
+	return keyStrings(FollowedKeys(obj.(*v1alpha1.BatchAccount)))
 }
 
 // keyStrings are keys as the strings a field index stores.

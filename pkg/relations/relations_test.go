@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -64,6 +66,20 @@ func jobSetOwner(apiVersion, name, uid string) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: apiVersion, Kind: "JobSet", Name: name, UID: types.UID(uid), Controller: ptr.To(true)}
 }
 
+// withWorkloads is a copy of ba whose status observed one target under each Workload
+// named ("" none).
+func withWorkloads(ba *v1alpha1.BatchAccount, names ...string) *v1alpha1.BatchAccount {
+	ba = ba.DeepCopy()
+	for _, name := range names {
+		ts := v1alpha1.TargetStatus{Name: "t"}
+		if name != "" {
+			ts.Workload = &v1alpha1.WorkloadObservation{Name: name}
+		}
+		ba.Status.Targets = append(ba.Status.Targets, ts)
+	}
+	return ba
+}
+
 // TestIndexKeys: accounts, Jobs, pods and Workloads meet on the same index keys, and a
 // JobSet answers as a whole whatever child an account names.
 func TestIndexKeys(t *testing.T) {
@@ -89,8 +105,11 @@ func TestIndexKeys(t *testing.T) {
 		{"pod of a Job with a child's labels and another name: its Job only",
 			PodKeys(wrappers.MakeIndexPod(impostor("fake", "train", "workers", 1, 9), "p", 0).Obj()), []IndexKey{"job/fake"}},
 		{"pod of no Job", PodKeys(&corev1.Pod{}), nil},
-		{"Workload of a Job and a JobSet owner; other owners ignored", WorkloadKeys(&kueue.Workload{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{
-			owner("Job", "j", false), owner("ConfigMap", "c", false), owner("JobSet", "train", false)}}}), []IndexKey{"job/j", "jobset/train"}},
+		{"Workload: its own name, its Job and JobSet owners; other owners ignored", WorkloadKeys(&kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "wl",
+			OwnerReferences: []metav1.OwnerReference{owner("Job", "j", false), owner("ConfigMap", "c", false), owner("JobSet", "train", false)}}}),
+			[]IndexKey{"workload/wl", "job/j", "jobset/train"}},
+		{"account followed: its targets, and each Workload its status observed once", FollowedKeys(withWorkloads(ba, "jobset-train", "", "jobset-train", "job-j")),
+			[]IndexKey{"job/j", "jobset/train", "workload/jobset-train", "workload/job-j"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,15 +285,39 @@ func TestWorkloadOwner(t *testing.T) {
 	}
 }
 
-// TestWorkloadOwnerUID: a plain Job's Workload is the Job's, a JobSet child's the JobSet's.
+// TestWorkloadOwnerUID: a plain Job's Workload is the Job's; a JobSet child's is its
+// JobSet's, whether the target names it as a child or by its Job name; a child of a
+// JobSet a TrainJob rendered runs under the TrainJob's; a JobSet gone (or replaced under
+// its name) leaves the child's controller reference to say.
 func TestWorkloadOwnerUID(t *testing.T) {
-	ctx := context.Background()
-	if got, _ := KindOf(v1alpha1.TargetRef{Job: "j"}).WorkloadOwner(ctx, nil, v1alpha1.TargetRef{Job: "j"}, job("j")); got != "j-uid" {
-		t.Errorf("plain Job: %q", got)
-	}
-	ref := v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "w"}
-	if got, _ := KindOf(ref).WorkloadOwner(ctx, nil, ref, child("train", "w", 0, 0)); got != "train-uid" {
-		t.Errorf("JobSet child: %q", got)
+	asChild := v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "w", JobIndex: ptr.To(int32(0))}
+	byName := v1alpha1.TargetRef{Job: jobset.ChildJobName("train", "w", 0)}
+	tj := wrappers.MakeTrainJob("train", ns, "torch-distributed").UID("tj-uid").Obj()
+	rendered := wrappers.MakeJobSet("train", ns).ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "train-uid").Obj()
+	plain := wrappers.MakeJobSet("train", ns).Obj()
+	plain.UID = "train-uid"
+	successor := wrappers.MakeJobSet("train", ns).ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "successor-uid").Obj()
+	for name, tc := range map[string]struct {
+		ref  v1alpha1.TargetRef
+		job  *batchv1.Job
+		objs []client.Object
+		want types.UID
+	}{
+		"plain Job":                             {ref: v1alpha1.TargetRef{Job: "j"}, job: job("j"), want: "j-uid"},
+		"JobSet child":                          {ref: asChild, job: namedChild("train", "w", 0, 0), objs: []client.Object{plain}, want: "train-uid"},
+		"JobSet child by its Job name":          {ref: byName, job: namedChild("train", "w", 0, 0), objs: []client.Object{plain}, want: "train-uid"},
+		"JobSet child, the JobSet gone":         {ref: byName, job: namedChild("train", "w", 0, 0), want: "train-uid"},
+		"child of a TrainJob's JobSet":          {ref: asChild, job: namedChild("train", "w", 0, 0), objs: []client.Object{rendered}, want: "tj-uid"},
+		"child of a TrainJob's JobSet, by name": {ref: byName, job: namedChild("train", "w", 0, 0), objs: []client.Object{rendered}, want: "tj-uid"},
+		"child of a JobSet replaced under its name": {ref: byName, job: namedChild("train", "w", 0, 0), objs: []client.Object{successor},
+			want: "train-uid"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := WorkloadOwnerUID(context.Background(), reader(t, tc.objs...), tc.ref, tc.job)
+			if err != nil || got != tc.want {
+				t.Errorf("WorkloadOwnerUID = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds/all"
+	"batchledger.dev/batchledger/pkg/kinds/jobset"
 )
 
 // WorkloadOwner is the object a Workload belongs to, of a kind of target (a Job, a JobSet,
@@ -77,11 +78,16 @@ func WorkloadOfTarget(ctx context.Context, r client.Reader, ref v1alpha1.TargetR
 }
 
 // WorkloadOwnerUID is the UID of the object whose Workload job, the Job target ref
-// resolved to, runs under (Kind.WorkloadOwner); "" for a target of no kind.
+// resolved to, runs under (Kind.WorkloadOwner); "" for a target of no kind. Kueue gives a
+// JobSet's child no Workload of its own, so a child named by its Job name runs under its
+// JobSet's (jobset.WorkloadOwner), as one named as the child does.
 func WorkloadOwnerUID(ctx context.Context, r client.Reader, ref v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
 	k := KindOf(ref)
-	if k == nil {
+	switch {
+	case k == nil:
 		return "", nil
+	case ref.Kind() == v1alpha1.TargetKindJob && jobset.IsChild(job):
+		return jobset.WorkloadOwner(ctx, r, job)
 	}
 	return k.WorkloadOwner(ctx, r, ref, job)
 }

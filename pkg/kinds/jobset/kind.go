@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,10 +147,30 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 	return Ended(ctx, r, namespace, ref.JobSet)
 }
 
-// WorkloadOwner implements kinds.Kind: Kueue makes a JobSet child's Workload the
-// JobSet's, its controller.
-func (Kind) WorkloadOwner(_ context.Context, _ client.Reader, _ v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
-	_, uid, _ := Controlling(job)
+// WorkloadOwner implements kinds.Kind through WorkloadOwner.
+func (Kind) WorkloadOwner(ctx context.Context, r client.Reader, _ v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
+	return WorkloadOwner(ctx, r, job)
+}
+
+// WorkloadOwner is the UID of the object whose Kueue Workload the child Job job runs
+// under: Kueue gives one Workload to the topmost object of a kind it manages, so that
+// of the JobSet controlling job or, for a JobSet a TrainJob rendered, the TrainJob's
+// (whichever way a target names the child: as a JobSet child or by its Job name).
+func WorkloadOwner(ctx context.Context, r client.Reader, job *batchv1.Job) (types.UID, error) {
+	name, uid, ok := Controlling(job)
+	if !ok {
+		return "", nil
+	}
+	var js jobsetapi.JobSet
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &js, client.UnsafeDisableDeepCopy); {
+	case apierrors.IsNotFound(err):
+		return uid, nil
+	case err != nil:
+		return "", err
+	}
+	if ref := metav1.GetControllerOfNoCopy(&js); js.UID == uid && ref != nil && ref.Kind == trainer.TrainJobKind && ref.APIVersion == trainer.GroupVersion.String() {
+		return ref.UID, nil
+	}
 	return uid, nil
 }
 
