@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,8 +38,8 @@ func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
 
 // PodTargetRefs are the targets whose keys PodTargets returns.
 func PodTargetRefs(pod *corev1.Pod) []v1alpha1.TargetRef {
-	owner := metav1.GetControllerOfNoCopy(pod)
-	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
+	owner := ControllingJob(pod)
+	if owner == nil {
 		return nil
 	}
 	if _, ok := CompletionIndex(pod); !ok {
@@ -56,16 +55,17 @@ func JobTargets(job metav1.Object) []v1alpha1.TargetRef {
 	return all.Kinds.PodTargets(job.GetName(), job.GetLabels())
 }
 
-// TargetPodIndex is the one rule for which pods are a target's index pods: pod is an
-// index pod of ref (PodTargets) in namespace, under any identity of the target. It
-// returns the pod's completion index and the UID of the Job that controls it (the
-// identity the pod ran under). Result capture records exactly these pods once they
-// succeed (SucceededTargetPodIndex), and the pod releaser holds exactly these pods until
-// then (CapturedBy); any other pod (another replicatedJob or job index of a named JobSet,
-// a pod no Job controls, a malformed index annotation) is never waited for, so it is
-// never stranded.
+// TargetPodIndex is the one rule for which pods report a target's results: pod is an
+// index pod of ref (PodTargets) in namespace, under any identity of the target, that the
+// Job controller created for its Job and index (JobControllerPod). It returns the pod's
+// completion index and the UID of the Job that controls it (the identity the pod ran
+// under). Result capture records exactly these pods once they succeed
+// (SucceededTargetPodIndex), and the pod releaser holds exactly these pods until then
+// (CapturedBy); any other pod (another replicatedJob or job index of a named JobSet, a
+// pod no Job controls or someone else made, a malformed index annotation) is never
+// waited for, so it is never stranded.
 func TargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod) (int, types.UID, bool) {
-	if !podOfTarget(PodTargets(pod), pod.Namespace, ref, namespace) {
+	if !JobControllerPod(pod) || !podOfTarget(PodTargets(pod), pod.Namespace, ref, namespace) {
 		return 0, "", false
 	}
 	idx, _ := CompletionIndex(pod)
@@ -105,7 +105,7 @@ func TargetPods(ctx context.Context, c client.Reader, namespace string, ref v1al
 // declares for it is still to come (ShortFormPending).
 func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string, error) {
 	keys := PodTargets(pod)
-	if len(keys) == 0 {
+	if len(keys) == 0 || !JobControllerPod(pod) {
 		return nil, nil
 	}
 	accounts, err := LiveAccountsNaming(ctx, c, pod.Namespace, PodKeys(pod)...)

@@ -188,6 +188,9 @@ func TestCapturedBy(t *testing.T) {
 		{"pod of a deleted Job the account never observed", wrappers.MakeIndexPod(unseen, "p", 0), []string{"needs-unseen"}},
 		{"pod no Job controls", wrappers.MakeIndexPod(j, "p", 0).NoOwner(), nil},
 		{"pod with a malformed index", wrappers.MakeIndexPod(j, "p", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "x"), nil},
+		{"pod the Job controller did not create", wrappers.MakeIndexPod(j, "p", 0).NotByJobController(), nil},
+		{"pod the Job controller created for another index", wrappers.MakeIndexPod(j, "p", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "1"), nil},
+		{"pod the Job controller created for another Job", wrappers.MakeIndexPod(j, "p", 0).Annotation(v1alpha1.AnnotationIndexPod, "gone-uid/0"), nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

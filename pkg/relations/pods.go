@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
@@ -32,6 +33,26 @@ func CompletionIndex(p *corev1.Pod) (int, bool) {
 	}
 	i, _ := s.Min()
 	return i, true
+}
+
+// JobControllerPod reports whether pod was created by Kubernetes' Job controller for the
+// Job that controls it and the completion index it carries: the pod webhooks marked it so
+// at its creation (v1alpha1.AnnotationIndexPod), and the mark still names both. A pod
+// anyone else made, or whose owner or index was changed since, has no result that
+// stands for a shard.
+func JobControllerPod(pod metav1.Object) bool {
+	mark, ok := pod.GetAnnotations()[v1alpha1.AnnotationIndexPod]
+	owner := ControllingJob(pod)
+	return ok && owner != nil && mark == v1alpha1.IndexPodMark(owner.UID, pod.GetAnnotations()[batchv1.JobCompletionIndexAnnotation])
+}
+
+// ControllingJob is the batch/v1 Job controller reference of obj (a pod), nil for none.
+func ControllingJob(obj metav1.Object) *metav1.OwnerReference {
+	owner := metav1.GetControllerOfNoCopy(obj)
+	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
+		return nil
+	}
+	return owner
 }
 
 // PodMetadata is a pod as a metadata-only cache holds it (its GroupVersionKind set, so

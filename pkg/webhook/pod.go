@@ -89,11 +89,16 @@ func ObjectMeta(raw []byte) (metav1.ObjectMeta, error) {
 	return meta, nil
 }
 
-// Handle adds the finalizer to an index pod labelled ScopeResults and, with Assign set,
-// its assignment annotations. It reads only the pod's metadata, once.
+// Handle adds the finalizer to an index pod labelled ScopeResults, marks it when the Job
+// controller creates it (indexPodMark) and, with Assign set, adds its assignment
+// annotations. It reads only the pod's metadata, once.
 func (h PodResultHolder) Handle(ctx context.Context, req admission.Request) admission.Response {
 	meta, resp, ok := HoldPod(req.Object.Raw)
-	if !ok || h.Assign == nil {
+	if !ok {
+		return resp
+	}
+	resp.Patches = append(resp.Patches, indexPodMark(meta, req.UserInfo.Username)...)
+	if h.Assign == nil {
 		return resp
 	}
 	told := h.assign(ctx, meta, req.Namespace)

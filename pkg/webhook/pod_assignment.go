@@ -67,13 +67,16 @@ type Assignment struct {
 	Accounts                            []string
 }
 
-// Handle annotates an index pod with its assignment; any other pod is allowed unchanged.
+// Handle annotates an index pod with its assignment and marks it when the Job controller
+// creates it (indexPodMark); any other pod is allowed unchanged.
 func (h PodAssignmentAnnotator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	meta, err := ObjectMeta(req.Object.Raw)
 	if err != nil {
 		return unclassified(PodAssignPath, fmt.Errorf("decoding the pod's metadata: %w", err))
 	}
-	return h.annotate(ctx, meta, req.Namespace)
+	resp := h.annotate(ctx, meta, req.Namespace)
+	resp.Patches = append(resp.Patches, indexPodMark(meta, req.UserInfo.Username)...)
+	return resp
 }
 
 // annotate is Handle past decoding: the pod's metadata, and the namespace of the request

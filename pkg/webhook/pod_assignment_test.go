@@ -81,7 +81,7 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 		return wrappers.MakeJob(name, ns).Indexed(n).UID(name+"-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults)
 	}
 	pod := func(j *wrappers.JobWrapper, idx int) *corev1.Pod {
-		return wrappers.MakeIndexPod(j.Obj(), j.Obj().Name+"-x", idx).Obj()
+		return wrappers.MakeIndexPod(j.Obj(), j.Obj().Name+"-x", idx).NotByJobController().Obj()
 	}
 	ij245 := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "0-3", "A", "B", "C", "D").
 		Repair("ij245-repair", "0-1", "B", "D").RequireResults("true").Obj()
@@ -147,7 +147,7 @@ func TestPodAssignmentAnnotatorFailsOpen(t *testing.T) {
 		return errors.New("cache not synced")
 	}})
 	before := testutil.ToFloat64(unclassifiedObjects.WithLabelValues(PodAssignPath))
-	p := wrappers.MakeIndexPod(wrappers.MakeJob("j", "ml-team").Indexed(1).Obj(), "j-0", 0).Obj()
+	p := wrappers.MakeIndexPod(wrappers.MakeJob("j", "ml-team").Indexed(1).Obj(), "j-0", 0).NotByJobController().Obj()
 	raw, _ := json.Marshal(p)
 	resp := admit(t, PodAssignmentAnnotator{Reader: r}, raw)
 	if !resp.Allowed || len(resp.Patches) > 0 || len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], "cache not synced") {

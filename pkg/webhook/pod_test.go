@@ -28,7 +28,7 @@ func indexPod(scope string, finalizers ...string) *corev1.Pod {
 	if scope != "" {
 		job.PodLabel(v1alpha1.LabelScope, scope)
 	}
-	return wrappers.MakeIndexPod(job.Obj(), "j-0-x7k2p", 0).Finalizers(finalizers...).Obj()
+	return wrappers.MakeIndexPod(job.Obj(), "j-0-x7k2p", 0).NotByJobController().Finalizers(finalizers...).Obj()
 }
 
 func admit(t *testing.T, h admission.Handler, raw []byte) admission.Response {

@@ -26,6 +26,7 @@ import (
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
+	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // copyOfJS is the worker's copy of JobSet js, dispatched for the manager Workload
@@ -295,7 +296,7 @@ func TestPodHolderAttributesDispatchedJobSetPods(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(copyOfJS().Obj(), job).Build()
 	raw, _ := json.Marshal(wrappers.MakeIndexPod(job, "js-workers-1-2", 2).Obj())
 	resp := PodHolder{Reader: c}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "ns",
-		Object: runtime.RawExtension{Raw: raw}, UserInfo: authenticationv1.UserInfo{Username: JobControllers[0]}}})
+		Object: runtime.RawExtension{Raw: raw}, UserInfo: authenticationv1.UserInfo{Username: webhook.JobControllers[0]}}})
 	var wl any
 	for _, p := range resp.Patches {
 		if p.Path == annotationPath {

@@ -31,6 +31,7 @@ import (
 	"batchledger.dev/batchledger/pkg/release"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
+	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // TestWorkerRoleGrantsOnlyWhatTheCodeUses drives every path of the worker role that calls
@@ -114,7 +115,7 @@ func TestWorkerRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 
 	raw, _ := json.Marshal(wrappers.MakeIndexPod(copyOfJ().Obj(), "j-4", 4).Obj())
 	if resp := (PodHolder{Reader: c}.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "ns",
-		Object: runtime.RawExtension{Raw: raw}, UserInfo: authenticationv1.UserInfo{Username: JobControllers[0]}}})); len(resp.Patches) != 2 {
+		Object: runtime.RawExtension{Raw: raw}, UserInfo: authenticationv1.UserInfo{Username: webhook.JobControllers[0]}}})); len(resp.Patches) != 2 {
 		t.Fatalf("the webhook patched %+v, want the finalizer and the Workload annotation", resp.Patches)
 	}
 	for _, p := range []*corev1.Pod{succeeded, inGone} {

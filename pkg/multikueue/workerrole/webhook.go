@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,15 +15,9 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/webhook"
 )
-
-// JobControllers are the users Kubernetes' Job controller creates pods as: its own
-// ServiceAccount under kube-controller-manager's --use-service-account-credentials, else
-// kube-controller-manager itself. Only their pods are attributed to a manager Workload:
-// anyone else may claim a Job's ownerReference on a pod of their own. config/worker's
-// worker-pod-workload policy names the same users.
-var JobControllers = []string{"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
 
 // PodHolder is the worker role's pod webhook, served where the single-cluster one is
 // (webhook.PodMutatePath, the same webhook configuration): it holds a new index pod of
@@ -58,7 +51,7 @@ func (h PodHolder) Handle(ctx context.Context, req admission.Request) admission.
 	}
 	_, claimed := meta.Annotations[v1alpha1.AnnotationWorkload]
 	wl := ""
-	if webhook.HeldForResults(meta) && slices.Contains(JobControllers, req.UserInfo.Username) {
+	if webhook.HeldForResults(meta) && slices.Contains(webhook.JobControllers, req.UserInfo.Username) {
 		var err error
 		if wl, err = h.copiedFor(ctx, req.Namespace, &meta); err != nil {
 			// Refused, not admitted unattributed: the Job controller creates the pod again.
@@ -67,7 +60,7 @@ func (h PodHolder) Handle(ctx context.Context, req admission.Request) admission.
 		if wl == "" {
 			// Held, and let go at once by the releaser: nothing records it here.
 			ctrl.LoggerFrom(ctx).V(2).Info("held index pod of no dispatched Job copy: its result is not recorded on this worker",
-				"namespace", req.Namespace, "generateName", meta.GenerateName, "owner", controllingJob(&meta))
+				"namespace", req.Namespace, "generateName", meta.GenerateName, "owner", relations.ControllingJob(&meta))
 		}
 	}
 	switch {
@@ -87,7 +80,7 @@ func (h PodHolder) Handle(ctx context.Context, req admission.Request) admission.
 // (dispatchedChild); "" otherwise. The Job controller
 // creates a pod only for a Job that exists: one missing from the cache is an error.
 func (h PodHolder) copiedFor(ctx context.Context, namespace string, meta metav1.Object) (string, error) {
-	owner := controllingJob(meta)
+	owner := relations.ControllingJob(meta)
 	if owner == nil {
 		return "", nil
 	}
@@ -105,13 +98,4 @@ func (h PodHolder) copiedFor(ctx context.Context, namespace string, meta metav1.
 	// TrainJob that rendered it), not on the Job.
 	d, _, err := dispatchedChild(ctx, h.Reader, job)
 	return d.Workload, err
-}
-
-// controllingJob is the batch/v1 Job controller reference of a pod, nil for none.
-func controllingJob(meta metav1.Object) *metav1.OwnerReference {
-	owner := metav1.GetControllerOfNoCopy(meta)
-	if owner == nil || owner.Kind != "Job" || owner.APIVersion != batchv1.SchemeGroupVersion.String() {
-		return nil
-	}
-	return owner
 }

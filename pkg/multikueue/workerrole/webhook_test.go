@@ -20,6 +20,7 @@ import (
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
+	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // TestPodHolderNamesTheWorkload: the worker's pod webhook holds a results-scope index
@@ -29,7 +30,7 @@ import (
 // creator wrote, whoever creates it, and refuses a pod of the Job controller whose Job it
 // cannot read (the Job controller creates it again).
 func TestPodHolderNamesTheWorkload(t *testing.T) {
-	jobController, mallory := JobControllers[0], "mallory"
+	jobController, mallory := webhook.JobControllers[0], "mallory"
 	claiming := func(job *batchv1.Job) *wrappers.PodWrapper {
 		return wrappers.MakeIndexPod(job, "j-3", 3).Annotation(v1alpha1.AnnotationWorkload, "job-j-d41e5")
 	}
@@ -110,7 +111,7 @@ func TestPodHolderNamesTheWorkload(t *testing.T) {
 func TestPodHolderAllowsAPodItCannotRead(t *testing.T) {
 	resp := PodHolder{}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		Operation: admissionv1.Create, Namespace: "ns", Object: runtime.RawExtension{Raw: []byte(`{"metadata": [`)},
-		UserInfo: authenticationv1.UserInfo{Username: JobControllers[0]},
+		UserInfo: authenticationv1.UserInfo{Username: webhook.JobControllers[0]},
 	}})
 	if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 {
 		t.Errorf("response to a malformed pod: allowed=%v patches=%v warnings=%v", resp.Allowed, resp.Patches, resp.Warnings)

@@ -82,7 +82,7 @@ var _ controller.Recorders = Recorders{}
 // pod of a Job MultiKueue did not dispatch here, which nothing records on a worker.
 func (r Recorders) CapturedBy(_ context.Context, pod *corev1.Pod) ([]string, error) {
 	wl := dispatchedFor(pod)
-	if wl == "" || controllingJob(pod) == nil {
+	if wl == "" || relations.ControllingJob(pod) == nil {
 		return nil, nil
 	}
 	if _, ok := relations.CompletionIndex(pod); !ok {
@@ -147,7 +147,7 @@ func (c *Capture) record(ctx context.Context, pod *corev1.Pod) error {
 	// The Job and index as the Job controller created the pod: its controller reference
 	// and completion index, which the worker-pod-workload policy keeps while it is held
 	// (not the job-name label, which anyone who may update the pod can change).
-	wl, job := dispatchedFor(pod), controllingJob(pod)
+	wl, job := dispatchedFor(pod), relations.ControllingJob(pod)
 	idx, ok := relations.CompletionIndex(pod)
 	if wl == "" || job == nil || !ok {
 		return nil

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // PodWrapper builds Pods the way the Job controller creates them.
@@ -16,7 +18,9 @@ type PodWrapper struct{ corev1.Pod }
 
 // MakeIndexPod returns the pod of index idx of job as the Job controller creates it: the
 // Job's template labels, the job-name, controller-uid and completion-index labels, the
-// completion-index annotation and a controller owner reference to job. It is Pending.
+// completion-index annotation, a controller owner reference to job, and the mark the pod
+// webhooks write on a pod the Job controller creates (NotByJobController takes it off).
+// It is Pending.
 func MakeIndexPod(job *batchv1.Job, name string, idx int) *PodWrapper {
 	labels := maps.Clone(job.Spec.Template.Labels)
 	if labels == nil {
@@ -33,13 +37,22 @@ func MakeIndexPod(job *batchv1.Job, name string, idx int) *PodWrapper {
 	p := &PodWrapper{corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: job.Namespace, UID: types.UID(name + "-uid"), Labels: labels,
-			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: strconv.Itoa(idx)},
+			Annotations: map[string]string{batchv1.JobCompletionIndexAnnotation: strconv.Itoa(idx),
+				v1alpha1.AnnotationIndexPod: v1alpha1.IndexPodMark(job.UID, strconv.Itoa(idx))},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
 		},
 		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending},
 	}}
 	return p
+}
+
+// NotByJobController takes off the mark the pod webhooks write on a pod the Job
+// controller creates (v1alpha1.AnnotationIndexPod): a pod someone else made, or one
+// created before any account followed its Job.
+func (w *PodWrapper) NotByJobController() *PodWrapper {
+	delete(w.Annotations, v1alpha1.AnnotationIndexPod)
+	return w
 }
 
 // MakePod starts a bare pod: no owner, no labels, no containers, no status. For the pods

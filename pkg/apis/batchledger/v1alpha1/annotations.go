@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "k8s.io/apimachinery/pkg/types"
+
 // Annotations of the short form: on a Job or JobSet they declare a batch, and the
 // controller creates the BatchAccount of the same name. The account is not owned by the
 // Job or JobSet: a ledger outlives the Jobs it describes (TTL, cleanup), so deleting the
@@ -48,3 +50,17 @@ const (
 	// when several agree.
 	AnnotationAccount = "batchledger.dev/account"
 )
+
+// AnnotationIndexPod marks a pod Kubernetes' Job controller created for a Job's
+// completion index: the pod webhooks write it, as IndexPodMark of the pod's controlling
+// Job and its completion index, only on a pod whose creator is the Job controller, and
+// remove one any other creator wrote. A result is read only from a pod whose mark still
+// names its Job and index: anyone with pod rights may put a Job's ownerReference and an
+// index on a pod of their own, and the index-pod admission policy keeps anyone from
+// writing the mark but through the Job controller's creation.
+const AnnotationIndexPod = "batchledger.dev/index-pod"
+
+// IndexPodMark is the value of AnnotationIndexPod on the pod the Job of UID job created
+// for completion index index (the pod's batch.kubernetes.io/job-completion-index
+// annotation, as written).
+func IndexPodMark(job types.UID, index string) string { return string(job) + "/" + index }

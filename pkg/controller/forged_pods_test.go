@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// handMadePod is what a namespace editor gets from `kubectl create -f` of a pod of their
+// own (the pod webhooks take off any index-pod mark it claims, and the index-pod policy
+// refuses one added later): a controller ownerReference to Job job (its UID is readable; blockOwnerDeletion
+// left unset, so no jobs/finalizers right is needed), the Job's selector labels (so the
+// Job controller's ClaimPods keeps it rather than releasing it), the completion-index
+// annotation and the results scope label, but no batch.kubernetes.io/job-tracking
+// finalizer, so the Job controller never counts its success. The pod webhook adds the
+// result-capture finalizer (scope label + index annotation). It exits 0 with msg (while
+// the Job is suspended the Job controller deletes it: it exits 0 in its grace period).
+func handMadePod(job *batchv1.Job, name string, idx int, msg string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: job.Namespace, UID: types.UID(name + "-uid"),
+			Labels: map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults,
+				batchv1.ControllerUidLabel: string(job.UID), batchv1.JobNameLabel: job.Name},
+			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: fmt.Sprint(idx)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
+			Finalizers:      []string{v1alpha1.ResultFinalizer},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "attacker"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "worker",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg, FinishedAt: metav1.NewTime(testNow.Add(-time.Hour))}}}}},
+	}
+}
+
+// runHandMadeThenReal reconciles account acct over the suspended Job j and the hand-made
+// pods, then lets Job j run: its own pods complete indexes 0 and 1 with the real results,
+// and the account is reconciled again. It returns the account and its chunks.
+func runHandMadeThenReal(t *testing.T, forged ...*corev1.Pod) (*v1alpha1.BatchAccount, []v1alpha1.ShardResults) {
+	t.Helper()
+	suspended := jobJ(v1alpha1.ScopeResults).Suspend(true).Obj()
+	acct := accountOfJ().RequireResults("result.valid == result.records").Obj()
+	objs := []client.Object{acct, suspended}
+	for _, p := range forged {
+		objs = append(objs, p)
+	}
+	f := newFixture(t, hooks{}, objs...)
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	// Kueue admits the Job; the Job controller runs indexes 0 and 1 (same Job, same UID).
+	done := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+	if err := f.c.Delete(context.Background(), suspended.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	done.ResourceVersion = ""
+	if err := f.c.Create(context.Background(), done); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*corev1.Pod{
+		wrappers.MakeIndexPod(done, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-2*time.Minute), report(t, "A")).Obj(),
+		wrappers.MakeIndexPod(done, "j-1", 1).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), report(t, "B")).Obj(),
+	} {
+		if err := f.c.Create(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	var chunks v1alpha1.ShardResultsList
+	if err := f.c.List(context.Background(), &chunks); err != nil {
+		t.Fatal(err)
+	}
+	return f.account(t, "acct"), chunks.Items
+}
+
+// TestHandMadePodResultDoesNotStand: the hand-made pod finishes (while the Job is
+// still queued) with a result for shard B on the right revisions but the editor's own
+// output and digest. The result that stands for shard B, on which the account and the
+// Workload say Accepted, must be the Job's own pod's, not the hand-made one's.
+func TestHandMadePodResultDoesNotStand(t *testing.T) {
+	msg, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "m-2026-11",
+		Output: "s3://attacker/B", Digest: "sha256:forged", Records: 10, Valid: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	suspended := jobJ(v1alpha1.ScopeResults).Obj()
+	ba, chunks := runHandMadeThenReal(t, handMadePod(suspended, "evil", 1, msg))
+	m := account.Compile("ns", &ba.Spec)
+	standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{"job/j": "j-uid"}, account.RecordedInOrder(chunks))
+	if b := standing[1]; b.Pod == "evil" {
+		t.Errorf("Accepted = %q, and shard B stands on the hand-made pod's result (output %s, digest %s); the Job's own pod j-1 is recorded as %s",
+			conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted), b.Output, b.Digest, rejectionOf(ba, "j-1"))
+	}
+}
+
+// TestHandMadePodsDoNotCrowdOutTheRealResult: MaxResultsPerShard (8) hand-made pods of
+// index 1, whatever they report, use up the per-identity bound before the Job's own pod
+// of index 1 succeeds; its result must still be stored, not dropped (a dropped pod counts
+// as recorded and is released, so its result is lost for good).
+func TestHandMadePodsDoNotCrowdOutTheRealResult(t *testing.T) {
+	bad, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "stale-model",
+		Digest: "sha256:junk", Records: 10, Valid: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	suspended := jobJ(v1alpha1.ScopeResults).Obj()
+	var forged []*corev1.Pod
+	for i := range MaxResultsPerShard {
+		forged = append(forged, handMadePod(suspended, fmt.Sprintf("evil-%d", i), 1, bad))
+	}
+	ba, chunks := runHandMadeThenReal(t, forged...)
+	for _, c := range chunks {
+		if slices.Contains(c.DroppedPods, types.UID("j-1-uid")) {
+			t.Errorf("the Job's own pod j-1 was dropped past the per-shard bound (not stored, yet counted as recorded and released); Accepted = %q",
+				conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted))
+		}
+	}
+}
+
+// TestHandMadePodDoesNotTurnARejectedShardAccepted: Job j has finished; its own pod of
+// index 1 reported shard B with valid < records, so the account is False ResultRejected.
+// Afterwards the editor takes a bare pod of their own that already Succeeded with a
+// passing result for B and, by one pod update (nothing refuses it: held-pod-scope only
+// matches held pods; the Job controller no longer syncs a finished Job), gives it Job j's
+// controller ownerReference, completion index 1 and the results scope label. The
+// account must not turn Accepted on it.
+func TestHandMadePodDoesNotTurnARejectedShardAccepted(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+	acct := accountOfJ().RequireResults("result.valid == result.records").Obj()
+	failing, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "m-2026-11",
+		Output: "s3://b/B", Digest: "sha256:B", Records: 10, Valid: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod0 := wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-2*time.Minute), report(t, "A")).Obj()
+	pod1 := wrappers.MakeIndexPod(j, "j-1", 1).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), failing).Obj()
+	f := newFixture(t, hooks{}, acct, j, pod0, pod1)
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	if got := conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAccepted); got != "False ResultRejected" {
+		t.Fatalf("before the forgery Accepted = %q, want False ResultRejected", got)
+	}
+	forgedMsg, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "m-2026-11",
+		Output: "s3://attacker/B", Digest: "sha256:forged", Records: 10, Valid: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bare pod, as the update leaves it (a bare pod is outside the Job's selector:
+	// no labels needed, the Job controller does not sync a finished Job).
+	forged := handMadePod(j, "evil", 1, forgedMsg)
+	delete(forged.Labels, batchv1.ControllerUidLabel)
+	delete(forged.Labels, batchv1.JobNameLabel)
+	forged.Finalizers = nil // it was created without the scope label: the pod webhook never held it
+	if err := f.c.Create(context.Background(), forged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	ba := f.account(t, "acct")
+	if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got == "True Accepted" {
+		var chunks v1alpha1.ShardResultsList
+		if err := f.c.List(context.Background(), &chunks); err != nil {
+			t.Fatal(err)
+		}
+		m := account.Compile("ns", &ba.Spec)
+		b := account.StandingResults(m, &ba.Spec, map[string]types.UID{"job/j": "j-uid"}, account.RecordedInOrder(chunks.Items))[1]
+		t.Errorf("a hand-made pod turned the verdict: Accepted = %q, shard B stands on pod %s (output %s, digest %s)", got, b.Pod, b.Output, b.Digest)
+	}
+}
+
+func rejectionOf(ba *v1alpha1.BatchAccount, pod string) string {
+	for _, r := range ba.Status.Results.Rejections {
+		if r.Pod == pod {
+			return r.Reason
+		}
+	}
+	return "not rejected"
+}
+
+// TestRelabelledJobControllerPodDoesNotStand: a pod the Job controller created for the
+// editor's own Job "mine" carries its mark; the editor then points its ownerReference and
+// completion index at Job j's index 1. Its mark names mine's UID and index, not j's: its
+// result is not j's.
+func TestRelabelledJobControllerPodDoesNotStand(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+	acct := accountOfJ().RequireResults("").Obj()
+	mine := wrappers.MakeJob("mine", "ns").UID("mine-uid").Indexed(2).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Obj()
+	moved := wrappers.MakeIndexPod(mine, "mine-0", 0).Succeeded(testNow.Add(-time.Minute), report(t, "B")).Obj()
+	moved.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(j, batchv1.SchemeGroupVersion.WithKind("Job"))}
+	moved.Annotations[batchv1.JobCompletionIndexAnnotation] = "1"
+	moved.Labels[batchv1.JobNameLabel], moved.Labels[batchv1.ControllerUidLabel] = j.Name, string(j.UID)
+	pod0 := wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-2*time.Minute), report(t, "A")).Obj()
+	f := newFixture(t, hooks{}, acct, j, pod0, moved)
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	ba := f.account(t, "acct")
+	if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got == "True Accepted" || ba.Status.Results.Recorded != 1 {
+		t.Errorf("Accepted = %q with %d results recorded; want shard B without a result (the moved pod is mine's)", got, ba.Status.Results.Recorded)
+	}
+}
