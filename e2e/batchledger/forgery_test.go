@@ -2,12 +2,15 @@ package batchledger
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -313,5 +316,86 @@ func TestForgedJobSetChildNotFollowed(t *testing.T) {
 	}
 	if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ""); !ok {
 		t.Errorf("Accepted: %s; want False", state)
+	}
+}
+
+// The index-pod policy's name (config/policy and the chart).
+const indexPodPolicySuffix = "index-pod"
+
+// TestHandMadePodResultNotRecorded: a namespace editor (the built-in edit ClusterRole)
+// runs a pod of their own that claims index 1 of an accounted Job (its controller
+// ownerReference, completion index and results scope) and reports a passing result for
+// shard B. The policy refuses every way of marking it as the Job controller's (creating it
+// with the mark, adding the mark later); the pod webhook holds it and leaves it unmarked;
+// its result is never recorded and it is released at once. The Job's own pods report A
+// and a rejected B: the account is not Accepted, and records exactly their two results.
+func TestHandMadePodResultNotRecorded(t *testing.T) {
+	f := framework.New(t)
+	const erin = "erin"
+	bindInNamespace(f, erin, "ClusterRole", "edit")
+	editor := impersonating(t, erin)
+	resultsJob(t, f, "handmade", "A", "B")
+	job := jobStatus(t, f, "j")
+	framework.RunningPods(t, job, 2)
+
+	// The editor's pod: the Job's pod 1 as it runs, on the same node, owned by the Job,
+	// without the Job's selector labels (the Job controller does not list it).
+	own := framework.RunningIndexPod(t, job, 1)
+	spec := own.Spec.DeepCopy()
+	spec.Volumes, spec.Containers[0].VolumeMounts = nil, nil // the ServiceAccount token: admission adds its own
+	evil := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "evil", Namespace: f.Namespace,
+			Labels:          map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeResults},
+			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: "1", v1alpha1.AnnotationIndexPod: v1alpha1.IndexPodMark(job.UID, "1")},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+		Spec: *spec,
+	}
+	evil.OwnerReferences[0].BlockOwnerDeletion = nil
+	// The pod webhook takes the claimed mark off; a pod it does not see (no scope label)
+	// keeps it and the policy refuses it.
+	unseen := evil.DeepCopy()
+	unseen.Name, unseen.Labels = "evil-unseen", nil
+	framework.Eventually(t, framework.DefaultTimeout, "the index-pod policy refuses the editor's marked pod", func() (bool, string, error) {
+		err := editor.Create(f.Ctx, unseen.DeepCopy())
+		return err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), indexPodPolicySuffix), fmt.Sprint(err), nil
+	})
+	if err := editor.Create(f.Ctx, evil); err != nil {
+		t.Fatalf("the editor's pod (with the claimed mark, which the pod webhook removes): %v", err)
+	}
+	if _, marked := evil.Annotations[v1alpha1.AnnotationIndexPod]; marked || !slices.Contains(evil.Finalizers, v1alpha1.ResultFinalizer) {
+		t.Errorf("the editor's pod created with annotations %v and finalizers %v; want it held and unmarked", evil.Annotations, evil.Finalizers)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationIndexPod, v1alpha1.IndexPodMark(job.UID, "1"))
+	if err := editor.Patch(f.Ctx, evil.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err == nil ||
+		!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), indexPodPolicySuffix) {
+		t.Errorf("the editor marked their pod as the Job controller's: %v", err)
+	}
+	// Nor may a pod the Job controller made be moved to another index.
+	moved := fmt.Sprintf(`{"metadata":{"annotations":{%q:"0"}}}`, batchv1.JobCompletionIndexAnnotation)
+	if err := editor.Patch(f.Ctx, own.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(moved))); err == nil ||
+		!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), indexPodPolicySuffix) {
+		t.Errorf("the editor moved the Job's pod 1 to index 0: %v", err)
+	}
+
+	framework.FinishPod(t, evil, 0, report(t, "B", "m-2026-11", "sha256:forged"))
+	framework.FinishIndexPod(t, job, 0, 0, report(t, "A", "m-2026-11", "sha256:A"))
+	framework.FinishIndexPod(t, job, 1, 0, report(t, "B", "stale-model", "sha256:B"))
+	ba := waitAccount(t, f, "handmade", "the Job's two results recorded", func(ba *v1alpha1.BatchAccount) bool {
+		return ba.Status.Results.Recorded == 2
+	})
+	if apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAccepted) || ba.Status.Results.Rejected != 1 {
+		t.Errorf("results %+v, Accepted %v; want index 1's own result rejected and the batch not Accepted",
+			ba.Status.Results, apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAccepted))
+	}
+	for _, rj := range ba.Status.Results.Rejections {
+		if rj.Pod == "evil" {
+			t.Errorf("the editor's pod's result was recorded: %+v", rj)
+		}
+	}
+	framework.WaitFor(t, evil, framework.DefaultTimeout, "released, its result unrecorded", func(p *corev1.Pod) bool {
+		return !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer)
+	})
+	if got := waitAccount(t, f, "handmade", "settled", func(*v1alpha1.BatchAccount) bool { return true }); got.Status.Results.Recorded != 2 {
+		t.Errorf("%d results recorded, want the Job's own 2", got.Status.Results.Recorded)
 	}
 }

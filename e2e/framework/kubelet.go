@@ -164,7 +164,11 @@ func CopyIndexPodAsSucceeded(t testing.TB, job *batchv1.Job, index int, message 
 	if src == nil {
 		t.Fatalf("Job %s/%s has no pod of index %d to copy", job.Namespace, job.Name, index)
 	}
-	pod, err := kwok.AddSucceededAttempt(t.Context(), env.client, src, message)
+	jobController, err := kwok.JobControllerClient(env.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := kwok.AddSucceededAttempt(t.Context(), env.client, jobController, src, message)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -419,7 +420,15 @@ func (d *demo) repeat(job *batchv1.Job, index int) error {
 	if err != nil {
 		return err
 	}
-	p, err := kwok.AddSucceededAttempt(d.ctx, d.c, src, msg)
+	cfg, err := clientcmd.BuildConfigFromFlags("", d.kubeconfig)
+	if err != nil {
+		return err
+	}
+	jobController, err := kwok.JobControllerClient(cfg)
+	if err != nil {
+		return err
+	}
+	p, err := kwok.AddSucceededAttempt(d.ctx, d.c, jobController, src, msg)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // Names of batchledger's mutating webhooks.
@@ -419,12 +420,13 @@ func comparePolicies(t *testing.T, k, h Objects) {
 	}
 }
 
-// Name suffixes of the three ValidatingAdmissionPolicies each install renders (after its
+// Name suffixes of the four ValidatingAdmissionPolicies each install renders (after its
 // name prefix: config/default's namePrefix, the chart's fullname).
 const (
 	releaseOnlyPolicy = "-pod-release-only"
 	heldScopePolicy   = "-held-pod-scope"
 	ledgerPolicy      = "-ledger-manager-only"
+	indexPodPolicy    = "-index-pod"
 )
 
 // checkPolicy checks a rendering's three admission policies, each bound once with Deny
@@ -434,13 +436,17 @@ const (
 //   - held-pod-scope: UPDATE of pods and pods/status (whose update may change labels),
 //     evaluated for every user but only for a pod whose old object carries the
 //     result-capture finalizer and the scope label, and validating that label, both by
-//     the names pkg/apis defines.
+//     the names pkg/apis defines;
+//   - index-pod: CREATE and UPDATE of pods and pods/status, evaluated for every user but
+//     only for a pod that carries the index-pod mark by the name pkg/apis defines, and
+//     naming the users webhook.JobControllers lists.
 func checkPolicy(t *testing.T, o Objects) {
 	d := deployment(t, o)
 	vaps, bindings := o.Of("ValidatingAdmissionPolicy"), o.Of("ValidatingAdmissionPolicyBinding")
-	if len(vaps) != 3 || len(bindings) != 3 {
-		t.Fatalf("%d ValidatingAdmissionPolicies and %d bindings rendered, want 3 and 3", len(vaps), len(bindings))
+	if len(vaps) != 4 || len(bindings) != 4 {
+		t.Fatalf("%d ValidatingAdmissionPolicies and %d bindings rendered, want 4 and 4", len(vaps), len(bindings))
 	}
+	checkIndexPodPolicy(t, o)
 	checkLedgerPolicy(t, o)
 	rules := func(resources ...string) []admissionregistrationv1.NamedRuleWithOperations {
 		return []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
@@ -521,4 +527,25 @@ func boundPolicy(t *testing.T, o Objects, suffix string) *admissionregistrationv
 		t.Errorf("policy %s is bound by %d bindings, want 1", vap.Name, n)
 	}
 	return &vap
+}
+
+// checkIndexPodPolicy checks the index-pod policy (checkPolicy).
+func checkIndexPodPolicy(t *testing.T, o Objects) {
+	vap := boundPolicy(t, o, indexPodPolicy)
+	want := []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/status"}},
+	}}}
+	if mc := vap.Spec.MatchConstraints; mc == nil || !equality.Semantic.DeepEqual(mc.ResourceRules, want) {
+		t.Errorf("policy %s: matchConstraints %s, want CREATE and UPDATE of v1 pods and pods/status", vap.Name, jsonString(vap.Spec.MatchConstraints))
+	}
+	wantCondition := fmt.Sprintf("'%s' in object.metadata.?annotations.orValue({})", v1alpha1.AnnotationIndexPod)
+	if mcs := vap.Spec.MatchConditions; len(mcs) != 1 || mcs[0].Expression != wantCondition {
+		t.Errorf("policy %s: matchConditions %s, want the single expression %q", vap.Name, jsonString(mcs), wantCondition)
+	}
+	for _, user := range webhook.JobControllers {
+		if !slices.ContainsFunc(vap.Spec.Validations, func(v admissionregistrationv1.Validation) bool { return strings.Contains(v.Expression, "'"+user+"'") }) {
+			t.Errorf("policy %s: no validation names the Job controller's user %s", vap.Name, user)
+		}
+	}
 }

@@ -111,12 +111,15 @@ type batchRun struct {
 // driver plays users and kubelets: it creates the batches, finishes their pods as planned,
 // and records what every pod did.
 type driver struct {
-	c      client.Client
-	ns     string
-	plan   Plan
-	cfg    config
-	runs   []*batchRun
-	byName map[string]*batchRun // Job or JobSet name prefix (batch name) -> run
+	c client.Client
+	// jobController acts as Kubernetes' Job controller, to create extra attempts as it
+	// would (kwok.AddSucceededAttempt).
+	jobController client.Client
+	ns            string
+	plan          Plan
+	cfg           config
+	runs          []*batchRun
+	byName        map[string]*batchRun // Job or JobSet name prefix (batch name) -> run
 
 	mu        sync.Mutex
 	pods      map[types.UID]*PodRecord
@@ -1044,7 +1047,7 @@ func (d *driver) addExtra(ctx context.Context, r *batchRun, src *PodRecord, pods
 	if r.plan.RequireResults {
 		kind = ResultGood
 	}
-	extra, err := kwok.AddSucceededAttempt(ctx, d.c, pod, d.message(r.plan, src.Job, src.Index, kind))
+	extra, err := kwok.AddSucceededAttempt(ctx, d.c, d.jobController, pod, d.message(r.plan, src.Job, src.Index, kind))
 	if err != nil {
 		d.errors++
 		r.note = "extra attempt: " + err.Error()

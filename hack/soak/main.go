@@ -53,6 +53,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"batchledger.dev/batchledger/internal/testsupport/kwok"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	reportfmt "batchledger.dev/batchledger/internal/testsupport/report"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -199,6 +200,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 
 	ns := "soak"
 	d := newDriver(c, ns, plan, cfg)
+	if d.jobController, err = kwok.JobControllerClient(cl.RESTConfig); err != nil {
+		return nil, err
+	}
 	d.forger = forger
 	if err := d.setup(ctx); err != nil {
 		return nil, err

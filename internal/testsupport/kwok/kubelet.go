@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -43,8 +44,11 @@ func Finish(ctx context.Context, c client.Client, pod *corev1.Pod, exitCode int3
 //
 // The pod is created bare and only becomes the Job's (labels, ownerReference, finalizer)
 // once it has Succeeded: the Job controller deletes an extra *running* pod of an index
-// within milliseconds.
-func AddSucceededAttempt(ctx context.Context, c client.Client, src *corev1.Pod, message string) (*corev1.Pod, error) {
+// within milliseconds. It is created by jobController (JobControllerClient), as the Job
+// controller creates every pod of a Job: only then may it carry the mark batchledger's
+// pod webhooks put on src (its index-pod admission policy), which the pod needs for its
+// result to count.
+func AddSucceededAttempt(ctx context.Context, c, jobController client.Client, src *corev1.Pod, message string) (*corev1.Pod, error) {
 	ctrl := metav1.GetControllerOf(src)
 	if ctrl == nil {
 		return nil, fmt.Errorf("pod %s/%s has no controller reference", src.Namespace, src.Name)
@@ -66,7 +70,7 @@ func AddSucceededAttempt(ctx context.Context, c client.Client, src *corev1.Pod, 
 		}
 	}
 	dropServiceAccountToken(&pod.Spec)
-	if err := c.Create(ctx, pod); err != nil {
+	if err := jobController.Create(ctx, pod); err != nil {
 		return nil, fmt.Errorf("create an extra pod like %s/%s: %w", src.Namespace, src.Name, err)
 	}
 	now := metav1.NewTime(time.Now())
@@ -146,4 +150,14 @@ func ContainerEnv(pod *corev1.Pod) map[string]string {
 		}
 	}
 	return env
+}
+
+// JobControllerClient is a client of cfg's API server acting as Kubernetes' Job controller
+// (its ServiceAccount, kubectl --as), for a test to create a pod as that controller would
+// (AddSucceededAttempt). cfg's user must be allowed to impersonate (a cluster admin).
+func JobControllerClient(cfg *rest.Config) (client.Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:job-controller",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	return client.New(cfg, client.Options{})
 }

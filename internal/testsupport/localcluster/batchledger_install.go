@@ -26,7 +26,7 @@ const batchledgerRunNamespace = "default"
 // batchledgerPolicies are the config/policy files the local cluster applies. Not
 // held_pod_scope_policy.yaml: it binds every user, and e2e tests relabel a held pod on
 // purpose to see the manager release it.
-var batchledgerPolicies = []string{"pod_release_policy.yaml", "ledger_policy.yaml"}
+var batchledgerPolicies = []string{"pod_release_policy.yaml", "ledger_policy.yaml", "index_pod_policy.yaml"}
 
 // batchledgerUserRoles are the config/rbac files of the users' ClusterRoles.
 var batchledgerUserRoles = []string{"batchaccount_editor_role.yaml", "batchaccount_viewer_role.yaml"}

@@ -9,7 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/multikueue/workerrole"
+	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // TestBatchledgerWorkerInstallsTheWorkerRoleOnly: the worker role registers only the pod
@@ -67,7 +67,7 @@ func TestBatchledgerWorkerInstallsTheWorkerRoleOnly(t *testing.T) {
 // installed, each bound under its renamed name, and each exempts exactly the
 // ServiceAccount the worker role's ClusterRole is bound to (the identity the worker role
 // runs as): a policy naming another user would refuse the worker role's own records, or
-// let someone else write them. The pod policy lets exactly workerrole.JobControllers
+// let someone else write them. The pod policy lets exactly webhook.JobControllers
 // create an annotated pod, as the webhook does.
 func TestWorkerPoliciesNameTheWorkerRole(t *testing.T) {
 	m, err := BatchledgerWorker("/bin/true")
@@ -109,7 +109,7 @@ func TestWorkerPoliciesNameTheWorkerRole(t *testing.T) {
 	}
 	if p := policies["batchledger-worker-pod-workload"]; p != nil {
 		create := p.Spec.Validations[0].Expression
-		for _, u := range workerrole.JobControllers {
+		for _, u := range webhook.JobControllers {
 			if !strings.Contains(create, "'"+u+"'") {
 				t.Errorf("the pod policy's creation rule %q does not let the Job controller %s create", create, u)
 			}
