@@ -344,24 +344,34 @@ func targetStateOf(t Target, obs Observation) *targetState {
 		return ts
 	}
 	ts.facts = readJob(obs.Job)
-	f := &ts.facts
-	name := v1alpha1.TargetKey(t.Key).Describe()
+	ts.problems = shapeProblems(t.Key, t.Indexes, &ts.facts)
+	if ts.facts.indexed {
+		ts.covered = ts.facts.completed.Intersect(t.Indexes)
+	}
+	return ts
+}
+
+// shapeProblems are the problems of mapping indexes of the target key onto a Job of facts
+// f: a Job that is not Indexed, indexes beyond its completions, indexes its own criterion
+// requires that no shard is assigned. They hold of a Job as observed and of its record
+// once it is deleted (a deletion changes nothing).
+func shapeProblems(key string, mapped indexset.Set, f *jobFacts) []Problem {
+	name := v1alpha1.TargetKey(key).Describe()
 	if !f.indexed {
-		ts.problems = append(ts.problems, problemf(v1alpha1.ReasonNotIndexed,
-			"%s is not an Indexed Job (completionMode Indexed): its pods have no completion index to assign", name))
-		return ts
+		return []Problem{problemf(v1alpha1.ReasonNotIndexed,
+			"%s is not an Indexed Job (completionMode Indexed): its pods have no completion index to assign", name)}
 	}
-	if max, ok := t.Indexes.Max(); ok && max >= f.completions {
-		out := t.Indexes.Difference(indexset.Range(0, f.completions-1))
-		ts.problems = append(ts.problems, problemf(v1alpha1.ReasonIndexOutOfRange,
-			"%s has %d completions (indexes 0-%d) but the mapping assigns indexes %s", name, f.completions, f.completions-1, out))
+	var out []Problem
+	if max, ok := mapped.Max(); ok && max >= f.completions {
+		beyond := mapped.Difference(indexset.Range(0, f.completions-1))
+		out = append(out, problemf(v1alpha1.ReasonIndexOutOfRange,
+			"%s has %d completions (indexes 0-%d) but the mapping assigns indexes %s", name, f.completions, f.completions-1, beyond))
 	}
-	if unmapped := f.required.Difference(t.Indexes); !unmapped.IsEmpty() {
-		ts.problems = append(ts.problems, problemf(v1alpha1.ReasonUnmappedIndexes,
+	if unmapped := f.required.Difference(mapped); !unmapped.IsEmpty() {
+		out = append(out, problemf(v1alpha1.ReasonUnmappedIndexes,
 			"%s requires indexes %s but the mapping assigns no shard to %s: their work would be unaccounted", name, f.required, unmapped))
 	}
-	ts.covered = f.completed.Intersect(t.Indexes)
-	return ts
+	return out
 }
 
 // targetStatus renders one target and, when its identity changed, the superseded one.
@@ -405,6 +415,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 	s.UID = job.UID
 	s.RestartAttempt = ts.obs.RestartAttempt
 	s.Completions = int32(f.completions)
+	s.NotIndexed = !f.indexed
 	s.PodScope = job.PodScope
 	s.SuccessPolicy = clipMessage(f.successPolicy, maxSuccessPolicy)
 	s.Required = f.required.String()

@@ -93,11 +93,12 @@ func finalRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation, now met
 	return &s
 }
 
-// fromRecord makes ts stand for its previous identity's record.
+// fromRecord makes ts stand for its previous identity's record, with the problems of
+// the mapping onto it that the Job had (shapeProblems).
 func (ts *targetState) fromRecord(rec *v1alpha1.TargetStatus) {
 	ts.deleted, ts.record = true, rec
 	f := &ts.facts
-	f.indexed = true
+	f.indexed = !rec.NotIndexed
 	f.completions = int(rec.Completions)
 	f.successPolicy = rec.SuccessPolicy
 	f.terminal, f.reason = rec.Terminal, rec.TerminalReason
@@ -113,7 +114,18 @@ func (ts *targetState) fromRecord(rec *v1alpha1.TargetStatus) {
 		ts.coverageLost = true
 	}
 	f.failed, _ = indexset.ParseJobStatus(rec.FailedIndexes, f.completions)
-	ts.covered = f.completed.Intersect(ts.mapped)
+	switch {
+	case !slices.Contains(rec.IndexesOmitted, "required"):
+		f.required, _ = indexset.ParseJobStatus(rec.Required, f.completions)
+	case rec.SuccessPolicy == "":
+		f.required = indexset.Range(0, f.completions-1)
+	}
+	// A record of a status that omitted a successPolicy's required indexes leaves them
+	// unchecked: the policy's population is not kept anywhere else.
+	ts.problems = shapeProblems(ts.key, ts.mapped, f)
+	if f.indexed {
+		ts.covered = f.completed.Intersect(ts.mapped)
+	}
 }
 
 // admissions updates the identity's admission history with the Workload seen now and

@@ -301,11 +301,18 @@ type TargetStatus struct {
 	// +optional
 	Completions int32 `json:"completions,omitempty"`
 
+	// NotIndexed is true when the Job is not an Indexed Job (completionMode NonIndexed):
+	// its pods have no completion index, and the mapping onto it is invalid, also once
+	// the Job is deleted and this is its record.
+	// +optional
+	NotIndexed bool `json:"notIndexed,omitempty"`
+
 	// PodScope is the opt-in scope label on the Job's pod template (LabelScope):
 	// "results" (its succeeded pods are held until their result is recorded),
 	// "coverage" (counted, never held), or empty when the Job started before any account
 	// named it (Kubernetes forbids relabelling a started Job): its pods are not held, and
-	// their results are read only while the pods exist.
+	// their results do not count (the pod webhooks see, and mark as the Job controller's,
+	// only the pods of a scoped template; no other pod reports a shard).
 	// +optional
 	PodScope string `json:"podScope,omitempty"`
 
