@@ -44,10 +44,11 @@ func Finish(ctx context.Context, c client.Client, pod *corev1.Pod, exitCode int3
 //
 // The pod is created bare and only becomes the Job's (labels, ownerReference, finalizer)
 // once it has Succeeded: the Job controller deletes an extra *running* pod of an index
-// within milliseconds. It is created by jobController (JobControllerClient), as the Job
-// controller creates every pod of a Job: only then may it carry the mark batchledger's
-// pod webhooks put on src (its index-pod admission policy), which the pod needs for its
-// result to count.
+// within milliseconds. It is created and handed to the Job by jobController
+// (JobControllerClient), as the Job controller creates and adopts every pod of a Job:
+// only then may it carry the mark batchledger's pod webhooks put on src and be filed
+// under src's Job (its index-pod admission policy), which the pod needs for its result
+// to count.
 func AddSucceededAttempt(ctx context.Context, c, jobController client.Client, src *corev1.Pod, message string) (*corev1.Pod, error) {
 	ctrl := metav1.GetControllerOf(src)
 	if ctrl == nil {
@@ -101,7 +102,7 @@ func AddSucceededAttempt(ctx context.Context, c, jobController client.Client, sr
 		"ownerReferences": []metav1.OwnerReference{*ctrl},
 		"finalizers":      []string{JobTrackingFinalizer},
 	}})
-	if err := c.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := jobController.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return nil, fmt.Errorf("hand extra pod %s/%s to %s %s: %w", pod.Namespace, pod.Name, ctrl.Kind, ctrl.Name, err)
 	}
 	return pod, nil
