@@ -39,6 +39,8 @@ func TestBatchledgerObjectsFollowTheFlags(t *testing.T) {
 		"ValidatingAdmissionPolicyBinding/batchledger-pod-release-only",
 		"ValidatingAdmissionPolicy/batchledger-ledger-manager-only",
 		"ValidatingAdmissionPolicyBinding/batchledger-ledger-manager-only",
+		"ValidatingAdmissionPolicy/batchledger-index-pod",
+		"ValidatingAdmissionPolicyBinding/batchledger-index-pod",
 	}
 	inDefault := []string{"Namespace/default", "Role/default/batchledger-manager-role",
 		"RoleBinding/default/batchledger-manager-rolebinding", "Secret/default/batchledger-ledger-key"}

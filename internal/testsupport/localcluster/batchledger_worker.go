@@ -27,11 +27,12 @@ const BatchledgerWorkerName = "batchledger-worker"
 // WorkerResults as (config/worker/manager_reader_role.yaml).
 const ManagerReaderServiceAccount = "batchledger-manager-reader"
 
-// podWebhook is the one webhook of config/webhook the worker role serves; its other,
-// jobWebhook, is config/worker's.
+// podWebhook is the one webhook of config/webhook the worker role serves; its others,
+// jobWebhook and unlabelledJobWebhook, are config/worker's.
 const (
-	podWebhook = "mpod.batchledger.dev"
-	jobWebhook = "mjob-worker.batchledger.dev"
+	podWebhook           = "mpod.batchledger.dev"
+	jobWebhook           = "mjob-worker.batchledger.dev"
+	unlabelledJobWebhook = "mjob-worker-unlabelled.batchledger.dev"
 )
 
 // BatchledgerWorker runs the batchledger binary in the worker role of a MultiKueue worker

@@ -32,8 +32,8 @@ func TestBatchledgerWorkerInstallsTheWorkerRoleOnly(t *testing.T) {
 			hooks = append(hooks, h.Name)
 		}
 	}
-	if !slices.Equal(hooks, []string{podWebhook, jobWebhook}) {
-		t.Errorf("webhooks %v, want only %s and %s", hooks, podWebhook, jobWebhook)
+	if want := []string{podWebhook, jobWebhook, unlabelledJobWebhook}; !slices.Equal(hooks, want) {
+		t.Errorf("webhooks %v, want only %v", hooks, want)
 	}
 	if m.Identity == nil || m.Identity.User != "system:serviceaccount:"+BatchledgerNamespace+":"+BatchledgerWorkerServiceAccount {
 		t.Errorf("identity %+v, want the worker's ServiceAccount", m.Identity)
