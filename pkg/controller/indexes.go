@@ -60,9 +60,16 @@ func (r *Reconciler) podToAccounts(ctx context.Context, obj client.Object) []rec
 	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.PodKeys(obj)...)
 }
 
-// workloadToAccounts wakes the accounts naming the Workload's owner Job or JobSet.
+// workloadToAccounts wakes the accounts naming the Workload's owner (a Job, a JobSet, a
+// TrainJob), those that observed their targets under it, and those naming a child Job
+// of its JobSet by its Job name (relations.WorkloadChildKeys).
 func (r *Reconciler) workloadToAccounts(ctx context.Context, obj client.Object) []reconcile.Request {
-	return accountsFor(ctx, r.Client, obj.GetNamespace(), relations.WorkloadKeys(obj)...)
+	keys := relations.WorkloadKeys(obj)
+	children, err := relations.WorkloadChildKeys(ctx, r.Client, obj)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the child Jobs of a Workload's JobSet", "workload", obj.GetName())
+	}
+	return accountsFor(ctx, r.Client, obj.GetNamespace(), append(keys, children...)...)
 }
 
 // ownerToAccounts is, for a kind of child target, the mapper of its owners (a JobSet, a

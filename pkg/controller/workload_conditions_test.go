@@ -301,3 +301,28 @@ func TestJobSetWorkloadSpeaksForAccountNamingChildByJobName(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstWorkloadOfJobSetWakesAccountNamingChildByJobName: an account names a JobSet's
+// child by its Job name and first reconciles before Kueue created the JobSet's Workload
+// (NoWorkload); the Workload's creation wakes it.
+func TestFirstWorkloadOfJobSetWakesAccountNamingChildByJobName(t *testing.T) {
+	js, _, _ := jobSetTS()
+	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(2).UID("child-uid").JobSetChild(js, "workers", 0, 0).
+		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Suspend(true).Obj()
+	byName := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 2).
+		AssignJobOrdinals("ts-workers-0", "0-1", "0-1").Obj()
+	other := wrappers.MakeBatchAccount("other", "ns").UID("other-uid").Generation(1).ShardCount("s", 2).
+		AssignJobOrdinals("elsewhere", "0-1", "0-1").Obj()
+	f := newFixture(t, hooks{}, byName, other, js, child)
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	wl := wrappers.MakeWorkload("jobset-ts", "ns").UID("wl-ts-uid").ForJobSet(js).Obj()
+	if err := f.c.Create(context.Background(), wl); err != nil {
+		t.Fatal(err)
+	}
+	reqs := f.reconciler().workloadToAccounts(context.Background(), wl)
+	if len(reqs) != 1 || reqs[0].Name != "acct" {
+		t.Errorf("the JobSet's new Workload wakes %v, want acct alone (it names the child ts-workers-0)", reqs)
+	}
+}

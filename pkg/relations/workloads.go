@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
@@ -30,6 +31,30 @@ func WorkloadOwner(wl metav1.Object) *metav1.OwnerReference {
 		}
 	}
 	return nil
+}
+
+// WorkloadChildKeys are the keys of the child Jobs, by their Job names, of the JobSet a
+// Workload belongs to (or that its TrainJob renders), as c holds them: an account naming a
+// JobSet's child by its Job name answers to them, since Kueue gives the child no Workload
+// of its own and the account has not observed the JobSet's before it first does. None for
+// the Workload of a plain Job.
+func WorkloadChildKeys(ctx context.Context, c client.Reader, wl client.Object) ([]IndexKey, error) {
+	owner := WorkloadOwner(wl)
+	if owner == nil || all.Kinds.Owning(*owner).Name() == v1alpha1.TargetKindJob {
+		return nil, nil
+	}
+	var jobs batchv1.JobList
+	if err := c.List(ctx, &jobs, client.InNamespace(wl.GetNamespace()), client.MatchingLabels{jobsetapi.JobSetNameKey: owner.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var keys []IndexKey
+	for i := range jobs.Items {
+		if jobset.IsChild(&jobs.Items[i]) {
+			keys = append(keys, JobKey(jobs.Items[i].Name))
+		}
+	}
+	return keys, nil
 }
 
 // NewestWorkload is the live one of the Workloads of one owner: Kueue may briefly hold
