@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -169,7 +170,8 @@ func TestResultsBatchWaitsForControllerAndLosesNothing(t *testing.T) {
 // suspended, and the controller stamps scope=results onto its pod template, so its pods
 // are held until their results are recorded. A Job already running when its account came
 // cannot be stamped (Kubernetes forbids changing a started Job's template): its pods are
-// never held, and its results are still read, from the API server, while its pods exist.
+// never held, and since no webhook saw the Job controller create them their results do
+// not count: once the Job ends they are missing, for a repair.
 func TestJobBeforeAccountIsStampedWhileSuspended(t *testing.T) {
 	f := framework.New(t)
 	cq := h100Queue(f, "8")
@@ -203,7 +205,9 @@ func TestJobBeforeAccountIsStampedWhileSuspended(t *testing.T) {
 	waitAccountCondition(t, f, "early", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 	assertRecordedOnce(t, f, "early", early, waitReleased(t, early), []string{"A", "B"})
 
-	// Already running when its account came: never stamped, never held, still recorded.
+	// Already running when its account came: never stamped, never held, and its pods were
+	// not seen created by the Job controller (the pod webhooks see only scoped pods), so
+	// their results do not count: once the Job ends they are missing, for a repair.
 	late := wrappers.MakeJob("late", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
 	f.Create(late)
 	for _, p := range framework.RunningPods(t, late, 2) {
@@ -224,12 +228,15 @@ func TestJobBeforeAccountIsStampedWhileSuspended(t *testing.T) {
 	for i, s := range []string{"C", "D"} {
 		framework.FinishIndexPod(t, late, i, 0, report(t, s, "m-2026-11", "sha256:"+s))
 	}
-	waitAccountCondition(t, f, "late", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+	waitAccountCondition(t, f, "late", v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonMissingResult)
 	pods := framework.JobPods(t, late)
 	if held := heldPods(pods); len(held) > 0 {
 		t.Errorf("pods of the unstamped Job were held: %v", held)
 	}
-	assertRecordedOnce(t, f, "late", late, pods, []string{"C", "D"})
+	if ba := waitAccount(t, f, "late", "settled", func(*v1alpha1.BatchAccount) bool { return true }); ba.Status.Results.Recorded != 0 ||
+		apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAccepted) {
+		t.Errorf("results %+v of pods batchledger did not see created; want none recorded and the batch not Accepted", ba.Status.Results)
+	}
 }
 
 // TestJobAppliedWithItsAccountIsStampedAtCreation: Jobs created right after the account

@@ -879,7 +879,7 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 	}
 	lost := ""
 	if !res.missing.IsEmpty() {
-		lost = fmt.Sprintf("no result can arrive for %s (MissingResult: the identity completed and terminated or was deleted, no result was recorded and no pod is left to report one): re-run %s with a repair",
+		lost = fmt.Sprintf("no result can arrive for %s (MissingResult: the identity completed and terminated or was deleted, no result was recorded and no pod is left that can report one): re-run %s with a repair",
 			m.Shards.Describe(res.missing, 8), plural(res.missing.Count(), "it", "them"))
 	}
 	pending := indexset.Range(0, total-1).Difference(res.accepted)

@@ -180,14 +180,14 @@ func TestMissingResult(t *testing.T) {
 			obs:        map[string]Observation{"job/j": {Job: jobkind.Facts(complete), PodsListed: true}},
 			wantReason: v1alpha1.ReasonMissingResult, wantMissing: "0-2",
 			wantMessage: "0/3 shard results accepted; no result can arrive for A..C (MissingResult: the identity completed and terminated or was deleted, " +
-				"no result was recorded and no pod is left to report one): re-run them with a repair",
+				"no result was recorded and no pod is left that can report one): re-run them with a repair",
 		},
 		{
 			name:    "Complete, the pod of index 2 still held: C still pending",
 			obs:     map[string]Observation{"job/j": {Job: jobkind.Facts(complete), PodsListed: true, SuccessfulPods: pods("p", 2)}},
 			results: []Result{a}, wantReason: v1alpha1.ReasonMissingResult, wantMissing: "1",
 			wantMessage: "1/3 shard results accepted; no result can arrive for B (MissingResult: the identity completed and terminated or was deleted, " +
-				"no result was recorded and no pod is left to report one): re-run it with a repair; waiting for C",
+				"no result was recorded and no pod is left that can report one): re-run it with a repair; waiting for C",
 		},
 		{
 			name:    "Complete but pods not listed: pending, as before",

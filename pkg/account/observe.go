@@ -86,6 +86,10 @@ type PodAttempt struct {
 	// still carries its tracking finalizer, or is in the Job's uncountedTerminatedPods. A
 	// Job status write follows for each such pod.
 	Uncounted bool
+	// NoResult is true when the pod reports no result the account reads: batchledger did
+	// not see the Job controller create it (relations.ReportsResult). Its index's result
+	// cannot come from it.
+	NoResult bool
 }
 
 // jobFacts are the pieces of a Job the account reads, already interpreted.

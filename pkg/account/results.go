@@ -104,6 +104,9 @@ func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
 			open = append(open, ivs...)
 		}
 		for _, p := range ts.obs.SuccessfulPods {
+			if p.NoResult {
+				continue
+			}
 			if o, ok := m.ShardOf(ts.key, p.Index); ok {
 				held = append(held, o)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/ledgerkey"
 	"batchledger.dev/batchledger/pkg/result"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -213,5 +214,69 @@ func TestRelabelledJobControllerPodDoesNotStand(t *testing.T) {
 	ba := f.account(t, "acct")
 	if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got == "True Accepted" || ba.Status.Results.Recorded != 1 {
 		t.Errorf("Accepted = %q with %d results recorded; want shard B without a result (the moved pod is mine's)", got, ba.Status.Results.Recorded)
+	}
+}
+
+// TestPodsHeldBeforeMarkingAreRecorded: pods an earlier version held carry no index-pod
+// mark; those created before the manager began marking (the key's IndexPodsSince) still
+// report their results after the upgrade, and an unmarked pod created since does not.
+func TestPodsHeldBeforeMarkingAreRecorded(t *testing.T) {
+	cutoff := testNow.Add(-30 * time.Minute)
+	j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+	acct := accountOfJ().RequireResults("").Obj()
+	held := func(name string, idx int, created time.Time, shard string) *corev1.Pod {
+		return wrappers.MakeIndexPod(j, name, idx).NotByJobController().Created(created).Finalizers(v1alpha1.ResultFinalizer).
+			Succeeded(testNow.Add(-time.Minute), report(t, shard)).Obj()
+	}
+	forged, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "m-2026-11",
+		Output: "s3://attacker/B", Digest: "sha256:forged", Records: 10, Valid: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := handMadePod(j, "evil", 1, forged)
+	since.CreationTimestamp = metav1.NewTime(cutoff.Add(time.Minute))
+	f := newFixture(t, hooks{}, acct, j, held("j-0", 0, cutoff.Add(-time.Hour), "A"), held("j-1", 1, cutoff.Add(-time.Hour), "B"), since)
+	key, _, err := ledgerkey.Generate(testNow.Add(-2 * time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key.IndexPodsSince = cutoff
+	f.ledger.key = key
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	ba := f.account(t, "acct")
+	if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" || ba.Status.Results.Recorded != 2 {
+		t.Errorf("Accepted = %q with %d results recorded; want the two pods held before marking began recorded, the one since not", got, ba.Status.Results.Recorded)
+	}
+	var chunks v1alpha1.ShardResultsList
+	if err := f.c.List(context.Background(), &chunks); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range account.RecordedInOrder(chunks.Items) {
+		if r.Pod == "evil" {
+			t.Errorf("the unmarked pod created after marking began was recorded: %+v", r)
+		}
+	}
+}
+
+// TestUnverifiedPodsLeaveTheirResultsMissing: a Job that ran before any account followed
+// it has pods batchledger did not see the Job controller create; once it terminated,
+// their shards' results are missing (for a repair), not pending forever.
+func TestUnverifiedPodsLeaveTheirResultsMissing(t *testing.T) {
+	j := jobJ("").Completed("0-1", 2).Complete(testNow).Obj()
+	acct := accountOfJ().RequireResults("").Obj()
+	var objs []client.Object
+	for i, shard := range []string{"A", "B"} {
+		objs = append(objs, wrappers.MakeIndexPod(j, fmt.Sprintf("j-%d", i), i).NotByJobController().
+			Succeeded(testNow.Add(-time.Minute), report(t, shard)).Obj())
+	}
+	f := newFixture(t, hooks{}, append(objs, acct, j)...)
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	ba := f.account(t, "acct")
+	if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted); got != "False "+v1alpha1.ReasonMissingResult || ba.Status.Results.Recorded != 0 {
+		t.Errorf("ResultsAccepted = %q with %d results recorded; want False %s and none recorded", got, ba.Status.Results.Recorded, v1alpha1.ReasonMissingResult)
 	}
 }

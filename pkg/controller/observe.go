@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -130,6 +131,22 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	o.pods = pods.Items
 	o.obs.PodsListed = true
 	o.obs.SuccessfulPods = relations.SuccessfulAttempts(job, pods.Items)
+	if results {
+		// A pod batchledger did not see the Job controller create reports nothing: its
+		// index's result is missing once the Job ends, not pending.
+		key, err := r.ledger().Key(ctx)
+		if err != nil {
+			return o, err
+		}
+		byUID := make(map[types.UID]*corev1.Pod, len(pods.Items))
+		for i := range pods.Items {
+			byUID[pods.Items[i].UID] = &pods.Items[i]
+		}
+		for i := range o.obs.SuccessfulPods {
+			a := &o.obs.SuccessfulPods[i]
+			a.NoResult = !relations.ReportsResult(byUID[a.UID], key.IndexPodsSince)
+		}
+	}
 	return o, r.observeWorkload(ctx, &o, t.Ref, job, results)
 }
 

@@ -152,7 +152,7 @@ func TestObserveFollowsOnlyTheJobSetsChildren(t *testing.T) {
 	if reqs := r.jobToAccounts(ctx, real); len(reqs) != 1 {
 		t.Errorf("the child wakes %v, want its account", reqs)
 	}
-	if by, err := relations.CapturedBy(ctx, f.c, handMadePod); err != nil || len(by) != 0 {
+	if by, err := relations.CapturedBy(ctx, f.c, handMadePod, time.Time{}); err != nil || len(by) != 0 {
 		t.Errorf("the hand-made Job's pod is captured by %v (%v); want none", by, err)
 	}
 }

@@ -169,7 +169,15 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 		return verdict{}, nil // no result to wait for
 	}
 	capturedBy, unrecorded := func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-		return relations.CapturedBy(ctx, r.Client, pod)
+		var legacyBefore time.Time
+		if r.Ledger != nil {
+			key, err := r.Ledger.Key(ctx)
+			if err != nil {
+				return nil, err
+			}
+			legacyBefore = key.IndexPodsSince
+		}
+		return relations.CapturedBy(ctx, r.Client, pod, legacyBefore)
 	}, r.unrecorded
 	if r.Recorders != nil {
 		capturedBy, unrecorded = r.Recorders.CapturedBy, r.Recorders.Unrecorded

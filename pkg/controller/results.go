@@ -248,7 +248,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 			if rc.recorded[pod.UID] {
 				continue // most of a large account's pods, on each of its reconciles
 			}
-			if idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod); succeeded {
+			if idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod, key.IndexPodsSince); succeeded {
 				sources = append(sources, resultSource{pod: pod, jobUID: jobUID, index: idx})
 			}
 		}

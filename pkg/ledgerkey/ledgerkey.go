@@ -44,6 +44,10 @@ type Key struct {
 	// LegacyBefore is when signing started: an unsigned chunk created before it was
 	// written by an earlier version of the manager (see Verdict).
 	LegacyBefore time.Time
+	// IndexPodsSince is when the manager began reading results only from pods the Job
+	// controller created (the pod webhooks' v1alpha1.AnnotationIndexPod mark): an
+	// unmarked pod created before it was held by an earlier version, which marked none.
+	IndexPodsSince time.Time
 }
 
 // NewKey returns a key of the given bytes, which must be at least KeyBytes long.
@@ -55,13 +59,16 @@ func NewKey(secret []byte, legacyBefore time.Time) (*Key, error) {
 	return &Key{secret: append([]byte(nil), secret...), id: hex.EncodeToString(sum[:4]), LegacyBefore: legacyBefore}, nil
 }
 
-// Generate returns a new random key whose legacy cutoff is now.
+// Generate returns a new random key whose legacy cutoffs are now.
 func Generate(now time.Time) (*Key, []byte, error) {
 	b := make([]byte, KeyBytes)
 	if _, err := rand.Read(b); err != nil {
 		return nil, nil, err
 	}
 	k, err := NewKey(b, now)
+	if k != nil {
+		k.IndexPodsSince = now
+	}
 	return k, b, err
 }
 

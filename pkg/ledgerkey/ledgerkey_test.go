@@ -193,7 +193,10 @@ func TestLoadOnceUnderConcurrentStarts(t *testing.T) {
 	}{
 		{name: "missing: created by one replica", wantWrites: 1},
 		{name: "created empty by the install: filled by one replica", secret: &corev1.Secret{ObjectMeta: meta}, wantWrites: 1},
-		{name: "holding a key: used", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataKey: b}}, wantID: existing.ID()},
+		{name: "holding a key and its cutoffs: used", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataKey: b,
+			DataLegacyBefore: []byte(now.Format(time.RFC3339)), DataIndexPodsSince: []byte(now.Format(time.RFC3339))}}, wantID: existing.ID()},
+		{name: "holding an earlier version's key: its index-pod cutoff added by one replica", secret: &corev1.Secret{ObjectMeta: meta,
+			Data: map[string][]byte{DataKey: b, DataLegacyBefore: []byte(now.Add(-time.Hour).Format(time.RFC3339))}}, wantID: existing.ID(), wantWrites: 1},
 		{name: "holding a malformed key: refused", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataKey: []byte("short")}}, wantErr: true},
 	}
 	for _, tc := range cases {
@@ -238,6 +241,16 @@ func TestLoadOnceUnderConcurrentStarts(t *testing.T) {
 				t.Errorf("the malformed key was replaced")
 			}
 			if tc.wantWrites > 0 {
+				if got := string(sec.Data[DataIndexPodsSince]); got != now.Format(time.RFC3339) {
+					t.Errorf("index-pod cutoff %q, want the time a manager that marks pods first loaded the key", got)
+				}
+				for i := range replicas {
+					if !keys[i].IndexPodsSince.Equal(now) {
+						t.Errorf("replica %d loaded index-pod cutoff %v, want %v", i, keys[i].IndexPodsSince, now)
+					}
+				}
+			}
+			if tc.wantWrites > 0 && tc.wantID == "" {
 				if got := string(sec.Data[DataLegacyBefore]); got != now.Format(time.RFC3339) {
 					t.Errorf("legacy cutoff %q, want the time the key was generated", got)
 				}

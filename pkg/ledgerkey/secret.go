@@ -21,6 +21,10 @@ const (
 	// key. Absent (a key an administrator provided), the Secret's creationTimestamp is the
 	// cutoff.
 	DataLegacyBefore = "legacyBefore"
+	// DataIndexPodsSince holds, RFC 3339, when a manager that reads results only from
+	// the pods the Job controller created first loaded the key (Key.IndexPodsSince); the
+	// manager adds it to a Secret of an earlier version.
+	DataIndexPodsSince = "indexPodsSince"
 )
 
 // DefaultSecretName is the key Secret's name as config/default renders it (namePrefix
@@ -91,18 +95,37 @@ func (s Source) Load(ctx context.Context) (*Key, error) {
 			}
 			return k, nil
 		}
-		return keyOf(&sec)
+		k, err := keyOf(&sec)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := sec.Data[DataIndexPodsSince]; !ok {
+			// A key an earlier version generated, which marked no pod: the pods it held
+			// were created before now.
+			k.IndexPodsSince = s.now().UTC().Truncate(time.Second)
+			sec.Data[DataIndexPodsSince] = []byte(k.IndexPodsSince.Format(time.RFC3339))
+			if err := s.Writer.Update(ctx, &sec); err != nil {
+				if apierrors.IsConflict(err) {
+					continue // another replica wrote it first: read its cutoff
+				}
+				return nil, fmt.Errorf("writing %s into the signing key Secret %s: %w", DataIndexPodsSince, nn, err)
+			}
+		}
+		return k, nil
 	}
 	return nil, fmt.Errorf("the signing key Secret %s kept changing while it was read", nn)
 }
 
+func (s Source) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
 // fill generates a key into sec.
 func (s Source) fill(sec *corev1.Secret) (*Key, error) {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
-	t := now().UTC().Truncate(time.Second)
+	t := s.now().UTC().Truncate(time.Second)
 	k, b, err := Generate(t)
 	if err != nil {
 		return nil, fmt.Errorf("generating the signing key: %w", err)
@@ -112,6 +135,7 @@ func (s Source) fill(sec *corev1.Secret) (*Key, error) {
 	}
 	sec.Data[DataKey] = b
 	sec.Data[DataLegacyBefore] = []byte(t.Format(time.RFC3339))
+	sec.Data[DataIndexPodsSince] = []byte(t.Format(time.RFC3339))
 	if sec.Annotations == nil {
 		sec.Annotations = map[string]string{}
 	}
@@ -133,6 +157,11 @@ func keyOf(sec *corev1.Secret) (*Key, error) {
 	k, err := NewKey(sec.Data[DataKey], cutoff)
 	if err != nil {
 		return nil, fmt.Errorf("signing key Secret %s/%s: %w (refusing to replace it)", sec.Namespace, sec.Name, err)
+	}
+	if v, ok := sec.Data[DataIndexPodsSince]; ok {
+		if k.IndexPodsSince, err = time.Parse(time.RFC3339, string(v)); err != nil {
+			return nil, fmt.Errorf("signing key Secret %s/%s: %s: %w", sec.Namespace, sec.Name, DataIndexPodsSince, err)
+		}
 	}
 	return k, nil
 }

@@ -3,6 +3,7 @@ package relations
 import (
 	"context"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,17 +56,16 @@ func JobTargets(job metav1.Object) []v1alpha1.TargetRef {
 	return all.Kinds.PodTargets(job.GetName(), job.GetLabels())
 }
 
-// TargetPodIndex is the one rule for which pods report a target's results: pod is an
-// index pod of ref (PodTargets) in namespace, under any identity of the target, that the
-// Job controller created for its Job and index (JobControllerPod). It returns the pod's
-// completion index and the UID of the Job that controls it (the identity the pod ran
-// under). Result capture records exactly these pods once they succeed
-// (SucceededTargetPodIndex), and the pod releaser holds exactly these pods until then
-// (CapturedBy); any other pod (another replicatedJob or job index of a named JobSet, a
-// pod no Job controls or someone else made, a malformed index annotation) is never
-// waited for, so it is never stranded.
+// TargetPodIndex is the one rule for which pods are a target's index pods: pod is an
+// index pod of ref (PodTargets) in namespace, under any identity of the target. It
+// returns the pod's completion index and the UID of the Job that controls it (the
+// identity the pod ran under). Of these, result capture records exactly the pods that
+// report a result (ReportsResult) once they succeed (SucceededTargetPodIndex), and the
+// pod releaser holds exactly those until then (CapturedBy); any other pod (another
+// replicatedJob or job index of a named JobSet, a pod no Job controls or someone else
+// made, a malformed index annotation) is never waited for, so it is never stranded.
 func TargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod) (int, types.UID, bool) {
-	if !JobControllerPod(pod) || !podOfTarget(PodTargets(pod), pod.Namespace, ref, namespace) {
+	if !podOfTarget(PodTargets(pod), pod.Namespace, ref, namespace) {
 		return 0, "", false
 	}
 	idx, _ := CompletionIndex(pod)
@@ -78,10 +78,11 @@ func podOfTarget(keys []v1alpha1.TargetKey, podNamespace string, ref v1alpha1.Ta
 	return podNamespace == namespace && (ref.Namespace == "" || ref.Namespace == namespace) && slices.Contains(keys, ref.Key())
 }
 
-// SucceededTargetPodIndex is TargetPodIndex for a pod that Succeeded: a completed
-// attempt of the index, whose result may be read.
-func SucceededTargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod) (int, types.UID, bool) {
-	if pod.Status.Phase != corev1.PodSucceeded {
+// SucceededTargetPodIndex is TargetPodIndex for a pod that Succeeded and reports a
+// result (ReportsResult, given legacyBefore): a completed attempt of the index, whose
+// result is read.
+func SucceededTargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod, legacyBefore time.Time) (int, types.UID, bool) {
+	if pod.Status.Phase != corev1.PodSucceeded || !ReportsResult(pod, legacyBefore) {
 		return 0, "", false
 	}
 	return TargetPodIndex(ref, namespace, pod)
@@ -99,13 +100,14 @@ func TargetPods(ctx context.Context, c client.Reader, namespace string, ref v1al
 }
 
 // CapturedBy returns the names of the live accounts requiring results that record pod's
-// result when it succeeds: those with a target the pod is an index pod of
-// (TargetPodIndex), under the target's current identity or an earlier one. The pod
+// result when it succeeds: none for a pod that reports no result (ReportsResult, given
+// legacyBefore), else those with a target the pod is an index pod of (TargetPodIndex),
+// under the target's current identity or an earlier one. The pod
 // releaser holds a pod while this is not empty, or while an account a short form
 // declares for it is still to come (ShortFormPending).
-func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod) ([]string, error) {
+func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod, legacyBefore time.Time) ([]string, error) {
 	keys := PodTargets(pod)
-	if len(keys) == 0 || !JobControllerPod(pod) {
+	if len(keys) == 0 || !ReportsResult(pod, legacyBefore) {
 		return nil, nil
 	}
 	accounts, err := LiveAccountsNaming(ctx, c, pod.Namespace, PodKeys(pod)...)

@@ -160,6 +160,7 @@ func TestAccountLookups(t *testing.T) {
 // JobSet child, or a deleted Job, recorded by the account or never observed by it (a
 // restart can supersede a Job before any status records it).
 func TestCapturedBy(t *testing.T) {
+	legacyBefore := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	j := job("j")
 	gone, unseen := job("gone"), job("unseen")
 	recorded := wrappers.MakeBatchAccount("recorded", ns).Shards("A").AssignJob("gone", "0", "A").RequireResults("").Obj()
@@ -188,13 +189,16 @@ func TestCapturedBy(t *testing.T) {
 		{"pod of a deleted Job the account never observed", wrappers.MakeIndexPod(unseen, "p", 0), []string{"needs-unseen"}},
 		{"pod no Job controls", wrappers.MakeIndexPod(j, "p", 0).NoOwner(), nil},
 		{"pod with a malformed index", wrappers.MakeIndexPod(j, "p", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "x"), nil},
-		{"pod the Job controller did not create", wrappers.MakeIndexPod(j, "p", 0).NotByJobController(), nil},
+		{"pod the Job controller did not create", wrappers.MakeIndexPod(j, "p", 0).NotByJobController().Created(legacyBefore), nil},
+		{"unmarked pod created before batchledger marked pods", wrappers.MakeIndexPod(j, "p", 0).NotByJobController().Created(legacyBefore.Add(-time.Second)), []string{"needs-j"}},
+		{"pod claiming another Job's mark, created before batchledger marked pods",
+			wrappers.MakeIndexPod(j, "p", 0).Annotation(v1alpha1.AnnotationIndexPod, "gone-uid/0").Created(legacyBefore.Add(-time.Second)), nil},
 		{"pod the Job controller created for another index", wrappers.MakeIndexPod(j, "p", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "1"), nil},
 		{"pod the Job controller created for another Job", wrappers.MakeIndexPod(j, "p", 0).Annotation(v1alpha1.AnnotationIndexPod, "gone-uid/0"), nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := CapturedBy(context.Background(), c, tc.pod.Obj())
+			got, err := CapturedBy(context.Background(), c, tc.pod.Obj(), legacyBefore)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package relations
 
 import (
 	"slices"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,18 @@ func JobControllerPod(pod metav1.Object) bool {
 	mark, ok := pod.GetAnnotations()[v1alpha1.AnnotationIndexPod]
 	owner := ControllingJob(pod)
 	return ok && owner != nil && mark == v1alpha1.IndexPodMark(owner.UID, pod.GetAnnotations()[batchv1.JobCompletionIndexAnnotation])
+}
+
+// ReportsResult reports whether pod's result may stand for a shard: the Job controller
+// created it (JobControllerPod), or it carries no mark at all and was created before
+// legacyBefore, when batchledger began marking (ledgerkey.Key.IndexPodsSince): a pod an
+// earlier version held, whose result it would have recorded.
+func ReportsResult(pod *corev1.Pod, legacyBefore time.Time) bool {
+	if JobControllerPod(pod) {
+		return true
+	}
+	_, marked := pod.Annotations[v1alpha1.AnnotationIndexPod]
+	return !marked && pod.CreationTimestamp.Time.Before(legacyBefore)
 }
 
 // ControllingJob is the batch/v1 Job controller reference of obj (a pod), nil for none.

@@ -80,7 +80,7 @@ func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
 				what = append(what, "some shards have only rejected results ("+c.Message+")")
 			}
 			if ex.Results.MissingShards != "" {
-				what = append(what, "no result can arrive for "+output.Plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left to report one)")
+				what = append(what, "no result can arrive for "+output.Plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left that can report one)")
 			}
 			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment; each result must carry input revision %s and model revision %s.",
 				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), ba.Name, ba.Namespace, ba.Spec.InputRevision, ba.Spec.ModelRevision))

@@ -44,7 +44,7 @@ func TestRepairResults(t *testing.T) {
 		{
 			name:       "account created after the pods were gone: every result missing",
 			wantShards: "A..D", wantWhy: "job j indexes 0-3: completed, but no result can arrive (MissingResult)",
-			wantNeeded: "0/4 shard results accepted: no result can arrive for shards A..D (the identity terminated or was deleted, and no pod is left to report one); " +
+			wantNeeded: "0/4 shard results accepted: no result can arrive for shards A..D (the identity terminated or was deleted, and no pod is left that can report one); " +
 				"the identities that completed them cannot report again. Run `kubectl batchledger repair ij245 -n ml-team` to re-run them",
 		},
 		{

@@ -55,6 +55,12 @@ func (w *PodWrapper) NotByJobController() *PodWrapper {
 	return w
 }
 
+// Created sets the pod's creation time.
+func (w *PodWrapper) Created(at time.Time) *PodWrapper {
+	w.CreationTimestamp = metav1.NewTime(at)
+	return w
+}
+
 // MakePod starts a bare pod: no owner, no labels, no containers, no status. For the pods
 // of a Job use MakeIndexPod.
 func MakePod(name, ns string) *PodWrapper {

@@ -47,7 +47,7 @@ const (
 	// longer complete, and its uncovered shards need a repair.
 	ReasonTargetDeleted = "TargetDeleted"
 	// ReasonMissingResult: covered shards whose result can no longer arrive (the identity
-	// terminated or was deleted, no result was recorded, no pod is left to report one).
+	// terminated or was deleted, no result was recorded, no pod is left that can report one).
 	ReasonMissingResult = "MissingResult"
 	// ReasonRuleInvalid: spec.acceptance.rule does not compile in this controller, so
 	// results are kept but not judged.
