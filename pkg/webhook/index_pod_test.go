@@ -1,15 +1,9 @@
 package webhook
 
 import (
-	"context"
-	"encoding/json"
 	"testing"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
-	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -59,30 +53,7 @@ func TestIndexPodMark(t *testing.T) {
 			{"pod assignment webhook", PodAssignmentAnnotator{Reader: indexedReader(t, nil)}},
 		} {
 			t.Run(name+", "+h.name, func(t *testing.T) {
-				raw, err := json.Marshal(tc.pod)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp := h.h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-					Operation: admissionv1.Create, Namespace: "ml-team", Object: runtime.RawExtension{Raw: raw},
-					UserInfo: authenticationv1.UserInfo{Username: tc.user}}})
-				if !resp.Allowed {
-					t.Fatalf("denied: %v", resp.Result)
-				}
-				if len(resp.Patches) > 0 {
-					b, _ := json.Marshal(resp.Patches)
-					p, err := jsonpatch.DecodePatch(b)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if raw, err = p.Apply(raw); err != nil {
-						t.Fatal(err)
-					}
-				}
-				var after corev1.Pod
-				if err := json.Unmarshal(raw, &after); err != nil {
-					t.Fatal(err)
-				}
+				after, _ := admitPodAs(t, h.h, tc.pod, tc.user)
 				if got := after.Annotations[v1alpha1.AnnotationIndexPod]; got != tc.want {
 					t.Errorf("mark %q after admission, want %q", got, tc.want)
 				}

@@ -12,9 +12,12 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -30,11 +33,19 @@ import (
 // server stores it after the response's patch, and the response.
 func admitPod(t *testing.T, h admission.Handler, pod *corev1.Pod) (corev1.Pod, admission.Response) {
 	t.Helper()
+	return admitPodAs(t, h, pod, "")
+}
+
+// admitPodAs is admitPod for a pod that user creates.
+func admitPodAs(t *testing.T, h admission.Handler, pod *corev1.Pod, user string) (corev1.Pod, admission.Response) {
+	t.Helper()
 	raw, err := json.Marshal(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := admit(t, h, raw)
+	resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: "ml-team", Object: runtime.RawExtension{Raw: raw},
+		UserInfo: authenticationv1.UserInfo{Username: user}}})
 	if !resp.Allowed {
 		t.Fatalf("denied: %v", resp.Result)
 	}
