@@ -131,6 +131,17 @@ func main() {
 			fail(err, "setting up the reader of worker clusters' results")
 		}
 	}
+	// The webhooks mark the pods the Job controller creates from their start on: say so in
+	// the key Secret before they serve, so that an unmarked pod created since is known for
+	// one someone else made (ledgerkey.Source.MarkSince). Left to the key's first load
+	// when the Secret cannot be written now.
+	markCtx, cancelMark := context.WithTimeout(ctx, 30*time.Second)
+	if since, err := keySource(mgr, cfg).MarkSince(markCtx); err != nil {
+		log.Error(err, "recording when the webhooks began marking pods; the key's first load records it")
+	} else {
+		log.Info("the webhooks mark the pods the Job controller creates", "since", since)
+	}
+	cancelMark()
 	setups := controllers(mgr, cfg, coverage, latePods, writer, apis.served, workerResults)
 	// webhooksReady is closed once the webhooks are registered on the webhook server.
 	webhooksReady := make(chan struct{})
@@ -341,8 +352,7 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 	workerResults controller.WorkerResults) []setup {
 	metrics := controller.NewMetrics(c.perAccountMetrics)
 	// One Ledger for every controller that reads recorded results: the key is loaded once.
-	ledger := &controller.Ledger{Source: ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(),
-		Namespace: c.certOpts.Namespace, Name: c.ledgerKeySecret}}
+	ledger := &controller.Ledger{Source: keySource(mgr, c)}
 	setups := []setup{
 		&controller.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), CoveragePods: coveragePods, LatePods: latePods, Writer: writer,
@@ -478,4 +488,9 @@ func coveragePodCache(ctx context.Context, mgr ctrl.Manager) (cache.Cache, error
 		return nil, err
 	}
 	return c, mgr.Add(c)
+}
+
+// keySource is where the manager's signing key lives: its Secret in --namespace.
+func keySource(mgr ctrl.Manager, c *config) ledgerkey.Source {
+	return ledgerkey.Source{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: c.certOpts.Namespace, Name: c.ledgerKeySecret}
 }

@@ -219,44 +219,55 @@ func TestRelabelledJobControllerPodDoesNotStand(t *testing.T) {
 
 // TestPodsHeldBeforeMarkingAreRecorded: pods an earlier version held carry no index-pod
 // mark; those created before the manager began marking (the key's IndexPodsSince) still
-// report their results after the upgrade, and an unmarked pod created since does not.
+// report their results for as long as an earlier version may have held them
+// (DefaultMaxResultHold), and an unmarked pod created since never does.
 func TestPodsHeldBeforeMarkingAreRecorded(t *testing.T) {
-	cutoff := testNow.Add(-30 * time.Minute)
-	j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
-	acct := accountOfJ().RequireResults("").Obj()
-	held := func(name string, idx int, created time.Time, shard string) *corev1.Pod {
-		return wrappers.MakeIndexPod(j, name, idx).NotByJobController().Created(created).Finalizers(v1alpha1.ResultFinalizer).
-			Succeeded(testNow.Add(-time.Minute), report(t, shard)).Obj()
-	}
 	forged, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "m-2026-11",
 		Output: "s3://attacker/B", Digest: "sha256:forged", Records: 10, Valid: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	since := handMadePod(j, "evil", 1, forged)
-	since.CreationTimestamp = metav1.NewTime(cutoff.Add(time.Minute))
-	f := newFixture(t, hooks{}, acct, j, held("j-0", 0, cutoff.Add(-time.Hour), "A"), held("j-1", 1, cutoff.Add(-time.Hour), "B"), since)
-	key, _, err := ledgerkey.Generate(testNow.Add(-2 * time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key.IndexPodsSince = cutoff
-	f.ledger.key = key
-	if _, err := f.reconcile("acct"); err != nil {
-		t.Fatal(err)
-	}
-	ba := f.account(t, "acct")
-	if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" || ba.Status.Results.Recorded != 2 {
-		t.Errorf("Accepted = %q with %d results recorded; want the two pods held before marking began recorded, the one since not", got, ba.Status.Results.Recorded)
-	}
-	var chunks v1alpha1.ShardResultsList
-	if err := f.c.List(context.Background(), &chunks); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range account.RecordedInOrder(chunks.Items) {
-		if r.Pod == "evil" {
-			t.Errorf("the unmarked pod created after marking began was recorded: %+v", r)
-		}
+	for name, tc := range map[string]struct {
+		cutoff       time.Time
+		wantRecorded int32
+		wantAccepted string
+	}{
+		"within a day of the upgrade": {cutoff: testNow.Add(-30 * time.Minute), wantRecorded: 2, wantAccepted: "True Accepted"},
+		"a day after the upgrade":     {cutoff: testNow.Add(-DefaultMaxResultHold - time.Minute), wantAccepted: "False " + v1alpha1.ReasonMissingResult},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+			acct := accountOfJ().RequireResults("").Obj()
+			held := func(name string, idx int, shard string) *corev1.Pod {
+				return wrappers.MakeIndexPod(j, name, idx).NotByJobController().Created(tc.cutoff.Add(-time.Hour)).
+					Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), report(t, shard)).Obj()
+			}
+			since := handMadePod(j, "evil", 1, forged)
+			since.CreationTimestamp = metav1.NewTime(tc.cutoff.Add(time.Minute))
+			f := newFixture(t, hooks{}, acct, j, held("j-0", 0, "A"), held("j-1", 1, "B"), since)
+			key, _, err := ledgerkey.Generate(testNow.Add(-48 * time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			key.IndexPodsSince = tc.cutoff
+			f.ledger.key = key
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			ba := f.account(t, "acct")
+			if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted || ba.Status.Results.Recorded != tc.wantRecorded {
+				t.Errorf("Accepted = %q with %d results recorded; want %q with %d", got, ba.Status.Results.Recorded, tc.wantAccepted, tc.wantRecorded)
+			}
+			var chunks v1alpha1.ShardResultsList
+			if err := f.c.List(context.Background(), &chunks); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range account.RecordedInOrder(chunks.Items) {
+				if r.Pod == "evil" {
+					t.Errorf("the unmarked pod created after marking began was recorded: %+v", r)
+				}
+			}
+		})
 	}
 }
 

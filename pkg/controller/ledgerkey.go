@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 	"sync"
@@ -271,4 +273,16 @@ func ignoredNote(why string) string {
 		return "its content was changed after the manager signed it"
 	}
 	return why
+}
+
+// legacyPodsBefore is the creation time before which a pod without the index-pod mark
+// still reports its result (relations.ReportsResult): when the manager began marking
+// (the key's IndexPodsSince), for as long as an earlier version may have held such a pod
+// (DefaultMaxResultHold); the zero time after that, so that a pod made by hand before the
+// upgrade is not a result forever.
+func legacyPodsBefore(key *ledgerkey.Key, now time.Time) time.Time {
+	if now.Before(key.IndexPodsSince.Add(DefaultMaxResultHold)) {
+		return key.IndexPodsSince
+	}
+	return time.Time{}
 }

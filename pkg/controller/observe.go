@@ -138,13 +138,14 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		if err != nil {
 			return o, err
 		}
+		legacyBefore := legacyPodsBefore(key, r.now())
 		byUID := make(map[types.UID]*corev1.Pod, len(pods.Items))
 		for i := range pods.Items {
 			byUID[pods.Items[i].UID] = &pods.Items[i]
 		}
 		for i := range o.obs.SuccessfulPods {
 			a := &o.obs.SuccessfulPods[i]
-			a.NoResult = !relations.ReportsResult(byUID[a.UID], key.IndexPodsSince)
+			a.NoResult = !relations.ReportsResult(byUID[a.UID], legacyBefore)
 		}
 	}
 	return o, r.observeWorkload(ctx, &o, t.Ref, job, results)

@@ -175,7 +175,7 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 			if err != nil {
 				return nil, err
 			}
-			legacyBefore = key.IndexPodsSince
+			legacyBefore = legacyPodsBefore(key, r.now())
 		}
 		return relations.CapturedBy(ctx, r.Client, pod, legacyBefore)
 	}, r.unrecorded

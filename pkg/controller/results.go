@@ -235,6 +235,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		return account.RecordedInOrder(rc.all()), critErr.Error(), nil
 	}
 	now := metav1.NewTime(r.now())
+	legacyBefore := legacyPodsBefore(key, now.Time)
 	// ended are the end times of the pods whose results this capture records.
 	var ended []time.Time
 	for _, t := range m.Targets {
@@ -248,7 +249,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 			if rc.recorded[pod.UID] {
 				continue // most of a large account's pods, on each of its reconciles
 			}
-			if idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod, key.IndexPodsSince); succeeded {
+			if idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod, legacyBefore); succeeded {
 				sources = append(sources, resultSource{pod: pod, jobUID: jobUID, index: idx})
 			}
 		}

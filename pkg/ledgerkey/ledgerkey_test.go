@@ -261,3 +261,66 @@ func TestLoadOnceUnderConcurrentStarts(t *testing.T) {
 		})
 	}
 }
+
+// TestMarkSinceBeforeTheKey: the manager records when it began marking pods before its
+// webhooks serve, in whatever state the Secret is (missing, created empty by the install,
+// holding an earlier version's key, or already saying it); replicas starting together
+// write it once; the key generated later keeps it, and an earlier record is never moved.
+func TestMarkSinceBeforeTheKey(t *testing.T) {
+	meta := metav1.ObjectMeta{Namespace: "batchledger-system", Name: DefaultSecretName}
+	earlier := now.Add(-48 * time.Hour)
+	_, b, err := Generate(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		secret     *corev1.Secret
+		want       time.Time
+		wantWrites int32
+	}{
+		{name: "missing: created with the cutoff alone", want: now, wantWrites: 1},
+		{name: "created empty by the install", secret: &corev1.Secret{ObjectMeta: meta}, want: now, wantWrites: 1},
+		{name: "an earlier version's key", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataKey: b}}, want: now, wantWrites: 1},
+		{name: "already recorded", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataIndexPodsSince: []byte(earlier.Format(time.RFC3339))}},
+			want: earlier},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			if tc.secret != nil {
+				objs = append(objs, tc.secret)
+			}
+			c, writes := counting(t, objs...)
+			src := Source{Reader: c, Writer: c, Namespace: meta.Namespace, Name: meta.Name, Now: func() time.Time { return now }}
+			const replicas = 4
+			got := make([]time.Time, replicas)
+			var wg sync.WaitGroup
+			for i := range replicas {
+				wg.Go(func() {
+					var err error
+					if got[i], err = src.MarkSince(context.Background()); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			for i := range replicas {
+				if !got[i].Equal(tc.want) {
+					t.Errorf("replica %d: marking since %v, want %v", i, got[i], tc.want)
+				}
+			}
+			if n := writes.Load(); n != tc.wantWrites {
+				t.Errorf("%d writes of the Secret, want %d", n, tc.wantWrites)
+			}
+			// An hour later the key is loaded (generated if missing): the cutoff stays.
+			src.Now = func() time.Time { return now.Add(time.Hour) }
+			k, err := src.Load(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !k.IndexPodsSince.Equal(tc.want) {
+				t.Errorf("the key loaded later says marking began %v, want %v", k.IndexPodsSince, tc.want)
+			}
+		})
+	}
+}

@@ -116,6 +116,56 @@ func (s Source) Load(ctx context.Context) (*Key, error) {
 	return nil, fmt.Errorf("the signing key Secret %s kept changing while it was read", nn)
 }
 
+// MarkSince records in the Secret, when it does not say it yet, that the manager marks
+// the pods the Job controller creates from now on (DataIndexPodsSince), and returns the
+// time the Secret says. The manager calls it before its webhooks serve, so that an
+// unmarked pod created since was made by someone else. A missing Secret is created with
+// that alone; Load generates the key into it later and keeps it.
+func (s Source) MarkSince(ctx context.Context) (time.Time, error) {
+	if s.Namespace == "" || s.Name == "" {
+		return time.Time{}, errors.New("the signing key Secret needs a namespace and a name (--namespace, --ledger-key-secret)")
+	}
+	nn := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	for range 5 {
+		now := s.now().UTC().Truncate(time.Second)
+		stamp := []byte(now.Format(time.RFC3339))
+		var sec corev1.Secret
+		switch err := s.Reader.Get(ctx, nn, &sec); {
+		case apierrors.IsNotFound(err):
+			sec = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}, Type: corev1.SecretTypeOpaque,
+				Data: map[string][]byte{DataIndexPodsSince: stamp}}
+			if err := s.Writer.Create(ctx, &sec); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					continue
+				}
+				return time.Time{}, fmt.Errorf("creating the signing key Secret %s: %w", nn, err)
+			}
+			return now, nil
+		case err != nil:
+			return time.Time{}, fmt.Errorf("reading the signing key Secret %s: %w", nn, err)
+		}
+		if v, ok := sec.Data[DataIndexPodsSince]; ok {
+			t, err := time.Parse(time.RFC3339, string(v))
+			if err != nil {
+				return time.Time{}, fmt.Errorf("signing key Secret %s: %s: %w", nn, DataIndexPodsSince, err)
+			}
+			return t, nil
+		}
+		if sec.Data == nil {
+			sec.Data = map[string][]byte{}
+		}
+		sec.Data[DataIndexPodsSince] = stamp
+		if err := s.Writer.Update(ctx, &sec); err != nil {
+			if apierrors.IsConflict(err) {
+				continue
+			}
+			return time.Time{}, fmt.Errorf("writing %s into the signing key Secret %s: %w", DataIndexPodsSince, nn, err)
+		}
+		return now, nil
+	}
+	return time.Time{}, fmt.Errorf("the signing key Secret %s kept changing while it was read", nn)
+}
+
 func (s Source) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
@@ -123,7 +173,7 @@ func (s Source) now() time.Time {
 	return time.Now()
 }
 
-// fill generates a key into sec.
+// fill generates a key into sec, keeping the index-pod cutoff MarkSince wrote.
 func (s Source) fill(sec *corev1.Secret) (*Key, error) {
 	t := s.now().UTC().Truncate(time.Second)
 	k, b, err := Generate(t)
@@ -135,7 +185,13 @@ func (s Source) fill(sec *corev1.Secret) (*Key, error) {
 	}
 	sec.Data[DataKey] = b
 	sec.Data[DataLegacyBefore] = []byte(t.Format(time.RFC3339))
-	sec.Data[DataIndexPodsSince] = []byte(t.Format(time.RFC3339))
+	if v, ok := sec.Data[DataIndexPodsSince]; !ok {
+		sec.Data[DataIndexPodsSince] = []byte(t.Format(time.RFC3339))
+	} else if since, err := time.Parse(time.RFC3339, string(v)); err != nil {
+		return nil, fmt.Errorf("signing key Secret %s/%s: %s: %w", sec.Namespace, sec.Name, DataIndexPodsSince, err)
+	} else {
+		k.IndexPodsSince = since
+	}
 	if sec.Annotations == nil {
 		sec.Annotations = map[string]string{}
 	}
