@@ -286,3 +286,16 @@ func legacyPodsBefore(key *ledgerkey.Key, now time.Time) time.Time {
 	}
 	return time.Time{}
 }
+
+// LegacyPodsBefore is legacyPodsBefore of the ledger's key at now; the zero time for a
+// nil Ledger (some tests), which trusts no unmarked pod.
+func (l *Ledger) LegacyPodsBefore(ctx context.Context, now time.Time) (time.Time, error) {
+	if l == nil {
+		return time.Time{}, nil
+	}
+	key, err := l.Key(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return legacyPodsBefore(key, now), nil
+}

@@ -134,11 +134,10 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	if results {
 		// A pod batchledger did not see the Job controller create reports nothing: its
 		// index's result is missing once the Job ends, not pending.
-		key, err := r.ledger().Key(ctx)
+		legacyBefore, err := r.ledger().LegacyPodsBefore(ctx, r.now())
 		if err != nil {
 			return o, err
 		}
-		legacyBefore := legacyPodsBefore(key, r.now())
 		byUID := make(map[types.UID]*corev1.Pod, len(pods.Items))
 		for i := range pods.Items {
 			byUID[pods.Items[i].UID] = &pods.Items[i]

@@ -169,13 +169,9 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 		return verdict{}, nil // no result to wait for
 	}
 	capturedBy, unrecorded := func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
-		var legacyBefore time.Time
-		if r.Ledger != nil {
-			key, err := r.Ledger.Key(ctx)
-			if err != nil {
-				return nil, err
-			}
-			legacyBefore = legacyPodsBefore(key, r.now())
+		legacyBefore, err := r.Ledger.LegacyPodsBefore(ctx, r.now())
+		if err != nil {
+			return nil, err
 		}
 		return relations.CapturedBy(ctx, r.Client, pod, legacyBefore)
 	}, r.unrecorded

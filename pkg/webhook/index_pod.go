@@ -21,8 +21,14 @@ import (
 // the same users.
 var JobControllers = []string{"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
 
+// AnnotationPath is the JSON pointer of the annotation key on the admitted object
+// ("~" and "/" in a key are "~0" and "~1" in a pointer).
+func AnnotationPath(key string) string {
+	return "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+}
+
 // indexPodPath is the JSON pointer of v1alpha1.AnnotationIndexPod.
-var indexPodPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(v1alpha1.AnnotationIndexPod)
+var indexPodPath = AnnotationPath(v1alpha1.AnnotationIndexPod)
 
 // indexPodMark is the patch of a new pod's v1alpha1.AnnotationIndexPod: set to the mark
 // of its controlling Job and its completion index when the Job controller (username)

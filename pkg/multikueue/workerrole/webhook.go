@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +39,7 @@ func (h PodHolder) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // annotationPath is the JSON pointer of v1alpha1.AnnotationWorkload.
-var annotationPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(v1alpha1.AnnotationWorkload)
+var annotationPath = webhook.AnnotationPath(v1alpha1.AnnotationWorkload)
 
 // Handle holds the pod (webhook.HoldPod) and sets or removes its Workload
 // annotation.
