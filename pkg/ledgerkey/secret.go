@@ -144,12 +144,8 @@ func (s Source) MarkSince(ctx context.Context) (time.Time, error) {
 		case err != nil:
 			return time.Time{}, fmt.Errorf("reading the signing key Secret %s: %w", nn, err)
 		}
-		if v, ok := sec.Data[DataIndexPodsSince]; ok {
-			t, err := time.Parse(time.RFC3339, string(v))
-			if err != nil {
-				return time.Time{}, fmt.Errorf("signing key Secret %s: %s: %w", nn, DataIndexPodsSince, err)
-			}
-			return t, nil
+		if t, ok, err := stampOf(&sec, DataIndexPodsSince); ok {
+			return t, err
 		}
 		if sec.Data == nil {
 			sec.Data = map[string][]byte{}
@@ -185,12 +181,13 @@ func (s Source) fill(sec *corev1.Secret) (*Key, error) {
 	}
 	sec.Data[DataKey] = b
 	sec.Data[DataLegacyBefore] = []byte(t.Format(time.RFC3339))
-	if v, ok := sec.Data[DataIndexPodsSince]; !ok {
-		sec.Data[DataIndexPodsSince] = []byte(t.Format(time.RFC3339))
-	} else if since, err := time.Parse(time.RFC3339, string(v)); err != nil {
-		return nil, fmt.Errorf("signing key Secret %s/%s: %s: %w", sec.Namespace, sec.Name, DataIndexPodsSince, err)
-	} else {
+	switch since, ok, err := stampOf(sec, DataIndexPodsSince); {
+	case err != nil:
+		return nil, err
+	case ok:
 		k.IndexPodsSince = since
+	default:
+		sec.Data[DataIndexPodsSince] = []byte(t.Format(time.RFC3339))
 	}
 	if sec.Annotations == nil {
 		sec.Annotations = map[string]string{}
@@ -202,22 +199,32 @@ func (s Source) fill(sec *corev1.Secret) (*Key, error) {
 
 // keyOf reads the key of a Secret that holds one.
 func keyOf(sec *corev1.Secret) (*Key, error) {
-	cutoff := sec.CreationTimestamp.Time
-	if v, ok := sec.Data[DataLegacyBefore]; ok {
-		t, err := time.Parse(time.RFC3339, string(v))
-		if err != nil {
-			return nil, fmt.Errorf("signing key Secret %s/%s: %s: %w", sec.Namespace, sec.Name, DataLegacyBefore, err)
-		}
-		cutoff = t
+	cutoff, ok, err := stampOf(sec, DataLegacyBefore)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		cutoff = sec.CreationTimestamp.Time
 	}
 	k, err := NewKey(sec.Data[DataKey], cutoff)
 	if err != nil {
 		return nil, fmt.Errorf("signing key Secret %s/%s: %w (refusing to replace it)", sec.Namespace, sec.Name, err)
 	}
-	if v, ok := sec.Data[DataIndexPodsSince]; ok {
-		if k.IndexPodsSince, err = time.Parse(time.RFC3339, string(v)); err != nil {
-			return nil, fmt.Errorf("signing key Secret %s/%s: %s: %w", sec.Namespace, sec.Name, DataIndexPodsSince, err)
-		}
+	if k.IndexPodsSince, _, err = stampOf(sec, DataIndexPodsSince); err != nil {
+		return nil, err
 	}
 	return k, nil
+}
+
+// stampOf reads the RFC 3339 time the Secret holds under key; ok is false when it holds
+// none.
+func stampOf(sec *corev1.Secret, key string) (t time.Time, ok bool, err error) {
+	v, ok := sec.Data[key]
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	if t, err = time.Parse(time.RFC3339, string(v)); err != nil {
+		return time.Time{}, true, fmt.Errorf("signing key Secret %s/%s: %s: %w", sec.Namespace, sec.Name, key, err)
+	}
+	return t, true, nil
 }
