@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"slices"
-	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,12 +19,6 @@ import (
 // index-pod policy (config/policy) and config/worker's worker-pod-workload policy name
 // the same users.
 var JobControllers = []string{"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
-
-// AnnotationPath is the JSON pointer of the annotation key on the admitted object
-// ("~" and "/" in a key are "~0" and "~1" in a pointer).
-func AnnotationPath(key string) string {
-	return "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
-}
 
 // indexPodPath is the JSON pointer of v1alpha1.AnnotationIndexPod.
 var indexPodPath = AnnotationPath(v1alpha1.AnnotationIndexPod)

@@ -118,8 +118,8 @@ func assignmentPatch(have map[string]string, a Assignment) []jsonpatch.JsonPatch
 	slices.Sort(keys)
 	ops := make([]jsonpatch.JsonPatchOperation, 0, len(keys))
 	for _, k := range keys {
-		// "add" replaces a member that exists; "/" in a key is "~1" in a JSON pointer.
-		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+strings.ReplaceAll(k, "/", "~1"), set[k]))
+		// "add" replaces a member that exists.
+		ops = append(ops, jsonpatch.NewOperation("add", AnnotationPath(k), set[k]))
 	}
 	return ops
 }

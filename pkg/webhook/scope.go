@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -86,9 +85,8 @@ func labelPatch(path string, t templateMeta, scope string) []jsonpatch.JsonPatch
 		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", path+"/metadata/labels",
 			map[string]string{v1alpha1.LabelScope: scope})}
 	default:
-		// "/" in a label key is "~1" in a JSON pointer.
 		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add",
-			path+"/metadata/labels/"+strings.ReplaceAll(v1alpha1.LabelScope, "/", "~1"), scope)}
+			LabelPath(path, v1alpha1.LabelScope), scope)}
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -28,6 +27,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/webhook"
 )
 
 // JobMutatePath is the path of the worker role's Job webhook (JobHolder), configured by
@@ -304,10 +304,8 @@ func (h JobHolder) Handle(ctx context.Context, req admission.Request) admission.
 			func(f string) bool { return f == v1alpha1.WorkerJobFinalizer }), v1alpha1.WorkerJobFinalizer)),
 	}
 	if !labelled {
-		// A JobSet child always has labels (JobSet's own); "/" in a key is "~1" in a
-		// JSON pointer.
-		ops = append(ops, jsonpatch.NewOperation("add",
-			"/metadata/labels/"+strings.ReplaceAll(v1alpha1.LabelScope, "/", "~1"), podScope))
+		// A JobSet child always has labels (JobSet's own).
+		ops = append(ops, jsonpatch.NewOperation("add", webhook.LabelPath("", v1alpha1.LabelScope), podScope))
 	}
 	return admission.Patched("", ops...)
 }
