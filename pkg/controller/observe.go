@@ -56,12 +56,9 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		}
 		return o, err
 	}
+	// A JobSet child being deleted that the record finalizer holds is observed until its
+	// end is recorded (jobset.CurrentChild).
 	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
-	if err == nil && job == nil {
-		// A JobSet child being deleted that the record finalizer holds is observed until
-		// its end is recorded.
-		job, attempt, err = heldChild(ctx, r.Client, namespace, t.Ref)
-	}
 	if err == nil && job == nil {
 		// Not in the cache: a Job without the scope label on its metadata, which
 		// stampTarget adds once this finds it.

@@ -134,9 +134,9 @@ func TestAccountLookups(t *testing.T) {
 		want string
 	}{
 		{"Job counted only (the account requiring results is being deleted)", job("j"), v1alpha1.ScopeCoverage},
-		{"child whose account requires results", child("train", "workers", 1, 3), v1alpha1.ScopeResults},
-		{"child whose account counts", child("train", "workers", 0, 0), v1alpha1.ScopeCoverage},
-		{"child no account names", child("train", "workers", 2, 0), ""},
+		{"child whose account requires results", namedChild("train", "workers", 1, 3), v1alpha1.ScopeResults},
+		{"child whose account counts", namedChild("train", "workers", 0, 0), v1alpha1.ScopeCoverage},
+		{"child no account names", namedChild("train", "workers", 2, 0), ""},
 		{"Job no account names", job("k"), ""},
 		{"a hand-made Job with the labels of a child an account names", impostor("fake", "train", "workers", 1, 9), ""},
 	}
@@ -211,7 +211,7 @@ func TestCapturedBy(t *testing.T) {
 
 // TestWorkloadOfJob: a target's Job's Workload is the newest its Workload owner controls.
 func TestWorkloadOfJob(t *testing.T) {
-	j, ch := job("j"), child("train", "workers", 0, 0)
+	j, ch := job("j"), namedChild("train", "workers", 0, 0)
 	wls := []kueue.Workload{
 		workload("j-old", t0, owner("Job", "j", true)), workload("j-new", t0.Add(time.Minute), owner("Job", "j", true)),
 		workload("train", t0, owner("JobSet", "train", true)), workload("k", t0, owner("Job", "k", true)),

@@ -86,7 +86,7 @@ func TestIndexKeys(t *testing.T) {
 	ba := wrappers.MakeBatchAccount("a", ns).Shards("A", "B", "C", "D").
 		AssignJob("j", "0", "A").AssignJob("j", "1", "B").
 		AssignJobSet("train", "workers", 0, "0", "2").AssignJobSet("train", "workers", 1, "0", "3").Obj()
-	ch := child("train", "workers", 1, 0)
+	ch := namedChild("train", "workers", 1, 0)
 	cases := []struct {
 		name string
 		got  []IndexKey
@@ -170,19 +170,20 @@ func TestNamesJob(t *testing.T) {
 	}{
 		{"Job by name", v1alpha1.TargetRef{Job: "j"}, job("j"), true},
 		{"Job of another name", v1alpha1.TargetRef{Job: "j"}, job("k"), false},
-		{"child of its index", workers1, child("train", "workers", 1, 0), true},
-		{"child of a later restart attempt", workers1, child("train", "workers", 1, 2), true},
-		{"child of another index", workers1, child("train", "workers", 0, 0), false},
-		{"default index is 0", workers0, child("train", "workers", 0, 0), true},
-		{"child of another replicatedJob", workers1, child("train", "leader", 1, 0), false},
-		{"child of another JobSet", workers1, child("eval", "workers", 1, 0), false},
+		{"child of its index", workers1, namedChild("train", "workers", 1, 0), true},
+		{"child of a later restart attempt", workers1, namedChild("train", "workers", 1, 2), true},
+		{"child of another index", workers1, namedChild("train", "workers", 0, 0), false},
+		{"default index is 0", workers0, namedChild("train", "workers", 0, 0), true},
+		{"child of another replicatedJob", workers1, namedChild("train", "leader", 1, 0), false},
+		{"child of another JobSet", workers1, namedChild("eval", "workers", 1, 0), false},
 		{"a JobSet target never names a plain Job", workers0, job("train"), false},
 		{"the child's labels without a controller", workers1, impostor("fake", "train", "workers", 1, 9), false},
 		{"the child's labels, controlled by another JobSet", workers1, impostor("fake", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "eval", "eval-uid")), false},
 		{"the child's labels, controlled by a JobSet of another API group", workers1, impostor("fake", "train", "workers", 1, 9, jobSetOwner("example.com/v1", "train", "train-uid")), false},
 		{"the child's labels, owned by the JobSet but not as its controller", workers1,
 			impostor("fake", "train", "workers", 1, 9, metav1.OwnerReference{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "train", UID: "train-uid"}), false},
-		{"the child's labels, controlled by the JobSet at another API version", workers1, impostor("fake", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1", "train", "train-uid")), true},
+		{"the child's labels, controlled by the JobSet at another API version", workers1, impostor("train-workers-1", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1", "train", "train-uid")), true},
+		{"the child's labels, controlled by the JobSet, another name", workers1, impostor("train-workers-1-retry", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "train", "train-uid")), false},
 		{"a Job target names a JobSet's child by name", v1alpha1.TargetRef{Job: "train-workers-1"}, namedChild("train", "workers", 1, 0), true},
 	}
 	for _, tc := range cases {
@@ -196,13 +197,18 @@ func TestNamesJob(t *testing.T) {
 
 // TestCurrentChild: of the target's children (the JobSet controls them, by UID when the
 // JobSet is known, and they have the name JobSet gives them), the highest restart attempt
-// not being deleted is the one followed; a Job with the child's labels that the JobSet
+// not being deleted is the one followed, else the highest the record finalizer holds while
+// it is deleted; a Job with the child's labels that the JobSet
 // does not control, or that has another name, is never followed, whatever its restart
 // attempt.
 func TestCurrentChild(t *testing.T) {
 	deleting := func(j *batchv1.Job) batchv1.Job {
 		j.DeletionTimestamp = &metav1.Time{Time: t0}
 		return *j
+	}
+	held := func(j *batchv1.Job) batchv1.Job {
+		j.Finalizers = append(j.Finalizers, v1alpha1.RecordFinalizer)
+		return deleting(j)
 	}
 	ref := v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "w"}
 	// A slice, unlike a cluster, may hold attempts of one name side by side.
@@ -222,6 +228,11 @@ func TestCurrentChild(t *testing.T) {
 		{"the highest attempt, whatever the order", "", []batchv1.Job{*a2, *a0, *a1}, a2.UID, 2},
 		{"a child being deleted is passed over", "", []batchv1.Job{*a0, *a1, deleting(a2.DeepCopy())}, a1.UID, 1},
 		{"all being deleted", "", []batchv1.Job{deleting(a0.DeepCopy())}, "", 0},
+		{"all being deleted: the highest attempt the record finalizer holds", "t-uid",
+			[]batchv1.Job{held(a0.DeepCopy()), held(a1.DeepCopy()), deleting(a2.DeepCopy())}, a1.UID, 1},
+		{"a live child before a held one", "", []batchv1.Job{held(a2.DeepCopy()), *a0}, a0.UID, 0},
+		{"a held Job of another name is no child", "t-uid", []batchv1.Job{held(a0.DeepCopy()), held(otherName.DeepCopy())}, a0.UID, 0},
+		{"a held Job of an earlier JobSet of the name is no child", "t-uid", []batchv1.Job{held(ofOldJobSet.DeepCopy())}, "", 0},
 		{"a Job of a later attempt the JobSet does not control is no child", "", []batchv1.Job{*a1, *handMade}, a1.UID, 1},
 		{"only such a Job: no child", "", []batchv1.Job{*handMade}, "", 0},
 		{"a controlled Job of another name is no child", "t-uid", []batchv1.Job{*a1, *otherName}, a1.UID, 1},

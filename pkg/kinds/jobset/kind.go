@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -282,22 +283,27 @@ func Controlling(obj metav1.Object) (string, types.UID, bool) {
 	return ref.Name, ref.UID, true
 }
 
-// IsChild reports whether job is a child Job of the JobSet its labels name: that JobSet
-// controls it. A Job that only carries the labels (made by hand, or copied from a child)
-// is no child of anything.
+// IsChild reports whether job is a child Job of the JobSet its labels name: it has the
+// name JobSet gives the child its labels mean (PodChild), and that JobSet controls it. A
+// Job that only carries the labels (made by hand, or copied from a child), or that a
+// namespace editor gave a controller reference to the JobSet under another name, is no
+// child of anything.
 func IsChild(job metav1.Object) bool {
-	js := job.GetLabels()[jobsetapi.JobSetNameKey]
-	name, _, ok := Controlling(job)
-	return ok && js != "" && name == js
+	ref, named := PodChild(job.GetName(), job.GetLabels())
+	name, _, controlled := Controlling(job)
+	return named && controlled && name == ref.JobSet
 }
 
 // IsChildOf reports whether job is a child Job of the JobSet named jobSet that ref's
-// replicatedJob and job index mean, of any restart attempt: it carries ChildLabels and
-// the JobSet controls it. jobSetUID, when known (the JobSet object was read), must be
-// the controller's UID: a Job left over from a deleted JobSet of the same name is no
-// child of its successor.
+// replicatedJob and job index mean, of any restart attempt: it has the name JobSet gives
+// that child (ChildJobName), carries ChildLabels and the JobSet controls it. A namespace
+// editor may create a Job of another name with the JobSet's labels and a controller
+// reference to it (owner references are not authenticated), while only one Job of the
+// child's name can exist at a time. jobSetUID, when known (the JobSet object was read),
+// must be the controller's UID: a Job left over from a deleted JobSet of the same name
+// is no child of its successor.
 func IsChildOf(jobSet string, ref v1alpha1.TargetRef, job metav1.Object, jobSetUID types.UID) bool {
-	if jobSet == "" {
+	if jobSet == "" || job.GetName() != ChildJobName(jobSet, ref.ReplicatedJob, int(ref.Index())) {
 		return false
 	}
 	l := job.GetLabels()
@@ -316,31 +322,37 @@ func ChildJobName(jobSet, replicatedJob string, jobIndex int) string {
 
 // CurrentChild picks, among candidate Jobs of the JobSet named jobSet for ref (listed by
 // ChildLabels), the one the target follows: of its children (IsChildOf, with jobSetUID
-// when known) named as JobSet names them (ChildJobName), the highest restart attempt that
+// when known), the highest restart attempt that
 // is not being deleted (a restart deletes the old children before it creates new ones,
-// and a child being deleted is on its way out). Among equal attempts the first wins. A
-// candidate the JobSet does not control is never followed, whatever its restart attempt;
-// nor is one of another name, which a namespace editor may create with the JobSet's
-// labels and a controller reference to it (owner references are not authenticated),
-// while only one Job of the child's name can exist at a time. It returns nil when no
-// child is left.
+// and a child being deleted is on its way out). While none is, the child being deleted
+// that the record finalizer (v1alpha1.RecordFinalizer) still holds, of the highest
+// attempt: it is followed until its end is recorded, so that what it completed before a
+// restart (or its owner's end) deleted it is its record. Among equal attempts the first
+// wins. A candidate that is no child is never followed, whatever its restart attempt. It
+// returns nil when no child is left.
 func CurrentChild(jobSet string, ref v1alpha1.TargetRef, jobSetUID types.UID, jobs []batchv1.Job) (*batchv1.Job, int32) {
-	var best *batchv1.Job
-	bestAttempt := int32(-1)
-	name := ChildJobName(jobSet, ref.ReplicatedJob, int(ref.Index()))
+	var live, held *batchv1.Job
+	liveAttempt, heldAttempt := int32(-1), int32(-1)
 	for i := range jobs {
 		j := &jobs[i]
-		if j.DeletionTimestamp != nil || j.Name != name || !IsChildOf(jobSet, ref, j, jobSetUID) {
+		if !IsChildOf(jobSet, ref, j, jobSetUID) {
 			continue
 		}
-		if a := (Kind{}).RestartAttempt(j); a > bestAttempt {
-			best, bestAttempt = j, a
+		a := (Kind{}).RestartAttempt(j)
+		switch {
+		case j.DeletionTimestamp == nil && a > liveAttempt:
+			live, liveAttempt = j, a
+		case j.DeletionTimestamp != nil && slices.Contains(j.Finalizers, v1alpha1.RecordFinalizer) && a > heldAttempt:
+			held, heldAttempt = j, a
 		}
 	}
-	if best == nil {
-		return nil, 0
+	switch {
+	case live != nil:
+		return live, liveAttempt
+	case held != nil:
+		return held, heldAttempt
 	}
-	return best, bestAttempt
+	return nil, 0
 }
 
 // PodChild is the JobSet target a pod of the Job named job belongs to, from the JobSet

@@ -101,7 +101,6 @@ func TestWorkerRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	done := child(tjJobSet(), 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0-3", 4).Complete(testNow).Obj()
 	changed := child(copyOfJS().Obj(), 0).UID("changed-uid").Completed("0", 1).Obj()
 	staleRec := multikueue.NewJobRecord(child(copyOfJS().Obj(), 0).UID("changed-uid").Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})
-	changed.Name = "js-workers-0"
 	oldJobRec := multikueue.NewJobRecord(child(copyOfJS().Obj(), 0).UID("old-job-uid").Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})
 	oldJobRec.CreationTimestamp = metav1.NewTime(testNow.Add(-2 * DefaultRetention))
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(copyOfJ().Obj(), succeeded, deleting, inGone, outOfScope, old,

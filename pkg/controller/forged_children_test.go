@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestForgedHeldChildNotFollowed: JobSet ts Failed, and its child ts-workers-0 covered
+// 0-2 of 0-3; the account recorded it and is not Accepted. A namespace editor deletes the
+// child (its end is recorded, so it goes at once) and makes a Job of their own that
+// carries the child's labels, a later restart attempt, a controller reference to a
+// JobSet named ts and the record finalizer, lets it complete 0-3 and deletes it. Such a
+// Job being deleted is followed only when it is a child the JobSet could have made: of
+// the child's name, controlled by the JobSet's UID. The account stays not Accepted, and
+// the record controller does not hold the Job for it.
+func TestForgedHeldChildNotFollowed(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js.UID = "ts-uid"
+	js.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Test",
+		LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}
+	madeUp := js.DeepCopy()
+	madeUp.UID = "made-up"
+	forged := func(name string, owner *jobset.JobSet) *batchv1.Job {
+		return wrappers.MakeJob(name, "ns").Indexed(4).UID(name+"-forged").JobSetChild(owner, "workers", 0, 99).
+			Completed("0-3", 4).Complete(testNow.Add(-time.Minute)).Finalizers(v1alpha1.RecordFinalizer).Deleting(testNow.Add(-time.Second)).Obj()
+	}
+	cases := []struct {
+		name string
+		job  *batchv1.Job
+	}{
+		{"another name, the JobSet's UID", forged("anything", js)},
+		{"another name, a made-up UID", forged("anything", madeUp)},
+		{"the child's name, a made-up UID", forged("ts-workers-0", madeUp)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 4).AssignJobSet("ts", "workers", 0, "0-3", "0-3").
+				TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "real-child-uid", Found: true,
+					Completions: 4, CompletedIndexes: "0-2", Terminal: "Failed", Required: "0-3"}).Obj()
+			f := newFixture(t, hooks{}, js, tc.job, ba)
+			if _, err := f.reconcile("train"); err != nil {
+				t.Fatal(err)
+			}
+			rec := &JobRecorder{Client: f.c, Now: func() time.Time { return testNow }}
+			if _, err := rec.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)}); err != nil {
+				t.Fatal(err)
+			}
+			var j batchv1.Job
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(tc.job), &j); err == nil {
+				t.Errorf("the record controller holds the forged Job (finalizers %v)", j.Finalizers)
+			}
+			if _, err := f.reconcile("train"); err != nil {
+				t.Fatal(err)
+			}
+			got := f.account(t, "train")
+			for _, ts := range got.Status.Targets {
+				if ts.UID == tc.job.UID {
+					t.Errorf("the account follows the forged Job: %+v", ts)
+				}
+			}
+			if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
+				t.Errorf("Accepted=True (%s) from a Job the JobSet never created", c.Message)
+			}
+		})
+	}
+}
+
+// TestForgedChildGetsNoWorkload: an account names a namespace editor's own Job x, which
+// carries JobSet vic's name label and a controller reference to vic (its UID is
+// readable). x is no child of vic (JobSet would name it vic-<replicatedJob>-<index>):
+// the account reports no admission of vic's as its own and publishes nothing on vic's
+// Workload.
+func TestForgedChildGetsNoWorkload(t *testing.T) {
+	vic := wrappers.MakeJobSet("vic", "ns").Obj()
+	vic.UID = "vic-uid"
+	wl := wrappers.MakeWorkload("jobset-vic", "ns").UID("vic-wl").ForJobSet(vic).Admitted("h100-queue", testNow.Add(-time.Hour)).Obj()
+	x := wrappers.MakeJob("x", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		Label(jobset.JobSetNameKey, "vic").Label(jobset.ReplicatedJobNameKey, "zzz").Label(jobset.JobIndexKey, "0").
+		ControlledBy(vic, jobset.SchemeGroupVersion.WithKind("JobSet")).Completed("0-1", 2).Complete(testNow).Obj()
+	ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob("x", "0-1", "A", "B").Obj()
+	f := newFixture(t, hooks{}, vic, wl, x, ba)
+	for range 2 {
+		if _, err := f.reconcile("mine"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := f.account(t, "mine").Status
+	if len(st.Targets) != 1 || st.Targets[0].Workload != nil {
+		t.Errorf("the account took vic's Workload for its Job's: %+v", st.Targets)
+	}
+	var got kueue.Workload
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
+			t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
+		}
+	}
+}
