@@ -23,9 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/release"
 )
@@ -46,7 +48,7 @@ const DefaultMaxRecordHold = time.Hour
 // one of them has recorded the Job's end, so that a Job deleted while no manager leads
 // (its TTL the moment it finished, a JobSet restart, a cleanup) is still readable,
 // Terminating with its final status, when one leads again: the account observes it like
-// any Job (a JobSet child being deleted through heldChild) and records its end, and only
+// any Job (a JobSet child being deleted through jobset.CurrentChild) and records its end, and only
 // then does the Job go.
 //
 // Two controllers share it. job-record-hold (Hold) adds the finalizer to a named Job that
@@ -66,6 +68,10 @@ type JobRecorder struct {
 	// ShortFormTTL is the short-form accounts' retention (ShortFormReconciler.TTL): a
 	// Job of a batch that ended longer ago waits for no short-form account.
 	ShortFormTTL time.Duration
+	// APIs are the optional APIs the cluster serves (nil: all). An account does not
+	// observe a target whose kind is not served (observeTarget), so that target holds no
+	// Job.
+	APIs *ServedAPIs
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
@@ -150,9 +156,13 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 	if err != nil {
 		return nil, 0, err
 	}
+	leftover, err := r.leftoverChild(ctx, job)
+	if err != nil {
+		return nil, 0, err
+	}
 	var pending []string
 	for _, ba := range accounts {
-		if namesJob(ba, job) && !recordsEnd(&ba.Status, job) {
+		if r.follows(ba, job, leftover) && !recordsEnd(&ba.Status, job) {
 			pending = append(pending, ba.Name)
 		}
 	}
@@ -168,15 +178,40 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 	return append(pending, declared...), recheck, nil
 }
 
-// namesJob reports whether an assignment of ba names job (relations.NamesJob) in ba's
-// namespace.
-func namesJob(ba *v1alpha1.BatchAccount, job *batchv1.Job) bool {
+// follows reports whether an assignment of ba names job (relations.NamesJob) in ba's
+// namespace in a way ba observes, so that ba records job's end: a child target only while
+// its kind's API is served, and only when job is no leftover of another JobSet of its
+// owner's name (leftoverChild), which the target never follows (jobset.CurrentChild).
+func (r *JobRecorder) follows(ba *v1alpha1.BatchAccount, job *batchv1.Job, leftover bool) bool {
 	if ba.Namespace != job.Namespace {
 		return false
 	}
 	return slices.ContainsFunc(ba.Spec.AllAssignments(), func(a v1alpha1.Assignment) bool {
-		return (a.Target.Namespace == "" || a.Target.Namespace == ba.Namespace) && relations.NamesJob(a.Target, job)
+		if a.Target.Namespace != "" && a.Target.Namespace != ba.Namespace || !relations.NamesJob(a.Target, job) {
+			return false
+		}
+		if !a.Target.IsChild() {
+			return true
+		}
+		api, optional := targetAPI(a.Target)
+		return !leftover && (!optional || r.APIs.Served(api))
 	})
+}
+
+// leftoverChild reports whether the JobSet of the name that controls job exists under
+// another UID: job is left from an earlier JobSet of that name, or is a namespace
+// editor's Job with a controller reference made up (owner references are not
+// authenticated). False when the JobSet is gone or its API is not served.
+func (r *JobRecorder) leftoverChild(ctx context.Context, job *batchv1.Job) (bool, error) {
+	name, uid, ok := jobset.Controlling(job)
+	if !ok || !r.APIs.ServedKind(jobsetapi.SchemeGroupVersion.WithKind(jobset.KindJobSet)) {
+		return false, nil
+	}
+	var js jobsetapi.JobSet
+	if err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &js, client.UnsafeDisableDeepCopy); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return js.UID != uid, nil
 }
 
 // recordsEnd reports whether the account status st records job's end: an entry of its
@@ -233,35 +268,6 @@ func jobTerminal(job *batchv1.Job) string {
 // recordHeld reports whether a Job carries the record finalizer.
 func recordHeld(o client.Object) bool {
 	return slices.Contains(o.GetFinalizers(), v1alpha1.RecordFinalizer)
-}
-
-// heldChild is, for a child target none of whose children is live (relations.ResolveTarget
-// found none: all are being deleted), the child of the highest restart attempt that the
-// record finalizer still holds, and its attempt: the account observes it until its end is
-// recorded, so that what it completed before a restart (or its owner's end) deleted it
-// is its record even when the deletion happened while no manager led. nil when there is
-// none.
-func heldChild(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
-	k := relations.KindOf(ref)
-	if k == nil || !ref.IsChild() || (ref.Namespace != "" && ref.Namespace != namespace) {
-		return nil, 0, nil
-	}
-	var jobs batchv1.JobList
-	if err := c.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(k.CandidateLabels(ref))); err != nil {
-		return nil, 0, err
-	}
-	var best *batchv1.Job
-	bestAttempt := int32(-1)
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
-		if a := k.RestartAttempt(j); j.DeletionTimestamp != nil && recordHeld(j) && a > bestAttempt {
-			best, bestAttempt = j, a
-		}
-	}
-	if best == nil {
-		return nil, 0, nil
-	}
-	return best, bestAttempt, nil
 }
 
 func (r *JobRecorder) now() time.Time {

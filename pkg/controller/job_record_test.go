@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -41,7 +42,8 @@ func jobAt(fin ...string) *wrappers.JobWrapper {
 
 // TestJobRecorderReleases: the record finalizer is removed, and only it, once every live
 // account naming the Job records its end (its terminal condition, or for a Job deleted
-// before it terminated what it completed), when no live account names it, and at the
+// before it terminated what it completed), when no live account names it in a way it
+// observes (a JobSet child whose API is not served, or of an earlier JobSet), and at the
 // latest MaxHold after its deletion started, with a Warning; until then the Job is held,
 // requeued for the rest of MaxHold while it is being deleted.
 func TestJobRecorderReleases(t *testing.T) {
@@ -55,12 +57,22 @@ func TestJobRecorderReleases(t *testing.T) {
 	other := wrappers.MakeBatchAccount("other", "ns").UID("other-uid").Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()
 	deletedAccount := accountOfJ().Obj()
 	deletedAccount.Finalizers = []string{"example.com/keep"}
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js.UID = "ts-uid"
+	earlierJS := js.DeepCopy()
+	earlierJS.UID = "earlier-ts-uid"
+	childOf := func(owner *jobset.JobSet) *batchv1.Job {
+		return wrappers.MakeJob("ts-workers-0", "ns").Indexed(2).UID("child-uid").JobSetChild(owner, "workers", 0, 0).
+			Completed("0-1", 2).Finalizers(record).Deleting(deletedAgo(time.Minute)).Obj()
+	}
+	childAccount := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 2).AssignJobSet("ts", "workers", 0, "0-1", "0-1").Obj()
 	deletedAccount.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
 	cases := []struct {
 		name string
 		job  *batchv1.Job
 		objs []client.Object
 		h    hooks
+		apis *ServedAPIs
 
 		wantErr          bool
 		wantFinalizers   []string // nil: the Job is gone
@@ -158,6 +170,26 @@ func TestJobRecorderReleases(t *testing.T) {
 			wantFinalizers: []string{}, wantPatches: 1, wantReleased: 1,
 		},
 		{
+			name:             "a JobSet child being deleted, its end not recorded: held",
+			job:              childOf(js),
+			objs:             []client.Object{js, childAccount},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:        "a JobSet child whose kind's API is not served (the account never observes it): released",
+			job:         childOf(js),
+			objs:        []client.Object{childAccount},
+			apis:        NewServedAPIs(OptionalAPIs, APIWorkload),
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:        "a child of an earlier JobSet of the name (the account never follows it): released",
+			job:         childOf(earlierJS),
+			objs:        []client.Object{js, childAccount},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
 			name:           "held past MaxHold after its deletion, never recorded: released with a Warning",
 			job:            complete().Deleting(deletedAgo(maxHold + time.Second)).Obj(),
 			objs:           []client.Object{recordedRunning},
@@ -187,7 +219,7 @@ func TestJobRecorderReleases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.h, append([]client.Object{tc.job}, tc.objs...)...)
 			m := newJobRecordMetrics(prometheus.NewRegistry())
-			r := &JobRecorder{Client: f.c, Recorder: f, Metrics: m, MaxHold: maxHold, Now: func() time.Time { return testNow }}
+			r := &JobRecorder{Client: f.c, Recorder: f, Metrics: m, MaxHold: maxHold, APIs: tc.apis, Now: func() time.Time { return testNow }}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
