@@ -34,9 +34,12 @@ const (
 	// Job identity: a JobSet restart attempt, a repair or a recreated Job brings its own,
 	// so that retries of one identity never crowd out the result of the next.
 	MaxResultsPerShard = 8
-	// MaxResultsPerShardTotal bounds the results of one shard kept from all its
-	// identities together: eight identities' worth of retries, or 64 restarts or repairs
-	// of one result each.
+	// MaxResultsPerShardTotal bounds the results of one shard kept from the identities
+	// its targets no longer follow: eight identities' worth of retries, or 64 restarts or
+	// repairs of one result each. The identity a target follows when its result is
+	// captured is bounded by MaxResultsPerShard alone: superseded identities' results
+	// never count for a shard (StaleIdentity), so they must never crowd out the one that
+	// does.
 	MaxResultsPerShardTotal = 8 * MaxResultsPerShard
 	// MaxUnassignedResults is how many results of identities assigned no shard are kept.
 	MaxUnassignedResults = 256
@@ -137,17 +140,17 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 	return rc
 }
 
-// add records one result (or, past the bound of its shard and identity, or of its shard,
-// only its pod as dropped) in the last chunk of its span, spilling into a new chunk past
-// ChunkByteBudget.
-func (rc *resultChunks) add(res v1alpha1.RecordedResult) {
+// add records one result (or, past the bound of its shard and identity, or, for an
+// identity its target no longer follows (!current), of its shard, only its pod as
+// dropped) in the last chunk of its span, spilling into a new chunk past ChunkByteBudget.
+func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 	span, first := chunkKey(int(res.Ordinal))
 	limit := MaxResultsPerShard
 	if res.Ordinal < 0 {
 		limit = MaxUnassignedResults
 	}
 	slot := slotOf(&res)
-	keep := rc.kept[slot] < limit && (res.Ordinal < 0 || rc.perShard[res.Ordinal] < MaxResultsPerShardTotal)
+	keep := rc.kept[slot] < limit && (res.Ordinal < 0 || current || rc.perShard[res.Ordinal] < MaxResultsPerShardTotal)
 	var size int
 	if keep {
 		res.Sequence = rc.nextSeq
@@ -268,7 +271,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 			if !assigned {
 				ordinal = -1
 			}
-			rc.add(res.Recorded(ordinal, now))
+			rc.add(res.Recorded(ordinal, now), o.job != nil && src.jobUID == o.job.UID)
 			ended = append(ended, FinishedAt(src.pod))
 		}
 	}

@@ -106,7 +106,7 @@ func TestChunksStayBounded(t *testing.T) {
 	for ord := range 256 {
 		for a := range perShard {
 			rc.add(v1alpha1.RecordedResult{Ordinal: int32(ord), Target: "job/j", Pod: fmt.Sprintf("p-%d-%d", ord, a),
-				PodUID: types.UID(fmt.Sprintf("uid-%d-%d", ord, a)), Output: output})
+				PodUID: types.UID(fmt.Sprintf("uid-%d-%d", ord, a)), Output: output}, true)
 		}
 	}
 	chunks := rc.all()
@@ -150,12 +150,12 @@ func TestEachIdentityKeepsItsResults(t *testing.T) {
 	}
 	rc := loadChunks(ba, nil)
 	for a := range MaxResultsPerShard + 3 {
-		rc.add(result("jobset/ts/w/0", "attempt-0", a))
+		rc.add(result("jobset/ts/w/0", "attempt-0", a), false)
 	}
 	reloaded := loadChunks(ba, withOwner(ba, rc.all()))
-	reloaded.add(result("jobset/ts/w/0", "attempt-0", 99))
-	reloaded.add(result("jobset/ts/w/0", "attempt-1", 0))
-	reloaded.add(result("job/ts-repair", "repair", 0))
+	reloaded.add(result("jobset/ts/w/0", "attempt-0", 99), false)
+	reloaded.add(result("jobset/ts/w/0", "attempt-1", 0), false)
+	reloaded.add(result("job/ts-repair", "repair", 0), true)
 	kept := map[types.UID]int{}
 	dropped := 0
 	for _, c := range reloaded.all() {
@@ -171,7 +171,7 @@ func TestEachIdentityKeepsItsResults(t *testing.T) {
 	// Identities without end (restarts, Jobs deleted and created again) still keep the
 	// shard's results bounded.
 	for i := range 2 * MaxResultsPerShardTotal {
-		reloaded.add(result("jobset/ts/w/0", types.UID(fmt.Sprintf("attempt-%d", i+2)), 0))
+		reloaded.add(result("jobset/ts/w/0", types.UID(fmt.Sprintf("attempt-%d", i+2)), 0), false)
 	}
 	total := 0
 	for _, c := range reloaded.all() {
@@ -180,11 +180,24 @@ func TestEachIdentityKeepsItsResults(t *testing.T) {
 	if total != MaxResultsPerShardTotal {
 		t.Errorf("%d results of one shard kept; want the bound, %d", total, MaxResultsPerShardTotal)
 	}
+	// The identity a target follows is bounded by its own MaxResultsPerShard only.
+	for a := range MaxResultsPerShard + 1 {
+		reloaded.add(result("jobset/ts/w/0", "current", a), true)
+	}
+	kept = map[types.UID]int{}
+	for _, c := range reloaded.all() {
+		for _, r := range c.Results {
+			kept[r.JobUID]++
+		}
+	}
+	if kept["current"] != MaxResultsPerShard {
+		t.Errorf("the followed identity kept %d results past the shard's bound; want %d", kept["current"], MaxResultsPerShard)
+	}
 }
 
 // TestCurrentAttemptResultKeptAfterManyRestarts: a JobSet child whose index 0 succeeded
-// in more restart attempts than MaxResultsPerShard, each superseded, still has the
-// current attempt's result recorded and accepted.
+// in more restart attempts than the shard keeps results of (MaxResultsPerShardTotal),
+// each superseded, still has the current attempt's result recorded and accepted.
 func TestCurrentAttemptResultKeptAfterManyRestarts(t *testing.T) {
 	js := wrappers.MakeJobSet("ts", "ns").Obj()
 	js.UID = "ts-uid"
@@ -196,7 +209,7 @@ func TestCurrentAttemptResultKeptAfterManyRestarts(t *testing.T) {
 		AssignJobSet("ts", "workers", 0, "0", "0").RequireResults("").Revisions("D", "m").Obj()
 	f := newFixture(t, hooks{}, acct, js)
 	ctx := context.Background()
-	const attempts = MaxResultsPerShard + 1
+	const attempts = MaxResultsPerShardTotal + 1
 	var last client.Object
 	for a := range attempts {
 		if last != nil {
