@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -289,5 +290,53 @@ func TestUnverifiedPodsLeaveTheirResultsMissing(t *testing.T) {
 	ba := f.account(t, "acct")
 	if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted); got != "False "+v1alpha1.ReasonMissingResult || ba.Status.Results.Recorded != 0 {
 		t.Errorf("ResultsAccepted = %q with %d results recorded; want False %s and none recorded", got, ba.Status.Results.Recorded, v1alpha1.ReasonMissingResult)
+	}
+}
+
+// TestOrphanedPodResultRecorded: a held index pod succeeded, and its Job was deleted with
+// propagationPolicy Orphan (a batch/v1 Job's default without options) before its result
+// was recorded (within the capture batch, or while no manager led): the garbage collector
+// took the pod's ownerReference away, and left its labels, its completion index and its
+// index-pod mark, which the index-pod policy keeps. The result is still its Job's: it is
+// recorded and accepted, and the pod is held until then and released after.
+func TestOrphanedPodResultRecorded(t *testing.T) {
+	ctx := context.Background()
+	j := wrappers.MakeJob("j", "ns").Indexed(1).UID("j-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		Completed("0", 1).Complete(testNow.Add(-5*time.Second)).Finalizers(metav1.FinalizerOrphanDependents, v1alpha1.RecordFinalizer).
+		Deleting(testNow.Add(-time.Second)).Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A").AssignJob("j", "0", "A").
+		Revisions("D", "m").RequireResults("").Obj()
+	pod := wrappers.MakeIndexPod(j, "j-0", 0).NoOwner().Finalizers(v1alpha1.ResultFinalizer).
+		Succeeded(testNow.Add(-10*time.Second), reportOf(t, "A")).Obj()
+	f := newFixture(t, hooks{}, acct, j, pod)
+	r := &PodReleaser{Client: f.c, APIReader: f.c, Recorder: f, Now: func() time.Time { return testNow }, Ledger: &f.ledger}
+	release := func() []string {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err != nil {
+			t.Fatal(err)
+		}
+		var got corev1.Pod
+		if err := f.c.Get(ctx, client.ObjectKeyFromObject(pod), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Finalizers
+	}
+	if fin := release(); !slices.Contains(fin, v1alpha1.ResultFinalizer) {
+		t.Fatalf("the orphaned pod was released before its result was recorded (finalizers %v)", fin)
+	}
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	recorded := slices.ContainsFunc(chunksOf(t, f.c), func(c v1alpha1.ShardResults) bool {
+		return slices.ContainsFunc(c.Results, func(r v1alpha1.RecordedResult) bool { return r.PodUID == pod.UID && r.JobUID == j.UID })
+	})
+	if !recorded {
+		t.Errorf("the orphaned pod's result was not recorded under Job %s", j.UID)
+	}
+	if st := f.account(t, "acct").Status; st.Shards.Accepted != 1 {
+		t.Errorf("accepted %d/1 (results %+v)", st.Shards.Accepted, st.Results)
+	}
+	if fin := release(); slices.Contains(fin, v1alpha1.ResultFinalizer) {
+		t.Errorf("the pod is still held after its result was recorded")
 	}
 }

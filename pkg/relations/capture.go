@@ -15,10 +15,11 @@ import (
 )
 
 // PodTargets are the target keys of every target a pod is an index pod of, whichever
-// identity (Job UID) of the target controls it: the Job target of the Job that controls
-// the pod, and the child target of each kind it belongs to (Kind.PodTarget: the JobSet
-// target of its replicatedJob and job index, ...). None for a pod no Job controls or
-// without a well-formed completion index.
+// identity (Job UID) of the target it ran under: the Job target of its Job (IndexPodJob:
+// the Job that controls it, or the one an orphaned pod's mark names), and the child
+// target of each kind it belongs to (Kind.PodTarget: the JobSet target of its
+// replicatedJob and job index, ...). None for a pod of no Job or without a well-formed
+// completion index.
 //
 // Identities come and go under a target (a JobSet restart deletes its children and
 // creates them again, a Job may be deleted and created again under its name), but a pod
@@ -39,7 +40,7 @@ func PodTargets(pod *corev1.Pod) []v1alpha1.TargetKey {
 
 // PodTargetRefs are the targets whose keys PodTargets returns.
 func PodTargetRefs(pod *corev1.Pod) []v1alpha1.TargetRef {
-	owner := ControllingJob(pod)
+	owner := IndexPodJob(pod)
 	if owner == nil {
 		return nil
 	}
@@ -58,8 +59,8 @@ func JobTargets(job metav1.Object) []v1alpha1.TargetRef {
 
 // TargetPodIndex is the one rule for which pods are a target's index pods: pod is an
 // index pod of ref (PodTargets) in namespace, under any identity of the target. It
-// returns the pod's completion index and the UID of the Job that controls it (the
-// identity the pod ran under). Of these, result capture records exactly the pods that
+// returns the pod's completion index and the UID of its Job (IndexPodJob: the identity
+// the pod ran under). Of these, result capture records exactly the pods that
 // report a result (ReportsResult) once they succeed (SucceededTargetPodIndex), and the
 // pod releaser holds exactly those until then (CapturedBy); any other pod (another
 // replicatedJob or job index of a named JobSet, a pod no Job controls or someone else
@@ -69,7 +70,7 @@ func TargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod) (
 		return 0, "", false
 	}
 	idx, _ := CompletionIndex(pod)
-	return idx, metav1.GetControllerOf(pod).UID, true
+	return idx, IndexPodJob(pod).UID, true
 }
 
 // podOfTarget is TargetPodIndex's test on a pod's PodTargets keys, for a caller that

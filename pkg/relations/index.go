@@ -23,7 +23,8 @@ const (
 	// (TargetIndexKey): its Job, or the owner of its child Job; and of each Workload its
 	// targets were observed under (FollowedKeys).
 	IndexAccountTarget = "batchledger.dev/target"
-	// IndexOwnerUID indexes Workloads and pods by the UID of their controller owner.
+	// IndexOwnerUID indexes Workloads by the UID of their controller owner, and pods by
+	// that of their Job (IndexPodJob).
 	IndexOwnerUID = "batchledger.dev/owner-uid"
 	// IndexPodTarget indexes pods by the target keys they are index pods of (PodTargets),
 	// under whichever identity of the target: result capture reads a target's pods of
@@ -188,7 +189,16 @@ func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 // succeeded coverage pods holds their metadata (PodMetadata) and is indexed through this
 // alone, since indexing another type there would start an informer of it.
 func RegisterPodIndexes(ctx context.Context, fi client.FieldIndexer, pod client.Object) error {
-	return fi.IndexField(ctx, pod, IndexOwnerUID, ownerUIDIndex)
+	return fi.IndexField(ctx, pod, IndexOwnerUID, podJobUIDIndex)
+}
+
+// podJobUIDIndex indexes a pod under the UID of its Job (IndexPodJob), which a pod the
+// garbage collector orphaned keeps.
+func podJobUIDIndex(obj client.Object) []string {
+	if ref := IndexPodJob(obj); ref != nil {
+		return []string{string(ref.UID)}
+	}
+	return nil
 }
 
 // AccountsNaming lists the accounts of namespace that name one of keys, each once, in

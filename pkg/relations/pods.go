@@ -7,6 +7,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -43,8 +45,33 @@ func CompletionIndex(p *corev1.Pod) (int, bool) {
 // stands for a shard.
 func JobControllerPod(pod metav1.Object) bool {
 	mark, ok := pod.GetAnnotations()[v1alpha1.AnnotationIndexPod]
-	owner := ControllingJob(pod)
+	owner := IndexPodJob(pod)
 	return ok && owner != nil && mark == v1alpha1.IndexPodMark(owner.UID, pod.GetAnnotations()[batchv1.JobCompletionIndexAnnotation])
+}
+
+// IndexPodJob is the Job pod is an index pod of: its batch/v1 Job controller reference
+// (ControllingJob); or, for a marked pod the garbage collector orphaned (its Job deleted
+// with propagationPolicy Orphan, the default of a batch/v1 Job deleted without options),
+// the Job its index-pod mark names, when its controller-uid label names the same UID,
+// under the name of its job-name label. Only the Job controller creates a marked pod,
+// with the mark of its own Job, and the index-pod policy keeps anyone from changing the
+// mark, those labels or the completion index after that: an orphaned pod's result is
+// still its Job's, and is held until it is recorded. nil for any other pod.
+func IndexPodJob(pod metav1.Object) *metav1.OwnerReference {
+	if owner := ControllingJob(pod); owner != nil {
+		return owner
+	}
+	if metav1.GetControllerOfNoCopy(pod) != nil {
+		return nil
+	}
+	labels, annotations := pod.GetLabels(), pod.GetAnnotations()
+	uid, name := types.UID(labels[batchv1.ControllerUidLabel]), labels[batchv1.JobNameLabel]
+	index, indexed := annotations[batchv1.JobCompletionIndexAnnotation]
+	mark, marked := annotations[v1alpha1.AnnotationIndexPod]
+	if uid == "" || name == "" || !indexed || !marked || mark != v1alpha1.IndexPodMark(uid, index) {
+		return nil
+	}
+	return &metav1.OwnerReference{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job", Name: name, UID: uid, Controller: ptr.To(true)}
 }
 
 // ReportsResult reports whether pod's result may stand for a shard: the Job controller
@@ -104,12 +131,15 @@ func IsSucceededIndexPod(obj any) bool {
 }
 
 // IndexOf is the one rule for which pods of a Job count as its index pods: a pod the Job
-// controls (by UID, so a recreated Job's predecessor's pods do not count) with a
-// well-formed completion index. A Job's attempts are counted from exactly these pods
-// once they succeed (SucceededIndexOf). Results are captured from the pods of every
-// identity of a target (TargetPodIndex). A nil job controls no pod.
+// controls, or orphaned from it (IndexPodJob, by UID, so a recreated Job's predecessor's
+// pods do not count), with a well-formed completion index. A Job's attempts are counted
+// from exactly these pods once they succeed (SucceededIndexOf). Results are captured from
+// the pods of every identity of a target (TargetPodIndex). A nil job has no pod.
 func IndexOf(pod *corev1.Pod, job *batchv1.Job) (int, bool) {
-	if job == nil || !metav1.IsControlledBy(pod, job) {
+	if job == nil {
+		return 0, false
+	}
+	if owner := IndexPodJob(pod); owner == nil || owner.UID != job.UID {
 		return 0, false
 	}
 	return CompletionIndex(pod)

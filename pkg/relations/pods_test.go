@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // pod is a pod named and identified uid in phase, controlled by Job j of UID owner (none
@@ -26,8 +27,9 @@ func pod(uid string, phase corev1.PodPhase, owner types.UID, index string) corev
 	return p
 }
 
-// TestSuccessfulAttempts: only succeeded pods controlled by the Job (this UID) with one
-// completion index are attempts of its identity; repeats of an index all count.
+// TestSuccessfulAttempts: only succeeded pods controlled by the Job (this UID), or
+// orphaned from it (its index-pod mark names it), with one completion index are attempts
+// of its identity; repeats of an index all count.
 func TestSuccessfulAttempts(t *testing.T) {
 	job := job("j")
 	pods := []corev1.Pod{
@@ -42,7 +44,10 @@ func TestSuccessfulAttempts(t *testing.T) {
 		pod("bad-index", corev1.PodSucceeded, job.UID, "x"),
 		pod("ok-2b", corev1.PodSucceeded, job.UID, "2"),
 	}
-	want := []account.PodAttempt{{UID: "ok-0", Index: 0}, {UID: "ok-2", Index: 2}, {UID: "ok-2b", Index: 2}}
+	orphaned := wrappers.MakeIndexPod(job, "orphaned-3", 3).NoOwner().Succeeded(t0, "").Obj()
+	orphaned.UID = "orphaned-3"
+	pods = append(pods, *orphaned)
+	want := []account.PodAttempt{{UID: "ok-0", Index: 0}, {UID: "ok-2", Index: 2}, {UID: "ok-2b", Index: 2}, {UID: "orphaned-3", Index: 3}}
 	if got := SuccessfulAttempts(job, pods); !slices.Equal(got, want) {
 		t.Errorf("attempts %+v; want %+v", got, want)
 	}

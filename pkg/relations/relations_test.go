@@ -138,7 +138,16 @@ func TestPodTargets(t *testing.T) {
 		{"pod of a Job", wrappers.MakeIndexPod(job("j"), "j-0", 0).Obj(), []v1alpha1.TargetKey{"job/j"}},
 		{"pod of a JobSet child, any restart attempt", wrappers.MakeIndexPod(ch, "p", 0).Obj(),
 			[]v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name), "jobset/train/workers/1", "trainjob/train/workers/1"}},
-		{"pod no Job controls", wrappers.MakeIndexPod(job("j"), "j-0", 0).NoOwner().Obj(), nil},
+		{"pod no Job controls", wrappers.MakeIndexPod(job("j"), "j-0", 0).NotByJobController().NoOwner().Obj(), nil},
+		{"pod of a Job orphaned by its deletion: its mark and labels name the Job", wrappers.MakeIndexPod(job("j"), "j-0", 0).NoOwner().Obj(), []v1alpha1.TargetKey{"job/j"}},
+		{"orphaned pod of a JobSet child", wrappers.MakeIndexPod(ch, "p", 0).NoOwner().Obj(),
+			[]v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name), "jobset/train/workers/1", "trainjob/train/workers/1"}},
+		{"orphaned pod whose controller-uid label is not its mark's", wrappers.MakeIndexPod(job("j"), "j-0", 0).NoOwner().Label(batchv1.ControllerUidLabel, "k-uid").Obj(), nil},
+		{"marked pod of a Job another controller took over", func() *corev1.Pod {
+			p := wrappers.MakeIndexPod(job("j"), "j-0", 0).Obj()
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: ptr.To(true)}}
+			return p
+		}(), nil},
 		{"malformed completion index", wrappers.MakeIndexPod(job("j"), "j-0", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "0-1").Obj(), nil},
 		{"JobSet labels with a malformed job index: the Job target only", wrappers.MakeIndexPod(ch, "p", 0).Label(jobsetapi.JobIndexKey, "x").Obj(),
 			[]v1alpha1.TargetKey{v1alpha1.JobTargetKey(ch.Name)}},
@@ -390,7 +399,8 @@ func TestIndexPods(t *testing.T) {
 		{"failed index pod", wrappers.MakeIndexPod(j, "p", 3).Phase(corev1.PodFailed).Obj(), j, 3, false, false},
 		{"pod of another Job", succeeded(wrappers.MakeIndexPod(other, "p", 1)), j, -1, false, true},
 		{"pod of the Job's predecessor of the same name", succeeded(wrappers.MakeIndexPod(j, "p", 1)), recreated, -1, false, true},
-		{"pod no Job controls", succeeded(wrappers.MakeIndexPod(j, "p", 1).NoOwner()), j, -1, false, true},
+		{"pod no Job controls", succeeded(wrappers.MakeIndexPod(j, "p", 1).NotByJobController().NoOwner()), j, -1, false, true},
+		{"pod orphaned from the Job (its mark names it)", succeeded(wrappers.MakeIndexPod(j, "p", 1).NoOwner()), j, 1, true, true},
 		{"malformed index", succeeded(wrappers.MakeIndexPod(j, "p", 1).Annotation(batchv1.JobCompletionIndexAnnotation, "1,2")), j, -1, false, true},
 		{"no Job to follow", succeeded(wrappers.MakeIndexPod(j, "p", 1)), nil, -1, false, true},
 	}
