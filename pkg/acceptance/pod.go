@@ -52,11 +52,18 @@ func MessageOf(pod *corev1.Pod, container string) (string, bool) {
 	if container == "" {
 		return "", false
 	}
-	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
-		for i := range statuses {
-			cs := &statuses[i]
+	for _, group := range []struct {
+		statuses []corev1.ContainerStatus
+		init     bool
+	}{{pod.Status.ContainerStatuses, false}, {pod.Status.InitContainerStatuses, true}} {
+		for i := range group.statuses {
+			cs := &group.statuses[i]
 			if cs.Name != container {
 				continue
+			}
+			if group.init && !nativeSidecar(pod, container) {
+				// A run-to-completion init container ends before the pod's work begins.
+				return "", false
 			}
 			if t := cs.State.Terminated; t != nil {
 				return t.Message, t.Message != ""
@@ -68,6 +75,17 @@ func MessageOf(pod *corev1.Pod, container string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// nativeSidecar reports whether pod's init container named name is a native sidecar
+// (restartPolicy Always): it runs beside the pod's containers.
+func nativeSidecar(pod *corev1.Pod, name string) bool {
+	for _, c := range pod.Spec.InitContainers {
+		if c.Name == name {
+			return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		}
+	}
+	return false
 }
 
 // FromPod turns pod's reported result into the account.Result the account core judges:

@@ -76,6 +76,11 @@ func TestMessageOf(t *testing.T) {
 			corev1.ContainerStatus{Name: "envoy", State: terminated("envoy: bye", 0)}), "", "worker says", true},
 		{"the account names the native sidecar", sidecarPod(proxyFirst[1:],
 			corev1.ContainerStatus{Name: "envoy", State: terminated("envoy: bye", 0)}), "envoy", "envoy: bye", true},
+		{"a run-to-completion init container is never read", func() *corev1.Pod {
+			p := sidecarPod(proxyFirst[1:], corev1.ContainerStatus{Name: "setup", State: terminated("setup: done", 0)})
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup"}}
+			return p
+		}(), "setup", "", false},
 		{"lastTerminationState fallback", workerPod(nil,
 			corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{}}, LastTerminationState: terminated("earlier run", 0)}), "", "earlier run", true},
 		{"no fallback to a failed attempt", workerPod(nil,
