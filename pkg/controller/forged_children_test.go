@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,5 +109,54 @@ func TestForgedChildGetsNoWorkload(t *testing.T) {
 		if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
 			t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
 		}
+	}
+}
+
+// TestJobOfAChildNameAfterItsJobSetEnded: JobSet ts Failed, its child ts-workers-0
+// covering 0-2 of 0-3, and the account is not Accepted. A namespace editor deletes the
+// child (its end is recorded, so it goes at once) and creates a Job of its name, with its
+// labels and a controller reference to ts's real UID (readable), which completes every
+// index with outputs that pass the rule: the Job controller made its pods, so they are
+// marked. A JobSet that ended creates no Job: the account never follows it, and neither
+// the account nor the JobSet's Workload turns Accepted.
+func TestJobOfAChildNameAfterItsJobSetEnded(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js.UID = "ts-uid"
+	js.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Test",
+		LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}
+	wl := wrappers.MakeWorkload("jobset-ts", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-2*time.Hour)).Obj()
+	ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 4).AssignJobSet("ts", "workers", 0, "0-3", "0-3").
+		RequireResults("result.valid == result.records").
+		TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "real-child-uid", Found: true,
+			Completions: 4, CompletedIndexes: "0-2", Terminal: "Failed", Required: "0-3"}).Obj()
+	forged := wrappers.MakeJob("ts-workers-0", "ns").Indexed(4).UID("forged-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		JobSetChild(js, "workers", 0, 0).Completed("0-3", 4).Complete(testNow.Add(-time.Minute)).Obj()
+	forged.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
+	objs := []client.Object{js, wl, ba, forged}
+	for i := range 4 {
+		objs = append(objs, wrappers.MakeIndexPod(forged, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
+			Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
+	}
+	f := newFixture(t, hooks{}, objs...)
+	for range 2 {
+		if _, err := f.reconcile("train"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := f.account(t, "train")
+	for _, ts := range got.Status.Targets {
+		if ts.UID == forged.UID {
+			t.Errorf("the account follows the Job created after its JobSet ended: %+v", ts)
+		}
+	}
+	if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("Accepted=True (%s) from a Job the JobSet never created", c.Message)
+	}
+	var w kueue.Workload
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &w); err != nil {
+		t.Fatal(err)
+	}
+	if c := apimeta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkloadConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("the JobSet's Workload shows %s=True: %s", c.Type, c.Message)
 	}
 }

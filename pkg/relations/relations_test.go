@@ -209,7 +209,7 @@ func TestNamesJob(t *testing.T) {
 // not being deleted is the one followed, else the highest the record finalizer holds while
 // it is deleted; a Job with the child's labels that the JobSet
 // does not control, or that has another name, is never followed, whatever its restart
-// attempt.
+// attempt; nor is one created after the JobSet recorded its end.
 func TestCurrentChild(t *testing.T) {
 	deleting := func(j *batchv1.Job) batchv1.Job {
 		j.DeletionTimestamp = &metav1.Time{Time: t0}
@@ -225,33 +225,40 @@ func TestCurrentChild(t *testing.T) {
 	handMade := impostor("t-w-0", "t", "w", 0, 9)
 	otherName := impostor("t-w-0-retry", "t", "w", 0, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "t", "t-uid"))
 	ofOldJobSet := impostor("t-w-0", "t", "w", 0, 8, jobSetOwner("jobset.x-k8s.io/v1alpha2", "t", "t-old-uid"))
+	running := &jobsetapi.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: ns, UID: "t-uid"}}
+	ended := running.DeepCopy()
+	ended.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
+	afterItEnded := namedChild("t", "w", 0, 3)
+	afterItEnded.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
 	cases := []struct {
 		name        string
-		jobSetUID   types.UID
+		owner       *jobsetapi.JobSet
 		jobs        []batchv1.Job
 		want        types.UID
 		wantAttempt int32
 	}{
-		{"none", "", nil, "", 0},
-		{"one", "", []batchv1.Job{*a0}, a0.UID, 0},
-		{"the highest attempt, whatever the order", "", []batchv1.Job{*a2, *a0, *a1}, a2.UID, 2},
-		{"a child being deleted is passed over", "", []batchv1.Job{*a0, *a1, deleting(a2.DeepCopy())}, a1.UID, 1},
-		{"all being deleted", "", []batchv1.Job{deleting(a0.DeepCopy())}, "", 0},
-		{"all being deleted: the highest attempt the record finalizer holds", "t-uid",
+		{"none", nil, nil, "", 0},
+		{"one", nil, []batchv1.Job{*a0}, a0.UID, 0},
+		{"the highest attempt, whatever the order", nil, []batchv1.Job{*a2, *a0, *a1}, a2.UID, 2},
+		{"a child being deleted is passed over", nil, []batchv1.Job{*a0, *a1, deleting(a2.DeepCopy())}, a1.UID, 1},
+		{"all being deleted", nil, []batchv1.Job{deleting(a0.DeepCopy())}, "", 0},
+		{"all being deleted: the highest attempt the record finalizer holds", running,
 			[]batchv1.Job{held(a0.DeepCopy()), held(a1.DeepCopy()), deleting(a2.DeepCopy())}, a1.UID, 1},
-		{"a live child before a held one", "", []batchv1.Job{held(a2.DeepCopy()), *a0}, a0.UID, 0},
-		{"a held Job of another name is no child", "t-uid", []batchv1.Job{held(a0.DeepCopy()), held(otherName.DeepCopy())}, a0.UID, 0},
-		{"a held Job of an earlier JobSet of the name is no child", "t-uid", []batchv1.Job{held(ofOldJobSet.DeepCopy())}, "", 0},
-		{"a Job of a later attempt the JobSet does not control is no child", "", []batchv1.Job{*a1, *handMade}, a1.UID, 1},
-		{"only such a Job: no child", "", []batchv1.Job{*handMade}, "", 0},
-		{"a controlled Job of another name is no child", "t-uid", []batchv1.Job{*a1, *otherName}, a1.UID, 1},
-		{"only a controlled Job of another name: no child", "", []batchv1.Job{*otherName}, "", 0},
-		{"the JobSet's UID unknown: a child of any JobSet of the name", "", []batchv1.Job{*a1, *ofOldJobSet}, ofOldJobSet.UID, 8},
-		{"the JobSet's UID known: a child of an earlier JobSet of the name is passed over", "t-uid", []batchv1.Job{*a1, *ofOldJobSet}, a1.UID, 1},
+		{"a live child before a held one", nil, []batchv1.Job{held(a2.DeepCopy()), *a0}, a0.UID, 0},
+		{"a held Job of another name is no child", running, []batchv1.Job{held(a0.DeepCopy()), held(otherName.DeepCopy())}, a0.UID, 0},
+		{"a held Job of an earlier JobSet of the name is no child", running, []batchv1.Job{held(ofOldJobSet.DeepCopy())}, "", 0},
+		{"a Job of a later attempt the JobSet does not control is no child", nil, []batchv1.Job{*a1, *handMade}, a1.UID, 1},
+		{"only such a Job: no child", nil, []batchv1.Job{*handMade}, "", 0},
+		{"a controlled Job of another name is no child", running, []batchv1.Job{*a1, *otherName}, a1.UID, 1},
+		{"only a controlled Job of another name: no child", nil, []batchv1.Job{*otherName}, "", 0},
+		{"the JobSet's UID unknown: a child of any JobSet of the name", nil, []batchv1.Job{*a1, *ofOldJobSet}, ofOldJobSet.UID, 8},
+		{"the JobSet ended: a Job of a child's name created since is no child", ended, []batchv1.Job{*a1, *afterItEnded}, a1.UID, 1},
+		{"the JobSet ended: its children before it are followed", ended, []batchv1.Job{*a0, *a1}, a1.UID, 1},
+		{"the JobSet's UID known: a child of an earlier JobSet of the name is passed over", running, []batchv1.Job{*a1, *ofOldJobSet}, a1.UID, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, attempt := jobset.CurrentChild(ref.JobSet, ref, tc.jobSetUID, tc.jobs)
+			got, attempt := jobset.CurrentChild(ref.JobSet, ref, tc.owner, tc.jobs)
 			var uid types.UID
 			if got != nil {
 				uid = got.UID

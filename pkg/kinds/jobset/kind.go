@@ -114,29 +114,29 @@ func (Kind) RestartAttempt(job metav1.Object) int32 {
 }
 
 // Resolve implements kinds.Kind: the CurrentChild among the Jobs with the target's
-// ChildLabels, judged against the JobSet's UID when the JobSet exists.
+// ChildLabels, judged against the JobSet when it exists.
 func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
 	var js jobsetapi.JobSet
-	var jobSetUID types.UID
+	var owner *jobsetapi.JobSet
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js, client.UnsafeDisableDeepCopy); {
 	case err == nil:
-		jobSetUID = js.UID
+		owner = &js
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
 	}
-	return ResolveChild(ctx, r, namespace, ref.JobSet, ref, jobSetUID)
+	return ResolveChild(ctx, r, namespace, ref.JobSet, ref, owner)
 }
 
 // ResolveChild is the CurrentChild, among the Jobs in namespace with ChildLabels(jobSet,
-// ref), of the JobSet named jobSet (by jobSetUID, when known). From the manager's cache
-// the candidates are read without a copy: only their metadata is compared, and the Job
-// returned is copied.
-func ResolveChild(ctx context.Context, r client.Reader, namespace, jobSet string, ref v1alpha1.TargetRef, jobSetUID types.UID) (*batchv1.Job, int32, error) {
+// ref), of the JobSet named jobSet (owner, when it was read; nil when it is gone). From
+// the manager's cache the candidates are read without a copy: only their metadata is
+// compared, and the Job returned is copied.
+func ResolveChild(ctx context.Context, r client.Reader, namespace, jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet) (*batchv1.Job, int32, error) {
 	var jobs batchv1.JobList
 	if err := r.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(ChildLabels(jobSet, ref)), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, 0, err
 	}
-	job, attempt := CurrentChild(jobSet, ref, jobSetUID, jobs.Items)
+	job, attempt := CurrentChild(jobSet, ref, owner, jobs.Items)
 	if job != nil {
 		job = job.DeepCopy()
 	}
@@ -321,8 +321,10 @@ func ChildJobName(jobSet, replicatedJob string, jobIndex int) string {
 }
 
 // CurrentChild picks, among candidate Jobs of the JobSet named jobSet for ref (listed by
-// ChildLabels), the one the target follows: of its children (IsChildOf, with jobSetUID
-// when known), the highest restart attempt that
+// ChildLabels), the one the target follows: of its children (IsChildOf, by owner's UID
+// when the JobSet was read; none created after owner recorded its terminal condition,
+// since a JobSet that ended creates no Job, while a namespace editor may make one under
+// a child's name once the child is gone), the highest restart attempt that
 // is not being deleted (a restart deletes the old children before it creates new ones,
 // and a child being deleted is on its way out). While none is, the child being deleted
 // that the record finalizer (v1alpha1.RecordFinalizer) still holds, of the highest
@@ -330,12 +332,17 @@ func ChildJobName(jobSet, replicatedJob string, jobIndex int) string {
 // restart (or its owner's end) deleted it is its record. Among equal attempts the first
 // wins. A candidate that is no child is never followed, whatever its restart attempt. It
 // returns nil when no child is left.
-func CurrentChild(jobSet string, ref v1alpha1.TargetRef, jobSetUID types.UID, jobs []batchv1.Job) (*batchv1.Job, int32) {
+func CurrentChild(jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet, jobs []batchv1.Job) (*batchv1.Job, int32) {
+	var jobSetUID types.UID
+	var ended *metav1.Condition
+	if owner != nil {
+		jobSetUID, ended = owner.UID, terminalCondition(owner)
+	}
 	var live, held *batchv1.Job
 	liveAttempt, heldAttempt := int32(-1), int32(-1)
 	for i := range jobs {
 		j := &jobs[i]
-		if !IsChildOf(jobSet, ref, j, jobSetUID) {
+		if !IsChildOf(jobSet, ref, j, jobSetUID) || ended != nil && j.CreationTimestamp.After(ended.LastTransitionTime.Time) {
 			continue
 		}
 		a := (Kind{}).RestartAttempt(j)

@@ -153,17 +153,17 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 		return nil, 0, err
 	}
 	var js jobsetapi.JobSet
-	var jobSetUID types.UID
+	var owner *jobsetapi.JobSet
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &js, client.UnsafeDisableDeepCopy); {
 	case err == nil:
 		if !renders(&js, ref.TrainJob, trainJobUID) {
 			return nil, 0, nil
 		}
-		jobSetUID = js.UID
+		owner = &js
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
 	}
-	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, jobSetUID)
+	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner)
 }
 
 // renders reports whether js is rendered by the TrainJob named name (by uid, when known).
