@@ -155,6 +155,8 @@ func TestIndexPodPolicyOnLocalCluster(t *testing.T) {
 		{"a kubelet's status update", "system:node:n1", false, false, `{"status":{"phase":"Running"}}`, true /* status */, false},
 		{"an editor labels a marked pod", editor, false, false, label("team", "infer"), false, false},
 		{"an editor annotates a marked pod", editor, false, false, `{"metadata":{"annotations":{"note":"x"}}}`, false, false},
+		{"an editor names another result container", editor, false, false, `{"metadata":{"annotations":{"batchledger.dev/result-container":"setup"}}}`, false, true},
+		{"an editor names another default container", editor, false, false, `{"metadata":{"annotations":{"kubectl.kubernetes.io/default-container":"setup"}}}`, false, true},
 		{"an editor removes the mark", editor, false, false, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, v1alpha1.AnnotationIndexPod), false, false},
 		{"an editor marks an unmarked pod", editor, true, false, mark(jobUID), false, true},
 		{"an editor changes the mark", editor, false, false, mark(otherUID), false, true},
