@@ -137,6 +137,43 @@ func TestResultSurvivesPodDeletionWhileControllerDown(t *testing.T) {
 	framework.WaitForAbsent(t, pod)
 }
 
+// TestResultSurvivesOrphanDeletionOfItsJob: both pods succeed while the controller is
+// stopped, and the Job is deleted with propagationPolicy Orphan (a batch/v1 Job's default
+// for a client that sends none): the garbage collector takes the pods' ownerReferences
+// away. Their results are still the Job's: after the restart both are recorded and
+// accepted, and only then are the pods released.
+func TestResultSurvivesOrphanDeletionOfItsJob(t *testing.T) {
+	f := framework.New(t)
+	resultsJob(t, f, "orphaned", "A", "B")
+	job := jobStatus(t, f, "j")
+	framework.RunningPods(t, job, 2)
+
+	framework.StopBatchledger(t)
+	pods := []*corev1.Pod{
+		framework.FinishIndexPod(t, job, 0, 0, report(t, "A", "m-2026-11", "sha256:A")),
+		framework.FinishIndexPod(t, job, 1, 0, report(t, "B", "m-2026-11", "sha256:B")),
+	}
+	if err := f.Client.Delete(f.Ctx, job, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatalf("delete Job: %v", err)
+	}
+	for _, pod := range pods {
+		framework.WaitFor(t, pod, framework.DefaultTimeout, "orphaned and still held", func(p *corev1.Pod) bool {
+			return len(p.OwnerReferences) == 0 && slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer)
+		})
+	}
+	framework.StartBatchledger(t)
+
+	ba := waitAccount(t, f, "orphaned", "both shards accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 2 })
+	if ba.Status.Results.Rejected != 0 {
+		t.Errorf("rejections: %+v", ba.Status.Results)
+	}
+	for _, pod := range pods {
+		framework.WaitFor(t, pod, framework.DefaultTimeout, "released after its result was recorded", func(p *corev1.Pod) bool {
+			return !slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer)
+		})
+	}
+}
+
 // TestForgedClaimRejected: index 1's pod reports shard D; the claim is rejected and D
 // stays missing.
 func TestForgedClaimRejected(t *testing.T) {
