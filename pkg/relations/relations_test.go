@@ -229,7 +229,11 @@ func TestCurrentChild(t *testing.T) {
 	ended := running.DeepCopy()
 	ended.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
 	afterItEnded := namedChild("t", "w", 0, 3)
-	afterItEnded.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+	afterItEnded.CreationTimestamp = metav1.NewTime(t0.Add(jobset.ClockSkewAllowance + time.Second))
+	// The JobSet controller's clock behind the API server's: its last child looks created
+	// after it ended.
+	skewed := namedChild("t", "w", 0, 3)
+	skewed.CreationTimestamp = metav1.NewTime(t0.Add(5 * time.Second))
 	cases := []struct {
 		name        string
 		owner       *jobsetapi.JobSet
@@ -254,6 +258,7 @@ func TestCurrentChild(t *testing.T) {
 		{"the JobSet's UID unknown: a child of any JobSet of the name", nil, []batchv1.Job{*a1, *ofOldJobSet}, ofOldJobSet.UID, 8},
 		{"the JobSet ended: a Job of a child's name created since is no child", ended, []batchv1.Job{*a1, *afterItEnded}, a1.UID, 1},
 		{"the JobSet ended: its children before it are followed", ended, []batchv1.Job{*a0, *a1}, a1.UID, 1},
+		{"the JobSet ended: a child created within the clock skew allowance is followed", ended, []batchv1.Job{*a1, *skewed}, skewed.UID, 3},
 		{"the JobSet's UID known: a child of an earlier JobSet of the name is passed over", running, []batchv1.Job{*a1, *ofOldJobSet}, a1.UID, 1},
 	}
 	for _, tc := range cases {
