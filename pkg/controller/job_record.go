@@ -23,11 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
-	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/release"
 )
@@ -150,21 +148,29 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 // pendingAccounts are the names of the live accounts naming job that have not recorded
 // its end (recordsEnd), and of those a short form declares for it that are still to
 // come (relations.ShortFormPending), with how soon the first of these stops being
-// waited for (0: none is waited for).
+// waited for (0: none is waited for). For a Job being deleted, an account counts only if
+// it observes the Job (observes): holding a Job for a record never written serves no
+// one.
 func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, time.Duration, error) {
 	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, job.Namespace, relations.JobKeys(job)...)
 	if err != nil {
 		return nil, 0, err
 	}
-	leftover, err := r.leftoverChild(ctx, job)
-	if err != nil {
-		return nil, 0, err
-	}
 	var pending []string
 	for _, ba := range accounts {
-		if r.follows(ba, job, leftover) && !recordsEnd(&ba.Status, job) {
-			pending = append(pending, ba.Name)
+		if !r.names(ba, job) || recordsEnd(&ba.Status, job) {
+			continue
 		}
+		if job.DeletionTimestamp != nil {
+			ok, err := r.observes(ctx, ba, job)
+			if err != nil {
+				return nil, 0, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		pending = append(pending, ba.Name)
 	}
 	r.startOnce.Do(func() {
 		if r.started.IsZero() {
@@ -178,11 +184,10 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 	return append(pending, declared...), recheck, nil
 }
 
-// follows reports whether an assignment of ba names job (relations.NamesJob) in ba's
-// namespace in a way ba observes, so that ba records job's end: a child target only while
-// its kind's API is served, and only when job is no leftover of another JobSet of its
-// owner's name (leftoverChild), which the target never follows (jobset.CurrentChild).
-func (r *JobRecorder) follows(ba *v1alpha1.BatchAccount, job *batchv1.Job, leftover bool) bool {
+// names reports whether an assignment of ba names job (relations.NamesJob) in ba's
+// namespace, through a target ba can observe: a child target only while its kind's API is
+// served (observeTarget observes nothing else of it).
+func (r *JobRecorder) names(ba *v1alpha1.BatchAccount, job *batchv1.Job) bool {
 	if ba.Namespace != job.Namespace {
 		return false
 	}
@@ -190,28 +195,44 @@ func (r *JobRecorder) follows(ba *v1alpha1.BatchAccount, job *batchv1.Job, lefto
 		if a.Target.Namespace != "" && a.Target.Namespace != ba.Namespace || !relations.NamesJob(a.Target, job) {
 			return false
 		}
-		if !a.Target.IsChild() {
-			return true
-		}
 		api, optional := targetAPI(a.Target)
-		return !leftover && (!optional || r.APIs.Served(api))
+		return !optional || r.APIs.Served(api)
 	})
 }
 
-// leftoverChild reports whether the JobSet of the name that controls job exists under
-// another UID: job is left from an earlier JobSet of that name, or is a namespace
-// editor's Job with a controller reference made up (owner references are not
-// authenticated). False when the JobSet is gone or its API is not served.
-func (r *JobRecorder) leftoverChild(ctx context.Context, job *batchv1.Job) (bool, error) {
-	name, uid, ok := jobset.Controlling(job)
-	if !ok || !r.APIs.ServedKind(jobsetapi.SchemeGroupVersion.WithKind(jobset.KindJobSet)) {
-		return false, nil
+// observes reports whether ba observes job, being deleted, so that it records its end: ba
+// followed it already (its UID is in ba's targets or history), or one of ba's targets
+// naming it resolves to it now (relations.ResolveTarget: a Job target by name; a child
+// target only to a child its JobSet created, while no live child is left). A Job left
+// by an earlier JobSet of the name, or made by a namespace editor with a child's name
+// after the JobSet ended, is followed by no target.
+func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, job *batchv1.Job) (bool, error) {
+	for _, t := range ba.Status.Targets {
+		if t.UID == job.UID {
+			return true, nil
+		}
 	}
-	var js jobsetapi.JobSet
-	if err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &js, client.UnsafeDisableDeepCopy); err != nil {
-		return false, client.IgnoreNotFound(err)
+	for _, h := range ba.Status.History {
+		if h.UID == job.UID {
+			return true, nil
+		}
 	}
-	return js.UID != uid, nil
+	for _, a := range ba.Spec.AllAssignments() {
+		if !relations.NamesJob(a.Target, job) {
+			continue
+		}
+		if !a.Target.IsChild() {
+			return true, nil
+		}
+		followed, _, err := relations.ResolveTarget(ctx, r.Client, job.Namespace, a.Target)
+		if err != nil {
+			return false, err
+		}
+		if followed != nil && followed.UID == job.UID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // recordsEnd reports whether the account status st records job's end: an entry of its

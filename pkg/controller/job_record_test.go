@@ -66,6 +66,12 @@ func TestJobRecorderReleases(t *testing.T) {
 			Completed("0-1", 2).Finalizers(record).Deleting(deletedAgo(time.Minute)).Obj()
 	}
 	childAccount := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 2).AssignJobSet("ts", "workers", 0, "0-1", "0-1").Obj()
+	endedJS := js.DeepCopy()
+	endedJS.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}
+	madeAfterTheEnd := childOf(endedJS)
+	madeAfterTheEnd.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
+	followedBefore := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 2).AssignJobSet("ts", "workers", 0, "0-1", "0-1").
+		TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "child-uid", Found: true, CompletedIndexes: "0"}).Obj()
 	deletedAccount.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
 	cases := []struct {
 		name string
@@ -188,6 +194,19 @@ func TestJobRecorderReleases(t *testing.T) {
 			job:         childOf(earlierJS),
 			objs:        []client.Object{js, childAccount},
 			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:        "a Job of a child's name created after its JobSet ended (no target follows it): released",
+			job:         madeAfterTheEnd,
+			objs:        []client.Object{endedJS, childAccount},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:             "a child the account followed, its JobSet since replaced: held until its end is recorded",
+			job:              childOf(js),
+			objs:             []client.Object{earlierJS, followedBefore},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 59 * time.Minute,
 		},
 		{
 			name:           "held past MaxHold after its deletion, never recorded: released with a Warning",
