@@ -34,12 +34,12 @@ const (
 	// Job identity: a JobSet restart attempt, a repair or a recreated Job brings its own,
 	// so that retries of one identity never crowd out the result of the next.
 	MaxResultsPerShard = 8
-	// MaxResultsPerShardTotal bounds the results of one shard kept from the identities
-	// its targets no longer follow: eight identities' worth of retries, or 64 restarts or
-	// repairs of one result each. The identity a target follows when its result is
-	// captured is bounded by MaxResultsPerShard alone: superseded identities' results
-	// never count for a shard (StaleIdentity), so they must never crowd out the one that
-	// does.
+	// MaxResultsPerShardTotal bounds the results of one shard kept from all its
+	// identities together: eight identities' worth of retries, or 64 restarts or repairs
+	// of one result each. Superseded identities' results never count for a shard
+	// (StaleIdentity), so they never crowd out the identity a target follows when its
+	// result is captured: past the bound, the oldest result of another identity makes
+	// room (its pod listed as dropped).
 	MaxResultsPerShardTotal = 8 * MaxResultsPerShard
 	// MaxUnassignedResults is how many results of identities assigned no shard are kept.
 	MaxUnassignedResults = 256
@@ -140,9 +140,10 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 	return rc
 }
 
-// add records one result (or, past the bound of its shard and identity, or, for an
-// identity its target no longer follows (!current), of its shard, only its pod as
-// dropped) in the last chunk of its span, spilling into a new chunk past ChunkByteBudget.
+// add records one result (or, past the bound of its shard and identity, or of its shard
+// when no other identity's result makes room for the identity its target follows
+// (current), only its pod as dropped) in the last chunk of its span, spilling into a new
+// chunk past ChunkByteBudget.
 func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 	span, first := chunkKey(int(res.Ordinal))
 	limit := MaxResultsPerShard
@@ -150,7 +151,8 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 		limit = MaxUnassignedResults
 	}
 	slot := slotOf(&res)
-	keep := rc.kept[slot] < limit && (res.Ordinal < 0 || current || rc.perShard[res.Ordinal] < MaxResultsPerShardTotal)
+	keep := rc.kept[slot] < limit &&
+		(res.Ordinal < 0 || rc.perShard[res.Ordinal] < MaxResultsPerShardTotal || current && rc.evictOther(span, slot))
 	var size int
 	if keep {
 		res.Sequence = rc.nextSeq
@@ -194,6 +196,35 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 	rc.sizes[c] += size
 	rc.recorded[res.PodUID] = true
 	rc.dirty[c] = true
+}
+
+// evictOther makes room in span for a result of slot's identity, the one its target
+// follows: the oldest kept result of slot's shard from another identity (never counted
+// for the shard: StaleIdentity) becomes a dropped pod, so that the shard's results stay
+// within MaxResultsPerShardTotal. False when there is none.
+func (rc *resultChunks) evictOther(span string, slot resultSlot) bool {
+	var oldest *v1alpha1.ShardResults
+	at := -1
+	for _, c := range rc.spans[span] {
+		for i := range c.Results {
+			r := &c.Results[i]
+			if r.Ordinal != slot.ordinal || slotOf(r) == slot || (at >= 0 && r.Sequence >= oldest.Results[at].Sequence) {
+				continue
+			}
+			oldest, at = c, i
+		}
+	}
+	if at < 0 {
+		return false
+	}
+	r := oldest.Results[at]
+	oldest.Results = slices.Delete(oldest.Results, at, at+1)
+	oldest.DroppedPods = append(oldest.DroppedPods, r.PodUID)
+	rc.kept[slotOf(&r)]--
+	rc.perShard[r.Ordinal]--
+	delete(rc.sizes, oldest) // measured again before the next append
+	rc.dirty[oldest] = true
+	return true
 }
 
 func (rc *resultChunks) all() []v1alpha1.ShardResults {

@@ -180,18 +180,32 @@ func TestEachIdentityKeepsItsResults(t *testing.T) {
 	if total != MaxResultsPerShardTotal {
 		t.Errorf("%d results of one shard kept; want the bound, %d", total, MaxResultsPerShardTotal)
 	}
-	// The identity a target follows is bounded by its own MaxResultsPerShard only.
-	for a := range MaxResultsPerShard + 1 {
+	// The identity a target follows takes the place of the oldest results of others,
+	// up to its own MaxResultsPerShard, and the shard stays within its bound; after a
+	// reload too.
+	for a := range MaxResultsPerShard - 1 {
 		reloaded.add(result("jobset/ts/w/0", "current", a), true)
 	}
+	again := loadChunks(ba, withOwner(ba, reloaded.all()))
+	for a := MaxResultsPerShard - 1; a <= MaxResultsPerShard; a++ {
+		again.add(result("jobset/ts/w/0", "current", a), true)
+	}
 	kept = map[types.UID]int{}
-	for _, c := range reloaded.all() {
+	total, droppedPods := 0, map[types.UID]bool{}
+	for _, c := range again.all() {
 		for _, r := range c.Results {
 			kept[r.JobUID]++
+			total++
+		}
+		for _, uid := range c.DroppedPods {
+			droppedPods[uid] = true
 		}
 	}
-	if kept["current"] != MaxResultsPerShard {
-		t.Errorf("the followed identity kept %d results past the shard's bound; want %d", kept["current"], MaxResultsPerShard)
+	if kept["current"] != MaxResultsPerShard || total != MaxResultsPerShardTotal {
+		t.Errorf("the followed identity kept %d results, the shard %d; want %d and %d", kept["current"], total, MaxResultsPerShard, MaxResultsPerShardTotal)
+	}
+	if kept["attempt-0"] != 0 || !droppedPods["attempt-0-pod-0"] {
+		t.Errorf("the oldest results (attempt 0's) were not the ones to go: kept %v", kept)
 	}
 }
 
