@@ -113,6 +113,8 @@ func TestForgedResultsOnTheWorkerRefused(t *testing.T) {
 		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q},"finalizers":[%q]}}`, v1alpha1.AnnotationWorkload, workload, v1alpha1.ResultFinalizer)))), podPolicy)
 	wantRefused(t, "the user", "change a held pod's completion index", user.Patch(t.Context(), pods[1].DeepCopy(), client.RawPatch(types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"batch.kubernetes.io/job-completion-index":"0"}}}`))), podPolicy)
+	wantRefused(t, "the user", "name another result container of a held pod", user.Patch(t.Context(), pods[1].DeepCopy(), client.RawPatch(types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"setup"}}}`, v1alpha1.AnnotationResultContainer)))), podPolicy)
 	waitFor(t, w, bare, "running", func(p *corev1.Pod) (bool, string) { return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase) })
 	if err := kwok.Finish(t.Context(), w, bare, 0, msg); err != nil {
 		t.Fatal(err)
