@@ -63,7 +63,7 @@ func JobTargets(job metav1.Object) []v1alpha1.TargetRef {
 // the pod ran under). Of these, result capture records exactly the pods that
 // report a result (ReportsResult) once they succeed (SucceededTargetPodIndex), and the
 // pod releaser holds exactly those until then (CapturedBy); any other pod (another
-// replicatedJob or job index of a named JobSet, a pod no Job controls or someone else
+// replicatedJob or job index of a named JobSet, a pod of no Job or that someone else
 // made, a malformed index annotation) is never waited for, so it is never stranded.
 func TargetPodIndex(ref v1alpha1.TargetRef, namespace string, pod *corev1.Pod) (int, types.UID, bool) {
 	if !podOfTarget(PodTargets(pod), pod.Namespace, ref, namespace) {
