@@ -125,6 +125,11 @@ func TestIndexPodPolicyOnLocalCluster(t *testing.T) {
 		{"kube-controller-manager's pod (no per-controller credentials)", webhook.JobControllers[1], meta(jobUID, jobUID+"/1"), false},
 		{"the Job controller's pod, marked for another Job (its template's mark)", jobController, meta(jobUID, otherUID+"/1"), true},
 		{"the Job controller's pod, marked for another index", jobController, meta(jobUID, jobUID+"/0"), true},
+		{"the Job controller's pod, marked, with another Job's name label (manualSelector)", jobController, func() metav1.ObjectMeta {
+			m := meta(jobUID, jobUID+"/1")
+			m.Labels["batch.kubernetes.io/job-name"] = "victim"
+			return m
+		}(), true},
 		{"an editor's marked pod", editor, meta(jobUID, jobUID+"/1"), true},
 		{"an editor's pod with the Job's owner and index, unmarked", editor, meta(jobUID, ""), false},
 		{"a pod created as the Job controller before it is handed to its Job", jobController, meta("", jobUID+"/1"), false},

@@ -31,7 +31,7 @@ var indexPodPath = AnnotationPath(v1alpha1.AnnotationIndexPod)
 func indexPodMark(meta metav1.ObjectMeta, username string) []jsonpatch.JsonPatchOperation {
 	have, claimed := meta.Annotations[v1alpha1.AnnotationIndexPod]
 	index, indexed := meta.Annotations[batchv1.JobCompletionIndexAnnotation]
-	if owner := relations.ControllingJob(&meta); owner != nil && indexed && slices.Contains(JobControllers, username) {
+	if owner := relations.ControllingJob(&meta); owner != nil && indexed && slices.Contains(JobControllers, username) && namesOwner(meta.Labels, owner) {
 		want := v1alpha1.IndexPodMark(owner.UID, index)
 		if claimed && have == want {
 			return nil
@@ -43,4 +43,13 @@ func indexPodMark(meta metav1.ObjectMeta, username string) []jsonpatch.JsonPatch
 		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("remove", indexPodPath, nil)}
 	}
 	return nil
+}
+
+// namesOwner reports whether the Job labels a pod carries, where it carries them, name
+// its controlling Job: the labels an orphaned pod is filed under (relations.IndexPodJob)
+// are the Job's own. A Job with manualSelector may give its pods another Job's labels;
+// such pods are not marked, and their results count for nothing.
+func namesOwner(labels map[string]string, owner *metav1.OwnerReference) bool {
+	name, uid := labels[batchv1.JobNameLabel], labels[batchv1.ControllerUidLabel]
+	return (name == "" || name == owner.Name) && (uid == "" || uid == string(owner.UID))
 }

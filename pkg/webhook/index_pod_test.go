@@ -3,6 +3,7 @@ package webhook
 import (
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -44,6 +45,10 @@ func TestIndexPodMark(t *testing.T) {
 		"a pod someone else made, claiming the mark":           {mallory, forged(created("j"), "j-uid/2"), ""},
 		"a pod no Job controls, claiming the mark":             {mallory, bare, ""},
 		"a pod of no index, by the Job controller":             {jobController, wrappers.MakePod("p", "ml-team").Obj(), ""},
+		"the Job controller's pod with another Job's name label (manualSelector)": {jobController,
+			created("j").Label(batchv1.JobNameLabel, "victim").Obj(), ""},
+		"the Job controller's pod with another Job's UID label (manualSelector)": {jobController,
+			created("j").Label(batchv1.ControllerUidLabel, "victim-uid").Obj(), ""},
 	} {
 		for _, h := range []struct {
 			name string
