@@ -51,26 +51,27 @@ func JobControllerPod(pod metav1.Object) bool {
 
 // IndexPodJob is the Job pod is an index pod of: its batch/v1 Job controller reference
 // (ControllingJob); or, for a marked pod the garbage collector orphaned (its Job deleted
-// with propagationPolicy Orphan, the default of a batch/v1 Job deleted without options),
-// the Job its index-pod mark names, when its controller-uid label names the same UID,
-// under the name of its job-name label. Only the Job controller creates a marked pod,
+// with propagationPolicy Orphan, the default of a batch/v1 Job deleted without options)
+// or that another Job adopted since, the Job its index-pod mark names, when its
+// controller-uid label names the same UID, under the name of its job-name label (the pod
+// webhooks mark no pod whose labels name another Job). Only the Job controller creates a marked pod,
 // with the mark of its own Job, and the index-pod policy keeps anyone from changing the
 // mark, those labels or the completion index after that: an orphaned pod's result is
 // still its Job's, and is held until it is recorded. nil for any other pod.
 func IndexPodJob(pod metav1.Object) *metav1.OwnerReference {
-	if owner := ControllingJob(pod); owner != nil {
-		return owner
-	}
-	if metav1.GetControllerOfNoCopy(pod) != nil {
+	owner := ControllingJob(pod)
+	if owner == nil && metav1.GetControllerOfNoCopy(pod) != nil {
 		return nil
 	}
 	labels, annotations := pod.GetLabels(), pod.GetAnnotations()
 	uid, name := types.UID(labels[batchv1.ControllerUidLabel]), labels[batchv1.JobNameLabel]
 	index, indexed := annotations[batchv1.JobCompletionIndexAnnotation]
 	mark, marked := annotations[v1alpha1.AnnotationIndexPod]
-	if uid == "" || name == "" || !indexed || !marked || mark != v1alpha1.IndexPodMark(uid, index) {
-		return nil
+	if uid == "" || name == "" || !indexed || !marked || mark != v1alpha1.IndexPodMark(uid, index) || owner != nil && owner.UID == uid {
+		return owner
 	}
+	// Orphaned, or adopted since by a Job of the same selector (a Job recreated with
+	// manualSelector after an orphaning delete): the pod ran under the Job its mark names.
 	return &metav1.OwnerReference{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job", Name: name, UID: uid, Controller: ptr.To(true)}
 }
 

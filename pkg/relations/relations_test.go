@@ -396,6 +396,10 @@ func TestIndexPods(t *testing.T) {
 	recreated := job("j")
 	recreated.UID = "j-uid-2"
 	succeeded := func(p *wrappers.PodWrapper) *corev1.Pod { return p.Succeeded(t0, "").Obj() }
+	// Job j deleted with propagationPolicy Orphan, then created again with manualSelector:
+	// the Job controller adopts j's pods.
+	adopted := succeeded(wrappers.MakeIndexPod(j, "p", 1))
+	adopted.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(recreated, batchv1.SchemeGroupVersion.WithKind("Job"))}
 	cases := []struct {
 		name string
 		pod  *corev1.Pod
@@ -414,6 +418,8 @@ func TestIndexPods(t *testing.T) {
 		{"pod no Job controls", succeeded(wrappers.MakeIndexPod(j, "p", 1).NotByJobController().NoOwner()), j, -1, false, true},
 		{"pod orphaned from the Job (its mark names it)", succeeded(wrappers.MakeIndexPod(j, "p", 1).NoOwner()), j, 1, true, true},
 		{"malformed index", succeeded(wrappers.MakeIndexPod(j, "p", 1).Annotation(batchv1.JobCompletionIndexAnnotation, "1,2")), j, -1, false, true},
+		{"pod adopted by the Job's successor: no pod of the successor", adopted, recreated, -1, false, true},
+		{"pod adopted by the Job's successor: still the pod of the Job it ran under", adopted, j, 1, true, true},
 		{"no Job to follow", succeeded(wrappers.MakeIndexPod(j, "p", 1)), nil, -1, false, true},
 	}
 	for _, tc := range cases {
