@@ -77,12 +77,17 @@ func MessageOf(pod *corev1.Pod, container string) (string, bool) {
 	return "", false
 }
 
-// nativeSidecar reports whether pod's init container named name is a native sidecar
-// (restartPolicy Always): it runs beside the pod's containers.
+// NativeSidecar reports whether the init container c is a native sidecar (restartPolicy
+// Always): it runs beside the pod's containers, so its message may report the pod's work.
+func NativeSidecar(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// nativeSidecar reports whether pod's init container named name is a NativeSidecar.
 func nativeSidecar(pod *corev1.Pod, name string) bool {
-	for _, c := range pod.Spec.InitContainers {
-		if c.Name == name {
-			return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; c.Name == name {
+			return NativeSidecar(c)
 		}
 	}
 	return false

@@ -39,8 +39,8 @@ func NewRecord(pod *corev1.Pod, workload, job string, index int, finished time.T
 	for _, c := range pod.Spec.Containers {
 		add(c.Name, false)
 	}
-	for _, c := range pod.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; acceptance.NativeSidecar(c) {
 			add(c.Name, true)
 		}
 	}
