@@ -158,11 +158,12 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 	}
 	var pending []string
 	for _, ba := range accounts {
-		if !r.names(ba, job) || recordsEnd(&ba.Status, job) {
+		refs := r.observedBy(ba, job)
+		if len(refs) == 0 || recordsEnd(&ba.Status, job) {
 			continue
 		}
 		if job.DeletionTimestamp != nil {
-			ok, err := r.observes(ctx, ba, job)
+			ok, err := r.observes(ctx, ba, job, refs)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -184,29 +185,35 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 	return append(pending, declared...), recheck, nil
 }
 
-// names reports whether an assignment of ba names job (relations.NamesJob) in ba's
-// namespace, through a target ba can observe: a child target only while its kind's API is
-// served (observeTarget observes nothing else of it).
-func (r *JobRecorder) names(ba *v1alpha1.BatchAccount, job *batchv1.Job) bool {
+// observedBy are the targets of ba's assignments that name job (relations.NamesJob) in
+// ba's namespace, each once, of a kind ba observes: a child target only while its kind's
+// API is served (observeTarget observes nothing else of it).
+func (r *JobRecorder) observedBy(ba *v1alpha1.BatchAccount, job *batchv1.Job) []v1alpha1.TargetRef {
 	if ba.Namespace != job.Namespace {
-		return false
+		return nil
 	}
-	return slices.ContainsFunc(ba.Spec.AllAssignments(), func(a v1alpha1.Assignment) bool {
+	var out []v1alpha1.TargetRef
+	for _, a := range ba.Spec.AllAssignments() {
 		if a.Target.Namespace != "" && a.Target.Namespace != ba.Namespace || !relations.NamesJob(a.Target, job) {
-			return false
+			continue
 		}
-		api, optional := targetAPI(a.Target)
-		return !optional || r.APIs.Served(api)
-	})
+		if api, optional := targetAPI(a.Target); optional && !r.APIs.Served(api) {
+			continue
+		}
+		if !slices.ContainsFunc(out, func(t v1alpha1.TargetRef) bool { return t.Key() == a.Target.Key() }) {
+			out = append(out, a.Target)
+		}
+	}
+	return out
 }
 
 // observes reports whether ba observes job, being deleted, so that it records its end: ba
-// followed it already (its UID is in ba's targets or history), or one of ba's targets
-// naming it resolves to it now (relations.ResolveTarget: a Job target by name; a child
-// target only to a child its JobSet created, while no live child is left). A Job left
-// by an earlier JobSet of the name, or made by a namespace editor with a child's name
-// after the JobSet ended, is followed by no target.
-func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, job *batchv1.Job) (bool, error) {
+// followed it already (its UID is in ba's targets or history), or one of refs, the
+// targets naming it (observedBy), resolves to it now (relations.ResolveTarget: a Job target by
+// name; a child target only to a child its JobSet created, while no live child is left).
+// A Job left by an earlier JobSet of the name, or made by a namespace editor with a
+// child's name after the JobSet ended, is followed by no target.
+func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, job *batchv1.Job, refs []v1alpha1.TargetRef) (bool, error) {
 	for _, t := range ba.Status.Targets {
 		if t.UID == job.UID {
 			return true, nil
@@ -217,14 +224,11 @@ func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, j
 			return true, nil
 		}
 	}
-	for _, a := range ba.Spec.AllAssignments() {
-		if !relations.NamesJob(a.Target, job) {
-			continue
-		}
-		if !a.Target.IsChild() {
+	for _, ref := range refs {
+		if !ref.IsChild() {
 			return true, nil
 		}
-		followed, _, err := relations.ResolveTarget(ctx, r.Client, job.Namespace, a.Target)
+		followed, _, err := relations.ResolveTarget(ctx, r.Client, job.Namespace, ref)
 		if err != nil {
 			return false, err
 		}
