@@ -60,14 +60,18 @@ func JobControllerPod(pod metav1.Object) bool {
 // still its Job's, and is held until it is recorded. nil for any other pod.
 func IndexPodJob(pod metav1.Object) *metav1.OwnerReference {
 	owner := ControllingJob(pod)
-	if owner == nil && metav1.GetControllerOfNoCopy(pod) != nil {
+	labels := pod.GetLabels()
+	uid := types.UID(labels[batchv1.ControllerUidLabel])
+	switch {
+	case owner != nil && owner.UID == uid:
+		return owner // nearly every pod: its own Job controls it
+	case owner == nil && metav1.GetControllerOfNoCopy(pod) != nil:
 		return nil
 	}
-	labels, annotations := pod.GetLabels(), pod.GetAnnotations()
-	uid, name := types.UID(labels[batchv1.ControllerUidLabel]), labels[batchv1.JobNameLabel]
+	annotations, name := pod.GetAnnotations(), labels[batchv1.JobNameLabel]
 	index, indexed := annotations[batchv1.JobCompletionIndexAnnotation]
 	mark, marked := annotations[v1alpha1.AnnotationIndexPod]
-	if uid == "" || name == "" || !indexed || !marked || mark != v1alpha1.IndexPodMark(uid, index) || owner != nil && owner.UID == uid {
+	if uid == "" || name == "" || !indexed || !marked || mark != v1alpha1.IndexPodMark(uid, index) {
 		return owner
 	}
 	// Orphaned, or adopted since by a Job of the same selector (a Job recreated with
