@@ -34,8 +34,10 @@ const (
 // that the Workload speaks for all of them and never for the last writer alone. With one
 // account the condition is that account's (reason and message); with several, the
 // reason is that of the first account (by name) that is not True (or of the first, when
-// all are), and the message names each account's verdict. Transition times are kept from the Workload
-// while the status is unchanged; observedGeneration follows the Workload's generation.
+// all are), and the message names each account's verdict. An account that has not judged
+// its current spec (judged) counts as Unknown, VerdictPending. Transition times are kept
+// from the Workload while the status is unchanged; observedGeneration follows the
+// Workload's generation.
 func desiredWorkloadConditions(wl *kueue.Workload, accounts []*v1alpha1.BatchAccount, now metav1.Time) []metav1.Condition {
 	slices.SortFunc(accounts, func(a, b *v1alpha1.BatchAccount) int { return strings.Compare(a.Name, b.Name) })
 	var out []metav1.Condition
@@ -46,8 +48,8 @@ func desiredWorkloadConditions(wl *kueue.Workload, accounts []*v1alpha1.BatchAcc
 		allTrue, named := true, 0
 		for _, ba := range accounts {
 			c := apimeta.FindStatusCondition(ba.Status.Conditions, from)
-			if c == nil {
-				continue
+			if c == nil || !judged(ba) {
+				c = verdictPending(ba, from, now)
 			}
 			named++
 			if want == nil {
@@ -83,6 +85,24 @@ func desiredWorkloadConditions(wl *kueue.Workload, accounts []*v1alpha1.BatchAcc
 	return out
 }
 
+// judged reports whether ba's status judges its current spec: written for its
+// generation. Between a spec change and the account's next status write, its verdict
+// speaks of a spec that no longer is.
+func judged(ba *v1alpha1.BatchAccount) bool {
+	return len(ba.Status.Conditions) > 0 && ba.Status.ObservedGeneration == ba.Generation
+}
+
+// verdictPending stands for the condition from of an account that has not judged its
+// current spec (judged): Unknown, so that the Workload vouches for no verdict it has not
+// reached.
+func verdictPending(ba *v1alpha1.BatchAccount, from string, now metav1.Time) *metav1.Condition {
+	msg := "not judged yet"
+	if len(ba.Status.Conditions) > 0 {
+		msg = fmt.Sprintf("spec changed (generation %d), not judged yet", ba.Generation)
+	}
+	return &metav1.Condition{Type: from, Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonVerdictPending, Message: msg, LastTransitionTime: now}
+}
+
 // clip cuts s to at most n bytes on a rune boundary, marking the cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
@@ -110,6 +130,10 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 	}
 	return out, nil
 }
+
+// VerdictPendingRecheck is how soon an account publishing on a Workload looks again when
+// another account naming the Workload had not judged its current spec.
+const VerdictPendingRecheck = 2 * time.Second
 
 // maxConcurrentPublishes bounds the Workload applies one reconcile has in flight.
 const maxConcurrentPublishes = 8
@@ -154,7 +178,7 @@ func (r *Reconciler) publishAll(ctx context.Context, workloads map[types.UID]*ku
 // apply costs a round trip, its echo through our watch and Kueue's, and a wake-up of
 // Kueue's Workload controller (its status passes Kueue's webhook too), while the live
 // count is on the account's status. The returned duration is when the deferred write is
-// due (0: nothing deferred).
+// due, or when to look again at another account's verdict still to come (0: neither).
 func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
 	accounts, err := r.workloadAccounts(ctx, wl, ba)
 	if err != nil {
@@ -167,12 +191,18 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	}
 	now := r.now()
 	want := desiredWorkloadConditions(wl, accounts, metav1.NewTime(now))
+	// Another account's verdict is still to come: its own publish may have gone before
+	// this one, which read it unjudged, so look again once it had time to judge.
+	var recheck time.Duration
+	if slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool { return !judged(a) }) {
+		recheck = VerdictPendingRecheck
+	}
 	if len(want) == 0 || upToDate(wl.Status.Conditions, want) {
-		return 0, nil
+		return recheck, nil
 	}
 	if !urgent(wl.Status.Conditions, want) {
 		if wait := r.workloadWrites.wait(wl.UID, now, r.WorkloadMessageInterval); wait > 0 {
-			return wait, nil
+			return soonest(wait, recheck), nil
 		}
 	}
 	st := kueueac.WorkloadStatus()
@@ -192,7 +222,7 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	}
 	r.workloadWrites.wrote(wl.UID)
 	r.Metrics.workloadWritten()
-	return 0, nil
+	return recheck, nil
 }
 
 // urgent reports whether want changes what a reader of the Workload must learn at once:

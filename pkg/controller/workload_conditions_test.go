@@ -78,6 +78,61 @@ func TestWorkloadConditionsSpeakForEveryAccount(t *testing.T) {
 	})
 }
 
+// TestWorkloadConditionsNeverVouchForAnUnjudgedSpec: an account naming the Workload's
+// Jobs that has not judged its current spec (no status yet, or a status of an earlier
+// generation) keeps the Workload's conditions from True, whatever its stale status says.
+func TestWorkloadConditionsNeverVouchForAnUnjudgedSpec(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	wl := wrappers.MakeWorkload("job-j", "ns").Generation(1).Obj()
+	covered := cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "2/2 shards covered")
+	accepted := cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "2/2 shards accepted")
+	judgedAt := func(name string, generation, observed int64) *v1alpha1.BatchAccount {
+		ba := withVerdicts(name, covered, accepted)
+		ba.Generation, ba.Status.ObservedGeneration = generation, observed
+		return ba
+	}
+	cases := []struct {
+		name     string
+		accounts []*v1alpha1.BatchAccount
+		want     metav1.ConditionStatus
+		message  string
+	}{
+		{
+			name:     "every account judged its spec: True",
+			accounts: []*v1alpha1.BatchAccount{judgedAt("a-done", 1, 1), judgedAt("b-done", 2, 2)},
+			want:     metav1.ConditionTrue,
+			message:  "2 accounts; BatchAccount a-done: 2/2 shards accepted; BatchAccount b-done: 2/2 shards accepted",
+		},
+		{
+			name:     "a second account whose spec changed since its verdict",
+			accounts: []*v1alpha1.BatchAccount{judgedAt("a-done", 1, 1), judgedAt("b-changed", 2, 1)},
+			want:     metav1.ConditionUnknown,
+			message:  "2 accounts; BatchAccount a-done: 2/2 shards accepted; BatchAccount b-changed: spec changed (generation 2), not judged yet",
+		},
+		{
+			name:     "a second account with no status yet",
+			accounts: []*v1alpha1.BatchAccount{judgedAt("a-done", 1, 1), wrappers.MakeBatchAccount("c-new", "ns").Generation(1).Obj()},
+			want:     metav1.ConditionUnknown,
+			message:  "2 accounts; BatchAccount a-done: 2/2 shards accepted; BatchAccount c-new: not judged yet",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := desiredWorkloadConditions(wl, tc.accounts, now)
+			c := apimeta.FindStatusCondition(got, v1alpha1.WorkloadConditionAccepted)
+			if c == nil {
+				t.Fatalf("no %s condition in %v", v1alpha1.WorkloadConditionAccepted, got)
+			}
+			if c.Status != tc.want || c.Message != tc.message {
+				t.Errorf("Accepted = %s %s %q, want %s %q", c.Status, c.Reason, c.Message, tc.want, tc.message)
+			}
+			if tc.want == metav1.ConditionUnknown && (c.Reason != v1alpha1.ReasonVerdictPending || c.LastTransitionTime.IsZero()) {
+				t.Errorf("Accepted reason %s, transition %v; want %s and a transition time", c.Reason, c.LastTransitionTime, v1alpha1.ReasonVerdictPending)
+			}
+		})
+	}
+}
+
 // TestPublishSpacesMessageOnlyWrites: our conditions appear on the Workload with the
 // first covered shard, not while the batch only waits; what a Workload reader must see
 // at once (the batch Accepted) reaches the Workload at once; progress (our conditions
@@ -324,5 +379,34 @@ func TestFirstWorkloadOfJobSetWakesAccountNamingChildByJobName(t *testing.T) {
 	reqs := f.reconciler().workloadToAccounts(context.Background(), wl)
 	if len(reqs) != 1 || reqs[0].Name != "acct" {
 		t.Errorf("the JobSet's new Workload wakes %v, want acct alone (it names the child ts-workers-0)", reqs)
+	}
+}
+
+// TestPublishLooksAgainForAnotherAccountsVerdict: an account publishing on a Workload that
+// another account names, whose spec changed since its status was written, publishes
+// Unknown for it and comes back, so that the Workload is not left with a verdict the other
+// account's own publish could have preceded.
+func TestPublishLooksAgainForAnotherAccountsVerdict(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeCoverage).Completed("0-1", 2).Complete(testNow.Add(-time.Minute)).Obj()
+	stale := wrappers.MakeBatchAccount("other", "ns").UID("other-uid").Generation(2).Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()
+	stale.Status.ObservedGeneration = 1
+	stale.Status.Conditions = []metav1.Condition{
+		cond(v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "2/2 shards covered"),
+		cond(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "2/2 shards accepted"),
+	}
+	f := newFixture(t, hooks{}, accountOfJ().Obj(), stale, j, workloadOfJ(j).Obj())
+	res, err := f.reconcile("acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wl kueue.Workload
+	if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "job-j"}, &wl); err != nil {
+		t.Fatal(err)
+	}
+	if got := conditionOf(wl.Status.Conditions, v1alpha1.WorkloadConditionAccepted); got != "Unknown "+v1alpha1.ReasonVerdictPending {
+		t.Errorf("Workload Accepted = %q while the other account has not judged its spec, want Unknown %s", got, v1alpha1.ReasonVerdictPending)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > VerdictPendingRecheck {
+		t.Errorf("requeue after %v, want within %v to publish the other account's verdict", res.RequeueAfter, VerdictPendingRecheck)
 	}
 }

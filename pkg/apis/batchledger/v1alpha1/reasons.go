@@ -52,6 +52,10 @@ const (
 	// ReasonRuleInvalid: spec.acceptance.rule does not compile in this controller, so
 	// results are kept but not judged.
 	ReasonRuleInvalid = "RuleInvalid"
+	// ReasonVerdictPending: on a Workload, an account naming its Jobs has not judged its
+	// current spec yet (new, or its spec changed since its status was written), so the
+	// Workload's condition cannot be True for it.
+	ReasonVerdictPending = "VerdictPending"
 )
 
 // Reasons of the AssignmentValid condition. Each way a mapping can fail has its own
