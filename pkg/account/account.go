@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/identity"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
@@ -422,6 +423,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 	s.CompletedIndexes = f.completed.String()
 	s.FailedIndexes = f.failed.String()
 	s.Succeeded = job.Succeeded
+	s.StartedAt = startedAt(prev, job)
 	s.Terminal = f.terminal
 	s.TerminalReason = clipMessage(f.reason, maxReason)
 	s.TerminalObservedAt = f.terminalAt
@@ -434,6 +436,16 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 	attempts(&s, prev, ts.obs.SuccessfulPods, f.completed)
 	s.Admissions, s.AdmissionsDropped = admissions(prev, ts.obs.Workload, f.completed, job.Succeeded, now, lim)
 	return s, superseded, prev
+}
+
+// startedAt is when the identity first started: prev's record of it (prev is nil for a
+// new identity), else the Job's start. A suspension (Kueue's preemption) clears the Job's
+// startTime; the pods it ran were told their shards all the same.
+func startedAt(prev *v1alpha1.TargetStatus, job *identity.Job) *metav1.Time {
+	if prev != nil && prev.StartedAt != nil {
+		return prev.StartedAt
+	}
+	return job.StartTime.DeepCopy()
 }
 
 // keepObservationPoints keeps the previous resourceVersions when nothing the account

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -296,5 +297,38 @@ func TestStandingResultsOfASharedIdentity(t *testing.T) {
 				t.Errorf("standing shards %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStartedAtIsTheIdentitysFirstStart: a target's StartedAt is its Job's first start,
+// kept when a suspension (Kueue's preemption) clears the Job's startTime and when it
+// starts again; a new identity of the target starts afresh.
+func TestStartedAtIsTheIdentitysFirstStart(t *testing.T) {
+	first, again := jobCondAt, jobCondAt.Add(time.Hour)
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
+	steps := []struct {
+		name string
+		job  *wrappers.JobWrapper
+		want *time.Time
+	}{
+		{name: "created suspended", job: makeJob("j", "uid-1", 2).Suspend(true)},
+		{name: "started", job: makeJob("j", "uid-1", 2).StartTime(first), want: &first},
+		{name: "suspended: startTime cleared", job: makeJob("j", "uid-1", 2).Suspend(true), want: &first},
+		{name: "started again", job: makeJob("j", "uid-1", 2).StartTime(again), want: &first},
+		{name: "recreated, not started", job: makeJob("j", "uid-2", 2).Suspend(true)},
+		{name: "the new Job started", job: makeJob("j", "uid-2", 2).StartTime(again), want: &again},
+	}
+	prev := &v1alpha1.BatchAccountStatus{}
+	for _, s := range steps {
+		out := Compute(Input{Namespace: "ml-team", Generation: 1, Spec: spec, Previous: prev,
+			Observations: map[string]Observation{"job/j": {Job: s.job.Facts()}}, Now: metav1.NewTime(again.Add(time.Hour))})
+		got := out.Status.Targets[0].StartedAt
+		switch {
+		case s.want == nil && got != nil:
+			t.Errorf("%s: startedAt %v, want none", s.name, got)
+		case s.want != nil && (got == nil || !got.Time.Equal(*s.want)):
+			t.Errorf("%s: startedAt %v, want %v", s.name, got, *s.want)
+		}
+		prev = &out.Status
 	}
 }

@@ -413,6 +413,8 @@ func updateDelay[T client.Object](e event.UpdateEvent, leadUp func(o, n T) bool)
 func jobLeadUp(o, n *batchv1.Job) bool {
 	was, now := jobkind.Facts(o), jobkind.Facts(n)
 	was.ResourceVersion, now.ResourceVersion = "", ""
+	// Its start leads up to its first indexes; the reconcile it wakes records it.
+	was.StartTime, now.StartTime = nil, nil
 	was.Conditions, now.Conditions = jobEnding(was.Conditions), jobEnding(now.Conditions)
 	return equality.Semantic.DeepEqual(was, now) && o.DeletionTimestamp.Equal(n.DeletionTimestamp) &&
 		equality.Semantic.DeepEqual(o.Labels, n.Labels) && ownersEqual(o.OwnerReferences, n.OwnerReferences)

@@ -38,6 +38,9 @@ type Job struct {
 	FailedIndexes    *string
 	// Succeeded is the Job's count of succeeded pods.
 	Succeeded int32
+	// StartTime is the Job's status.startTime: when the Job controller started its pods
+	// (nil while it never started, and again while suspended).
+	StartTime *metav1.Time
 	// SuccessRules is the Job's successPolicy (empty: every index must succeed).
 	SuccessRules []SuccessRule
 	// Conditions are the Job's conditions that are True.

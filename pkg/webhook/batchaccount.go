@@ -45,7 +45,7 @@ func (v BatchAccountValidator) ValidateCreate(ctx context.Context, ba *v1alpha1.
 }
 
 // ValidateUpdate additionally freezes the revisions, the mapping and the requirement of
-// results once work was done under the account (workDone): work done under a mapping must
+// results once work was done under the account (BatchAccountStatus.WorkDone): work done under a mapping must
 // be judged by that mapping, and results judged, rejected or still due must go on
 // counting. Appending repair assignments (to spec.assignments, or to spec.repairs) stays
 // allowed, since that is how a team re-runs missing shards; so does starting to require
@@ -71,7 +71,7 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
 	if err := validateSpec(ba); err != nil {
 		return err
 	}
-	work := workDone(old)
+	work := old.Status.WorkDone()
 	if work == "" {
 		return nil
 	}
@@ -118,7 +118,7 @@ func repairsKept(old, ba *v1alpha1.BatchAccount) bool {
 	return true
 }
 
-// workedOn reports whether ba's status shows work under the target ref (targetWork), or a
+// workedOn reports whether ba's status shows work under the target ref (TargetStatus.Work), or a
 // superseded identity of it.
 func workedOn(ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef) bool {
 	key := string(ref.Key())
@@ -129,7 +129,7 @@ func workedOn(ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef) bool {
 	}
 	for i := range ba.Status.Targets {
 		if t := &ba.Status.Targets[i]; t.Name == key {
-			return targetWork(t) != ""
+			return t.Work() != ""
 		}
 	}
 	return false
@@ -163,37 +163,4 @@ func validateSpec(ba *v1alpha1.BatchAccount) error {
 		msgs = append(msgs, fmt.Sprintf("%s: %s", p.Reason, p.Message))
 	}
 	return fmt.Errorf("BatchAccount %s: the assignment mapping is not a partition: %s", ba.Name, strings.Join(msgs, "; "))
-}
-
-// workDone tells, from the status the controller wrote (which users cannot write), the
-// first sign that work was done under the account's spec, or "" when none is: a result
-// recorded, an identity superseded, or a target admitted by Kueue, with an index
-// completed or failed, or terminated. A Job run without Kueue counts from its first
-// ended index, so its mapping cannot be rewritten after the fact either.
-func workDone(ba *v1alpha1.BatchAccount) string {
-	if n := ba.Status.Results.Recorded; n > 0 {
-		return fmt.Sprintf("%d results recorded", n)
-	}
-	if len(ba.Status.History) > 0 {
-		return "a target's Job was replaced"
-	}
-	for i := range ba.Status.Targets {
-		if w := targetWork(&ba.Status.Targets[i]); w != "" {
-			return w
-		}
-	}
-	return ""
-}
-
-// targetWork is workDone for one target's status.
-func targetWork(t *v1alpha1.TargetStatus) string {
-	switch w := t.Workload; {
-	case w != nil && (w.Admitted || w.Finished), len(t.Admissions) > 0:
-		return t.Name + " was admitted"
-	case t.CompletedIndexes != "" || t.CompletedIndexesOmitted || t.FailedIndexes != "" || t.SuccessfulAttempts > 0:
-		return t.Name + " ended indexes"
-	case t.Terminal != "":
-		return t.Name + " terminated"
-	}
-	return ""
 }

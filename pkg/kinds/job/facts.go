@@ -26,6 +26,7 @@ func Facts(job *batchv1.Job) *identity.Job {
 		CompletedIndexes: job.Status.CompletedIndexes,
 		FailedIndexes:    job.Status.FailedIndexes,
 		Succeeded:        job.Status.Succeeded,
+		StartTime:        job.Status.StartTime,
 	}
 	if job.Spec.Completions != nil {
 		f.Completions = *job.Spec.Completions

@@ -381,6 +381,12 @@ type TargetStatus struct {
 	// +optional
 	AttemptsUnledgered int32 `json:"attemptsUnledgered,omitempty"`
 
+	// StartedAt is when this identity's Job first started (the Job controller's
+	// status.startTime as first seen, kept through later suspensions): from then on its
+	// pods are told their shards, so the mapping can no longer change.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
 	// Terminal is the Job's terminal condition: "", Complete or Failed.
 	// +optional
 	Terminal string `json:"terminal,omitempty"`

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 )
 
 // RequiresResults is whether the account captures its workers' results at all
@@ -36,4 +37,40 @@ func (s *BatchAccountSpec) AllAssignments() []Assignment {
 		all = append(all, r)
 	}
 	return all
+}
+
+// WorkDone tells, from the status the controller wrote (which users cannot write), the
+// first sign that work was done under the account's spec, or "" when none is: a result
+// recorded, an identity superseded, or a target started (its pods told their shards),
+// admitted by Kueue, with an index completed or failed, or terminated. From then on the
+// spec's mapping, revisions and requirement of results judge that work and are frozen
+// (the BatchAccount webhook), so the controller writes this first sign at once.
+func (s *BatchAccountStatus) WorkDone() string {
+	if n := s.Results.Recorded; n > 0 {
+		return fmt.Sprintf("%d results recorded", n)
+	}
+	if len(s.History) > 0 {
+		return "a target's Job was replaced"
+	}
+	for i := range s.Targets {
+		if w := s.Targets[i].Work(); w != "" {
+			return w
+		}
+	}
+	return ""
+}
+
+// Work is WorkDone for one target's status.
+func (t *TargetStatus) Work() string {
+	switch w := t.Workload; {
+	case t.StartedAt != nil:
+		return t.Name + " started"
+	case w != nil && (w.Admitted || w.Finished), len(t.Admissions) > 0:
+		return t.Name + " was admitted"
+	case t.CompletedIndexes != "" || t.CompletedIndexesOmitted || t.FailedIndexes != "" || t.SuccessfulAttempts > 0:
+		return t.Name + " ended indexes"
+	case t.Terminal != "":
+		return t.Name + " terminated"
+	}
+	return ""
 }

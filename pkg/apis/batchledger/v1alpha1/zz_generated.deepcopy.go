@@ -480,6 +480,10 @@ func (in *TargetStatus) DeepCopyInto(out *TargetStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.StartedAt != nil {
+		in, out := &in.StartedAt, &out.StartedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.TerminalObservedAt != nil {
 		in, out := &in.TerminalObservedAt, &out.TerminalObservedAt
 		*out = (*in).DeepCopy()
