@@ -41,7 +41,16 @@ func (v BatchAccountValidator) ValidateCreate(ctx context.Context, ba *v1alpha1.
 		return nil, err
 	}
 	v.Admitted.remember(ctx, ba)
-	return nil, nil
+	return ruleWarnings(nil, ba), nil
+}
+
+// ruleWarnings are acceptance.Warnings of ba's rule, when it is new (old nil) or changed.
+func ruleWarnings(old, ba *v1alpha1.BatchAccount) admission.Warnings {
+	rule := acceptanceRule(&ba.Spec)
+	if rule == "" || old != nil && acceptanceRule(&old.Spec) == rule {
+		return nil
+	}
+	return acceptance.Warnings(rule)
 }
 
 // ValidateUpdate additionally freezes the revisions, the mapping and the requirement of
@@ -58,7 +67,7 @@ func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1al
 	if !equality.Semantic.DeepEqual(old.Spec, ba.Spec) {
 		v.Admitted.remember(ctx, ba)
 	}
-	return nil, nil
+	return ruleWarnings(old, ba), nil
 }
 
 // validateUpdate is ValidateUpdate's verdict.
@@ -133,6 +142,14 @@ func workedOn(ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef) bool {
 		}
 	}
 	return false
+}
+
+// acceptanceRule is the spec's acceptance rule ("" for none).
+func acceptanceRule(spec *v1alpha1.BatchAccountSpec) string {
+	if spec.Acceptance == nil {
+		return ""
+	}
+	return spec.Acceptance.Rule
 }
 
 // resultContainer is the container the spec reads results from ("" for the default).

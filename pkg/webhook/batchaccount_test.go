@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -113,6 +117,8 @@ func TestValidateUpdate(t *testing.T) {
 			ba.Spec.Assignments = append(ba.Spec.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "k"}, Indexes: "0", Shards: []string{"E"}})
 		}, "spec.shards is immutable"},
 		{"remap while the Job, run without Kueue, ended no index", withTarget(base(), func(*v1alpha1.TargetStatus) {}), remap, ""},
+		{"remap after the Job started (its pods told their shards)", withTarget(base(), func(t *v1alpha1.TargetStatus) { t.StartedAt = &metav1.Time{} }), remap,
+			"assignments are immutable once work was done under them (job/j started)"},
 		{"remap after a Job run without Kueue completed an index", withTarget(base(), func(t *v1alpha1.TargetStatus) { t.CompletedIndexes = "1" }), remap,
 			"assignments are immutable once work was done under them (job/j ended indexes)"},
 		{"remap after an index failed", withTarget(base(), func(t *v1alpha1.TargetStatus) { t.FailedIndexes = "0" }), remap, "job/j ended indexes"},
@@ -150,6 +156,49 @@ func TestValidateUpdate(t *testing.T) {
 				t.Fatalf("rejected: %v", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRuleWarnings: a new or changed acceptance rule that reads a field the result
+// schema does not declare is admitted with a warning (acceptance.Warnings); an update
+// that leaves the rule as it was repeats none.
+func TestRuleWarnings(t *testing.T) {
+	const typo = "result.valid == result.record && result.records > 0"
+	withRule := func(rule string) *v1alpha1.BatchAccount {
+		return wrappers.MakeBatchAccount("a", "ml").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults(rule).Obj()
+	}
+	warned := admission.Warnings{`acceptance rule reads result.record, which the result schema does not declare: a result without it fails the rule ("no such key"); test it with has(result.record) if it is optional, or did you mean result.records?`}
+	cases := []struct {
+		name string
+		old  *v1alpha1.BatchAccount // nil: a create
+		ba   *v1alpha1.BatchAccount
+		want admission.Warnings
+	}{
+		{name: "create, schema fields only", ba: withRule("result.valid == result.records")},
+		{name: "create, a misspelt field", ba: withRule(typo), want: warned},
+		{name: "update to a misspelt field", old: withRule("result.valid == result.records"), ba: withRule(typo), want: warned},
+		{name: "update of something else, the rule unchanged", old: withRule(typo), ba: func() *v1alpha1.BatchAccount {
+			ba := withRule(typo)
+			ba.Spec.ModelRevision = "m-2"
+			return ba
+		}()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got admission.Warnings
+			var err error
+			if tc.old == nil {
+				got, err = BatchAccountValidator{}.ValidateCreate(t.Context(), tc.ba)
+			} else {
+				got, err = BatchAccountValidator{}.ValidateUpdate(t.Context(), tc.old, tc.ba)
+			}
+			if err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 		})
 	}
