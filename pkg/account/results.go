@@ -146,11 +146,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 	var rejected []rejection
 	var acceptedOrdinals, reported []int
 	rs.summary.Recorded = int32(len(results))
-	specRule := ""
-	if spec.Acceptance != nil {
-		specRule = spec.Acceptance.Rule
-	}
-	specDigest := v1alpha1.RuleDigest(specRule)
+	specDigest := v1alpha1.RuleDigest(spec.AcceptanceRule())
 	reject := func(r Result, ordinal int, reason, msg string) {
 		rs.summary.Rejected++
 		if reason == v1alpha1.RejectionConflict {

@@ -274,9 +274,25 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 	if len(chunks.Items) == 0 {
 		return capturing, nil
 	}
+	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, pod.Namespace, relations.PodKeys(pod)...)
+	if err != nil {
+		return nil, err
+	}
+	// The rule each account judges by: a result judged under another is no record.
+	rules := make(map[types.UID]string, len(accounts))
+	for _, ba := range accounts {
+		rules[ba.UID] = v1alpha1.RuleDigest(ba.Spec.AcceptanceRule())
+	}
 	recordedBy := make(map[types.UID]bool, len(chunks.Items))
 	for i := range chunks.Items {
 		c := &chunks.Items[i]
+		owner := metav1.GetControllerOf(c)
+		if owner == nil || c.Labels[v1alpha1.LabelAccountUID] != string(owner.UID) {
+			continue
+		}
+		if rule, ok := rules[owner.UID]; !ok || !c.Records(pod.UID, rule) {
+			continue
+		}
 		if r.Ledger != nil {
 			trusted, err := r.Ledger.ChunkTrusted(ctx, c)
 			if err != nil {
@@ -286,13 +302,7 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 				continue
 			}
 		}
-		if owner := metav1.GetControllerOf(c); owner != nil && c.Labels[v1alpha1.LabelAccountUID] == string(owner.UID) {
-			recordedBy[owner.UID] = true
-		}
-	}
-	accounts, err := relations.LiveAccountsNaming(ctx, r.Client, pod.Namespace, relations.PodKeys(pod)...)
-	if err != nil {
-		return nil, err
+		recordedBy[owner.UID] = true
 	}
 	var missing []string
 	for _, name := range capturing {

@@ -103,6 +103,7 @@ func slotOf(res *v1alpha1.RecordedResult) resultSlot {
 // nor appends to nor reuses. A trusted chunk without a signature was written by an
 // earlier version: it is rewritten, signed, with the next write.
 func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignored ...string) *resultChunks {
+	rule := v1alpha1.RuleDigest(ba.Spec.AcceptanceRule())
 	rc := &resultChunks{ba: ba, spans: map[string][]*v1alpha1.ShardResults{}, sizes: map[*v1alpha1.ShardResults]int{},
 		kept: map[resultSlot]int{}, perShard: map[int32]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{},
 		taken: map[string]bool{}}
@@ -121,7 +122,9 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 		span, _ := chunkKey(int(c.FirstOrdinal))
 		rc.spans[span] = append(rc.spans[span], c)
 		for _, res := range c.Results {
-			rc.recorded[res.PodUID] = true
+			if res.JudgedUnder(rule) {
+				rc.recorded[res.PodUID] = true
+			}
 			rc.kept[slotOf(&res)]++
 			rc.perShard[res.Ordinal]++
 			rc.nextSeq = max(rc.nextSeq, res.Sequence+1)

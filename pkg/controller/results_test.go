@@ -19,11 +19,17 @@ import (
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// captureOnce observes every target of ba and captures its results, as Reconcile does.
+// captureOnce observes every target of ba and captures its results, as Reconcile does,
+// with a ledger key of its own.
 func captureOnce(t *testing.T, c client.Client, ba *v1alpha1.BatchAccount) ([]account.Result, string) {
 	t.Helper()
+	return captureWith(t, &Reconciler{Client: c, Now: func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) }}, ba)
+}
+
+// captureWith is captureOnce by r, whose ledger key reads the chunks it wrote before.
+func captureWith(t *testing.T, r *Reconciler, ba *v1alpha1.BatchAccount) ([]account.Result, string) {
+	t.Helper()
 	ctx := context.Background()
-	r := &Reconciler{Client: c, Now: func() time.Time { return time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC) }}
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	_, seen, _, err := r.observeAccount(ctx, ba, m)
 	if err != nil {
@@ -274,5 +280,48 @@ func TestRuleThatDoesNotCompile(t *testing.T) {
 	results, ruleErr = captureOnce(t, c, ba)
 	if ruleErr != "" || len(results) != 1 || results[0].RejectReason != "" {
 		t.Errorf("after the fix: rule error %q, results %+v", ruleErr, results)
+	}
+}
+
+// TestResultJudgedUnderAnEarlierRuleIsCapturedAgain: a result captured under a rule the
+// spec no longer has (an edit that slipped in between a capture and the status recording
+// it) is no record of its pod: the pod stays held and is captured and judged again under
+// the spec's rule, so the edit loses no result.
+func TestResultJudgedUnderAnEarlierRuleIsCapturedAgain(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A").AssignJob("j", "0", "A").RequireResults("result.records > 100").Obj()
+	ba.UID = "acct-uid"
+	pod := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, reportOf(t, "A")).Obj()
+	c := fakeClient(t, ba, j, pod)
+	releaser := &PodReleaser{Client: c}
+	r := &Reconciler{Client: c, Now: func() time.Time { return now.Add(time.Hour) }}
+
+	results, _ := captureWith(t, r, ba)
+	if len(results) != 1 || results[0].RejectReason != v1alpha1.RejectionCriterionNotMet {
+		t.Fatalf("under the first rule: %+v, want one result failing it", results)
+	}
+	if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 0 {
+		t.Fatalf("under the first rule the pod is recorded; unrecorded = %v, %v", missing, err)
+	}
+
+	ba.Spec.Acceptance.Rule = "result.valid == result.records"
+	if err := c.Update(ctx, ba); err != nil {
+		t.Fatal(err)
+	}
+	if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 1 {
+		t.Errorf("after the rule changed, the pod's only result was judged under the old rule; unrecorded = %v, %v, want [acct]", missing, err)
+	}
+	results, _ = captureWith(t, r, ba)
+	var judged []string
+	for _, r := range results {
+		judged = append(judged, fmt.Sprintf("%s:%q", r.RuleDigest, r.RejectReason))
+	}
+	if len(results) != 2 || results[1].RuleDigest != v1alpha1.RuleDigest(ba.Spec.Acceptance.Rule) || results[1].RejectReason != "" {
+		t.Errorf("results %v; want the pod captured again and accepted under the spec's rule", judged)
+	}
+	if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 0 {
+		t.Errorf("captured again under the spec's rule, the pod is recorded; unrecorded = %v, %v", missing, err)
 	}
 }

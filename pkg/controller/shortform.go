@@ -177,7 +177,7 @@ func shortFormDiffs(namespace string, have, want *v1alpha1.BatchAccountSpec) (fi
 	if h, w := have.RequiresResults(), want.RequiresResults(); h != w {
 		acceptance = append(acceptance, fmt.Sprintf("spec.acceptance.requireResults is %t, the annotations declare %t", h, w))
 	}
-	if h, w := ruleOf(have), ruleOf(want); h != w {
+	if h, w := have.AcceptanceRule(), want.AcceptanceRule(); h != w {
 		acceptance = append(acceptance, fmt.Sprintf("spec.acceptance.rule is %q, the annotations declare %q", h, w))
 	}
 	return fixed, acceptance
@@ -224,14 +224,6 @@ func originalRuns(m *account.Mapping) []account.Run {
 		out = append(out, r)
 	}
 	return out
-}
-
-// ruleOf is the acceptance rule of spec, "" when it has none.
-func ruleOf(spec *v1alpha1.BatchAccountSpec) string {
-	if spec.Acceptance == nil {
-		return ""
-	}
-	return spec.Acceptance.Rule
 }
 
 // describeShards is a shard population in a few words: its names (the first and last of

@@ -46,8 +46,8 @@ func (v BatchAccountValidator) ValidateCreate(ctx context.Context, ba *v1alpha1.
 
 // ruleWarnings are acceptance.Warnings of ba's rule, when it is new (old nil) or changed.
 func ruleWarnings(old, ba *v1alpha1.BatchAccount) admission.Warnings {
-	rule := acceptanceRule(&ba.Spec)
-	if rule == "" || old != nil && acceptanceRule(&old.Spec) == rule {
+	rule := ba.Spec.AcceptanceRule()
+	if rule == "" || old != nil && old.Spec.AcceptanceRule() == rule {
 		return nil
 	}
 	return acceptance.Warnings(rule)
@@ -142,14 +142,6 @@ func workedOn(ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef) bool {
 		}
 	}
 	return false
-}
-
-// acceptanceRule is the spec's acceptance rule ("" for none).
-func acceptanceRule(spec *v1alpha1.BatchAccountSpec) string {
-	if spec.Acceptance == nil {
-		return ""
-	}
-	return spec.Acceptance.Rule
 }
 
 // resultContainer is the container the spec reads results from ("" for the default).

@@ -1,9 +1,36 @@
 package v1alpha1
 
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
 // ChunkLabels are the labels that select an account's ShardResults chunks: by the
 // account's UID, so that an account deleted and recreated under the same name never
 // adopts its predecessor's results (which garbage collection deletes with it), and any
 // valid account name works (a name may be longer than a label value).
 func ChunkLabels(ba *BatchAccount) map[string]string {
 	return map[string]string{LabelAccountUID: string(ba.UID)}
+}
+
+// JudgedUnder reports whether the result was judged under the acceptance rule of digest
+// ruleDigest (RuleDigest); a result recorded before results carried their rule's digest
+// counts as judged under any.
+func (r *RecordedResult) JudgedUnder(ruleDigest string) bool {
+	return r.RuleDigest == "" || r.RuleDigest == ruleDigest
+}
+
+// Records reports whether the chunk records pod: its result judged under the rule of
+// digest ruleDigest (JudgedUnder), or the pod dropped past a bound. A result judged under
+// another rule is no record of the pod: it never stands (RuleChanged), so the pod, while
+// it is still held, is captured and judged again under the spec's rule. That happens only
+// when the rule changed between a capture and the status recording its first result.
+func (c *ShardResults) Records(pod types.UID, ruleDigest string) bool {
+	for i := range c.Results {
+		if r := &c.Results[i]; r.PodUID == pod && r.JudgedUnder(ruleDigest) {
+			return true
+		}
+	}
+	return slices.Contains(c.DroppedPods, pod)
 }

@@ -13,6 +13,15 @@ func (s *BatchAccountSpec) RequiresResults() bool {
 	return s.Acceptance != nil && s.Acceptance.RequireResults
 }
 
+// AcceptanceRule is the spec's acceptance rule ("" for none: every result that decodes
+// and claims its shard is accepted).
+func (s *BatchAccountSpec) AcceptanceRule() string {
+	if s.Acceptance == nil {
+		return ""
+	}
+	return s.Acceptance.Rule
+}
+
 // RuleDigest identifies an acceptance rule text in RecordedResult.RuleDigest: the first
 // 128 bits of the text's SHA-256, in hex. A result carries it so that the account can
 // tell a result judged under another rule from one judged under the spec's, without
