@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
@@ -228,6 +229,76 @@ func TestRedispatchToTheSameWorkerFollowsTheNewCopy(t *testing.T) {
 	}
 	if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
 		t.Errorf("Accepted = %q, want True Accepted", got)
+	}
+}
+
+// TestRecreatedDispatchedTrainJobIsNotCoveredByItsPredecessor: a TrainJob dispatched
+// by MultiKueue to worker-a completes there (Accepted). It is deleted and created again
+// under the same name; Kueue gives the new one a new Workload (trainjob-tj-<hash of the
+// new UID>), still queued. worker-a keeps the old copy's WorkerJobs (7 days). The new
+// TrainJob has run nothing: the account must not follow the old copy's child Jobs, and
+// the new Workload must not be told its shards are covered.
+func TestRecreatedDispatchedTrainJobIsNotCoveredByItsPredecessor(t *testing.T) {
+	ctx := context.Background()
+	oldD := multikueue.Dispatch{Workload: "trainjob-tj-old", JobSet: "tj", TrainJob: "tj"}
+	t0, t1 := workerChild("tj", 0, 0, "0-1"), workerChild("tj", 1, 0, "0-1")
+	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true}},
+		jobs:    map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(t0, oldD), *multikueue.NewJobRecord(t1, oldD)}},
+		records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, t0, "trainjob-tj-old", "A", "B"), childResults(t, t1, "trainjob-tj-old", "C", "D")...)}}
+	oldTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-old").Obj()
+	oldTJ.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+	oldWL := wrappers.MakeWorkload("trainjob-tj-old", "ns").UID("wl-old").ControlledBy(oldTJ, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+		Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("").
+		AssignTrainJob("tj", "workers", 0, "0-1", "0-1").AssignTrainJob("tj", "workers", 1, "0-1", "2-3")
+	f := newFixture(t, hooks{}, oldTJ, oldWL, acct.Obj())
+	r := f.reconciler()
+	r.WorkerResults = workers
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile()
+	if got := conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
+		t.Fatalf("the first TrainJob: Accepted = %q, want True Accepted", got)
+	}
+	// Deleted (its Workload with it) and created again: a new UID, a new queued Workload.
+	for _, o := range []client.Object{oldWL, oldTJ} {
+		if err := f.c.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-new").Suspend(true).Obj()
+	newTJ.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+	newWL := wrappers.MakeWorkload("trainjob-tj-new", "ns").UID("wl-new").ControlledBy(newTJ, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).Obj()
+	for _, o := range []client.Object{newTJ, newWL} {
+		if err := f.c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile()
+	st := f.account(t, "acct").Status
+	for _, ts := range st.Targets {
+		wl := "<none>"
+		if ts.Workload != nil {
+			wl = ts.Workload.Name
+		}
+		t.Logf("target %s found=%v uid=%s completed=%q workload=%s", ts.Name, ts.Found, ts.UID, ts.CompletedIndexes, wl)
+		if ts.Found && (ts.UID == t0.UID || ts.UID == t1.UID) {
+			t.Errorf("target %s follows the deleted TrainJob's child %s on worker-a", ts.Name, ts.UID)
+		}
+	}
+	var wl kueue.Workload
+	if err := f.c.Get(ctx, client.ObjectKeyFromObject(newWL), &wl); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range wl.Status.Conditions {
+		t.Logf("new Workload: %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+		if c.Status == "True" {
+			t.Errorf("the new, queued TrainJob's Workload carries %s=True from its predecessor's run", c.Type)
+		}
 	}
 }
 

@@ -50,14 +50,17 @@ type resultSource struct {
 
 // workerAdmissions are the (worker, Workload) pairs whose records a dispatched target
 // accepts: its admissions the account recorded (status.targets[].admissions[]) under its
-// identity uid (any identity when uid is "": a dispatched JobSet child's identities change
-// with each worker and restart while its Workload stays), and the Workload wl observed
-// now. A record naming another Workload, or read from a worker the Workload was never
-// admitted to, is not the target's.
+// identity uid, and the Workload wl observed now. With uid "" (a dispatched JobSet
+// child, whose identities change with each worker and restart while its Workload
+// stays) only the admissions of wl count, none when it is unknown: Kueue names an
+// owner's Workload after the owner's UID, so a Workload of another name was an owner of
+// the same name deleted before, whose children ran nothing for this one. A record naming
+// another Workload, or read from a worker the Workload was never admitted to, is not the
+// target's.
 func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *kueue.Workload) [][2]string {
 	var out [][2]string
 	add := func(cluster, workload string) {
-		if cluster == "" || workload == "" {
+		if cluster == "" || workload == "" || uid == "" && (wl == nil || workload != wl.Name) {
 			return
 		}
 		for _, p := range out {
@@ -167,9 +170,8 @@ const unstampedCopy = "its copy there was made before an account required its re
 // dispatched, which has no Job on the manager: from the WorkerJobs of the workers its
 // Workload was admitted to (workerAdmissions), as a Job dispatched by MultiKueue under
 // the worker Job's identity (multikueue.RecordJob), with the worker as its provenance
-// (recordedOn). A record counts only if it names the Workload of one of the target's
-// admissions and was read from that admission's worker. Nothing changes when none is
-// found.
+// (recordedOn). A record counts only if it names the owner's current Workload and was
+// read from a worker that Workload was admitted to. Nothing changes when none is found.
 func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.BatchAccount, t account.Target, o *observed) error {
 	k, ok := relations.KindOf(t.Ref).(kinds.Dispatcher)
 	if r.WorkerResults == nil || !ok || !t.Ref.IsChild() || o.obs.APINotServed != "" {
