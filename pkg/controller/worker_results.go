@@ -182,7 +182,7 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		return err
 	}
 	// The Workload belongs to the owner (Kind.WorkloadOwner reads it from the Job's
-	// controller, or the TrainJob by name): looked for with a Job that names the owner.
+	// controller): looked for with a Job the owner controls.
 	var d observed
 	stub := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ba.Namespace, OwnerReferences: []metav1.OwnerReference{*owner}}}
 	if err := r.observeWorkload(ctx, &d, t.Ref, stub, ba.Spec.RequiresResults()); err != nil {

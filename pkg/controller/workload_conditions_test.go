@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -408,5 +409,51 @@ func TestPublishLooksAgainForAnotherAccountsVerdict(t *testing.T) {
 	}
 	if res.RequeueAfter <= 0 || res.RequeueAfter > VerdictPendingRecheck {
 		t.Errorf("requeue after %v, want within %v to publish the other account's verdict", res.RequeueAfter, VerdictPendingRecheck)
+	}
+}
+
+// TestRecreatedTrainJobWorkloadGetsNoVerdictOfItsPredecessor: TrainJob tj ran and completed its
+// node Job (indexes 0-1), then was deleted and created again under the same name. Its old
+// child Job is still Terminating (held by the record finalizer); the new TrainJob's
+// JobSet is not rendered yet and its Workload is only queued. The account follows the old
+// child to record its end, but that child never ran under the new TrainJob's Workload:
+// the verdict built from it must not be published on trainjob-tj-new as if the new
+// TrainJob had covered its shards.
+func TestRecreatedTrainJobWorkloadGetsNoVerdictOfItsPredecessor(t *testing.T) {
+	oldJS := wrappers.MakeJobSet("tj", "ns").Obj()
+	oldJS.UID = "js-old"
+	oldChild := wrappers.MakeJob("tj-node-0", "ns").UID("child-old").Indexed(2).
+		Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		JobSetChild(oldJS, "node", 0, 0).Completed("0-1", 2).Complete(testNow.Add(-time.Hour)).
+		Finalizers(v1alpha1.RecordFinalizer).Deleting(testNow.Add(-time.Second)).Obj()
+	newTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-new").NumNodes(2).Suspend(true).Obj()
+	newWL := wrappers.MakeWorkload("trainjob-tj-new", "ns").UID("wl-new").Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		ControlledBy(newTJ, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
+		AssignTrainJob("tj", "node", 0, "0-1", "0-1")
+	f := newFixture(t, hooks{}, oldChild, newTJ, newWL, acct.Obj())
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	st := f.account(t, "acct").Status
+	for _, ts := range st.Targets {
+		wl := "<none>"
+		if ts.Workload != nil {
+			wl = ts.Workload.Name
+		}
+		t.Logf("target %s: uid %s completed %q workload %s", ts.Name, ts.UID, ts.CompletedIndexes, wl)
+		if ts.UID == oldChild.UID && ts.Workload != nil && ts.Workload.Name == newWL.Name {
+			t.Errorf("the old TrainJob's child %s is observed under the new TrainJob's Workload %s", ts.UID, newWL.Name)
+		}
+	}
+	var wl kueue.Workload
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(newWL), &wl); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range wl.Status.Conditions {
+		t.Logf("new Workload condition %s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
+		if c.Type == "batchledger.dev/ShardsCovered" && c.Status == "True" {
+			t.Errorf("the new TrainJob's queued Workload says its shards are covered, from the deleted TrainJob's Job")
+		}
 	}
 }

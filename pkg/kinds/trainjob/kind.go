@@ -236,13 +236,18 @@ func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
 }
 
 // WorkloadOwner implements kinds.Kind: Kueue's trainjob integration gives the Workload
-// to the TrainJob.
-func (Kind) WorkloadOwner(ctx context.Context, r client.Reader, ref v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
-	var tj trainer.TrainJob
-	if err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); err != nil {
-		return "", client.IgnoreNotFound(err)
+// to the TrainJob. A Job the TrainJob controls itself (the stand-in the controller makes
+// of a dispatched TrainJob's child recorded on a worker) runs under that TrainJob's; a
+// child Job under that of the TrainJob its JobSet descends from (jobset.WorkloadOwner),
+// by UID: the TrainJob now of the target's name may be a successor, for which the child
+// of a deleted one (held by the record finalizer) ran nothing.
+func (Kind) WorkloadOwner(ctx context.Context, r client.Reader, _ v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
+	if c := metav1.GetControllerOfNoCopy(job); c != nil && c.Kind == trainer.TrainJobKind {
+		if gv, err := schema.ParseGroupVersion(c.APIVersion); err == nil && gv.Group == trainer.GroupVersion.Group {
+			return c.UID, nil
+		}
 	}
-	return tj.UID, nil
+	return jobset.WorkloadOwner(ctx, r, job)
 }
 
 // StampScope implements kinds.Kind. Trainer renders its JobSet again (server-side apply)

@@ -88,6 +88,35 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// TestWorkloadOwner: a TrainJob target's Job runs under the Workload of the TrainJob its
+// JobSet descends from, by UID, never under a TrainJob that only has its name now.
+func TestWorkloadOwner(t *testing.T) {
+	tj := trainJb().Obj()
+	js := rendered(tj, "js-uid")
+	earlier := trainJb().UID("earlier-uid").Obj()
+	earlierJS := rendered(earlier, "earlier-js-uid")
+	standIn := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tj, tjGVK)}}}
+	cases := []struct {
+		name string
+		objs []client.Object
+		job  *batchv1.Job
+		want types.UID
+	}{
+		{"the child of the TrainJob's JobSet", []client.Object{tj, js}, node(js, 0, "n0"), "llm-uid"},
+		{"a dispatched TrainJob's stand-in Job", []client.Object{tj}, standIn, "llm-uid"},
+		{"the child of an earlier TrainJob of the name, its JobSet gone", []client.Object{tj}, node(earlierJS, 0, "n0"), "earlier-js-uid"},
+		{"the child of an earlier TrainJob of the name, the new JobSet rendered", []client.Object{tj, js}, node(earlierJS, 0, "n0"), "earlier-js-uid"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Kind{}.WorkloadOwner(context.Background(), reader(t, tc.objs...), ref, tc.job)
+			if err != nil || got != tc.want {
+				t.Errorf("WorkloadOwner = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
 // TestEnded: the owner of a TrainJob target ends with the TrainJob, or with its JobSet's
 // terminal condition; a TrainJob whose JobSet is gone will render it again.
 func TestEnded(t *testing.T) {
