@@ -232,6 +232,84 @@ func TestRedispatchToTheSameWorkerFollowsTheNewCopy(t *testing.T) {
 	}
 }
 
+// TestRedispatchBackToTheFirstWorkerFollowsItsNewCopy: a dispatched JobSet runs on worker-a, is
+// evicted and dispatched to worker-b, evicted again and dispatched back to worker-a,
+// where its new copy completes. The account must follow worker-a's new children (the
+// current admission), not worker-b's abandoned ones.
+func TestRedispatchBackToTheFirstWorkerFollowsItsNewCopy(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	created := func(j *batchv1.Job, uid string, at time.Time) *batchv1.Job {
+		j.UID = types.UID(uid)
+		j.CreationTimestamp = metav1.NewTime(at)
+		return j
+	}
+	// First copy on worker-a (3h ago), the copy on worker-b (2h ago), the new copy on worker-a (1h ago).
+	a1c0 := created(workerChild("js", 0, 0, "0"), "a1-c0", testNow.Add(-3*time.Hour))
+	a1c1 := created(workerChild("js", 1, 0, ""), "a1-c1", testNow.Add(-3*time.Hour))
+	b1c0 := created(workerChild("js", 0, 0, "0"), "b1-c0", testNow.Add(-2*time.Hour))
+	b1c1 := created(workerChild("js", 1, 0, ""), "b1-c1", testNow.Add(-2*time.Hour))
+	a2c0 := created(workerChild("js", 0, 0, "0-1"), "a2-c0", testNow.Add(-time.Hour))
+	a2c1 := created(workerChild("js", 1, 0, "0-1"), "a2-c1", testNow.Add(-time.Hour))
+	rec := func(j *batchv1.Job) v1alpha1.WorkerJob { return *multikueue.NewJobRecord(j, d) }
+	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
+		jobs: map[string][]v1alpha1.WorkerJob{
+			"worker-a": {rec(a1c0), rec(a1c1), rec(a2c0), rec(a2c1)},
+		},
+		records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, a2c0, "jobset-js", "A", "B"), childResults(t, a2c1, "jobset-js", "C", "D")...)}}
+	js := wrappers.MakeJobSet("js", "ns").Obj()
+	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-3*time.Hour)).DispatchedTo("worker-a").Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("").
+		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+	f := newFixture(t, hooks{}, js, wl, acct.Obj())
+	r := f.reconciler()
+	r.WorkerResults = workers
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dispatchTo := func(cluster string) {
+		t.Helper()
+		var w kueue.Workload
+		if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "jobset-js"}, &w); err != nil {
+			t.Fatal(err)
+		}
+		w.Status.ClusterName = ptr.To(cluster)
+		if err := f.c.Status().Update(context.Background(), &w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	workers.jobs["worker-a"] = []v1alpha1.WorkerJob{rec(a1c0), rec(a1c1)}
+	reconcile() // admitted on worker-a
+	dispatchTo("worker-b")
+	reconcile() // re-dispatched to worker-b, whose children are not recorded yet
+	// worker-b records its children; before the account looks again the Workload is
+	// evicted there and dispatched back to worker-a.
+	workers.jobs["worker-b"] = []v1alpha1.WorkerJob{rec(b1c0), rec(b1c1)}
+	workers.jobs["worker-a"] = []v1alpha1.WorkerJob{rec(a1c0), rec(a1c1), rec(a2c0), rec(a2c1)}
+	dispatchTo("worker-a")
+	reconcile() // back on worker-a: its new copy completes there
+	st := f.account(t, "acct").Status
+	var uids []types.UID
+	for _, ts := range st.Targets {
+		var clusters []string
+		for _, a := range ts.Admissions {
+			clusters = append(clusters, a.Cluster)
+		}
+		t.Logf("target %s: uid %s, admissions on %v", ts.Name, ts.UID, clusters)
+		uids = append(uids, ts.UID)
+	}
+	if want := []types.UID{a2c0.UID, a2c1.UID}; !slices.Equal(uids, want) {
+		t.Errorf("identities %v, want worker-a's current copy %v", uids, want)
+	}
+	if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
+		t.Errorf("Accepted = %q, want True Accepted (all four results recorded on worker-a)", got)
+	}
+}
+
 // TestRecreatedDispatchedTrainJobIsNotCoveredByItsPredecessor: a TrainJob dispatched
 // by MultiKueue to worker-a completes there (Accepted). It is deleted and created again
 // under the same name; Kueue gives the new one a new Workload (trainjob-tj-<hash of the

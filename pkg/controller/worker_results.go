@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -63,11 +64,9 @@ func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *
 		if cluster == "" || workload == "" || uid == "" && (wl == nil || workload != wl.Name) {
 			return
 		}
-		for _, p := range out {
-			if p == [2]string{cluster, workload} {
-				return
-			}
-		}
+		// The latest admission to a worker places it: after A, B and A again, A's
+		// records are the newest (kinds.Recorded follows the last worker).
+		out = slices.DeleteFunc(out, func(p [2]string) bool { return p == [2]string{cluster, workload} })
 		out = append(out, [2]string{cluster, workload})
 	}
 	for _, ts := range ba.Status.Targets {

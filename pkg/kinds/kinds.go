@@ -239,9 +239,9 @@ type RecordedJob struct {
 }
 
 // Recorded is the record of the child Job a dispatched target follows, among recs
-// (the records of its Workload's admissions, oldest admission first): of those k says
-// ref names, the newest admission's, and within it the newest child (newerChild). nil
-// when none names ref.
+// (the records of its Workload's admissions, the worker it was admitted to last, last):
+// of those k says ref names, the newest admission's, and within it the newest child
+// (newerChild). nil when none names ref.
 func Recorded(k Dispatcher, ref v1alpha1.TargetRef, recs []RecordedJob) *RecordedJob {
 	var best *RecordedJob
 	for i := range recs {
