@@ -413,3 +413,81 @@ func TestWorkerRecordsWakeTheirAccounts(t *testing.T) {
 		})
 	}
 }
+
+// TestDispatchedChildOnAnUnreadWorkerIsPending: a JobSet MultiKueue dispatched to
+// worker-a completed there (its status copied back); its child Jobs exist only on the
+// worker. While batchledger does not read worker-a's records (no
+// --multikueue-worker-results, no kubeconfig Secret, not read yet, not reachable), the
+// JobSet's end says nothing of its children: the account says they wait on worker-a and
+// why, never that they were deleted or never created, nor that their shards need a
+// re-run; it looks again every WorkerRecheck when a reader may bring the records. An
+// account that recorded the children before the worker became unread keeps its coverage.
+func TestDispatchedChildOnAnUnreadWorkerIsPending(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	c0 := workerChild("js", 0, 0, "0-1")
+	js := wrappers.MakeJobSet("js", "ns").Obj()
+	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+	js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
+	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Finished(testNow).Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
+		AssignJobSet("js", "workers", 0, "0-1", "0-1")
+	unreachable := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true,
+		UnreachableSince: testNow.Add(-time.Minute), Err: "connection refused"}}}
+	for _, tc := range []struct {
+		name    string
+		before  WorkerResults // read first, when set
+		workers WorkerResults
+		want    string // part of ShardsCovered's message
+		covered bool
+	}{
+		{name: "without --multikueue-worker-results",
+			want: "pending on MultiKueue worker cluster worker-a: batchledger reads no worker cluster (the manager runs without --multikueue-worker-results)"},
+		{name: "no kubeconfig Secret for worker-a", workers: fakeWorkers{states: map[string]multikueue.WorkerState{}},
+			want: "pending on MultiKueue worker cluster worker-a: batchledger has no kubeconfig for worker-a"},
+		{name: "worker-a not read yet (manager just started)", workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true}}},
+			want: "pending on MultiKueue worker cluster worker-a: reading the results recorded on worker-a"},
+		{name: "worker-a unreachable since the manager started", workers: unreachable,
+			want: "pending on MultiKueue worker cluster worker-a: worker-a not reachable since"},
+		{name: "recorded before worker-a became unreachable: the coverage kept", covered: true, workers: unreachable,
+			before: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d)}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, js.DeepCopy(), wl.DeepCopy(), acct.Obj())
+			r := f.reconciler()
+			reconcile := func(w WorkerResults) ctrl.Result {
+				t.Helper()
+				r.WorkerResults = w
+				res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			if tc.before != nil {
+				reconcile(tc.before)
+			}
+			res := reconcile(tc.workers)
+			st := f.account(t, "acct").Status
+			for _, c := range st.Conditions {
+				t.Logf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+				for _, lie := range []string{"never created", "deleted before", "re-run"} {
+					if strings.Contains(c.Message, lie) {
+						t.Errorf("%s says %q: the child ran on worker-a", c.Type, c.Message)
+					}
+				}
+			}
+			cov := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionShardsCovered)
+			if got := cov.Status == metav1.ConditionTrue; got != tc.covered {
+				t.Errorf("ShardsCovered = %s, want covered %v", cov.Status, tc.covered)
+			}
+			if !strings.Contains(cov.Message, tc.want) {
+				t.Errorf("ShardsCovered says %q, want it to say %q", cov.Message, tc.want)
+			}
+			if tc.workers != nil && !tc.covered && (res.RequeueAfter == 0 || res.RequeueAfter > WorkerRecheck) {
+				t.Errorf("requeued after %v, want within %v: the worker's records may come", res.RequeueAfter, WorkerRecheck)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -173,7 +174,7 @@ const unstampedCopy = "its copy there was made before an account required its re
 // read from a worker that Workload was admitted to. Nothing changes when none is found.
 func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.BatchAccount, t account.Target, o *observed) error {
 	k, ok := relations.KindOf(t.Ref).(kinds.Dispatcher)
-	if r.WorkerResults == nil || !ok || !t.Ref.IsChild() || o.obs.APINotServed != "" {
+	if !ok || !t.Ref.IsChild() || o.obs.APINotServed != "" {
 		return nil
 	}
 	owner, err := k.DispatchedOwner(ctx, r.Client, ba.Namespace, t.Ref)
@@ -189,6 +190,9 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	}
 	var recs []kinds.RecordedJob
 	for _, p := range workerAdmissions(ba, t.Key, "", d.workload) {
+		if r.WorkerResults == nil {
+			break
+		}
 		got, _, err := r.WorkerResults.Jobs(ctx, p[0], ba.Namespace, p[1])
 		if err != nil {
 			return err
@@ -210,9 +214,12 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	return nil
 }
 
-// unreadWorker names, on a dispatched target not found yet, the worker its Workload
-// runs on when that worker's records cannot be read (no kubeconfig, not reachable): the
-// target waits on it, as a dispatched Job's results do.
+// unreadWorker names, on a dispatched target not found, the worker its Workload runs on
+// when batchledger does not read that worker's records (run without
+// --multikueue-worker-results, no kubeconfig, not read yet, not reachable): the target
+// waits on it, as a dispatched Job's results do. The owner's end, copied back from the
+// worker, says nothing then of a child that may have run there to its end: the target
+// is not taken for one never created (OwnerEnded).
 func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, wl *kueue.Workload, o *observed) error {
 	cluster := ""
 	if wl != nil {
@@ -221,27 +228,91 @@ func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, wl *kue
 	if cluster == "" {
 		return nil
 	}
-	_, state, err := r.WorkerResults.Jobs(ctx, cluster, namespace, wl.Name)
-	if p := state.Problem(cluster); err == nil && p != "" {
-		o.workload, o.obs.Workload = wl, workloadObservation(wl)
-		o.obs.ResultsOnWorker, o.obs.WorkerProblem = true, p
+	problem := noWorkerReader
+	if r.WorkerResults != nil {
+		_, state, err := r.WorkerResults.Jobs(ctx, cluster, namespace, wl.Name)
+		if err != nil {
+			return err
+		}
+		problem = state.Problem(cluster)
 	}
-	return err
+	if problem == "" {
+		return nil // read whole: the child is not recorded there
+	}
+	o.workload, o.obs.Workload = wl, workloadObservation(wl)
+	o.obs.ResultsOnWorker, o.obs.WorkerProblem = true, problem
+	o.obs.OwnerEnded = ""
+	return nil
 }
 
-// pendingOnWorker is whether an account's results wait on a worker cluster: it is
-// looked at again every WorkerRecheck, so that its message follows the worker's state.
+// noWorkerReader is the worker problem of a dispatched JobSet's (or TrainJob's) child on
+// a manager that reads no worker: its child Jobs are recorded only there.
+const noWorkerReader = "batchledger reads no worker cluster (the manager runs without --multikueue-worker-results), so it cannot see the child Jobs that ran there"
+
+// pendingOnWorker is whether an account's results, or a dispatched child's coverage
+// (unreadWorker), wait on a worker cluster: it is looked at again every WorkerRecheck,
+// so that its message follows the worker's state.
 func pendingOnWorker(ba *v1alpha1.BatchAccount, seen map[string]observed) bool {
-	if !ba.Spec.RequiresResults() {
-		return false
-	}
 	for _, o := range seen {
-		if o.obs.ResultsOnWorker {
+		if o.obs.ResultsOnWorker && (ba.Spec.RequiresResults() || unreadChild(o)) {
 			return true
 		}
 	}
 	return false
 }
+
+// unreadChild reports whether o is a dispatched child waiting on a worker whose records
+// are not read (unreadWorker).
+func unreadChild(o observed) bool {
+	return o.job == nil && o.obs.ResultsOnWorker && o.obs.WorkerProblem != ""
+}
+
+// neverObservedAdvice starts the sentence the account ends its coverage message with when
+// it never observed any of its targets, which advises re-running their shards.
+const neverObservedAdvice = "; this account has never observed "
+
+// noteUnreadWorkers says, on the account's unmet verdict conditions (those of
+// unreadWorkerConditions in conds), which dispatched children wait on a worker whose
+// records batchledger does not read, and why: the account package sees only a target
+// not found, which it reports as a wait for the Job to exist or, never observed, as work
+// to re-run, while the child may have run to its end on the worker. The advice to re-run
+// is dropped when every target not found is such a child.
+func noteUnreadWorkers(conds []metav1.Condition, seen map[string]observed) {
+	var notes []string
+	unread, notFound := 0, 0
+	for key, o := range seen {
+		if o.job != nil {
+			continue
+		}
+		notFound++
+		if !unreadChild(o) || o.obs.Workload == nil {
+			continue
+		}
+		unread++
+		notes = append(notes, v1alpha1.TargetKey(key).Describe()+" pending on MultiKueue worker cluster "+o.obs.Workload.Cluster+": "+o.obs.WorkerProblem)
+	}
+	if len(notes) == 0 {
+		return
+	}
+	slices.Sort(notes)
+	note := "; " + strings.Join(notes, "; ")
+	for i := range conds {
+		c := &conds[i]
+		if c.Status == metav1.ConditionTrue || !slices.Contains(unreadWorkerConditions, c.Type) {
+			continue
+		}
+		msg := c.Message
+		if unread == notFound {
+			msg, _, _ = strings.Cut(msg, neverObservedAdvice)
+		}
+		c.Message = clip(msg+note, account.MaxConditionMessage)
+	}
+}
+
+// unreadWorkerConditions are the account conditions a dispatched child's unread worker
+// leaves unmet.
+var unreadWorkerConditions = []string{v1alpha1.ConditionShardsCovered, v1alpha1.ConditionAdmitted,
+	v1alpha1.ConditionTerminated, v1alpha1.ConditionAccepted}
 
 // workerResultToAccounts maps a WorkerResult to the live accounts naming its Job, and a
 // WorkerJob to those naming its JobSet, or its TrainJob.
