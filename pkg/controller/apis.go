@@ -78,15 +78,25 @@ func kindAPIs() []OptionalAPI {
 	return out
 }
 
-// targetAPI is the optional API a target's kind needs; false for a kind whose API is
-// always served (batch/v1 Job).
-func targetAPI(ref v1alpha1.TargetRef) (OptionalAPI, bool) {
+// unservedAPI is the first optional API a target's kind needs (its Object's, then those
+// it reads beyond it: kinds.Needing) that apis does not serve; false when every one is
+// served, or the kind's API is always served (batch/v1 Job).
+func unservedAPI(apis *ServedAPIs, ref v1alpha1.TargetRef) (OptionalAPI, bool) {
 	k := all.Kinds.For(ref)
-	if k == nil || !k.OptionalAPI() {
+	if k == nil {
 		return OptionalAPI{}, false
 	}
-	i := slices.IndexFunc(OptionalAPIs, func(a OptionalAPI) bool { return a.GVK == k.Object() })
-	return OptionalAPIs[i], true
+	gvks := []schema.GroupVersionKind{k.Object()}
+	if n, ok := k.(kinds.Needing); ok {
+		gvks = append(gvks, n.Needs()...)
+	}
+	for _, gvk := range gvks {
+		i := slices.IndexFunc(OptionalAPIs, func(a OptionalAPI) bool { return a.GVK == gvk })
+		if i >= 0 && !apis.Served(OptionalAPIs[i]) {
+			return OptionalAPIs[i], true
+		}
+	}
+	return OptionalAPI{}, false
 }
 
 // ServedAPIs is which optional APIs the cluster served when the manager started. A nil

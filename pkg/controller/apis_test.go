@@ -382,6 +382,27 @@ func TestReconcileAPINotServed(t *testing.T) {
 	}
 }
 
+// TestReconcileTrainJobWithoutJobSetAPI: Trainer renders a TrainJob's children through a
+// JobSet, so a TrainJob target needs JobSet's API as well as Trainer's. In a cluster that
+// serves Trainer's CRDs but not JobSet's, the account reconciles without reading a
+// JobSet and says the target cannot exist until JobSet's API is served.
+func TestReconcileTrainJobWithoutJobSetAPI(t *testing.T) {
+	ba := wrappers.MakeBatchAccount("tj", "ns").ShardCount("s", 2).AssignTrainJob("llm", "node", 0, "0-1", "0-1").Obj()
+	tj := wrappers.MakeTrainJob("llm", "ns", "torch-distributed").UID("llm-uid").NumNodes(2).Obj()
+	f := newFixture(t, hooks{}, ba, tj)
+	served := NewServedAPIs(OptionalAPIs, APITrainJob, APIWorkload)
+	r := f.reconciler()
+	r.Client, r.APIs = notServedReader{Client: f.c, apis: served}, served
+	if res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "tj"}}); retried(res, err) {
+		t.Fatalf("reconcile = %+v, %v", res, err)
+	}
+	st := f.account(t, "tj").Status
+	adm := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAdmitted)
+	if adm == nil || adm.Reason != v1alpha1.ReasonAPINotServed || !strings.Contains(adm.Message, "jobset.x-k8s.io/v1alpha2 JobSet is not served by this cluster") {
+		t.Errorf("Admitted = %+v, want APINotServed naming JobSet", adm)
+	}
+}
+
 // TestHeldPodOfAKindNoLongerServedIsRecorded: JobSet's API went away while a results
 // account's JobSet child pod was held: the account still records the pod's result (pods
 // are cached whatever the kinds served), so the pod goes at once rather than after

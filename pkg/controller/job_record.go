@@ -197,7 +197,7 @@ func (r *JobRecorder) observedBy(ba *v1alpha1.BatchAccount, job *batchv1.Job) []
 		if a.Target.Namespace != "" && a.Target.Namespace != ba.Namespace || !relations.NamesJob(a.Target, job) {
 			continue
 		}
-		if api, optional := targetAPI(a.Target); optional && !r.APIs.Served(api) {
+		if _, unserved := unservedAPI(r.APIs, a.Target); unserved {
 			continue
 		}
 		if !slices.ContainsFunc(out, func(t v1alpha1.TargetRef) bool { return t.Key() == a.Target.Key() }) {

@@ -44,7 +44,7 @@ type observed struct {
 // are still captured, the last state of a Job seen deleted (DeletedJob), and for a JobSet
 // child whether its JobSet ended (OwnerEnded).
 func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
-	if api, ok := targetAPI(t.Ref); ok && !r.APIs.Served(api) {
+	if api, ok := unservedAPI(r.APIs, t.Ref); ok {
 		// Nothing of its kind is watched or cached (a read would fail). Pods of its Jobs
 		// may still be held, from before the API went away: their results are recorded
 		// (pods are cached whatever the kinds served), so that they do not wait MaxHold.

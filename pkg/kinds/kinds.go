@@ -195,6 +195,15 @@ type Owner interface {
 	Terminal(owner client.Object) string
 }
 
+// Needing is implemented by the kinds whose targets need more APIs than their Object's:
+// a TrainJob's child Jobs are those of the JobSet it renders, which the kind reads. A
+// target of such a kind cannot exist where one of them is not served.
+type Needing interface {
+	Kind
+	// Needs are the kinds of object, beyond Object, whose API a target of this kind reads.
+	Needs() []schema.GroupVersionKind
+}
+
 // Cached is implemented by the kinds whose objects the manager's cache cuts down to what
 // batchledger reads of them (CacheTransform is a cache.TransformFunc).
 type Cached interface {

@@ -48,7 +48,14 @@ var (
 	_ kinds.Owner          = Kind{}
 	_ kinds.JobSetRenderer = Kind{}
 	_ kinds.Dispatcher     = Kind{}
+	_ kinds.Needing        = Kind{}
 )
+
+// Needs implements kinds.Needing: Trainer runs a TrainJob's Jobs as a JobSet's children,
+// which are resolved through the JobSet (jobset.ResolveChild).
+func (Kind) Needs() []schema.GroupVersionKind {
+	return []schema.GroupVersionKind{jobset.Kind{}.Object()}
+}
 
 // DispatchedOwner implements kinds.Dispatcher: the TrainJob, when MultiKueue dispatches it
 // (Trainer on the worker renders its JobSet there; none exists on the manager).
