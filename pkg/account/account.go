@@ -140,6 +140,18 @@ func (ts *targetState) lostBeforeTerminal() bool {
 	return (ts.deleted && ts.facts.terminal == "") || ts.neverCreated()
 }
 
+// onUnreadWorker says, of a target not found that is a child of an owner MultiKueue
+// dispatched to a worker whose records batchledger cannot read (Observation.WorkerProblem),
+// where it waits and why ("" for any other target): the child may have run there to its
+// end, so it is neither missing nor never created.
+func (ts *targetState) onUnreadWorker() string {
+	w := ts.obs.Workload
+	if ts.found || ts.deleted || !ts.obs.ResultsOnWorker || ts.obs.WorkerProblem == "" || w == nil || w.Cluster == "" {
+		return ""
+	}
+	return v1alpha1.TargetKey(ts.key).Describe() + " pending on MultiKueue worker cluster " + w.Cluster + ": " + ts.obs.WorkerProblem
+}
+
 // neverCreated is true for a JobSet child target without an identity or a record whose
 // JobSet ended: it will not be created any more.
 func (ts *targetState) neverCreated() bool {
@@ -683,7 +695,7 @@ func admittedCondition(states []*targetState) metav1.Condition {
 			deleted = append(deleted, name)
 		case !ts.found && !ts.deleted && ts.obs.notServed() != "":
 			// Reported per API (notServedNotes), not as a wait.
-		case !ts.found && !ts.deleted:
+		case !ts.found && !ts.deleted && ts.onUnreadWorker() == "":
 			notFound = append(notFound, name)
 		case w == nil:
 			unqueued = append(unqueued, name)
@@ -761,6 +773,8 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 			notes = append(notes, name+" deleted before it terminated"+ts.endedBy()+": it can no longer complete; repair its missing shards")
 		case ts.deleted:
 			notes = append(notes, fmt.Sprintf("%s deleted after it recorded %s, its record stands", name, ts.facts.terminal))
+		case ts.onUnreadWorker() != "":
+			notes = append(notes, ts.onUnreadWorker())
 		case !ts.found:
 			notFound = append(notFound, name)
 			if !ts.everObserved {
@@ -844,6 +858,8 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 			} else {
 				lost = append(lost, name)
 			}
+		case ts.onUnreadWorker() != "":
+			waiting = append(waiting, ts.onUnreadWorker())
 		case !ts.found && !ts.deleted:
 			waiting = append(waiting, name+" (not found)")
 		case ts.facts.terminal == TerminalFailed:

@@ -166,8 +166,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if ba.Spec.RequiresResults() {
 		out.Status.Results.IgnoredChunks = r.ledger().IgnoredChunks(ba.UID)
 	}
-	noteUnreadWorkers(out.Status.Conditions, seen)
-	noteUnreadWorkers(out.Changed, seen)
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -266,53 +265,6 @@ func pendingOnWorker(ba *v1alpha1.BatchAccount, seen map[string]observed) bool {
 func unreadChild(o observed) bool {
 	return o.job == nil && o.obs.ResultsOnWorker && o.obs.WorkerProblem != ""
 }
-
-// neverObservedAdvice starts the sentence the account ends its coverage message with when
-// it never observed any of its targets, which advises re-running their shards.
-const neverObservedAdvice = "; this account has never observed "
-
-// noteUnreadWorkers says, on the account's unmet verdict conditions (those of
-// unreadWorkerConditions in conds), which dispatched children wait on a worker whose
-// records batchledger does not read, and why: the account package sees only a target
-// not found, which it reports as a wait for the Job to exist or, never observed, as work
-// to re-run, while the child may have run to its end on the worker. The advice to re-run
-// is dropped when every target not found is such a child.
-func noteUnreadWorkers(conds []metav1.Condition, seen map[string]observed) {
-	var notes []string
-	unread, notFound := 0, 0
-	for key, o := range seen {
-		if o.job != nil {
-			continue
-		}
-		notFound++
-		if !unreadChild(o) || o.obs.Workload == nil {
-			continue
-		}
-		unread++
-		notes = append(notes, v1alpha1.TargetKey(key).Describe()+" pending on MultiKueue worker cluster "+o.obs.Workload.Cluster+": "+o.obs.WorkerProblem)
-	}
-	if len(notes) == 0 {
-		return
-	}
-	slices.Sort(notes)
-	note := "; " + strings.Join(notes, "; ")
-	for i := range conds {
-		c := &conds[i]
-		if c.Status == metav1.ConditionTrue || !slices.Contains(unreadWorkerConditions, c.Type) {
-			continue
-		}
-		msg := c.Message
-		if unread == notFound {
-			msg, _, _ = strings.Cut(msg, neverObservedAdvice)
-		}
-		c.Message = clip(msg+note, account.MaxConditionMessage)
-	}
-}
-
-// unreadWorkerConditions are the account conditions a dispatched child's unread worker
-// leaves unmet.
-var unreadWorkerConditions = []string{v1alpha1.ConditionShardsCovered, v1alpha1.ConditionAdmitted,
-	v1alpha1.ConditionTerminated, v1alpha1.ConditionAccepted}
 
 // workerResultToAccounts maps a WorkerResult to the live accounts naming its Job, and a
 // WorkerJob to those naming its JobSet, or its TrainJob.
