@@ -72,10 +72,10 @@ func (s *BatchAccountStatus) WorkDone() string {
 // Work is WorkDone for one target's status.
 func (t *TargetStatus) Work() string {
 	switch w := t.Workload; {
-	case t.StartedAt != nil:
-		return t.Name + " started"
 	case w != nil && (w.Admitted || w.Finished), len(t.Admissions) > 0:
 		return t.Name + " was admitted"
+	case t.StartedAt != nil:
+		return t.Name + " started"
 	case t.CompletedIndexes != "" || t.CompletedIndexesOmitted || t.FailedIndexes != "" || t.SuccessfulAttempts > 0:
 		return t.Name + " ended indexes"
 	case t.Terminal != "":
