@@ -391,7 +391,7 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 		// Another replica may have admitted the account: the API server knows it.
 		stamper.Undelivered = &blwebhook.UndeliveredAccounts{API: mgr.GetAPIReader()}
 	}
-	return []setup{blwebhook.BatchAccountValidator{Admitted: admitted}, blwebhook.PodResultHolder{Assign: &assign},
+	return []setup{blwebhook.BatchAccountValidator{Admitted: admitted, Jobs: mgr.GetClient()}, blwebhook.PodResultHolder{Assign: &assign},
 		assign, stamper}
 }
 

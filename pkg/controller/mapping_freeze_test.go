@@ -14,10 +14,10 @@ import (
 	"batchledger.dev/batchledger/pkg/webhook"
 )
 
-// TestMappingFrozenOnceTheJobRuns: the BatchAccount webhook freezes the mapping from
-// what the status says; once Kueue admitted a target's Job, or the Job started without
-// Kueue, its pods are told their shards, so the status must say so before the next
-// reconcile ends, whatever the pacing of waits (WaitingStatusDelay).
+// TestMappingFrozenOnceTheJobRuns: once Kueue admitted and unsuspended a target's Job,
+// or the Job runs without Kueue, its pods are told their shards, so the BatchAccount
+// webhook refuses to rewrite the mapping, although the account's status, its write of the
+// admission or start waiting --waiting-status-delay, does not say so yet.
 func TestMappingFrozenOnceTheJobRuns(t *testing.T) {
 	const delay = 30 * time.Second
 	cases := []struct {
@@ -29,6 +29,7 @@ func TestMappingFrozenOnceTheJobRuns(t *testing.T) {
 			name: "Kueue admits and unsuspends the Job",
 			run: func(t *testing.T, f *fixture, j *batchv1.Job, at time.Time) {
 				writeStatus(t, f.c, wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Admitted("gpu", at).Obj())
+				unsuspend(t, f, j)
 			},
 		},
 		{
@@ -37,14 +38,7 @@ func TestMappingFrozenOnceTheJobRuns(t *testing.T) {
 				if err := f.c.Delete(context.Background(), wrappers.MakeWorkload("job-j", "ns").Obj()); err != nil {
 					t.Fatal(err)
 				}
-				var cur batchv1.Job
-				if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(j), &cur); err != nil {
-					t.Fatal(err)
-				}
-				cur.Spec.Suspend = new(bool)
-				if err := f.c.Update(context.Background(), &cur); err != nil {
-					t.Fatal(err)
-				}
+				unsuspend(t, f, j)
 				writeStatus(t, f.c, jobJ(v1alpha1.ScopeCoverage).StartTime(at).Obj())
 			},
 		},
@@ -65,7 +59,8 @@ func TestMappingFrozenOnceTheJobRuns(t *testing.T) {
 			}
 			reconcile() // the first status: nothing run yet
 			before := f.account(t, "acct")
-			if _, err := (webhook.BatchAccountValidator{}).ValidateUpdate(context.Background(), before, reordered(before)); err != nil {
+			validator := webhook.BatchAccountValidator{Jobs: f.c}
+			if _, err := validator.ValidateUpdate(context.Background(), before, reordered(before)); err != nil {
 				t.Fatalf("before the Job ran, the mapping could not change: %v", err)
 			}
 			at = at.Add(time.Second)
@@ -73,8 +68,8 @@ func TestMappingFrozenOnceTheJobRuns(t *testing.T) {
 			at = at.Add(time.Second)
 			reconcile()
 			after := f.account(t, "acct")
-			if _, err := (webhook.BatchAccountValidator{}).ValidateUpdate(context.Background(), after, reordered(after)); err == nil {
-				t.Errorf("the mapping of an account whose Job ran (its pods told their shards) was rewritten; status says no work: %+v", after.Status.Targets)
+			if _, err := validator.ValidateUpdate(context.Background(), after, reordered(after)); err == nil {
+				t.Errorf("the mapping of an account whose Job runs (its pods told their shards) was rewritten; status: %+v", after.Status.Targets)
 			}
 		})
 	}
@@ -87,4 +82,17 @@ func reordered(ba *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
 	s[0], s[1] = s[1], s[0]
 	out.Generation++
 	return out
+}
+
+// unsuspend lets Job j run, as Kueue does once it admitted the Job.
+func unsuspend(t *testing.T, f *fixture, j *batchv1.Job) {
+	t.Helper()
+	var cur batchv1.Job
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(j), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Suspend = new(bool)
+	if err := f.c.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
 }

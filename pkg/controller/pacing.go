@@ -24,15 +24,15 @@ import (
 // True or new, no problem (a False condition whose reason is no expected wait), no
 // superseded identity and no result verdict. Such a status waits WaitingStatusDelay, so
 // that the steps of a batch's way to its verdict share writes: its Workloads appearing
-// after it, Kueue admitting them again after a preemption, its Jobs starting again. A
-// re-admission counts as a wait although Admitted turns True: it is a step towards the
-// verdict that Kueue shows on the Workload at once. The first status is no wait: a new
-// account shows where it stands at once, unless Kueue has yet to create its Workloads
-// (aheadOfKueue). Nor is the first sign of work (BatchAccountStatus.WorkDone: a target
-// admitted or started): the BatchAccount webhook freezes the mapping from what the status
-// says, and from then on pods are told their shards under it.
+// after it, Kueue admitting them, its Jobs starting, and their first shards being
+// covered. Admission counts as a wait although Admitted turns True: it is a step towards
+// the verdict that Kueue shows on the Workload at once, and the first covered shard,
+// written at once, carries it when it follows within the delay. (The BatchAccount webhook
+// does not wait for the status to freeze the mapping: it also asks the cache whether a
+// target's Job runs.) The first status is no wait: a new account shows where it stands at
+// once, unless Kueue has yet to create its Workloads (aheadOfKueue).
 func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condition) bool {
-	if len(prev.Conditions) == 0 || prev.WorkDone() == "" && next.WorkDone() != "" ||
+	if len(prev.Conditions) == 0 ||
 		next.Shards.Covered != prev.Shards.Covered || next.Shards.Accepted != prev.Shards.Accepted ||
 		!equality.Semantic.DeepEqual(next.History, prev.History) || !equality.Semantic.DeepEqual(next.Results, prev.Results) {
 		return false

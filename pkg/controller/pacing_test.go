@@ -20,12 +20,6 @@ func statusOf(covered int32, conds ...metav1.Condition) *v1alpha1.BatchAccountSt
 	return &v1alpha1.BatchAccountStatus{Shards: v1alpha1.ShardSummary{Total: 2, Covered: covered}, Conditions: conds}
 }
 
-// withTarget is s with the one target t.
-func withTarget(s *v1alpha1.BatchAccountStatus, t v1alpha1.TargetStatus) *v1alpha1.BatchAccountStatus {
-	s.Targets = []v1alpha1.TargetStatus{t}
-	return s
-}
-
 func condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: reason}
 }
@@ -49,13 +43,6 @@ func TestWaitingOnly(t *testing.T) {
 	covered := condition(v1alpha1.ConditionShardsCovered, T, v1alpha1.ReasonAllShardsCovered)
 	invalid := condition(v1alpha1.ConditionAssignmentValid, F, v1alpha1.ReasonDuplicateShard)
 	notRequired := condition(v1alpha1.ConditionResultsAccepted, T, v1alpha1.ReasonResultsNotRequired)
-	queued := v1alpha1.TargetStatus{Name: "job/j", Found: true, Workload: &v1alpha1.WorkloadObservation{Name: "job-j"}}
-	firstAdmitted := v1alpha1.TargetStatus{Name: "job/j", Found: true, Workload: &v1alpha1.WorkloadObservation{Name: "job-j", Admitted: true}}
-	readmitted := v1alpha1.TargetStatus{Name: "job/j", Found: true, Admissions: []v1alpha1.Admission{{ClusterQueue: "gpu"}}}
-	created := v1alpha1.TargetStatus{Name: "job/j", Found: true}
-	started := v1alpha1.TargetStatus{Name: "job/j", Found: true, StartedAt: &metav1.Time{}}
-	admittedStarted := *firstAdmitted.DeepCopy()
-	admittedStarted.StartedAt = &metav1.Time{}
 	cases := []struct {
 		name       string
 		prev, next *v1alpha1.BatchAccountStatus
@@ -72,14 +59,8 @@ func TestWaitingOnly(t *testing.T) {
 			[]metav1.Condition{pending}, true},
 		{"only observations of the targets changed", statusOf(0, valid, pending, missing), statusOf(0, valid, pending, missing),
 			nil, true},
-		{"re-admitted: a step towards the verdict", withTarget(statusOf(0, valid, pending, missing), readmitted),
-			withTarget(statusOf(0, valid, admitted, missing), readmitted), []metav1.Condition{admitted}, true},
-		{"the first admission: the first work, which freezes the mapping", withTarget(statusOf(0, valid, pending, missing), queued),
-			withTarget(statusOf(0, valid, admitted, missing), firstAdmitted), []metav1.Condition{admitted}, false},
-		{"the first start: the first work", withTarget(statusOf(0, valid, noWorkload, missing), created),
-			withTarget(statusOf(0, valid, noWorkload, missing), started), nil, false},
-		{"the start after the admission: a step", withTarget(statusOf(0, valid, admitted, missing), firstAdmitted),
-			withTarget(statusOf(0, valid, admitted, missing), admittedStarted), nil, true},
+		{"admitted: a step towards the verdict", statusOf(0, valid, pending, missing), statusOf(0, valid, admitted, missing),
+			[]metav1.Condition{admitted}, true},
 		{"all shards covered: a milestone", statusOf(2, valid, admitted, missing), statusOf(2, valid, admitted, covered),
 			[]metav1.Condition{covered}, false},
 		{"evicted: a fall from True", statusOf(0, valid, admitted, missing), statusOf(0, valid, evicted, missing),
@@ -145,17 +126,17 @@ func TestReconcileWaitsOnlyForWaits(t *testing.T) {
 		{name: "still waiting", after: 4 * time.Second, wantRequeue: 6 * time.Second, wantAdmitted: "Unknown NoWorkload"},
 		{name: "the delay has passed: one write of where it stands", after: 6 * time.Second, wantWrites: 1,
 			wantAdmitted: "False Pending"},
-		{name: "admitted, the first work: written at once (the mapping freezes)", after: 100 * time.Millisecond,
+		{name: "admitted: waits", after: 100 * time.Millisecond,
 			change: func() {
 				writeStatus(t, f.c, wrappers.MakeWorkload("job-j", "ns").UID("wl-uid").ForJob(j).Admitted("gpu", at).Obj())
 			},
-			wantWrites: 1, wantAdmitted: "True Admitted"},
+			wantRequeue: delay, wantAdmitted: "False Pending"},
 		{name: "the Job starts: waits", after: 100 * time.Millisecond,
 			change: func() {
 				writeStatus(t, f.c, jobJ(v1alpha1.ScopeCoverage).Suspend(false).StartTime(at).Obj())
 			},
-			wantRequeue: delay, wantAdmitted: "True Admitted"},
-		{name: "a shard covered: written at once, with the start", after: 500 * time.Millisecond,
+			wantRequeue: delay - 100*time.Millisecond, wantAdmitted: "False Pending"},
+		{name: "a shard covered: written at once, with the admission and the start", after: 500 * time.Millisecond,
 			change: func() {
 				writeStatus(t, f.c, jobJ(v1alpha1.ScopeCoverage).Suspend(false).StartTime(at.Add(-500*time.Millisecond)).Completed("0", 1).Obj())
 			},

@@ -9,12 +9,15 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // ValidatePath is where the BatchAccount validating webhook is served.
@@ -24,6 +27,9 @@ const ValidatePath = "/validate-batchledger-dev-v1alpha1-batchaccount"
 type BatchAccountValidator struct {
 	// Admitted remembers each account admitted, for the scope webhook (nil: none).
 	Admitted *AdmittedAccounts
+	// Jobs reads the targets' Jobs (the manager's cache), to freeze the mapping of a
+	// target whose Job runs before the account's status says so (nil: the status alone).
+	Jobs client.Reader
 }
 
 var _ admission.Validator[*v1alpha1.BatchAccount] = BatchAccountValidator{}
@@ -54,13 +60,21 @@ func ruleWarnings(old, ba *v1alpha1.BatchAccount) admission.Warnings {
 }
 
 // ValidateUpdate additionally freezes the revisions, the mapping and the requirement of
-// results once work was done under the account (BatchAccountStatus.WorkDone): work done under a mapping must
-// be judged by that mapping, and results judged, rejected or still due must go on
-// counting. Appending repair assignments (to spec.assignments, or to spec.repairs) stays
-// allowed, since that is how a team re-runs missing shards; so does starting to require
-// results, which only asks more of the batch.
+// results once work was done under the account (BatchAccountStatus.WorkDone), or a
+// target's Job runs (runningTarget): work done under a mapping must be judged by that
+// mapping, and results judged, rejected or still due must go on counting. Appending
+// repair assignments (to spec.assignments, or to spec.repairs) stays allowed, since that
+// is how a team re-runs missing shards; so does starting to require results, which only
+// asks more of the batch.
 func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1alpha1.BatchAccount) (admission.Warnings, error) {
-	if err := validateUpdate(old, ba); err != nil {
+	work := old.Status.WorkDone()
+	if work == "" && v.Jobs != nil && !equality.Semantic.DeepEqual(old.Spec, ba.Spec) {
+		var err error
+		if work, err = runningTarget(ctx, v.Jobs, old); err != nil {
+			return nil, fmt.Errorf("BatchAccount %s: reading its targets' Jobs: %w", ba.Name, err)
+		}
+	}
+	if err := validateUpdate(old, ba, work); err != nil {
 		return nil, err
 	}
 	// An update of the metadata alone names no new target: the cache's copy serves.
@@ -70,8 +84,36 @@ func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1al
 	return ruleWarnings(old, ba), nil
 }
 
-// validateUpdate is ValidateUpdate's verdict.
-func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
+// runningTarget names the first target of ba whose Job runs, or has run ("" when none
+// does): its pods are told their shards under the mapping from their creation on, which
+// may be up to --waiting-status-delay before the account's status shows the Job's
+// admission or start. A Job that is not suspended runs: Kueue unsuspends a Job it
+// admitted before its pods are created, and a Job without Kueue runs from its creation.
+func runningTarget(ctx context.Context, jobs client.Reader, ba *v1alpha1.BatchAccount) (string, error) {
+	seen := map[v1alpha1.TargetKey]bool{}
+	for _, a := range ba.Spec.AllAssignments() {
+		key := a.Target.Key()
+		k := relations.KindOf(a.Target)
+		if seen[key] || k == nil || a.Target.Namespace != "" && a.Target.Namespace != ba.Namespace {
+			continue
+		}
+		seen[key] = true
+		job, _, err := k.Resolve(ctx, jobs, ba.Namespace, a.Target)
+		switch {
+		case apimeta.IsNoMatchError(err):
+			continue // the kind's API is not served: no such Job runs
+		case err != nil:
+			return "", err
+		case job != nil && (job.Status.StartTime != nil || job.Spec.Suspend == nil || !*job.Spec.Suspend):
+			return string(key) + " runs", nil
+		}
+	}
+	return "", nil
+}
+
+// validateUpdate is ValidateUpdate's verdict, given the first sign of work under old
+// ("" for none).
+func validateUpdate(old, ba *v1alpha1.BatchAccount, work string) error {
 	if equality.Semantic.DeepEqual(old.Spec, ba.Spec) {
 		// Metadata alone: an account admitted before stays admissible, whatever rules
 		// were added since.
@@ -80,7 +122,6 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount) error {
 	if err := validateSpec(ba); err != nil {
 		return err
 	}
-	work := old.Status.WorkDone()
 	if work == "" {
 		return nil
 	}
