@@ -134,6 +134,14 @@ func TestShortFormInvalid(t *testing.T) {
 			job:  shortFormJob(1, valid(shardsAnn, "A", requireAn, "yes")...),
 			want: []string{"annotation " + requireAn + `="yes" is not true or false`},
 		},
+		"an acceptance rule without require-results": {
+			job:  shortFormJob(1, valid(shardsAnn, "A", ruleAnn, "result.records > 0")...),
+			want: []string{"annotation " + ruleAnn + " applies only with " + requireAn + `: "true"`},
+		},
+		"an acceptance rule with require-results false": {
+			job:  shortFormJob(1, valid(shardsAnn, "A", requireAn, "false", ruleAnn, "result.records > 0")...),
+			want: []string{"annotation " + ruleAnn + " applies only with " + requireAn + `: "true"`},
+		},
 		"a JobSet without replicated-job": {
 			js:   shortFormJobSet(valid(countAnn, "8")...),
 			want: []string{"annotation " + rjAnn + " is missing"},
@@ -183,12 +191,12 @@ func TestShortFormScope(t *testing.T) {
 		// invalid: a short form that does not parse, which ShortFormScope says.
 		invalid bool
 	}{
-		"no short form":                 {obj: shortFormJob(1), want: ""},
-		"requiring results":             {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "true"), want: v1alpha1.ScopeResults},
-		"require-results in other case": {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "True"), want: v1alpha1.ScopeResults},
-		"not requiring results":         {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "false"), want: v1alpha1.ScopeCoverage},
-		"require-results empty":         {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, ""), want: v1alpha1.ScopeCoverage},
-		"a rule alone requires nothing": {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", ruleAnn, "result.valid"), want: v1alpha1.ScopeCoverage},
+		"no short form":                  {obj: shortFormJob(1), want: ""},
+		"requiring results":              {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "true"), want: v1alpha1.ScopeResults},
+		"require-results in other case":  {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "True"), want: v1alpha1.ScopeResults},
+		"not requiring results":          {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, "false"), want: v1alpha1.ScopeCoverage},
+		"require-results empty":          {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", requireAn, ""), want: v1alpha1.ScopeCoverage},
+		"a rule without require-results": {obj: shortFormJob(1, inputRev, "D", modelRev, "m", shardsAnn, "A", ruleAnn, "result.valid"), want: "", invalid: true},
 		"requiring results, but no model revision": {
 			obj: shortFormJob(1, inputRev, "D", shardsAnn, "A", requireAn, "true"), want: "", invalid: true,
 		},

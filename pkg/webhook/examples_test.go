@@ -12,15 +12,16 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/worker"
 )
@@ -81,30 +82,69 @@ func stripComments(doc string) string {
 // API server does.
 func crdValidator(t *testing.T) validation.SchemaValidator {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "batchledger.dev_batchaccounts.yaml"))
+	sv, _, err := validation.NewSchemaValidator(crdSchema(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(b, &crd); err != nil {
-		t.Fatal(err)
+	return sv
+}
+
+// TestExamplesPassValidation: every BatchAccount of examples/ passes the CRD's schema,
+// its CEL rules and the validating webhook, and every short form there declares a valid
+// account that passes them too: a user who applies an example gets what it says.
+func TestExamplesPassValidation(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no YAML in examples: %v", err)
 	}
-	for _, v := range crd.Spec.Versions {
-		if v.Name != v1alpha1.GroupVersion.Version {
-			continue
-		}
-		var internal apiextensions.JSONSchemaProps
-		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
-			t.Fatal(err)
-		}
-		sv, _, err := validation.NewSchemaValidator(&internal)
+	sv := crdValidator(t)
+	check := func(f string, ba *v1alpha1.BatchAccount) {
+		t.Helper()
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ba)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sv
+		delete(u, "status") // the zero status is not what a user applies
+		if res := sv.Validate(u); !res.IsValid() {
+			t.Errorf("%s: account %s fails the CRD schema: %v", f, ba.Name, res.Errors)
+		}
+		if msg := celErrors(t, u); msg != "" {
+			t.Errorf("%s: account %s fails the CRD's rules: %s", f, ba.Name, msg)
+		}
+		if _, err := (BatchAccountValidator{}).ValidateCreate(context.Background(), ba); err != nil {
+			t.Errorf("%s: account %s refused by the webhook: %v", f, ba.Name, err)
+		}
 	}
-	t.Fatalf("the CRD has no version %s", v1alpha1.GroupVersion.Version)
-	return nil
+	var accounts, shortForms int
+	for _, f := range files {
+		objs, _ := loadYAML(t, f)
+		for _, obj := range objs {
+			o, ok := obj.(client.Object)
+			if !ok {
+				continue
+			}
+			if ba, ok := obj.(*v1alpha1.BatchAccount); ok {
+				accounts++
+				check(f, ba)
+				continue
+			}
+			if !relations.HasShortForm(o.GetAnnotations()) {
+				continue
+			}
+			shortForms++
+			spec, err := relations.ShortForm(o)
+			if err != nil {
+				t.Errorf("%s: the short form of %s is invalid: %v", f, o.GetName(), err)
+				continue
+			}
+			ba := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Name: o.GetName(), Namespace: o.GetNamespace()}, Spec: spec}
+			ba.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("BatchAccount"))
+			check(f, ba)
+		}
+	}
+	if accounts == 0 || shortForms == 0 {
+		t.Errorf("%d accounts and %d short forms in examples, want at least one of each", accounts, shortForms)
+	}
 }
 
 // TestPythonWorkerExample: every manifest of examples/python-worker decodes strictly into

@@ -78,8 +78,14 @@ func Common(ann map[string]string) (v1alpha1.BatchAccountSpec, int, error) {
 		}
 		require = b
 	}
-	if require || ann[v1alpha1.AnnotationRule] != "" {
-		spec.Acceptance = &v1alpha1.AcceptanceCriterion{RequireResults: require, Rule: ann[v1alpha1.AnnotationRule]}
+	rule := ann[v1alpha1.AnnotationRule]
+	if rule != "" && !require {
+		// Results are read and judged only when required: a rule alone would never run.
+		return spec, 0, fmt.Errorf("annotation %s applies only with %s: \"true\"; without it no result is read or judged",
+			v1alpha1.AnnotationRule, v1alpha1.AnnotationRequire)
+	}
+	if require {
+		spec.Acceptance = &v1alpha1.AcceptanceCriterion{RequireResults: true, Rule: rule}
 	}
 	return spec, n, nil
 }

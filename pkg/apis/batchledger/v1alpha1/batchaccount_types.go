@@ -196,6 +196,10 @@ type Assignment struct {
 }
 
 // AcceptanceCriterion is the agreed criterion a shard's reported result must meet.
+// Results are read and judged only when RequireResults is true, so a Rule or a
+// ResultContainer without it is refused rather than silently never applied.
+//
+// +kubebuilder:validation:XValidation:rule="self.?requireResults.orValue(false) || ((!has(self.rule) || size(self.rule) == 0) && (!has(self.resultContainer) || size(self.resultContainer) == 0))",message="rule and resultContainer apply only with requireResults: true: without it no result is read or judged, and the batch is Accepted on coverage alone"
 type AcceptanceCriterion struct {
 	// RequireResults requires an accepted result for every shard before the batch is
 	// Accepted. When false, coverage and termination suffice.
@@ -204,6 +208,7 @@ type AcceptanceCriterion struct {
 
 	// Rule is a CEL expression over `result` (the decoded termination-message result)
 	// that must evaluate to true, e.g. `result.valid == result.records && result.records > 0`.
+	// Requires RequireResults.
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Rule string `json:"rule,omitempty"`
@@ -213,7 +218,7 @@ type AcceptanceCriterion struct {
 	// (an init container with restartPolicy Always). Default: the container the pod
 	// annotation kubectl.kubernetes.io/default-container names, else the first container
 	// of the pod spec. A pod annotation batchledger.dev/result-container overrides it per
-	// pod.
+	// pod. Requires RequireResults.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	ResultContainer string `json:"resultContainer,omitempty"`

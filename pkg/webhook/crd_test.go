@@ -1,0 +1,127 @@
+package webhook
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	celv "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// crdSchema is the BatchAccount CRD's schema of the served version, in the API server's
+// internal form.
+func crdSchema(t *testing.T) *apiextensions.JSONSchemaProps {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "batchledger.dev_batchaccounts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name != v1alpha1.GroupVersion.Version {
+			continue
+		}
+		var internal apiextensions.JSONSchemaProps
+		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
+			t.Fatal(err)
+		}
+		return &internal
+	}
+	t.Fatalf("the CRD has no version %s", v1alpha1.GroupVersion.Version)
+	return nil
+}
+
+// celErrors runs the CRD's x-kubernetes-validations (its CEL rules) on the creation of
+// the object obj, as the API server does, and returns their messages ("" when it passes).
+func celErrors(t *testing.T, obj map[string]any) string {
+	t.Helper()
+	s, err := schema.NewStructural(crdSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, _ := celv.NewValidator(s, true, cel.PerCallLimit).Validate(t.Context(), field.NewPath(""), s, obj, nil, cel.RuntimeCELCostBudget)
+	if len(errs) == 0 {
+		return ""
+	}
+	return errs.ToAggregate().Error()
+}
+
+// accountWithSpec is a BatchAccount object whose spec is the JSON spec, for the CRD's
+// validators.
+func accountWithSpec(t *testing.T, spec string) map[string]any {
+	t.Helper()
+	// apimachinery's decoder keeps integers int64, as the API server's does.
+	var u map[string]any
+	if err := utiljson.Unmarshal([]byte(`{"apiVersion":"batchledger.dev/v1alpha1","kind":"BatchAccount","metadata":{"name":"a"},"spec":`+spec+`}`), &u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestCRDValidationRules: the CRD's CEL rules refuse what can never work, each with a
+// message about the mistake made, and admit what is valid.
+func TestCRDValidationRules(t *testing.T) {
+	const base = `"inputRevision":"D","modelRevision":"m",`
+	const namesA = `"shards":{"names":["A"]},`
+	const jobA = `"assignments":[{"target":{"job":"j"},"indexes":"0","shards":["A"]}]`
+	cases := map[string]struct {
+		spec string
+		// want are fragments the error must contain; none means the spec is valid.
+		want []string
+		// not are fragments the error must not contain.
+		not []string
+	}{
+		"a valid account": {spec: `{` + base + namesA + jobA + `}`},
+		"a rule with requireResults": {
+			spec: `{` + base + namesA + jobA + `,"acceptance":{"requireResults":true,"rule":"result.records > 0","resultContainer":"worker"}}`,
+		},
+		"requireResults without a rule":        {spec: `{` + base + namesA + jobA + `,"acceptance":{"requireResults":true}}`},
+		"an empty rule without requireResults": {spec: `{` + base + namesA + jobA + `,"acceptance":{"rule":""}}`},
+		"a rule without requireResults": {
+			spec: `{` + base + namesA + jobA + `,"acceptance":{"rule":"result.records > 0"}}`,
+			want: []string{"rule and resultContainer apply only with requireResults: true"},
+		},
+		"a rule with requireResults false": {
+			spec: `{` + base + namesA + jobA + `,"acceptance":{"requireResults":false,"rule":"result.records > 0"}}`,
+			want: []string{"rule and resultContainer apply only with requireResults: true"},
+		},
+		"a resultContainer without requireResults": {
+			spec: `{` + base + namesA + jobA + `,"acceptance":{"resultContainer":"worker"}}`,
+			want: []string{"rule and resultContainer apply only with requireResults: true"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := celErrors(t, accountWithSpec(t, tc.spec))
+			if len(tc.want) == 0 && got != "" {
+				t.Fatalf("refused: %s", got)
+			}
+			if len(tc.want) > 0 && got == "" {
+				t.Fatalf("admitted, want an error saying %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("error %q does not say %q", got, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("error %q says %q", got, n)
+				}
+			}
+		})
+	}
+}
