@@ -219,7 +219,8 @@ func TestClipMessageOfInvalidUTF8(t *testing.T) {
 // TestConditionMessagesBounded: an account whose every target has a long name keeps each
 // condition message within MaxConditionMessage, valid UTF-8, and says it was cut.
 func TestConditionMessagesBounded(t *testing.T) {
-	long := strings.Repeat("é", 300) // names are bounded by the API, not here
+	long := strings.Repeat("é", 300)    // names are bounded by the API, not here
+	longJob := strings.Repeat("j", 250) // a Job name must be valid: long, but ASCII
 	spec := makeSpec()
 	var shards []string
 	for i := range 40 {
@@ -228,9 +229,9 @@ func TestConditionMessagesBounded(t *testing.T) {
 	spec.Spec.Shards.Names = shards
 	obs := map[string]Observation{}
 	for i := range 40 {
-		job := fmt.Sprintf("%s-job-%d", long, i)
+		job := fmt.Sprintf("%s-%d", longJob, i)
 		spec.AssignJob(job, "0", shards[i])
-		obs["job/"+job] = Observation{Job: makeJob(job, "u"+fmt.Sprint(i), 1).Condition(batchv1.JobFailed, strings.Repeat("Reason", 40), jobCondAt).Facts()}
+		obs["job/"+job] = Observation{Job: makeJob(job, "u"+fmt.Sprint(i), 1).Condition(batchv1.JobFailed, strings.Repeat("Réason", 100), jobCondAt).Facts()}
 	}
 	st := step(t, spec.SpecObj(), nil, obs).Status
 	for _, c := range st.Conditions {

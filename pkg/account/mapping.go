@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
@@ -217,6 +219,10 @@ func (m *Mapping) compileShards(p *v1alpha1.ShardPopulation) {
 
 func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRef) (string, bool) {
 	switch {
+	case ref.Namespace != "" && len(validation.IsDNS1123Label(ref.Namespace)) > 0:
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target.namespace %q can name no namespace: %s",
+			m.entryName(entry), ref.Namespace, strings.Join(validation.IsDNS1123Label(ref.Namespace), "; ")))
+		return "", false
 	case ref.Namespace != "" && ref.Namespace != namespace:
 		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonCrossNamespaceTarget,
 			"%s names a target in namespace %q; targets must be in the account's namespace %q", m.entryName(entry), ref.Namespace, namespace))
@@ -230,6 +236,26 @@ func (m *Mapping) checkTarget(namespace string, entry int, ref v1alpha1.TargetRe
 	case !ref.IsChild() && (ref.ReplicatedJob != "" || ref.JobIndex != nil):
 		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target names job %q with a replicatedJob or jobIndex, which apply only to jobSet and trainJob targets", m.entryName(entry), ref.Job))
 		return "", false
+	}
+	// A name no object can have is refused here: the account would otherwise wait for
+	// the target forever (TargetsNotFound), which looks like an expected wait.
+	if errs := validation.IsDNS1123Subdomain(ref.Owner()); len(errs) > 0 {
+		field := ref.Field()
+		m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget, "%s.target.%s %q can name no %s: %s",
+			m.entryName(entry), field, ref.Owner(), strings.ToUpper(field[:1])+field[1:], strings.Join(errs, "; ")))
+		return "", false
+	}
+	if ref.IsChild() {
+		// JobSet's own rule (its webhook): the child Job's name, which the pods' names
+		// and hostnames extend, must be a DNS-1035 label. A TrainJob's JobSet has the
+		// TrainJob's name.
+		child := fmt.Sprintf("%s-%s-%d", ref.Owner(), ref.ReplicatedJob, ref.Index())
+		if errs := validation.IsDNS1035Label(child); len(errs) > 0 {
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget,
+				"%s.target.replicatedJob %q can name no child Job: JobSet would name it %q (<%s>-<replicatedJob>-<jobIndex>), a name it refuses: %s",
+				m.entryName(entry), ref.ReplicatedJob, child, ref.Field(), strings.Join(errs, "; ")))
+			return "", false
+		}
 	}
 	return string(ref.Key()), true
 }

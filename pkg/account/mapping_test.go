@@ -100,6 +100,57 @@ func TestCompileProblems(t *testing.T) {
 			wantReason: v1alpha1.ReasonInvalidTarget,
 		},
 		{
+			name:       "job name with an underscore and capitals",
+			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{Job: "Train_Job"}).SpecObj(),
+			wantReason: v1alpha1.ReasonInvalidTarget,
+			wantText:   `assignments[0].target.job "Train_Job" can name no Job: a lowercase RFC 1123 subdomain`,
+		},
+		{
+			name:       "job name with a slash",
+			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{Job: "a/b"}).SpecObj(),
+			wantReason: v1alpha1.ReasonInvalidTarget,
+			wantText:   `target.job "a/b" can name no Job`,
+		},
+		{
+			name:       "jobSet name that is no object name",
+			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{JobSet: "Train", ReplicatedJob: "w"}).SpecObj(),
+			wantReason: v1alpha1.ReasonInvalidTarget,
+			wantText:   `target.jobSet "Train" can name no JobSet`,
+		},
+		{
+			name:       "trainJob name that is no object name",
+			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{TrainJob: "-t", ReplicatedJob: "node"}).SpecObj(),
+			wantReason: v1alpha1.ReasonInvalidTarget,
+			wantText:   `target.trainJob "-t" can name no TrainJob`,
+		},
+		{
+			name:       "replicatedJob that no child Job name can hold",
+			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "Workers!"}).SpecObj(),
+			wantReason: v1alpha1.ReasonInvalidTarget,
+			wantText:   `assignments[0].target.replicatedJob "Workers!" can name no child Job: JobSet would name it "train-Workers!-0"`,
+		},
+		{
+			name: "jobSet and replicatedJob too long for their child Job's name",
+			spec: makeSpec("A").AssignJob("j", "0", "A").
+				Target(v1alpha1.TargetRef{JobSet: strings.Repeat("s", 40), ReplicatedJob: strings.Repeat("w", 30)}).SpecObj(),
+			wantReason: v1alpha1.ReasonInvalidTarget,
+			wantText:   "can name no child Job",
+		},
+		{
+			name: "jobSet child Job of a replicatedJob starting with a digit",
+			spec: makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "0w", JobIndex: ptr.To[int32](3)}).SpecObj(),
+		},
+		{
+			name: "job name that is a dotted subdomain",
+			spec: makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{Job: "train.v2"}).SpecObj(),
+		},
+		{
+			name:       "namespace that is no namespace name",
+			spec:       makeSpec("A").AssignJob("j", "0", "A").Target(v1alpha1.TargetRef{Job: "j", Namespace: "ML_Team"}).SpecObj(),
+			wantReason: v1alpha1.ReasonInvalidTarget,
+			wantText:   `assignments[0].target.namespace "ML_Team" can name no namespace`,
+		},
+		{
 			name:       "repair of a shard no original assignment has",
 			spec:       makeSpec("A", "B").AssignJob("j", "0", "A").Repair("r", "0", "B").SpecObj(),
 			wantReason: v1alpha1.ReasonUnassignedShard,

@@ -31,6 +31,9 @@ func TestValidateCreate(t *testing.T) {
 		{"acceptance rule that is not boolean", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").RequireResults("result.records + 1").Obj(), "spec.acceptance.rule"},
 		{"the seed's acceptance rule", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").RequireResults("result.valid == result.records && result.records > 0").Obj(), ""},
 		{"same namespace spelled out", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").TargetNamespace("ml").Obj(), ""},
+		{"job name no Job can have", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("Train_Job", "0", "A").Obj(), `InvalidTarget: assignments[0].target.job "Train_Job" can name no Job`},
+		{"job name with a slash", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("a/b", "0", "A").Obj(), `InvalidTarget: assignments[0].target.job "a/b" can name no Job`},
+		{"replicatedJob no child Job can have", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJobSet("train", "Workers!", 0, "0", "0").Obj(), `InvalidTarget: assignments[0].target.replicatedJob "Workers!" can name no child Job`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
