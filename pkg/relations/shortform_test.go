@@ -124,11 +124,27 @@ func TestShortFormInvalid(t *testing.T) {
 		},
 		"a negative count": {
 			job:  shortFormJob(1, valid(countAnn, "-3")...),
-			want: []string{"annotation " + countAnn + `="-3" is not a positive count`},
+			want: []string{"annotation " + countAnn + `="-3" is not a count from 1 to 1000000`},
 		},
 		"a count that is no number": {
 			job:  shortFormJob(1, valid(countAnn, "ten")...),
-			want: []string{"annotation " + countAnn + `="ten" is not a positive count`},
+			want: []string{"annotation " + countAnn + `="ten" is not a count from 1 to 1000000`},
+		},
+		"a count past int32": {
+			job:  shortFormJob(1, valid(countAnn, "4294967300")...),
+			want: []string{"annotation " + countAnn + `="4294967300" is not a count from 1 to 1000000`},
+		},
+		"a count past int32 that would wrap negative": {
+			job:  shortFormJob(1, valid(countAnn, "3000000000")...),
+			want: []string{"annotation " + countAnn + `="3000000000" is not a count from 1 to 1000000`},
+		},
+		"a JobSet's count past int32 that wraps to its indexes": {
+			js:   shortFormJobSet(valid(countAnn, "4294967304", rjAnn, "workers")...),
+			want: []string{"annotation " + countAnn + `="4294967304" is not a count from 1 to 1000000`},
+		},
+		"a count past the account's maximum": {
+			job:  shortFormJob(1, valid(countAnn, "1000001")...),
+			want: []string{"annotation " + countAnn + `="1000001" is not a count from 1 to 1000000`},
 		},
 		"require-results neither true nor false": {
 			job:  shortFormJob(1, valid(shardsAnn, "A", requireAn, "yes")...),

@@ -125,3 +125,12 @@ func TestCRDValidationRules(t *testing.T) {
 		})
 	}
 }
+
+// TestCRDShardCountMaximum: the CRD's maximum of spec.shards.count is MaxShardCount, the
+// bound the short form checks its shard-count against (a marker cannot name a constant).
+func TestCRDShardCountMaximum(t *testing.T) {
+	count := crdSchema(t).Properties["spec"].Properties["shards"].Properties["count"]
+	if count.Maximum == nil || *count.Maximum != v1alpha1.MaxShardCount {
+		t.Errorf("the CRD's maximum of spec.shards.count is %v, want v1alpha1.MaxShardCount = %d", count.Maximum, v1alpha1.MaxShardCount)
+	}
+}

@@ -59,13 +59,15 @@ func Common(ann map[string]string) (v1alpha1.BatchAccountSpec, int, error) {
 		}
 		n = len(spec.Shards.Names)
 	case count != "":
-		c, err := strconv.Atoi(count)
-		if err != nil || c < 1 {
-			return spec, 0, fmt.Errorf("annotation %s=%q is not a positive count", v1alpha1.AnnotationShardCount, count)
+		// Parsed as int32, the type of spec.shards.count: a larger number must not wrap
+		// around into a small count.
+		c, err := strconv.ParseInt(count, 10, 32)
+		if err != nil || c < 1 || c > v1alpha1.MaxShardCount {
+			return spec, 0, fmt.Errorf("annotation %s=%q is not a count from 1 to %d", v1alpha1.AnnotationShardCount, count, v1alpha1.MaxShardCount)
 		}
 		spec.Shards.Prefix = ann[v1alpha1.AnnotationShardPrefix]
 		spec.Shards.Count = ptr.To(int32(c))
-		n = c
+		n = int(c)
 	default:
 		return spec, 0, fmt.Errorf("annotation %s (shard names, comma-separated) or %s (a number of shards) is required",
 			v1alpha1.AnnotationShards, v1alpha1.AnnotationShardCount)

@@ -92,6 +92,10 @@ type BatchAccountSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
+// MaxShardCount is the largest shards.count: the Maximum of Count's marker below, which
+// cannot name a constant, so a test pins the CRD's maximum to this one.
+const MaxShardCount = 1000000
+
 // ShardPopulation is the declared set of shards: either explicit names, or the compact
 // form Prefix+Count (shards "<prefix>0" .. "<prefix><count-1>") so that 100,000 shards fit
 // in one object. A shard's ordinal is its position in Names, or its number in the compact form.
