@@ -10,6 +10,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	celv "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/apis/cel"
@@ -44,15 +45,25 @@ func crdSchema(t *testing.T) *apiextensions.JSONSchemaProps {
 	return nil
 }
 
-// celErrors runs the CRD's x-kubernetes-validations (its CEL rules) on the creation of
-// the object obj, as the API server does, and returns their messages ("" when it passes).
-func celErrors(t *testing.T, obj map[string]any) string {
+// crdErrors validates the creation of the object obj as the API server does, against the
+// CRD's OpenAPI schema and its x-kubernetes-validations (CEL rules), and returns every
+// message ("" when it passes). The API server skips the rules after some schema errors
+// (a wrong type, a value too long); this runs them always, so that a message a rule
+// would add is never missed.
+func crdErrors(t *testing.T, obj map[string]any) string {
 	t.Helper()
-	s, err := schema.NewStructural(crdSchema(t))
+	internal := crdSchema(t)
+	s, err := schema.NewStructural(internal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs, _ := celv.NewValidator(s, true, cel.PerCallLimit).Validate(t.Context(), field.NewPath(""), s, obj, nil, cel.RuntimeCELCostBudget)
+	sv, _, err := validation.NewSchemaValidator(internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := validation.ValidateCustomResource(nil, obj, sv)
+	celErrs, _ := celv.NewValidator(s, true, cel.PerCallLimit).Validate(t.Context(), field.NewPath(""), s, obj, nil, cel.RuntimeCELCostBudget)
+	errs = append(errs, celErrs...)
 	if len(errs) == 0 {
 		return ""
 	}
@@ -102,10 +113,34 @@ func TestCRDValidationRules(t *testing.T) {
 			spec: `{` + base + namesA + jobA + `,"acceptance":{"resultContainer":"worker"}}`,
 			want: []string{"rule and resultContainer apply only with requireResults: true"},
 		},
+		"shards by count with a prefix": {spec: `{` + base + `"shards":{"prefix":"s","count":1},"assignments":[{"target":{"job":"j"},"indexes":"0","shardOrdinals":"0"}]}`},
+		"shards by a prefix whose count was forgotten": {
+			spec: `{` + base + `"shards":{"prefix":"s"},"assignments":[{"target":{"job":"j"},"indexes":"0","shardOrdinals":"0"}]}`,
+			want: []string{"declare shards by names or by count"},
+			not:  []string{"not both", "exclude each other"},
+		},
+		"no shards at all": {
+			spec: `{` + base + `"shards":{},"assignments":[{"target":{"job":"j"},"indexes":"0","shardOrdinals":"0"}]}`,
+			want: []string{"declare shards by names or by count"},
+			not:  []string{"not both", "exclude each other"},
+		},
+		"shards by names and by count": {
+			spec: `{` + base + `"shards":{"names":["A"],"count":1},` + jobA + `}`,
+			want: []string{"names and count exclude each other; prefix goes with count"},
+			not:  []string{"declare shards by names or by count"},
+		},
+		"shards by names with a prefix": {
+			spec: `{` + base + `"shards":{"names":["A"],"prefix":"s"},` + jobA + `}`,
+			want: []string{"names and count exclude each other; prefix goes with count"},
+		},
+		"a job target with a replicatedJob": {
+			spec: `{` + base + namesA + `"assignments":[{"target":{"job":"j","replicatedJob":"w"},"indexes":"0","shards":["A"]}]}`,
+			want: []string{"replicatedJob and jobIndex apply only to jobSet and trainJob targets"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := celErrors(t, accountWithSpec(t, tc.spec))
+			got := crdErrors(t, accountWithSpec(t, tc.spec))
 			if len(tc.want) == 0 && got != "" {
 				t.Fatalf("refused: %s", got)
 			}

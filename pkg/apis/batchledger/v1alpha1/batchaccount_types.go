@@ -100,7 +100,8 @@ const MaxShardCount = 1000000
 // form Prefix+Count (shards "<prefix>0" .. "<prefix><count-1>") so that 100,000 shards fit
 // in one object. A shard's ordinal is its position in Names, or its number in the compact form.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.names) != has(self.count)",message="declare shards either by names or by count (with an optional prefix), not both"
+// +kubebuilder:validation:XValidation:rule="has(self.names) || has(self.count)",message="declare shards by names or by count (with an optional prefix)"
+// +kubebuilder:validation:XValidation:rule="!has(self.names) || (!has(self.count) && (!has(self.prefix) || size(self.prefix) == 0))",message="names and count exclude each other; prefix goes with count"
 type ShardPopulation struct {
 	// Names lists the shards explicitly, in ordinal order.
 	// +optional
