@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	celv "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
@@ -88,6 +89,7 @@ func TestCRDValidationRules(t *testing.T) {
 	const base = `"inputRevision":"D","modelRevision":"m",`
 	const namesA = `"shards":{"names":["A"]},`
 	const jobA = `"assignments":[{"target":{"job":"j"},"indexes":"0","shards":["A"]}]`
+	const acceptRule = `,"acceptance":{"requireResults":true}`
 	cases := map[string]struct {
 		spec string
 		// want are fragments the error must contain; none means the spec is valid.
@@ -133,6 +135,25 @@ func TestCRDValidationRules(t *testing.T) {
 			spec: `{` + base + `"shards":{"names":["A"],"prefix":"s"},` + jobA + `}`,
 			want: []string{"names and count exclude each other; prefix goes with count"},
 		},
+		"a jobSet target with an empty job": {
+			spec: `{` + base + namesA + `"assignments":[{"target":{"job":"","jobSet":"train","replicatedJob":"w"},"indexes":"0","shards":["A"]}]` + acceptRule + `}`,
+			want: []string{"job", "should be at least 1 chars long"},
+			not:  []string{"apply only to jobSet and trainJob targets", "exactly one of", "needs replicatedJob"},
+		},
+		"a job target with an empty jobSet and replicatedJob": {
+			spec: `{` + base + namesA + `"assignments":[{"target":{"job":"j","jobSet":"","replicatedJob":""},"indexes":"0","shards":["A"]}]}`,
+			want: []string{"jobSet", "replicatedJob", "should be at least 1 chars long"},
+			not:  []string{"apply only to jobSet and trainJob targets", "exactly one of", "needs replicatedJob"},
+		},
+		"a trainJob target with an empty replicatedJob": {
+			spec: `{` + base + namesA + `"assignments":[{"target":{"trainJob":"t","replicatedJob":""},"indexes":"0","shards":["A"]}]}`,
+			want: []string{"replicatedJob", "should be at least 1 chars long", "a jobSet or trainJob target needs replicatedJob"},
+		},
+		"a target with only an empty job": {
+			spec: `{` + base + namesA + `"assignments":[{"target":{"job":""},"indexes":"0","shards":["A"]}]}`,
+			want: []string{"should be at least 1 chars long", "a target names exactly one of job, jobSet or trainJob"},
+			not:  []string{"needs replicatedJob", "apply only to jobSet and trainJob targets"},
+		},
 		"a job target with a replicatedJob": {
 			spec: `{` + base + namesA + `"assignments":[{"target":{"job":"j","replicatedJob":"w"},"indexes":"0","shards":["A"]}]}`,
 			want: []string{"replicatedJob and jobIndex apply only to jobSet and trainJob targets"},
@@ -167,5 +188,33 @@ func TestCRDShardCountMaximum(t *testing.T) {
 	count := crdSchema(t).Properties["spec"].Properties["shards"].Properties["count"]
 	if count.Maximum == nil || *count.Maximum != v1alpha1.MaxShardCount {
 		t.Errorf("the CRD's maximum of spec.shards.count is %v, want v1alpha1.MaxShardCount = %d", count.Maximum, v1alpha1.MaxShardCount)
+	}
+}
+
+// TestCRDsAreValid: every generated CRD passes the API server's own validation of a CRD,
+// its rules' estimated CEL cost included, so that a rule that is too costly fails here
+// rather than at install.
+func TestCRDsAreValid(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(b, &crd); err != nil {
+			t.Fatal(err)
+		}
+		apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(&crd)
+		var internal apiextensions.CustomResourceDefinition
+		if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(&crd, &internal, nil); err != nil {
+			t.Fatal(err)
+		}
+		if errs := crdvalidation.ValidateCustomResourceDefinition(t.Context(), &internal); len(errs) > 0 {
+			t.Errorf("%s: %v", filepath.Base(f), errs.ToAggregate())
+		}
 	}
 }

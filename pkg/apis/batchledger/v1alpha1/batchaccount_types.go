@@ -129,17 +129,22 @@ type ShardPopulation struct {
 // so that a reference to another namespace is reported instead of silently
 // reinterpreted.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.job), has(self.jobSet), has(self.trainJob)].filter(x, x).size() == 1",message="a target names exactly one of job, jobSet or trainJob"
-// +kubebuilder:validation:XValidation:rule="has(self.job) || has(self.replicatedJob)",message="a jobSet or trainJob target needs replicatedJob"
-// +kubebuilder:validation:XValidation:rule="!has(self.job) || (!has(self.replicatedJob) && !has(self.jobIndex))",message="replicatedJob and jobIndex apply only to jobSet and trainJob targets"
+// The rules read an empty name as absent, as the controller does: MinLength refuses it,
+// and a rule about a field it did not mean would contradict the target it is on.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.job) && size(self.job) > 0, has(self.jobSet) && size(self.jobSet) > 0, has(self.trainJob) && size(self.trainJob) > 0].filter(x, x).size() == 1",message="a target names exactly one of job, jobSet or trainJob"
+// +kubebuilder:validation:XValidation:rule="!((has(self.jobSet) && size(self.jobSet) > 0) || (has(self.trainJob) && size(self.trainJob) > 0)) || (has(self.replicatedJob) && size(self.replicatedJob) > 0)",message="a jobSet or trainJob target needs replicatedJob"
+// +kubebuilder:validation:XValidation:rule="!has(self.job) || size(self.job) == 0 || ((!has(self.replicatedJob) || size(self.replicatedJob) == 0) && !has(self.jobIndex))",message="replicatedJob and jobIndex apply only to jobSet and trainJob targets"
 type TargetRef struct {
 	// Job is the name of a batch/v1 Job in the account's namespace.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Job string `json:"job,omitempty"`
 
 	// JobSet is the name of a JobSet in the account's namespace.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	JobSet string `json:"jobSet,omitempty"`
 
@@ -147,11 +152,13 @@ type TargetRef struct {
 	// account's namespace; its replicatedJobs are those of the JobSet it renders (the
 	// torch runtime's "node" runs one completion index per node).
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	TrainJob string `json:"trainJob,omitempty"`
 
 	// ReplicatedJob is the replicatedJob of JobSet (or TrainJob) whose child Job is meant.
 	// +optional
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	ReplicatedJob string `json:"replicatedJob,omitempty"`
 
