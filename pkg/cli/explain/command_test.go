@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/explanation"
 	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
 	"batchledger.dev/batchledger/pkg/cli/options"
@@ -69,6 +70,43 @@ func TestExplainIJ245Statements(t *testing.T) {
 				t.Errorf("step %d: explanation lacks %q:\n%s", i+1, phrase, out)
 			}
 		}
+	}
+}
+
+// TestExplainUnjudgedAccount: an account the controller has not written a status for
+// declares its shards in the spec; the explanation counts them from there and says the
+// account is not judged yet, not that nothing is declared or missing.
+func TestExplainUnjudgedAccount(t *testing.T) {
+	cases := map[string]struct {
+		ba   *v1alpha1.BatchAccount
+		want int32
+	}{
+		"shards by names": {ba: wrappers.MakeBatchAccount("fresh", ns).Shards("A", "B").AssignJob("j", "0-1", "A", "B").Generation(1).Obj(), want: 2},
+		"shards by count": {ba: wrappers.MakeBatchAccount("fresh", ns).ShardCount("s", 100000).AssignJobOrdinals("j", "0-99999", "0-99999").Generation(1).Obj(), want: 100000},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, _, code := run(t, clitest.FakeClient(tc.ba), "explain", "account", "fresh", "-n", ns)
+			if code != options.ExitOK {
+				t.Fatalf("exit %d", code)
+			}
+			if want := fmt.Sprintf("Shards: %d declared; not judged yet, coverage unknown", tc.want); !strings.Contains(out, want) {
+				t.Errorf("explanation lacks %q:\n%s", want, out)
+			}
+			js, _, _ := run(t, clitest.FakeClient(tc.ba), "explain", "account", "fresh", "-n", ns, "-o", "json")
+			var ex explanation.Explanation
+			if err := json.Unmarshal([]byte(js), &ex); err != nil {
+				t.Fatal(err)
+			}
+			if ex.Shards.Total != tc.want || !ex.Shards.NotJudged {
+				t.Errorf("shards = %+v, want total %d, not judged", ex.Shards, tc.want)
+			}
+		})
+	}
+	// Once judged, the status's counts stand and nothing says otherwise.
+	out, _, _ := run(t, seedClient(clitest.SeedSteps(), 0), "explain", "account", "ij245", "-n", ns)
+	if strings.Contains(out, "not judged") {
+		t.Errorf("a judged account is said not judged:\n%s", out)
 	}
 }
 

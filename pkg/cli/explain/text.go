@@ -180,7 +180,11 @@ func renderProblems(w io.Writer, problems []string) {
 
 func renderShards(w io.Writer, ex *explanation.Explanation) {
 	s := &ex.Shards
-	fmt.Fprintf(w, "\nShards: %d declared, %d covered, %d accepted", s.Total, s.Covered, s.Accepted)
+	if s.NotJudged {
+		fmt.Fprintf(w, "\nShards: %d declared; not judged yet, coverage unknown", s.Total)
+	} else {
+		fmt.Fprintf(w, "\nShards: %d declared, %d covered, %d accepted", s.Total, s.Covered, s.Accepted)
+	}
 	if s.Missing != "" {
 		fmt.Fprintf(w, "; missing %s", s.Missing)
 	}

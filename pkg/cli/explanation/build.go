@@ -406,6 +406,11 @@ func WaitsFor(m *account.Mapping, targets ObservedTargets, o int) []Identity {
 
 func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets ObservedTargets, maxRows int) ShardsExplanation {
 	se := ShardsExplanation{Total: st.Shards.Total, Covered: st.Shards.Covered, Accepted: st.Shards.Accepted, Missing: st.Shards.Missing}
+	if len(st.Conditions) == 0 {
+		// No status yet: the spec declares the shards; what is missing is not known.
+		se.Total, se.NotJudged = int32(m.Shards.Count()), true
+		return se
+	}
 	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
 	missing.Each(func(o int) bool {
 		if o >= m.Shards.Count() {

@@ -257,6 +257,8 @@ type WorkloadExplanation struct {
 
 // ShardsExplanation is coverage and acceptance over the declared shards.
 type ShardsExplanation struct {
+	// Total is the number of shards declared: the status's count, or the spec's while
+	// NotJudged.
 	Total    int32 `json:"total"`
 	Covered  int32 `json:"covered"`
 	Accepted int32 `json:"accepted"`
@@ -268,6 +270,9 @@ type ShardsExplanation struct {
 	MissingMore int `json:"missingMore,omitempty"`
 	// CoveredByRepair are shards covered only by a repair identity, and which one.
 	CoveredByRepair []ShardIdentity `json:"coveredByRepair,omitempty"`
+	// NotJudged is true while the controller has written no status for the account:
+	// nothing is known of coverage, so Covered, Accepted and Missing say nothing.
+	NotJudged bool `json:"notJudged,omitempty"`
 }
 
 // MissingShard is a shard no identity has covered yet.

@@ -48,14 +48,14 @@ func TestGetOutputs(t *testing.T) {
 		want string
 	}{
 		{"no headers", []string{"get", "-n", ns, "--no-headers"},
-			"ij245        0%     3     4     0     D     ShardsMissing   60m\n" +
-				"a-fresh      -      0     0     0     -     <none>          60m\n" +
-				"ij245-done   100%   4     4     4     -     Accepted        60m\n"},
+			"ij245        0%     3     4     0     D              ShardsMissing   60m\n" +
+				"a-fresh      -      0     4     0     <not judged>   <none>          60m\n" +
+				"ij245-done   100%   4     4     4     -              Accepted        60m\n"},
 		{"wide", []string{"get", "-n", ns, "-o", "wide"},
-			"NAME         PROGRESS   COVERED   TOTAL   ACCEPTED   MISSING   VERDICT         AGE   INPUT   MODEL       TARGETS   REPAIRS\n" +
-				"ij245        0%         3         4       0          D         ShardsMissing   60m   D       m-2026-11   1         0\n" +
-				"a-fresh      -          0         0       0          -         <none>          60m   D       m-2026-11   0         0\n" +
-				"ij245-done   100%       4         4       4          -         Accepted        60m   D       m-2026-11   1         0\n"},
+			"NAME         PROGRESS   COVERED   TOTAL   ACCEPTED   MISSING        VERDICT         AGE   INPUT   MODEL       TARGETS   REPAIRS\n" +
+				"ij245        0%         3         4       0          D              ShardsMissing   60m   D       m-2026-11   1         0\n" +
+				"a-fresh      -          0         4       0          <not judged>   <none>          60m   D       m-2026-11   0         0\n" +
+				"ij245-done   100%       4         4       4          -              Accepted        60m   D       m-2026-11   1         0\n"},
 		{"label selector", []string{"get", "-A", "-l", "team in (nlp,vision),tier!=prod", "--no-headers"},
 			"ml-team   ij245   0%     3     4     0     D     ShardsMissing   60m\n" +
 				"vision    seg     100%   4     4     4     -     Accepted        60m\n"},

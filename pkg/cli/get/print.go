@@ -18,6 +18,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/jsonpath"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/options"
 )
@@ -25,6 +26,9 @@ import (
 // maxMissingWidth bounds the MISSING column; the account's compact form is already
 // bounded, but a table cell should stay a cell.
 const maxMissingWidth = 40
+
+// notJudged is the MISSING cell of an account the controller has written no status for.
+const notJudged = "<not judged>"
 
 // accountPrinter prints accounts the way get's flags ask.
 type accountPrinter struct {
@@ -143,11 +147,15 @@ func accountTable(accts []v1alpha1.BatchAccount, now time.Time) *metav1.Table {
 		if verdict == "" {
 			verdict = "<none>"
 		}
-		missing := s.Missing
-		if missing == "" {
+		total, missing := int64(s.Total), s.Missing
+		switch {
+		case len(ba.Status.Conditions) == 0:
+			// Not judged yet: the spec declares the shards, and "-" would claim none is missing.
+			total, missing = int64(account.Compile(ba.Namespace, &ba.Spec).Shards.Count()), notJudged
+		case missing == "":
 			missing = "-"
-		} else if r := []rune(missing); len(r) > maxMissingWidth {
-			missing = string(r[:maxMissingWidth-1]) + "…"
+		case len([]rune(missing)) > maxMissingWidth:
+			missing = string([]rune(missing)[:maxMissingWidth-1]) + "…"
 		}
 		age := "<unknown>"
 		if !ba.CreationTimestamp.IsZero() {
@@ -160,7 +168,7 @@ func accountTable(accts []v1alpha1.BatchAccount, now time.Time) *metav1.Table {
 			}
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{
-			Cells: []any{ba.Name, progressOfStatus(ba), int64(s.Covered), int64(s.Total), int64(s.Accepted), missing, verdict, age,
+			Cells: []any{ba.Name, progressOfStatus(ba), int64(s.Covered), total, int64(s.Accepted), missing, verdict, age,
 				ba.Spec.InputRevision, ba.Spec.ModelRevision, int64(len(ba.Status.Targets)), int64(repairs)},
 			Object: runtime.RawExtension{Object: ba},
 		})
