@@ -36,13 +36,13 @@ type Flags struct {
 	ExitCode bool
 }
 
-// NewCommand is `explain (account|workload|job|jobset) NAME`.
+// NewCommand is `explain (account|workload|job|jobset|trainjob) NAME`.
 func NewCommand(o *options.Options) *cobra.Command {
 	eo := Flags{PrintFlags: genericclioptions.NewPrintFlags("").WithDefaultOutput(OutputText), MaxRows: explanation.DefaultMaxRows}
 	// An Explanation has no object metadata: -o name has nothing to print.
 	eo.PrintFlags.NamePrintFlags = nil
 	cmd := &cobra.Command{
-		Use:   "explain (account|workload|job|jobset) NAME",
+		Use:   "explain (account|workload|job|jobset|trainjob) NAME",
 		Short: "Explain a whole batch account: Jobs, populations, missing shards, results, verdict",
 		Long: `Explain renders the whole batch account an object belongs to: the named Jobs with UID
 and restart attempt, the revisions (input and model), each Job's success policy,
@@ -51,8 +51,8 @@ identity each waits for, attempts versus indexes, the observation points (Job
 resourceVersion, terminal condition and time), the Kueue Workload, the accepted result
 per shard, rejections, superseded identities, and what is still needed for acceptance.
 
-A Workload resolves to its owner Job or JobSet; a Job or JobSet to every account that
-targets it. -o json|yaml|jsonpath|go-template prints an Explanation (apiVersion
+A Workload resolves to its owner Job, JobSet or TrainJob; a Job, JobSet or TrainJob to
+every account that targets it. -o json|yaml|jsonpath|go-template prints an Explanation (apiVersion
 cli.batchledger.dev/v1alpha1), or an ExplanationList when the object concerns several
 accounts.`,
 		Example: `  kubectl batchledger explain account ij245 -n ml-team

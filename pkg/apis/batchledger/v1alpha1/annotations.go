@@ -2,10 +2,10 @@ package v1alpha1
 
 import "k8s.io/apimachinery/pkg/types"
 
-// Annotations of the short form: on a Job or JobSet they declare a batch, and the
-// controller creates the BatchAccount of the same name. The account is not owned by the
-// Job or JobSet: a ledger outlives the Jobs it describes (TTL, cleanup), so deleting the
-// Job keeps the account and its results; delete the account when its record is no longer
+// Annotations of the short form: on a Job, JobSet or TrainJob they declare a batch, and
+// the controller creates the BatchAccount of the same name. The account is not owned by
+// the object: a ledger outlives the Jobs it describes (TTL, cleanup), so deleting the Job
+// keeps the account and its results; delete the account when its record is no longer
 // needed (LabelShortFormOf finds the accounts made from short forms). Indexes map onto
 // shards in order; for a JobSet, child Job i of the replicatedJob takes the i-th block.
 const (
@@ -14,11 +14,12 @@ const (
 	AnnotationShardPrefix   = "batchledger.dev/shard-prefix"   // "shard-"
 	AnnotationInputRev      = "batchledger.dev/input-revision" // required
 	AnnotationModelRev      = "batchledger.dev/model-revision" // required
-	AnnotationReplicatedJob = "batchledger.dev/replicated-job" // JobSet only
+	AnnotationReplicatedJob = "batchledger.dev/replicated-job" // JobSet (required), TrainJob (default "node")
 	AnnotationRequire       = "batchledger.dev/require-results"
-	AnnotationRule          = "batchledger.dev/acceptance-rule"
+	AnnotationRule          = "batchledger.dev/acceptance-rule" // only with AnnotationRequire "true"
 	// LabelShortFormOf on a BatchAccount the controller created from a short form names
-	// the kind of object that declared it ("Job" or "JobSet"); the name is the account's.
+	// the kind of object that declared it ("Job", "JobSet" or "TrainJob"); the name is
+	// the account's.
 	LabelShortFormOf = "batchledger.dev/short-form-of"
 )
 
