@@ -62,6 +62,11 @@ type Input struct {
 	// and Accepted are False (RuleInvalid) until the rule is fixed; the caller keeps the
 	// results raw and the pods held meanwhile.
 	RuleError string
+	// ResultsUnreadable, when set, is why the recorded results cannot be read now (the
+	// result signing key does not load). Nothing is judged anew: the previous results
+	// and accepted shards stand, and ResultsAccepted stays True if it was, else says why
+	// it waits; the rest of the status (the targets, a Job's end) is still observed.
+	ResultsUnreadable string
 }
 
 // Output is the computed account.
@@ -282,6 +287,9 @@ func Compute(in Input) Output {
 	}
 	res := judgeResults(m, states, in)
 	st.Shards.Accepted = int32(res.accepted.Count())
+	if res.unreadable != "" {
+		st.Shards.Accepted = prev.Shards.Accepted
+	}
 	st.Results = res.summary
 	boundRejections(&st.Results)
 	st.Shards.Progress = progress(st.Shards, in.Spec.RequiresResults())
@@ -895,6 +903,13 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 	t := v1alpha1.ConditionResultsAccepted
 	if !spec.RequiresResults() {
 		return cond(t, true, v1alpha1.ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
+	}
+	if res.unreadable != "" {
+		if p := res.previous; p != nil && p.Status == metav1.ConditionTrue {
+			return cond(t, true, p.Reason, p.Message)
+		}
+		return cond(t, false, v1alpha1.ReasonResultsPending, "results can be neither recorded nor read: "+res.unreadable+
+			"; their pods stay held, at most the maximum hold")
 	}
 	if res.ruleError != "" {
 		return cond(t, false, v1alpha1.ReasonRuleInvalid, "the acceptance rule does not compile in this controller: "+res.ruleError+

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -63,6 +64,10 @@ type resultsState struct {
 	missing indexset.Set
 	// ruleError is Input.RuleError: results were not judged.
 	ruleError string
+	// unreadable is Input.ResultsUnreadable: the previous results stand (summary), and
+	// previous is the ResultsAccepted condition they were judged to.
+	unreadable string
+	previous   *metav1.Condition
 }
 
 // judgeResults verifies each result against its identity's assignment and the account's
@@ -74,6 +79,14 @@ type resultsState struct {
 // or deleted), with no result of theirs and no pod of the index left, are missing: a
 // result can no longer arrive, so they are counted as MissingResult, not pending.
 func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
+	if in.Spec.RequiresResults() && in.ResultsUnreadable != "" {
+		prev := in.Previous
+		if prev == nil {
+			prev = &v1alpha1.BatchAccountStatus{}
+		}
+		return resultsState{unreadable: in.ResultsUnreadable, summary: *prev.Results.DeepCopy(),
+			previous: meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionResultsAccepted)}
+	}
 	if in.Spec.RequiresResults() && in.RuleError != "" {
 		// Nothing is judged, but the results stay on record: the count keeps the rule
 		// they were judged under immutable (the CRD's transition rule).

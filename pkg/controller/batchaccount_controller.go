@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sync"
@@ -125,6 +126,10 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// ResultsUnreadableRecheck is how soon an account whose results could not be read (the
+// signing key did not load) tries again.
+const ResultsUnreadableRecheck = 30 * time.Second
+
 // Reconcile observes the account's targets, computes the account and writes its status
 // at most once; events follow only a successful write.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -148,7 +153,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	results, ruleErr, err := r.captureResults(ctx, &ba, m, seen)
-	if err != nil {
+	var unreadable *resultsUnreadable
+	var unreadableWhy string
+	if errors.As(err, &unreadable) {
+		// The status is written all the same: the Job ends the record finalizer waits
+		// for, a verdict that needs no new result. The reconcile comes back for the
+		// results.
+		log.Error(err, "results can be neither recorded nor read")
+		unreadableWhy = err.Error()
+	} else if err != nil {
 		return ctrl.Result{}, err
 	}
 	now := r.now()
@@ -162,6 +175,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Results:      results,
 		RuleError:    ruleErr,
 		Now:          metav1.NewTime(now),
+
+		ResultsUnreadable: unreadableWhy,
 	})
 	if ba.Spec.RequiresResults() {
 		out.Status.Results.IgnoredChunks = r.ledger().IgnoredChunks(ba.UID)
@@ -215,6 +230,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.Metrics.accountObserved(&ba, localQueues(seen))
 	if r.WorkerResults != nil && pendingOnWorker(&ba, seen) && !apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionAccepted) {
 		due = soonest(due, WorkerRecheck)
+	}
+	if unreadableWhy != "" {
+		due = soonest(due, ResultsUnreadableRecheck) // the key may load by then
 	}
 	// A Job created unlabelled while the scope webhook failed open sends no event.
 	due = soonest(due, r.unfoundRecheck(&ba, seen, now))

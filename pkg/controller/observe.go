@@ -131,10 +131,8 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	if results {
 		// A pod batchledger did not see the Job controller create reports nothing: its
 		// index's result is missing once the Job ends, not pending.
-		legacyBefore, err := r.ledger().LegacyPodsBefore(ctx, r.now())
-		if err != nil {
-			return o, err
-		}
+		// Without the key (captureResults says so) only marked pods count as reporting.
+		legacyBefore, _ := r.ledger().LegacyPodsBefore(ctx, r.now())
 		byUID := make(map[types.UID]*corev1.Pod, len(pods.Items))
 		for i := range pods.Items {
 			byUID[pods.Items[i].UID] = &pods.Items[i]

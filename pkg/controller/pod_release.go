@@ -171,7 +171,10 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 	capturedBy, unrecorded := func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
 		legacyBefore, err := r.Ledger.LegacyPodsBefore(ctx, r.now())
 		if err != nil {
-			return nil, err
+			// Without the key nothing is recorded; the bounds on a hold (MaxHold, a
+			// namespace being deleted) must still apply, so judge on: only marked pods
+			// report results.
+			ctrl.LoggerFrom(ctx).Error(err, "judging a held pod without the signing key")
 		}
 		return relations.CapturedBy(ctx, r.Client, pod, legacyBefore)
 	}, r.unrecorded
@@ -294,11 +297,9 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 			continue
 		}
 		if r.Ledger != nil {
-			trusted, err := r.Ledger.ChunkTrusted(ctx, c)
-			if err != nil {
-				return nil, err
-			}
-			if !trusted {
+			// A chunk that cannot be verified (no key) records nothing: the pod waits,
+			// within the bounds on a hold.
+			if trusted, err := r.Ledger.ChunkTrusted(ctx, c); err != nil || !trusted {
 				continue
 			}
 		}

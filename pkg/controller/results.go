@@ -245,7 +245,10 @@ func (rc *resultChunks) all() []v1alpha1.ShardResults {
 // result in capture order. A result is recorded before the pod that reported it is
 // released (see PodReleaser), so none is lost. When the acceptance rule does not compile
 // in this controller, nothing new is recorded (the pods stay held, their messages
-// unjudged) and the error is returned for the account to say so.
+// unjudged) and the error is returned for the account to say so. Without the signing key
+// nothing is recorded or read either, and the account is told why (ResultsUnreadable),
+// so that the rest of its status (a Job's end, which the record finalizer waits for) is
+// still written.
 func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping, obs map[string]observed) ([]account.Result, string, error) {
 	if !ba.Spec.RequiresResults() {
 		return nil, "", nil
@@ -256,7 +259,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	}
 	key, err := r.ledger().Key(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, "", &resultsUnreadable{err}
 	}
 	trusted, ignored, err := r.trustedChunks(ctx, ba, list.Items)
 	if err != nil {
@@ -335,6 +338,13 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	}
 	return account.RecordedInOrder(rc.all()), "", nil
 }
+
+// resultsUnreadable is captureResults' error when the results can be neither recorded
+// nor read (the signing key does not load): the account still observes its targets.
+type resultsUnreadable struct{ err error }
+
+func (e *resultsUnreadable) Error() string { return e.err.Error() }
+func (e *resultsUnreadable) Unwrap() error { return e.err }
 
 // drop forgets chunks that could not be created, and so the results they held.
 func (rc *resultChunks) drop(chunks []*v1alpha1.ShardResults) {
