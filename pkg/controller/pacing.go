@@ -30,9 +30,11 @@ import (
 // written at once, carries it when it follows within the delay. (The BatchAccount webhook
 // does not wait for the status to freeze the mapping: it also asks the cache whether a
 // target's Job runs.) The first status is no wait: a new account shows where it stands at
-// once, unless Kueue has yet to create its Workloads (aheadOfKueue).
+// once, unless Kueue has yet to create its Workloads (aheadOfKueue). Nor is the first
+// status of a new generation: until it is written, the account's Workloads count its
+// verdict as still to come (VerdictPending).
 func waitingOnly(prev, next *v1alpha1.BatchAccountStatus, changed []metav1.Condition) bool {
-	if len(prev.Conditions) == 0 ||
+	if len(prev.Conditions) == 0 || next.ObservedGeneration != prev.ObservedGeneration ||
 		next.Shards.Covered != prev.Shards.Covered || next.Shards.Accepted != prev.Shards.Accepted ||
 		!equality.Semantic.DeepEqual(next.History, prev.History) || !equality.Semantic.DeepEqual(next.Results, prev.Results) {
 		return false

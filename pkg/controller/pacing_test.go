@@ -61,6 +61,12 @@ func TestWaitingOnly(t *testing.T) {
 			nil, true},
 		{"admitted: a step towards the verdict", statusOf(0, valid, pending, missing), statusOf(0, valid, admitted, missing),
 			[]metav1.Condition{admitted}, true},
+		{"the first status of a new generation, nothing else changed", statusOf(0, valid, pending, missing),
+			func() *v1alpha1.BatchAccountStatus {
+				s := statusOf(0, valid, pending, missing)
+				s.ObservedGeneration = 2
+				return s
+			}(), nil, false},
 		{"all shards covered: a milestone", statusOf(2, valid, admitted, missing), statusOf(2, valid, admitted, covered),
 			[]metav1.Condition{covered}, false},
 		{"evicted: a fall from True", statusOf(0, valid, admitted, missing), statusOf(0, valid, evicted, missing),

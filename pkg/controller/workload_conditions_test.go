@@ -457,3 +457,46 @@ func TestRecreatedTrainJobWorkloadGetsNoVerdictOfItsPredecessor(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecChangeKeepsTheWorkloadsVerdict: an Accepted account whose spec changes in a way
+// that changes no verdict (ttlSecondsAfterFinished) writes the status of its new
+// generation at once, however long waits are deferred, so its own publish never reads
+// its old status as a verdict still to come: the Workload stays Accepted.
+func TestSpecChangeKeepsTheWorkloadsVerdict(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeCoverage).Completed("0-1", 2).Complete(testNow.Add(-time.Minute)).Obj()
+	f := newFixture(t, hooks{}, accountOfJ().Obj(), j, workloadOfJ(j).Obj())
+	r := f.reconciler()
+	r.WaitingStatusDelay = 10 * time.Second
+	rec := func() ctrl.Result {
+		t.Helper()
+		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	rec()
+	var wl kueue.Workload
+	get := func() string {
+		t.Helper()
+		if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "job-j"}, &wl); err != nil {
+			t.Fatal(err)
+		}
+		return conditionOf(wl.Status.Conditions, v1alpha1.WorkloadConditionAccepted)
+	}
+	if got := get(); got != "True Accepted" {
+		t.Fatalf("Workload Accepted = %q before the spec change, want True Accepted", got)
+	}
+	ba := f.account(t, "acct")
+	ttl := int32(3600)
+	ba.Spec.TTLSecondsAfterFinished = &ttl
+	ba.Generation = 2
+	if err := f.c.Update(context.Background(), ba); err != nil {
+		t.Fatal(err)
+	}
+	res := rec()
+	if got := get(); got != "True Accepted" {
+		t.Errorf("after a ttlSecondsAfterFinished edit the account re-judged as Accepted, but its own publish made the Workload's Accepted %q (requeue %v, stored observedGeneration %d)",
+			got, res.RequeueAfter, f.account(t, "acct").Status.ObservedGeneration)
+	}
+}
