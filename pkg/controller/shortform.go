@@ -71,14 +71,22 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !relations.HasShortForm(obj.GetAnnotations()) {
 		return ctrl.Result{}, nil
 	}
-	spec, err := relations.ShortForm(obj)
-	if err != nil {
+	spec, parseErr := relations.ShortForm(obj)
+	var existing v1alpha1.BatchAccount
+	err := r.Get(ctx, req.NamespacedName, &existing)
+	switch {
+	case parseErr != nil && err == nil:
+		// Annotations an earlier version accepted (an upgrade), or changed since: the
+		// account made from them stands.
+		r.warn(ctx, obj, &existing, v1alpha1.EventReasonInvalidShortForm,
+			"the short-form annotations no longer parse: %s. BatchAccount %s, created from them earlier, stands unchanged", parseErr, existing.Name)
+		return ctrl.Result{}, nil
+	case parseErr != nil && apierrors.IsNotFound(err):
 		r.warn(ctx, obj, nil, v1alpha1.EventReasonInvalidShortForm,
-			"no BatchAccount was created (and the pods get no batchledger scope): %s. Fix the annotation; the account is created as soon as the annotations parse", err)
+			"no BatchAccount was created (and the pods get no batchledger scope): %s. Fix the annotation; the account is created as soon as the annotations parse", parseErr)
 		return ctrl.Result{}, nil
 	}
-	var existing v1alpha1.BatchAccount
-	if err := r.Get(ctx, req.NamespacedName, &existing); err == nil {
+	if err == nil {
 		if fixed, acceptance := shortFormDiffs(existing.Namespace, &existing.Spec, &spec); len(fixed)+len(acceptance) > 0 {
 			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s", r.mismatchNote(&existing, fixed, acceptance))
 		}

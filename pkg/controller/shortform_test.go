@@ -299,3 +299,30 @@ func TestShortFormWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestShortFormThatNoLongerParsesKeepsItsAccount: annotations an earlier version accepted
+// (a rule without require-results) no longer parse after an upgrade; the account made
+// from them stands, and the Warning says so rather than that no account was created.
+func TestShortFormThatNoLongerParsesKeepsItsAccount(t *testing.T) {
+	j := wrappers.MakeJob("j", "ns").Indexed(2).AnnotationPairs(
+		v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m", v1alpha1.AnnotationShards, "A,B",
+		v1alpha1.AnnotationRule, "result.valid == result.records").Obj()
+	existing := wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
+		AssignJobOrdinals("j", "0-1", "0-1").Label(v1alpha1.LabelShortFormOf, "Job").Obj()
+	existing.Spec.Acceptance = &v1alpha1.AcceptanceCriterion{Rule: "result.valid == result.records"} // as v0.1 created it
+	f := newFixture(t, hooks{}, j, existing)
+	r := &ShortFormReconciler{Client: f.c, Recorder: f, Kind: jobkind.Kind{}}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "j"}}); err != nil {
+		t.Fatal(err)
+	}
+	said := false
+	for _, e := range f.events {
+		if strings.Contains(e.Note, "no BatchAccount was created") {
+			t.Errorf("%s %s on Job j says %q, but BatchAccount j exists and accounts for the Job", e.Type, e.Reason, e.Note)
+		}
+		said = said || e.Reason == v1alpha1.EventReasonInvalidShortForm && strings.Contains(e.Note, "BatchAccount j, created from them earlier, stands unchanged")
+	}
+	if !said {
+		t.Errorf("no Warning says the annotations no longer parse and the account stands: %+v", f.events)
+	}
+}
