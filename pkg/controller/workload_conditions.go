@@ -132,8 +132,26 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 }
 
 // VerdictPendingRecheck is how soon an account publishing on a Workload looks again when
-// another account naming the Workload had not judged its current spec.
-const VerdictPendingRecheck = 2 * time.Second
+// another account naming the Workload had not judged its current spec; the longer the
+// Workload has waited for that verdict, the longer it looks again after (verdictRecheck),
+// up to maxVerdictPendingRecheck: an account that never judges (its reconciles fail)
+// costs the others a reconcile every few minutes, not every few seconds.
+const (
+	VerdictPendingRecheck    = 2 * time.Second
+	maxVerdictPendingRecheck = 5 * time.Minute
+)
+
+// verdictRecheck is how soon to look again at a Workload whose conditions (have) wait for
+// an account's verdict: VerdictPendingRecheck, or as long as they have waited already.
+func verdictRecheck(have []metav1.Condition, now time.Time) time.Duration {
+	waited := time.Duration(0)
+	for _, c := range have {
+		if c.Reason == v1alpha1.ReasonVerdictPending {
+			waited = max(waited, now.Sub(c.LastTransitionTime.Time))
+		}
+	}
+	return min(max(VerdictPendingRecheck, waited), maxVerdictPendingRecheck)
+}
 
 // maxConcurrentPublishes bounds the Workload applies one reconcile has in flight.
 const maxConcurrentPublishes = 8
@@ -195,7 +213,7 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	// this one, which read it unjudged, so look again once it had time to judge.
 	var recheck time.Duration
 	if slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool { return !judged(a) }) {
-		recheck = VerdictPendingRecheck
+		recheck = verdictRecheck(wl.Status.Conditions, now)
 	}
 	if len(want) == 0 || upToDate(wl.Status.Conditions, want) {
 		return recheck, nil

@@ -500,3 +500,31 @@ func TestSpecChangeKeepsTheWorkloadsVerdict(t *testing.T) {
 			got, res.RequeueAfter, f.account(t, "acct").Status.ObservedGeneration)
 	}
 }
+
+// TestVerdictRecheckBacksOff: an account's verdict still to come is looked at again soon,
+// then less often the longer the Workload has waited for it, never less than every
+// maxVerdictPendingRecheck.
+func TestVerdictRecheckBacksOff(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	pendingSince := func(d time.Duration) []metav1.Condition {
+		return []metav1.Condition{{Type: v1alpha1.WorkloadConditionAccepted, Status: metav1.ConditionUnknown,
+			Reason: v1alpha1.ReasonVerdictPending, LastTransitionTime: metav1.NewTime(now.Add(-d))}}
+	}
+	cases := []struct {
+		name string
+		have []metav1.Condition
+		want time.Duration
+	}{
+		{name: "not published yet", want: VerdictPendingRecheck},
+		{name: "just published", have: pendingSince(0), want: VerdictPendingRecheck},
+		{name: "waited a minute", have: pendingSince(time.Minute), want: time.Minute},
+		{name: "waited an hour", have: pendingSince(time.Hour), want: maxVerdictPendingRecheck},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := verdictRecheck(tc.have, now); got != tc.want {
+				t.Errorf("verdictRecheck = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
