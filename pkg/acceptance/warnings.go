@@ -45,11 +45,11 @@ func Warnings(rule string) []string {
 		if _, ok := schemaFieldTypes[f]; ok || tested[f] {
 			continue
 		}
-		w := fmt.Sprintf("acceptance rule reads result.%s, which the result schema does not declare: a result without it fails the rule (\"no such key\"); test it with has(result.%s) if it is optional", f, f)
+		meant := ""
 		if near := nearestSchemaField(f); near != "" {
-			w += fmt.Sprintf(", or did you mean result.%s?", near)
+			meant = fmt.Sprintf(" (did you mean result.%s?)", near)
 		}
-		out = append(out, w)
+		out = append(out, fmt.Sprintf("rule reads result.%s, not a result schema field%s: a result without it fails the rule unless it tests has(result.%s)", f, meant, f))
 	}
 	return out
 }

@@ -172,7 +172,7 @@ func TestRuleWarnings(t *testing.T) {
 	withRule := func(rule string) *v1alpha1.BatchAccount {
 		return wrappers.MakeBatchAccount("a", "ml").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults(rule).Obj()
 	}
-	warned := admission.Warnings{`acceptance rule reads result.record, which the result schema does not declare: a result without it fails the rule ("no such key"); test it with has(result.record) if it is optional, or did you mean result.records?`}
+	warned := admission.Warnings{`rule reads result.record, not a result schema field (did you mean result.records?): a result without it fails the rule unless it tests has(result.record)`}
 	cases := []struct {
 		name string
 		old  *v1alpha1.BatchAccount // nil: a create
