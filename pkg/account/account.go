@@ -845,7 +845,7 @@ func notServedNotes(states []*targetState) []string {
 
 func allNotFound(states []*targetState) bool {
 	for _, ts := range states {
-		if ts.found || ts.deleted || ts.neverCreated() {
+		if ts.found || ts.deleted || ts.neverCreated() || ts.onUnreadWorker() != "" {
 			return false
 		}
 	}
