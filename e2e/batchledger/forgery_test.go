@@ -242,7 +242,10 @@ func TestForgedLedgerRefused(t *testing.T) {
 	// claim count for nothing (and the batch Accepted on coverage alone), remapping index 1
 	// would make its claim the assigned one.
 	for _, edit := range []struct{ what, patch, want string }{
-		{"turns results off", `{"spec":{"acceptance":{"requireResults":false}}}`, "requireResults cannot be turned off once work was done"},
+		// The CRD's rules refuse these first: a rule judges only required results, and
+		// one that judged results stays (without a rule the webhook refuses it).
+		{"turns results off", `{"spec":{"acceptance":{"requireResults":false}}}`, "rule and resultContainer apply only with requireResults: true"},
+		{"turns results off and drops the rule", `{"spec":{"acceptance":{"requireResults":false,"rule":null}}}`, "spec.acceptance.rule cannot change once results were judged"},
 		// The CRD's rule refuses this one first: the rule judged results.
 		{"drops the acceptance", `{"spec":{"acceptance":null}}`, "spec.acceptance"},
 		{"remaps the indexes", `{"spec":{"assignments":[{"target":{"job":"j"},"indexes":"0-1","shards":["B","A"]}]}}`, "assignments are immutable once work was done"},

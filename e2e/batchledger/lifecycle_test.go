@@ -300,7 +300,7 @@ func TestBadAccounts(t *testing.T) {
 		{"target in another namespace", wrappers.MakeBatchAccount("other-ns", f.Namespace).Shards("A").AssignJob("j", "0", "A").TargetNamespace("kube-system").Obj(), v1alpha1.ReasonCrossNamespaceTarget},
 		{"every index to shard A", wrappers.MakeBatchAccount("all-a", f.Namespace).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "A", "A", "A").Obj(), v1alpha1.ReasonDuplicateShard},
 		{"shard never assigned", wrappers.MakeBatchAccount("unassigned", f.Namespace).Shards("A", "B").AssignJob("j", "0", "A").Obj(), v1alpha1.ReasonUnassignedShard},
-		{"names and count together", wrappers.MakeBatchAccount("both", f.Namespace).Shards("A").ShardCount("s", 1).AssignJob("j", "0", "A").Obj(), "declare shards either by names or by count"},
+		{"names and count together", wrappers.MakeBatchAccount("both", f.Namespace).Shards("A").ShardCount("s", 1).AssignJob("j", "0", "A").Obj(), "names and count exclude each other"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
