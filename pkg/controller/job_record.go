@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -70,6 +71,9 @@ type JobRecorder struct {
 	// observe a target whose kind is not served (observeTarget), so that target holds no
 	// Job.
 	APIs *ServedAPIs
+	// APIReader reads a held Job that left the cache (nil: none is read): one whose
+	// scope label was taken off, which nothing would otherwise ever release.
+	APIReader client.Reader
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
@@ -108,8 +112,10 @@ func (r *JobRecorder) Hold(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 // deleted at the latest MaxHold after its deletion started.
 func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var job batchv1.Job
-	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Get(ctx, req.NamespacedName, &job); apierrors.IsNotFound(err) {
+		return ctrl.Result{}, r.releaseOutOfScope(ctx, req.NamespacedName)
+	} else if err != nil {
+		return ctrl.Result{}, err
 	}
 	if !recordHeld(&job) {
 		return ctrl.Result{}, nil
@@ -143,6 +149,38 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	r.Metrics.released()
 	return ctrl.Result{}, nil
+}
+
+// releaseOutOfScope releases the Job key names when it left the cache still held: its
+// scope label was taken off (the cache holds only labelled Jobs), so no change of it
+// would reach the recorder again, and deleted, it would stay Terminating for good. An
+// account that still names it labels it again (its recheck of targets not found), and
+// the Job is held again then. A Job really gone, or still labelled (the cache lags),
+// is left alone.
+func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKey) error {
+	if r.APIReader == nil {
+		return nil
+	}
+	var job batchv1.Job
+	if err := r.APIReader.Get(ctx, key, &job); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, scoped := job.Labels[v1alpha1.LabelScope]; scoped || !recordHeld(&job) {
+		return nil
+	}
+	patch, ok := release.RemovalPatch(&job, v1alpha1.RecordFinalizer)
+	if !ok {
+		return nil
+	}
+	if err := r.Patch(ctx, &job, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release",
+			"released: its %s label was taken off, so batchledger no longer follows it; an account naming it labels it again", v1alpha1.LabelScope)
+	}
+	r.Metrics.released()
+	return nil
 }
 
 // pendingAccounts are the names of the live accounts naming job that have not recorded
@@ -348,7 +386,9 @@ var heldJobChanged = predicate.Funcs{
 		return !slices.Equal(o.Finalizers, n.Finalizers) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
 			jobTerminal(o) != jobTerminal(n) || (n.DeletionTimestamp != nil && !equality.Semantic.DeepEqual(o.Status, n.Status))
 	},
-	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	// A Job that leaves the cache still held lost its scope label (releaseOutOfScope):
+	// a deleted Job was released before it went.
+	DeleteFunc:  func(e event.DeleteEvent) bool { return recordHeld(e.Object) },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 

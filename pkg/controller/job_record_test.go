@@ -436,3 +436,59 @@ func TestAccountEventsWakeTheJobsTheyRecord(t *testing.T) {
 		t.Errorf("creation woke %v for the hold, want [ts-workers-0]", q.added)
 	}
 }
+
+// cacheOf is a client whose reads see only the cache (a client holding what the
+// manager's label-selected cache holds) and whose writes reach the API server.
+type cacheOf struct {
+	client.Client // the API server: writes
+	cache         client.Reader
+}
+
+func (c cacheOf) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.cache.Get(ctx, key, obj, opts...)
+}
+
+func (c cacheOf) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.cache.List(ctx, list, opts...)
+}
+
+// TestHeldJobOutOfScopeIsReleased: a held Job that left the cache, its scope label taken
+// off, is released (no change of it would reach the recorder again, and deleted it would
+// stay Terminating for good); a Job still labelled (the cache lags) or gone stays as it is.
+func TestHeldJobOutOfScopeIsReleased(t *testing.T) {
+	cases := []struct {
+		name           string
+		job            *batchv1.Job // as the API server holds it; nil: gone
+		wantFinalizers []string
+	}{
+		{name: "label taken off, running", job: jobAt(record, foreground).Obj(), wantFinalizers: []string{foreground}},
+		{name: "label taken off, being deleted", job: jobAt(record, foreground).Deleting(testNow).Obj(), wantFinalizers: []string{foreground}},
+		{name: "still labelled: the cache lags", job: jobAt(record).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj(), wantFinalizers: []string{record}},
+		{name: "gone"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []client.Object
+			if tc.job != nil {
+				objs = append(objs, tc.job)
+			}
+			live := newFixture(t, hooks{}, objs...)
+			cache := newFixture(t, hooks{})
+			r := &JobRecorder{Client: cacheOf{Client: live.c, cache: cache.c}, APIReader: live.c, Now: func() time.Time { return testNow }}
+			key := client.ObjectKey{Namespace: "ns", Name: "j"}
+			if res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); retried(res, err) {
+				t.Fatalf("Reconcile = %+v, %v", res, err)
+			}
+			if tc.job == nil {
+				return
+			}
+			var got batchv1.Job
+			if err := live.c.Get(context.Background(), key, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantFinalizers, got.Finalizers, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("finalizers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -152,8 +152,9 @@ const (
 	// signed, or an owner that is not the account): its results are not counted and
 	// capture never appends to it. Emitted once per version of the chunk.
 	EventReasonUnrecordedResultsIgnored = "UnrecordedResultsIgnored"
-	// EventReasonRecordNotWritten: a Job being deleted was released (RecordFinalizer)
-	// after holding it the maximum time for accounts that never recorded its end.
+	// EventReasonRecordNotWritten: a Job was released (RecordFinalizer) before its
+	// accounts recorded its end: held the maximum time after its deletion started, or its
+	// scope label taken off.
 	EventReasonRecordNotWritten = "RecordNotWritten"
 )
 
