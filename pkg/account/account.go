@@ -905,7 +905,9 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 		return cond(t, true, v1alpha1.ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
 	}
 	if res.unreadable != "" {
-		if p := res.previous; p != nil && p.Status == metav1.ConditionTrue {
+		// A verdict of this generation stands: every shard it declares had an accepted
+		// result. Of another (new shards, a repair), nothing is known.
+		if p := res.previous; p != nil && p.Status == metav1.ConditionTrue && p.ObservedGeneration == res.generation {
 			return cond(t, true, p.Reason, p.Message)
 		}
 		return cond(t, false, v1alpha1.ReasonResultsPending, "results can be neither recorded nor read: "+res.unreadable+

@@ -68,6 +68,7 @@ type resultsState struct {
 	// previous is the ResultsAccepted condition they were judged to.
 	unreadable string
 	previous   *metav1.Condition
+	generation int64
 }
 
 // judgeResults verifies each result against its identity's assignment and the account's
@@ -84,7 +85,7 @@ func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
 		if prev == nil {
 			prev = &v1alpha1.BatchAccountStatus{}
 		}
-		return resultsState{unreadable: in.ResultsUnreadable, summary: *prev.Results.DeepCopy(),
+		return resultsState{unreadable: in.ResultsUnreadable, summary: *prev.Results.DeepCopy(), generation: in.Generation,
 			previous: meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionResultsAccepted)}
 	}
 	if in.Spec.RequiresResults() && in.RuleError != "" {

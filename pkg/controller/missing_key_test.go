@@ -88,6 +88,8 @@ func TestMissingKeyStillRecordsAJobsEnd(t *testing.T) {
 		{name: "no verdict before: results wait, saying why", want: "False " + v1alpha1.ReasonResultsPending, message: "results can be neither recorded nor read"},
 		{name: "every result accepted before: that stands", want: "True " + v1alpha1.ReasonAllResultsAccepted, message: "2/2 shard results accepted",
 			before: func(ba *v1alpha1.BatchAccount) {
+				// Judged at the account's generation (accountOfJ's 1).
+				accepted.ObservedGeneration = ba.Generation
 				ba.Status.Conditions = []metav1.Condition{accepted}
 				ba.Status.Results.Recorded, ba.Status.Shards.Accepted = 2, 2
 			}},
@@ -123,5 +125,65 @@ func TestMissingKeyStillRecordsAJobsEnd(t *testing.T) {
 				t.Errorf("requeue after %v, want within %v to read the results once the key loads", res.RequeueAfter, ResultsUnreadableRecheck)
 			}
 		})
+	}
+}
+
+// flakyKey is a key Secret that cannot be read for a while (the API server times out).
+type flakyKey struct{}
+
+func (flakyKey) Load(context.Context) (*ledgerkey.Key, error) {
+	return nil, errors.New("getting the signing key Secret: the server was unable to return a response in the time allotted")
+}
+
+// TestMissingKeyKeepsNoVerdictOfAnEarlierSpec: without the key, an account keeps the
+// results verdict of its current generation only; after its spec grew a shard whose
+// result was never read, neither ResultsAccepted nor Accepted is True.
+func TestMissingKeyKeepsNoVerdictOfAnEarlierSpec(t *testing.T) {
+	accepted := cond(v1alpha1.ConditionResultsAccepted, metav1.ConditionTrue, v1alpha1.ReasonAllResultsAccepted, "2/2 shard results accepted")
+	j := wrappers.MakeJob("j", "ns").Indexed(3).UID("j-uid").ResourceVersion("1").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		Completed("0-2", 3).Complete(testNow.Add(-time.Minute)).Obj()
+	ba := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(2).Shards("A", "B", "C").
+		AssignJob("j", "0-2", "A", "B", "C").RequireResults("").Obj()
+	ba.Status.ObservedGeneration = 1
+	ba.Status.Conditions = []metav1.Condition{accepted}
+	ba.Status.Results.Recorded, ba.Status.Shards.Accepted, ba.Status.Shards.Total = 2, 2, 2
+	f := newFixture(t, hooks{}, j, ba)
+	r := f.reconciler()
+	r.Ledger = &Ledger{Source: missingKey{}}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ba)}); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	got := f.account(t, "acct")
+	ra := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionResultsAccepted)
+	acc := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionAccepted)
+	t.Logf("shards %d/%d accepted; ResultsAccepted=%s %s %q (gen %d); Accepted=%s %s %q", got.Status.Shards.Accepted, got.Status.Shards.Total,
+		ra.Status, ra.Reason, ra.Message, ra.ObservedGeneration, acc.Status, acc.Reason, acc.Message)
+	if ra.Status == metav1.ConditionTrue || acc.Status == metav1.ConditionTrue {
+		t.Errorf("shard C's result was never read, yet ResultsAccepted=%s and Accepted=%s at generation %d", ra.Status, acc.Status, got.Generation)
+	}
+}
+
+// TestKeyErrorKeepsLegacyPodsHeld: a key that does not load for a moment tells nothing of
+// which unmarked pods an earlier version held, so such a pod stays held (within the
+// bounds on a hold) rather than going unrecorded.
+func TestKeyErrorKeepsLegacyPodsHeld(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeResults).Obj()
+	acct := accountOfJ().RequireResults("").Obj()
+	pod := wrappers.MakeIndexPod(j, "j-0", 0).NotByJobController().Created(testNow.Add(-2*time.Hour)).
+		Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), report(t, "A")).Obj()
+	f := newFixture(t, hooks{}, j, acct, pod)
+	r := &PodReleaser{Client: f.c, Recorder: f, Now: func() time.Time { return testNow },
+		Ledger: &Ledger{Source: flakyKey{}}, started: testNow.Add(-time.Hour)}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)})
+	var got corev1.Pod
+	if gerr := f.c.Get(context.Background(), client.ObjectKeyFromObject(pod), &got); gerr != nil {
+		t.Fatalf("pod gone (released): %v (reconcile %+v, %v)", gerr, res, err)
+	}
+	held := false
+	for _, fin := range got.Finalizers {
+		held = held || fin == v1alpha1.ResultFinalizer
+	}
+	if !held {
+		t.Errorf("legacy pod released unrecorded on a transient key read error (reconcile %+v, %v); want it held until the key loads", res, err)
 	}
 }

@@ -171,10 +171,12 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 	capturedBy, unrecorded := func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
 		legacyBefore, err := r.Ledger.LegacyPodsBefore(ctx, r.now())
 		if err != nil {
-			// Without the key nothing is recorded; the bounds on a hold (MaxHold, a
-			// namespace being deleted) must still apply, so judge on: only marked pods
-			// report results.
+			// Without the key nothing is recorded, and which unmarked pods an earlier
+			// version held is not known: every pod counts as reporting, so that none goes
+			// unrecorded over a passing error, and the bounds on a hold (MaxHold, a
+			// namespace being deleted) still apply.
 			ctrl.LoggerFrom(ctx).Error(err, "judging a held pod without the signing key")
+			legacyBefore = r.now()
 		}
 		return relations.CapturedBy(ctx, r.Client, pod, legacyBefore)
 	}, r.unrecorded
