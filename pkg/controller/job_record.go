@@ -151,12 +151,13 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	return ctrl.Result{}, nil
 }
 
-// releaseOutOfScope releases the Job key names when it left the cache still held: its
+// releaseOutOfScope looks at the Job key names when it left the cache still held: its
 // scope label was taken off (the cache holds only labelled Jobs), so no change of it
-// would reach the recorder again, and deleted, it would stay Terminating for good. An
-// account that still names it labels it again (its recheck of targets not found), and
-// the Job is held again then. A Job really gone, or still labelled (the cache lags),
-// is left alone.
+// would reach the recorder again, and deleted, it would stay Terminating for good. While
+// live accounts naming it have not recorded its end, its label is put back (the
+// coverage scope: an account requiring results raises it), so that it comes back into
+// sight and is released as any Job; otherwise it is released now. A Job really gone, or
+// still labelled (the cache lags), is left alone.
 func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKey) error {
 	if r.APIReader == nil {
 		return nil
@@ -168,6 +169,13 @@ func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKe
 	if _, scoped := job.Labels[v1alpha1.LabelScope]; scoped || !recordHeld(&job) {
 		return nil
 	}
+	pending, _, err := r.pendingAccounts(ctx, &job)
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		return client.IgnoreNotFound(r.Patch(ctx, &job, scopePatch(v1alpha1.ScopeCoverage, "")))
+	}
 	patch, ok := release.RemovalPatch(&job, v1alpha1.RecordFinalizer)
 	if !ok {
 		return nil
@@ -177,7 +185,7 @@ func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKe
 	}
 	if r.Recorder != nil {
 		r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release",
-			"released: its %s label was taken off, so batchledger no longer follows it; an account naming it labels it again", v1alpha1.LabelScope)
+			"released: its %s label was taken off, and no account naming it is left to record its end", v1alpha1.LabelScope)
 	}
 	r.Metrics.released()
 	return nil

@@ -492,3 +492,25 @@ func TestHeldJobOutOfScopeIsReleased(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldJobOutOfScopeComesBackWhileAnAccountWaits: a held Job being deleted whose
+// scope label was taken off, while an account naming it has not recorded its end, is
+// labelled again rather than released, so that it comes back into the recorder's sight.
+func TestHeldJobOutOfScopeComesBackWhileAnAccountWaits(t *testing.T) {
+	job := jobAt(record).Completed("0-1", 2).Complete(testNow.Add(-time.Second)).Deleting(testNow).Obj()
+	acct := accountOfJ().Obj() // status empty: the end is not recorded
+	live := newFixture(t, hooks{}, job, acct)
+	cache := newFixture(t, hooks{}, acct.DeepCopy())
+	r := &JobRecorder{Client: cacheOf{Client: live.c, cache: cache.c}, APIReader: live.c, Now: func() time.Time { return testNow }}
+	key := client.ObjectKeyFromObject(job)
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	var got batchv1.Job
+	if err := live.c.Get(context.Background(), key, &got); err != nil {
+		t.Fatalf("Job gone: released before account %s recorded its end (%v)", acct.Name, err)
+	}
+	if !recordHeld(&got) {
+		t.Errorf("released before account %s recorded its end; want held (up to MaxHold) or relabelled", acct.Name)
+	}
+}
