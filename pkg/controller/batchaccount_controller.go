@@ -110,6 +110,9 @@ type Reconciler struct {
 	ledgerOnce     sync.Once
 	workloadWrites progressClock
 	accountWaits   progressClock
+	// pendingVerdicts backs off the recheck of Workloads awaiting another account's
+	// verdict.
+	pendingVerdicts pendingVerdicts
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -141,17 +142,46 @@ const (
 	maxVerdictPendingRecheck = 5 * time.Minute
 )
 
-// verdictRecheck is how soon to look again at a Workload whose conditions (have) wait for
-// an account's verdict: VerdictPendingRecheck, or as long as they have waited already.
-func verdictRecheck(have []metav1.Condition, now time.Time) time.Duration {
-	waited := time.Duration(0)
-	for _, c := range have {
-		if c.Reason == v1alpha1.ReasonVerdictPending {
-			waited = max(waited, now.Sub(c.LastTransitionTime.Time))
+// pendingVerdicts remembers, per Workload, since when a publisher has seen an account
+// naming it that has not judged its spec. In memory: after a restart the wait starts
+// over, at VerdictPendingRecheck.
+type pendingVerdicts struct {
+	mu    sync.Mutex
+	since map[types.UID]time.Time
+}
+
+// recheck is how soon to look again at Workload uid (0: never, nothing is pending):
+// VerdictPendingRecheck, or as long as the verdict has been awaited already, at most
+// maxVerdictPendingRecheck.
+func (p *pendingVerdicts) recheck(uid types.UID, pending bool, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !pending {
+		delete(p.since, uid)
+		return 0
+	}
+	if p.since == nil {
+		p.since = map[types.UID]time.Time{}
+	}
+	if len(p.since) > maxPendingVerdicts {
+		// Workloads deleted while they waited: forget the long-waiting ones.
+		for id, t := range p.since {
+			if now.Sub(t) > 12*maxVerdictPendingRecheck {
+				delete(p.since, id)
+			}
 		}
 	}
-	return min(max(VerdictPendingRecheck, waited), maxVerdictPendingRecheck)
+	since, ok := p.since[uid]
+	if !ok {
+		since = now
+		p.since[uid] = now
+	}
+	return min(max(VerdictPendingRecheck, now.Sub(since)), maxVerdictPendingRecheck)
 }
+
+// maxPendingVerdicts is how many Workloads pendingVerdicts remembers before it forgets
+// those waiting longest.
+const maxPendingVerdicts = 10000
 
 // maxConcurrentPublishes bounds the Workload applies one reconcile has in flight.
 const maxConcurrentPublishes = 8
@@ -211,10 +241,7 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	want := desiredWorkloadConditions(wl, accounts, metav1.NewTime(now))
 	// Another account's verdict is still to come: its own publish may have gone before
 	// this one, which read it unjudged, so look again once it had time to judge.
-	var recheck time.Duration
-	if slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool { return !judged(a) }) {
-		recheck = verdictRecheck(wl.Status.Conditions, now)
-	}
+	recheck := r.pendingVerdicts.recheck(wl.UID, slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool { return !judged(a) }), now)
 	if len(want) == 0 || upToDate(wl.Status.Conditions, want) {
 		return recheck, nil
 	}

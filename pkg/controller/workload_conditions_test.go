@@ -502,29 +502,66 @@ func TestSpecChangeKeepsTheWorkloadsVerdict(t *testing.T) {
 }
 
 // TestVerdictRecheckBacksOff: an account's verdict still to come is looked at again soon,
-// then less often the longer the Workload has waited for it, never less than every
-// maxVerdictPendingRecheck.
+// then less often the longer it has been awaited on the Workload, never less than every
+// maxVerdictPendingRecheck; once none is awaited, nothing is.
 func TestVerdictRecheckBacksOff(t *testing.T) {
-	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	pendingSince := func(d time.Duration) []metav1.Condition {
-		return []metav1.Condition{{Type: v1alpha1.WorkloadConditionAccepted, Status: metav1.ConditionUnknown,
-			Reason: v1alpha1.ReasonVerdictPending, LastTransitionTime: metav1.NewTime(now.Add(-d))}}
-	}
-	cases := []struct {
-		name string
-		have []metav1.Condition
-		want time.Duration
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	steps := []struct {
+		name    string
+		after   time.Duration // since start
+		pending bool
+		want    time.Duration
 	}{
-		{name: "not published yet", want: VerdictPendingRecheck},
-		{name: "just published", have: pendingSince(0), want: VerdictPendingRecheck},
-		{name: "waited a minute", have: pendingSince(time.Minute), want: time.Minute},
-		{name: "waited an hour", have: pendingSince(time.Hour), want: maxVerdictPendingRecheck},
+		{name: "first seen", pending: true, want: VerdictPendingRecheck},
+		{name: "a second later", after: time.Second, pending: true, want: VerdictPendingRecheck},
+		{name: "a minute later", after: time.Minute, pending: true, want: time.Minute},
+		{name: "an hour later", after: time.Hour, pending: true, want: maxVerdictPendingRecheck},
+		{name: "judged", after: time.Hour + time.Second},
+		{name: "pending again: starts over", after: 2 * time.Hour, pending: true, want: VerdictPendingRecheck},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := verdictRecheck(tc.have, now); got != tc.want {
-				t.Errorf("verdictRecheck = %v, want %v", got, tc.want)
-			}
-		})
+	var p pendingVerdicts
+	for _, s := range steps {
+		if got := p.recheck("wl-uid", s.pending, start.Add(s.after)); got != s.want {
+			t.Errorf("%s: recheck = %v, want %v", s.name, got, s.want)
+		}
+	}
+}
+
+// TestVerdictRecheckBacksOffWhateverTheWorkloadSays: the back-off follows how long the
+// verdict has been awaited, not the Workload's reason (here another account's
+// ShardsMissing, named first).
+func TestVerdictRecheckBacksOffWhateverTheWorkloadSays(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).Obj()
+	a := accountOfJ().Obj()
+	b := wrappers.MakeBatchAccount("b", "ns").UID("b-uid").Generation(2).Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()
+	b.Status.ObservedGeneration = 1
+	b.Status.Conditions = []metav1.Condition{cond(v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "x")}
+	wl := workloadOfJ(j).Obj()
+	f := newFixture(t, hooks{}, a, b, j, wl)
+	r := f.reconciler()
+	var last ctrl.Result
+	for i := 0; i < 3; i++ {
+		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res
+	}
+	var w = wl.DeepCopy()
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), w); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range w.Status.Conditions {
+		t.Logf("Workload %s=%s %s (since %v)", c.Type, c.Status, c.Reason, c.LastTransitionTime)
+	}
+	// An hour later b has still not judged.
+	r.Now = func() time.Time { return testNow.Add(time.Hour) }
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("requeue after %v (first %v)", res.RequeueAfter, last.RequeueAfter)
+	if res.RequeueAfter > 0 && res.RequeueAfter <= VerdictPendingRecheck {
+		t.Errorf("an hour into b's pending verdict, a still rechecks after %v; want the back-off (up to %v)", res.RequeueAfter, maxVerdictPendingRecheck)
 	}
 }
