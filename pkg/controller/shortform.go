@@ -79,7 +79,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		// Annotations an earlier version accepted (an upgrade), or changed since: the
 		// account made from them stands.
 		r.warn(ctx, obj, &existing, v1alpha1.EventReasonInvalidShortForm,
-			"the short-form annotations no longer parse: %s. BatchAccount %s, created from them earlier, stands unchanged", parseErr, existing.Name)
+			"the short-form annotations no longer parse: %s. BatchAccount %s, of the same name, stands unchanged", parseErr, existing.Name)
 		return ctrl.Result{}, nil
 	case parseErr != nil && apierrors.IsNotFound(err):
 		r.warn(ctx, obj, nil, v1alpha1.EventReasonInvalidShortForm,

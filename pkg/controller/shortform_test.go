@@ -320,7 +320,7 @@ func TestShortFormThatNoLongerParsesKeepsItsAccount(t *testing.T) {
 		if strings.Contains(e.Note, "no BatchAccount was created") {
 			t.Errorf("%s %s on Job j says %q, but BatchAccount j exists and accounts for the Job", e.Type, e.Reason, e.Note)
 		}
-		said = said || e.Reason == v1alpha1.EventReasonInvalidShortForm && strings.Contains(e.Note, "BatchAccount j, created from them earlier, stands unchanged")
+		said = said || e.Reason == v1alpha1.EventReasonInvalidShortForm && strings.Contains(e.Note, "BatchAccount j, of the same name, stands unchanged")
 	}
 	if !said {
 		t.Errorf("no Warning says the annotations no longer parse and the account stands: %+v", f.events)
