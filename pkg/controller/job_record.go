@@ -113,7 +113,7 @@ func (r *JobRecorder) Hold(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var job batchv1.Job
 	if err := r.Get(ctx, req.NamespacedName, &job); apierrors.IsNotFound(err) {
-		return ctrl.Result{}, r.releaseOutOfScope(ctx, req.NamespacedName)
+		return r.releaseOutOfScope(ctx, req.NamespacedName)
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -158,37 +158,48 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 // coverage scope: an account requiring results raises it), so that it comes back into
 // sight and is released as any Job; otherwise it is released now. A Job really gone, or
 // still labelled (the cache lags), is left alone.
-func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKey) error {
+func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKey) (ctrl.Result, error) {
 	if r.APIReader == nil {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	var job batchv1.Job
 	if err := r.APIReader.Get(ctx, key, &job); err != nil {
-		return client.IgnoreNotFound(err)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if _, scoped := job.Labels[v1alpha1.LabelScope]; scoped || !recordHeld(&job) {
-		return nil
+		return ctrl.Result{}, nil
 	}
-	pending, _, err := r.pendingAccounts(ctx, &job)
+	pending, recheck, err := r.pendingAccounts(ctx, &job)
 	if err != nil {
-		return err
+		return ctrl.Result{}, err
 	}
 	if len(pending) > 0 {
-		return client.IgnoreNotFound(r.Patch(ctx, &job, scopePatch(v1alpha1.ScopeCoverage, "")))
+		if job.DeletionTimestamp == nil {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, &job, scopePatch(v1alpha1.ScopeCoverage, "")))
+		}
+		// Being deleted: MaxHold bounds the hold whether or not the Job comes back into
+		// the cache (a relabel refused, or the label taken off again).
+		if left := cmp.Or(r.MaxHold, DefaultMaxRecordHold) - r.now().Sub(job.DeletionTimestamp.Time); left > 0 {
+			if err := r.Patch(ctx, &job, scopePatch(v1alpha1.ScopeCoverage, "")); err != nil && !apierrors.IsNotFound(err) {
+				ctrl.LoggerFrom(ctx).Error(err, "labelling a held Job out of scope again")
+			}
+			return ctrl.Result{RequeueAfter: soonest(left, recheck)}, nil
+		}
+		r.Metrics.holdExpired()
 	}
 	patch, ok := release.RemovalPatch(&job, v1alpha1.RecordFinalizer)
 	if !ok {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	if err := r.Patch(ctx, &job, patch); err != nil {
-		return client.IgnoreNotFound(err)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.Recorder != nil {
 		r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release",
-			"released: its %s label was taken off, and no account naming it is left to record its end", v1alpha1.LabelScope)
+			"released: its %s label was taken off, and no account naming it recorded its end in time", v1alpha1.LabelScope)
 	}
 	r.Metrics.released()
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // pendingAccounts are the names of the live accounts naming job that have not recorded
