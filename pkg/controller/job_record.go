@@ -128,27 +128,41 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		if job.DeletionTimestamp == nil {
 			return ctrl.Result{}, nil // its end, or its deletion, wakes us again
 		}
-		maxHold := cmp.Or(r.MaxHold, DefaultMaxRecordHold)
-		if left := maxHold - r.now().Sub(job.DeletionTimestamp.Time); left > 0 {
+		if left := r.holdLeft(&job); left > 0 {
 			return ctrl.Result{RequeueAfter: soonest(left, recheck)}, nil
 		}
 		if r.Recorder != nil {
 			r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release",
-				"released %s after its deletion started, for accounts that never recorded its end: %v (see their status and the controller's log)", maxHold, pending)
+				"released %s after its deletion started, for accounts that never recorded its end: %v (see their status and the controller's log)", r.maxHold(), pending)
 		}
 		r.Metrics.holdExpired()
 	}
-	patch, ok := release.RemovalPatch(&job, v1alpha1.RecordFinalizer)
+	_, err = r.releaseRecord(ctx, &job)
+	return ctrl.Result{}, err
+}
+
+// maxHold is MaxHold, or DefaultMaxRecordHold when unset.
+func (r *JobRecorder) maxHold() time.Duration { return cmp.Or(r.MaxHold, DefaultMaxRecordHold) }
+
+// holdLeft is how much longer job, being deleted, may be held (0 or less: none).
+func (r *JobRecorder) holdLeft(job *batchv1.Job) time.Duration {
+	return r.maxHold() - r.now().Sub(job.DeletionTimestamp.Time)
+}
+
+// releaseRecord removes the record finalizer from job, reporting whether it did (false
+// for a Job that carries none, or is gone). A rejected test (the finalizers changed since
+// the copy read: the garbage collector's foregroundDeletion leaving) returns the error:
+// the retry reads again.
+func (r *JobRecorder) releaseRecord(ctx context.Context, job *batchv1.Job) (bool, error) {
+	patch, ok := release.RemovalPatch(job, v1alpha1.RecordFinalizer)
 	if !ok {
-		return ctrl.Result{}, nil
+		return false, nil
 	}
-	// A rejected test (the finalizers changed since the cache's copy: the garbage
-	// collector's foregroundDeletion leaving) returns the error: the retry reads again.
-	if err := r.Patch(ctx, &job, patch); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Patch(ctx, job, patch); err != nil {
+		return false, client.IgnoreNotFound(err)
 	}
 	r.Metrics.released()
-	return ctrl.Result{}, nil
+	return true, nil
 }
 
 // releaseOutOfScope looks at the Job key names when it left the cache still held: its
@@ -179,7 +193,7 @@ func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKe
 		}
 		// Being deleted: MaxHold bounds the hold whether or not the Job comes back into
 		// the cache (a relabel refused, or the label taken off again).
-		if left := cmp.Or(r.MaxHold, DefaultMaxRecordHold) - r.now().Sub(job.DeletionTimestamp.Time); left > 0 {
+		if left := r.holdLeft(&job); left > 0 {
 			if err := r.Patch(ctx, &job, scopePatch(v1alpha1.ScopeCoverage, "")); err != nil && !apierrors.IsNotFound(err) {
 				ctrl.LoggerFrom(ctx).Error(err, "labelling a held Job out of scope again")
 			}
@@ -187,19 +201,12 @@ func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKe
 		}
 		r.Metrics.holdExpired()
 	}
-	patch, ok := release.RemovalPatch(&job, v1alpha1.RecordFinalizer)
-	if !ok {
-		return ctrl.Result{}, nil
-	}
-	if err := r.Patch(ctx, &job, patch); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if r.Recorder != nil {
+	released, err := r.releaseRecord(ctx, &job)
+	if released && r.Recorder != nil {
 		r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release",
 			"released: its %s label was taken off, and no account naming it recorded its end in time", v1alpha1.LabelScope)
 	}
-	r.Metrics.released()
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, err
 }
 
 // pendingAccounts are the names of the live accounts naming job that have not recorded
