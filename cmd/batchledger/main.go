@@ -391,7 +391,9 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 		// Another replica may have admitted the account: the API server knows it.
 		stamper.Undelivered = &blwebhook.UndeliveredAccounts{API: mgr.GetAPIReader()}
 	}
-	return []setup{blwebhook.BatchAccountValidator{Admitted: admitted, Jobs: mgr.GetClient()}, blwebhook.PodResultHolder{Assign: &assign},
+	// A Job created before its account is not in the cache until the account labels it.
+	jobs := blwebhook.CacheFirst{Cache: mgr.GetClient(), API: mgr.GetAPIReader()}
+	return []setup{blwebhook.BatchAccountValidator{Admitted: admitted, Jobs: jobs}, blwebhook.PodResultHolder{Assign: &assign},
 		assign, stamper}
 }
 

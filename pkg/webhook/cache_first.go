@@ -1,0 +1,37 @@
+package webhook
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CacheFirst reads Cache, and the API server (API) for what Cache does not hold. The
+// manager's cache holds only the Jobs labelled with a scope, so a Job created before the
+// account that names it is not in it until the account's first reconcile labels it; a
+// check that must see every Job an account names asks the API server then.
+type CacheFirst struct {
+	Cache client.Reader
+	API   client.Reader
+}
+
+var _ client.Reader = CacheFirst{}
+
+// Get reads key from the cache, and from the API server when the cache does not hold it.
+func (c CacheFirst) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Cache.Get(ctx, key, obj, opts...)
+	if apierrors.IsNotFound(err) {
+		return c.API.Get(ctx, key, obj, opts...)
+	}
+	return err
+}
+
+// List lists from the cache, and from the API server when the cache lists nothing.
+func (c CacheFirst) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Cache.List(ctx, list, opts...); err != nil || apimeta.LenList(list) > 0 {
+		return err
+	}
+	return c.API.List(ctx, list, opts...)
+}

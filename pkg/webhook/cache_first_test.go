@@ -1,0 +1,74 @@
+package webhook
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestMappingFreezeSeesJobsTheCacheDoesNotHold: a Job created before the account that
+// names it carries no scope label, so the manager's cache does not hold it until the
+// account's first reconcile labels it. Its pods were told no shard by the webhook, but
+// they run, and once the account's reconcile labels the Job the status freezes the
+// mapping: a mapping rewritten in between is judged against a running Job. CacheFirst
+// asks the API server for what the cache lacks, so the webhook refuses the change at
+// once; with the cache alone (the reference case) it is admitted.
+func TestMappingFreezeSeesJobsTheCacheDoesNotHold(t *testing.T) {
+	js := wrappers.MakeJobSet("train", "ml").Obj()
+	js.UID = "js-uid"
+	running := wrappers.MakeJob("j", "ml").Indexed(4).Suspend(false).Obj()
+	suspended := wrappers.MakeJob("j", "ml").Indexed(4).Suspend(true).Obj()
+	child := wrappers.MakeJob("train-workers-0", "ml").Indexed(4).Suspend(false).JobSetChild(js, "workers", 0, 0).Obj()
+	byJob := wrappers.MakeBatchAccount("acct", "ml").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj()
+	byJobSet := wrappers.MakeBatchAccount("acct", "ml").ShardCount("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").Obj()
+	cases := []struct {
+		name       string
+		account    *v1alpha1.BatchAccount
+		cache, api []client.Object
+		cacheOnly  bool
+		want       string // "" means admitted
+	}{
+		{name: "a running Job only the API server holds", account: byJob, api: []client.Object{running}, want: "job/j runs"},
+		{name: "the same read from the cache alone", account: byJob, api: []client.Object{running}, cacheOnly: true},
+		{name: "a suspended Job only the API server holds", account: byJob, api: []client.Object{suspended}},
+		{name: "the cache's copy is read first", account: byJob, cache: []client.Object{suspended}, api: []client.Object{running}},
+		{name: "a running JobSet child only the API server holds", account: byJobSet, cache: []client.Object{js}, api: []client.Object{js, child},
+			want: "runs"},
+		{name: "no Job at all", account: byJob},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cache, api := fakeReader(t, tc.cache...), fakeReader(t, tc.api...)
+			var jobs client.Reader = CacheFirst{Cache: cache, API: api}
+			if tc.cacheOnly {
+				jobs = cache
+			}
+			old := tc.account.DeepCopy()
+			ba := old.DeepCopy()
+			ba.Spec.InputRevision = "in-2"
+			_, err := BatchAccountValidator{Jobs: jobs}.ValidateUpdate(t.Context(), old, ba)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// fakeReader is a fake client holding objs.
+func fakeReader(t *testing.T, objs ...client.Object) client.Reader {
+	t.Helper()
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+}
