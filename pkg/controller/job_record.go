@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -13,7 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,9 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
@@ -384,11 +391,78 @@ func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
+	// The Jobs whose label was taken off while no manager led: no event brings them.
+	outOfScope := make(chan event.GenericEvent)
+	if r.APIReader != nil {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return r.sweepOutOfScope(ctx, outOfScope) })); err != nil {
+			return err
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&batchv1.Job{}, builder.WithPredicates(heldJobChanged)).
 		Watches(&v1alpha1.BatchAccount{}, r.accountRecordsJobs()).
+		WatchesRawSource(source.Channel(outOfScope, &handler.EnqueueRequestForObject{})).
 		Named(JobRecordControllerName).
 		Complete(r)
+}
+
+// sweepOutOfScope sends to out, once as the manager starts to lead, every Job the
+// record finalizer holds that carries no scope label (HeldOutOfScope). The cache holds
+// only labelled Jobs, so a Job whose label was taken off while no manager led never
+// leaves it in sight of this leader: without the sweep no event would bring it to
+// releaseOutOfScope, and deleted it would stay Terminating for good. A failed list is
+// retried with a back-off until it succeeds or the manager stops.
+func (r *JobRecorder) sweepOutOfScope(ctx context.Context, out chan<- event.GenericEvent) error {
+	var keys []client.ObjectKey
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Minute},
+		func(ctx context.Context) (bool, error) {
+			var err error
+			if keys, err = r.HeldOutOfScope(ctx); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing held Jobs without a scope label")
+				return false, nil
+			}
+			return true, nil
+		})
+	if err != nil {
+		return nil // the manager stops
+	}
+	for _, key := range keys {
+		job := &batchv1.Job{}
+		job.Namespace, job.Name = key.Namespace, key.Name
+		select {
+		case out <- event.GenericEvent{Object: job}:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// HeldOutOfScope are the Jobs the API server holds with the record finalizer and no
+// scope label, read in pages of their metadata alone, selected by the label's absence.
+func (r *JobRecorder) HeldOutOfScope(ctx context.Context) ([]client.ObjectKey, error) {
+	var out []client.ObjectKey
+	unscoped, err := labels.NewRequirement(v1alpha1.LabelScope, selection.DoesNotExist, nil)
+	if err != nil {
+		return nil, err
+	}
+	unlabelled := client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*unscoped)}
+	for cont := ""; ; {
+		var page metav1.PartialObjectMetadataList
+		page.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
+		if err := r.APIReader.List(ctx, &page, unlabelled, client.Limit(500), client.Continue(cont)); err != nil {
+			return nil, err
+		}
+		for i := range page.Items {
+			if recordHeld(&page.Items[i]) {
+				out = append(out, client.ObjectKeyFromObject(&page.Items[i]))
+			}
+		}
+		if cont = page.Continue; cont == "" {
+			return out, nil
+		}
+	}
 }
 
 // jobAppeared passes a Job's appearance in the cache only: its creation, and every Job

@@ -514,3 +514,60 @@ func TestHeldJobOutOfScopeComesBackWhileAnAccountWaits(t *testing.T) {
 		t.Errorf("released before account %s recorded its end; want held (up to MaxHold) or relabelled", acct.Name)
 	}
 }
+
+// TestSweepReleasesJobsUnlabelledWhileNoManagerLed: a held Job whose scope label was
+// taken off while no manager led is not in the new leader's cache, so no event brings
+// it to the recorder. The sweep as the manager starts to lead finds the held Jobs
+// without the label, in every namespace, and each one it sends is released by
+// Reconcile (or labelled again while an account waits:
+// TestHeldJobOutOfScopeComesBackWhileAnAccountWaits);
+// Jobs still labelled or not held are not sent.
+func TestSweepReleasesJobsUnlabelledWhileNoManagerLed(t *testing.T) {
+	deleting := jobAt(record, foreground).Deleting(testNow).Obj()
+	elsewhere := wrappers.MakeJob("k", "other").Indexed(2).Finalizers(record).Obj()
+	labelled := wrappers.MakeJob("labelled", "ns").Indexed(2).Finalizers(record).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj()
+	free := wrappers.MakeJob("free", "ns").Indexed(2).Obj()
+	live := newFixture(t, hooks{}, deleting, elsewhere, labelled, free)
+	cache := newFixture(t, hooks{}, labelled.DeepCopy())
+	r := &JobRecorder{Client: cacheOf{Client: live.c, cache: cache.c}, APIReader: live.c, Now: func() time.Time { return testNow }}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan event.GenericEvent)
+	done := make(chan error, 1)
+	go func() { done <- r.sweepOutOfScope(ctx, out) }()
+	var sent []string
+	for range 2 {
+		select {
+		case e := <-out:
+			key := client.ObjectKeyFromObject(e.Object)
+			sent = append(sent, key.String())
+			if res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); retried(res, err) {
+				t.Fatalf("Reconcile(%s) = %+v, %v", key, res, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the sweep sent %v, want 2 Jobs", sent)
+		}
+	}
+	select {
+	case e := <-out:
+		t.Errorf("the sweep also sent %s", client.ObjectKeyFromObject(e.Object))
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(sent)
+	if want := []string{"ns/j", "other/k"}; !slices.Equal(sent, want) {
+		t.Errorf("sent %v, want %v", sent, want)
+	}
+	for _, j := range []*batchv1.Job{deleting, elsewhere, labelled} {
+		var got batchv1.Job
+		if err := live.c.Get(context.Background(), client.ObjectKeyFromObject(j), &got); err != nil {
+			t.Fatal(err)
+		}
+		if want := j != labelled; recordHeld(&got) == want {
+			t.Errorf("%s: held %v after the sweep, want released %v", j.Name, recordHeld(&got), want)
+		}
+	}
+}
