@@ -611,26 +611,32 @@ func (r *PodReleaser) chunkRecords() handler.EventHandler {
 }
 
 // podsNewlyRecorded are the pods chunk records that old (nil: none) did not, or all it records
-// when old was not trusted. Dropped pods are named by UID and found through
-// relations.IndexPodUID; one no longer in the cache is gone and needs no waking.
+// when old was not trusted. A result is new under each rule it was judged under: a pod
+// judged again after the rule changed is recorded only by its new result
+// (ShardResults.Records), which must wake it. Dropped pods are named by UID and found
+// through relations.IndexPodUID; one no longer in the cache is gone and needs no waking.
 func (r *PodReleaser) podsNewlyRecorded(ctx context.Context, old, chunk *v1alpha1.ShardResults) []reconcile.Request {
-	had := map[types.UID]bool{}
+	type judged struct {
+		pod  types.UID
+		rule string
+	}
+	hadResult, hadDropped := map[judged]bool{}, map[types.UID]bool{}
 	if old != nil && r.trusted(ctx, old) {
 		for _, res := range old.Results {
-			had[res.PodUID] = true
+			hadResult[judged{res.PodUID, res.RuleDigest}] = true
 		}
 		for _, uid := range old.DroppedPods {
-			had[uid] = true
+			hadDropped[uid] = true
 		}
 	}
 	var reqs []reconcile.Request
 	for _, res := range chunk.Results {
-		if !had[res.PodUID] {
+		if !hadResult[judged{res.PodUID, res.RuleDigest}] && !hadDropped[res.PodUID] {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: chunk.Namespace, Name: res.Pod}})
 		}
 	}
 	for _, uid := range chunk.DroppedPods {
-		if had[uid] {
+		if hadDropped[uid] {
 			continue
 		}
 		var pods corev1.PodList

@@ -330,6 +330,22 @@ func TestChunkChangesWakeNewlyRecordedPods(t *testing.T) {
 	}
 	tampered := chunk([]int{0})
 	tampered.Results[0].Shard = "forged"
+	// judged is chunk with each result judged under the rule of digest rule, and rejudged
+	// is judged("old") with pods[0]'s result judged again under the rule "new" (the rule
+	// changed while the pod was held).
+	judged := func(rule string, results ...int) *v1alpha1.ShardResults {
+		c := chunk(results)
+		for i := range c.Results {
+			c.Results[i].RuleDigest = rule
+		}
+		key.Sign(c)
+		return c
+	}
+	rejudged := judged("old", 0, 1)
+	again := rejudged.Results[0]
+	again.RuleDigest = "new"
+	rejudged.Results = append(rejudged.Results, again)
+	key.Sign(rejudged)
 	for _, tc := range []struct {
 		name     string
 		old, new *v1alpha1.ShardResults
@@ -341,6 +357,7 @@ func TestChunkChangesWakeNewlyRecordedPods(t *testing.T) {
 		{"nothing recorded anew", chunk([]int{0, 1}, pods[2].UID), chunk([]int{0, 1}, pods[2].UID), nil},
 		{"a gone pod dropped", chunk([]int{0}), chunk([]int{0}, "gone-uid"), nil},
 		{"the old chunk not trusted", tampered, chunk([]int{0, 1}), []string{"j-0", "j-1"}},
+		{"a result judged again under a new rule", judged("old", 0, 1), rejudged, []string{"j-0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &PodReleaser{Client: fakeClient(t, j, pods[0], pods[1], pods[2], pods[3]), Ledger: &Ledger{key: key}}
