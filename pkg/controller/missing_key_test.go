@@ -187,3 +187,57 @@ func TestKeyErrorKeepsLegacyPodsHeld(t *testing.T) {
 		t.Errorf("legacy pod released unrecorded on a transient key read error (reconcile %+v, %v); want it held until the key loads", res, err)
 	}
 }
+
+// keyAfterFailures is a key Secret that cannot be read the first failures times (the API
+// server times out), then loads key.
+type keyAfterFailures struct {
+	key      *ledgerkey.Key
+	failures *int
+}
+
+func (s keyAfterFailures) Load(ctx context.Context) (*ledgerkey.Key, error) {
+	if *s.failures > 0 {
+		*s.failures--
+		return flakyKey{}.Load(ctx)
+	}
+	return s.key, nil
+}
+
+// TestKeyErrorLooksAgainAtARecordedPod: a held pod whose result is recorded, judged while
+// the key does not load for a moment (a manager starting), cannot tell its chunk from a
+// forged one and stays held; the releaser looks again soon, not only at MaxHold, since no
+// change of the pod or of the chunk may come to wake it once the key loads.
+func TestKeyErrorLooksAgainAtARecordedPod(t *testing.T) {
+	key, _, err := ledgerkey.Generate(testNow.Add(-48 * time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := jobJ(v1alpha1.ScopeResults).Obj()
+	acct := accountOfJ().RequireResults("").Obj()
+	pod := wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), report(t, "A")).Obj()
+	chunk := newChunk(acct, chunkName(acct.UID, "0", 0), 0)
+	chunk.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", JobUID: j.UID, Index: 0, Pod: pod.Name, PodUID: pod.UID,
+		RecordedAt: metav1.NewTime(testNow), Sequence: 1, RuleDigest: v1alpha1.RuleDigest("")}}
+	key.Sign(chunk)
+	f := newFixture(t, hooks{}, j, acct, pod, chunk)
+	failures := 2 // the reconcile reads the key twice: for legacy pods, for the chunk
+	r := &PodReleaser{Client: f.c, Recorder: f, Now: func() time.Time { return testNow },
+		Ledger: &Ledger{Source: keyAfterFailures{key: key, failures: &failures}}, started: testNow.Add(-time.Hour)}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
+	res, err := r.Reconcile(context.Background(), req)
+	if err == nil && (res.RequeueAfter <= 0 || res.RequeueAfter > ResultsUnreadableRecheck) {
+		t.Fatalf("judged without the key: requeue after %v (error %v), want an error or a look again within %v", res.RequeueAfter, err, ResultsUnreadableRecheck)
+	}
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatalf("reconcile once the key loads: %v", err)
+	}
+	var got corev1.Pod
+	if gerr := f.c.Get(context.Background(), req.NamespacedName, &got); gerr != nil && !apierrors.IsNotFound(gerr) {
+		t.Fatal(gerr)
+	}
+	for _, fin := range got.Finalizers {
+		if fin == v1alpha1.ResultFinalizer {
+			t.Errorf("pod still held once the key loaded, its result recorded")
+		}
+	}
+}

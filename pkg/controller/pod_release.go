@@ -168,6 +168,9 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 	if pod.Status.Phase == corev1.PodFailed {
 		return verdict{}, nil // no result to wait for
 	}
+	// keyless is set when the signing key did not load: no chunk could be verified, so a
+	// result recorded may not have been seen.
+	keyless := false
 	capturedBy, unrecorded := func(ctx context.Context, pod *corev1.Pod) ([]string, error) {
 		legacyBefore, err := r.Ledger.LegacyPodsBefore(ctx, r.now())
 		if err != nil {
@@ -177,6 +180,7 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 			// namespace being deleted) still apply.
 			ctrl.LoggerFrom(ctx).Error(err, "judging a held pod without the signing key")
 			legacyBefore = r.now()
+			keyless = true
 		}
 		return relations.CapturedBy(ctx, r.Client, pod, legacyBefore)
 	}, r.unrecorded
@@ -202,6 +206,11 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 	v, err := r.judgeHeld(ctx, pod, append(accounts, declared...), unrecorded)
 	if err == nil && v.hold {
 		v.after = soonest(v.after, recheck)
+		if keyless && pod.Status.Phase == corev1.PodSucceeded {
+			// Once the key loads nothing changes that would wake the pod (its chunk was
+			// written before): look again as the accounts do, not only at MaxHold.
+			v.after = soonest(v.after, ResultsUnreadableRecheck)
+		}
 	}
 	return v, err
 }
