@@ -43,7 +43,10 @@ const PodAssignPath = "/mutate--v1-pod-assignment"
 // agree on the shard and both revisions (AnnotationAccount then lists them): one pod
 // writes one result, which cannot report two shards, and choosing one account would
 // silently fail the other's claim check, so the annotations are left off and a warning
-// says why. When no account names the identity, the short form of the pod's Job (or of
+// says why. So they are when one account assigns the identity through two targets that
+// name its Job (by its name and as a JobSet child): the account lets that identity stand
+// for no shard (DuplicateIndex), and telling the pod one of them would have it do the
+// work of a shard its result cannot cover. When no account names the identity, the short form of the pod's Job (or of
 // its JobSet) is read instead: the controller creates that account, and a pod may be
 // created before it is.
 type PodAssignmentAnnotator struct {
@@ -92,6 +95,9 @@ func (h PodAssignmentAnnotator) annotate(ctx context.Context, meta metav1.Object
 		return unclassified(PodAssignPath, err)
 	case !found:
 		return admission.Allowed("")
+	case a.Shard == "" && len(a.Accounts) == 1:
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("batchledger did not annotate this pod with its shard: account %s assigns its Job index through two targets that name its Job, "+
+			"so its result stands for no shard (AssignmentValid %s): name each Job by one target", a.Accounts[0], v1alpha1.ReasonDuplicateIndex))
 	case a.Shard == "":
 		return admission.Allowed("").WithWarnings(fmt.Sprintf("batchledger did not annotate this pod with its shard: accounts %s assign its Job index differently",
 			strings.Join(a.Accounts, ", ")))
@@ -155,15 +161,26 @@ func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assig
 }
 
 // assignmentOf maps the identity (any of keys, index) through an account's spec: the one
-// mapping rule, account.Compile, so repair assignments count as the originals do.
+// mapping rule, account.Compile, so repair assignments count as the originals do. When
+// two of keys map the index (the account names the pod's Job twice, by its name and as
+// a JobSet child), the account lets the identity stand for no shard (DuplicateIndex,
+// found once it observes the Job): the assignment found then has an empty Shard, as
+// for accounts that disagree, and the pod is told none of them.
 func assignmentOf(name, namespace string, spec *v1alpha1.BatchAccountSpec, keys []v1alpha1.TargetKey, index int) (Assignment, bool) {
 	m := account.Compile(namespace, spec)
+	var a Assignment
+	found := false
 	for _, k := range keys {
-		if o, ok := m.ShardOf(string(k), index); ok && o < m.Shards.Count() {
-			return Assignment{Shard: m.Shards.Name(o), InputRevision: spec.InputRevision, ModelRevision: spec.ModelRevision, Accounts: []string{name}}, true
+		o, ok := m.ShardOf(string(k), index)
+		if !ok || o >= m.Shards.Count() {
+			continue
 		}
+		if found {
+			return Assignment{Accounts: []string{name}}, true
+		}
+		a, found = Assignment{Shard: m.Shards.Name(o), InputRevision: spec.InputRevision, ModelRevision: spec.ModelRevision, Accounts: []string{name}}, true
 	}
-	return Assignment{}, false
+	return a, found
 }
 
 // shortFormAssignment is the assignment the short form of the pod's Job, or of the owner

@@ -110,6 +110,10 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 		Template: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Completions: ptr.To(int32(2))}}}).
 		AnnotationPairs(v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m", v1alpha1.AnnotationShardCount, "4",
 			v1alpha1.AnnotationShardPrefix, "p-", v1alpha1.AnnotationReplicatedJob, "w").Obj()
+	// One account that names child 0 twice, by its Job name and as the JobSet's child: the
+	// webhook of the account's spec sees two targets, and only the Job shows they are one.
+	twice := wrappers.MakeBatchAccount("twice", ns).ShardCount("s", 4).AssignJobOrdinals(jobsetkind.ChildJobName("train", "workers", 0), "0-1", "0-1").
+		AssignJobSet("train", "workers", 0, "0-1", "2-3").Obj()
 	agrees := wrappers.MakeBatchAccount("ij245-audit", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "2", "C").Obj()
 	differs := wrappers.MakeBatchAccount("other", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "2", "D").Obj()
 	deleting := wrappers.MakeBatchAccount("gone", ns).Shards("Q").AssignJob("lone", "0", "Q").Obj()
@@ -132,6 +136,8 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 		{"two accounts that agree", []client.Object{ij245, agrees}, pod(job("ij245", 4), 2), told("2", "C", "D", "m-2026-11", "ij245,ij245-audit"), ""},
 		{"two accounts that disagree: not told", []client.Object{ij245, differs}, pod(job("ij245", 4), 2),
 			map[string]string{batchv1.JobCompletionIndexAnnotation: "2"}, "accounts ij245, other assign its Job index differently"},
+		{"one account that maps the index through two targets naming its Job: not told", []client.Object{twice, js}, pod(child(0), 1),
+			map[string]string{batchv1.JobCompletionIndexAnnotation: "1"}, "account twice assigns its Job index through two targets that name its Job"},
 		{"an index no account maps", []client.Object{ij245}, pod(job("ij245-repair", 2), 3) /* index beyond the repair */, map[string]string{batchv1.JobCompletionIndexAnnotation: "3"}, ""},
 		{"no account, no short form", nil, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
 		{"an account being deleted tells nothing", []client.Object{deleting}, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
