@@ -228,7 +228,15 @@ func Compute(in Input) Output {
 	// prevOf[i] is the previous status of target i's current identity (nil if new).
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
-		ts := targetStateOf(t, in.Observations[t.Key])
+		obs := in.Observations[t.Key]
+		if p := prevTargets[t.Key]; obs.Job != nil && obs.OwnerGone && (inHistory[t.Key] || p != nil && p.UID != "") &&
+			(p == nil || p.UID != obs.Job.UID) {
+			// An owner that is gone creates no child: a Job of the child's name that
+			// appeared since is someone else's, whatever its labels and owner reference
+			// say. The identity on record stands, as for a child not found.
+			obs = Observation{OwnerEnded: OwnerDeleted}
+		}
+		ts := targetStateOf(t, obs)
 		if ts.obs.OwnerEnded == OwnerDeleted && !seenOwners[ownerOf(t.Ref)] {
 			// Nothing says this owner ever existed: an account written before its JobSet
 			// (or TrainJob) waits for it, as for a Job not created yet.

@@ -46,6 +46,10 @@ type Observation struct {
 	// it; once the owner ended it is a Job deleted before it terminated (JobSet deletes
 	// its active children when it finishes or fails).
 	OwnerEnded string
+	// OwnerGone, for a child target that is found, is true when its owner (the JobSet,
+	// the TrainJob) is gone: it creates no child any more, so a Job of another identity
+	// than the one on record is none of its children (Compute keeps the record).
+	OwnerGone bool
 	// APINotServed, for a target that is not found, names the API its kind needs that
 	// the cluster does not serve ("jobset.x-k8s.io/v1alpha2 JobSet"): the target cannot
 	// exist until that API is installed. Empty when the API is served.

@@ -160,3 +160,42 @@ func TestJobOfAChildNameAfterItsJobSetEnded(t *testing.T) {
 		t.Errorf("the JobSet's Workload shows %s=True: %s", c.Type, c.Message)
 	}
 }
+
+// TestJobOfAChildNameAfterItsJobSetWasDeleted: JobSet ts Failed, its child ts-workers-0
+// covering 0-2 of 0-3, and the account recorded it, not Accepted; then ts was deleted. A
+// namespace editor creates a Job of the child's name, with its labels and a controller
+// reference to a JobSet named ts (an apiVersion the garbage collector cannot resolve keeps
+// it from deleting the Job), which completes every index with outputs that pass the rule:
+// the Job controller made its pods, so they are marked. A JobSet that is gone creates no
+// Job: the account keeps the child's record and does not turn Accepted.
+func TestJobOfAChildNameAfterItsJobSetWasDeleted(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js.UID = "ts-uid"
+	ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 4).AssignJobSet("ts", "workers", 0, "0-3", "0-3").
+		RequireResults("result.valid == result.records").
+		TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "real-child-uid", Found: true,
+			Completions: 4, CompletedIndexes: "0-2", Terminal: "Failed", Required: "0-3"}).Obj()
+	forged := wrappers.MakeJob("ts-workers-0", "ns").Indexed(4).UID("forged-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		JobSetChild(js, "workers", 0, 0).Completed("0-3", 4).Complete(testNow.Add(-time.Minute)).Obj()
+	forged.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
+	objs := []client.Object{ba, forged}
+	for i := range 4 {
+		objs = append(objs, wrappers.MakeIndexPod(forged, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
+			Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
+	}
+	f := newFixture(t, hooks{}, objs...)
+	for range 2 {
+		if _, err := f.reconcile("train"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := f.account(t, "train")
+	for _, ts := range got.Status.Targets {
+		if ts.UID == forged.UID {
+			t.Errorf("the account follows the Job created after its JobSet was deleted: %+v", ts)
+		}
+	}
+	if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("Accepted=True (%s) from a Job the JobSet never created", c.Message)
+	}
+}

@@ -84,6 +84,13 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	var o observed
 	o.job, o.obs.Job = job, jobkind.Facts(job)
 	o.obs.RestartAttempt = attempt
+	if t.Ref.IsChild() {
+		ended, err := relations.TargetEnded(ctx, r.Client, namespace, t.Ref)
+		if err != nil {
+			return o, err
+		}
+		o.obs.OwnerGone = ended == account.OwnerDeleted
+	}
 	if multikueue.Dispatched(job) {
 		// Its pods run on a MultiKueue worker: none is here to list (PodsListed stays
 		// false, so no completed index counts as a result lost), and its coverage is the
