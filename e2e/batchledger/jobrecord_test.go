@@ -1,6 +1,7 @@
 package batchledger
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -81,6 +82,54 @@ func TestJobDeletedWhileTheManagerIsDownKeepsItsRecord(t *testing.T) {
 	if slices.Contains(free.Finalizers, v1alpha1.RecordFinalizer) {
 		t.Errorf("job free, named by no account, carries %s: %v", v1alpha1.RecordFinalizer, free.Finalizers)
 	}
+}
+
+// TestJobUnlabelledWhileTheManagerIsDownIsNotHeldForGood: while the manager is stopped,
+// a held Job's scope label is taken off, the account naming it is deleted and so is the
+// Job: the record finalizer keeps it Terminating. The manager's cache holds only labelled
+// Jobs and no account is left to name it, so no event brings it to the next leader: the
+// leader, as it starts, finds the held Jobs without the label and releases this one, and
+// the Job goes.
+func TestJobUnlabelledWhileTheManagerIsDownIsNotHeldForGood(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	acct := wrappers.MakeBatchAccount("unlabelled", f.Namespace).Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()
+	f.Create(acct)
+	waitAccount(t, f, "unlabelled", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool { return len(ba.Status.Conditions) > 0 })
+	job := wrappers.MakeJob("j", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).Obj()
+	f.Create(job)
+	job = jobStatus(t, f, "j")
+	if !slices.Contains(job.Finalizers, v1alpha1.RecordFinalizer) {
+		t.Fatalf("job j finalizers %v: the Job webhook did not give it %s", job.Finalizers, v1alpha1.RecordFinalizer)
+	}
+
+	framework.StopBatchledger(t)
+	unlabel := []byte(`{"metadata":{"labels":{"` + v1alpha1.LabelScope + `":null}}}`)
+	if err := f.Client.Patch(f.Ctx, job.DeepCopy(), client.RawPatch("application/merge-patch+json", unlabel)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Client.Delete(f.Ctx, acct); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Client.Delete(f.Ctx, job.DeepCopy(), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	// Long enough for a Job without the finalizer to be gone for good.
+	time.Sleep(2 * time.Second)
+	var held batchv1.Job
+	if err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(job), &held); err != nil || held.DeletionTimestamp == nil {
+		t.Fatalf("job j while the manager is down: %v, deletion %v; want it held Terminating", err, held.DeletionTimestamp)
+	}
+	framework.StartBatchledger(t)
+
+	framework.Eventually(t, framework.DefaultTimeout, "job j released and gone", func() (bool, string, error) {
+		var j batchv1.Job
+		err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(job), &j)
+		if err == nil {
+			return false, "still there, finalizers " + joinFinalizers(j.Finalizers) + ", labels " + fmt.Sprint(j.Labels), nil
+		}
+		return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
+	})
 }
 
 // TestJobSetRestartWhileTheManagerIsDownKeepsTheChildsCoverage: a JobSet child covers
