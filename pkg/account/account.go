@@ -138,6 +138,13 @@ func (ts *targetState) endedBy() string {
 	}
 }
 
+// awaitsOwner is true for a child Job that Failed while its owner (the JobSet, the
+// TrainJob) has not ended: the owner's failure policy may restart it (a new identity that
+// may yet cover its shards), so the batch has not terminated until the owner decides.
+func (ts *targetState) awaitsOwner() bool {
+	return ts.found && ts.facts.terminal == TerminalFailed && ts.obs.ChildOwner == OwnerRunning
+}
+
 // lostBeforeTerminal is true for a deleted identity that never terminated, and for a
 // JobSet child this account never observed whose JobSet ended (neverCreated): neither
 // can complete any more.
@@ -229,7 +236,7 @@ func Compute(in Input) Output {
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
 		obs := in.Observations[t.Key]
-		if p := prevTargets[t.Key]; obs.Job != nil && obs.OwnerGone && (inHistory[t.Key] || p != nil && p.UID != "") &&
+		if p := prevTargets[t.Key]; obs.Job != nil && obs.ChildOwner == OwnerDeleted && (inHistory[t.Key] || p != nil && p.UID != "") &&
 			(p == nil || p.UID != obs.Job.UID) {
 			// An owner that is gone creates no child: a Job of the child's name that
 			// appeared since is someone else's, whatever its labels and owner reference
@@ -799,6 +806,8 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 		case ts.facts.terminal == TerminalComplete && ts.facts.successPolicy != "" &&
 			!m.ShardsOf(ts.key, ts.mapped, false).Intersect(cov.missing).IsEmpty():
 			notes = append(notes, fmt.Sprintf("%s succeeded by its successPolicy (%s) with shards not covered", name, ts.facts.successPolicy))
+		case ts.awaitsOwner():
+			notes = append(notes, fmt.Sprintf("%s failed (%s), its JobSet may restart it", name, ts.facts.reason))
 		case ts.facts.terminal == TerminalFailed:
 			notes = append(notes, fmt.Sprintf("%s failed (%s)", name, ts.facts.reason))
 		}
@@ -878,6 +887,8 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 			waiting = append(waiting, ts.onUnreadWorker())
 		case !ts.found && !ts.deleted:
 			waiting = append(waiting, name+" (not found)")
+		case ts.awaitsOwner():
+			waiting = append(waiting, fmt.Sprintf("%s Failed (%s), its JobSet may restart it", name, ts.facts.reason))
 		case ts.facts.terminal == TerminalFailed:
 			failed = append(failed, fmt.Sprintf("%s Failed (%s)", name, ts.facts.reason))
 		case ts.facts.terminal == "":

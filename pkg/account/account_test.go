@@ -147,6 +147,39 @@ func TestJobSetRestart(t *testing.T) {
 	}
 }
 
+// TestFailedChildAwaitsItsOwner: a JobSet child that Failed while its JobSet has not
+// ended may be restarted by the JobSet's failure policy (a new identity that may cover
+// its shards), so the batch is not terminated (AwaitingTermination, which keeps
+// retention from taking the account) until the JobSet ends; once the JobSet Failed, or
+// is gone, the child's failure stands. A Job target that Failed is not waited for.
+func TestFailedChildAwaitsItsOwner(t *testing.T) {
+	childSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").SpecObj()
+	jobSpec := makeCompactSpec("s", 4).AssignJobOrdinals("train-workers-0", "0-3", "0-3").SpecObj()
+	failed := makeJob("train-workers-0", "uid-w0", 4).Completed("0-1", 2).Failed("BackoffLimitExceeded", jobCondAt)
+	cases := []struct {
+		name       string
+		spec       *v1alpha1.BatchAccountSpec
+		key        string
+		childOwner string
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantMsg    string
+	}{
+		{"its JobSet runs", childSpec, "jobset/train/workers/0", OwnerRunning, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
+			"not terminated: jobset train workers[0] Failed (BackoffLimitExceeded), its JobSet may restart it; coverage does not imply termination"},
+		{"its JobSet Failed", childSpec, "jobset/train/workers/0", "Failed", metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, ""},
+		{"its JobSet is gone", childSpec, "jobset/train/workers/0", OwnerDeleted, metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, ""},
+		{"a Job target", jobSpec, "job/train-workers-0", "", metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, tc.spec, nil, map[string]Observation{tc.key: {Job: failed.Facts(), ChildOwner: tc.childOwner}}).Status
+			wantCond(t, st, v1alpha1.ConditionTerminated, tc.wantStatus, tc.wantReason, tc.wantMsg)
+			wantCond(t, st, v1alpha1.ConditionAccepted, "False", v1alpha1.ReasonShardsMissing, "")
+		})
+	}
+}
+
 // TestAttempts: attempts are pods, indexes are indexes; a pod seen twice counts once.
 func TestAttempts(t *testing.T) {
 	spec := makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").SpecObj()

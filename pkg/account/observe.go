@@ -24,6 +24,8 @@ const (
 const (
 	OwnerDeleted      = "deleted"
 	OwnerBeingDeleted = "being deleted"
+	// OwnerRunning is Observation.ChildOwner's word for an owner that has not ended.
+	OwnerRunning = "running"
 )
 
 // Observation is what the controller saw of one target at one point, in kind-neutral
@@ -46,10 +48,13 @@ type Observation struct {
 	// it; once the owner ended it is a Job deleted before it terminated (JobSet deletes
 	// its active children when it finishes or fails).
 	OwnerEnded string
-	// OwnerGone, for a child target that is found, is true when its owner (the JobSet,
-	// the TrainJob) is gone: it creates no child any more, so a Job of another identity
-	// than the one on record is none of its children (Compute keeps the record).
-	OwnerGone bool
+	// ChildOwner, for a child target that is found, is how its owner (the JobSet, the
+	// TrainJob) stands: OwnerRunning while it may still restart the child, else as
+	// OwnerEnded says; empty for a target that is no child. An owner that is gone creates
+	// no child any more, so a Job of another identity than the one on record is none of
+	// its children (Compute keeps the record); a child that Failed while its owner runs
+	// may be restarted, so the account waits for the owner's decision.
+	ChildOwner string
 	// APINotServed, for a target that is not found, names the API its kind needs that
 	// the cluster does not serve ("jobset.x-k8s.io/v1alpha2 JobSet"): the target cannot
 	// exist until that API is installed. Empty when the API is served.

@@ -199,3 +199,38 @@ func TestJobOfAChildNameAfterItsJobSetWasDeleted(t *testing.T) {
 		t.Errorf("Accepted=True (%s) from a Job the JobSet never created", c.Message)
 	}
 }
+
+// TestFailedChildWaitsForItsJobSet: a JobSet child that Failed while its JobSet runs (the
+// JobSet's failure policy may restart it) leaves the batch AwaitingTermination, so that
+// retention does not take an account whose next attempt may cover its shards; once the
+// JobSet records Failed, the child's failure stands.
+func TestFailedChildWaitsForItsJobSet(t *testing.T) {
+	js := wrappers.MakeJobSet("ts", "ns").MaxRestarts(3).Obj()
+	js.UID = "ts-uid"
+	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(4).UID("child-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		JobSetChild(js, "workers", 0, 0).Completed("0-1", 2).Failed("BackoffLimitExceeded", testNow.Add(-time.Minute)).Obj()
+	ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 4).AssignJobSet("ts", "workers", 0, "0-3", "0-3").Obj()
+	f := newFixture(t, hooks{}, ba, js, child)
+	if _, err := f.reconcile("train"); err != nil {
+		t.Fatal(err)
+	}
+	term := apimeta.FindStatusCondition(f.account(t, "train").Status.Conditions, v1alpha1.ConditionTerminated)
+	if term == nil || term.Status != metav1.ConditionFalse || term.Reason != v1alpha1.ReasonAwaitingTermination {
+		t.Fatalf("Terminated while the JobSet may restart its failed child = %+v; want False/%s", term, v1alpha1.ReasonAwaitingTermination)
+	}
+
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
+		t.Fatal(err)
+	}
+	js.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue, Reason: "ReachedMaxRestarts", LastTransitionTime: metav1.NewTime(testNow)}}
+	if err := f.c.Update(context.Background(), js); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reconcile("train"); err != nil {
+		t.Fatal(err)
+	}
+	term = apimeta.FindStatusCondition(f.account(t, "train").Status.Conditions, v1alpha1.ConditionTerminated)
+	if term == nil || term.Status != metav1.ConditionTrue || term.Reason != v1alpha1.ReasonTargetFailed {
+		t.Errorf("Terminated once the JobSet Failed = %+v; want True/%s", term, v1alpha1.ReasonTargetFailed)
+	}
+}

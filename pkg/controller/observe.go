@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -89,7 +90,7 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		if err != nil {
 			return o, err
 		}
-		o.obs.OwnerGone = ended == account.OwnerDeleted
+		o.obs.ChildOwner = cmp.Or(ended, account.OwnerRunning)
 	}
 	if multikueue.Dispatched(job) {
 		// Its pods run on a MultiKueue worker: none is here to list (PodsListed stays

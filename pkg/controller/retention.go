@@ -31,7 +31,8 @@ var blockedReasons = map[string]bool{
 
 // batchFinished reports whether the account's batch reached a final verdict, and when.
 // Final means the status judges the current spec (observedGeneration), every target's
-// Job recorded its terminal condition or was deleted, and Accepted is True or False for
+// Job recorded its terminal condition or was deleted and the batch awaits no termination
+// (Terminated is not AwaitingTermination), and Accepted is True or False for
 // a reason of blockedReasons: the verdict can no longer change without a repair. It was
 // reached at the latest of Accepted's last transition and the targets' ends, so that a
 // verdict that stood False since the batch began counts from when its last Job ended.
@@ -42,6 +43,11 @@ func batchFinished(ba *v1alpha1.BatchAccount) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if accepted.Status != metav1.ConditionTrue && !(accepted.Status == metav1.ConditionFalse && blockedReasons[accepted.Reason]) {
+		return time.Time{}, false
+	}
+	// A target may have recorded its end while the batch has not (a JobSet child that
+	// Failed, which its JobSet may restart).
+	if t := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated); t != nil && t.Reason == v1alpha1.ReasonAwaitingTermination {
 		return time.Time{}, false
 	}
 	at := accepted.LastTransitionTime.Time

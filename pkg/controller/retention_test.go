@@ -128,6 +128,10 @@ func TestBatchFinished(t *testing.T) {
 		{name: "shards missing while a target runs: a wait",
 			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "", testNow).
 				TargetStatus(ended(testNow)).TargetStatus(v1alpha1.TargetStatus{Name: "k", Found: true}).Obj()},
+		{name: "shards missing, every target ended, but the batch awaits termination (a failed child its JobSet may restart)",
+			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "", testNow).
+				Condition(v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination, "", testNow).
+				TargetStatus(ended(testNow)).Obj()},
 		{name: "results still being captured: a wait",
 			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, "", testNow).
 				TargetStatus(ended(testNow)).Obj()},
