@@ -46,9 +46,9 @@ const PodAssignPath = "/mutate--v1-pod-assignment"
 // says why. So they are when one account assigns the identity through two targets that
 // name its Job (by its name and as a JobSet child): the account lets that identity stand
 // for no shard (DuplicateIndex), and telling the pod one of them would have it do the
-// work of a shard its result cannot cover. When no account names the identity, the short form of the pod's Job (or of
-// its JobSet) is read instead: the controller creates that account, and a pod may be
-// created before it is.
+// work of a shard its result cannot cover. When no account names the identity, the
+// short form of the pod's Job (or of its JobSet) is read instead: the controller creates
+// that account, and a pod may be created before it is.
 type PodAssignmentAnnotator struct {
 	// Reader reads BatchAccounts (indexed by relations.IndexAccountTarget), Jobs and
 	// JobSets; the manager's cache.
