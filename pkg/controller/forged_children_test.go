@@ -205,7 +205,7 @@ func TestJobOfAChildNameAfterItsJobSetWasDeleted(t *testing.T) {
 // retention does not take an account whose next attempt may cover its shards; once the
 // JobSet records Failed, the child's failure stands.
 func TestFailedChildWaitsForItsJobSet(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").MaxRestarts(3).Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).MaxRestarts(3).Obj()
 	js.UID = "ts-uid"
 	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(4).UID("child-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
 		JobSetChild(js, "workers", 0, 0).Completed("0-1", 2).Failed("BackoffLimitExceeded", testNow.Add(-time.Minute)).Obj()

@@ -336,7 +336,7 @@ func TestJobRecorderHolds(t *testing.T) {
 // deleted, none live): its final completed indexes become the record, and the account's
 // status then lets the recorder release it.
 func TestHeldJobSetChildIsObserved(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(4).UID("child-uid").JobSetChild(js, "workers", 0, 0).
 		Completed("0-2", 3).Finalizers(record).Deleting(testNow.Add(-time.Minute)).Obj()
 	ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 4).AssignJobSet("ts", "workers", 0, "0-3", "0-3").Obj()

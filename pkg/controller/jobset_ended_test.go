@@ -19,7 +19,7 @@ import (
 
 // jobSetWith is JobSet ends with its terminal condition typ True ("" for none).
 func jobSetWith(typ string) *jobset.JobSet {
-	js := wrappers.MakeJobSet("ends", "ns").Obj()
+	js := wrappers.MakeJobSet("ends", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(3).Obj()).Obj()
 	if typ != "" {
 		js.Status.Conditions = []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(testNow)}}
 	}
@@ -106,5 +106,39 @@ func TestJobSetEnding(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
 		}
+	}
+}
+
+// TestChildTheJobSetLacksIsNeverCreated: a JobSet target naming a replicatedJob its
+// JobSet does not have, or a jobIndex beyond its replicas, is a child JobSet never
+// creates (replicatedJobs are immutable): the account says so, naming what the JobSet
+// has, instead of waiting for it to exist.
+func TestChildTheJobSetLacksIsNeverCreated(t *testing.T) {
+	js := wrappers.MakeJobSet("train", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("leader").Obj()).
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).Obj()
+	for _, tc := range []struct {
+		name        string
+		rj          string
+		jobIndex    int32
+		wantReason  string
+		wantMessage string
+	}{
+		{name: "a misspelt replicatedJob", rj: "wrkers", wantReason: v1alpha1.ReasonShardsMissing,
+			wantMessage: `jobset train wrkers[0] was never created and will not be (its JobSet has no replicatedJob "wrkers" (it has leader, workers))`},
+		{name: "a jobIndex beyond the replicas", rj: "workers", jobIndex: 2, wantReason: v1alpha1.ReasonShardsMissing,
+			wantMessage: `jobset train workers[2] was never created and will not be (its JobSet has 2 replicas of replicatedJob "workers", none of jobIndex 2)`},
+		{name: "a child the JobSet will create", rj: "workers", jobIndex: 1, wantReason: v1alpha1.ReasonTargetsNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 2).AssignJobSet("train", tc.rj, tc.jobIndex, "0-1", "0-1").Obj()
+			f := newFixture(t, hooks{}, js.DeepCopy(), ba)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			cov := apimeta.FindStatusCondition(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionShardsCovered)
+			if cov == nil || cov.Reason != tc.wantReason || !strings.Contains(cov.Message, tc.wantMessage) {
+				t.Errorf("ShardsCovered = %+v; want reason %s, message containing %q", cov, tc.wantReason, tc.wantMessage)
+			}
+		})
 	}
 }

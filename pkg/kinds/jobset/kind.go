@@ -5,6 +5,7 @@
 package jobset
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -145,7 +146,7 @@ func ResolveChild(ctx context.Context, r client.Reader, namespace, jobSet string
 
 // Ended implements kinds.Kind through Ended.
 func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error) {
-	return Ended(ctx, r, namespace, ref.JobSet)
+	return Ended(ctx, r, namespace, ref)
 }
 
 // WorkloadOwner implements kinds.Kind through WorkloadOwner.
@@ -388,14 +389,14 @@ func PodChild(job string, labels map[string]string) (v1alpha1.TargetRef, bool) {
 	return v1alpha1.TargetRef{JobSet: js, ReplicatedJob: rj, JobIndex: ptr.To(int32(idx))}, true
 }
 
-// Ended says why the JobSet named name will create no more child Jobs: it is gone
-// (account.OwnerDeleted), being deleted (account.OwnerBeingDeleted), or recorded its
-// terminal condition (Completed, Failed); "" while it may still create or recreate
-// children. JobSet deletes its active children when it finishes or fails, and a restart
-// deletes them too: only this tells the one from the other.
-func Ended(ctx context.Context, r client.Reader, namespace, name string) (string, error) {
+// Ended says why the JobSet ref names will create no more child Jobs for ref: it is gone
+// (account.OwnerDeleted), being deleted (account.OwnerBeingDeleted), recorded its
+// terminal condition (Completed, Failed), or has no such child (Lacks); "" while it may
+// still create or recreate it. JobSet deletes its active children when it finishes or
+// fails, and a restart deletes them too: only this tells the one from the other.
+func Ended(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error) {
 	var js jobsetapi.JobSet
-	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &js); {
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js); {
 	case apierrors.IsNotFound(err):
 		return account.OwnerDeleted, nil
 	case err != nil:
@@ -403,7 +404,33 @@ func Ended(ctx context.Context, r client.Reader, namespace, name string) (string
 	case js.DeletionTimestamp != nil:
 		return account.OwnerBeingDeleted, nil
 	}
-	return Terminal(&js), nil
+	return cmp.Or(Terminal(&js), Lacks(&js, ref)), nil
+}
+
+// Lacks says how js lacks the child ref names ("" when it has it): no replicatedJob of
+// that name, or fewer replicas than its jobIndex needs. JobSet's webhook keeps
+// replicatedJobs immutable, so such a child is never created.
+func Lacks(js *jobsetapi.JobSet, ref v1alpha1.TargetRef) string {
+	var names []string
+	for _, rj := range js.Spec.ReplicatedJobs {
+		if rj.Name != ref.ReplicatedJob {
+			names = append(names, rj.Name)
+			continue
+		}
+		if i := ptr.Deref(ref.JobIndex, 0); i >= rj.Replicas {
+			return fmt.Sprintf("has %d %s of replicatedJob %q, none of jobIndex %d", rj.Replicas, plural(rj.Replicas, "replica"), rj.Name, i)
+		}
+		return ""
+	}
+	return fmt.Sprintf("has no replicatedJob %q (it has %s)", ref.ReplicatedJob, strings.Join(names, ", "))
+}
+
+// plural is word, with an s unless n is 1.
+func plural(n int32, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 // Terminal is the JobSet's terminal condition type that is True (Completed, Failed), or "".
