@@ -234,3 +234,41 @@ func TestFailedChildWaitsForItsJobSet(t *testing.T) {
 		t.Errorf("Terminated once the JobSet Failed = %+v; want True/%s", term, v1alpha1.ReasonTargetFailed)
 	}
 }
+
+// TestForgedChildOfAbsentJobSetGetsNoWorkload: a namespace editor makes a Job evil-w-0,
+// named and labelled as child 0 of replicatedJob w of a JobSet evil that does not exist,
+// with a controller reference to JobSet evil that carries the UID of JobSet vic (readable;
+// an apiVersion the garbage collector cannot resolve keeps it), runs it outside Kueue and
+// names it in an account of their own. vic is still queued: nothing of it ran. The
+// account's Job is no child of vic, so vic's Workload is none of the account's: it must
+// carry no verdict of it, least of all Accepted=True.
+func TestForgedChildOfAbsentJobSetGetsNoWorkload(t *testing.T) {
+	vic := wrappers.MakeJobSet("vic", "ns").Obj()
+	vic.UID = "vic-uid"
+	wl := wrappers.MakeWorkload("jobset-vic", "ns").UID("vic-wl").ForJobSet(vic).Obj()
+	evil := wrappers.MakeJobSet("evil", "ns").Obj()
+	evil.UID = vic.UID // the controller reference names evil, with vic's UID
+	x := wrappers.MakeJob("evil-w-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		JobSetChild(evil, "w", 0, 0).Completed("0-1", 2).Complete(testNow).Obj()
+	x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+	ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob("evil-w-0", "0-1", "A", "B").Obj()
+	f := newFixture(t, hooks{}, vic, wl, x, ba)
+	for range 2 {
+		if _, err := f.reconcile("mine"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := f.account(t, "mine").Status
+	if len(st.Targets) != 1 || st.Targets[0].Workload != nil {
+		t.Errorf("the account took vic's Workload for its Job's: %+v", st.Targets[0].Workload)
+	}
+	var got kueue.Workload
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
+			t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
+		}
+	}
+}

@@ -99,7 +99,28 @@ func WorkloadOfTarget(ctx context.Context, r client.Reader, ref v1alpha1.TargetR
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
+	// The UID came from a controller reference anyone who may create the Job wrote: a
+	// Job named and labelled as the child of a JobSet that does not exist can carry the
+	// UID of another JobSet (or TrainJob) of the namespace. Kueue's Workload names its
+	// owner by name and UID, and the owner a Job runs under has the name the Job's
+	// controller reference gives (a TrainJob renders the JobSet of its own name).
+	name := workloadOwnerName(job)
+	wls.Items = slices.DeleteFunc(wls.Items, func(wl kueue.Workload) bool {
+		ref := metav1.GetControllerOfNoCopy(&wl)
+		return ref == nil || ref.UID != owner || ref.Name != name
+	})
 	return NewestWorkload(wls.Items), nil
+}
+
+// workloadOwnerName is the name of the object whose Workload job runs under: its
+// controller's when that is of a target kind (a JobSet, or a TrainJob; a TrainJob renders
+// the JobSet of its own name, so a JobSet's name is its TrainJob's too), else the Job's
+// own.
+func workloadOwnerName(job *batchv1.Job) string {
+	if ref := metav1.GetControllerOfNoCopy(job); ref != nil && all.Kinds.Owning(*ref) != nil && ref.Kind != "Job" {
+		return ref.Name
+	}
+	return job.Name
 }
 
 // WorkloadOwnerUID is the UID of the object whose Workload job, the Job target ref

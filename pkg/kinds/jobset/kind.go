@@ -170,7 +170,7 @@ func WorkloadOwner(ctx context.Context, r client.Reader, job *batchv1.Job) (type
 	case err != nil:
 		return "", err
 	}
-	if ref := metav1.GetControllerOfNoCopy(&js); js.UID == uid && ref != nil && ref.Kind == trainer.TrainJobKind && ref.APIVersion == trainer.GroupVersion.String() {
+	if ref := metav1.GetControllerOfNoCopy(&js); js.UID == uid && ref != nil && ref.Name == js.Name && ref.Kind == trainer.TrainJobKind && ref.APIVersion == trainer.GroupVersion.String() {
 		return ref.UID, nil
 	}
 	return uid, nil
