@@ -48,9 +48,10 @@ type Observation struct {
 	// it; once the owner ended it is a Job deleted before it terminated (JobSet deletes
 	// its active children when it finishes or fails).
 	OwnerEnded string
-	// ChildOwner, for a child target that is found, is how its owner (the JobSet, the
-	// TrainJob) stands: OwnerRunning while it may still restart the child, else as
-	// OwnerEnded says; empty for a target that is no child. An owner that is gone creates
+	// ChildOwner, for a child target, is how its owner (the JobSet, the TrainJob) stands:
+	// OwnerRunning while it may still restart the child, else as OwnerEnded says (unlike
+	// OwnerEnded it is set for a child found, and kept for one read from a MultiKueue
+	// worker); empty for a target that is no child. An owner that is gone creates
 	// no child any more, so a Job of another identity than the one on record is none of
 	// its children (Compute keeps the record); a child that Failed while its owner runs
 	// may be restarted, so the account waits for the owner's decision.

@@ -77,6 +77,11 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		if o.obs.OwnerEnded, err = relations.TargetEnded(ctx, r.Client, namespace, t.Ref); err != nil {
 			return o, err
 		}
+		if t.Ref.IsChild() {
+			// A dispatched child read from a worker next (observeDispatchedChild) keeps it,
+			// though OwnerEnded is cleared: its failure waits for the JobSet as any child's.
+			o.obs.ChildOwner = cmp.Or(o.obs.OwnerEnded, account.OwnerRunning)
+		}
 		if results {
 			o.pods, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref)
 		}

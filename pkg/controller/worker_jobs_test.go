@@ -491,3 +491,47 @@ func TestDispatchedChildOnAnUnreadWorkerIsPending(t *testing.T) {
 		})
 	}
 }
+
+// TestDispatchedFailedChildWaitsForItsJobSet: a child of a JobSet MultiKueue dispatched,
+// recorded Failed on worker-a while the JobSet runs there (its failure policy may restart
+// the child), leaves the batch AwaitingTermination as a child on the manager would, so
+// that retention does not take the account before the restart's child is recorded. The
+// JobSet's end, which Kueue copies back onto the manager's JobSet, makes the failure stand.
+func TestDispatchedFailedChildWaitsForItsJobSet(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	c0 := wrappers.MakeJob("js-workers-0", "ns").UID("worker-c0-a0-uid").Indexed(2).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		JobSetChild(wrappers.MakeJobSet("js", "ns").Obj(), "workers", 0, 0).Completed("0", 1).Failed("BackoffLimitExceeded", testNow.Add(-time.Minute)).Obj()
+	c1 := workerChild("js", 1, 0, "0-1")
+	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+		jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}}
+	js := wrappers.MakeJobSet("js", "ns").MaxRestarts(3).Obj()
+	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
+		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+	f := newFixture(t, hooks{}, js, wl, acct.Obj())
+	r := f.reconciler()
+	r.WorkerResults = workers
+	terminated := func() *metav1.Condition {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+			t.Fatal(err)
+		}
+		return apimeta.FindStatusCondition(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionTerminated)
+	}
+	if c := terminated(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAwaitingTermination {
+		t.Fatalf("Terminated while the dispatched JobSet may restart its failed child = %+v; want False/%s", c, v1alpha1.ReasonAwaitingTermination)
+	}
+
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
+		t.Fatal(err)
+	}
+	js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, Reason: "ReachedMaxRestarts", LastTransitionTime: metav1.NewTime(testNow)}}
+	if err := f.c.Update(context.Background(), js); err != nil {
+		t.Fatal(err)
+	}
+	if c := terminated(); c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonTargetFailed {
+		t.Errorf("Terminated once the JobSet Failed = %+v; want True/%s", c, v1alpha1.ReasonTargetFailed)
+	}
+}
