@@ -141,8 +141,11 @@ func (ts *targetState) endedBy() string {
 // awaitsOwner is true for a child Job that Failed while its owner (the JobSet, the
 // TrainJob) has not ended: the owner's failure policy may restart it (a new identity that
 // may yet cover its shards), so the batch has not terminated until the owner decides.
+// That holds of its record once it is deleted too: a restart deletes the failed child
+// before it creates the next (all of them first with BlockingRecreate, and with
+// startupPolicy InOrder a later replicatedJob's only once the earlier ones run).
 func (ts *targetState) awaitsOwner() bool {
-	return ts.found && ts.facts.terminal == TerminalFailed && ts.obs.ChildOwner == OwnerRunning
+	return (ts.found || ts.deleted) && ts.facts.terminal == TerminalFailed && ts.obs.ChildOwner == OwnerRunning
 }
 
 // lostBeforeTerminal is true for a deleted identity that never terminated, and for a

@@ -180,6 +180,40 @@ func TestFailedChildAwaitsItsOwner(t *testing.T) {
 	}
 }
 
+// TestDeletedFailedChildAwaitsItsOwner: a JobSet restart deletes the failed child before
+// it creates the next (all children first under BlockingRecreate, and under startupPolicy
+// InOrder a later replicatedJob's only once the earlier ones run). While the JobSet has
+// not ended, the deleted child's failure is no more final than it was before the
+// deletion: the batch stays AwaitingTermination, so that retention does not take it in
+// between. Once the JobSet ended, the record's failure stands.
+func TestDeletedFailedChildAwaitsItsOwner(t *testing.T) {
+	spec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").SpecObj()
+	failed := makeJob("train-workers-0", "uid-w0", 4).Completed("0-1", 2).Failed("BackoffLimitExceeded", jobCondAt)
+	key := "jobset/train/workers/0"
+	first := step(t, spec, nil, map[string]Observation{key: {Job: failed.Facts(), ChildOwner: OwnerRunning}}).Status
+	wantCond(t, first, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination, "")
+	cases := []struct {
+		name       string
+		obs        Observation
+		wantStatus metav1.ConditionStatus
+		wantReason string
+		wantMsg    string
+	}{
+		{"its JobSet runs", Observation{ChildOwner: OwnerRunning}, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
+			"not terminated: jobset train workers[0] Failed (BackoffLimitExceeded), its JobSet may restart it; coverage does not imply termination"},
+		{"its JobSet Failed", Observation{OwnerEnded: "Failed", ChildOwner: "Failed"}, metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, spec, first.DeepCopy(), map[string]Observation{key: tc.obs}).Status
+			if len(st.Targets) != 1 || !st.Targets[0].Deleted || st.Targets[0].UID != "uid-w0" {
+				t.Fatalf("targets %+v, want the failed child's record, deleted", st.Targets)
+			}
+			wantCond(t, st, v1alpha1.ConditionTerminated, tc.wantStatus, tc.wantReason, tc.wantMsg)
+		})
+	}
+}
+
 // TestAttempts: attempts are pods, indexes are indexes; a pod seen twice counts once.
 func TestAttempts(t *testing.T) {
 	spec := makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").SpecObj()

@@ -202,8 +202,9 @@ func TestJobOfAChildNameAfterItsJobSetWasDeleted(t *testing.T) {
 
 // TestFailedChildWaitsForItsJobSet: a JobSet child that Failed while its JobSet runs (the
 // JobSet's failure policy may restart it) leaves the batch AwaitingTermination, so that
-// retention does not take an account whose next attempt may cover its shards; once the
-// JobSet records Failed, the child's failure stands.
+// retention does not take an account whose next attempt may cover its shards, also once
+// the restart deleted the child and has not created the next; once the JobSet records
+// Failed, the child's failure stands.
 func TestFailedChildWaitsForItsJobSet(t *testing.T) {
 	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).MaxRestarts(3).Obj()
 	js.UID = "ts-uid"
@@ -217,6 +218,19 @@ func TestFailedChildWaitsForItsJobSet(t *testing.T) {
 	term := apimeta.FindStatusCondition(f.account(t, "train").Status.Conditions, v1alpha1.ConditionTerminated)
 	if term == nil || term.Status != metav1.ConditionFalse || term.Reason != v1alpha1.ReasonAwaitingTermination {
 		t.Fatalf("Terminated while the JobSet may restart its failed child = %+v; want False/%s", term, v1alpha1.ReasonAwaitingTermination)
+	}
+
+	// A restart deletes the failed child before it creates the next: its failure is no
+	// more final while the JobSet runs.
+	if err := f.c.Delete(context.Background(), child); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.reconcile("train"); err != nil {
+		t.Fatal(err)
+	}
+	term = apimeta.FindStatusCondition(f.account(t, "train").Status.Conditions, v1alpha1.ConditionTerminated)
+	if term == nil || term.Status != metav1.ConditionFalse || term.Reason != v1alpha1.ReasonAwaitingTermination {
+		t.Fatalf("Terminated once the running JobSet deleted its failed child = %+v; want False/%s", term, v1alpha1.ReasonAwaitingTermination)
 	}
 
 	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
