@@ -4,11 +4,10 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// CacheFirst reads Cache, and the API server (API) for what Cache does not hold. The
+// CacheFirst gets from Cache, and from the API server (API) what Cache does not hold. The
 // manager's cache holds only the Jobs labelled with a scope, so a Job created before the
 // account that names it is not in it until the account's first reconcile labels it; a
 // check that must see every Job an account names asks the API server then.
@@ -28,10 +27,9 @@ func (c CacheFirst) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 	return err
 }
 
-// List lists from the cache, and from the API server when the cache lists nothing.
+// List lists from the API server. The cache holds only the labelled Jobs, so what it
+// lists may lack the one sought (a JobSet child not labelled yet, next to a labelled Job
+// carrying that child's labels) without saying so.
 func (c CacheFirst) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if err := c.Cache.List(ctx, list, opts...); err != nil || apimeta.LenList(list) > 0 {
-		return err
-	}
 	return c.API.List(ctx, list, opts...)
 }

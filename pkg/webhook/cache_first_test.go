@@ -25,6 +25,11 @@ func TestMappingFreezeSeesJobsTheCacheDoesNotHold(t *testing.T) {
 	running := wrappers.MakeJob("j", "ml").Indexed(4).Suspend(false).Obj()
 	suspended := wrappers.MakeJob("j", "ml").Indexed(4).Suspend(true).Obj()
 	child := wrappers.MakeJob("train-workers-0", "ml").Indexed(4).Suspend(false).JobSetChild(js, "workers", 0, 0).Obj()
+	// A Job of another name carrying the child's labels (copied from it, say), labelled
+	// with a scope and so in the cache: it is no child, yet a list by the child's labels
+	// finds it there.
+	lookalike := wrappers.MakeJob("train-workers-0-copy", "ml").Indexed(4).Suspend(true).JobSetChild(js, "workers", 0, 0).
+		Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj()
 	byJob := wrappers.MakeBatchAccount("acct", "ml").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj()
 	byJobSet := wrappers.MakeBatchAccount("acct", "ml").ShardCount("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").Obj()
 	cases := []struct {
@@ -40,6 +45,8 @@ func TestMappingFreezeSeesJobsTheCacheDoesNotHold(t *testing.T) {
 		{name: "the cache's copy is read first", account: byJob, cache: []client.Object{suspended}, api: []client.Object{running}},
 		{name: "a running JobSet child only the API server holds", account: byJobSet, cache: []client.Object{js}, api: []client.Object{js, child},
 			want: "runs"},
+		{name: "a running JobSet child only the API server holds, the cache holding a Job of its labels", account: byJobSet,
+			cache: []client.Object{js, lookalike}, api: []client.Object{js, lookalike, child}, want: "runs"},
 		{name: "no Job at all", account: byJob},
 	}
 	for _, tc := range cases {
