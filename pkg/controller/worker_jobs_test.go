@@ -505,7 +505,7 @@ func TestDispatchedFailedChildWaitsForItsJobSet(t *testing.T) {
 	c1 := workerChild("js", 1, 0, "0-1")
 	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
 		jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}}
-	js := wrappers.MakeJobSet("js", "ns").MaxRestarts(3).Obj()
+	js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).MaxRestarts(3).Obj()
 	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
 	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
 	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
