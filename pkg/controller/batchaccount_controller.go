@@ -491,11 +491,13 @@ var workloadChanged = predicate.Funcs{
 		// Only our conditions changed, if anything. On a Workload several accounts name,
 		// each account publishes the verdicts of all of them, reading the others from the
 		// cache: the last publish may rest on a copy of another account that was about to
-		// change, and nothing else would wake them again. So that echo wakes them once
-		// more; publish writes nothing once the conditions are right, which ends it.
+		// change, or that the cache did not show naming the Workload (so a message of
+		// several accounts became one account's), and nothing else would wake them again.
+		// So that echo wakes them once more; publish writes nothing once the conditions
+		// are right, which ends it.
 		oursWas, _ := splitConditions(o.Status.Conditions)
 		oursNow, _ := splitConditions(n.Status.Conditions)
-		return sharedByAccounts(oursNow) && !equality.Semantic.DeepEqual(oursWas, oursNow)
+		return (sharedByAccounts(oursNow) || sharedByAccounts(oursWas)) && !equality.Semantic.DeepEqual(oursWas, oursNow)
 	},
 }
 

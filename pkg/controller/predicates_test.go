@@ -42,6 +42,13 @@ func TestWorkloadChanged(t *testing.T) {
 		"our aggregated message, several accounts": {change: func(w *kueue.Workload) {
 			w.Status.Conditions[1].Message = "2 accounts; BatchAccount a: 2/4; BatchAccount b: 1/4"
 		}, want: true},
+		// One account's publish replaced the verdict of several with its own (it read the
+		// others from a cache that did not hold them yet): the others must look again.
+		"several accounts' message narrowed to one account's": {
+			old: func(w *kueue.Workload) {
+				w.Status.Conditions[1].Message = "2 accounts; BatchAccount a: 2/4; BatchAccount b: 1/4"
+			},
+			change: func(w *kueue.Workload) { w.Status.Conditions[1].Message = "4/4" }, want: true},
 		"Kueue admits": {change: func(w *kueue.Workload) {
 			w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue})
 		}, want: true},
