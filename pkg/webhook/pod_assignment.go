@@ -133,7 +133,8 @@ func assignmentPatch(have map[string]string, a Assignment) []jsonpatch.JsonPatch
 // PodAssignment is the assignment the live accounts naming pod's Job make for the pod's
 // (target, completion index), or its Job's or JobSet's short form when no account
 // assigns it. found is false for a pod no account or short form assigns (or no index
-// pod); a found assignment with an empty Shard means the accounts disagree.
+// pod); a found assignment with an empty Shard means the pod is told none: the accounts
+// disagree, or one assigns the identity through two targets (assignmentOf).
 func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assignment, bool, error) {
 	keys := relations.PodTargets(pod)
 	if len(keys) == 0 {
