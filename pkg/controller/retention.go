@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/indexset"
 )
 
 // DefaultShortFormTTL is how long a short-form account is kept after its batch
@@ -50,6 +51,11 @@ func batchFinished(ba *v1alpha1.BatchAccount) (time.Time, bool) {
 	if t := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated); t != nil && t.Reason == v1alpha1.ReasonAwaitingTermination {
 		return time.Time{}, false
 	}
+	// Accepted says the first thing wrong: a shard missing, or a target deleted, hides
+	// results of the covered shards still being captured, or kept for a fixed rule.
+	if resultsAwaited(st) {
+		return time.Time{}, false
+	}
 	at := accepted.LastTransitionTime.Time
 	for i := range st.Targets {
 		t := &st.Targets[i]
@@ -67,6 +73,24 @@ func batchFinished(ba *v1alpha1.BatchAccount) (time.Time, bool) {
 		}
 	}
 	return at, true
+}
+
+// resultsAwaited reports whether ResultsAccepted waits for results of covered shards
+// (ResultsPending: covered shards with no result recorded yet, none of them missing or
+// rejected; the signing key did not load) or keeps them for a fixed rule (RuleInvalid).
+func resultsAwaited(st *v1alpha1.BatchAccountStatus) bool {
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return false
+	}
+	switch c.Reason {
+	case v1alpha1.ReasonRuleInvalid:
+		return true
+	case v1alpha1.ReasonResultsPending:
+		rejected, _ := indexset.Parse(st.Results.RejectedOrdinals)
+		return int(st.Shards.Covered) > int(st.Shards.Accepted)+int(st.Results.Missing)+rejected.Count()
+	}
+	return false
 }
 
 // retention is how long the account is kept after its batch finished: its spec's

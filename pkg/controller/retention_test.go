@@ -152,3 +152,42 @@ func TestBatchFinished(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionWaitsForResultsOfCoveredShards: an account whose batch is blocked (a shard
+// missing: the Job failed) while the result of a covered shard is still to be recorded
+// (the signing key did not load, a rule that does not compile) is not finished: its
+// retention would delete it, the garbage collector its chunks, and the releaser would let
+// the held pod go, so the result is lost that a repair's verdict needs.
+func TestRetentionWaitsForResultsOfCoveredShards(t *testing.T) {
+	failed := jobJ(v1alpha1.ScopeResults).Completed("0", 1).FailedIndexes("1").Failed("BackoffLimitExceeded", testNow).Obj()
+	for _, tc := range []struct {
+		name    string
+		account *v1alpha1.BatchAccount
+		ledger  func(f *fixture) *Ledger
+	}{
+		{name: "the signing key did not load", account: accountOfJ().RequireResults("").TTLSecondsAfterFinished(60).Obj(),
+			ledger: func(*fixture) *Ledger { return &Ledger{Source: missingKey{}} }},
+		{name: "the rule does not compile", account: accountOfJ().RequireResults("result.nope(").TTLSecondsAfterFinished(60).Obj(),
+			ledger: func(f *fixture) *Ledger { return &f.ledger }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := wrappers.MakeIndexPod(failed, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), reportOf(t, "A")).Obj()
+			f := newFixture(t, hooks{}, tc.account, failed, pod, workloadOfJ(failed).Obj())
+			r := f.reconciler()
+			r.Ledger = tc.ledger(f)
+			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}
+			if _, err := r.Reconcile(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			ba := f.account(t, "acct")
+			r.Now = func() time.Time { return testNow.Add(time.Hour) }
+			if _, err := r.Reconcile(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{}); apierrors.IsNotFound(err) {
+				t.Fatalf("account deleted with shard A's result never recorded (Accepted %s, ResultsAccepted %s)",
+					conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted), conditionOf(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted))
+			}
+		})
+	}
+}
