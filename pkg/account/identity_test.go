@@ -228,7 +228,7 @@ func condOf(st v1alpha1.BatchAccountStatus, typ string) metav1.Condition {
 // TestSharedIdentitiesBounded: however many targets reach one Job, the check costs set
 // operations per target, not per pair, and reports a bounded number of problems.
 func TestSharedIdentitiesBounded(t *testing.T) {
-	const n = 2048
+	const n = MaxTargets // the most an account may name (Compile)
 	spec := makeCompactSpec("s", n)
 	obs := map[string]Observation{}
 	for i := range n {

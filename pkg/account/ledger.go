@@ -431,7 +431,8 @@ func plural(n int, one, many string) string {
 const StatusBudget = 1 << 20
 
 // MaxTargets is the most targets an account names: one per assignment at most
-// (spec.assignments' MaxItems).
+// (spec.assignments' MaxItems); entries of spec.repairs naming further targets are
+// refused (Compile), since status.targets holds no more.
 const MaxTargets = 1024
 
 // Bounds of the lists and strings a status holds, whatever the number of targets.

@@ -172,6 +172,15 @@ func Compile(namespace string, spec *v1alpha1.BatchAccountSpec) *Mapping {
 			continue
 		}
 		ti, seen := targets[key]
+		if !seen && len(m.Targets) == MaxTargets {
+			// spec.assignments and spec.repairs are bounded apart: together they may name
+			// more targets than a status holds (status.targets' MaxItems), and a status
+			// the API server refuses is never written again.
+			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget,
+				"%s names a target beyond the %d an account may name (spec.assignments and spec.repairs together): map it in another BatchAccount",
+				m.entryName(i), MaxTargets))
+			continue
+		}
 		if !seen {
 			ti = len(m.Targets)
 			targets[key] = ti
