@@ -697,16 +697,16 @@ type ResultRejection struct {
 	Message string `json:"message"`
 }
 
-// BatchAccount joins Kueue-admitted Indexed Jobs and JobSets to a batch's declared shards
-// and publishes whether the batch was processed and accepted.
+// BatchAccount joins Kueue-admitted Indexed Jobs, JobSets and TrainJobs to a batch's
+// declared shards and publishes whether the batch was processed and accepted.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ba;bacct,categories=batchledger
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.shards.progress`,description="Percent of shards accepted (results required) or covered"
 // +kubebuilder:printcolumn:name="Covered",type=integer,JSONPath=`.status.shards.covered`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.shards.total`
 // +kubebuilder:printcolumn:name="Accepted",type=integer,JSONPath=`.status.shards.accepted`
-// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.shards.progress`
 // +kubebuilder:printcolumn:name="Missing",type=string,JSONPath=`.status.shards.missing`,priority=1
 // +kubebuilder:printcolumn:name="Verdict",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
