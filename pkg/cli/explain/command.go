@@ -67,6 +67,9 @@ accounts.`,
 			if err != nil {
 				return err
 			}
+			if eo.MaxRows < 0 {
+				return fmt.Errorf("--max-rows must not be negative")
+			}
 			p, err := eo.printer()
 			if err != nil {
 				return err
@@ -95,7 +98,7 @@ accounts.`,
 	eo.PrintFlags.AddFlags(cmd)
 	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (text, %s).", strings.Join(eo.PrintFlags.AllowedFormats(), ", "))
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(append([]string{OutputText}, eo.PrintFlags.AllowedFormats()...), cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
-	cmd.Flags().IntVar(&eo.MaxRows, "max-rows", eo.MaxRows, "At most this many rows per table (missing shards, results, rejections); the rest is counted.")
+	cmd.Flags().IntVar(&eo.MaxRows, "max-rows", eo.MaxRows, "At most this many rows per table (missing shards, results, rejections); the rest is counted; 0 means the default.")
 	cmd.Flags().BoolVar(&eo.ExitCode, "exit-code", false, fmt.Sprintf("Exit with code %d when a batch explained is not Accepted.", options.ExitNotAccepted))
 	return cmd
 }

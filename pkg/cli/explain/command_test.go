@@ -215,6 +215,7 @@ func TestExplainErrors(t *testing.T) {
 		{[]string{"explain", "jobset", "train"}, `error: no BatchAccount in namespace "ml-team" targets JobSet "train"`},
 		{[]string{"explain", "pod", "x"}, `error: unknown kind "pod"`},
 		{[]string{"explain", "account", "ij245", "-o", "wide"}, `error: unsupported output format "wide"`},
+		{[]string{"explain", "account", "ij245", "--max-rows", "-1"}, `error: --max-rows must not be negative`},
 	}
 	for _, tc := range cases {
 		out, errOut, code := run(t, c, append(tc.args, "-n", ns)...)

@@ -46,6 +46,9 @@ character. --svg FILE writes the same map as an SVG picture for a report or an i
 			if mo.perCell < 0 {
 				return fmt.Errorf("--shards-per-cell must not be negative")
 			}
+			if mo.width < 0 {
+				return fmt.Errorf("--width must not be negative")
+			}
 			c, ns, err := o.ClientAndNamespace()
 			if err != nil {
 				return err

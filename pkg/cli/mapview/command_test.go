@@ -298,3 +298,14 @@ func BenchmarkMap1MShards(b *testing.B) {
 		}
 	}
 }
+
+// TestMapRefusesNegativeSizes: a negative --width or --shards-per-cell is refused before
+// the cluster is asked, rather than silently read as "fit the terminal".
+func TestMapRefusesNegativeSizes(t *testing.T) {
+	for _, flag := range []string{"--width", "--shards-per-cell"} {
+		out, errOut, code := run(t, clitest.FakeClient(), "map", "ij245", "-n", ns, flag, "-1")
+		if code != options.ExitError || out != "" || !strings.Contains(errOut, flag+" must not be negative") {
+			t.Errorf("%s -1: exit %d, stdout %q, stderr %q", flag, code, out, errOut)
+		}
+	}
+}

@@ -21,7 +21,7 @@ func NewCommand(o *options.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release",
 		Short: "Remove batchledger's finalizers from every pod and Job it holds, for a clean uninstall",
-		Long: `release removes the finalizer batchledger.dev/result-capture from the pods that carry it,
+		Long: `Release removes the finalizer batchledger.dev/result-capture from the pods that carry it,
 and batchledger.dev/record from the Jobs that carry it, and only those finalizers. Once
 batchledger is uninstalled nothing else removes them: its pods and Jobs stay Terminating
 and block the deletion of their namespace (and a JobSet's restart). Run it after removing
