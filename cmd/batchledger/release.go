@@ -137,16 +137,16 @@ func releaseHeldPods(ctx context.Context, c client.Client, cfg releaseConfig, lo
 			}
 		}
 		listed := true
-		for _, k := range releasedKinds {
-			rep, err := k.release(ctx, c, cfg.Options)
-			logReport(log, rep, pass, k.noun)
+		for _, k := range release.Kinds {
+			rep, err := k.Release(ctx, c, cfg.Options)
+			logReport(log, rep, pass, k.Noun)
 			if err != nil {
 				// The other kind is released all the same; no second pass.
 				errs, listed = append(errs, err), false
 				continue
 			}
 			if len(rep.Errors) > 0 {
-				errs = append(errs, fmt.Errorf("%d of %d held %ss still held: %w", len(rep.Errors), len(rep.Held), k.noun, rep.Err()))
+				errs = append(errs, fmt.Errorf("%d of %d held %ss still held: %w", len(rep.Errors), len(rep.Held), k.Noun, rep.Err()))
 			}
 		}
 		if !listed {
@@ -154,16 +154,6 @@ func releaseHeldPods(ctx context.Context, c client.Client, cfg releaseConfig, lo
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// releasedKinds are what a release lets go of, in order: pods held for their results,
-// then Jobs held for their records.
-var releasedKinds = []struct {
-	noun    string
-	release func(context.Context, client.Client, release.Options) (*release.Report, error)
-}{
-	{"pod", release.Release},
-	{"Job", release.ReleaseJobs},
 }
 
 // deleteWebhookConfiguration deletes the named MutatingWebhookConfiguration; one that is

@@ -45,8 +45,8 @@ func TestRemovalPatchOfTheRecordFinalizer(t *testing.T) {
 	}
 }
 
-// TestReleaseJobs: ReleaseJobs removes the record finalizer, and only it, from every Job
-// that carries it, keeping the others' order; a Job being deleted with only ours goes; a
+// TestReleaseJobs: ReleaseJobs removes the record finalizer and the worker role's, and
+// only those, from every Job that carries them, keeping the others' order; a Job being deleted with only ours goes; a
 // finalizer list changed in between is re-read; pods are never listed.
 func TestReleaseJobs(t *testing.T) {
 	deleting := metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
@@ -70,6 +70,16 @@ func TestReleaseJobs(t *testing.T) {
 				key("ml-team", "a"): {foreground, other}, key("ml-team", "b"): {other}, key("ml-team", "c"): {ours},
 			},
 			wantPatches: 1,
+		},
+		"a worker cluster's child Job: the worker role's finalizer removed too": {
+			jobs: []*batchv1.Job{
+				wrappers.MakeJob("a", "ml-team").Finalizers(foreground, v1alpha1.WorkerJobFinalizer, other).Obj(),
+				wrappers.MakeJob("b", "ml-team").Finalizers(record, v1alpha1.WorkerJobFinalizer).Obj(),
+			},
+			want: Report{Examined: 2, Held: []types.NamespacedName{key("ml-team", "a"), key("ml-team", "b")},
+				Released: []types.NamespacedName{key("ml-team", "a"), key("ml-team", "b")}},
+			wantFinalizers: map[types.NamespacedName][]string{key("ml-team", "a"): {foreground, other}, key("ml-team", "b"): nil},
+			wantPatches:    3,
 		},
 		"a Job being deleted goes once released": {
 			jobs: []*batchv1.Job{func() *batchv1.Job {

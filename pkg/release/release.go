@@ -3,11 +3,13 @@
 // The pod webhook adds the finalizer v1alpha1.ResultFinalizer to index pods of Jobs whose
 // account requires results, and the controller removes it once the pod's result is
 // recorded. The Job webhook and the controller add v1alpha1.RecordFinalizer to the Jobs
-// accounts name, and the controller removes it once their end is recorded. Once
-// batchledger is uninstalled nothing removes either any more: the pods and Jobs stay
-// Terminating and block the deletion of their namespace (and a JobSet's restart). Release
-// finds every pod that carries the result finalizer, ReleaseJobs every Job that carries
-// the record finalizer, and each removes that finalizer only.
+// accounts name, and the controller removes it once their end is recorded; on a
+// MultiKueue worker cluster the worker role holds child Jobs with
+// v1alpha1.WorkerJobFinalizer the same way. Once batchledger is uninstalled nothing
+// removes them any more: the pods and Jobs stay Terminating and block the deletion of
+// their namespace (and a JobSet's restart). Release finds every pod that carries the
+// result finalizer, ReleaseJobs every Job that carries either Job finalizer, and each
+// removes those finalizers only (Kinds lists the two).
 //
 // They find them by their finalizer, not by a label: objects held by older versions may
 // carry no label of ours. They list metadata only (PartialObjectMetadata), page by page,
@@ -157,19 +159,32 @@ func (r *Report) Err() error {
 	return errors.Join(errs...)
 }
 
-// held is what one kind of release lists and which finalizer it removes.
+// held is what one kind of release lists and which finalizers it removes.
 type held struct {
 	// kind is the listed objects' kind; its list kind is kind+"List".
 	kind schema.GroupVersionKind
 	// resource names the objects in errors ("pods"), noun one of them ("pod").
 	resource, noun string
-	finalizer      string
+	finalizers     []string
 }
 
 var (
-	heldPods = held{kind: corev1.SchemeGroupVersion.WithKind("Pod"), resource: "pods", noun: "pod", finalizer: v1alpha1.ResultFinalizer}
-	heldJobs = held{kind: batchv1.SchemeGroupVersion.WithKind("Job"), resource: "jobs", noun: "Job", finalizer: v1alpha1.RecordFinalizer}
+	heldPods = held{kind: corev1.SchemeGroupVersion.WithKind("Pod"), resource: "pods", noun: "pod", finalizers: []string{v1alpha1.ResultFinalizer}}
+	// A Job is held for its accounts' records, and on a MultiKueue worker cluster the
+	// worker role holds a child Job until its WorkerJob record holds the Job's end.
+	heldJobs = held{kind: batchv1.SchemeGroupVersion.WithKind("Job"), resource: "jobs", noun: "Job",
+		finalizers: []string{v1alpha1.RecordFinalizer, v1alpha1.WorkerJobFinalizer}}
 )
+
+// Kind is one kind of hold a release lets go of: Noun names one object held so.
+type Kind struct {
+	Noun    string
+	Release func(context.Context, client.Client, Options) (*Report, error)
+}
+
+// Kinds are what a release lets go of, in order: pods held for their results, then Jobs
+// held for their records.
+var Kinds = []Kind{{"pod", Release}, {"Job", ReleaseJobs}}
 
 func (h held) list() *metav1.PartialObjectMetadataList {
 	list := &metav1.PartialObjectMetadataList{}
@@ -184,9 +199,10 @@ func Release(ctx context.Context, c client.Client, opts Options) (*Report, error
 	return release(ctx, c, opts, heldPods)
 }
 
-// ReleaseJobs is Release for the Jobs that carry RecordFinalizer: it removes that
-// finalizer, and only it, from each. A Job being deleted then goes; its accounts keep
-// what they recorded of it. It needs jobs list and patch.
+// ReleaseJobs is Release for the Jobs that carry RecordFinalizer or, on a MultiKueue
+// worker cluster, WorkerJobFinalizer: it removes those, and only those, from each. A Job
+// being deleted then goes; its accounts keep what they recorded of it. It needs jobs
+// list and patch.
 func ReleaseJobs(ctx context.Context, c client.Client, opts Options) (*Report, error) {
 	return release(ctx, c, opts, heldJobs)
 }
@@ -204,7 +220,8 @@ func release(ctx context.Context, c client.Client, opts Options, h held) (*Repor
 		rep.Examined += len(list.Items)
 		for i := range list.Items {
 			pod := &list.Items[i]
-			if !slices.Contains(pod.Finalizers, h.finalizer) {
+			carried := slices.DeleteFunc(slices.Clone(h.finalizers), func(f string) bool { return !slices.Contains(pod.Finalizers, f) })
+			if len(carried) == 0 {
 				continue
 			}
 			key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
@@ -212,7 +229,7 @@ func release(ctx context.Context, c client.Client, opts Options, h held) (*Repor
 			if opts.DryRun {
 				continue
 			}
-			switch outcome, err := releaseOne(ctx, c, pod, attempts, h, opts.ServerDryRun); outcome {
+			switch outcome, err := releaseCarried(ctx, c, pod, attempts, h, carried, opts.ServerDryRun); outcome {
 			case released:
 				rep.Released = append(rep.Released, key)
 			case gone:
@@ -238,11 +255,27 @@ const (
 	releasedElsewhere
 )
 
-// releaseOne patches h's finalizer off pod (a pod, or a Job), re-reading it after each
+// releaseCarried removes each of finalizers (those of h that pod carries) from pod in
+// turn (releaseOne): a failure, or the object gone, ends it; it was released when this
+// run removed any.
+func releaseCarried(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int, h held, finalizers []string, serverDryRun bool) (outcome, error) {
+	result := releasedElsewhere
+	for _, f := range finalizers {
+		switch o, err := releaseOne(ctx, c, pod, attempts, h, f, serverDryRun); o {
+		case failed, gone:
+			return o, err
+		case released:
+			result = released
+		}
+	}
+	return result, nil
+}
+
+// releaseOne patches finalizer off pod (a pod, or a Job), re-reading it after each
 // failed test or conflict, at most attempts times.
 // Under serverDryRun each patch is sent with dryRun=All and the first accepted one ends it:
 // nothing was stored, so there is nothing to re-read.
-func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int, h held, serverDryRun bool) (outcome, error) {
+func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, attempts int, h held, finalizer string, serverDryRun bool) (outcome, error) {
 	var patchOpts []client.PatchOption
 	if serverDryRun {
 		patchOpts = append(patchOpts, client.DryRunAll)
@@ -252,7 +285,7 @@ func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectM
 		// The client finds the resource by the kind; list items and patch responses of
 		// the metadata API do not say Pod.
 		pod.SetGroupVersionKind(h.kind)
-		patch, held := RemovalPatch(pod, h.finalizer)
+		patch, held := RemovalPatch(pod, finalizer)
 		if !held {
 			if patchedOnce {
 				return released, nil
@@ -271,9 +304,9 @@ func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectM
 		case apierrors.IsNotFound(err):
 			return gone, nil
 		case !apierrors.IsInvalid(err) && !apierrors.IsConflict(err):
-			return failed, fmt.Errorf("removing finalizer %s: %w", h.finalizer, err)
+			return failed, fmt.Errorf("removing finalizer %s: %w", finalizer, err)
 		case attempt >= attempts:
-			return failed, fmt.Errorf("removing finalizer %s: the finalizers kept changing, %d attempts: %w", h.finalizer, attempts, err)
+			return failed, fmt.Errorf("removing finalizer %s: the finalizers kept changing, %d attempts: %w", finalizer, attempts, err)
 		}
 		// The finalizers changed since we read them: read them again.
 		fresh, err := reread(ctx, c, pod, h)

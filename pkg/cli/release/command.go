@@ -3,12 +3,10 @@
 package release
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/cli/options"
 	held "batchledger.dev/batchledger/pkg/release"
@@ -43,25 +41,22 @@ they are being deleted.`,
 			}
 			opts := held.Options{Namespace: ns, DryRun: dryRun.ClientSide(), ServerDryRun: dryRun.ServerSide()}
 			var errs []error
-			for _, k := range []struct {
-				noun    string
-				release func(context.Context, client.Client, held.Options) (*held.Report, error)
-			}{{"pod", held.Release}, {"Job", held.ReleaseJobs}} {
-				rep, err := k.release(cmd.Context(), c, opts)
+			for _, k := range held.Kinds {
+				rep, err := k.Release(cmd.Context(), c, opts)
 				if err != nil {
 					// A List failed part way: say what was done before it, never "no pod is held".
 					if len(rep.Held) > 0 {
-						printRelease(o.Out, rep, k.noun)
+						printRelease(o.Out, rep, k.Noun)
 					}
 					errs = append(errs, err)
 					continue
 				}
 				// No Job held is no news: say so for pods only, as ever.
-				if k.noun == "pod" || len(rep.Held) > 0 {
-					printRelease(o.Out, rep, k.noun)
+				if k.Noun == "pod" || len(rep.Held) > 0 {
+					printRelease(o.Out, rep, k.Noun)
 				}
 				if len(rep.Errors) > 0 {
-					errs = append(errs, fmt.Errorf("%d of %d held %ss still held:\n%w", len(rep.Errors), len(rep.Held), k.noun, rep.Err()))
+					errs = append(errs, fmt.Errorf("%d of %d held %ss still held:\n%w", len(rep.Errors), len(rep.Held), k.Noun, rep.Err()))
 				}
 			}
 			return errors.Join(errs...)
