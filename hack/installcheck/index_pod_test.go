@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,10 +62,22 @@ func TestIndexPodPolicyOnLocalCluster(t *testing.T) {
 		return cs
 	}
 	const (
-		jobUID, otherUID = "11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"
-		gc               = "system:serviceaccount:kube-system:generic-garbage-collector"
-		editor           = "erin"
+		otherUID = "22222222-2222-2222-2222-222222222222"
+		gc       = "system:serviceaccount:kube-system:generic-garbage-collector"
+		editor   = "erin"
 	)
+	// The pods' owner exists, so that the garbage collector, which runs, does not delete
+	// them between their creation and the patch a case tries; another controller manages
+	// it, so that the Job controller ignores it and its pods.
+	ownerJob, err := admin.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j"}, Spec: batchv1.JobSpec{
+		ManagedBy: ptr.To("batchledger.dev/installcheck"), Suspend: ptr.To(true),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "worker", Image: "registry.example/worker:1"}}}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobUID := string(ownerJob.UID)
 	jobController := webhook.JobControllers[0]
 	// Every writer may create and patch pods: only the policy tells them apart.
 	writers := []string{editor, gc, "system:node:n1"}
