@@ -104,19 +104,22 @@ func WorkloadOfTarget(ctx context.Context, r client.Reader, ref v1alpha1.TargetR
 	// UID of another JobSet (or TrainJob) of the namespace. Kueue's Workload names its
 	// owner by name and UID, and the owner a Job runs under has the name the Job's
 	// controller reference gives (a TrainJob renders the JobSet of its own name).
-	name := workloadOwnerName(job)
-	wls.Items = slices.DeleteFunc(wls.Items, func(wl kueue.Workload) bool {
+	return NewestWorkload(ownedBy(wls.Items, owner, WorkloadOwnerName(job))), nil
+}
+
+// ownedBy keeps of wls those the object of UID owner and name name controls.
+func ownedBy(wls []kueue.Workload, owner types.UID, name string) []kueue.Workload {
+	return slices.DeleteFunc(wls, func(wl kueue.Workload) bool {
 		ref := metav1.GetControllerOfNoCopy(&wl)
 		return ref == nil || ref.UID != owner || ref.Name != name
 	})
-	return NewestWorkload(wls.Items), nil
 }
 
-// workloadOwnerName is the name of the object whose Workload job runs under: its
+// WorkloadOwnerName is the name of the object whose Workload job runs under: its
 // controller's when that is of a target kind (a JobSet, or a TrainJob; a TrainJob renders
 // the JobSet of its own name, so a JobSet's name is its TrainJob's too), else the Job's
 // own.
-func workloadOwnerName(job *batchv1.Job) string {
+func WorkloadOwnerName(job *batchv1.Job) string {
 	if ref := metav1.GetControllerOfNoCopy(job); ref != nil && all.Kinds.Owning(*ref) != nil && ref.Kind != "Job" {
 		return ref.Name
 	}
@@ -139,18 +142,15 @@ func WorkloadOwnerUID(ctx context.Context, r client.Reader, ref v1alpha1.TargetR
 }
 
 // LiveWorkloadOf reads from r (the API server) the NewestWorkload of the object of UID
-// owner in namespace, selected by the label Kueue puts on every Workload it makes for a
-// job (kueueconstants.JobUIDLabel), and kept only when that object controls it, as
-// WorkloadOfTarget's IndexOwnerUID; nil when there is none.
-func LiveWorkloadOf(ctx context.Context, r client.Reader, namespace string, owner types.UID) (*kueue.Workload, error) {
+// owner and name name (WorkloadOwnerName) in namespace, selected by the label Kueue puts
+// on every Workload it makes for a job (kueueconstants.JobUIDLabel), and kept only when
+// that object controls it, as WorkloadOfTarget keeps them; nil when there is none.
+func LiveWorkloadOf(ctx context.Context, r client.Reader, namespace string, owner types.UID, name string) (*kueue.Workload, error) {
 	var wls kueue.WorkloadList
 	if err := r.List(ctx, &wls, client.InNamespace(namespace), client.MatchingLabels{kueueconstants.JobUIDLabel: string(owner)}); err != nil {
 		return nil, err
 	}
-	// The label is anyone's to set: only the Workloads owner controls count.
-	wls.Items = slices.DeleteFunc(wls.Items, func(wl kueue.Workload) bool {
-		ref := metav1.GetControllerOfNoCopy(&wl)
-		return ref == nil || ref.UID != owner
-	})
-	return NewestWorkload(wls.Items), nil
+	// The label is anyone's to set: only the Workloads owner controls count, and, as in
+	// WorkloadOfTarget, only under the name the Job's controller reference gives.
+	return NewestWorkload(ownedBy(wls.Items, owner, name)), nil
 }
