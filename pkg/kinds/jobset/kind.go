@@ -422,6 +422,9 @@ func Lacks(js *jobsetapi.JobSet, ref v1alpha1.TargetRef) string {
 		}
 		return ""
 	}
+	if len(names) == 0 {
+		return fmt.Sprintf("has no replicatedJob %q (it has none)", ref.ReplicatedJob)
+	}
 	return fmt.Sprintf("has no replicatedJob %q (it has %s)", ref.ReplicatedJob, strings.Join(names, ", "))
 }
 
