@@ -8,6 +8,7 @@
 package trainjob
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -184,8 +185,10 @@ func renders(js *jobsetapi.JobSet, name string, uid types.UID) bool {
 
 // Ended implements kinds.Kind: the TrainJob gone (account.OwnerDeleted), being deleted
 // (account.OwnerBeingDeleted), or terminal (Complete, Failed); else its JobSet's own
-// terminal condition (Completed, Failed), which Trainer turns into the TrainJob's. A
-// TrainJob without its JobSet has not ended: Trainer renders it again.
+// terminal condition (Completed, Failed), which Trainer turns into the TrainJob's, or
+// how that JobSet lacks the child ref names (jobset.Lacks: a replicatedJob its runtime
+// does not render). A TrainJob without its JobSet has not ended: Trainer renders it
+// again.
 func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error) {
 	var tj trainer.TrainJob
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj); {
@@ -208,7 +211,7 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 	case js.DeletionTimestamp != nil || !renders(&js, tj.Name, tj.UID):
 		return "", nil
 	}
-	return jobset.Terminal(&js), nil
+	return cmp.Or(jobset.Terminal(&js), jobset.Lacks(&js, ref)), nil
 }
 
 // terminal is the TrainJob's terminal condition type that is True (Complete, Failed), or "".

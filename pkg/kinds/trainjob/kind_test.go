@@ -37,7 +37,7 @@ var (
 
 // rendered is the JobSet the TrainJob tj renders (its name, controlled by it).
 func rendered(tj *trainer.TrainJob, uid string) *jobsetapi.JobSet {
-	return wrappers.MakeJobSet(tj.Name, ns).ControlledBy(tj, tjGVK, uid).Obj()
+	return wrappers.MakeJobSet(tj.Name, ns).ReplicatedJob(wrappers.MakeReplicatedJob("node").Replicas(2).Obj()).ControlledBy(tj, tjGVK, uid).Obj()
 }
 
 // node is child Job 0 of js's "node" replicatedJob at restart attempt.
@@ -136,6 +136,9 @@ func TestEnded(t *testing.T) {
 		{"complete", []client.Object{trainJb().Condition(trainer.TrainJobComplete, t0).Obj(), js}, trainer.TrainJobComplete},
 		{"its JobSet failed", []client.Object{tj, failedJS}, string(jobsetapi.JobSetFailed)},
 		{"running", []client.Object{tj, js}, ""},
+		{"its runtime renders no such replicatedJob", []client.Object{tj, wrappers.MakeJobSet(tj.Name, ns).
+			ReplicatedJob(wrappers.MakeReplicatedJob("launcher").Obj()).ControlledBy(tj, tjGVK, "js-uid").Obj()},
+			`has no replicatedJob "node" (it has launcher)`},
 		{"its JobSet not rendered yet", []client.Object{tj}, ""},
 	}
 	for _, tc := range cases {
