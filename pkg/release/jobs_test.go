@@ -2,7 +2,11 @@ package release
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,5 +199,61 @@ func TestReleaseJobsListError(t *testing.T) {
 	_, err := ReleaseJobs(context.Background(), c, Options{Namespace: "ml-team"})
 	if want := `listing jobs in namespace "ml-team": jobs.batch is forbidden: context canceled`; err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
+	}
+}
+
+// TestReleaseJobsServerDryRunBothFinalizers: under --server-dry-run the API server
+// answers each patch with the object as it would be, and stores nothing. A worker
+// cluster's Job holding both of our finalizers is then released with one patch per
+// finalizer, each built on the stored finalizers: the second must not be built on the
+// first's dry-run answer, whose indexes the stored list does not have.
+func TestReleaseJobsServerDryRunBothFinalizers(t *testing.T) {
+	ctx := context.Background()
+	job := wrappers.MakeJob("a", "ml-team").Finalizers(record, v1alpha1.WorkerJobFinalizer).Obj()
+	base := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(job.DeepCopy()).
+		WithIndex(&batchv1.Job{}, NameField, func(o client.Object) []string { return []string{o.GetName()} }).Build()
+	patches := 0
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			patches++
+			// As the API server: apply the JSON patch to the stored object, answer with
+			// the result, store nothing.
+			var stored batchv1.Job
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &stored); err != nil {
+				return err
+			}
+			data, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			var ops []jsonPatchOp
+			if err := json.Unmarshal(data, &ops); err != nil {
+				return err
+			}
+			fins := slices.Clone(stored.Finalizers)
+			for _, op := range ops {
+				i, _ := strconv.Atoi(strings.TrimPrefix(op.Path, "/metadata/finalizers/"))
+				if i >= len(fins) || (op.Op == "test" && fins[i] != op.Value) {
+					return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{Group: "batch", Resource: "jobs"},
+						obj.GetName(), "the server rejected our request due to an error in our request", 0, false)
+				}
+				if op.Op == "remove" {
+					fins = slices.Delete(fins, i, i+1)
+				}
+			}
+			obj.SetFinalizers(fins)
+			return nil
+		},
+	})
+	got, err := ReleaseJobs(ctx, c, Options{ServerDryRun: true, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Report{ServerDryRun: true, Examined: 1, Held: []types.NamespacedName{key("ml-team", "a")}, Released: []types.NamespacedName{key("ml-team", "a")}}
+	if diff := cmp.Diff(want, *got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(PodError{}, "Err")); diff != "" {
+		t.Errorf("report (-want +got):\n%s\nerrors: %v", diff, got.Err())
+	}
+	if patches != 2 {
+		t.Errorf("%d patches, want 2 (one per finalizer)", patches)
 	}
 }

@@ -293,8 +293,14 @@ func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectM
 			return releasedElsewhere, nil
 		}
 		// Patch writes the pod as the server returns it into pod, so a finalizer listed
-		// twice is seen and removed by the next turn.
-		err := c.Patch(ctx, pod, patch, patchOpts...)
+		// twice is seen and removed by the next turn. A dry run's answer is not what is
+		// stored: the next finalizer's patch (releaseCarried) is built on pod, so it
+		// must keep the stored finalizers' indexes.
+		into := pod
+		if serverDryRun {
+			into = pod.DeepCopy()
+		}
+		err := c.Patch(ctx, into, patch, patchOpts...)
 		switch {
 		case err == nil && serverDryRun:
 			return released, nil
