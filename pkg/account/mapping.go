@@ -177,7 +177,8 @@ func Compile(namespace string, spec *v1alpha1.BatchAccountSpec) *Mapping {
 			// more targets than a status holds (status.targets' MaxItems), and a status
 			// the API server refuses is never written again.
 			m.Problems = append(m.Problems, problemf(v1alpha1.ReasonInvalidTarget,
-				"%s names a target beyond the %d an account may name (spec.assignments and spec.repairs together): map it in another BatchAccount",
+				"%s names a target beyond the %d an account may name (spec.assignments and spec.repairs together): "+
+					"re-run the shards instead in a Job created again under the name of the target that maps them, once its Job is gone: a new identity of a target covers its shards without a repair",
 				m.entryName(i), MaxTargets))
 			continue
 		}
