@@ -258,68 +258,49 @@ func TestFailedChildWaitsForItsJobSet(t *testing.T) {
 // account's Job is no child of vic, so vic's Workload is none of the account's: it must
 // carry no verdict of it, least of all Accepted=True.
 func TestForgedChildOfAbsentJobSetGetsNoWorkload(t *testing.T) {
-	vic := wrappers.MakeJobSet("vic", "ns").Obj()
-	vic.UID = "vic-uid"
-	wl := wrappers.MakeWorkload("jobset-vic", "ns").UID("vic-wl").ForJobSet(vic).Obj()
-	evil := wrappers.MakeJobSet("evil", "ns").Obj()
-	evil.UID = vic.UID // the controller reference names evil, with vic's UID
-	x := wrappers.MakeJob("evil-w-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-		JobSetChild(evil, "w", 0, 0).Completed("0-1", 2).Complete(testNow).Obj()
-	x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
-	ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob("evil-w-0", "0-1", "A", "B").Obj()
-	f := newFixture(t, hooks{}, vic, wl, x, ba)
-	for range 2 {
-		if _, err := f.reconcile("mine"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := f.account(t, "mine").Status
-	if len(st.Targets) != 1 || st.Targets[0].Workload != nil {
-		t.Errorf("the account took vic's Workload for its Job's: %+v", st.Targets[0].Workload)
-	}
-	var got kueue.Workload
-	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range got.Status.Conditions {
-		if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
-			t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
-		}
-	}
-}
-
-// TestForgedChildOfAbsentJobSetGetsNoLiveWorkload: as
-// TestForgedChildOfAbsentJobSetGetsNoWorkload, with vic's Workload labelled with vic's
-// UID (kueue.x-k8s.io/job-uid), as Kueue labels every Workload it makes. The Workload the
-// cache filter refused must not come back through the read of the API server that looks
-// for a Workload not cached yet.
-func TestForgedChildOfAbsentJobSetGetsNoLiveWorkload(t *testing.T) {
-	vic := wrappers.MakeJobSet("vic", "ns").Obj()
-	vic.UID = "vic-uid"
-	wl := wrappers.MakeWorkload("jobset-vic", "ns").UID("vic-wl").ForJobSet(vic).Label(kueueconstants.JobUIDLabel, string(vic.UID)).Obj()
-	evil := wrappers.MakeJobSet("evil", "ns").Obj()
-	evil.UID = vic.UID
-	x := wrappers.MakeJob("evil-w-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-		JobSetChild(evil, "w", 0, 0).Completed("0-1", 2).Complete(testNow).Obj()
-	x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
-	ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob("evil-w-0", "0-1", "A", "B").Obj()
-	f := newFixture(t, hooks{}, vic, wl, x, ba)
-	for range 2 {
-		if _, err := f.reconcile("mine"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := f.account(t, "mine").Status
-	if len(st.Targets) != 1 || st.Targets[0].Workload != nil {
-		t.Errorf("the account took vic's Workload for its Job's: %+v", st.Targets[0].Workload)
-	}
-	var got kueue.Workload
-	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range got.Status.Conditions {
-		if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
-			t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
-		}
+	for _, tc := range []struct {
+		name  string
+		label bool
+	}{
+		{name: "the Workload from the cache"},
+		// As Kueue labels every Workload it makes (kueue.x-k8s.io/job-uid): the Workload
+		// the cache's filter refused must not come back through the read of the API
+		// server that looks for a Workload not cached yet.
+		{name: "the Workload labelled with vic's UID, read from the API server", label: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vic := wrappers.MakeJobSet("vic", "ns").Obj()
+			vic.UID = "vic-uid"
+			w := wrappers.MakeWorkload("jobset-vic", "ns").UID("vic-wl").ForJobSet(vic)
+			if tc.label {
+				w = w.Label(kueueconstants.JobUIDLabel, string(vic.UID))
+			}
+			wl := w.Obj()
+			evil := wrappers.MakeJobSet("evil", "ns").Obj()
+			evil.UID = vic.UID // the controller reference names evil, with vic's UID
+			x := wrappers.MakeJob("evil-w-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+				JobSetChild(evil, "w", 0, 0).Completed("0-1", 2).Complete(testNow).Obj()
+			x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+			ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob("evil-w-0", "0-1", "A", "B").Obj()
+			f := newFixture(t, hooks{}, vic, wl, x, ba)
+			for range 2 {
+				if _, err := f.reconcile("mine"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := f.account(t, "mine").Status
+			if len(st.Targets) != 1 || st.Targets[0].Workload != nil {
+				t.Errorf("the account took vic's Workload for its Job's: %+v", st.Targets[0].Workload)
+			}
+			var got kueue.Workload
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
+					t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
+				}
+			}
+		})
 	}
 }
