@@ -8,10 +8,12 @@ import (
 	"slices"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework"
@@ -42,6 +44,7 @@ func TestExamples(t *testing.T) {
 		{"indexed-job", nil, playIndexedJob},
 		{"jobset-shortform", nil, playJobSetShortForm},
 		{"python-worker", setupPythonWorker, playPythonWorker},
+		{"trainjob", func(t *testing.T, f *framework.Framework) { skipWithoutTrainJobs(t, f) }, playTrainJob},
 	}
 
 	tested := map[string]bool{}
@@ -81,6 +84,24 @@ func playIndexedJob(t *testing.T, f *framework.Framework) {
 		t.Errorf("rejected results: %+v", ba.Status.Results)
 	}
 	waitWorkloadVerdict(t, framework.WorkloadFor(t, job), v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+}
+
+// playTrainJob: the node Job the TrainJob's runtime renders runs three pods, each told
+// its shard; each reports it with the example worker's result, and the account llm-eval
+// and the TrainJob's own Workload say Accepted.
+func playTrainJob(t *testing.T, f *framework.Framework) {
+	job := childJob(t, f, "llm-eval-node-0", "")
+	finishWithWorkerResults(t, job, 3)
+	waitAccountCondition(t, f, "llm-eval", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+	ba := waitAccount(t, f, "llm-eval", "3 shards accepted", func(ba *v1alpha1.BatchAccount) bool { return ba.Status.Shards.Accepted == 3 })
+	if ba.Status.Results.Rejected != 0 {
+		t.Errorf("rejected results: %+v", ba.Status.Results)
+	}
+	var tj trainer.TrainJob
+	if err := f.Client.Get(f.Ctx, client.ObjectKey{Namespace: f.Namespace, Name: "llm-eval"}, &tj); err != nil {
+		t.Fatal(err)
+	}
+	waitWorkloadVerdict(t, trainJobWorkload(t, f, &tj), v1alpha1.WorkloadConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 }
 
 // playJobSetShortForm: the controller creates the account infer from the JobSet's
