@@ -381,7 +381,7 @@ func TestReconcileCapturesResultsBeforeTheStatus(t *testing.T) {
 // child's labels and a controller reference to the JobSet (which a namespace editor can
 // write), and the Workload observed and published on is the JobSet's.
 func TestReconcileFollowsTheLatestRestartAttempt(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).Obj()
 	js.UID = "ts-uid"
 	// JobSet names every attempt's child alike, and creates one only once the previous
 	// attempt's is gone.
@@ -573,7 +573,7 @@ func TestPublishPinsTheWorkloadUID(t *testing.T) {
 // unrecorded unless a reconcile had captured it in the moment between its success and
 // the restart.
 func TestReconcileRecordsResultsOfASupersededAttempt(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	js.UID = "ts-uid"
 	// JobSet names the child alike in every attempt, and creates the successor only once
 	// the old one is gone; the old pod, held by our finalizer, outlives it.

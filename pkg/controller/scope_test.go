@@ -114,7 +114,7 @@ func typeName(o any) string {
 // then on, and observed in the same reconcile; what the cache holds is never read live.
 func TestTargetsOutsideTheCache(t *testing.T) {
 	suspended := func(w *wrappers.JobWrapper) *wrappers.JobWrapper { return w.Suspend(true) }
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	js.UID = "ts-uid"
 	type want struct {
 		// reads are the reads sent to the API server over the observes.

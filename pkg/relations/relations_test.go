@@ -325,10 +325,10 @@ func TestWorkloadOwnerUID(t *testing.T) {
 	asChild := v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "w", JobIndex: ptr.To(int32(0))}
 	byName := v1alpha1.TargetRef{Job: jobset.ChildJobName("train", "w", 0)}
 	tj := wrappers.MakeTrainJob("train", ns, "torch-distributed").UID("tj-uid").Obj()
-	rendered := wrappers.MakeJobSet("train", ns).ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "train-uid").Obj()
-	plain := wrappers.MakeJobSet("train", ns).Obj()
+	rendered := wrappers.MakeJobSet("train", ns).ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "train-uid").Obj()
+	plain := wrappers.MakeJobSet("train", ns).ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).Obj()
 	plain.UID = "train-uid"
-	successor := wrappers.MakeJobSet("train", ns).ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "successor-uid").Obj()
+	successor := wrappers.MakeJobSet("train", ns).ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "successor-uid").Obj()
 	for name, tc := range map[string]struct {
 		ref  v1alpha1.TargetRef
 		job  *batchv1.Job

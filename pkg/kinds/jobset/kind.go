@@ -170,6 +170,12 @@ func WorkloadOwner(ctx context.Context, r client.Reader, job *batchv1.Job) (type
 	case err != nil:
 		return "", err
 	}
+	if child, ok := PodChild(job.Name, job.Labels); ok && js.UID == uid && Lacks(&js, child) != "" {
+		// A Job claiming a child its JobSet never creates (replicatedJobs are immutable)
+		// runs under no Workload of that JobSet: anyone who may create Jobs can write its
+		// labels and a controller reference to a JobSet they can read.
+		return "", nil
+	}
 	if ref := metav1.GetControllerOfNoCopy(&js); js.UID == uid && ref != nil && ref.Name == js.Name && ref.Kind == trainer.TrainJobKind && ref.APIVersion == trainer.GroupVersion.String() {
 		return ref.UID, nil
 	}
