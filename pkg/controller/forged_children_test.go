@@ -254,34 +254,51 @@ func TestFailedChildWaitsForItsJobSet(t *testing.T) {
 // named and labelled as child 0 of replicatedJob w of a JobSet evil that does not exist,
 // with a controller reference to JobSet evil that carries the UID of JobSet vic (readable;
 // an apiVersion the garbage collector cannot resolve keeps it), runs it outside Kueue and
-// names it in an account of their own. vic is still queued: nothing of it ran. The
-// account's Job is no child of vic, so vic's Workload is none of the account's: it must
-// carry no verdict of it, least of all Accepted=True.
+// names it in an account of their own; or a Job claiming a child vic lacks, its reference
+// naming vic itself. Nothing of vic ran. The account's Job is no child of vic, so vic's
+// Workload is none of the account's: it must carry no verdict of it, least of all
+// Accepted=True.
 func TestForgedChildOfAbsentJobSetGetsNoWorkload(t *testing.T) {
+	// absent is the editor's Job evil-w-0: child 0 of replicatedJob w of a JobSet evil that
+	// does not exist, its controller reference naming evil with vic's UID.
+	absent := func(vic *jobset.JobSet) *batchv1.Job {
+		evil := wrappers.MakeJobSet("evil", "ns").Obj()
+		evil.UID = vic.UID
+		x := wrappers.MakeJob("evil-w-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+			JobSetChild(evil, "w", 0, 0).Completed("0-1", 2).Complete(testNow).Obj()
+		x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+		return x
+	}
+	// lacking is the editor's Job vic-zzz-0: child 0 of a replicatedJob zzz vic does not
+	// have, its controller reference naming vic by its real name and UID (both readable).
+	// vic lacks that child (jobset.Lacks), so the Job is none of vic's.
+	lacking := func(vic *jobset.JobSet) *batchv1.Job {
+		return wrappers.MakeJob("vic-zzz-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+			Label(jobset.JobSetNameKey, "vic").Label(jobset.ReplicatedJobNameKey, "zzz").Label(jobset.JobIndexKey, "0").
+			ControlledBy(vic, jobset.SchemeGroupVersion.WithKind("JobSet")).Completed("0-1", 2).Complete(testNow).Obj()
+	}
 	for _, tc := range []struct {
-		name  string
-		label bool
+		name   string
+		forged func(vic *jobset.JobSet) *batchv1.Job
+		label  bool
 	}{
-		{name: "the Workload from the cache"},
+		{name: "the Workload from the cache", forged: absent},
 		// As Kueue labels every Workload it makes (kueue.x-k8s.io/job-uid): the Workload
 		// the cache's filter refused must not come back through the read of the API
 		// server that looks for a Workload not cached yet.
-		{name: "the Workload labelled with vic's UID, read from the API server", label: true},
+		{name: "the Workload labelled with vic's UID, read from the API server", forged: absent, label: true},
+		{name: "a child vic lacks, its reference naming vic itself", forged: lacking},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vic := wrappers.MakeJobSet("vic", "ns").Obj()
+			vic := wrappers.MakeJobSet("vic", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 			vic.UID = "vic-uid"
-			w := wrappers.MakeWorkload("jobset-vic", "ns").UID("vic-wl").ForJobSet(vic)
+			w := wrappers.MakeWorkload("jobset-vic", "ns").UID("vic-wl").ForJobSet(vic).Admitted("h100-queue", testNow.Add(-time.Hour))
 			if tc.label {
 				w = w.Label(kueueconstants.JobUIDLabel, string(vic.UID))
 			}
 			wl := w.Obj()
-			evil := wrappers.MakeJobSet("evil", "ns").Obj()
-			evil.UID = vic.UID // the controller reference names evil, with vic's UID
-			x := wrappers.MakeJob("evil-w-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-				JobSetChild(evil, "w", 0, 0).Completed("0-1", 2).Complete(testNow).Obj()
-			x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
-			ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob("evil-w-0", "0-1", "A", "B").Obj()
+			x := tc.forged(vic)
+			ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob(x.Name, "0-1", "A", "B").Obj()
 			f := newFixture(t, hooks{}, vic, wl, x, ba)
 			for range 2 {
 				if _, err := f.reconcile("mine"); err != nil {
