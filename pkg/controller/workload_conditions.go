@@ -186,37 +186,43 @@ const maxPendingVerdicts = 10000
 // maxConcurrentPublishes bounds the Workload applies one reconcile has in flight.
 const maxConcurrentPublishes = 8
 
-// publishAll publishes the account's verdict on each of its Workloads (publish), the
-// applies side by side: they write distinct objects, and one after another they were the
-// longest wait of a reconcile whose account follows several Jobs, a wait that holds a
-// worker every other account queues for. It returns the soonest deferred write (0: none)
+// publishAll publishes the account's verdict on each of its Workloads: it decides what
+// each Workload needs (planPublish) one after another, then sends the applies side by
+// side: they write distinct objects, and one after another they were the longest wait of
+// a reconcile whose account follows several Jobs, a wait that holds a worker every other
+// account queues for. Only the applies get a goroutine of their own; most reconciles
+// write no Workload, and a goroutine per Workload per reconcile was a tenth of the
+// scheduler's work in the load profile. It returns the soonest deferred write (0: none)
 // and the first error.
 func (r *Reconciler) publishAll(ctx context.Context, workloads map[types.UID]*kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
-	waits := make([]time.Duration, len(workloads))
+	var due time.Duration
+	var applies []*kueueac.WorkloadApplyConfiguration
+	for _, wl := range workloads {
+		ac, wait, err := r.planPublish(ctx, wl, ba)
+		if err != nil {
+			return 0, err
+		}
+		due = soonest(due, wait)
+		if ac != nil {
+			applies = append(applies, ac)
+		}
+	}
+	if len(applies) == 1 {
+		return due, r.applyWorkloadConditions(ctx, applies[0])
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxConcurrentPublishes)
-	i := 0
-	for _, wl := range workloads {
-		slot := &waits[i]
-		i++
-		g.Go(func() error {
-			wait, err := r.publish(gctx, wl, ba)
-			*slot = wait
-			return err
-		})
+	for _, ac := range applies {
+		g.Go(func() error { return r.applyWorkloadConditions(gctx, ac) })
 	}
-	err := g.Wait()
-	var due time.Duration
-	for _, w := range waits {
-		due = soonest(due, w)
-	}
-	return due, err
+	return due, g.Wait()
 }
 
-// publish applies the account's verdict conditions to a Workload under batchledger's own
-// field manager, so Kueue's conditions are never touched. It writes only when something
-// differs, and pins the Workload UID so that a Workload Kueue deleted and recreated under
-// the same name is never written through a stale read.
+// planPublish decides what publishing the account's verdict on a Workload takes: the
+// apply of batchledger's conditions under its own field manager (nil: none now), so
+// Kueue's conditions are never touched, and when to come back (0: no need). It applies
+// only what differs, and pins the Workload UID so that a Workload Kueue deleted and
+// recreated under the same name is never written through a stale read.
 //
 // Our conditions appear with the accounts' first news (v1alpha1.HasWorkloadNews): while
 // every account only waits with nothing covered, the Workload carries none of them.
@@ -226,16 +232,16 @@ func (r *Reconciler) publishAll(ctx context.Context, workloads map[types.UID]*ku
 // apply costs a round trip, its echo through our watch and Kueue's, and a wake-up of
 // Kueue's Workload controller (its status passes Kueue's webhook too), while the live
 // count is on the account's status. The returned duration is when the deferred write is
-// due, or when to look again at another account's verdict still to come (0: neither).
-func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) (time.Duration, error) {
+// due, or when to look again at another account's verdict still to come.
+func (r *Reconciler) planPublish(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) (*kueueac.WorkloadApplyConfiguration, time.Duration, error) {
 	accounts, err := r.workloadAccounts(ctx, wl, ba)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	if !v1alpha1.CarriesWorkloadConditions(wl.Status.Conditions) && !slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool {
 		return v1alpha1.HasWorkloadNews(&a.Status)
 	}) {
-		return 0, nil
+		return nil, 0, nil
 	}
 	now := r.now()
 	want := desiredWorkloadConditions(wl, accounts, metav1.NewTime(now))
@@ -243,11 +249,11 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 	// this one, which read it unjudged, so look again once it had time to judge.
 	recheck := r.pendingVerdicts.recheck(wl.UID, slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool { return !judged(a) }), now)
 	if len(want) == 0 || upToDate(wl.Status.Conditions, want) {
-		return recheck, nil
+		return nil, recheck, nil
 	}
 	if !urgent(wl.Status.Conditions, want) {
 		if wait := r.workloadWrites.wait(wl.UID, now, r.WorkloadMessageInterval); wait > 0 {
-			return soonest(wait, recheck), nil
+			return nil, soonest(wait, recheck), nil
 		}
 	}
 	st := kueueac.WorkloadStatus()
@@ -256,18 +262,22 @@ func (r *Reconciler) publish(ctx context.Context, wl *kueue.Workload, ba *v1alph
 			WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).WithMessage(c.Message).
 			WithObservedGeneration(c.ObservedGeneration).WithLastTransitionTime(c.LastTransitionTime))
 	}
-	ac := kueueac.Workload(wl.Name, wl.Namespace).WithUID(wl.UID).WithStatus(st)
-	err = r.writer().ApplyWorkloadStatus(ctx, ac)
+	return kueueac.Workload(wl.Name, wl.Namespace).WithUID(wl.UID).WithStatus(st), recheck, nil
+}
+
+// applyWorkloadConditions sends an apply planPublish made. A Workload gone or replaced
+// (its UID no longer the one pinned) is no error: its successor wakes the account again.
+func (r *Reconciler) applyWorkloadConditions(ctx context.Context, ac *kueueac.WorkloadApplyConfiguration) error {
+	err := r.writer().ApplyWorkloadStatus(ctx, ac)
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		// The Workload went away or was replaced; its successor wakes us again.
-		return 0, nil
+		return nil
 	case err != nil:
-		return 0, fmt.Errorf("publishing conditions on Workload %s: %w", wl.Name, err)
+		return fmt.Errorf("publishing conditions on Workload %s: %w", *ac.GetName(), err)
 	}
-	r.workloadWrites.wrote(wl.UID)
+	r.workloadWrites.wrote(*ac.UID)
 	r.Metrics.workloadWritten()
-	return recheck, nil
+	return nil
 }
 
 // urgent reports whether want changes what a reader of the Workload must learn at once:
