@@ -31,6 +31,7 @@ import (
 	"batchledger.dev/batchledger/pkg/ledgerkey"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/multikueue/workerrole"
+	"batchledger.dev/batchledger/pkg/relations"
 	blscheme "batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/version"
 	blwebhook "batchledger.dev/batchledger/pkg/webhook"
@@ -391,8 +392,11 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 		// Another replica may have admitted the account: the API server knows it.
 		stamper.Undelivered = &blwebhook.UndeliveredAccounts{API: mgr.GetAPIReader()}
 	}
-	// A Job created before its account is not in the cache until the account labels it.
-	jobs := blwebhook.CacheFirst{Cache: mgr.GetClient(), API: mgr.GetAPIReader()}
+	// A Job created before its account is not in the cache until the account labels it,
+	// and the cache's copy of one it holds may lag its start: the targets' Jobs are read
+	// from the API server (the reader the reconciler resolves an uncached target with).
+	// Only a spec update of an account without work on record reads them.
+	jobs := relations.JobsFrom(mgr.GetAPIReader(), mgr.GetClient())
 	return []setup{blwebhook.BatchAccountValidator{Admitted: admitted, Jobs: jobs}, blwebhook.PodResultHolder{Assign: &assign},
 		assign, stamper}
 }

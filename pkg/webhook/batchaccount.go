@@ -27,9 +27,10 @@ const ValidatePath = "/validate-batchledger-dev-v1alpha1-batchaccount"
 type BatchAccountValidator struct {
 	// Admitted remembers each account admitted, for the scope webhook (nil: none).
 	Admitted *AdmittedAccounts
-	// Jobs reads the targets' Jobs (CacheFirst: the manager's cache, and the API server
-	// for a Job not labelled yet), to freeze the mapping of a target whose Job runs
-	// before the account's status says so (nil: the status alone).
+	// Jobs reads the targets' Jobs (relations.JobsFrom: Jobs from the API server, which
+	// holds one not labelled yet, and a JobSet or TrainJob from the manager's cache), to
+	// freeze the mapping of a target whose Job runs before the account's status says so
+	// (nil: the status alone).
 	Jobs client.Reader
 }
 
