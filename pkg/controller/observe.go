@@ -68,35 +68,30 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	if err != nil {
 		return observed{}, err
 	}
+	var o observed
+	// How a child target's owner stands, found or not. A dispatched child read from a
+	// worker next (observeDispatchedChild) keeps it, though OwnerEnded is cleared: its
+	// failure waits for the JobSet as any child's.
+	ownerEnded := ""
+	if t.Ref.IsChild() {
+		if ownerEnded, err = relations.TargetEnded(ctx, r.Client, namespace, t.Ref); err != nil {
+			return o, err
+		}
+		o.obs.ChildOwner = cmp.Or(ownerEnded, account.OwnerRunning)
+	}
 	if job == nil {
-		var o observed
 		if !t.Ref.IsChild() {
 			o.deletedJob = r.deletedJobs.get(namespace, t.Ref.Job, r.now())
 			o.obs.DeletedJob = jobkind.Facts(o.deletedJob)
 		}
-		if o.obs.OwnerEnded, err = relations.TargetEnded(ctx, r.Client, namespace, t.Ref); err != nil {
-			return o, err
-		}
-		if t.Ref.IsChild() {
-			// A dispatched child read from a worker next (observeDispatchedChild) keeps it,
-			// though OwnerEnded is cleared: its failure waits for the JobSet as any child's.
-			o.obs.ChildOwner = cmp.Or(o.obs.OwnerEnded, account.OwnerRunning)
-		}
+		o.obs.OwnerEnded = ownerEnded
 		if results {
 			o.pods, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref)
 		}
 		return o, err
 	}
-	var o observed
 	o.job, o.obs.Job = job, jobkind.Facts(job)
 	o.obs.RestartAttempt = attempt
-	if t.Ref.IsChild() {
-		ended, err := relations.TargetEnded(ctx, r.Client, namespace, t.Ref)
-		if err != nil {
-			return o, err
-		}
-		o.obs.ChildOwner = cmp.Or(ended, account.OwnerRunning)
-	}
 	if multikueue.Dispatched(job) {
 		// Its pods run on a MultiKueue worker: none is here to list (PodsListed stays
 		// false, so no completed index counts as a result lost), and its coverage is the
