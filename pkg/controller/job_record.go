@@ -442,27 +442,19 @@ func (r *JobRecorder) sweepOutOfScope(ctx context.Context, out chan<- event.Gene
 // HeldOutOfScope are the Jobs the API server holds with the record finalizer and no
 // scope label, read in pages of their metadata alone, selected by the label's absence.
 func (r *JobRecorder) HeldOutOfScope(ctx context.Context) ([]client.ObjectKey, error) {
-	var out []client.ObjectKey
 	unscoped, err := labels.NewRequirement(v1alpha1.LabelScope, selection.DoesNotExist, nil)
 	if err != nil {
 		return nil, err
 	}
-	unlabelled := client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*unscoped)}
-	for cont := ""; ; {
-		var page metav1.PartialObjectMetadataList
-		page.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
-		if err := r.APIReader.List(ctx, &page, unlabelled, client.Limit(500), client.Continue(cont)); err != nil {
-			return nil, err
-		}
-		for i := range page.Items {
-			if recordHeld(&page.Items[i]) {
-				out = append(out, client.ObjectKeyFromObject(&page.Items[i]))
-			}
-		}
-		if cont = page.Continue; cont == "" {
-			return out, nil
-		}
+	var out []client.ObjectKey
+	if _, err := release.EachHeld(ctx, r.APIReader, batchv1.SchemeGroupVersion.WithKind("Job"), []string{v1alpha1.RecordFinalizer},
+		func(job *metav1.PartialObjectMetadata, _ []string) {
+			out = append(out, client.ObjectKeyFromObject(job))
+		},
+		client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*unscoped)}); err != nil {
+		return nil, err
 	}
+	return out, nil
 }
 
 // jobAppeared passes a Job's appearance in the cache only: its creation, and every Job

@@ -186,9 +186,10 @@ type Kind struct {
 // held for their records.
 var Kinds = []Kind{{"pod", Release}, {"Job", ReleaseJobs}}
 
-func (h held) list() *metav1.PartialObjectMetadataList {
+// listOf is an empty metadata list of kind's objects; its list kind is kind+"List".
+func listOf(kind schema.GroupVersionKind) *metav1.PartialObjectMetadataList {
 	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(h.kind.GroupVersion().WithKind(h.kind.Kind + "List"))
+	list.SetGroupVersionKind(kind.GroupVersion().WithKind(kind.Kind + "List"))
 	return list
 }
 
@@ -212,36 +213,55 @@ func release(ctx context.Context, c client.Client, opts Options, h held) (*Repor
 	attempts := cmp.Or(opts.Attempts, DefaultAttempts)
 	rep := &Report{Namespace: opts.Namespace, DryRun: opts.DryRun, ServerDryRun: opts.ServerDryRun}
 	defer rep.sort()
-	list := h.list()
+	var err error
+	rep.Examined, err = EachHeld(ctx, c, h.kind, h.finalizers, func(pod *metav1.PartialObjectMetadata, carried []string) {
+		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+		rep.Held = append(rep.Held, key)
+		if opts.DryRun {
+			return
+		}
+		switch outcome, err := releaseCarried(ctx, c, pod, attempts, h, carried, opts.ServerDryRun); outcome {
+		case released:
+			rep.Released = append(rep.Released, key)
+		case gone:
+			rep.AlreadyGone = append(rep.AlreadyGone, key)
+		case releasedElsewhere:
+			rep.AlreadyReleased = append(rep.AlreadyReleased, key)
+		default:
+			rep.Errors = append(rep.Errors, PodError{Pod: key, Err: err})
+		}
+	}, client.InNamespace(opts.Namespace), client.Limit(pageSize))
+	if err != nil {
+		return rep, fmt.Errorf("listing %s %s: %w", h.resource, where(opts.Namespace), err)
+	}
+	return rep, nil
+}
+
+// EachHeld lists the objects of kind that opts select (a namespace, a label selector, a
+// page size; DefaultPageSize without one) and calls each with every one that carries any
+// of finalizers, and those it carries in the order finalizers names them. It lists their
+// metadata only, page by page, and calls each on a page before it lists the next, so a
+// pass over every pod of a cluster holds neither their specs nor all of them at once.
+// It returns how many objects it listed, also when a List fails.
+func EachHeld(ctx context.Context, r client.Reader, kind schema.GroupVersionKind, finalizers []string,
+	each func(obj *metav1.PartialObjectMetadata, carried []string), opts ...client.ListOption) (int, error) {
+	opts = append([]client.ListOption{client.Limit(DefaultPageSize)}, opts...)
+	listed := 0
 	for cont := ""; ; {
-		if err := c.List(ctx, list, client.InNamespace(opts.Namespace), client.Limit(pageSize), client.Continue(cont)); err != nil {
-			return rep, fmt.Errorf("listing %s %s: %w", h.resource, where(opts.Namespace), err)
+		page := listOf(kind)
+		if err := r.List(ctx, page, append(opts, client.Continue(cont))...); err != nil {
+			return listed, err
 		}
-		rep.Examined += len(list.Items)
-		for i := range list.Items {
-			pod := &list.Items[i]
-			carried := slices.DeleteFunc(slices.Clone(h.finalizers), func(f string) bool { return !slices.Contains(pod.Finalizers, f) })
-			if len(carried) == 0 {
-				continue
-			}
-			key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-			rep.Held = append(rep.Held, key)
-			if opts.DryRun {
-				continue
-			}
-			switch outcome, err := releaseCarried(ctx, c, pod, attempts, h, carried, opts.ServerDryRun); outcome {
-			case released:
-				rep.Released = append(rep.Released, key)
-			case gone:
-				rep.AlreadyGone = append(rep.AlreadyGone, key)
-			case releasedElsewhere:
-				rep.AlreadyReleased = append(rep.AlreadyReleased, key)
-			default:
-				rep.Errors = append(rep.Errors, PodError{Pod: key, Err: err})
+		listed += len(page.Items)
+		for i := range page.Items {
+			obj := &page.Items[i]
+			carried := slices.DeleteFunc(slices.Clone(finalizers), func(f string) bool { return !slices.Contains(obj.Finalizers, f) })
+			if len(carried) > 0 {
+				each(obj, carried)
 			}
 		}
-		if cont = list.Continue; cont == "" {
-			return rep, nil
+		if cont = page.Continue; cont == "" {
+			return listed, nil
 		}
 	}
 }
@@ -329,7 +349,7 @@ func releaseOne(ctx context.Context, c client.Client, pod *metav1.PartialObjectM
 // reread lists the one object of h's kind named like pod, nil when it is gone. A list
 // rather than a get, so that the release needs no get permission.
 func reread(ctx context.Context, c client.Client, pod *metav1.PartialObjectMetadata, h held) (*metav1.PartialObjectMetadata, error) {
-	list := h.list()
+	list := listOf(h.kind)
 	sel := client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(NameField, pod.Name)}
 	if err := c.List(ctx, list, client.InNamespace(pod.Namespace), sel); err != nil {
 		return nil, err

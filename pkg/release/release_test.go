@@ -96,7 +96,7 @@ func pagedList(ctx context.Context, c client.WithWatch, list client.ObjectList, 
 			return err
 		}
 	}
-	if err := c.List(ctx, list, &client.ListOptions{Namespace: lo.Namespace, FieldSelector: lo.FieldSelector}); err != nil {
+	if err := c.List(ctx, list, &client.ListOptions{Namespace: lo.Namespace, LabelSelector: lo.LabelSelector, FieldSelector: lo.FieldSelector}); err != nil {
 		return err
 	}
 	slices.SortFunc(meta.Items, func(a, b metav1.PartialObjectMetadata) int {
@@ -419,4 +419,50 @@ func setFinalizers(ctx context.Context, c client.Client, k types.NamespacedName,
 	}
 	pod.Finalizers = f
 	return c.Update(ctx, &pod)
+}
+
+// TestEachHeld: EachHeld passes each object that carries one of the finalizers asked
+// for, with those it carries in the order asked, of every page of what the options
+// select (a label selector included), and counts every object listed.
+func TestEachHeld(t *testing.T) {
+	pods := []*corev1.Pod{
+		wrappers.MakePod("a", "ml").Finalizers(ours).Label("team", "x").Obj(),
+		wrappers.MakePod("b", "ml").Finalizers(ours).Obj(),
+		wrappers.MakePod("c", "ml").Finalizers(other).Label("team", "x").Obj(),
+		wrappers.MakePod("d", "vision").Finalizers(other, jobTracking, ours).Label("team", "x").Obj(),
+		wrappers.MakePod("e", "vision").Label("team", "x").Obj(),
+	}
+	podKind := corev1.SchemeGroupVersion.WithKind("Pod")
+	cases := []struct {
+		name       string
+		finalizers []string
+		opts       []client.ListOption
+		want       map[types.NamespacedName][]string
+		listed     int
+	}{
+		{name: "every namespace", finalizers: []string{ours}, listed: 5,
+			want: map[types.NamespacedName][]string{key("ml", "a"): {ours}, key("ml", "b"): {ours}, key("vision", "d"): {ours}}},
+		{name: "a label selector", finalizers: []string{ours}, opts: []client.ListOption{client.MatchingLabels{"team": "x"}}, listed: 4,
+			want: map[types.NamespacedName][]string{key("ml", "a"): {ours}, key("vision", "d"): {ours}}},
+		{name: "a namespace, two finalizers in the order asked", finalizers: []string{ours, other}, opts: []client.ListOption{client.InNamespace("vision")}, listed: 2,
+			want: map[types.NamespacedName][]string{key("vision", "d"): {ours, other}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, n := newClient(t, pods, hooks{})
+			got := map[types.NamespacedName][]string{}
+			listed, err := EachHeld(context.Background(), c, podKind, tc.finalizers, func(obj *metav1.PartialObjectMetadata, carried []string) {
+				got[key(obj.Namespace, obj.Name)] = carried
+			}, append(tc.opts, client.Limit(2))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("held (-want +got):\n%s", diff)
+			}
+			if listed != tc.listed || n.lists != (tc.listed+1)/2 {
+				t.Errorf("listed %d in %d pages, want %d in pages of 2", listed, n.lists, tc.listed)
+			}
+		})
+	}
 }
