@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -66,15 +67,7 @@ func TestForgedHeldChildNotFollowed(t *testing.T) {
 			if _, err := f.reconcile("train"); err != nil {
 				t.Fatal(err)
 			}
-			got := f.account(t, "train")
-			for _, ts := range got.Status.Targets {
-				if ts.UID == tc.job.UID {
-					t.Errorf("the account follows the forged Job: %+v", ts)
-				}
-			}
-			if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
-				t.Errorf("Accepted=True (%s) from a Job the JobSet never created", c.Message)
-			}
+			checkNotFollowed(t, f.account(t, "train"), tc.job.UID, "the forged Job")
 		})
 	}
 }
@@ -93,24 +86,7 @@ func TestForgedChildGetsNoWorkload(t *testing.T) {
 		ControlledBy(vic, jobset.SchemeGroupVersion.WithKind("JobSet")).Completed("0-1", 2).Complete(testNow).Obj()
 	ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob("x", "0-1", "A", "B").Obj()
 	f := newFixture(t, hooks{}, vic, wl, x, ba)
-	for range 2 {
-		if _, err := f.reconcile("mine"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st := f.account(t, "mine").Status
-	if len(st.Targets) != 1 || st.Targets[0].Workload != nil {
-		t.Errorf("the account took vic's Workload for its Job's: %+v", st.Targets)
-	}
-	var got kueue.Workload
-	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range got.Status.Conditions {
-		if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
-			t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
-		}
-	}
+	checkWorkloadNotTaken(t, f, reconcileTwice(t, f, "mine"), wl)
 }
 
 // TestJobOfAChildNameAfterItsJobSetEnded: JobSet ts Failed, its child ts-workers-0
@@ -139,20 +115,7 @@ func TestJobOfAChildNameAfterItsJobSetEnded(t *testing.T) {
 			Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
 	}
 	f := newFixture(t, hooks{}, objs...)
-	for range 2 {
-		if _, err := f.reconcile("train"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := f.account(t, "train")
-	for _, ts := range got.Status.Targets {
-		if ts.UID == forged.UID {
-			t.Errorf("the account follows the Job created after its JobSet ended: %+v", ts)
-		}
-	}
-	if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
-		t.Errorf("Accepted=True (%s) from a Job the JobSet never created", c.Message)
-	}
+	checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "the Job created after its JobSet ended")
 	var w kueue.Workload
 	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &w); err != nil {
 		t.Fatal(err)
@@ -185,20 +148,7 @@ func TestJobOfAChildNameAfterItsJobSetWasDeleted(t *testing.T) {
 			Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
 	}
 	f := newFixture(t, hooks{}, objs...)
-	for range 2 {
-		if _, err := f.reconcile("train"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := f.account(t, "train")
-	for _, ts := range got.Status.Targets {
-		if ts.UID == forged.UID {
-			t.Errorf("the account follows the Job created after its JobSet was deleted: %+v", ts)
-		}
-	}
-	if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
-		t.Errorf("Accepted=True (%s) from a Job the JobSet never created", c.Message)
-	}
+	checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "the Job created after its JobSet was deleted")
 }
 
 // TestFailedChildWaitsForItsJobSet: a JobSet child that Failed while its JobSet runs (the
@@ -300,24 +250,51 @@ func TestForgedChildOfAbsentJobSetGetsNoWorkload(t *testing.T) {
 			x := tc.forged(vic)
 			ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob(x.Name, "0-1", "A", "B").Obj()
 			f := newFixture(t, hooks{}, vic, wl, x, ba)
-			for range 2 {
-				if _, err := f.reconcile("mine"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			st := f.account(t, "mine").Status
-			if len(st.Targets) != 1 || st.Targets[0].Workload != nil {
-				t.Errorf("the account took vic's Workload for its Job's: %+v", st.Targets[0].Workload)
-			}
-			var got kueue.Workload
-			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
-					t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
-				}
-			}
+			checkWorkloadNotTaken(t, f, reconcileTwice(t, f, "mine"), wl)
 		})
+	}
+}
+
+// reconcileTwice reconciles the account name twice, the second pass publishing on a
+// Workload what the first recorded, and returns the account as it stands then.
+func reconcileTwice(t *testing.T, f *fixture, name string) *v1alpha1.BatchAccount {
+	t.Helper()
+	for range 2 {
+		if _, err := f.reconcile(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f.account(t, name)
+}
+
+// checkNotFollowed fails t when ba follows the Job of uid (job names it in the error)
+// or is Accepted=True.
+func checkNotFollowed(t *testing.T, ba *v1alpha1.BatchAccount, uid types.UID, job string) {
+	t.Helper()
+	for _, ts := range ba.Status.Targets {
+		if ts.UID == uid {
+			t.Errorf("the account follows %s: %+v", job, ts)
+		}
+	}
+	if c := apimeta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("Accepted=True (%s) from a Job the JobSet never created", c.Message)
+	}
+}
+
+// checkWorkloadNotTaken fails t when ba, of one target, took the JobSet vic's Workload wl
+// for its Job's, or wl carries ba's verdict (Accepted, ShardsCovered).
+func checkWorkloadNotTaken(t *testing.T, f *fixture, ba *v1alpha1.BatchAccount, wl *kueue.Workload) {
+	t.Helper()
+	if st := ba.Status; len(st.Targets) != 1 || st.Targets[0].Workload != nil {
+		t.Errorf("the account took vic's Workload for its Job's: %+v", st.Targets)
+	}
+	var got kueue.Workload
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
+			t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
+		}
 	}
 }
