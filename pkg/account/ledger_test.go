@@ -238,6 +238,57 @@ func TestMissingResult(t *testing.T) {
 	}
 }
 
+// TestMissingResultAwaitsARepair: a covered shard whose identity can report no result
+// any more is MissingResult only while none of its identities can still run: once a
+// repair gives it a further identity (as MissingResult's own message asks), that
+// identity may still report the result, so the shard is pending until the repair, too,
+// can report nothing more (it terminated with its pods listed, or failed the index).
+func TestMissingResultAwaitsARepair(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("j-repair", "0", "B").RequireResults("").SpecObj()
+	j := Observation{Job: completeJob("j", "uid-j", 2).Facts(), PodsListed: true}
+	a := result("job/j", "uid-j", 0, "A")
+	missingB := "1/2 shard results accepted; no result can arrive for B (MissingResult: the identity completed and terminated or was deleted, " +
+		"no result was recorded and no pod is left that can report one): re-run it with a repair"
+	cases := []struct {
+		name        string
+		repair      *Observation
+		wantReason  string
+		wantMessage string
+		wantMissing string
+	}{
+		{name: "the repair Job is not created yet: B pending", repair: nil,
+			wantReason: v1alpha1.ReasonResultsPending, wantMessage: "1/2 shard results accepted; waiting for B"},
+		{name: "the repair Job runs, its index not complete yet: B pending",
+			repair:     &Observation{Job: makeJob("j-repair", "uid-r", 1).Facts(), PodsListed: true},
+			wantReason: v1alpha1.ReasonResultsPending, wantMessage: "1/2 shard results accepted; waiting for B"},
+		{name: "the repair Job completed its index and ended without a result: B missing",
+			repair:     &Observation{Job: completeJob("j-repair", "uid-r", 1).Facts(), PodsListed: true},
+			wantReason: v1alpha1.ReasonMissingResult, wantMessage: missingB, wantMissing: "1"},
+		{name: "the repair Job failed its index: B missing",
+			repair:     &Observation{Job: makeJob("j-repair", "uid-r", 1).FailedIndexes("0").Failed("FailedIndexes", jobCondAt).Facts(), PodsListed: true},
+			wantReason: v1alpha1.ReasonMissingResult, wantMessage: missingB, wantMissing: "1"},
+		{name: "the repair Job still runs but failed its index: B missing",
+			repair:     &Observation{Job: makeJob("j-repair", "uid-r", 1).FailedIndexes("0").Facts(), PodsListed: true},
+			wantReason: v1alpha1.ReasonMissingResult, wantMessage: missingB, wantMissing: "1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := map[string]Observation{"job/j": j}
+			if tc.repair != nil {
+				obs["job/j-repair"] = *tc.repair
+			}
+			st := at(spec, nil, 0, obs, a).Status
+			wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, tc.wantReason, tc.wantMessage)
+			if st.Results.MissingOrdinals != tc.wantMissing {
+				t.Errorf("missing ordinals %q; want %q", st.Results.MissingOrdinals, tc.wantMissing)
+			}
+			if blocked := Blocker(&st) != nil; blocked != (tc.wantMissing != "") {
+				t.Errorf("blocked = %v; want %v", blocked, tc.wantMissing != "")
+			}
+		})
+	}
+}
+
 // TestAdmissionHistory: a Job evicted on h100 with two indexes complete and re-admitted
 // on a100 keeps both admissions, and which indexes completed under each.
 func TestAdmissionHistory(t *testing.T) {

@@ -634,8 +634,10 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 	requireResults := c.spec.Acceptance != nil && c.spec.Acceptance.RequireResults
 	// A shard's result can no longer arrive when one of its identities completed and can
 	// report nothing more (deleted, or terminated with its pods listed), none that
-	// completed can still report, it has no result of its current identity, and no
-	// successful pod of a target that covers anything is left for its identities.
+	// completed can still report, none may still run (its Job not created yet or between
+	// a restart's delete and create, or running and its index not failed), it has no
+	// result of its current identity, and no successful pod of a target that covers
+	// anything is left for its identities.
 	var lost []int
 	if requireResults {
 		held := map[int]bool{}
@@ -654,10 +656,20 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 		for o := range n {
 			finalDone, openDone := false, false
 			for _, id := range c.ids {
-				if id.shard != o || !completed(id.target, id.index) {
+				if id.shard != o {
 					continue
 				}
 				ms := states[id.target]
+				if !completed(id.target, id.index) {
+					mayRun := !ms.found && !ms.deleted
+					if ms.found {
+						j := ms.job
+						failed := id.index < len(j.failed) && j.failed[id.index]
+						mayRun = j.terminal == "" && !j.criteriaMet && !j.failureTarget && !failed
+					}
+					openDone = openDone || mayRun
+					continue
+				}
 				if ms.deleted || (ms.found && ms.job.terminal != "" && ms.job.podsListed) {
 					finalDone = true
 				} else {

@@ -108,6 +108,12 @@ func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
 	var final, open []indexset.Interval
 	var held []int
 	for _, ts := range states {
+		if run := ts.mayRun(); !run.IsEmpty() {
+			// A further identity of a shard (a repair's, the next attempt of a child) that
+			// may still run its index may still report the shard's result.
+			open = append(open, m.ShardsOf(ts.key, run, false).Intervals()...)
+			open = append(open, m.ShardsOf(ts.key, run, true).Intervals()...)
+		}
 		if ts.covered.IsEmpty() {
 			continue
 		}
@@ -132,6 +138,26 @@ func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
 	rs.summary.MissingOrdinals = rs.missing.String()
 	rs.summary.RejectedOrdinals = rs.rejected.String()
 	return rs
+}
+
+// mayRun are the mapped indexes that an identity of the target may still run, and so
+// report a result for: those of its current Job that neither failed nor can run any more
+// (it ended, or is ending: SuccessCriteriaMet, FailureTarget), and every mapped index of
+// a target whose next identity may still come (not created yet, a JobSet restart in
+// progress, a failed child its owner may restart).
+func (ts *targetState) mayRun() indexset.Set {
+	switch {
+	case ts.awaitsOwner():
+		return ts.mapped
+	case ts.found:
+		if f := &ts.facts; f.terminal == "" && !f.criteriaMet && !f.failureTarget {
+			return ts.mapped.Difference(f.failed)
+		}
+		return indexset.Set{}
+	case ts.deleted || ts.neverCreated():
+		return indexset.Set{}
+	}
+	return ts.mapped
 }
 
 // StandingResults returns, per shard ordinal, the result that stands for the shard: the
