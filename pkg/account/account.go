@@ -608,6 +608,20 @@ type coverageState struct {
 	coveredBy []v1alpha1.ShardCoverage
 	// byRepairOnly are shards covered only through repair identities.
 	byRepairOnly indexset.Set
+	// mayCover are the shards an identity may still cover: one of its mapped indexes may
+	// still run (targetState.mayRun).
+	mayCover indexset.Set
+}
+
+// awaitsRepair is true for a target that will never terminate (lostBeforeTerminal) whose
+// missing shards each have another identity that may still cover them (a repair): the
+// batch waits for those, it is not blocked by this target.
+func (c *coverageState) awaitsRepair(m *Mapping, ts *targetState) bool {
+	if !ts.lostBeforeTerminal() {
+		return false
+	}
+	own := m.ShardsOf(ts.key, ts.mapped, false).Union(m.ShardsOf(ts.key, ts.mapped, true)).Intersect(c.missing)
+	return !own.IsEmpty() && own.Difference(c.mayCover).IsEmpty()
 }
 
 func coverage(m *Mapping, states []*targetState) coverageState {
@@ -627,6 +641,14 @@ func coverage(m *Mapping, states []*targetState) coverageState {
 	c := coverageState{covered: original.Union(repaired).Intersect(all)}
 	c.missing = all.Difference(c.covered)
 	c.byRepairOnly = repaired.Difference(original)
+	var mayIvs []indexset.Interval
+	for _, ts := range states {
+		if run := ts.mayRun(); !run.IsEmpty() {
+			mayIvs = append(mayIvs, m.ShardsOf(ts.key, run, false).Intervals()...)
+			mayIvs = append(mayIvs, m.ShardsOf(ts.key, run, true).Intervals()...)
+		}
+	}
+	c.mayCover = indexset.FromIntervals(mayIvs...)
 	coveredOf := make(map[string]indexset.Set, len(states))
 	for _, ts := range states {
 		if ts.found || ts.deleted {
@@ -793,8 +815,12 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 			notServed = true
 		case ts.deleted && ts.coverageLost:
 			notes = append(notes, name+" deleted; its completed indexes were left out of the status for size, so its coverage is lost")
+		case ts.neverCreated() && cov.awaitsRepair(m, ts):
+			notes = append(notes, name+" was never created and will not be"+ts.endedBy()+"; other identities may still cover its missing shards")
 		case ts.neverCreated():
 			notes = append(notes, name+" was never created and will not be"+ts.endedBy()+"; repair its missing shards")
+		case cov.awaitsRepair(m, ts):
+			notes = append(notes, name+" deleted before it terminated"+ts.endedBy()+": it can no longer complete; other identities may still cover its missing shards")
 		case ts.lostBeforeTerminal():
 			notes = append(notes, name+" deleted before it terminated"+ts.endedBy()+": it can no longer complete; repair its missing shards")
 		case ts.deleted:
@@ -878,6 +904,10 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 	for _, ts := range states {
 		name := v1alpha1.TargetKey(ts.key).Describe()
 		switch {
+		case cov.awaitsRepair(m, ts):
+			// It will never terminate, but every shard it left missing has a repair that may
+			// still cover it: the batch waits for those.
+			waiting = append(waiting, name+" (deleted before it terminated; other identities may still cover its missing shards)")
 		case ts.lostBeforeTerminal():
 			// It will never terminate. Once repairs covered its shards it stands like a
 			// failed Job; until then the batch cannot complete through it.

@@ -496,6 +496,48 @@ func TestJobDeletedBeforeItTerminatedThenRepaired(t *testing.T) {
 		"job j, job j-repair-1 deleted before they terminated: can no longer complete; repair their missing shards")
 }
 
+// TestJobDeletedBeforeItTerminatedAwaitsItsRepair: a Job deleted while it ran blocks the
+// batch (TargetDeleted: "repair its missing shards") only while a missing shard of it has
+// no identity left that may still cover it. Once a repair gives each of them one that may
+// still run (created or not yet), the batch awaits the repair, as the message asked; a
+// repair that failed the index blocks again.
+func TestJobDeletedBeforeItTerminatedAwaitsItsRepair(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("j-repair-1", "0", "B").SpecObj()
+	running := makeJob("j", "uid-j", 2).Completed("0", 1)
+	cases := []struct {
+		name        string
+		repair      *Observation
+		wantReason  string
+		wantMessage string
+		wantBlocked bool
+	}{
+		{name: "the repair Job is not created yet", wantReason: v1alpha1.ReasonAwaitingTermination,
+			wantMessage: "not terminated: job j (deleted before it terminated; other identities may still cover its missing shards), job j-repair-1 (not found); coverage does not imply termination"},
+		{name: "the repair Job runs", repair: &Observation{Job: makeJob("j-repair-1", "uid-r", 1).Facts()}, wantReason: v1alpha1.ReasonAwaitingTermination,
+			wantMessage: "not terminated: job j (deleted before it terminated; other identities may still cover its missing shards), job j-repair-1; coverage does not imply termination"},
+		{name: "the repair Job failed the index", repair: &Observation{Job: makeJob("j-repair-1", "uid-r", 1).FailedIndexes("0").Failed("FailedIndexes", jobCondAt).Facts()},
+			wantReason: v1alpha1.ReasonTargetDeleted, wantBlocked: true,
+			wantMessage: "job j deleted before it terminated: can no longer complete; repair its missing shards"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: running.Facts()}}).Status
+			obs := map[string]Observation{}
+			if tc.repair != nil {
+				obs["job/j-repair-1"] = *tc.repair
+			}
+			st = at(spec, &st, time.Minute, obs).Status
+			if !st.Targets[0].Deleted {
+				t.Fatalf("targets %+v; want job j's record, deleted", st.Targets)
+			}
+			wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, tc.wantReason, tc.wantMessage)
+			if blocked := Blocker(&st) != nil; blocked != tc.wantBlocked {
+				t.Errorf("blocked = %v (%+v); want %v", blocked, Blocker(&st), tc.wantBlocked)
+			}
+		})
+	}
+}
+
 // TestClipMessage: a clipped message stays valid UTF-8, within its limit, and says so.
 func TestClipMessage(t *testing.T) {
 	msg := strings.Repeat("é", 100) // 200 bytes

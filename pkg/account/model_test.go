@@ -442,6 +442,18 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 		ms := states[key]
 		return (ms.found || ms.deleted) && i < len(ms.job.completed) && ms.job.completed[i]
 	}
+	// mayRun is whether an identity that did not complete may still run its index: its
+	// target's Job is not created yet or between a restart's delete and create, or runs,
+	// is not ending and did not fail the index.
+	mayRun := func(id mIdentity) bool {
+		ms := states[id.target]
+		if !ms.found {
+			return !ms.deleted
+		}
+		j := ms.job
+		failed := id.index < len(j.failed) && j.failed[id.index]
+		return j.terminal == "" && !j.criteriaMet && !j.failureTarget && !failed
+	}
 
 	// The mapping, one identity at a time: ShardOf, IdentityOf, and ShardsOf of every
 	// identity's target over the completed indexes (the set coverage uses).
@@ -661,13 +673,7 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 				}
 				ms := states[id.target]
 				if !completed(id.target, id.index) {
-					mayRun := !ms.found && !ms.deleted
-					if ms.found {
-						j := ms.job
-						failed := id.index < len(j.failed) && j.failed[id.index]
-						mayRun = j.terminal == "" && !j.criteriaMet && !j.failureTarget && !failed
-					}
-					openDone = openDone || mayRun
+					openDone = openDone || mayRun(id)
 					continue
 				}
 				if ms.deleted || (ms.found && ms.job.terminal != "" && ms.job.podsListed) {
@@ -733,14 +739,26 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 		switch {
 		case ms.deleted && ms.job.terminal == "":
 			// Deleted before it terminated: dead end while a shard of its identities is
-			// missing, standing like a failed Job once repairs covered them.
-			stillMissing := false
+			// missing and no other identity may still cover it, awaited while each missing
+			// one has such an identity, standing like a failed Job once repairs covered them.
+			stillMissing, deadEnd := false, false
 			for _, id := range c.ids {
-				stillMissing = stillMissing || (id.target == t.key && slices.Contains(missing, id.shard))
+				if id.target != t.key || !slices.Contains(missing, id.shard) {
+					continue
+				}
+				stillMissing = true
+				coverable := false
+				for _, other := range c.ids {
+					coverable = coverable || (other.shard == id.shard && !completed(other.target, other.index) && mayRun(other))
+				}
+				deadEnd = deadEnd || !coverable
 			}
-			if stillMissing {
+			switch {
+			case deadEnd:
 				lostTargets++
-			} else {
+			case stillMissing:
+				waiting++
+			default:
 				lostCovered++
 			}
 		case !ms.found && !ms.deleted, ms.job.terminal == "":
