@@ -325,7 +325,7 @@ func Compute(in Input) Output {
 		terminatedCondition(m, states, cov),
 		resultsCondition(m, in.Spec, res, cov, states),
 	}
-	conds = append(conds, acceptedCondition(conds, in.Spec))
+	conds = append(conds, acceptedCondition(conds, in.Spec, !cov.byRepairOnly.IsEmpty()))
 	out := Output{Mapping: m}
 	st.Conditions = slices.Clone(prev.Conditions)
 	for _, c := range conds {
@@ -1044,7 +1044,8 @@ func workerProblems(states []*targetState, relation string) string {
 }
 
 // acceptedCondition is the batch verdict, explained by the first unmet observation.
-func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec) metav1.Condition {
+// repaired is whether repair assignments covered shards the original ones did not.
+func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec, repaired bool) metav1.Condition {
 	by := map[string]metav1.Condition{}
 	for _, c := range conds {
 		by[c.Type] = c
@@ -1070,7 +1071,11 @@ func acceptedCondition(conds []metav1.Condition, spec *v1alpha1.BatchAccountSpec
 	}
 	msg := "every shard covered, every target terminated"
 	if c := by[v1alpha1.ConditionTerminated]; c.Reason == v1alpha1.ReasonTargetFailed || c.Reason == v1alpha1.ReasonTargetDeleted {
-		msg += " (" + c.Message + ", its shards covered by repair)"
+		msg += " (" + c.Message
+		if repaired {
+			msg += ", its shards covered by repair"
+		}
+		msg += ")"
 	} else {
 		msg += " Complete"
 	}

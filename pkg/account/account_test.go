@@ -253,6 +253,42 @@ func TestRepair(t *testing.T) {
 	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3; job j failed (FailedIndexes)")
 }
 
+// TestAcceptedAfterAFailureSaysWhatCovered: a batch Accepted though a target Failed says
+// its shards were covered by repair only when a repair covered them; a Job that failed
+// on an index it was not required to complete (its successPolicy needs indexes 0,1, the
+// mapping assigns only those) covered its shards itself.
+func TestAcceptedAfterAFailureSaysWhatCovered(t *testing.T) {
+	cases := []struct {
+		name    string
+		spec    *v1alpha1.BatchAccountSpec
+		obs     map[string]Observation
+		wantMsg string
+	}{
+		{
+			name: "its own indexes covered its shards",
+			spec: makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj(),
+			obs: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).SuccessPolicy(wrappers.SucceededIndexes("0,1")).
+				Completed("0,1", 2).FailedIndexes("2").Failed("FailedIndexes", jobCondAt).Facts()}},
+			wantMsg: "every shard covered, every target terminated (job j Failed (FailedIndexes))",
+		},
+		{
+			name: "a repair covered its shard",
+			spec: makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("j-repair", "0", "B").SpecObj(),
+			obs: map[string]Observation{
+				"job/j":        {Job: makeJob("j", "uid-j", 2).Completed("0", 1).FailedIndexes("1").Failed("FailedIndexes", jobCondAt).Facts()},
+				"job/j-repair": {Job: makeJob("j-repair", "uid-r", 1).Completed("0", 1).Complete(jobCondAt).Facts()},
+			},
+			wantMsg: "every shard covered, every target terminated (job j Failed (FailedIndexes), its shards covered by repair)",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, tc.spec, nil, tc.obs).Status
+			wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, tc.wantMsg)
+		})
+	}
+}
+
 // TestSpecRepairsCountAsRepairAssignments: an entry of spec.repairs is judged exactly as
 // the same entry appended to spec.assignments marked repair, whatever the Jobs did.
 func TestSpecRepairsCountAsRepairAssignments(t *testing.T) {
