@@ -138,14 +138,16 @@ func (ts *targetState) endedBy() string {
 	}
 }
 
-// awaitsOwner is true for a child Job that Failed while its owner (the JobSet, the
-// TrainJob) has not ended: the owner's failure policy may restart it (a new identity that
-// may yet cover its shards), so the batch has not terminated until the owner decides.
-// That holds of its record once it is deleted too: a restart deletes the failed child
-// before it creates the next (all of them first with BlockingRecreate, and with
-// startupPolicy InOrder a later replicatedJob's only once the earlier ones run).
+// awaitsOwner is true for a child Job that ended (Failed, or Complete) while its owner
+// (the JobSet, the TrainJob) has not: a failure of any of its children may make the
+// owner restart them all, the Complete ones too (new identities, their indexes run
+// again), so the batch has not terminated until the owner ends, and a verdict reached
+// before would not be final. That holds of its record once it is deleted too: a restart
+// deletes the children before it creates the next (all of them first with
+// BlockingRecreate, and with startupPolicy InOrder a later replicatedJob's only once the
+// earlier ones run).
 func (ts *targetState) awaitsOwner() bool {
-	return (ts.found || ts.deleted) && ts.facts.terminal == TerminalFailed && ts.obs.ChildOwner == OwnerRunning
+	return (ts.found || ts.deleted) && ts.facts.terminal != "" && ts.obs.ChildOwner == OwnerRunning
 }
 
 // lostBeforeTerminal is true for a deleted identity that never terminated, and for a
@@ -835,7 +837,7 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 		case ts.facts.terminal == TerminalComplete && ts.facts.successPolicy != "" &&
 			!m.ShardsOf(ts.key, ts.mapped, false).Intersect(cov.missing).IsEmpty():
 			notes = append(notes, fmt.Sprintf("%s succeeded by its successPolicy (%s) with shards not covered", name, ts.facts.successPolicy))
-		case ts.awaitsOwner():
+		case ts.awaitsOwner() && ts.facts.terminal == TerminalFailed:
 			notes = append(notes, fmt.Sprintf("%s failed (%s), its JobSet may restart it", name, ts.facts.reason))
 		case ts.facts.terminal == TerminalFailed:
 			notes = append(notes, fmt.Sprintf("%s failed (%s)", name, ts.facts.reason))
@@ -920,8 +922,10 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 			waiting = append(waiting, ts.onUnreadWorker())
 		case !ts.found && !ts.deleted:
 			waiting = append(waiting, name+" (not found)")
-		case ts.awaitsOwner():
+		case ts.awaitsOwner() && ts.facts.terminal == TerminalFailed:
 			waiting = append(waiting, fmt.Sprintf("%s Failed (%s), its JobSet may restart it", name, ts.facts.reason))
+		case ts.awaitsOwner():
+			waiting = append(waiting, name+" Complete, but its JobSet has not ended and may still restart it")
 		case ts.facts.terminal == TerminalFailed:
 			failed = append(failed, fmt.Sprintf("%s Failed (%s)", name, ts.facts.reason))
 		case ts.facts.terminal == "":

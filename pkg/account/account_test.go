@@ -180,6 +180,47 @@ func TestFailedChildAwaitsItsOwner(t *testing.T) {
 	}
 }
 
+// TestCompleteChildAwaitsItsOwner: a JobSet restart recreates every child, the Complete
+// ones too (new identities whose indexes run again), so a child that completed while its
+// JobSet runs is not the batch's end: an Accepted then could be contradicted by a restart
+// that the failure of another child (one the account may not even map) brings. The batch
+// awaits the JobSet; once it ended, or is gone, the child's completion stands. A Job
+// target that completed is not waited for.
+func TestCompleteChildAwaitsItsOwner(t *testing.T) {
+	childSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").SpecObj()
+	jobSpec := makeCompactSpec("s", 4).AssignJobOrdinals("train-workers-0", "0-3", "0-3").SpecObj()
+	complete := makeJob("train-workers-0", "uid-w0", 4).Completed("0-3", 4).Complete(jobCondAt)
+	cases := []struct {
+		name         string
+		spec         *v1alpha1.BatchAccountSpec
+		key          string
+		childOwner   string
+		wantStatus   metav1.ConditionStatus
+		wantReason   string
+		wantMsg      string
+		wantAccepted metav1.ConditionStatus
+	}{
+		{"its JobSet runs", childSpec, "jobset/train/workers/0", OwnerRunning, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
+			"not terminated: jobset train workers[0] Complete, but its JobSet has not ended and may still restart it; coverage does not imply termination",
+			metav1.ConditionFalse},
+		{"its JobSet Completed", childSpec, "jobset/train/workers/0", "Completed", metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue},
+		{"its JobSet is gone", childSpec, "jobset/train/workers/0", OwnerDeleted, metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue},
+		{"a Job target", jobSpec, "job/train-workers-0", "", metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, tc.spec, nil, map[string]Observation{tc.key: {Job: complete.Facts(), ChildOwner: tc.childOwner}}).Status
+			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "")
+			wantCond(t, st, v1alpha1.ConditionTerminated, tc.wantStatus, tc.wantReason, tc.wantMsg)
+			wantAcceptedReason := v1alpha1.ReasonAccepted
+			if tc.wantAccepted == metav1.ConditionFalse {
+				wantAcceptedReason = v1alpha1.ReasonAwaitingTermination
+			}
+			wantCond(t, st, v1alpha1.ConditionAccepted, tc.wantAccepted, wantAcceptedReason, "")
+		})
+	}
+}
+
 // TestDeletedFailedChildAwaitsItsOwner: a JobSet restart deletes the failed child before
 // it creates the next (all children first under BlockingRecreate, and under startupPolicy
 // InOrder a later replicatedJob's only once the earlier ones run). While the JobSet has

@@ -116,7 +116,7 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("")
 			var objs []client.Object
 			if tc.trainJob {
-				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Obj()
+				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
 				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
 				wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
 					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
@@ -323,7 +323,7 @@ func TestRecreatedDispatchedTrainJobIsNotCoveredByItsPredecessor(t *testing.T) {
 	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true}},
 		jobs:    map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(t0, oldD), *multikueue.NewJobRecord(t1, oldD)}},
 		records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, t0, "trainjob-tj-old", "A", "B"), childResults(t, t1, "trainjob-tj-old", "C", "D")...)}}
-	oldTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-old").Obj()
+	oldTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-old").Condition(trainer.TrainJobComplete, testNow).Obj()
 	oldTJ.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
 	oldWL := wrappers.MakeWorkload("trainjob-tj-old", "ns").UID("wl-old").ControlledBy(oldTJ, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
 		Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()

@@ -281,10 +281,12 @@ func TestUrgentWorkloadChanges(t *testing.T) {
 	}
 }
 
-// jobSetTS is JobSet ts, its child ts-workers-0 (2 indexes, both completed) and the
-// JobSet's admitted Workload: Kueue gives the child no Workload of its own.
+// jobSetTS is JobSet ts, Completed with its only child ts-workers-0 (2 indexes, both
+// completed), and the JobSet's admitted Workload: Kueue gives the child no Workload of
+// its own.
 func jobSetTS() (*jobsetapi.JobSet, *batchv1.Job, *kueue.Workload) {
-	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).
+		Condition(string(jobsetapi.JobSetCompleted), testNow).Obj()
 	js.UID = "ts-uid"
 	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(2).UID("child-uid").JobSetChild(js, "workers", 0, 0).
 		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0-1", 2).Complete(testNow).Obj()

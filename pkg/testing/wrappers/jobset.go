@@ -1,6 +1,8 @@
 package wrappers
 
 import (
+	"time"
+
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,6 +93,12 @@ func (w *JobSetWrapper) Suspend(s bool) *JobSetWrapper {
 func (w *JobSetWrapper) ControlledBy(owner metav1.Object, gvk schema.GroupVersionKind, uid string) *JobSetWrapper {
 	w.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)}
 	w.UID = types.UID(uid)
+	return w
+}
+
+// Condition sets a status condition of the JobSet (Completed, Failed...) True.
+func (w *JobSetWrapper) Condition(typ string, at time.Time) *JobSetWrapper {
+	w.Status.Conditions = append(w.Status.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: typ, LastTransitionTime: metav1.NewTime(at)})
 	return w
 }
 
