@@ -60,9 +60,10 @@ func startCluster(ctx context.Context, spec clusterSpec) (*cluster, error) {
 		})
 	}
 	if spec.binary != "" {
-		// Logging as the chart installs it (logLevel 0), not at the local cluster's level
-		// for tests; spec.controllerArgs, after it, may set another.
-		args := append([]string{"--zap-log-level=0"}, spec.controllerArgs...)
+		// Logging as the chart installs it (logLevel 0: the flag left out, info), not at
+		// the local cluster's level for tests; spec.controllerArgs, after it, may set
+		// another.
+		args := append([]string{"--zap-log-level=info"}, spec.controllerArgs...)
 		m, err := localcluster.BatchledgerManager(spec.binary, args...)
 		if err != nil {
 			return nil, err
