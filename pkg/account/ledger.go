@@ -245,11 +245,13 @@ const IndexListBudget = 768 << 10
 // fitIndexLists keeps st's index lists within budget (indexBudget, at most
 // IndexListBudget). It leaves out, while the lists are too long and in this order:
 // history's completed indexes (oldest first) of the identities no target needs any more,
-// the admissions' completed indexes, the found targets' completed indexes (copies of
-// the Jobs' own status), then truncates the missing shard and result ordinals to their
-// lowest intervals, then leaves out the targets' failed, repeated and required indexes
-// and last the completed indexes of the records coverage still reads: the deleted
-// records' and the identities a restart in progress superseded (pendingHistory).
+// the admissions' completed indexes, the completed indexes of found targets that have
+// not terminated (copies of the Jobs' own status, read again from the Jobs), then
+// truncates the missing shard and result ordinals to their lowest intervals, then leaves
+// out the targets' failed, repeated and required indexes and last the completed indexes
+// of the records coverage still reads: the deleted records', the terminated targets'
+// (each is its record once its Job is deleted, and a verdict reached on it must stand
+// then) and the identities a restart in progress superseded (pendingHistory).
 // Everything left out is flagged.
 //
 // The order makes the result a fixed point of Compute: what is left out of a list
@@ -283,7 +285,9 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int) {
 	}
 	if over() {
 		for i := range st.Targets {
-			if t := &st.Targets[i]; !t.Deleted && t.CompletedIndexes != "" {
+			// A terminated target's list is its record-to-be: fromRecord cannot tell what
+			// it covered without it (but for a Complete Job without a successPolicy).
+			if t := &st.Targets[i]; !t.Deleted && t.Terminal == "" && t.CompletedIndexes != "" {
 				size -= len(t.CompletedIndexes)
 				t.CompletedIndexes, t.CompletedIndexesOmitted = "", true
 			}
