@@ -213,6 +213,41 @@ func ownersSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha
 // ownerOf names a child target's owner across kinds: "jobset/train", "trainjob/llm".
 func ownerOf(ref v1alpha1.TargetRef) string { return ref.Kind() + "/" + ref.Owner() }
 
+// acceptedFor reports whether st says Accepted=True of the spec of generation: the
+// verdict is final until the spec changes (afterVerdict).
+func acceptedFor(st *v1alpha1.BatchAccountStatus, generation int64) bool {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation
+}
+
+// afterVerdict is what an Accepted batch reads of a target's observation: the batch is
+// over, and nothing but a change of its spec takes the verdict back. Its owners had ended
+// (a child awaits a running one, awaitsOwner) and an owner that ended creates no Job any
+// more, so an owner of the same name running now is another object (a JobSet deleted and
+// applied again, a TrainJob's JobSet rendered anew): the target's owner stays ended. A
+// Job of the target's name that is not the identity on record is another batch's (its
+// owner's, a Job re-run under the name): the record stands, as for a Job deleted, and a
+// child never created stays so.
+func afterVerdict(t Target, p *v1alpha1.TargetStatus, obs Observation) Observation {
+	recorded := p != nil && p.UID != ""
+	if !t.Ref.IsChild() {
+		if obs.Job != nil && (!recorded || obs.Job.UID != p.UID) {
+			return Observation{}
+		}
+		return obs
+	}
+	if obs.ChildOwner == OwnerRunning {
+		obs.ChildOwner = OwnerDeleted
+	}
+	if obs.Job != nil && (!recorded || obs.Job.UID != p.UID) {
+		obs = Observation{ChildOwner: obs.ChildOwner}
+	}
+	if obs.Job == nil && !recorded && obs.OwnerEnded == "" {
+		obs.OwnerEnded = cmp.Or(obs.ChildOwner, OwnerDeleted)
+	}
+	return obs
+}
+
 // Compute derives the account status from its input.
 func Compute(in Input) Output {
 	prev := in.Previous
@@ -234,6 +269,7 @@ func Compute(in Input) Output {
 	}
 
 	seenOwners := ownersSeen(m, in.Observations, prevTargets, inHistory)
+	final := acceptedFor(prev, in.Generation)
 	problems := slices.Clone(m.Problems)
 	lim := statusLimits(len(m.Targets))
 	states := make([]*targetState, len(m.Targets))
@@ -241,6 +277,9 @@ func Compute(in Input) Output {
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
 		obs := in.Observations[t.Key]
+		if final {
+			obs = afterVerdict(t, prevTargets[t.Key], obs)
+		}
 		if p := prevTargets[t.Key]; obs.Job != nil && obs.ChildOwner == OwnerDeleted && (inHistory[t.Key] || p != nil && p.UID != "") &&
 			(p == nil || p.UID != obs.Job.UID) {
 			// An owner that is gone creates no child: a Job of the child's name that
@@ -249,7 +288,7 @@ func Compute(in Input) Output {
 			obs = Observation{OwnerEnded: OwnerDeleted}
 		}
 		ts := targetStateOf(t, obs)
-		if ts.obs.OwnerEnded == OwnerDeleted && !seenOwners[ownerOf(t.Ref)] {
+		if ts.obs.OwnerEnded == OwnerDeleted && !seenOwners[ownerOf(t.Ref)] && !final {
 			// Nothing says this owner ever existed: an account written before its JobSet
 			// (or TrainJob) waits for it, as for a Job not created yet.
 			ts.obs.OwnerEnded = ""

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -40,6 +41,85 @@ func TestAcceptedStandsWhenATerminatedJobsListWasLeftOut(t *testing.T) {
 			for _, c := range gone.Changed {
 				t.Errorf("deletion changed %s to %s/%s: %s", c.Type, c.Status, c.Reason, c.Message)
 			}
+		})
+	}
+}
+
+// TestAcceptedKeepsItsIdentities: an Accepted batch is over. Its owners had ended (a
+// child awaits a running one), so an owner of the same name running again is another
+// object (a JobSet deleted by its TTL and applied again, a TrainJob's JobSet rendered
+// anew), and a Job of a target's name with another UID (a Job re-run under its name) is
+// another batch's: neither takes the verdict back. Until the spec changes, each
+// target's identity on record stands, and a child never created stays so.
+func TestAcceptedKeepsItsIdentities(t *testing.T) {
+	childSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").SpecObj()
+	trainSpec := makeCompactSpec("s", 4).AssignTrainJob("llm", "node", 0, "0-3", "0-3").SpecObj()
+	jobSpec := makeCompactSpec("s", 4).AssignJobOrdinals("j", "0-3", "0-3").SpecObj()
+	// Child 1 was never created (its JobSet failed first); a repair Job covered its shards.
+	repairedSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-1", "0-1").
+		AssignJobSet("train", "workers", 1, "0-1", "2-3").Repair("r", "0-1", "s2", "s3").SpecObj()
+	w0, w1, key := "jobset/train/workers/0", "jobset/train/workers/1", "jobset/train/workers/0"
+	child := completeJob("train-workers-0", "uid-w0", 4).Facts()
+	node := completeJob("llm-node-0", "uid-n0", 4).Facts()
+	rerun := func(name string) Observation {
+		return Observation{Job: makeJob(name, "uid-again", 4).Facts(), ChildOwner: OwnerRunning}
+	}
+	one := func(key string, o Observation) map[string]Observation { return map[string]Observation{key: o} }
+	cases := []struct {
+		name     string
+		spec     *v1alpha1.BatchAccountSpec
+		accepted map[string]Observation
+		// later are observed in order after the verdict, a minute apart.
+		later []map[string]Observation
+	}{
+		{"a JobSet deleted and applied again under its name", childSpec, one(key, Observation{Job: child, ChildOwner: "Completed"}),
+			[]map[string]Observation{one(key, Observation{OwnerEnded: OwnerDeleted, ChildOwner: OwnerDeleted}),
+				one(key, Observation{ChildOwner: OwnerRunning}), one(key, rerun("train-workers-0"))}},
+		{"the new JobSet runs before the old child is gone", childSpec, one(key, Observation{Job: child, ChildOwner: "Completed"}),
+			[]map[string]Observation{one(key, Observation{Job: child, ChildOwner: OwnerRunning}), one(key, rerun("train-workers-0"))}},
+		{"a TrainJob's JobSet rendered anew", trainSpec, one("trainjob/llm/node/0", Observation{Job: node, ChildOwner: "Complete"}),
+			[]map[string]Observation{one("trainjob/llm/node/0", Observation{ChildOwner: OwnerRunning}), one("trainjob/llm/node/0", rerun("llm-node-0"))}},
+		{"a Job re-run under its name", jobSpec, one("job/j", Observation{Job: completeJob("j", "uid-j", 4).Facts()}),
+			[]map[string]Observation{one("job/j", Observation{}), one("job/j", Observation{Job: makeJob("j", "uid-again", 4).Completed("0", 1).Facts()})}},
+		{"a Job replaced at once", jobSpec, one("job/j", Observation{Job: completeJob("j", "uid-j", 4).Facts()}),
+			[]map[string]Observation{one("job/j", Observation{Job: makeJob("j", "uid-again", 4).Facts()})}},
+		{"a child never created, its JobSet applied again", repairedSpec,
+			map[string]Observation{
+				w0:      {Job: completeJob("train-workers-0", "uid-w0", 2).Facts(), ChildOwner: "Failed"},
+				w1:      {OwnerEnded: "Failed", ChildOwner: "Failed"},
+				"job/r": {Job: completeJob("r", "uid-r", 2).Facts()},
+			},
+			[]map[string]Observation{
+				{w0: {OwnerEnded: OwnerDeleted, ChildOwner: OwnerDeleted}, w1: {OwnerEnded: OwnerDeleted, ChildOwner: OwnerDeleted}, "job/r": {}},
+				{w0: {ChildOwner: OwnerRunning}, w1: {ChildOwner: OwnerRunning}, "job/r": {}},
+				{w0: rerun("train-workers-0"), w1: rerun("train-workers-1"), "job/r": {}},
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := at(tc.spec, nil, 0, tc.accepted).Status
+			wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
+			uids := map[string]types.UID{}
+			for _, tg := range st.Targets {
+				uids[tg.Name] = tg.UID
+			}
+			for i, obs := range tc.later {
+				out := at(tc.spec, &st, time.Duration(i+1)*time.Minute, obs)
+				st = out.Status
+				for _, c := range out.Changed {
+					t.Errorf("step %d changed %s to %s/%s: %s", i, c.Type, c.Status, c.Reason, c.Message)
+				}
+				for _, tg := range st.Targets {
+					if tg.UID != uids[tg.Name] {
+						t.Errorf("step %d: target %s follows %q; want its identity on record %q", i, tg.Name, tg.UID, uids[tg.Name])
+					}
+				}
+				if len(st.History) != 0 || st.Shards.Covered != 4 {
+					t.Errorf("step %d: history %d, covered %d; want no history, 4 covered", i, len(st.History), st.Shards.Covered)
+				}
+			}
+			wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
+			wantFixedPoint(t, tc.spec, st, time.Hour, tc.later[len(tc.later)-1])
 		})
 	}
 }
