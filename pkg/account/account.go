@@ -213,9 +213,10 @@ func ownersSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha
 // ownerOf names a child target's owner across kinds: "jobset/train", "trainjob/llm".
 func ownerOf(ref v1alpha1.TargetRef) string { return ref.Kind() + "/" + ref.Owner() }
 
-// acceptedFor reports whether st says Accepted=True of the spec of generation: the
-// verdict is final until the spec changes (afterVerdict).
-func acceptedFor(st *v1alpha1.BatchAccountStatus, generation int64) bool {
+// Final reports whether st says Accepted=True of the spec of generation: the verdict is
+// final until the spec changes, and the account follows none but the identities on its
+// record (afterVerdict).
+func Final(st *v1alpha1.BatchAccountStatus, generation int64) bool {
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation
 }
@@ -269,7 +270,7 @@ func Compute(in Input) Output {
 	}
 
 	seenOwners := ownersSeen(m, in.Observations, prevTargets, inHistory)
-	final := acceptedFor(prev, in.Generation)
+	final := Final(prev, in.Generation)
 	problems := slices.Clone(m.Problems)
 	lim := statusLimits(len(m.Targets))
 	states := make([]*targetState, len(m.Targets))

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/relations"
@@ -233,6 +234,12 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 		if len(refs) == 0 || recordsEnd(&ba.Status, job) {
 			continue
 		}
+		if account.Final(&ba.Status, ba.Generation) && !follows(ba, job.UID) {
+			// An Accepted account follows none but the identities on its record: a Job
+			// of a target's name since (re-run, or its JobSet applied again) is another
+			// batch's, whose end it never records.
+			continue
+		}
 		if job.DeletionTimestamp != nil {
 			ok, err := r.observes(ctx, ba, job, refs)
 			if err != nil {
@@ -285,15 +292,8 @@ func (r *JobRecorder) observedBy(ba *v1alpha1.BatchAccount, job *batchv1.Job) []
 // A Job left by an earlier JobSet of the name, or made by a namespace editor with a
 // child's name after the JobSet ended, is followed by no target.
 func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, job *batchv1.Job, refs []v1alpha1.TargetRef) (bool, error) {
-	for _, t := range ba.Status.Targets {
-		if t.UID == job.UID {
-			return true, nil
-		}
-	}
-	for _, h := range ba.Status.History {
-		if h.UID == job.UID {
-			return true, nil
-		}
+	if follows(ba, job.UID) {
+		return true, nil
 	}
 	for _, ref := range refs {
 		if !ref.IsChild() {
@@ -308,6 +308,13 @@ func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, j
 		}
 	}
 	return false, nil
+}
+
+// follows reports whether ba followed the Job of uid already: its UID is in ba's targets
+// or history.
+func follows(ba *v1alpha1.BatchAccount, uid types.UID) bool {
+	return slices.ContainsFunc(ba.Status.Targets, func(t v1alpha1.TargetStatus) bool { return t.UID == uid }) ||
+		slices.ContainsFunc(ba.Status.History, func(h v1alpha1.SupersededIdentity) bool { return h.UID == uid })
 }
 
 // recordsEnd reports whether the account status st records job's end: an entry of its

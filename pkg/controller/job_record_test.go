@@ -73,6 +73,11 @@ func TestJobRecorderReleases(t *testing.T) {
 	followedBefore := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 2).AssignJobSet("ts", "workers", 0, "0-1", "0-1").
 		TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "child-uid", Found: true, CompletedIndexes: "0"}).Obj()
 	deletedAccount.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
+	// An account Accepted on Job j's earlier identity (deleted since): it follows no other.
+	acceptedBefore := accountOfJ().TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: "earlier-j-uid", Deleted: true, CompletedIndexes: "0,1", Terminal: "Complete"}).
+		Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", testNow.Add(-time.Hour)).Obj()
+	acceptedOfAnotherSpec := acceptedBefore.DeepCopy()
+	acceptedOfAnotherSpec.Generation = 2
 	cases := []struct {
 		name string
 		job  *batchv1.Job
@@ -99,6 +104,24 @@ func TestJobRecorderReleases(t *testing.T) {
 			job:            jobAt(record).Obj(),
 			objs:           []client.Object{recordedRunning},
 			wantFinalizers: []string{record},
+		},
+		{
+			name:           "a Job re-run under the name of an Accepted account's target: it follows none but its record, released",
+			job:            complete().Obj(),
+			objs:           []client.Object{acceptedBefore},
+			wantFinalizers: []string{foreground}, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:           "the same, being deleted: released at once",
+			job:            complete().Deleting(deletedAgo(time.Minute)).Obj(),
+			objs:           []client.Object{acceptedBefore},
+			wantFinalizers: []string{foreground}, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:           "the account's spec changed since its verdict: it follows the Job again, held",
+			job:            complete().Obj(),
+			objs:           []client.Object{acceptedOfAnotherSpec},
+			wantFinalizers: []string{foreground, record},
 		},
 		{
 			name:           "complete, recorded Complete: released before any deletion, others' finalizers kept",

@@ -567,3 +567,41 @@ func TestVerdictRecheckBacksOffWhateverTheWorkloadSays(t *testing.T) {
 		t.Errorf("an hour into b's pending verdict, a still rechecks after %v; want the back-off (up to %v)", res.RequeueAfter, maxVerdictPendingRecheck)
 	}
 }
+
+// TestAcceptedAccountPublishesNoVerdictOnAReRun: an Accepted account follows none but
+// the identities on its record (account.Final). A Job re-run under a target's name is
+// another batch's: its Workload gets none of the account's conditions, least of all an
+// Accepted=True for work it has not done, and the account stays Accepted.
+func TestAcceptedAccountPublishesNoVerdictOnAReRun(t *testing.T) {
+	rerun := jobJ(v1alpha1.ScopeCoverage).UID("j-again").Obj()
+	wl := workloadOfJ(rerun).UID("wl-again").Obj()
+	acct := accountOfJ().TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: "j-earlier", Deleted: true, Completions: 2,
+		Required: "0-1", CompletedIndexes: "0,1", Succeeded: 2, Terminal: "Complete"})
+	for _, c := range []struct{ typ, reason string }{
+		{v1alpha1.ConditionAssignmentValid, v1alpha1.ReasonValid}, {v1alpha1.ConditionAdmitted, v1alpha1.ReasonFinished},
+		{v1alpha1.ConditionShardsCovered, v1alpha1.ReasonAllShardsCovered}, {v1alpha1.ConditionTerminated, v1alpha1.ReasonComplete},
+		{v1alpha1.ConditionResultsAccepted, v1alpha1.ReasonResultsNotRequired}, {v1alpha1.ConditionAccepted, v1alpha1.ReasonAccepted},
+	} {
+		acct.Condition(c.typ, metav1.ConditionTrue, c.reason, "", testNow.Add(-time.Hour))
+	}
+	f := newFixture(t, hooks{}, acct.Obj(), rerun, wl)
+	if _, err := f.reconcile("acct"); err != nil {
+		t.Fatal(err)
+	}
+	st := f.account(t, "acct").Status
+	if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
+		t.Errorf("Accepted = %s, want True Accepted", got)
+	}
+	if len(st.Targets) != 1 || st.Targets[0].UID != "j-earlier" {
+		t.Errorf("targets %+v, want the record j-earlier", st.Targets)
+	}
+	var got kueue.Workload
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Status.Conditions {
+		if v1alpha1.IsWorkloadCondition(c.Type) {
+			t.Errorf("the re-run's Workload carries %s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+}
