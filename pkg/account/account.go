@@ -231,19 +231,13 @@ func Final(st *v1alpha1.BatchAccountStatus, generation int64) bool {
 // child never created stays so.
 func afterVerdict(t Target, p *v1alpha1.TargetStatus, obs Observation) Observation {
 	recorded := p != nil && p.UID != ""
-	if !t.Ref.IsChild() {
-		if obs.Job != nil && (!recorded || obs.Job.UID != p.UID) {
-			return Observation{}
-		}
-		return obs
-	}
 	if obs.ChildOwner == OwnerRunning {
 		obs.ChildOwner = OwnerDeleted
 	}
 	if obs.Job != nil && (!recorded || obs.Job.UID != p.UID) {
 		obs = Observation{ChildOwner: obs.ChildOwner}
 	}
-	if obs.Job == nil && !recorded && obs.OwnerEnded == "" {
+	if t.Ref.IsChild() && obs.Job == nil && !recorded && obs.OwnerEnded == "" {
 		obs.OwnerEnded = cmp.Or(obs.ChildOwner, OwnerDeleted)
 	}
 	return obs

@@ -55,6 +55,7 @@ func TestAcceptedKeepsItsIdentities(t *testing.T) {
 	childSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").SpecObj()
 	trainSpec := makeCompactSpec("s", 4).AssignTrainJob("llm", "node", 0, "0-3", "0-3").SpecObj()
 	jobSpec := makeCompactSpec("s", 4).AssignJobOrdinals("j", "0-3", "0-3").SpecObj()
+	byNameSpec := makeCompactSpec("s", 4).AssignJobOrdinals("train-workers-0", "0-3", "0-3").SpecObj()
 	// Child 1 was never created (its JobSet failed first); a repair Job covered its shards.
 	repairedSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-1", "0-1").
 		AssignJobSet("train", "workers", 1, "0-1", "2-3").Repair("r", "0-1", "s2", "s3").SpecObj()
@@ -79,6 +80,10 @@ func TestAcceptedKeepsItsIdentities(t *testing.T) {
 			[]map[string]Observation{one(key, Observation{Job: child, ChildOwner: OwnerRunning}), one(key, rerun("train-workers-0"))}},
 		{"a TrainJob's JobSet rendered anew", trainSpec, one("trainjob/llm/node/0", Observation{Job: node, ChildOwner: "Complete"}),
 			[]map[string]Observation{one("trainjob/llm/node/0", Observation{ChildOwner: OwnerRunning}), one("trainjob/llm/node/0", rerun("llm-node-0"))}},
+		{"a JobSet's child named by its Job name, the JobSet applied again", byNameSpec,
+			one("job/train-workers-0", Observation{Job: child, ChildOwner: "Completed"}),
+			[]map[string]Observation{one("job/train-workers-0", Observation{Job: child, ChildOwner: OwnerRunning}),
+				one("job/train-workers-0", rerun("train-workers-0"))}},
 		{"a Job re-run under its name", jobSpec, one("job/j", Observation{Job: completeJob("j", "uid-j", 4).Facts()}),
 			[]map[string]Observation{one("job/j", Observation{}), one("job/j", Observation{Job: makeJob("j", "uid-again", 4).Completed("0", 1).Facts()})}},
 		{"a Job replaced at once", jobSpec, one("job/j", Observation{Job: completeJob("j", "uid-j", 4).Facts()}),

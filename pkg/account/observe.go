@@ -51,7 +51,9 @@ type Observation struct {
 	// ChildOwner, for a child target, is how its owner (the JobSet, the TrainJob) stands:
 	// OwnerRunning while it may still restart the child, else as OwnerEnded says (unlike
 	// OwnerEnded it is set for a child found, and kept for one read from a MultiKueue
-	// worker); empty for a target that is no child. An owner that is gone creates
+	// worker); for a Job target, the same of the owner of its Job when that Job is a
+	// child (named by its Job name: a restart recreates it all the same); empty for a
+	// target that is no child. An owner that is gone creates
 	// no child any more, so a Job of another identity than the one on record is none of
 	// its children (Compute keeps the record); a child that Failed while its owner runs
 	// may be restarted, so the account waits for the owner's decision.

@@ -83,6 +83,9 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		if !t.Ref.IsChild() {
 			o.deletedJob = r.deletedJobs.get(namespace, t.Ref.Job, r.now())
 			o.obs.DeletedJob = jobkind.Facts(o.deletedJob)
+			if o.obs.ChildOwner, err = r.ownerOfJob(ctx, namespace, o.deletedJob); err != nil {
+				return o, err
+			}
 		}
 		o.obs.OwnerEnded = ownerEnded
 		if results {
@@ -92,6 +95,11 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	}
 	o.job, o.obs.Job = job, jobkind.Facts(job)
 	o.obs.RestartAttempt = attempt
+	if !t.Ref.IsChild() {
+		if o.obs.ChildOwner, err = r.ownerOfJob(ctx, namespace, job); err != nil {
+			return o, err
+		}
+	}
 	if multikueue.Dispatched(job) {
 		// Its pods run on a MultiKueue worker: none is here to list (PodsListed stays
 		// false, so no completed index counts as a result lost), and its coverage is the
@@ -151,6 +159,37 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		}
 	}
 	return o, r.observeWorkload(ctx, &o, t.Ref, job, results)
+}
+
+// ownerOfJob is, for a Job a Job target names (by its name), how the owner that may
+// restart it stands when it is a child Job (of a JobSet, of the JobSet a TrainJob
+// renders): account.OwnerRunning while an owner may still restart it, else how the owner
+// ended; "" for a Job of no such owner, or nil. A restart recreates every child, the
+// Complete ones too, under the same names as new identities: the account waits for the
+// owner of a child named by its Job name as for one named as the child
+// (account.Observation.ChildOwner).
+func (r *Reconciler) ownerOfJob(ctx context.Context, namespace string, job *batchv1.Job) (string, error) {
+	if job == nil {
+		return "", nil
+	}
+	state := ""
+	for _, ref := range relations.JobTargets(job) {
+		if !ref.IsChild() || !relations.NamesJob(ref, job) {
+			continue
+		}
+		if _, unserved := unservedAPI(r.APIs, ref); unserved {
+			continue
+		}
+		ended, err := relations.TargetEnded(ctx, r.Client, namespace, ref)
+		if err != nil {
+			return "", err
+		}
+		if ended == "" {
+			return account.OwnerRunning, nil
+		}
+		state = cmp.Or(state, ended)
+	}
+	return state, nil
 }
 
 // observeWorkload reads the Workload job, which ref resolved to, runs under into o: from

@@ -605,3 +605,40 @@ func TestAcceptedAccountPublishesNoVerdictOnAReRun(t *testing.T) {
 		}
 	}
 }
+
+// TestJobSetChildNamedByJobNameAwaitsItsJobSet: a JobSet restart recreates its
+// children, the Complete ones too, under the same names: a child named by its Job name
+// that completed while its JobSet runs is no more the batch's end than one named as the
+// child (account.awaitsOwner). Either spelling waits for the JobSet; once it Completed,
+// or is gone, the batch is Accepted.
+func TestJobSetChildNamedByJobNameAwaitsItsJobSet(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ended        bool
+		wantAccepted string
+	}{
+		"its JobSet runs":      {false, "False AwaitingTermination"},
+		"its JobSet Completed": {true, "True Accepted"},
+	} {
+		for spelling, acct := range map[string]*v1alpha1.BatchAccount{
+			"as the JobSet child": wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 2).
+				AssignJobSet("ts", "workers", 0, "0-1", "0-1").Obj(),
+			"by its Job name": wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 2).
+				AssignJobOrdinals("ts-workers-0", "0-1", "0-1").Obj(),
+		} {
+			t.Run(name+", "+spelling, func(t *testing.T) {
+				js, child, wl := jobSetTS()
+				if !tc.ended {
+					js.Status.Conditions = nil
+				}
+				f := newFixture(t, hooks{}, acct, js, child, wl)
+				if _, err := f.reconcile("acct"); err != nil {
+					t.Fatal(err)
+				}
+				st := f.account(t, "acct").Status
+				if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted {
+					t.Errorf("Accepted = %q, want %q (Terminated %q)", got, tc.wantAccepted, conditionOf(st.Conditions, v1alpha1.ConditionTerminated))
+				}
+			})
+		}
+	}
+}
