@@ -60,7 +60,8 @@ type Input struct {
 	// RuleError, when set, is why spec.acceptance.rule does not compile in this
 	// controller (e.g. after an upgrade). Results are then not judged: ResultsAccepted
 	// and Accepted are False (RuleInvalid) until the rule is fixed; the caller keeps the
-	// results raw and the pods held meanwhile.
+	// results raw and the pods held meanwhile. An Accepted batch (Final) keeps its
+	// verdict: its results were judged when the rule compiled.
 	RuleError string
 	// ResultsUnreadable, when set, is why the recorded results cannot be read now (the
 	// result signing key does not load). Nothing is judged anew: the previous results

@@ -128,3 +128,24 @@ func TestAcceptedKeepsItsIdentities(t *testing.T) {
 		})
 	}
 }
+
+// TestAcceptedStandsWhenItsRuleNoLongerCompiles: a rule that no longer compiles in this
+// controller (after an upgrade) judges nothing new, and takes back no verdict its
+// results were judged to under it: an Accepted batch stays Accepted, with the shards it
+// accepted. A batch not Accepted yet says RuleInvalid (TestRuleInvalid).
+func TestAcceptedStandsWhenItsRuleNoLongerCompiles(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("result.valid == result.records").SpecObj()
+	obs := map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Facts(), PodsListed: true}}
+	results := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
+	st := at(spec, nil, 0, obs, results...).Status
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
+	out := Compute(Input{Namespace: "ml-team", Generation: 1, Spec: spec, Previous: &st, Observations: obs, Results: results,
+		Now: metav1.NewTime(time0.Add(time.Hour)), RuleError: "ERROR: <input>:1:8: undeclared reference to 'result'"})
+	for _, c := range out.Changed {
+		t.Errorf("the rule's compile error changed %s to %s/%s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	if out.Status.Shards.Accepted != 2 || out.Status.Results.Recorded != 2 {
+		t.Errorf("shards accepted %d, results recorded %d; want 2, 2", out.Status.Shards.Accepted, out.Status.Results.Recorded)
+	}
+	wantCond(t, out.Status, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
+}

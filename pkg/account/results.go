@@ -80,12 +80,18 @@ type resultsState struct {
 // or deleted), with no result of theirs and no pod of the index left, are missing: a
 // result can no longer arrive, so they are counted as MissingResult, not pending.
 func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
-	if in.Spec.RequiresResults() && in.ResultsUnreadable != "" {
-		prev := in.Previous
-		if prev == nil {
-			prev = &v1alpha1.BatchAccountStatus{}
-		}
-		return resultsState{unreadable: in.ResultsUnreadable, summary: *prev.Results.DeepCopy(), generation: in.Generation,
+	prev := in.Previous
+	if prev == nil {
+		prev = &v1alpha1.BatchAccountStatus{}
+	}
+	unreadable := in.ResultsUnreadable
+	if unreadable == "" && in.RuleError != "" && Final(prev, in.Generation) {
+		// The rule judged every result of an Accepted batch when it still compiled (an
+		// upgrade since broke it): nothing new needs judging, and those verdicts stand.
+		unreadable = "the acceptance rule does not compile in this controller: " + in.RuleError
+	}
+	if in.Spec.RequiresResults() && unreadable != "" {
+		return resultsState{unreadable: unreadable, summary: *prev.Results.DeepCopy(), generation: in.Generation,
 			previous: meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionResultsAccepted)}
 	}
 	if in.Spec.RequiresResults() && in.RuleError != "" {
