@@ -151,7 +151,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.collect(ctx, &ba)
 	}
 	m := account.Compile(ba.Namespace, &ba.Spec)
-	obs, seen, workloads, err := r.observeAccount(ctx, &ba, m)
+	obs, seen, err := r.observeAccount(ctx, &ba, m)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -184,7 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if ba.Spec.RequiresResults() {
 		out.Status.Results.IgnoredChunks = r.ledger().IgnoredChunks(ba.UID)
 	}
-	workloads = followedWorkloads(seen, &out.Status)
+	workloads := followedWorkloads(seen, &out.Status)
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration
@@ -257,28 +257,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // observeAccount observes every target of ba (observeTarget): the observations the
-// account is computed from, the targets' pods and Workloads by target key, and the
-// Workloads by UID. It stamps each Job it finds with the account's scope (stampTarget).
-func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping) (map[string]account.Observation, map[string]observed, map[types.UID]*kueue.Workload, error) {
+// account is computed from, and the targets' Jobs, pods and Workloads by target key. It
+// stamps each Job it finds with the account's scope (stampTarget).
+func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping) (map[string]account.Observation, map[string]observed, error) {
 	obs := make(map[string]account.Observation, len(m.Targets))
 	seen := make(map[string]observed, len(m.Targets))
-	workloads := map[types.UID]*kueue.Workload{}
 	for _, t := range m.Targets {
 		o, err := r.observeTarget(ctx, ba.Namespace, t, ba.Spec.RequiresResults())
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
+			return nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
 		}
 		if err := r.observeWorker(ctx, ba, t, &o); err != nil {
-			return nil, nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
+			return nil, nil, fmt.Errorf("observing %s: %w", t.Key, err)
 		}
 		seen[t.Key] = o
 		obs[t.Key] = o.obs
 		r.stampTarget(ctx, ba, t.Ref, o.job)
-		if o.workload != nil {
-			workloads[o.workload.UID] = o.workload
-		}
 	}
-	return obs, seen, workloads, nil
+	return obs, seen, nil
 }
 
 // followedWorkloads are the Workloads of the observed targets (seen) that the account

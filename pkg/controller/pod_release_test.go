@@ -151,7 +151,7 @@ func capturedByReconciler(t *testing.T, c client.Client, pod *corev1.Pod) bool {
 	for i := range list.Items {
 		ba := &list.Items[i]
 		m := account.Compile(ba.Namespace, &ba.Spec)
-		_, seen, _, err := r.observeAccount(ctx, ba, m)
+		_, seen, err := r.observeAccount(ctx, ba, m)
 		if err != nil {
 			t.Fatal(err)
 		}

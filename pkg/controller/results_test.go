@@ -31,7 +31,7 @@ func captureWith(t *testing.T, r *Reconciler, ba *v1alpha1.BatchAccount) ([]acco
 	t.Helper()
 	ctx := context.Background()
 	m := account.Compile(ba.Namespace, &ba.Spec)
-	_, seen, _, err := r.observeAccount(ctx, ba, m)
+	_, seen, err := r.observeAccount(ctx, ba, m)
 	if err != nil {
 		t.Fatal(err)
 	}
