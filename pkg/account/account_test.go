@@ -147,76 +147,48 @@ func TestJobSetRestart(t *testing.T) {
 	}
 }
 
-// TestFailedChildAwaitsItsOwner: a JobSet child that Failed while its JobSet has not
-// ended may be restarted by the JobSet's failure policy (a new identity that may cover
-// its shards), so the batch is not terminated (AwaitingTermination, which keeps
-// retention from taking the account) until the JobSet ends; once the JobSet Failed, or
-// is gone, the child's failure stands. A Job target that Failed is not waited for.
-func TestFailedChildAwaitsItsOwner(t *testing.T) {
+// TestEndedChildAwaitsItsOwner: a JobSet restart recreates every child, the Failed and
+// the Complete ones (new identities whose indexes run again), so a child that ended while
+// its JobSet has not is not the batch's end: the batch is not terminated
+// (AwaitingTermination, which keeps retention from taking the account, and an Accepted
+// that a restart brought by the failure of any child would take back) until the JobSet
+// ends; once the JobSet ended, or is gone, the child's end stands. A Job target that
+// ended is not waited for.
+func TestEndedChildAwaitsItsOwner(t *testing.T) {
 	childSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").SpecObj()
 	jobSpec := makeCompactSpec("s", 4).AssignJobOrdinals("train-workers-0", "0-3", "0-3").SpecObj()
 	failed := makeJob("train-workers-0", "uid-w0", 4).Completed("0-1", 2).Failed("BackoffLimitExceeded", jobCondAt)
-	cases := []struct {
-		name       string
-		spec       *v1alpha1.BatchAccountSpec
-		key        string
-		childOwner string
-		wantStatus metav1.ConditionStatus
-		wantReason string
-		wantMsg    string
-	}{
-		{"its JobSet runs", childSpec, "jobset/train/workers/0", OwnerRunning, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
-			"not terminated: jobset train workers[0] Failed (BackoffLimitExceeded), its JobSet may restart it; coverage does not imply termination"},
-		{"its JobSet Failed", childSpec, "jobset/train/workers/0", "Failed", metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, ""},
-		{"its JobSet is gone", childSpec, "jobset/train/workers/0", OwnerDeleted, metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, ""},
-		{"a Job target", jobSpec, "job/train-workers-0", "", metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			st := step(t, tc.spec, nil, map[string]Observation{tc.key: {Job: failed.Facts(), ChildOwner: tc.childOwner}}).Status
-			wantCond(t, st, v1alpha1.ConditionTerminated, tc.wantStatus, tc.wantReason, tc.wantMsg)
-			wantCond(t, st, v1alpha1.ConditionAccepted, "False", v1alpha1.ReasonShardsMissing, "")
-		})
-	}
-}
-
-// TestCompleteChildAwaitsItsOwner: a JobSet restart recreates every child, the Complete
-// ones too (new identities whose indexes run again), so a child that completed while its
-// JobSet runs is not the batch's end: an Accepted then could be contradicted by a restart
-// that the failure of another child (one the account may not even map) brings. The batch
-// awaits the JobSet; once it ended, or is gone, the child's completion stands. A Job
-// target that completed is not waited for.
-func TestCompleteChildAwaitsItsOwner(t *testing.T) {
-	childSpec := makeCompactSpec("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").SpecObj()
-	jobSpec := makeCompactSpec("s", 4).AssignJobOrdinals("train-workers-0", "0-3", "0-3").SpecObj()
 	complete := makeJob("train-workers-0", "uid-w0", 4).Completed("0-3", 4).Complete(jobCondAt)
+	const child, job = "jobset/train/workers/0", "job/train-workers-0"
 	cases := []struct {
-		name         string
-		spec         *v1alpha1.BatchAccountSpec
-		key          string
-		childOwner   string
-		wantStatus   metav1.ConditionStatus
-		wantReason   string
-		wantMsg      string
-		wantAccepted metav1.ConditionStatus
+		name                string
+		spec                *v1alpha1.BatchAccountSpec
+		key                 string
+		job                 *wrappers.JobWrapper
+		childOwner          string
+		wantStatus          metav1.ConditionStatus
+		wantReason, wantMsg string
+		wantAccepted        metav1.ConditionStatus
+		wantAcceptedReason  string
 	}{
-		{"its JobSet runs", childSpec, "jobset/train/workers/0", OwnerRunning, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
+		{"failed, its JobSet runs", childSpec, child, failed, OwnerRunning, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
+			"not terminated: jobset train workers[0] Failed (BackoffLimitExceeded), its JobSet may restart it; coverage does not imply termination",
+			metav1.ConditionFalse, v1alpha1.ReasonShardsMissing},
+		{"failed, its JobSet Failed", childSpec, child, failed, "Failed", metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, "", metav1.ConditionFalse, v1alpha1.ReasonShardsMissing},
+		{"failed, its JobSet is gone", childSpec, child, failed, OwnerDeleted, metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, "", metav1.ConditionFalse, v1alpha1.ReasonShardsMissing},
+		{"failed, a Job target", jobSpec, job, failed, "", metav1.ConditionTrue, v1alpha1.ReasonTargetFailed, "", metav1.ConditionFalse, v1alpha1.ReasonShardsMissing},
+		{"complete, its JobSet runs", childSpec, child, complete, OwnerRunning, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination,
 			"not terminated: jobset train workers[0] Complete, but its JobSet has not ended and may still restart it; coverage does not imply termination",
-			metav1.ConditionFalse},
-		{"its JobSet Completed", childSpec, "jobset/train/workers/0", "Completed", metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue},
-		{"its JobSet is gone", childSpec, "jobset/train/workers/0", OwnerDeleted, metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue},
-		{"a Job target", jobSpec, "job/train-workers-0", "", metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue},
+			metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination},
+		{"complete, its JobSet Completed", childSpec, child, complete, "Completed", metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue, v1alpha1.ReasonAccepted},
+		{"complete, its JobSet is gone", childSpec, child, complete, OwnerDeleted, metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue, v1alpha1.ReasonAccepted},
+		{"complete, a Job target", jobSpec, job, complete, "", metav1.ConditionTrue, v1alpha1.ReasonComplete, "", metav1.ConditionTrue, v1alpha1.ReasonAccepted},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := step(t, tc.spec, nil, map[string]Observation{tc.key: {Job: complete.Facts(), ChildOwner: tc.childOwner}}).Status
-			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "")
+			st := step(t, tc.spec, nil, map[string]Observation{tc.key: {Job: tc.job.Facts(), ChildOwner: tc.childOwner}}).Status
 			wantCond(t, st, v1alpha1.ConditionTerminated, tc.wantStatus, tc.wantReason, tc.wantMsg)
-			wantAcceptedReason := v1alpha1.ReasonAccepted
-			if tc.wantAccepted == metav1.ConditionFalse {
-				wantAcceptedReason = v1alpha1.ReasonAwaitingTermination
-			}
-			wantCond(t, st, v1alpha1.ConditionAccepted, tc.wantAccepted, wantAcceptedReason, "")
+			wantCond(t, st, v1alpha1.ConditionAccepted, tc.wantAccepted, tc.wantAcceptedReason, "")
 		})
 	}
 }
