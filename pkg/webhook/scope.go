@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -15,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -110,6 +113,12 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 	if named == "" && !relations.HasShortForm(meta.Annotations) {
 		return admission.Allowed("")
 	}
+	var judged string
+	if named != "" {
+		if judged, err = s.finalVerdictWarning(ctx, "Job", meta.Namespace, relations.JobKeys(&meta)...); err != nil {
+			return unclassified(JobMutatePath, err)
+		}
+	}
 	// The Job is decoded twice more: whole, for the short form, and the template's
 	// metadata alone, to tell a template without metadata (the patch must add it) from
 	// one with.
@@ -130,7 +139,7 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 	if scope != "" {
 		ops = append(ops, recordFinalizerPatch(job.Finalizers)...)
 	}
-	return withShortFormWarning(patched(ops), "Job", invalid)
+	return withWarning(withShortFormWarning(patched(ops), "Job", invalid), judged)
 }
 
 // handleJobSet stamps the replicatedJobs of a new JobSet that accounts (or its short-form
@@ -177,7 +186,45 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 	}
 	// The replicatedJobs' scopes drop a short form that does not parse; its author is told.
 	_, invalid := relations.ShortFormScope(&js)
-	return withShortFormWarning(patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...)), "JobSet", invalid)
+	var judged string
+	if strongest != "" && js.Name != "" {
+		if judged, err = s.finalVerdictWarning(ctx, "JobSet", js.Namespace, kinds.Key(v1alpha1.TargetKindJobSet, js.Name)); err != nil {
+			return unclassified(JobSetMutatePath, err)
+		}
+	}
+	return withWarning(withShortFormWarning(patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...)), "JobSet", invalid), judged)
+}
+
+// finalVerdictWarning tells the author of a new Job or JobSet that accounts name (keys)
+// which of them already reached their final verdict (account.Final: Accepted for their
+// spec): they follow only the identities on their record, so this run under a name they
+// account is no part of the batch they judged, and without a word it would look
+// accounted. "" when none has.
+func (s ScopeStamper) finalVerdictWarning(ctx context.Context, kind, namespace string, keys ...relations.IndexKey) (string, error) {
+	accounts, err := relations.LiveAccountsNaming(ctx, s.Reader, namespace, keys...)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, ba := range accounts {
+		if account.Final(&ba.Status, ba.Generation) {
+			names = append(names, ba.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("batchledger: BatchAccount %s already Accepted its batch; this %s, run under a name it accounts, is not part of that batch and is not followed. "+
+		"To account this run, change the account's spec or create another account", strings.Join(names, ", "), kind), nil
+}
+
+// withWarning adds warning to resp, unless it is empty.
+func withWarning(resp admission.Response, warning string) admission.Response {
+	if warning == "" {
+		return resp
+	}
+	return resp.WithWarnings(warning)
 }
 
 // withShortFormWarning adds to resp, when the short form of the admitted kind does not

@@ -294,6 +294,65 @@ func TestScopeStamperJobSets(t *testing.T) {
 	}
 }
 
+// TestScopeStamperWarnsOfAFinalVerdict: an account Accepted for its spec follows only the
+// identities on its record, so a Job or JobSet created under a name it accounts is no
+// part of its batch; the author is told at admission, naming the account. An account not
+// Accepted, or Accepted for an earlier spec, follows the new run and gives no warning.
+func TestScopeStamperWarnsOfAFinalVerdict(t *testing.T) {
+	const ns = "ml-team"
+	accepted := func(ba *v1alpha1.BatchAccount, judgedGeneration int64) *v1alpha1.BatchAccount {
+		ba.Generation = 2
+		ba.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue,
+			Reason: v1alpha1.ReasonAccepted, ObservedGeneration: judgedGeneration}}
+		return ba
+	}
+	done := accepted(wrappers.MakeBatchAccount("done", ns).Shards("A").AssignJob("j", "0", "A").Obj(), 2)
+	reopened := accepted(wrappers.MakeBatchAccount("reopened", ns).Shards("A").AssignJob("k", "0", "A").Obj(), 1)
+	open := wrappers.MakeBatchAccount("open", ns).Shards("A").AssignJob("l", "0", "A").Obj()
+	doneJS := accepted(wrappers.MakeBatchAccount("done-js", ns).Shards("A").AssignJobSet("ts", "workers", 0, "0", "A").Obj(), 2)
+	h := ScopeStamper{Reader: indexedReader(t, nil, done, reopened, open, doneJS)}
+	job := func(name string) []byte {
+		raw, err := json.Marshal(&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	jobSet := func(name string) []byte {
+		raw, err := json.Marshal(&jobsetapi.JobSet{TypeMeta: metav1.TypeMeta{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       jobsetapi.JobSetSpec{ReplicatedJobs: []jobsetapi.ReplicatedJob{{Name: "workers", Replicas: 1}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for name, tc := range map[string]struct {
+		handler admission.HandlerFunc
+		raw     []byte
+		warns   string
+	}{
+		"a Job an Accepted account names":                     {h.handleJob, job("j"), "BatchAccount done already Accepted its batch; this Job"},
+		"a Job an account Accepted for an earlier spec names": {h.handleJob, job("k"), ""},
+		"a Job an account not Accepted names":                 {h.handleJob, job("l"), ""},
+		"a JobSet an Accepted account names":                  {h.handleJobSet, jobSet("ts"), "BatchAccount done-js already Accepted its batch; this JobSet"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := admit(t, tc.handler, tc.raw)
+			if !resp.Allowed || len(resp.Patches) == 0 {
+				t.Errorf("allowed=%v patches=%v: the run is stamped as any Job its accounts name", resp.Allowed, resp.Patches)
+			}
+			switch {
+			case tc.warns == "" && len(resp.Warnings) > 0:
+				t.Errorf("warnings %q, want none", resp.Warnings)
+			case tc.warns != "" && (len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], tc.warns)):
+				t.Errorf("warnings %q, want one saying %q", resp.Warnings, tc.warns)
+			}
+		})
+	}
+}
+
 // TestScopeStamperFailsOpen: a failed account lookup or an undecodable object admits the
 // Job unchanged, with a warning and a metric: never a denial of someone else's Job.
 func TestScopeStamperFailsOpen(t *testing.T) {
