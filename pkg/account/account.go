@@ -340,7 +340,7 @@ func Compute(in Input) Output {
 		// Every shard covered only by repair has a repair identity that covered it.
 		CoveredByDropped: int32(cov.byRepairOnly.Count() - len(cov.coveredBy)),
 	}
-	res := judgeResults(m, states, in)
+	res := judgeResults(m, states, cov.mayCover, in)
 	st.Shards.Accepted = int32(res.accepted.Count())
 	if res.unreadable != "" {
 		st.Shards.Accepted = prev.Shards.Accepted
@@ -657,7 +657,7 @@ func (c *coverageState) awaitsRepair(m *Mapping, ts *targetState) bool {
 	if !ts.lostBeforeTerminal() {
 		return false
 	}
-	own := m.ShardsOf(ts.key, ts.mapped, false).Union(m.ShardsOf(ts.key, ts.mapped, true)).Intersect(c.missing)
+	own := m.ShardsOfAny(ts.key, ts.mapped).Intersect(c.missing)
 	return !own.IsEmpty() && own.Difference(c.mayCover).IsEmpty()
 }
 
@@ -681,8 +681,7 @@ func coverage(m *Mapping, states []*targetState) coverageState {
 	var mayIvs []indexset.Interval
 	for _, ts := range states {
 		if run := ts.mayRun(); !run.IsEmpty() {
-			mayIvs = append(mayIvs, m.ShardsOf(ts.key, run, false).Intervals()...)
-			mayIvs = append(mayIvs, m.ShardsOf(ts.key, run, true).Intervals()...)
+			mayIvs = append(mayIvs, m.ShardsOfAny(ts.key, run).Intervals()...)
 		}
 	}
 	c.mayCover = indexset.FromIntervals(mayIvs...)
@@ -948,7 +947,7 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 		case ts.lostBeforeTerminal():
 			// It will never terminate. Once repairs covered its shards it stands like a
 			// failed Job; until then the batch cannot complete through it.
-			if m.ShardsOf(ts.key, ts.mapped, false).Union(m.ShardsOf(ts.key, ts.mapped, true)).Intersect(cov.missing).IsEmpty() {
+			if m.ShardsOfAny(ts.key, ts.mapped).Intersect(cov.missing).IsEmpty() {
 				lostCovered = append(lostCovered, name+" deleted before it terminated")
 			} else {
 				lost = append(lost, name)

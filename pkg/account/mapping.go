@@ -399,6 +399,12 @@ func (m *Mapping) checkPartition() {
 	}
 }
 
+// ShardsOfAny maps a set of a target's indexes onto shard ordinals through every run,
+// original and repair: the shards an identity running those indexes may cover.
+func (m *Mapping) ShardsOfAny(target string, indexes indexset.Set) indexset.Set {
+	return m.ShardsOf(target, indexes, false).Union(m.ShardsOf(target, indexes, true))
+}
+
 // ShardsOf maps a set of a target's indexes onto shard ordinals through the runs
 // (repair runs included when repair is true, original runs otherwise).
 func (m *Mapping) ShardsOf(target string, indexes indexset.Set, repair bool) indexset.Set {

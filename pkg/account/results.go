@@ -79,7 +79,7 @@ type resultsState struct {
 // shards of identities that can report nothing more (terminated with their pods listed,
 // or deleted), with no result of theirs and no pod of the index left, are missing: a
 // result can no longer arrive, so they are counted as MissingResult, not pending.
-func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
+func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in Input) resultsState {
 	prev := in.Previous
 	if prev == nil {
 		prev = &v1alpha1.BatchAccountStatus{}
@@ -111,15 +111,12 @@ func judgeResults(m *Mapping, states []*targetState, in Input) resultsState {
 	if !in.Spec.RequiresResults() {
 		return rs
 	}
-	var final, open []indexset.Interval
+	var final []indexset.Interval
+	// A further identity of a shard (a repair's, the next attempt of a child) that may
+	// still run its index (mayCover, coverageState) may still report the shard's result.
+	open := mayCover.Intervals()
 	var held []int
 	for _, ts := range states {
-		if run := ts.mayRun(); !run.IsEmpty() {
-			// A further identity of a shard (a repair's, the next attempt of a child) that
-			// may still run its index may still report the shard's result.
-			open = append(open, m.ShardsOf(ts.key, run, false).Intervals()...)
-			open = append(open, m.ShardsOf(ts.key, run, true).Intervals()...)
-		}
 		if ts.covered.IsEmpty() {
 			continue
 		}
