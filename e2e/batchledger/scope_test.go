@@ -286,11 +286,11 @@ func TestUndeliveredAccountsAsTheManager(t *testing.T) {
 		t.Fatal("the stored account was not found undelivered")
 	}
 	for job, want := range map[string]string{"named": v1alpha1.ScopeResults, "unnamed": ""} {
-		got, err := relations.JobScope(f.Ctx, r, &metav1.ObjectMeta{Name: job, Namespace: f.Namespace})
+		accounts, err := relations.AccountsNamingJob(f.Ctx, r, &metav1.ObjectMeta{Name: job, Namespace: f.Namespace})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != want {
+		if got := relations.AccountsScope(accounts); got != want {
 			t.Errorf("Job %s: scope %q, want %q", job, got, want)
 		}
 	}

@@ -5,8 +5,8 @@
 // candidates), which Workload a target runs under (WorkloadOwner,
 // NewestWorkload), which pods are succeeded index pods of a Job (SucceededIndexOf) and of a
 // target under any of its identities (TargetPodIndex), which accounts capture a pod's
-// result (CapturedBy), the opt-in scope the accounts naming a Job give its pods
-// (JobScope), and the account the short-form annotations of a Job or JobSet declare
+// result (CapturedBy), the accounts naming a Job (AccountsNamingJob) and the opt-in
+// scope they give its pods (AccountsScope), and the account the short-form annotations of a Job or JobSet declare
 // (ShortForm) with the scope it gives (ShortFormScope).
 //
 // Two kinds of functions live here. Most are pure: they take objects and answer from

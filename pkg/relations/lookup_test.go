@@ -142,9 +142,9 @@ func TestAccountLookups(t *testing.T) {
 	}
 	for _, tc := range scopes {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := JobScope(ctx, c, tc.job)
-			if err != nil || got != tc.want {
-				t.Errorf("JobScope = %q, %v; want %q", got, err, tc.want)
+			accounts, err := AccountsNamingJob(ctx, c, tc.job)
+			if got := AccountsScope(accounts); err != nil || got != tc.want {
+				t.Errorf("AccountsScope(AccountsNamingJob) = %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package relations
 
 import (
 	"context"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,24 +30,26 @@ func ScopeFor(requiresResults bool) string {
 	return v1alpha1.ScopeCoverage
 }
 
-// JobScope is the scope the live accounts naming a Job give its pods: the Job by name,
-// or, for a child Job (its owner controls it, its labels say which child), the target of
-// its owner, replicatedJob and job index (NamesJob).
-func JobScope(ctx context.Context, c client.Reader, job metav1.Object) (string, error) {
+// AccountsNamingJob are the live accounts naming a Job: the Job by name, or, for a
+// child Job (its owner controls it, its labels say which child), the target of its
+// owner, replicatedJob and job index (NamesJob).
+func AccountsNamingJob(ctx context.Context, c client.Reader, job metav1.Object) ([]*v1alpha1.BatchAccount, error) {
 	accounts, err := LiveAccountsNaming(ctx, c, job.GetNamespace(), JobKeys(job)...)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	return slices.DeleteFunc(accounts, func(ba *v1alpha1.BatchAccount) bool {
+		return !slices.ContainsFunc(ba.Spec.AllAssignments(), func(a v1alpha1.Assignment) bool { return NamesJob(a.Target, job) })
+	}), nil
+}
+
+// AccountsScope is the strongest scope accounts give the pods of the Jobs they name.
+func AccountsScope(accounts []*v1alpha1.BatchAccount) string {
 	scope := ""
 	for _, ba := range accounts {
-		for _, a := range ba.Spec.AllAssignments() {
-			if NamesJob(a.Target, job) {
-				scope = StrongerScope(scope, AccountScope(ba))
-				break
-			}
-		}
+		scope = StrongerScope(scope, AccountScope(ba))
 	}
-	return scope, nil
+	return scope
 }
 
 // ReplicatedJobScope is the scope the live accounts naming children of replicatedJob of

@@ -104,21 +104,17 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 		return unclassified(JobMutatePath, fmt.Errorf("decoding the Job's metadata: %w", err))
 	}
 	meta.Name, meta.Namespace = cmp.Or(meta.Name, req.Name), cmp.Or(meta.Namespace, req.Namespace)
-	named := ""
+	var accounts []*v1alpha1.BatchAccount
 	if meta.Name != "" {
-		if named, err = s.jobScope(ctx, &meta); err != nil {
+		if accounts, err = s.jobAccounts(ctx, &meta); err != nil {
 			return unclassified(JobMutatePath, err)
 		}
 	}
+	named := relations.AccountsScope(accounts)
 	if named == "" && !relations.HasShortForm(meta.Annotations) {
 		return admission.Allowed("")
 	}
-	var judged string
-	if named != "" {
-		if judged, err = s.finalVerdictWarning(ctx, "Job", meta.Namespace, relations.JobKeys(&meta)...); err != nil {
-			return unclassified(JobMutatePath, err)
-		}
-	}
+	judged := finalVerdictWarning("Job", accounts)
 	// The Job is decoded twice more: whole, for the short form, and the template's
 	// metadata alone, to tell a template without metadata (the patch must add it) from
 	// one with.
@@ -188,23 +184,21 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 	_, invalid := relations.ShortFormScope(&js)
 	var judged string
 	if strongest != "" && js.Name != "" {
-		if judged, err = s.finalVerdictWarning(ctx, "JobSet", js.Namespace, kinds.Key(v1alpha1.TargetKindJobSet, js.Name)); err != nil {
+		accounts, err := relations.LiveAccountsNaming(ctx, s.Reader, js.Namespace, kinds.Key(v1alpha1.TargetKindJobSet, js.Name))
+		if err != nil {
 			return unclassified(JobSetMutatePath, err)
 		}
+		judged = finalVerdictWarning("JobSet", accounts)
 	}
 	return withWarning(withShortFormWarning(patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...)), "JobSet", invalid), judged)
 }
 
-// finalVerdictWarning tells the author of a new Job or JobSet that accounts name (keys)
-// which of them already reached their final verdict (account.Final: Accepted for their
-// spec): they follow only the identities on their record, so this run under a name they
-// account is no part of the batch they judged, and without a word it would look
-// accounted. "" when none has.
-func (s ScopeStamper) finalVerdictWarning(ctx context.Context, kind, namespace string, keys ...relations.IndexKey) (string, error) {
-	accounts, err := relations.LiveAccountsNaming(ctx, s.Reader, namespace, keys...)
-	if err != nil {
-		return "", err
-	}
+// finalVerdictWarning tells the author of a new Job or JobSet that accounts name which of
+// them already reached their final verdict (account.Final: Accepted for their spec): they
+// follow only the identities on their record, so this run under a name they account is
+// no part of the batch they judged, and without a word it would look accounted. "" when
+// none has.
+func finalVerdictWarning(kind string, accounts []*v1alpha1.BatchAccount) string {
 	var names []string
 	for _, ba := range accounts {
 		if account.Final(&ba.Status, ba.Generation) {
@@ -212,11 +206,11 @@ func (s ScopeStamper) finalVerdictWarning(ctx context.Context, kind, namespace s
 		}
 	}
 	if len(names) == 0 {
-		return "", nil
+		return ""
 	}
 	slices.Sort(names)
 	return fmt.Sprintf("batchledger: BatchAccount %s already Accepted its batch; this %s, run under a name it accounts, is not part of that batch and is not followed. "+
-		"To account this run, change the account's spec or create another account", strings.Join(names, ", "), kind), nil
+		"To account this run, change the account's spec or create another account", strings.Join(names, ", "), kind)
 }
 
 // withWarning adds warning to resp, unless it is empty.
@@ -238,19 +232,19 @@ func withShortFormWarning(resp admission.Response, kind string, invalid error) a
 	return resp.WithWarnings(fmt.Sprintf("batchledger: this %s's short-form annotations declare no BatchAccount, so its batch is not accounted: %v", kind, invalid))
 }
 
-// jobScope is the scope the accounts naming the Job give it, as s.Reader tells, or, when
-// that is not the strongest and s.Undelivered is set, with the accounts s.Reader has not
-// delivered yet.
-func (s ScopeStamper) jobScope(ctx context.Context, job metav1.Object) (string, error) {
-	named, err := relations.JobScope(ctx, s.Reader, job)
-	if err != nil || !weaker(named) || s.Undelivered == nil {
-		return named, err
+// jobAccounts are the live accounts naming the Job, as s.Reader tells, or, when the scope
+// they give is not the strongest and s.Undelivered is set, with the accounts s.Reader has
+// not delivered yet.
+func (s ScopeStamper) jobAccounts(ctx context.Context, job metav1.Object) ([]*v1alpha1.BatchAccount, error) {
+	accounts, err := relations.AccountsNamingJob(ctx, s.Reader, job)
+	if err != nil || !weaker(relations.AccountsScope(accounts)) || s.Undelivered == nil {
+		return accounts, err
 	}
 	r, err := s.Undelivered.Over(ctx, s.Reader, job.GetNamespace())
 	if err != nil || r == nil {
-		return named, err
+		return accounts, err
 	}
-	return relations.JobScope(ctx, r, job)
+	return relations.AccountsNamingJob(ctx, r, job)
 }
 
 // replicatedJobScopes are the scopes of the replicatedJobs of js, in order: the stronger
