@@ -83,3 +83,52 @@ func fakeReader(t *testing.T, objs ...client.Object) client.Reader {
 	}
 	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
 }
+
+// TestRepairFreezeSeesRunningRepairJobs: a repair's Job tells its pods their shards at
+// creation, as any target's does, up to --waiting-status-delay before the account's
+// status shows it started. Once work was done under the account, a repair may be taken
+// out (or rewritten) only while no work was done under its Job: the status alone lags,
+// so a repair entry whose Job runs was taken out and appended again onto another shard,
+// and the repair Job's completed index then covered a shard its pod was never told.
+// The webhook reads the repair's Job as it reads the other targets' (runningTarget).
+func TestRepairFreezeSeesRunningRepairJobs(t *testing.T) {
+	repaired := func() *v1alpha1.BatchAccount {
+		ba := wrappers.MakeBatchAccount("acct", "ml").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").
+			SpecRepair("j-repair", "0", "D").Obj()
+		// Work under job/j; the repair's Job is not in the status yet.
+		ba.Status.Targets = []v1alpha1.TargetStatus{{Name: "job/j", Job: "j", UID: "uid-j", Found: true, CompletedIndexes: "0-2"}}
+		return ba
+	}
+	running := wrappers.MakeJob("j-repair", "ml").Indexed(1).Suspend(false).Obj()
+	suspended := wrappers.MakeJob("j-repair", "ml").Indexed(1).Suspend(true).Obj()
+	remap := func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs[0].Shards = []string{"C"} }
+	drop := func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }
+	cases := []struct {
+		name   string
+		mutate func(*v1alpha1.BatchAccount)
+		api    []client.Object
+		want   string // "" means admitted
+	}{
+		{"rewrite a repair whose Job runs", remap, []client.Object{running}, "repairs are immutable once work was done"},
+		{"take out a repair whose Job runs", drop, []client.Object{running}, "repairs are immutable once work was done"},
+		{"take out a repair whose Job is still suspended", drop, []client.Object{suspended}, ""},
+		{"take out a repair whose Job was never created", drop, nil, ""},
+		{"append a repair while another's Job runs", func(ba *v1alpha1.BatchAccount) {
+			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-2"}, Indexes: "0", Shards: []string{"C"}})
+		}, []client.Object{running}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := repaired()
+			ba := old.DeepCopy()
+			tc.mutate(ba)
+			_, err := BatchAccountValidator{Jobs: fakeReader(t, tc.api...)}.ValidateUpdate(t.Context(), old, ba)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
