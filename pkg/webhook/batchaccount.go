@@ -76,7 +76,16 @@ func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1al
 			return nil, fmt.Errorf("BatchAccount %s: reading its targets' Jobs: %w", ba.Name, err)
 		}
 	}
-	if err := validateUpdate(old, ba, work); err != nil {
+	// A repair entry may be taken out only while no work was done under its Job, and
+	// its Job's pods are told their shards before the status shows that it runs.
+	var running map[v1alpha1.TargetKey]bool
+	if v.Jobs != nil && !equality.Semantic.DeepEqual(old.Spec.Repairs, ba.Spec.Repairs) {
+		var err error
+		if running, err = runningRepairs(ctx, v.Jobs, old); err != nil {
+			return nil, fmt.Errorf("BatchAccount %s: reading its repairs' Jobs: %w", ba.Name, err)
+		}
+	}
+	if err := validateUpdate(old, ba, work, running); err != nil {
 		return nil, err
 	}
 	// An update of the metadata alone names no new target: the cache's copy serves.
@@ -95,27 +104,60 @@ func runningTarget(ctx context.Context, jobs client.Reader, ba *v1alpha1.BatchAc
 	seen := map[v1alpha1.TargetKey]bool{}
 	for _, a := range ba.Spec.AllAssignments() {
 		key := a.Target.Key()
-		k := relations.KindOf(a.Target)
-		if seen[key] || k == nil || a.Target.Namespace != "" && a.Target.Namespace != ba.Namespace {
+		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		job, _, err := k.Resolve(ctx, jobs, ba.Namespace, a.Target)
-		switch {
-		case apimeta.IsNoMatchError(err):
-			continue // the kind's API is not served: no such Job runs
+		switch runs, err := targetRuns(ctx, jobs, ba.Namespace, a.Target); {
 		case err != nil:
 			return "", err
-		case job != nil && (job.Status.StartTime != nil || job.Spec.Suspend == nil || !*job.Spec.Suspend):
+		case runs:
 			return string(key) + " runs", nil
 		}
 	}
 	return "", nil
 }
 
+// runningRepairs are the targets of ba's spec.repairs whose Job runs, or has run
+// (targetRuns).
+func runningRepairs(ctx context.Context, jobs client.Reader, ba *v1alpha1.BatchAccount) (map[v1alpha1.TargetKey]bool, error) {
+	out := map[v1alpha1.TargetKey]bool{}
+	seen := map[v1alpha1.TargetKey]bool{}
+	for _, a := range ba.Spec.Repairs {
+		key := a.Target.Key()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		runs, err := targetRuns(ctx, jobs, ba.Namespace, a.Target)
+		if err != nil {
+			return nil, err
+		}
+		out[key] = runs
+	}
+	return out, nil
+}
+
+// targetRuns reports whether the Job the target ref names in namespace runs, or has
+// run: it is not suspended, or it started.
+func targetRuns(ctx context.Context, jobs client.Reader, namespace string, ref v1alpha1.TargetRef) (bool, error) {
+	k := relations.KindOf(ref)
+	if k == nil || ref.Namespace != "" && ref.Namespace != namespace {
+		return false, nil
+	}
+	job, _, err := k.Resolve(ctx, jobs, namespace, ref)
+	switch {
+	case apimeta.IsNoMatchError(err):
+		return false, nil // the kind's API is not served: no such Job runs
+	case err != nil:
+		return false, err
+	}
+	return job != nil && (job.Status.StartTime != nil || job.Spec.Suspend == nil || !*job.Spec.Suspend), nil
+}
+
 // validateUpdate is ValidateUpdate's verdict, given the first sign of work under old
-// ("" for none).
-func validateUpdate(old, ba *v1alpha1.BatchAccount, work string) error {
+// ("" for none) and the targets of old's repairs whose Job runs (nil: none known).
+func validateUpdate(old, ba *v1alpha1.BatchAccount, work string, running map[v1alpha1.TargetKey]bool) error {
 	if equality.Semantic.DeepEqual(old.Spec, ba.Spec) {
 		// Metadata alone: an account admitted before stays admissible, whatever rules
 		// were added since.
@@ -135,7 +177,7 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount, work string) error {
 	case len(ba.Spec.Assignments) < len(old.Spec.Assignments) ||
 		!equality.Semantic.DeepEqual(old.Spec.Assignments, ba.Spec.Assignments[:len(old.Spec.Assignments)]):
 		return fmt.Errorf("BatchAccount %s: assignments are immutable once work was done under them (%s); only repair assignments may be appended", ba.Name, work)
-	case !repairsKept(old, ba):
+	case !repairsKept(old, ba, running):
 		return fmt.Errorf("BatchAccount %s: repairs are immutable once work was done under them (%s); repairs may only be appended, "+
 			"or taken out again while no work was done under their Job", ba.Name, work)
 	case old.Spec.RequiresResults() && !ba.Spec.RequiresResults():
@@ -153,17 +195,17 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount, work string) error {
 }
 
 // repairsKept reports whether ba's spec.repairs are old's in order, less only entries
-// under whose target old's status shows no work (kubectl batchledger repair takes its
-// entries out again when it cannot create all their Jobs, deleting those it created),
-// followed by any appended.
-func repairsKept(old, ba *v1alpha1.BatchAccount) bool {
+// under whose target old's status shows no work and whose Job does not run (running;
+// kubectl batchledger repair takes its entries out again when it cannot create all
+// their Jobs, deleting those it created), followed by any appended.
+func repairsKept(old, ba *v1alpha1.BatchAccount, running map[v1alpha1.TargetKey]bool) bool {
 	next := 0
 	for _, e := range old.Spec.Repairs {
 		if next < len(ba.Spec.Repairs) && equality.Semantic.DeepEqual(e, ba.Spec.Repairs[next]) {
 			next++
 			continue
 		}
-		if workedOn(old, e.Target) {
+		if workedOn(old, e.Target) || running[e.Target.Key()] {
 			return false
 		}
 	}
