@@ -140,6 +140,14 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		if pods.Items, err = read(ctx, job); err != nil {
 			return o, err
 		}
+		if results {
+			// Those read hold only this Job's pods; the pods of the target's earlier
+			// identities that ran in the results scope are held for their results all
+			// the same (relations.CapturedBy), and the manager's cache holds them.
+			if pods.Items, err = r.withEarlierIdentities(ctx, namespace, t.Ref, job, pods.Items); err != nil {
+				return o, err
+			}
+		}
 	}
 	o.pods = pods.Items
 	o.obs.PodsListed = true
@@ -159,6 +167,24 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		}
 	}
 	return o, r.observeWorkload(ctx, &o, t.Ref, job, results)
+}
+
+// withEarlierIdentities appends to pods, the pods of job read outside the manager's cache,
+// the target's index pods of its other identities that the manager's cache holds (those
+// of the results scope), so that result capture records every pod the releaser holds.
+// The result is a new slice: pods may be a cache's own.
+func (r *Reconciler) withEarlierIdentities(ctx context.Context, namespace string, ref v1alpha1.TargetRef, job *batchv1.Job, pods []corev1.Pod) ([]corev1.Pod, error) {
+	cached, err := relations.TargetPods(ctx, r.Client, namespace, ref)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clip(pods)
+	for i := range cached {
+		if owner := relations.IndexPodJob(&cached[i]); owner != nil && owner.UID != job.UID {
+			out = append(out, cached[i])
+		}
+	}
+	return out, nil
 }
 
 // ownerOfJob is, for a Job a Job target names (by its name), how the owner that may
