@@ -207,3 +207,34 @@ func TestAccountChangesWakeWhoPublishesForItsWorkloads(t *testing.T) {
 		})
 	}
 }
+
+// TestAccountBeingDeletedPublishesNothing: an account whose deletion began speaks for no
+// Workload (the cleanup and the other accounts treat it as gone, LiveAccountsNaming), so
+// its own reconciles, which go on while a finalizer keeps it, must not put its verdict
+// back on the Workload the cleanup took it off, nor mix it into the verdict the accounts
+// that stay publish.
+func TestAccountBeingDeletedPublishesNothing(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).Obj()
+	leaving := accountOfJ().Obj()
+	leaving.Name, leaving.UID = "leaving", "leaving-uid"
+	leaving.Finalizers = []string{"test.example/hold"}
+	leaving.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
+	wl := publishedWorkload("job-j", func(w *wrappers.WorkloadWrapper) *wrappers.WorkloadWrapper { return w.ForJob(j) })
+	f := newFixture(t, hooks{}, j, leaving, wl)
+	key := client.ObjectKeyFromObject(wl)
+	if res, err := (workloadCleanup{f.reconciler()}).Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); retried(res, err) {
+		t.Fatalf("cleanup = %+v, %v", res, err)
+	}
+	if _, err := f.reconcile(leaving.Name); err != nil {
+		t.Fatal(err)
+	}
+	var got kueue.Workload
+	if err := f.c.Get(context.Background(), key, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Status.Conditions {
+		if v1alpha1.IsWorkloadCondition(c.Type) {
+			t.Errorf("the Workload carries %s=%s (%s) of an account being deleted", c.Type, c.Status, c.Message)
+		}
+	}
+}
