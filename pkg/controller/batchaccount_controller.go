@@ -185,6 +185,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		out.Status.Results.IgnoredChunks = r.ledger().IgnoredChunks(ba.UID)
 	}
 	workloads := followedWorkloads(seen, &out.Status)
+	if ba.DeletionTimestamp != nil {
+		// An account being deleted speaks for no Workload: the cleanup and the accounts
+		// that stay publish without it (LiveAccountsNaming), and its own publish would
+		// put its verdict back for as long as a finalizer keeps it.
+		workloads = nil
+	}
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration
