@@ -1028,11 +1028,20 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 	if lost != "" {
 		msg := head + "; " + lost + workerProblems(states, "on")
 		if rest := pending.Difference(res.missing); !rest.IsEmpty() {
-			msg += "; waiting for " + m.Shards.Describe(rest, 8)
+			msg += "; waiting for " + m.Shards.Describe(rest, 8) + awaited(res)
 		}
 		return cond(t, false, v1alpha1.ReasonMissingResult, msg)
 	}
-	return cond(t, false, v1alpha1.ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8)+elsewhere(states))
+	return cond(t, false, v1alpha1.ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8)+elsewhere(states)+awaited(res))
+}
+
+// awaited says which rejections a further identity may still make good ("" for none):
+// the rejection is no verdict yet, but the reader should know of it.
+func awaited(res resultsState) string {
+	if len(res.awaitingRejections) == 0 {
+		return ""
+	}
+	return "; rejected, awaiting a further identity that may still report: " + strings.Join(res.awaitingRejections, "; ")
 }
 
 // elsewhere says which targets MultiKueue runs in worker clusters, whose pods (and so

@@ -291,6 +291,78 @@ func TestMissingResultAwaitsARepair(t *testing.T) {
 	}
 }
 
+// TestRejectedResultAwaitsARepair: a shard whose result was rejected is decided, and the
+// batch blocked (ResultRejected), only once no identity that has reported nothing for it
+// may still report: a repair that may still run its index may still report an accepted
+// result, so the shard is pending (the rejection said, not listed for another repair)
+// until the repair, too, has reported or can report nothing more. The identity that
+// reported the rejected result does not wait for itself.
+func TestRejectedResultAwaitsARepair(t *testing.T) {
+	withRepair := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").Repair("j-repair", "0", "B").RequireResults("").SpecObj()
+	noRepair := makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").RequireResults("").SpecObj()
+	j := Observation{Job: completeJob("j", "uid-j", 2).Facts(), PodsListed: true}
+	a := result("job/j", "uid-j", 0, "A")
+	badB := result("job/j", "uid-j", 1, "B")
+	badB.InputRevision = "C"
+	rejectedB := "B (RevisionMismatch): shard B result of pod j-1 (job j index 1) has inputRevision \"C\", the account requires \"D\""
+	repairedB := result("job/j-repair", "uid-r", 0, "B")
+	badRepairedB := repairedB
+	badRepairedB.RejectReason, badRepairedB.RejectMessage = v1alpha1.RejectionCriterionNotMet, "rule false"
+	pending := "1/2 shard results accepted; waiting for B; rejected, awaiting a further identity that may still report: " + rejectedB
+	cases := []struct {
+		name         string
+		spec         *v1alpha1.BatchAccountSpec
+		obs          map[string]Observation
+		results      []Result
+		wantStatus   metav1.ConditionStatus
+		wantReason   string
+		wantMessage  string
+		wantRejected string
+	}{
+		{name: "the repair Job is not created yet: B pending",
+			spec: withRepair, obs: map[string]Observation{"job/j": j}, results: []Result{a, badB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultsPending, wantMessage: pending},
+		{name: "the repair Job runs, its index not complete yet: B pending",
+			spec: withRepair, obs: map[string]Observation{"job/j": j, "job/j-repair": {Job: makeJob("j-repair", "uid-r", 1).Facts(), PodsListed: true}},
+			results:    []Result{a, badB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultsPending, wantMessage: pending},
+		{name: "the repair Job completed its index, its pod's result not recorded yet: B pending",
+			spec: withRepair, obs: map[string]Observation{"job/j": j, "job/j-repair": {Job: completeJob("j-repair", "uid-r", 1).Facts(), PodsListed: true, SuccessfulPods: pods("r", 0)}},
+			results:    []Result{a, badB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultsPending, wantMessage: pending},
+		{name: "the repair reported an accepted result: accepted",
+			spec: withRepair, obs: map[string]Observation{"job/j": j, "job/j-repair": {Job: completeJob("j-repair", "uid-r", 1).Facts(), PodsListed: true}},
+			results:    []Result{a, badB, repairedB},
+			wantStatus: metav1.ConditionTrue, wantReason: v1alpha1.ReasonAllResultsAccepted, wantMessage: "2/2 shard results accepted"},
+		{name: "the repair's result was rejected too: B rejected",
+			spec: withRepair, obs: map[string]Observation{"job/j": j, "job/j-repair": {Job: completeJob("j-repair", "uid-r", 1).Facts(), PodsListed: true}},
+			results:    []Result{a, badB, badRepairedB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultRejected, wantRejected: "1"},
+		{name: "the repair Job still runs but failed its index: B rejected",
+			spec: withRepair, obs: map[string]Observation{"job/j": j, "job/j-repair": {Job: makeJob("j-repair", "uid-r", 1).FailedIndexes("0").Facts(), PodsListed: true}},
+			results:    []Result{a, badB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultRejected, wantRejected: "1",
+			wantMessage: "1/2 shard results accepted; rejected: " + rejectedB},
+		{name: "no repair, the Job still runs another index: B rejected at once",
+			spec: noRepair, obs: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 3).Completed("0,1", 2).Facts(), PodsListed: true}},
+			results:    []Result{a, badB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultRejected, wantRejected: "1",
+			wantMessage: "1/3 shard results accepted; rejected: " + rejectedB},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := at(tc.spec, nil, 0, tc.obs, tc.results...).Status
+			wantCond(t, st, v1alpha1.ConditionResultsAccepted, tc.wantStatus, tc.wantReason, tc.wantMessage)
+			if st.Results.RejectedOrdinals != tc.wantRejected {
+				t.Errorf("rejected ordinals %q; want %q", st.Results.RejectedOrdinals, tc.wantRejected)
+			}
+			if blocked := Blocker(&st) != nil; blocked != (tc.wantRejected != "") {
+				t.Errorf("blocked = %v; want %v", blocked, tc.wantRejected != "")
+			}
+		})
+	}
+}
+
 // TestAdmissionHistory: a Job evicted on h100 with two indexes complete and re-admitted
 // on a100 keeps both admissions, and which indexes completed under each.
 func TestAdmissionHistory(t *testing.T) {

@@ -613,6 +613,8 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 	}
 	accepted := map[int]string{}
 	reported, rejectedOrd := map[int]bool{}, map[int]bool{}
+	// reportedBy are the identities (target and index) whose current Job reported a result.
+	reportedBy := map[mIdentity]bool{}
 	rejected, conflicts := 0, 0
 	for _, res := range c.steps[s].results {
 		o, ok := shardOf[res.Target][res.Index]
@@ -626,6 +628,7 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 			continue
 		}
 		reported[o] = true
+		reportedBy[mIdentity{target: res.Target, index: res.Index}] = true
 		switch {
 		case res.RejectReason != "":
 			rejected++
@@ -688,9 +691,39 @@ func (c *modelCase) checkModel(s int, out Output) []string {
 			}
 		}
 	}
+	// A rejected shard is decided only when none of its identities that reported no result
+	// may still report one: one not created yet (or between a restart's delete and
+	// create), one that may still run its index and did not complete it, one that
+	// completed it with its pods not listed, or one with a successful pod of the index.
+	mayReport := func(id mIdentity) bool {
+		if reportedBy[mIdentity{target: id.target, index: id.index}] {
+			return false
+		}
+		ms := states[id.target]
+		if !ms.found && !ms.deleted {
+			return true
+		}
+		if !completed(id.target, id.index) && mayRun(id) {
+			return true
+		}
+		if !ms.found {
+			return false
+		}
+		if completed(id.target, id.index) && !ms.job.podsListed {
+			return true
+		}
+		return slices.ContainsFunc(ms.job.pods, func(p PodAttempt) bool { return p.Index == id.index && !p.NoResult })
+	}
 	var rejectedPending []int
 	for o := range rejectedOrd {
-		if _, acc := accepted[o]; !acc {
+		if _, acc := accepted[o]; acc {
+			continue
+		}
+		undecided := false
+		for _, id := range c.ids {
+			undecided = undecided || (id.shard == o && mayReport(id))
+		}
+		if !undecided {
 			rejectedPending = append(rejectedPending, o)
 		}
 	}

@@ -49,17 +49,32 @@ type Result struct {
 	Cluster string
 }
 
+// rejection is a rejected result of a shard (its ordinal), in words.
+type rejection struct {
+	ordinal int
+	text    string
+}
+
 type resultsState struct {
 	accepted indexset.Set
 	// standing maps a shard ordinal to the position in the input of its standing result.
 	standing map[int]int
 	summary  v1alpha1.ResultSummary
-	// pendingRejections explain rejections of shards that have no accepted result yet.
+	// unaccepted are the rejections of shards that have no accepted result, in
+	// recording order.
+	unaccepted []rejection
+	// pendingRejections explain the rejections of the shards in rejected.
 	pendingRejections []string
+	// awaitingRejections explain the rejections of the shards in awaiting.
+	awaitingRejections []string
 	// reported are the ordinals with any result of their current identity.
 	reported indexset.Set
-	// rejected are the ordinals with a rejected result and no accepted one.
+	// rejected are the ordinals with a rejected result and no accepted one that no
+	// further identity may still report for (undecided): they block the batch.
 	rejected indexset.Set
+	// awaiting are the ordinals with a rejected result and no accepted one that an
+	// identity which reported nothing for them may still report for (a repair).
+	awaiting indexset.Set
 	// missing are covered ordinals whose result can no longer arrive.
 	missing indexset.Set
 	// ruleError is Input.RuleError: results were not judged.
@@ -137,6 +152,19 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 	}
 	rs.missing = indexset.FromIntervals(final...).Difference(indexset.FromIntervals(open...)).
 		Difference(rs.accepted).Difference(rs.reported).Difference(indexset.Of(held...))
+	// A rejected result decides its shard only once no further identity may still report
+	// one, as a missing result does: a repair that may still run may still be accepted.
+	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results))
+	rs.rejected = rs.rejected.Difference(rs.awaiting)
+	for _, rj := range rs.unaccepted {
+		list := &rs.pendingRejections
+		if rs.awaiting.Contains(rj.ordinal) {
+			list = &rs.awaitingRejections
+		}
+		if len(*list) < messageRunsLimit {
+			*list = append(*list, rj.text)
+		}
+	}
 	rs.summary.Missing = int32(rs.missing.Count())
 	rs.summary.MissingOrdinals = rs.missing.String()
 	rs.summary.RejectedOrdinals = rs.rejected.String()
@@ -163,6 +191,49 @@ func (ts *targetState) mayRun() indexset.Set {
 	return ts.mapped
 }
 
+// undecided are the shards an identity that has reported no result for them (current
+// maps target keys to their identity's Job UID) may still report one for:
+// targetState.mayReport.
+func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result) indexset.Set {
+	reported := map[string][]int{}
+	for _, r := range results {
+		if uid, ok := current[r.Target]; ok && uid == r.JobUID {
+			reported[r.Target] = append(reported[r.Target], r.Index)
+		}
+	}
+	var ivs []indexset.Interval
+	for _, ts := range states {
+		if may := ts.mayReport(indexset.Of(reported[ts.key]...)); !may.IsEmpty() {
+			ivs = append(ivs, m.ShardsOfAny(ts.key, may).Intervals()...)
+		}
+	}
+	return indexset.FromIntervals(ivs...)
+}
+
+// mayReport are the mapped indexes of the target for which an identity that has not
+// reported a result for them (reported are the indexes its current identity reported)
+// may still report one: every index a next identity may run (mayRun: the target's Job
+// not created yet, a restart in progress, a child its owner may restart); of the
+// current identity, the indexes it may still run and has not completed, and those it
+// completed without a result while a pod of theirs may still report one (its pods were
+// not listed, or one is listed).
+func (ts *targetState) mayReport(reported indexset.Set) indexset.Set {
+	if ts.awaitsOwner() || !ts.found && !ts.deleted {
+		return ts.mayRun()
+	}
+	may := ts.mayRun().Difference(ts.facts.completed)
+	if ts.found && !ts.obs.PodsListed {
+		may = may.Union(ts.covered)
+	}
+	var held []int
+	for _, p := range ts.obs.SuccessfulPods {
+		if !p.NoResult && ts.mapped.Contains(p.Index) {
+			held = append(held, p.Index)
+		}
+	}
+	return may.Union(indexset.Of(held...)).Difference(reported)
+}
+
 // StandingResults returns, per shard ordinal, the result that stands for the shard: the
 // first result, in recording order, of the shard's current identity (current maps target
 // keys to Job UIDs) that claims the assigned shard on the account's revisions and passed
@@ -182,10 +253,6 @@ func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[st
 func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, results []Result) resultsState {
 	rs := resultsState{standing: map[int]int{}}
 	digests := map[int]string{}
-	type rejection struct {
-		ordinal int
-		text    string
-	}
 	var rejected []rejection
 	var acceptedOrdinals, reported []int
 	rs.summary.Recorded = int32(len(results))
@@ -250,9 +317,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 	for _, rj := range rejected {
 		if _, ok := digests[rj.ordinal]; !ok {
 			rejectedOrdinals = append(rejectedOrdinals, rj.ordinal)
-			if len(rs.pendingRejections) < messageRunsLimit {
-				rs.pendingRejections = append(rs.pendingRejections, rj.text)
-			}
+			rs.unaccepted = append(rs.unaccepted, rj)
 		}
 	}
 	rs.rejected = indexset.Of(rejectedOrdinals...)
