@@ -661,6 +661,39 @@ func (c *coverageState) awaitsRepair(m *Mapping, ts *targetState) bool {
 	return !own.IsEmpty() && own.Difference(c.mayCover).IsEmpty()
 }
 
+// failedNote says of a Job that has not terminated which of its mapped indexes failed
+// (backoffLimitPerIndex) with their shards still missing, and what to do: the Job will
+// not run them again, so waiting for it is no plan. "" when none did.
+func (c *coverageState) failedNote(m *Mapping, ts *targetState) string {
+	failed := ts.facts.failed.Intersect(ts.mapped)
+	if failed.IsEmpty() {
+		return ""
+	}
+	shards := m.ShardsOf(ts.key, failed, false).Union(m.ShardsOf(ts.key, failed, true)).Intersect(c.missing)
+	if shards.IsEmpty() {
+		return ""
+	}
+	n := shards.Count()
+	what := fmt.Sprintf("index %s", failed)
+	if failed.Count() > 1 {
+		what = fmt.Sprintf("indexes %s", failed)
+		if len(failed.Intervals()) > messageRunsLimit {
+			what = fmt.Sprintf("%d mapped indexes", failed.Count())
+		}
+	}
+	msg := fmt.Sprintf("%s failed %s (%s %s) and will not run %s again", v1alpha1.TargetKey(ts.key).Describe(), what,
+		plural(n, "shard", "shards"), m.Shards.Describe(shards, messageRunsLimit), plural(failed.Count(), "it", "them"))
+	switch {
+	case shards.Difference(c.mayCover).IsEmpty():
+		return msg + "; other identities may still cover " + plural(n, "it", "them")
+	case ts.obs.ChildOwner == OwnerRunning:
+		// Its owner's failure policy may restart the Job (a new identity) once it fails;
+		// repair makes no follow-up Job for a child.
+		return msg + "; its JobSet may restart the Job once it ends"
+	}
+	return msg + ": repair " + plural(n, "it", "them")
+}
+
 func coverage(m *Mapping, states []*targetState) coverageState {
 	var originalIvs, repairedIvs []indexset.Interval
 	for _, ts := range states {
@@ -868,6 +901,8 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 			if !ts.everObserved {
 				neverObserved = append(neverObserved, name)
 			}
+		case ts.found && ts.facts.terminal == "" && cov.failedNote(m, ts) != "":
+			notes = append(notes, cov.failedNote(m, ts))
 		case ts.facts.terminal == TerminalComplete && ts.facts.successPolicy != "" &&
 			!m.ShardsOf(ts.key, ts.mapped, false).Intersect(cov.missing).IsEmpty():
 			notes = append(notes, fmt.Sprintf("%s succeeded by its successPolicy (%s) with shards not covered", name, ts.facts.successPolicy))

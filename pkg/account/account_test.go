@@ -559,3 +559,50 @@ func TestStandingResults(t *testing.T) {
 		t.Errorf("standing = %+v; want only the first result of A", got)
 	}
 }
+
+// TestFailedIndexWhileItsJobRuns: an index that failed (backoffLimitPerIndex) while its
+// Job still runs will not run again in that Job. Its shard is missing as any other, but
+// the message says so and what to do: repair it, or wait for the repair that may still
+// cover it.
+func TestFailedIndexWhileItsJobRuns(t *testing.T) {
+	four := []string{"A", "B", "C", "D"}
+	plain := makeSpec(four...).AssignJob("j", "0-3", four...).SpecObj()
+	repaired := makeSpec(four...).AssignJob("j", "0-3", four...).Repair("j-repair", "0", "D").SpecObj()
+	running := makeJob("j", "uid-j", 4).BackoffLimitPerIndex(1).Completed("0,1", 2)
+	cases := []struct {
+		name        string
+		spec        *v1alpha1.BatchAccountSpec
+		obs         map[string]Observation
+		wantMessage string
+	}{
+		{name: "index 3 failed, index 2 still runs",
+			spec:        plain,
+			obs:         map[string]Observation{"job/j": {Job: running.FailedIndexes("3").Facts()}},
+			wantMessage: "2/4 shards covered; missing C, D = job j indexes 2,3; job j failed index 3 (shard D) and will not run it again: repair it"},
+		{name: "indexes 2 and 3 failed",
+			spec:        plain,
+			obs:         map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).BackoffLimitPerIndex(1).Completed("0,1", 2).FailedIndexes("2,3").Facts()}},
+			wantMessage: "2/4 shards covered; missing C, D = job j indexes 2,3; job j failed indexes 2,3 (shards C, D) and will not run them again: repair them"},
+		{name: "a repair may still cover the failed index's shard",
+			spec: repaired,
+			obs: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).BackoffLimitPerIndex(1).Completed("0,1", 2).FailedIndexes("3").Facts()},
+				"job/j-repair": {Job: makeJob("j-repair", "uid-r", 1).Facts()}},
+			wantMessage: "2/4 shards covered; missing C, D = job j indexes 2,3; job j failed index 3 (shard D) and will not run it again; other identities may still cover it"},
+		{name: "a JobSet's child: its JobSet may restart it",
+			spec: makeCompactSpec("s", 2).AssignJobSet("train", "w", 0, "0-1", "0-1").SpecObj(),
+			obs: map[string]Observation{"jobset/train/w/0": {Job: makeJob("train-w-0", "uid-c", 2).BackoffLimitPerIndex(1).Completed("0", 1).FailedIndexes("1").Facts(),
+				ChildOwner: OwnerRunning}},
+			wantMessage: "1/2 shards covered; missing s1 = jobset train w[0] index 1; jobset train w[0] failed index 1 (shard s1) and will not run it again; its JobSet may restart the Job once it ends"},
+		{name: "nothing failed: a plain wait",
+			spec:        plain,
+			obs:         map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).Completed("0,1", 2).Facts()}},
+			wantMessage: "2/4 shards covered; missing C, D = job j indexes 2,3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, tc.spec, nil, tc.obs).Status
+			wantCond(t, st, v1alpha1.ConditionShardsCovered, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, tc.wantMessage)
+			wantCond(t, st, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonAwaitingTermination, "")
+		})
+	}
+}
