@@ -1070,13 +1070,14 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 	return cond(t, false, v1alpha1.ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8)+elsewhere(states)+awaited(res))
 }
 
-// awaited says which rejections a further identity may still make good ("" for none):
-// the rejection is no verdict yet, but the reader should know of it.
+// awaited says which rejections a result still to come may make good ("" for none): a
+// repair's, or a held pod's judged again under the spec's rule. The rejection is no
+// verdict yet, but the reader should know of it.
 func awaited(res resultsState) string {
 	if len(res.awaitingRejections) == 0 {
 		return ""
 	}
-	return "; rejected, awaiting a further identity that may still report: " + strings.Join(res.awaitingRejections, "; ")
+	return "; rejected, awaiting a result that may still come: " + strings.Join(res.awaitingRejections, "; ")
 }
 
 // elsewhere says which targets MultiKueue runs in worker clusters, whose pods (and so

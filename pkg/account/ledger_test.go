@@ -308,7 +308,7 @@ func TestRejectedResultAwaitsARepair(t *testing.T) {
 	repairedB := result("job/j-repair", "uid-r", 0, "B")
 	badRepairedB := repairedB
 	badRepairedB.RejectReason, badRepairedB.RejectMessage = v1alpha1.RejectionCriterionNotMet, "rule false"
-	pending := "1/2 shard results accepted; waiting for B; rejected, awaiting a further identity that may still report: " + rejectedB
+	pending := "1/2 shard results accepted; waiting for B; rejected, awaiting a result that may still come: " + rejectedB
 	cases := []struct {
 		name         string
 		spec         *v1alpha1.BatchAccountSpec

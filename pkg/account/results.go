@@ -154,7 +154,7 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 		Difference(rs.accepted).Difference(rs.reported).Difference(indexset.Of(held...))
 	// A rejected result decides its shard only once no further identity may still report
 	// one, as a missing result does: a repair that may still run may still be accepted.
-	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results))
+	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results, v1alpha1.RuleDigest(in.Spec.AcceptanceRule())))
 	rs.rejected = rs.rejected.Difference(rs.awaiting)
 	for _, rj := range rs.unaccepted {
 		list := &rs.pendingRejections
@@ -193,10 +193,15 @@ func (ts *targetState) mayRun() indexset.Set {
 
 // undecided are the shards an identity that has reported no result for them (current
 // maps target keys to their identity's Job UID) may still report one for:
-// targetState.mayReport.
-func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result) indexset.Set {
+// targetState.mayReport. A result judged under another rule than the spec's (of digest
+// specDigest) is no record of its pod, which is judged again while it is held: it
+// reports nothing here.
+func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result, specDigest string) indexset.Set {
 	reported := map[string][]int{}
 	for _, r := range results {
+		if r.RuleDigest != "" && r.RuleDigest != specDigest {
+			continue
+		}
 		if uid, ok := current[r.Target]; ok && uid == r.JobUID {
 			reported[r.Target] = append(reported[r.Target], r.Index)
 		}

@@ -61,7 +61,8 @@ func TestResultsJudgedUnderAnotherRuleNeverStand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults(tc.rule).SpecObj()
 			j := makeJob("j", "uid-j", 4).Completed("0-3", 4).Complete(jobCondAt)
-			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}}, tc.results...).Status
+			// No pod is left to be judged again (TestRuleChangedResultAwaitsItsPod).
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts(), PodsListed: true}}, tc.results...).Status
 			if st.Shards.Accepted != tc.wantAccepted {
 				t.Errorf("accepted = %d, want %d", st.Shards.Accepted, tc.wantAccepted)
 			}
@@ -94,5 +95,58 @@ func TestRecordedCountsEveryResult(t *testing.T) {
 	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}}).Status
 	if st.Results.Recorded != 0 {
 		t.Errorf("recorded with no results = %d, want 0", st.Results.Recorded)
+	}
+}
+
+// TestRuleChangedResultAwaitsItsPod: a result judged under another rule than the spec's
+// is no record of its pod, which stays held and is judged again under the spec's rule.
+// While that pod may still report, the shard is not decided by the old rule's verdict:
+// it is pending, not rejected (and the batch not blocked); once no pod of the index is
+// left, the rejection stands.
+func TestRuleChangedResultAwaitsItsPod(t *testing.T) {
+	const specRule = "result.valid == result.records"
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults(specRule).SpecObj()
+	j := makeJob("j", "uid-j", 2).Completed("0-1", 2).Complete(jobCondAt).Facts()
+	a := result("job/j", "uid-j", 0, "A")
+	a.RuleDigest = v1alpha1.RuleDigest(specRule)
+	oldB := result("job/j", "uid-j", 1, "B")
+	oldB.RuleDigest = v1alpha1.RuleDigest("true")
+	newB := oldB
+	newB.RuleDigest = v1alpha1.RuleDigest(specRule)
+	cases := []struct {
+		name         string
+		obs          Observation
+		results      []Result
+		wantStatus   metav1.ConditionStatus
+		wantReason   string
+		wantRejected string
+	}{
+		{name: "B's pod is still held: pending",
+			obs: Observation{Job: j, PodsListed: true, SuccessfulPods: pods("p", 1)}, results: []Result{a, oldB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultsPending},
+		{name: "B's pods not listed: pending",
+			obs: Observation{Job: j}, results: []Result{a, oldB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultsPending},
+		{name: "B's pod judged again under the spec's rule: accepted",
+			obs: Observation{Job: j, PodsListed: true}, results: []Result{a, oldB, newB},
+			wantStatus: metav1.ConditionTrue, wantReason: v1alpha1.ReasonAllResultsAccepted},
+		{name: "no pod of B is left: rejected",
+			obs: Observation{Job: j, PodsListed: true}, results: []Result{a, oldB},
+			wantStatus: metav1.ConditionFalse, wantReason: v1alpha1.ReasonResultRejected, wantRejected: "1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, spec, nil, map[string]Observation{"job/j": tc.obs}, tc.results...).Status
+			wantCond(t, st, v1alpha1.ConditionResultsAccepted, tc.wantStatus, tc.wantReason, "")
+			if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); tc.wantStatus != metav1.ConditionTrue && !strings.Contains(c.Message, "B (RuleChanged)") {
+				t.Errorf("ResultsAccepted message %q does not name B's RuleChanged rejection", c.Message)
+			}
+			if st.Results.RejectedOrdinals != tc.wantRejected {
+				t.Errorf("rejected ordinals %q; want %q", st.Results.RejectedOrdinals, tc.wantRejected)
+			}
+			if blocked := Blocker(&st) != nil; blocked != (tc.wantRejected != "") {
+				t.Errorf("blocked = %v; want %v", blocked, tc.wantRejected != "")
+			}
+		})
 	}
 }
