@@ -606,3 +606,30 @@ func TestFailedIndexWhileItsJobRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestResultWithoutJobUIDStandsForNoShard: a completion identity is (Job UID, index). A
+// result that names no Job UID is no one's: while its target has no identity observed
+// (its Job not found yet) it must not pass for that target's, else the shard counts as
+// accepted (and the batch's results as all accepted) for a Job never seen.
+func TestResultWithoutJobUIDStandsForNoShard(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
+	cases := []struct {
+		name string
+		obs  map[string]Observation
+	}{
+		{name: "its Job not found yet", obs: map[string]Observation{}},
+		{name: "its Job observed", obs: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 2).Completed("0-1", 2).Facts()}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, spec, nil, tc.obs, result("job/j", "", 0, "A"), result("job/j", "", 1, "B")).Status
+			if st.Shards.Accepted != 0 || st.Shards.Progress != 0 {
+				t.Errorf("accepted %d shards (progress %d) on results of no Job UID; want none", st.Shards.Accepted, st.Shards.Progress)
+			}
+			wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultsPending, "")
+			if st.Results.Rejected != 2 || len(st.Results.Rejections) != 2 || st.Results.Rejections[0].Reason != v1alpha1.RejectionStaleIdentity {
+				t.Errorf("rejections %d %+v; want 2 StaleIdentity", st.Results.Rejected, st.Results.Rejections)
+			}
+		})
+	}
+}

@@ -285,6 +285,12 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 			continue
 		}
 		assignedName := m.Shards.Name(ordinal)
+		if r.JobUID == "" {
+			// No Job UID, no completion identity: it would otherwise pass for the
+			// identity of a target whose Job is not observed (no UID either).
+			reject(r, -1, v1alpha1.RejectionStaleIdentity, who+" names no Job UID, so it is no completion identity the account follows")
+			continue
+		}
 		if current[r.Target] != r.JobUID {
 			// Checked first: a superseded identity's result, accepted or rejected, stands
 			// for no shard, which the current identity may still run.
