@@ -659,8 +659,10 @@ type ResultSummary struct {
 	// MissingOrdinals are the ordinals of those shards, interval format.
 	// +optional
 	MissingOrdinals string `json:"missingOrdinals,omitempty"`
-	// RejectedOrdinals are the ordinals of shards with a rejected result and no accepted
-	// one, interval format: their identity completed, so a repair re-runs them.
+	// RejectedOrdinals are the ordinals of shards with a rejected result, no accepted one
+	// and no identity left that may still report one, interval format: their identity
+	// completed, so a repair re-runs them. A shard whose repair may still report is
+	// pending instead.
 	// +optional
 	RejectedOrdinals string `json:"rejectedOrdinals,omitempty"`
 	// OrdinalsTruncated is true when MissingOrdinals or RejectedOrdinals list only their
