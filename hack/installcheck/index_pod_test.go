@@ -146,6 +146,14 @@ func TestIndexPodPolicyOnLocalCluster(t *testing.T) {
 		{"an editor's marked pod", editor, meta(jobUID, jobUID+"/1"), true},
 		{"an editor's pod with the Job's owner and index, unmarked", editor, meta(jobUID, ""), false},
 		{"a pod created as the Job controller before it is handed to its Job", jobController, meta("", jobUID+"/1"), false},
+		// kube-controller-manager without per-controller credentials creates every
+		// controller's pods as itself: a ReplicaSet's pod made from a template carrying a
+		// Job's mark would, orphaned, be filed under that Job.
+		{"a marked pod of a ReplicaSet, created as kube-controller-manager", webhook.JobControllers[1], func() metav1.ObjectMeta {
+			m := meta("", jobUID+"/1")
+			m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: types.UID(otherUID), Controller: ptr.To(true)}}
+			return m
+		}(), true},
 	} {
 		t.Run("create: "+tc.name, func(t *testing.T) {
 			_, err := create(tc.user, tc.meta)
