@@ -663,16 +663,14 @@ func (c *coverageState) awaitsRepair(m *Mapping, ts *targetState) bool {
 
 // failedNote says of a Job that has not terminated which of its mapped indexes failed
 // (backoffLimitPerIndex) with their shards still missing, and what to do: the Job will
-// not run them again, so waiting for it is no plan. "" when none did.
+// not run them again, so waiting for it is no plan. "" when none did. A failed index
+// whose shard another identity covered is left out: nothing waits for it.
 func (c *coverageState) failedNote(m *Mapping, ts *targetState) string {
-	failed := ts.facts.failed.Intersect(ts.mapped)
+	failed := ts.facts.failed.Intersect(ts.mapped).Intersect(m.IndexesOf(ts.key, c.missing))
 	if failed.IsEmpty() {
 		return ""
 	}
-	shards := m.ShardsOf(ts.key, failed, false).Union(m.ShardsOf(ts.key, failed, true)).Intersect(c.missing)
-	if shards.IsEmpty() {
-		return ""
-	}
+	shards := m.ShardsOfAny(ts.key, failed).Intersect(c.missing)
 	n := shards.Count()
 	what := fmt.Sprintf("index %s", failed)
 	if failed.Count() > 1 {

@@ -421,6 +421,22 @@ func (m *Mapping) ShardsOf(target string, indexes indexset.Set, repair bool) ind
 	return indexset.FromIntervals(out...)
 }
 
+// IndexesOf maps shard ordinals back onto the target's indexes through every run,
+// original and repair: the inverse of ShardsOfAny.
+func (m *Mapping) IndexesOf(target string, shards indexset.Set) indexset.Set {
+	var out []indexset.Interval
+	for _, r := range m.Runs {
+		if r.Target != target {
+			continue
+		}
+		for _, iv := range shards.Intersect(indexset.FromIntervals(r.shards())).Intervals() {
+			shift := r.FirstIndex - r.FirstShard
+			out = append(out, indexset.Interval{First: iv.First + shift, Last: iv.Last + shift})
+		}
+	}
+	return indexset.FromIntervals(out...)
+}
+
 // IdentityOf names the original identity assigned shard ordinal o: target key and index.
 func (m *Mapping) IdentityOf(o int) (string, int, bool) {
 	i, _ := slices.BinarySearchFunc(m.byShard, o, func(r Run, o int) int { return cmp.Compare(r.FirstShard, o) })
