@@ -116,6 +116,52 @@ func TestRepairNothingToRepair(t *testing.T) {
 	}
 }
 
+// TestRepairNothingToRepairWhileResultsPend: a shard whose result was rejected while a
+// repair identity may still report one is pending, so repair plans nothing; it must not
+// say that no result was rejected, and it says what the results wait for.
+func TestRepairNothingToRepairWhileResultsPend(t *testing.T) {
+	rejectedC := seedResult(2, "C")
+	rejectedC.RejectReason, rejectedC.RejectMessage = v1alpha1.RejectionMalformed, "no JSON object in the termination message"
+	all := []account.Result{seedResult(0, "A"), seedResult(1, "B"), seedResult(2, "C"), seedResult(3, "D")}
+	cases := []struct {
+		name      string
+		repairC   bool
+		results   []account.Result
+		want      []string
+		wantNever string
+	}{
+		{name: "C rejected, its repair Job not created yet",
+			repairC: true, results: []account.Result{seedResult(0, "A"), seedResult(1, "B"), rejectedC, seedResult(3, "D")},
+			want: []string{"nothing to repair now: all 4 shards are covered and no result is lost yet; ResultsAccepted is ResultsPending",
+				"rejected, awaiting a result that may still come: C (Malformed)"},
+			wantNever: "no result is missing or rejected"},
+		{name: "every result accepted",
+			results: all, want: []string{"nothing to repair: all 4 shards are covered and no result is missing or rejected"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := clitest.IJ245Account()
+			if tc.repairC {
+				ba.Spec.Repairs = []v1alpha1.Assignment{{Target: v1alpha1.TargetRef{Job: "j-repair-1"}, Indexes: "0", Shards: []string{"C"}}}
+			}
+			j := clitest.Admitted(clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-3", 4).ResourceVersion("48262").Complete(clitest.CompleteT.Time).Obj())
+			ba = clitest.Compute(ba, clitest.CompleteT.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: clitest.WorkloadObs(true), PodsListed: true}}, tc.results...)
+			_, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j)})
+			if err == nil {
+				t.Fatal("planned a repair")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v\nwant it to contain %q", err, want)
+				}
+			}
+			if tc.wantNever != "" && strings.Contains(err.Error(), tc.wantNever) {
+				t.Errorf("err = %v\nmust not say %q", err, tc.wantNever)
+			}
+		})
+	}
+}
+
 // TestRepairJobDeletedBeforeItTerminated: the missing shards of a Job deleted while it
 // ran are offered for repair: from an earlier repair Job's template, or, with none left,
 // with the exact assignment to append by hand.

@@ -134,6 +134,12 @@ func NewPlan(in Input) (*Plan, error) {
 	if rerun.IsEmpty() {
 		msg := fmt.Sprintf("%s: nothing to repair: all %d shards are covered", who, ba.Status.Shards.Total)
 		if a := ba.Spec.Acceptance; a != nil && a.RequireResults {
+			// A shard whose result was rejected while an identity may still report one is
+			// pending, not in rejectedOrdinals: say so rather than that nothing was rejected.
+			if c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted); c != nil && c.Status != metav1.ConditionTrue {
+				return nil, fmt.Errorf("%s: nothing to repair now: all %d shards are covered and no result is lost yet; ResultsAccepted is %s: %s",
+					who, ba.Status.Shards.Total, c.Reason, c.Message)
+			}
 			msg += " and no result is missing or rejected"
 		}
 		return nil, errors.New(msg)
