@@ -77,11 +77,13 @@ func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1al
 		}
 	}
 	// A repair entry may be taken out only while no work was done under its Job, and
-	// its Job's pods are told their shards before the status shows that it runs.
+	// its Job's pods are told their shards before the status shows that it runs. Only
+	// the entries the update takes out or changes are read: an append (kubectl
+	// batchledger repair) reads nothing, and no unrelated Job's read can refuse it.
 	var running map[v1alpha1.TargetKey]bool
-	if v.Jobs != nil && !equality.Semantic.DeepEqual(old.Spec.Repairs, ba.Spec.Repairs) {
+	if changed := changedRepairs(old, ba); v.Jobs != nil && work != "" && len(changed) > 0 {
 		var err error
-		if running, err = runningRepairs(ctx, v.Jobs, old); err != nil {
+		if running, err = runningRepairs(ctx, v.Jobs, old.Namespace, changed); err != nil {
 			return nil, fmt.Errorf("BatchAccount %s: reading its repairs' Jobs: %w", ba.Name, err)
 		}
 	}
@@ -118,18 +120,18 @@ func runningTarget(ctx context.Context, jobs client.Reader, ba *v1alpha1.BatchAc
 	return "", nil
 }
 
-// runningRepairs are the targets of ba's spec.repairs whose Job runs, or has run
-// (targetRuns).
-func runningRepairs(ctx context.Context, jobs client.Reader, ba *v1alpha1.BatchAccount) (map[v1alpha1.TargetKey]bool, error) {
+// runningRepairs are the targets of repairs, entries of an account in namespace, whose
+// Job runs, or has run (targetRuns).
+func runningRepairs(ctx context.Context, jobs client.Reader, namespace string, repairs []v1alpha1.Assignment) (map[v1alpha1.TargetKey]bool, error) {
 	out := map[v1alpha1.TargetKey]bool{}
 	seen := map[v1alpha1.TargetKey]bool{}
-	for _, a := range ba.Spec.Repairs {
+	for _, a := range repairs {
 		key := a.Target.Key()
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		runs, err := targetRuns(ctx, jobs, ba.Namespace, a.Target)
+		runs, err := targetRuns(ctx, jobs, namespace, a.Target)
 		if err != nil {
 			return nil, err
 		}
@@ -199,17 +201,27 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount, work string, running map[v1a
 // kubectl batchledger repair takes its entries out again when it cannot create all
 // their Jobs, deleting those it created), followed by any appended.
 func repairsKept(old, ba *v1alpha1.BatchAccount, running map[v1alpha1.TargetKey]bool) bool {
+	for _, e := range changedRepairs(old, ba) {
+		if workedOn(old, e.Target) || running[e.Target.Key()] {
+			return false
+		}
+	}
+	return true
+}
+
+// changedRepairs are the entries of old's spec.repairs that ba takes out or changes,
+// reading ba's spec.repairs as old's in order less those, followed by any appended.
+func changedRepairs(old, ba *v1alpha1.BatchAccount) []v1alpha1.Assignment {
+	var out []v1alpha1.Assignment
 	next := 0
 	for _, e := range old.Spec.Repairs {
 		if next < len(ba.Spec.Repairs) && equality.Semantic.DeepEqual(e, ba.Spec.Repairs[next]) {
 			next++
 			continue
 		}
-		if workedOn(old, e.Target) || running[e.Target.Key()] {
-			return false
-		}
+		out = append(out, e)
 	}
-	return true
+	return out
 }
 
 // workedOn reports whether ba's status shows work under the target ref (TargetStatus.Work), or a

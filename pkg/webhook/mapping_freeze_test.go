@@ -1,11 +1,14 @@
 package webhook
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
@@ -103,26 +106,36 @@ func TestRepairFreezeSeesRunningRepairJobs(t *testing.T) {
 	suspended := wrappers.MakeJob("j-repair", "ml").Indexed(1).Suspend(true).Obj()
 	remap := func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs[0].Shards = []string{"C"} }
 	drop := func(ba *v1alpha1.BatchAccount) { ba.Spec.Repairs = nil }
+	appendC := func(ba *v1alpha1.BatchAccount) {
+		ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-2"}, Indexes: "0", Shards: []string{"C"}})
+	}
 	cases := []struct {
 		name   string
 		mutate func(*v1alpha1.BatchAccount)
 		api    []client.Object
-		want   string // "" means admitted
+		// unreadable: every read of a Job fails.
+		unreadable bool
+		want       string // "" means admitted
 	}{
-		{"rewrite a repair whose Job runs", remap, []client.Object{running}, "repairs are immutable once work was done"},
-		{"take out a repair whose Job runs", drop, []client.Object{running}, "repairs are immutable once work was done"},
-		{"take out a repair whose Job is still suspended", drop, []client.Object{suspended}, ""},
-		{"take out a repair whose Job was never created", drop, nil, ""},
-		{"append a repair while another's Job runs", func(ba *v1alpha1.BatchAccount) {
-			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-repair-2"}, Indexes: "0", Shards: []string{"C"}})
-		}, []client.Object{running}, ""},
+		{name: "rewrite a repair whose Job runs", mutate: remap, api: []client.Object{running}, want: "repairs are immutable once work was done"},
+		{name: "take out a repair whose Job runs", mutate: drop, api: []client.Object{running}, want: "repairs are immutable once work was done"},
+		{name: "take out a repair whose Job is still suspended", mutate: drop, api: []client.Object{suspended}},
+		{name: "take out a repair whose Job was never created", mutate: drop},
+		{name: "append a repair while another's Job runs", mutate: appendC, api: []client.Object{running}},
+		// An append takes nothing out: it reads no Job, so a failed read refuses nothing.
+		{name: "append a repair while Jobs cannot be read", mutate: appendC, unreadable: true},
+		{name: "take out a repair while Jobs cannot be read", mutate: drop, unreadable: true, want: "reading its repairs' Jobs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			old := repaired()
 			ba := old.DeepCopy()
 			tc.mutate(ba)
-			_, err := BatchAccountValidator{Jobs: fakeReader(t, tc.api...)}.ValidateUpdate(t.Context(), old, ba)
+			jobs := fakeReader(t, tc.api...)
+			if tc.unreadable {
+				jobs = unreadable(t)
+			}
+			_, err := BatchAccountValidator{Jobs: jobs}.ValidateUpdate(t.Context(), old, ba)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("rejected: %v", err)
@@ -131,4 +144,17 @@ func TestRepairFreezeSeesRunningRepairJobs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unreadable is a reader whose every read fails, as an API server that does not answer.
+func unreadable(t *testing.T) client.Reader {
+	t.Helper()
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+		return errors.New("the API server does not answer")
+	}
+	return fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{Get: fail}).Build()
 }
