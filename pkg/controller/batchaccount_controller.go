@@ -185,12 +185,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		out.Status.Results.IgnoredChunks = r.ledger().IgnoredChunks(ba.UID)
 	}
 	workloads := followedWorkloads(seen, &out.Status)
-	if ba.DeletionTimestamp != nil {
-		// An account being deleted speaks for no Workload: the cleanup and the accounts
-		// that stay publish without it (LiveAccountsNaming), and its own publish would
-		// put its verdict back for as long as a finalizer keeps it.
-		workloads = nil
-	}
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration
@@ -226,7 +220,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		for _, e := range accountEvents(prev, out.Changed) {
 			r.Recorder.Eventf(&ba, nil, e.Type, e.Reason, EventActionVerdict, "%s", e.Note)
 		}
-		if evs := workloadEvents(prev, out.Changed); len(evs) > 0 {
+		// An account being deleted speaks for no Workload (workloadAccounts).
+		if evs := workloadEvents(prev, out.Changed); len(evs) > 0 && ba.DeletionTimestamp == nil {
 			for _, wl := range workloads {
 				for _, e := range evs {
 					r.Recorder.Eventf(wl, &ba, e.Type, e.Reason, EventActionVerdict, "BatchAccount %s: %s", ba.Name, e.Note)

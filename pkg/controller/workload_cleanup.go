@@ -27,11 +27,15 @@ import (
 // (desiredWorkloadConditions). An account that is deleted, or changed so that it no longer
 // names the Job, publishes nothing more there; a finished Workload never changes again to
 // wake anyone, so its last verdict would stay for good, read by admins as the verdict of
-// an account that no longer exists. Two paths take it away:
+// an account that no longer exists. Three paths take it away:
 //   - the other accounts naming the Workload are woken (accountChanges) and republish
 //     without it;
 //   - when no account names the Workload any more, workloadCleanup removes our
-//     conditions from it.
+//     conditions from it;
+//   - an account being deleted, reconciled while a finalizer keeps it, publishes the
+//     verdict of the others without its own, or removes ours when none is left
+//     (workloadAccounts, planPublish): a publish of it that read it before its deletion
+//     may land after the first two.
 
 // WorkloadCleanupControllerName names the controller that removes our conditions from
 // Workloads no account names any more.

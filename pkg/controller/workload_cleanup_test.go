@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,5 +237,58 @@ func TestAccountBeingDeletedPublishesNothing(t *testing.T) {
 		if v1alpha1.IsWorkloadCondition(c.Type) {
 			t.Errorf("the Workload carries %s=%s (%s) of an account being deleted", c.Type, c.Status, c.Message)
 		}
+	}
+}
+
+// TestAccountBeingDeletedTakesItsVerdictOff: the cleanup runs once, on the event of the
+// deletion, and a publish of the account that read it before its deletion may land after
+// the cleanup (or the other accounts' republish). The account's own reconciles, which go
+// on while a finalizer keeps it, then put the Workload right: its verdict off, the
+// verdict of the accounts that stay on, or none when none stays.
+func TestAccountBeingDeletedTakesItsVerdictOff(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).Obj()
+	staying := accountOfJ().Obj()
+	staying.Name, staying.UID = "staying", "staying-uid"
+	for _, tc := range []struct {
+		name   string
+		others []client.Object
+		// want are the batchledger condition types left on the Workload.
+		want []string
+	}{
+		{name: "no account stays: no verdict"},
+		{name: "another account stays: its verdict alone", others: []client.Object{staying},
+			want: []string{v1alpha1.WorkloadConditionShardsCovered, v1alpha1.WorkloadConditionAccepted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The Workload carries the verdict the account "old" published before its deletion.
+			leaving := accountOfJ().Obj()
+			leaving.Name, leaving.UID = "old", "old-uid"
+			leaving.Finalizers = []string{"test.example/hold"}
+			leaving.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
+			wl := publishedWorkload("job-j", func(w *wrappers.WorkloadWrapper) *wrappers.WorkloadWrapper { return w.ForJob(j) })
+			f := newFixture(t, hooks{}, append([]client.Object{j, leaving, wl}, tc.others...)...)
+			if _, err := f.reconcile(leaving.Name); err != nil {
+				t.Fatal(err)
+			}
+			var got kueue.Workload
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
+				t.Fatal(err)
+			}
+			var have []string
+			for _, c := range got.Status.Conditions {
+				if !v1alpha1.IsWorkloadCondition(c.Type) {
+					continue
+				}
+				have = append(have, c.Type)
+				if strings.Contains(c.Message, "BatchAccount old") {
+					t.Errorf("%s still speaks for the account being deleted: %s", c.Type, c.Message)
+				}
+			}
+			slices.Sort(have)
+			want := slices.Sorted(slices.Values(tc.want))
+			if !slices.Equal(have, want) {
+				t.Errorf("batchledger conditions %v, want %v", have, want)
+			}
+		})
 	}
 }

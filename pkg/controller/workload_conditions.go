@@ -117,13 +117,18 @@ func clip(s string, n int) string {
 }
 
 // workloadAccounts are the live accounts naming the Workload's owner Job or JobSet, with
-// ba (just computed, fresher than the cache) in place of its cached copy.
+// ba (just computed, fresher than the cache) in place of its cached copy. An account
+// being deleted is not live: ba is left out then, as the cleanup and the other accounts
+// leave it out (LiveAccountsNaming).
 func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, ba *v1alpha1.BatchAccount) ([]*v1alpha1.BatchAccount, error) {
 	cached, err := relations.LiveAccountsNaming(ctx, r.Client, wl.Namespace, relations.WorkloadKeys(wl)...)
 	if err != nil {
 		return nil, err
 	}
-	out := []*v1alpha1.BatchAccount{ba}
+	var out []*v1alpha1.BatchAccount
+	if ba.DeletionTimestamp == nil {
+		out = append(out, ba)
+	}
 	for _, other := range cached {
 		if other.Name != ba.Name {
 			out = append(out, other)
@@ -237,6 +242,16 @@ func (r *Reconciler) planPublish(ctx context.Context, wl *kueue.Workload, ba *v1
 	accounts, err := r.workloadAccounts(ctx, wl, ba)
 	if err != nil {
 		return nil, 0, err
+	}
+	if len(accounts) == 0 {
+		// ba is being deleted and no live account names the Workload: take our conditions
+		// off, as the cleanup does. The cleanup runs once, on the deletion's event, and a
+		// publish of ba that read it before its deletion may land after that; ba's own
+		// reconciles go on while a finalizer keeps it, and put it right.
+		if !carriesOurConditions(wl) {
+			return nil, 0, nil
+		}
+		return kueueac.Workload(wl.Name, wl.Namespace).WithUID(wl.UID).WithStatus(kueueac.WorkloadStatus()), 0, nil
 	}
 	if !v1alpha1.CarriesWorkloadConditions(wl.Status.Conditions) && !slices.ContainsFunc(accounts, func(a *v1alpha1.BatchAccount) bool {
 		return v1alpha1.HasWorkloadNews(&a.Status)
