@@ -216,29 +216,36 @@ func ownerOf(ref v1alpha1.TargetRef) string { return ref.Kind() + "/" + ref.Owne
 
 // Final reports whether st says Accepted=True of the spec of generation: the verdict is
 // final until the spec changes, and the account follows none but the identities on its
-// record (afterVerdict).
+// record (recordStands).
 func Final(st *v1alpha1.BatchAccountStatus, generation int64) bool {
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation
 }
 
-// afterVerdict is what an Accepted batch reads of a target's observation: the batch is
-// over, and nothing but a change of its spec takes the verdict back. Its owners had ended
-// (a child awaits a running one, awaitsOwner) and an owner that ended creates no Job any
-// more, so an owner of the same name running now is another object (a JobSet deleted and
-// applied again, a TrainJob's JobSet rendered anew): the target's owner stays ended. A
-// Job of the target's name that is not the identity on record is another batch's (its
-// owner's, a Job re-run under the name): the record stands, as for a Job deleted, and a
-// child never created stays so.
-func afterVerdict(t Target, p *v1alpha1.TargetStatus, obs Observation) Observation {
+// recordStands is what the account reads of a target's observation (p is the target's
+// previous status; inHistory is true when a superseded identity of it is in history).
+// Once no owner can create a next identity of the target, a Job of its name that is not
+// the identity on record is another's (a Job re-run under the name, a child made by an
+// owner of the same name applied again, whatever its labels and owner reference say):
+// the record stands, as for a Job deleted. No owner can, when
+//   - the batch is Accepted (final): nothing but a change of its spec takes the verdict
+//     back. Its owners had ended (a child awaits a running one, awaitsOwner) and an owner
+//     that ended creates no Job any more, so an owner of the same name running now is
+//     another object: the target's owner stays ended, and a child never created stays so;
+//   - the owner of a target seen before (on record, or in history) is gone.
+func recordStands(t Target, p *v1alpha1.TargetStatus, obs Observation, final, inHistory bool) Observation {
 	recorded := p != nil && p.UID != ""
-	if obs.ChildOwner == OwnerRunning {
+	if final && obs.ChildOwner == OwnerRunning {
 		obs.ChildOwner = OwnerDeleted
 	}
-	if obs.Job != nil && (!recorded || obs.Job.UID != p.UID) {
+	ownerGone := obs.ChildOwner == OwnerDeleted && (inHistory || recorded)
+	if obs.Job != nil && (final || ownerGone) && (!recorded || obs.Job.UID != p.UID) {
 		obs = Observation{ChildOwner: obs.ChildOwner}
+		if !final {
+			obs.OwnerEnded = OwnerDeleted
+		}
 	}
-	if t.Ref.IsChild() && obs.Job == nil && !recorded && obs.OwnerEnded == "" {
+	if final && t.Ref.IsChild() && obs.Job == nil && !recorded && obs.OwnerEnded == "" {
 		obs.OwnerEnded = cmp.Or(obs.ChildOwner, OwnerDeleted)
 	}
 	return obs
@@ -272,17 +279,7 @@ func Compute(in Input) Output {
 	// prevOf[i] is the previous status of target i's current identity (nil if new).
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
-		obs := in.Observations[t.Key]
-		if final {
-			obs = afterVerdict(t, prevTargets[t.Key], obs)
-		}
-		if p := prevTargets[t.Key]; obs.Job != nil && obs.ChildOwner == OwnerDeleted && (inHistory[t.Key] || p != nil && p.UID != "") &&
-			(p == nil || p.UID != obs.Job.UID) {
-			// An owner that is gone creates no child: a Job of the child's name that
-			// appeared since is someone else's, whatever its labels and owner reference
-			// say. The identity on record stands, as for a child not found.
-			obs = Observation{OwnerEnded: OwnerDeleted}
-		}
+		obs := recordStands(t, prevTargets[t.Key], in.Observations[t.Key], final, inHistory[t.Key])
 		ts := targetStateOf(t, obs)
 		if ts.obs.OwnerEnded == OwnerDeleted && !seenOwners[ownerOf(t.Ref)] && !final {
 			// Nothing says this owner ever existed: an account written before its JobSet
