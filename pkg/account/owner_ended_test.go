@@ -1,0 +1,76 @@
+package account
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+)
+
+// TestChildDeletedWhenItsOwnerEnded: a child target given as a Job deleted
+// (Observation.DeletedJob) when its owner ended (a JobSet MultiKueue dispatched ended on
+// the worker while the child ran there) stands for that Job's record, whether or not
+// the account observed that identity before: it ran and can no longer complete, it was
+// not "never created". An identity observed before under another UID is history. Its
+// completed indexes' results stay pending while the worker's records are read, and are
+// missing once they cannot be (no kubeconfig for the worker: PodsListed).
+func TestChildDeletedWhenItsOwnerEnded(t *testing.T) {
+	const key = "jobset/js/workers/0"
+	cut := makeJob("js-workers-0", "uid-b", 2).Completed("0", 1)
+	earlier := makeJob("js-workers-0", "uid-a", 2).Completed("0-1", 2)
+	worker := &v1alpha1.WorkloadObservation{Name: "jobset-js", Admitted: true, Finished: true, Cluster: "worker-b"}
+	cases := []struct {
+		name        string
+		results     bool
+		before      *Observation // observed first, when set
+		podsListed  bool
+		wantHistory []types.UID
+		wantMissing int32 // results missing
+	}{
+		{name: "never observed before"},
+		{name: "observed under another identity before", before: &Observation{Job: earlier.Facts(), ChildOwner: OwnerRunning},
+			wantHistory: []types.UID{"uid-a"}},
+		{name: "results still read from the worker: pending", results: true},
+		{name: "results cannot be read from the worker: missing", results: true, podsListed: true, wantMissing: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := makeCompactSpec("s", 2).AssignJobSet("js", "workers", 0, "0-1", "0-1")
+			if tc.results {
+				w = w.RequireResults("")
+			}
+			spec := w.SpecObj()
+			var prev *v1alpha1.BatchAccountStatus
+			if tc.before != nil {
+				st := step(t, spec, nil, map[string]Observation{key: *tc.before}).Status
+				prev = &st
+			}
+			obs := Observation{DeletedJob: cut.Facts(), OwnerEnded: "Completed", ChildOwner: "Completed",
+				Workload: worker, ResultsOnWorker: true, PodsListed: tc.podsListed}
+			st := step(t, spec, prev, map[string]Observation{key: obs}).Status
+			again := step(t, spec, st.DeepCopy(), map[string]Observation{key: obs}).Status
+			if got := again.Targets[0]; got.UID != "uid-b" || !got.Deleted || got.CompletedIndexes != "0" || got.DeletedAt == nil {
+				t.Errorf("target = uid %s deleted %v completed %q deletedAt %v; want uid-b's record, deleted, completed 0",
+					got.UID, got.Deleted, got.CompletedIndexes, got.DeletedAt)
+			}
+			var history []types.UID
+			for _, h := range again.History {
+				history = append(history, h.UID)
+			}
+			if len(history) != len(tc.wantHistory) || len(history) > 0 && history[0] != tc.wantHistory[0] {
+				t.Errorf("history %v, want %v", history, tc.wantHistory)
+			}
+			wantCond(t, again, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted,
+				"jobset js workers[0] deleted before it terminated: can no longer complete; repair its missing shards")
+			if c := again.Conditions; strings.Contains(c[len(c)-1].Message, "never created") {
+				t.Errorf("Accepted says %q", c[len(c)-1].Message)
+			}
+			if again.Results.Missing != tc.wantMissing {
+				t.Errorf("results missing %d, want %d", again.Results.Missing, tc.wantMissing)
+			}
+		})
+	}
+}
