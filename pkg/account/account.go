@@ -119,10 +119,15 @@ func (ts *targetState) uid() types.UID {
 	return ""
 }
 
-// final is true when the identity can report no further result: its Job was deleted, or
-// it terminated and its pods were listed (so a completed index without a pod has lost
-// its result for good).
+// final is true when the identity can report no further result: its Job was deleted
+// (and its results are not read from a MultiKueue worker), or it terminated and its pods
+// were listed (so a completed index without a pod has lost its result for good).
 func (ts *targetState) final() bool {
+	if ts.deleted && ts.obs.ResultsOnWorker && !ts.obs.PodsListed {
+		// Its pods ran on a MultiKueue worker whose records are still read: results
+		// recorded there may still come, as for a dispatched Job that terminated.
+		return false
+	}
 	return ts.deleted || (ts.found && ts.facts.terminal != "" && ts.obs.PodsListed)
 }
 
@@ -289,7 +294,12 @@ func Compute(in Input) Output {
 		ts.obs.Workload = boundWorkload(ts.obs.Workload, lim)
 		p := prevTargets[t.Key]
 		if !ts.found {
-			if keepsRecord(t, p, ts.obs) {
+			if rec, superseded := unseenRecord(t, p, ts.obs, in.Now, lim); rec != nil {
+				if superseded != nil {
+					st.History = append(st.History, *superseded)
+				}
+				ts.fromRecord(rec)
+			} else if keepsRecord(t, p, ts.obs) {
 				ts.fromRecord(finalRecord(t, p, ts.obs, in.Now, lim))
 			} else if rec, at := endedRecord(t, ts.obs, st.History); rec != nil {
 				// Its JobSet ended after a reconcile had taken the child's disappearance for

@@ -81,16 +81,36 @@ func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentit
 
 // finalRecord is the record of a target whose Job is gone: its previous status, brought up
 // to the Job's last state when the controller saw the deletion (Observation.DeletedJob)
-// of that same identity before the status recorded its end.
+// of that same identity before the status recorded its end. A child a MultiKueue worker
+// recorded is given as deleted for as long as the record lives (its owner ended), and
+// the worker role may still record what the Job did while it was deleted: a record that
+// has not terminated keeps following that last state, and keeps when it was deleted.
 func finalRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation, now metav1.Time, lim limits) *v1alpha1.TargetStatus {
 	job := obs.DeletedJob
-	if job == nil || job.UID != prev.UID || prev.Terminal != "" || prev.Deleted {
+	if job == nil || job.UID != prev.UID || prev.Terminal != "" || prev.Deleted && !t.Ref.IsChild() {
 		return prev
 	}
 	last := targetStateOf(t, Observation{Job: job, RestartAttempt: prev.RestartAttempt, Workload: prev.Workload})
 	s, _, _ := targetStatus(last, prev, now, lim)
 	s.Problems, s.ProblemsDropped = prev.Problems, prev.ProblemsDropped
+	s.DeletedAt = prev.DeletedAt.DeepCopy()
 	return &s
+}
+
+// unseenRecord is, for a child target whose owner ended (Observation.OwnerEnded) and
+// whose Job is given as deleted (Observation.DeletedJob) under an identity the previous
+// status does not hold, that Job's record, and the previous identity it supersedes (nil
+// when there was none): the child ran, under another identity than the one observed
+// before (a MultiKueue worker's copy of its JobSet) or unobserved, and was deleted when its
+// owner ended. nil when the target is no such child.
+func unseenRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation, now metav1.Time, lim limits) (*v1alpha1.TargetStatus, *v1alpha1.SupersededIdentity) {
+	job := obs.DeletedJob
+	if !t.Ref.IsChild() || obs.OwnerEnded == "" || job == nil || prev != nil && prev.UID == job.UID {
+		return nil, nil
+	}
+	last := targetStateOf(t, Observation{Job: job, RestartAttempt: obs.RestartAttempt, Workload: obs.Workload})
+	s, superseded, _ := targetStatus(last, prev, now, lim)
+	return &s, superseded
 }
 
 // fromRecord makes ts stand for its previous identity's record, with the problems of

@@ -38,7 +38,10 @@ type Observation struct {
 	// DeletedJob, when Job is nil, is the target's Job as it was when it was deleted (the
 	// last state its watch delivered). What the Job recorded between the account's last
 	// observation and its deletion is part of its record: a Job deleted by its TTL the
-	// moment it finished (ttlSecondsAfterFinished: 0) recorded Complete there.
+	// moment it finished (ttlSecondsAfterFinished: 0) recorded Complete there. For a child
+	// target whose owner ended (OwnerEnded), it is the child a MultiKueue worker recorded
+	// that never terminated: the owner's end deleted it there, whether or not the account
+	// observed that identity before.
 	DeletedJob *identity.Job
 	// OwnerEnded, for a child target (a JobSet's or a TrainJob's) that is not found,
 	// says why its owner will create no more child Jobs: it is gone (OwnerDeleted),

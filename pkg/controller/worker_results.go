@@ -210,6 +210,13 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	// The owner's end does not end a target found: its Job's terminal condition does.
 	o.obs.OwnerEnded = ""
 	o.workload, o.obs.Workload = d.workload, d.obs.Workload
+	if ended := o.obs.ChildOwner; rec.Record.Terminal == "" && ended != "" && ended != account.OwnerRunning {
+		// A JobSet that ended deletes its running children, and Kueue the worker's
+		// JobSet: the record cannot say so and outlives the Job, so the child is taken
+		// for what it is, a Job deleted before it terminated (its last state the
+		// record's). o.job stays, so that its results are still read from the worker.
+		o.obs.Job, o.obs.DeletedJob, o.obs.OwnerEnded = nil, o.obs.Job, ended
+	}
 	return nil
 }
 
