@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestRunningDispatchedChildKeptWhileItsWorkerIsUnread: a child of a dispatched JobSet
+// observed running on worker-a, whose records then cannot be read for a while (the
+// manager restarted and has not read them yet, or the worker's kubeconfig Secret was
+// deleted), was not superseded: no restart gave it a successor. Its identity stays the
+// target's, with its coverage and admissions, and no history entry is made of it; once
+// the records are read again nothing changed.
+func TestRunningDispatchedChildKeptWhileItsWorkerIsUnread(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	c0 := workerChild("js", 0, 0, "0-1")
+	c1 := workerChild("js", 1, 0, "0")
+	jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}
+	for _, tc := range []struct {
+		name  string
+		state multikueue.WorkerState
+		// ended: the JobSet ended (Kueue copied its end back) while worker-a was unread;
+		// the child may have completed there meanwhile.
+		ended bool
+	}{
+		{name: "manager restarted, worker-a's records not read yet", state: multikueue.WorkerState{Configured: true}},
+		{name: "worker-a's kubeconfig Secret deleted", state: multikueue.WorkerState{}},
+		{name: "worker-a's records not read yet, the JobSet ended meanwhile", state: multikueue.WorkerState{Configured: true}, ended: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).
+				SuccessPolicy(jobsetapi.OperatorAll).Obj()
+			js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+			wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
+				AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+			f := newFixture(t, hooks{}, js, wl, acct.Obj())
+			r := f.reconciler()
+			reconcile := func(w fakeWorkers) *v1alpha1.BatchAccount {
+				t.Helper()
+				r.WorkerResults = w
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+					t.Fatal(err)
+				}
+				return f.account(t, "acct")
+			}
+			read := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs}
+			before := reconcile(read).Status
+			if before.Targets[1].UID != c1.UID || before.Shards.Covered != 3 {
+				t.Fatalf("before: target %s uid %s, covered %d; want %s, 3", before.Targets[1].Name, before.Targets[1].UID, before.Shards.Covered, c1.UID)
+			}
+			if tc.ended {
+				if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
+					t.Fatal(err)
+				}
+				js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue,
+					Reason: "AllJobsCompleted", LastTransitionTime: metav1.NewTime(testNow)}}
+				if err := f.c.Update(context.Background(), js); err != nil {
+					t.Fatal(err)
+				}
+			}
+			unread := reconcile(fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": tc.state}}).Status
+			for _, c := range unread.Conditions {
+				for _, lie := range []string{"never created", "deleted before", "re-run"} {
+					if strings.Contains(c.Message, lie) {
+						t.Errorf("%s says %q: the child runs on worker-a", c.Type, c.Message)
+					}
+				}
+			}
+			if len(unread.History) != 0 {
+				t.Errorf("history while worker-a is unread = %+v; want none: nothing superseded the child", unread.History)
+			}
+			if got := unread.Targets[1]; got.UID != c1.UID || unread.Shards.Covered != 3 {
+				t.Errorf("while worker-a is unread: target uid %q, covered %d; want %s, 3", got.UID, unread.Shards.Covered, c1.UID)
+			}
+			if tc.ended {
+				return // read again, the record says what became of the child
+			}
+			after := reconcile(read).Status
+			if len(after.History) != 0 {
+				t.Errorf("history once worker-a is read again = %+v; want none", after.History)
+			}
+			for i := range before.Targets {
+				if !equality.Semantic.DeepEqual(after.Targets[i], before.Targets[i]) {
+					t.Errorf("target %s once worker-a is read again differs from before:\n got %+v %+v\nwant %+v %+v", before.Targets[i].Name,
+						after.Targets[i], after.Targets[i].Workload, before.Targets[i], before.Targets[i].Workload)
+				}
+			}
+		})
+	}
+}
