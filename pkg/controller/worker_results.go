@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -170,7 +171,9 @@ const unstampedCopy = "its copy there was made before an account required its re
 // Workload was admitted to (workerAdmissions), as a Job dispatched by MultiKueue under
 // the worker Job's identity (multikueue.RecordJob), with the worker as its provenance
 // (recordedOn). A record counts only if it names the owner's current Workload and was
-// read from a worker that Workload was admitted to. Nothing changes when none is found.
+// read from a worker that Workload was admitted to. Nothing changes when none is found,
+// but for a worker whose records are not read now: the child the account last observed
+// there stands as observed (lastObserved).
 func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.BatchAccount, t account.Target, o *observed) error {
 	k, ok := relations.KindOf(t.Ref).(kinds.Dispatcher)
 	if !ok || !t.Ref.IsChild() || o.obs.APINotServed != "" {
@@ -201,8 +204,17 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		}
 	}
 	rec := kinds.Recorded(k, t.Ref, recs)
+	read := rec != nil
 	if rec == nil {
-		return r.unreadWorker(ctx, ba.Namespace, d.workload, o)
+		if err := r.unreadWorker(ctx, ba.Namespace, d.workload, o); err != nil || o.obs.WorkerProblem == "" {
+			return err
+		}
+		// The worker's records are not read now (the manager restarted, its kubeconfig
+		// is gone): that is no news of the child, and no restart superseded it. The
+		// identity the account last observed stands as it was observed.
+		if rec = lastObserved(ba, t, multikueue.Cluster(d.workload)); rec == nil {
+			return nil
+		}
 	}
 	job := multikueue.RecordJob(rec.Record, owner)
 	o.job, o.obs.Job, o.obs.RestartAttempt = job, jobkind.Facts(job), rec.Record.RestartAttempt
@@ -210,14 +222,42 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	// The owner's end does not end a target found: its Job's terminal condition does.
 	o.obs.OwnerEnded = ""
 	o.workload, o.obs.Workload = d.workload, d.obs.Workload
-	if ended := o.obs.ChildOwner; rec.Record.Terminal == "" && ended != "" && ended != account.OwnerRunning {
+	if ended := o.obs.ChildOwner; read && rec.Record.Terminal == "" && ended != "" && ended != account.OwnerRunning {
 		// A JobSet that ended deletes its running children, and Kueue the worker's
 		// JobSet: the record cannot say so and outlives the Job, so the child is taken
 		// for what it is, a Job deleted before it terminated (its last state the
-		// record's). o.job stays, so that its results are still read from the worker.
+		// record's). Not so of the identity last observed while the worker is unread:
+		// it may have completed there since. o.job stays, so that its results are still
+		// read from the worker.
 		o.obs.Job, o.obs.DeletedJob, o.obs.OwnerEnded = nil, o.obs.Job, ended
 	}
 	return nil
+}
+
+// lastObserved is the record of the child Job the account's status last observed for a
+// dispatched target t, on worker cluster: its status as a WorkerJob (multikueue.RecordJob
+// makes the Job back). nil when the status holds no such identity, holds it as deleted,
+// or left its completed indexes out for size (they cannot be made back).
+func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *kinds.RecordedJob {
+	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == t.Key })
+	if i < 0 {
+		return nil
+	}
+	s := &ba.Status.Targets[i]
+	if s.UID == "" || s.Deleted || !s.Found || s.CompletedIndexesOmitted {
+		return nil
+	}
+	rec := &v1alpha1.WorkerJob{
+		ObjectMeta: metav1.ObjectMeta{Name: string(s.UID), Namespace: ba.Namespace, ResourceVersion: s.ObservedResourceVersion},
+		JobSet:     t.Ref.Owner(), TrainJob: t.Ref.TrainJob, ReplicatedJob: t.Ref.ReplicatedJob, JobIndex: t.Ref.Index(),
+		RestartAttempt: s.RestartAttempt, Job: s.Job, JobUID: s.UID, Completions: ptr.To(s.Completions), Scope: s.PodScope,
+		Succeeded: s.Succeeded, CompletedIndexes: s.CompletedIndexes,
+		Terminal: s.Terminal, TerminalReason: s.TerminalReason, TerminalAt: s.TerminalObservedAt,
+	}
+	if s.FailedIndexes != "" {
+		rec.FailedIndexes = ptr.To(s.FailedIndexes)
+	}
+	return &kinds.RecordedJob{Record: rec, Cluster: cluster}
 }
 
 // unreadWorker names, on a dispatched target not found, the worker its Workload runs on
