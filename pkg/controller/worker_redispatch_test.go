@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestRedispatchBackNeverRevivesASupersededCopy: a dispatched JobSet runs on worker-a,
+// is dispatched to worker-b (whose children the account follows, worker-a's going to
+// history), then back to worker-a. Until worker-a's new copy records its children, the
+// only records there are the first copy's, deleted long ago: a superseded identity
+// never becomes the target's again, with its old coverage counted as the current
+// attempt's. Once the new copy's children are recorded, they are followed.
+func TestRedispatchBackNeverRevivesASupersededCopy(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	created := func(j *batchv1.Job, uid string, at time.Time) *batchv1.Job {
+		j.UID = types.UID(uid)
+		j.CreationTimestamp = metav1.NewTime(at)
+		return j
+	}
+	rec := func(j *batchv1.Job) v1alpha1.WorkerJob { return *multikueue.NewJobRecord(j, d) }
+	a1 := []v1alpha1.WorkerJob{rec(created(workerChild("js", 0, 0, "0-1"), "a1-c0", testNow.Add(-3*time.Hour))),
+		rec(created(workerChild("js", 1, 0, "0-1"), "a1-c1", testNow.Add(-3*time.Hour)))}
+	b1 := []v1alpha1.WorkerJob{rec(created(workerChild("js", 0, 0, "0"), "b1-c0", testNow.Add(-2*time.Hour))),
+		rec(created(workerChild("js", 1, 0, ""), "b1-c1", testNow.Add(-2*time.Hour)))}
+	a2 := []v1alpha1.WorkerJob{rec(created(workerChild("js", 0, 0, "0-1"), "a2-c0", testNow.Add(-time.Hour))),
+		rec(created(workerChild("js", 1, 0, "0-1"), "a2-c1", testNow.Add(-time.Hour)))}
+	js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).Obj()
+	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-3*time.Hour)).DispatchedTo("worker-a").Obj()
+	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
+		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+	f := newFixture(t, hooks{}, js, wl, acct.Obj())
+	r := f.reconciler()
+	steps := []struct {
+		name     string
+		cluster  string
+		records  map[string][]v1alpha1.WorkerJob
+		wantUIDs []types.UID
+		covered  int32
+	}{
+		{"on worker-a", "worker-a", map[string][]v1alpha1.WorkerJob{"worker-a": a1}, []types.UID{"a1-c0", "a1-c1"}, 4},
+		{"dispatched to worker-b", "worker-b", map[string][]v1alpha1.WorkerJob{"worker-a": a1, "worker-b": b1}, []types.UID{"b1-c0", "b1-c1"}, 1},
+		{"back on worker-a, its new copy not recorded yet", "worker-a", map[string][]v1alpha1.WorkerJob{"worker-a": a1, "worker-b": b1},
+			[]types.UID{"b1-c0", "b1-c1"}, 1},
+		{"worker-a's new copy recorded", "worker-a", map[string][]v1alpha1.WorkerJob{"worker-a": slices.Concat(a1, a2), "worker-b": b1},
+			[]types.UID{"a2-c0", "a2-c1"}, 4},
+	}
+	for _, s := range steps {
+		var w kueue.Workload
+		if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "jobset-js"}, &w); err != nil {
+			t.Fatal(err)
+		}
+		w.Status.ClusterName = ptr.To(s.cluster)
+		if err := f.c.Status().Update(context.Background(), &w); err != nil {
+			t.Fatal(err)
+		}
+		r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}, jobs: s.records}
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+			t.Fatal(err)
+		}
+		st := f.account(t, "acct").Status
+		var uids []types.UID
+		for _, ts := range st.Targets {
+			uids = append(uids, ts.UID)
+		}
+		if !slices.Equal(uids, s.wantUIDs) || st.Shards.Covered != s.covered {
+			t.Errorf("%s: identities %v covering %d shards; want %v covering %d", s.name, uids, st.Shards.Covered, s.wantUIDs, s.covered)
+		}
+	}
+}
