@@ -190,6 +190,7 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	if err := r.observeWorkload(ctx, &d, t.Ref, stub, ba.Spec.RequiresResults()); err != nil {
 		return err
 	}
+	superseded := supersededIdentities(ba, t.Key)
 	var recs []kinds.RecordedJob
 	for _, p := range workerAdmissions(ba, t.Key, "", d.workload) {
 		if r.WorkerResults == nil {
@@ -200,7 +201,12 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 			return err
 		}
 		for i := range got {
-			recs = append(recs, kinds.RecordedJob{Record: &got[i], Cluster: p[0]})
+			// A copy's child the account superseded is gone (Kueue deleted that copy, or
+			// a restart did): back on its worker before the new copy's children are
+			// recorded, its record must not make it the current attempt again.
+			if !superseded[got[i].JobUID] {
+				recs = append(recs, kinds.RecordedJob{Record: &got[i], Cluster: p[0]})
+			}
 		}
 	}
 	rec := kinds.Recorded(k, t.Ref, recs)
@@ -232,6 +238,25 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		o.obs.Job, o.obs.DeletedJob, o.obs.OwnerEnded = nil, o.obs.Job, ended
 	}
 	return nil
+}
+
+// supersededIdentities are the Job UIDs of target key's history, but for the identity its
+// status holds now: an identity once superseded never comes back (one pushed into history
+// by an earlier version while its worker was unread, and observed again since, is the
+// current one).
+func supersededIdentities(ba *v1alpha1.BatchAccount, key string) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for _, h := range ba.Status.History {
+		if h.Target == key {
+			out[h.UID] = true
+		}
+	}
+	for _, s := range ba.Status.Targets {
+		if s.Name == key {
+			delete(out, s.UID)
+		}
+	}
+	return out
 }
 
 // lastObserved is the record of the child Job the account's status last observed for a
