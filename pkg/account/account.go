@@ -244,6 +244,11 @@ func recordStands(t Target, p *v1alpha1.TargetStatus, obs Observation, final, in
 		obs.ChildOwner = OwnerDeleted
 	}
 	ownerGone := obs.ChildOwner == OwnerDeleted && (inHistory || recorded)
+	if j := obs.DeletedJob; j != nil && (final || ownerGone) && (!recorded || j.UID != p.UID) {
+		// A Job of another identity given as deleted is no more the target's than one
+		// found: it would otherwise replace the record (unseenRecord).
+		obs.DeletedJob = nil
+	}
 	if obs.Job != nil && (final || ownerGone) && (!recorded || obs.Job.UID != p.UID) {
 		obs = Observation{ChildOwner: obs.ChildOwner}
 		if !final {

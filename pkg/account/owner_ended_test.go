@@ -74,3 +74,44 @@ func TestChildDeletedWhenItsOwnerEnded(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordStandsAgainstAChildGivenDeleted: once no owner can create a next identity of
+// a child target (the batch is Accepted, or its owner seen before is gone), a child of
+// another identity given as deleted (a MultiKueue worker's record of a JobSet applied
+// again under the name, cut short by its end) is another's, as one found would be: the
+// identity on record stays the target's, and nothing goes to history.
+func TestRecordStandsAgainstAChildGivenDeleted(t *testing.T) {
+	const key = "jobset/js/workers/0"
+	spec := makeCompactSpec("s", 2).AssignJobSet("js", "workers", 0, "0-1", "0-1").SpecObj()
+	worker := &v1alpha1.WorkloadObservation{Name: "jobset-js", Admitted: true, Finished: true, Cluster: "worker-a"}
+	done := makeJob("js-workers-0", "uid-a", 2).Completed("0-1", 2).Complete(jobCondAt)
+	running := makeJob("js-workers-0", "uid-a", 2).Completed("0", 1)
+	other := makeJob("js-workers-0", "uid-x", 2).Completed("0", 1)
+	cases := []struct {
+		name   string
+		before Observation
+		then   Observation
+	}{
+		{name: "Accepted batch, another JobSet of the name ended",
+			before: Observation{Job: done.Facts(), ChildOwner: "Completed", Workload: worker},
+			then:   Observation{DeletedJob: other.Facts(), OwnerEnded: "Failed", ChildOwner: "Failed", Workload: worker, ResultsOnWorker: true}},
+		{name: "owner seen before is gone",
+			before: Observation{Job: running.Facts(), ChildOwner: OwnerRunning, Workload: worker},
+			then:   Observation{DeletedJob: other.Facts(), OwnerEnded: OwnerDeleted, ChildOwner: OwnerDeleted, Workload: worker, ResultsOnWorker: true}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			first := step(t, spec, nil, map[string]Observation{key: tc.before}).Status
+			st := step(t, spec, first.DeepCopy(), map[string]Observation{key: tc.then}).Status
+			if got := st.Targets[0]; got.UID != "uid-a" {
+				t.Errorf("target follows %s, want the identity on record uid-a", got.UID)
+			}
+			if len(st.History) != 0 {
+				t.Errorf("history %+v, want none", st.History)
+			}
+			if Final(&first, 1) && !Final(&st, 1) {
+				t.Errorf("the Accepted verdict was taken back: %+v", st.Conditions)
+			}
+		})
+	}
+}
