@@ -84,3 +84,69 @@ func TestRedispatchBackNeverRevivesASupersededCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestChildWhoseRecordCameBackIsFollowed: the worker role's retention deletes a
+// WorkerJob of a child that still runs (a TrainJob of more than a week), and writes it
+// again on the Job's next change, under the same UID. Meanwhile the account took the
+// child's absence for a restart in progress (its identity went to history). Nothing
+// replaced it, in the same admission: when its record is back, it is the target's again,
+// with what it completed since; a copy of an earlier admission stays superseded.
+func TestChildWhoseRecordCameBackIsFollowed(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	rec := func(j *batchv1.Job) v1alpha1.WorkerJob { return *multikueue.NewJobRecord(j, d) }
+	c0 := rec(workerChild("js", 0, 0, "0-1"))
+	c1 := workerChild("js", 1, 0, "0")
+	cases := []struct {
+		name string
+		// readmitted: the Workload was evicted and admitted again (to the same worker)
+		// while the record was missing: the copy that ran the child is gone.
+		readmitted bool
+		wantUID    types.UID
+		covered    int32
+	}{
+		{name: "same admission: the child is followed again", wantUID: c1.UID, covered: 4},
+		{name: "admitted again since: the old copy stays superseded", readmitted: true, covered: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).Obj()
+			js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+			wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-3*time.Hour)).DispatchedTo("worker-a").Obj()
+			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
+				AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+			f := newFixture(t, hooks{}, js, wl, acct.Obj())
+			r := f.reconciler()
+			reconcile := func(records ...v1alpha1.WorkerJob) {
+				t.Helper()
+				r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": records}}
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reconcile(c0, rec(c1))
+			reconcile(c0) // c1's record expired
+			if st := f.account(t, "acct").Status; st.Targets[1].UID != "" || len(st.History) != 1 {
+				t.Fatalf("after the record expired: target %s, history %+v", st.Targets[1].UID, st.History)
+			}
+			if tc.readmitted {
+				var w kueue.Workload
+				if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &w); err != nil {
+					t.Fatal(err)
+				}
+				for i := range w.Status.Conditions {
+					w.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(time.Minute))
+				}
+				if err := f.c.Status().Update(context.Background(), &w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Written again on the Job's next change.
+			reconcile(c0, rec(workerChild("js", 1, 0, "0-1")))
+			st := f.account(t, "acct").Status
+			if got := st.Targets[1].UID; got != tc.wantUID || st.Shards.Covered != tc.covered {
+				t.Errorf("target follows %q covering %d shards; want %q covering %d", got, st.Shards.Covered, tc.wantUID, tc.covered)
+			}
+		})
+	}
+}

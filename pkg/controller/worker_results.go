@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -190,7 +191,7 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	if err := r.observeWorkload(ctx, &d, t.Ref, stub, ba.Spec.RequiresResults()); err != nil {
 		return err
 	}
-	superseded := supersededIdentities(ba, t.Key)
+	superseded := supersededIdentities(ba, t.Key, d.workload)
 	var recs []kinds.RecordedJob
 	for _, p := range workerAdmissions(ba, t.Key, "", d.workload) {
 		if r.WorkerResults == nil {
@@ -243,20 +244,42 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 // supersededIdentities are the Job UIDs of target key's history, but for the identity its
 // status holds now: an identity once superseded never comes back (one pushed into history
 // by an earlier version while its worker was unread, and observed again since, is the
-// current one).
-func supersededIdentities(ba *v1alpha1.BatchAccount, key string) map[types.UID]bool {
+// current one). Nor for the one superseded last while the status holds none, when that
+// happened during wl's current admission: no identity replaced it and its copy still
+// runs, so its record only went missing for a while (the worker role's retention deleted
+// it while the Job ran, and writes it again on the Job's next change).
+func supersededIdentities(ba *v1alpha1.BatchAccount, key string, wl *kueue.Workload) map[types.UID]bool {
 	out := map[types.UID]bool{}
-	for _, h := range ba.Status.History {
+	var last *v1alpha1.SupersededIdentity
+	for i, h := range ba.Status.History {
 		if h.Target == key {
 			out[h.UID] = true
+			last = &ba.Status.History[i]
 		}
 	}
+	current := types.UID("")
 	for _, s := range ba.Status.Targets {
 		if s.Name == key {
-			delete(out, s.UID)
+			current = s.UID
 		}
 	}
+	switch {
+	case current != "":
+		delete(out, current)
+	case last != nil && supersededDuringAdmission(last, wl):
+		delete(out, last.UID)
+	}
 	return out
+}
+
+// supersededDuringAdmission reports whether h was superseded while wl's current
+// admission ran (since its Admitted condition turned True).
+func supersededDuringAdmission(h *v1alpha1.SupersededIdentity, wl *kueue.Workload) bool {
+	if wl == nil {
+		return false
+	}
+	c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadAdmitted)
+	return c != nil && c.Status == metav1.ConditionTrue && !h.SupersededAt.Before(&c.LastTransitionTime)
 }
 
 // lastObserved is the record of the child Job the account's status last observed for a
