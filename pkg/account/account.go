@@ -312,6 +312,10 @@ func Compute(in Input) Output {
 				st.History = slices.Delete(st.History, at, at+1)
 				ts.fromRecord(rec)
 			}
+		} else if at := revivedIdentity(t, p, ts.obs, st.History); at >= 0 {
+			// The same Job found again after a reconcile had taken its absence for a
+			// restart in progress: nothing replaced it, so it is no new identity.
+			st.History = slices.Delete(st.History, at, at+1)
 		}
 		ts.everObserved = ts.found || inHistory[t.Key] || (p != nil && p.UID != "")
 		ts.settleWorkload(p)

@@ -79,6 +79,25 @@ func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentit
 	return nil, -1
 }
 
+// revivedIdentity is the position in history of the identity target t's Job found now
+// (obs.Job) had when it was superseded last while the previous status holds none: a
+// child whose Job or worker record was missing for a while, taken for a restart in
+// progress. -1 when the Job is of another identity.
+func revivedIdentity(t Target, prev *v1alpha1.TargetStatus, obs Observation, history []v1alpha1.SupersededIdentity) int {
+	if obs.Job == nil || prev != nil && prev.UID != "" {
+		return -1
+	}
+	for i := len(history) - 1; i >= 0; i-- {
+		if h := history[i]; h.Target == t.Key {
+			if h.UID == obs.Job.UID {
+				return i
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
 // finalRecord is the record of a target whose Job is gone: its previous status, brought up
 // to the Job's last state when the controller saw the deletion (Observation.DeletedJob)
 // of that same identity before the status recorded its end. A child a MultiKueue worker
