@@ -302,6 +302,8 @@ func Compute(in Input) Output {
 			if rec, superseded := unseenRecord(t, p, ts.obs, in.Now, lim); rec != nil {
 				if superseded != nil {
 					st.History = append(st.History, *superseded)
+				} else if at := revivedIdentity(t, p, ts.obs.DeletedJob, st.History); at >= 0 {
+					st.History = slices.Delete(st.History, at, at+1)
 				}
 				ts.fromRecord(rec)
 			} else if keepsRecord(t, p, ts.obs) {
@@ -312,7 +314,7 @@ func Compute(in Input) Output {
 				st.History = slices.Delete(st.History, at, at+1)
 				ts.fromRecord(rec)
 			}
-		} else if at := revivedIdentity(t, p, ts.obs, st.History); at >= 0 {
+		} else if at := revivedIdentity(t, p, ts.obs.Job, st.History); at >= 0 {
 			// The same Job found again after a reconcile had taken its absence for a
 			// restart in progress: nothing replaced it, so it is no new identity.
 			st.History = slices.Delete(st.History, at, at+1)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/identity"
 	"batchledger.dev/batchledger/pkg/indexset"
 )
 
@@ -79,17 +80,17 @@ func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentit
 	return nil, -1
 }
 
-// revivedIdentity is the position in history of the identity target t's Job found now
-// (obs.Job) had when it was superseded last while the previous status holds none: a
-// child whose Job or worker record was missing for a while, taken for a restart in
-// progress. -1 when the Job is of another identity.
-func revivedIdentity(t Target, prev *v1alpha1.TargetStatus, obs Observation, history []v1alpha1.SupersededIdentity) int {
-	if obs.Job == nil || prev != nil && prev.UID != "" {
+// revivedIdentity is the position in history of job's identity when it is the one target
+// t had superseded last and the previous status holds none: a child whose Job or worker
+// record was missing for a while, taken for a restart in progress, found again (or
+// given as deleted at its owner's end, unseenRecord). -1 when job is of another identity.
+func revivedIdentity(t Target, prev *v1alpha1.TargetStatus, job *identity.Job, history []v1alpha1.SupersededIdentity) int {
+	if job == nil || prev != nil && prev.UID != "" {
 		return -1
 	}
 	for i := len(history) - 1; i >= 0; i-- {
 		if h := history[i]; h.Target == t.Key {
-			if h.UID == obs.Job.UID {
+			if h.UID == job.UID {
 				return i
 			}
 			return -1

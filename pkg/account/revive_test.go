@@ -23,6 +23,9 @@ func TestIdentityBackFromARestartThatWasNone(t *testing.T) {
 	}{
 		{name: "the same Job found again", back: Observation{Job: makeJob("js-workers-0", "uid-a", 2).Completed("0-1", 2).Facts(), ChildOwner: OwnerRunning},
 			wantUID: "uid-a"},
+		{name: "the same Job given deleted at its owner's end", back: Observation{DeletedJob: makeJob("js-workers-0", "uid-a", 2).Completed("0-1", 2).Facts(),
+			OwnerEnded: "Completed", ChildOwner: "Completed", ResultsOnWorker: true},
+			wantUID: "uid-a"},
 		{name: "a successor found", back: Observation{Job: makeJob("js-workers-0", "uid-b", 2).Facts(), RestartAttempt: 1, ChildOwner: OwnerRunning},
 			wantUID: "uid-b", wantHistory: []types.UID{"uid-a"}},
 	}
