@@ -209,12 +209,12 @@ func TestAccountChangesWakeWhoPublishesForItsWorkloads(t *testing.T) {
 	}
 }
 
-// TestAccountBeingDeletedPublishesNothing: an account whose deletion began speaks for no
+// TestAccountBeingDeletedPublishesNoVerdictOfItsOwn: an account whose deletion began speaks for no
 // Workload (the cleanup and the other accounts treat it as gone, LiveAccountsNaming), so
 // its own reconciles, which go on while a finalizer keeps it, must not put its verdict
 // back on the Workload the cleanup took it off, nor mix it into the verdict the accounts
 // that stay publish.
-func TestAccountBeingDeletedPublishesNothing(t *testing.T) {
+func TestAccountBeingDeletedPublishesNoVerdictOfItsOwn(t *testing.T) {
 	j := jobJ(v1alpha1.ScopeCoverage).Completed("0", 1).Obj()
 	leaving := accountOfJ().Obj()
 	leaving.Name, leaving.UID = "leaving", "leaving-uid"
