@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -10,11 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -37,14 +31,12 @@ func TestDispatchedChildCutShortByItsJobSetsEnd(t *testing.T) {
 	c1 := workerChild("js", 1, 0, "0")
 	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
 		jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}}
-	ended := func(typ, reason string) []metav1.Condition {
-		return []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(testNow)}}
-	}
 	cases := []struct {
 		name string
 		// seenRunning: the account observed the child while its JobSet ran first.
 		seenRunning bool
-		conditions  []metav1.Condition
+		// ended, when set, is how the JobSet ended (its condition, its reason).
+		ended []string
 		// then is the child as the worker role records it last, after the JobSet's end
 		// reached the manager (an index finished as the JobSet ended).
 		then        *batchv1.Job
@@ -55,57 +47,36 @@ func TestDispatchedChildCutShortByItsJobSetsEnd(t *testing.T) {
 	}{
 		{name: "JobSet runs: the child is followed", seenRunning: true, wantCovered: 3, wantReason: v1alpha1.ReasonAwaitingTermination,
 			wantMsg: "jobset js workers[1]; coverage does not imply termination"},
-		{name: "JobSet Completed by its successPolicy", seenRunning: true, conditions: ended(string(jobsetapi.JobSetCompleted), "AllJobsCompleted"),
+		{name: "JobSet Completed by its successPolicy", seenRunning: true, ended: []string{string(jobsetapi.JobSetCompleted), "AllJobsCompleted"},
 			wantCovered: 3, wantDeleted: true, wantReason: v1alpha1.ReasonTargetDeleted, wantMsg: "jobset js workers[1] deleted before it terminated"},
-		{name: "JobSet Failed", seenRunning: true, conditions: ended(string(jobsetapi.JobSetFailed), "ReachedMaxRestarts"),
+		{name: "JobSet Failed", seenRunning: true, ended: []string{string(jobsetapi.JobSetFailed), "ReachedMaxRestarts"},
 			wantCovered: 3, wantDeleted: true, wantReason: v1alpha1.ReasonTargetDeleted, wantMsg: "jobset js workers[1] deleted before it terminated"},
-		{name: "JobSet Completed before the account first saw the child", conditions: ended(string(jobsetapi.JobSetCompleted), "AllJobsCompleted"),
+		{name: "JobSet Completed before the account first saw the child", ended: []string{string(jobsetapi.JobSetCompleted), "AllJobsCompleted"},
 			wantCovered: 3, wantDeleted: true, wantReason: v1alpha1.ReasonTargetDeleted, wantMsg: "jobset js workers[1] deleted before it terminated"},
-		{name: "the child recorded Complete after its JobSet's end", seenRunning: true, conditions: ended(string(jobsetapi.JobSetCompleted), "AllJobsCompleted"),
+		{name: "the child recorded Complete after its JobSet's end", seenRunning: true, ended: []string{string(jobsetapi.JobSetCompleted), "AllJobsCompleted"},
 			then: workerChild("js", 1, 0, "0-1"), wantCovered: 4, wantReason: v1alpha1.ReasonComplete, wantMsg: "every target's Job recorded Complete"},
-		{name: "an index recorded after its JobSet's end", seenRunning: true, conditions: ended(string(jobsetapi.JobSetCompleted), "AllJobsCompleted"),
+		{name: "an index recorded after its JobSet's end", seenRunning: true, ended: []string{string(jobsetapi.JobSetCompleted), "AllJobsCompleted"},
 			then: wrappers.MakeJob("js-workers-1", "ns").UID(string(c1.UID)).Indexed(2).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
 				JobSetChild(wrappers.MakeJobSet("js", "ns").Obj(), "workers", 1, 0).Completed("0-1", 2).Obj(),
 			wantCovered: 4, wantDeleted: true, wantReason: v1alpha1.ReasonTargetDeleted, wantMsg: "jobset js workers[1] deleted before it terminated"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).
-				SuccessPolicy(jobsetapi.OperatorAny, "workers").Obj()
-			js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-			wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
-				AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-			f := newFixture(t, hooks{}, js, wl, acct.Obj())
-			r := f.reconciler()
-			r.WorkerResults = fakeWorkers{states: workers.states, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": slices.Clone(workers.jobs["worker-a"])}}
-			reconcile := func() {
-				t.Helper()
-				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns").SuccessPolicy(jobsetapi.OperatorAny, "workers"), testNow.Add(-time.Hour))
+			w := fakeWorkers{states: workers.states, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": slices.Clone(workers.jobs["worker-a"])}}
 			if tc.seenRunning {
-				reconcile()
+				fx.reconcile(t, w)
 			}
-			if tc.conditions != nil {
-				if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
-					t.Fatal(err)
-				}
-				js.Status.Conditions = tc.conditions
-				if err := f.c.Update(context.Background(), js); err != nil {
-					t.Fatal(err)
-				}
+			if tc.ended != nil {
+				fx.end(t, jobsetapi.JobSetConditionType(tc.ended[0]), tc.ended[1])
 			}
-			reconcile()
+			before := fx.reconcile(t, w)
 			if tc.then != nil {
-				r.WorkerResults = fakeWorkers{states: workers.states, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {
+				w = fakeWorkers{states: workers.states, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {
 					*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(tc.then, d)}}}
-				reconcile()
+				before = fx.reconcile(t, w)
 			}
-			before := f.account(t, "acct")
-			reconcile()
-			after := f.account(t, "acct")
+			after := fx.reconcile(t, w)
 			if !equality.Semantic.DeepEqual(before.Status, after.Status) {
 				t.Errorf("the status changed on a reconcile that observed nothing new:\n%+v\n%+v", before.Status, after.Status)
 			}
@@ -114,7 +85,7 @@ func TestDispatchedChildCutShortByItsJobSetsEnd(t *testing.T) {
 				t.Logf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 			}
 			tgt := st.Targets[1]
-			if tgt.UID != types.UID(c1.UID) || tgt.Deleted != tc.wantDeleted {
+			if tgt.UID != c1.UID || tgt.Deleted != tc.wantDeleted {
 				t.Errorf("target %s: uid %s deleted %v; want uid %s deleted %v", tgt.Name, tgt.UID, tgt.Deleted, c1.UID, tc.wantDeleted)
 			}
 			if st.Shards.Covered != tc.wantCovered {

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -10,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -40,13 +37,7 @@ func TestRedispatchBackNeverRevivesASupersededCopy(t *testing.T) {
 		rec(created(workerChild("js", 1, 0, ""), "b1-c1", testNow.Add(-2*time.Hour)))}
 	a2 := []v1alpha1.WorkerJob{rec(created(workerChild("js", 0, 0, "0-1"), "a2-c0", testNow.Add(-time.Hour))),
 		rec(created(workerChild("js", 1, 0, "0-1"), "a2-c1", testNow.Add(-time.Hour)))}
-	js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).Obj()
-	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-3*time.Hour)).DispatchedTo("worker-a").Obj()
-	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
-		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-	f := newFixture(t, hooks{}, js, wl, acct.Obj())
-	r := f.reconciler()
+	fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-3*time.Hour))
 	steps := []struct {
 		name     string
 		cluster  string
@@ -62,19 +53,8 @@ func TestRedispatchBackNeverRevivesASupersededCopy(t *testing.T) {
 			[]types.UID{"a2-c0", "a2-c1"}, 4},
 	}
 	for _, s := range steps {
-		var w kueue.Workload
-		if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "jobset-js"}, &w); err != nil {
-			t.Fatal(err)
-		}
-		w.Status.ClusterName = ptr.To(s.cluster)
-		if err := f.c.Status().Update(context.Background(), &w); err != nil {
-			t.Fatal(err)
-		}
-		r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}, jobs: s.records}
-		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-			t.Fatal(err)
-		}
-		st := f.account(t, "acct").Status
+		fx.updateWorkload(t, func(w *kueue.Workload) { w.Status.ClusterName = ptr.To(s.cluster) })
+		st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}, jobs: s.records}).Status
 		var uids []types.UID
 		for _, ts := range st.Targets {
 			uids = append(uids, ts.UID)
@@ -110,40 +90,25 @@ func TestChildWhoseRecordCameBackIsFollowed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).Obj()
-			js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-			wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-3*time.Hour)).DispatchedTo("worker-a").Obj()
-			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
-				AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-			f := newFixture(t, hooks{}, js, wl, acct.Obj())
-			r := f.reconciler()
-			reconcile := func(records ...v1alpha1.WorkerJob) {
+			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-3*time.Hour))
+			reconcile := func(records ...v1alpha1.WorkerJob) *v1alpha1.BatchAccount {
 				t.Helper()
-				r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": records}}
-				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-					t.Fatal(err)
-				}
+				return fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": records}})
 			}
 			reconcile(c0, rec(c1))
-			reconcile(c0) // c1's record expired
-			if st := f.account(t, "acct").Status; st.Targets[1].UID != "" || len(st.History) != 1 {
+			// c1's record expired
+			if st := reconcile(c0).Status; st.Targets[1].UID != "" || len(st.History) != 1 {
 				t.Fatalf("after the record expired: target %s, history %+v", st.Targets[1].UID, st.History)
 			}
 			if tc.readmitted {
-				var w kueue.Workload
-				if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &w); err != nil {
-					t.Fatal(err)
-				}
-				for i := range w.Status.Conditions {
-					w.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(time.Minute))
-				}
-				if err := f.c.Status().Update(context.Background(), &w); err != nil {
-					t.Fatal(err)
-				}
+				fx.updateWorkload(t, func(w *kueue.Workload) {
+					for i := range w.Status.Conditions {
+						w.Status.Conditions[i].LastTransitionTime = metav1.NewTime(testNow.Add(time.Minute))
+					}
+				})
 			}
 			// Written again on the Job's next change.
-			reconcile(c0, rec(workerChild("js", 1, 0, "0-1")))
-			st := f.account(t, "acct").Status
+			st := reconcile(c0, rec(workerChild("js", 1, 0, "0-1"))).Status
 			if got := st.Targets[1].UID; got != tc.wantUID || st.Shards.Covered != tc.covered {
 				t.Errorf("target follows %q covering %d shards; want %q covering %d", got, st.Shards.Covered, tc.wantUID, tc.covered)
 			}

@@ -1,16 +1,11 @@
 package controller
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -42,38 +37,16 @@ func TestRunningDispatchedChildKeptWhileItsWorkerIsUnread(t *testing.T) {
 		{name: "worker-a's records not read yet, the JobSet ended meanwhile", state: multikueue.WorkerState{Configured: true}, ended: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).
-				SuccessPolicy(jobsetapi.OperatorAll).Obj()
-			js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-			wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
-				AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-			f := newFixture(t, hooks{}, js, wl, acct.Obj())
-			r := f.reconciler()
-			reconcile := func(w fakeWorkers) *v1alpha1.BatchAccount {
-				t.Helper()
-				r.WorkerResults = w
-				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-					t.Fatal(err)
-				}
-				return f.account(t, "acct")
-			}
+			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns").SuccessPolicy(jobsetapi.OperatorAll), testNow.Add(-time.Hour))
 			read := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs}
-			before := reconcile(read).Status
+			before := fx.reconcile(t, read).Status
 			if before.Targets[1].UID != c1.UID || before.Shards.Covered != 3 {
 				t.Fatalf("before: target %s uid %s, covered %d; want %s, 3", before.Targets[1].Name, before.Targets[1].UID, before.Shards.Covered, c1.UID)
 			}
 			if tc.ended {
-				if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
-					t.Fatal(err)
-				}
-				js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue,
-					Reason: "AllJobsCompleted", LastTransitionTime: metav1.NewTime(testNow)}}
-				if err := f.c.Update(context.Background(), js); err != nil {
-					t.Fatal(err)
-				}
+				fx.end(t, jobsetapi.JobSetCompleted, "AllJobsCompleted")
 			}
-			unread := reconcile(fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": tc.state}}).Status
+			unread := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": tc.state}}).Status
 			for _, c := range unread.Conditions {
 				for _, lie := range []string{"never created", "deleted before", "re-run"} {
 					if strings.Contains(c.Message, lie) {
@@ -90,7 +63,7 @@ func TestRunningDispatchedChildKeptWhileItsWorkerIsUnread(t *testing.T) {
 			if tc.ended {
 				return // read again, the record says what became of the child
 			}
-			after := reconcile(read).Status
+			after := fx.reconcile(t, read).Status
 			if len(after.History) != 0 {
 				t.Errorf("history once worker-a is read again = %+v; want none", after.History)
 			}
