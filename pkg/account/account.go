@@ -527,6 +527,13 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 		addProblem(&s, "ignored corrupt Job status interval "+ig, lim)
 	}
 	attempts(&s, prev, ts.obs.SuccessfulPods, f.completed)
+	if prev != nil && f.failed.IsEmpty() && slices.Contains(prev.IndexesOmitted, "failedIndexes") {
+		// A Job's failed indexes never go away: given none after they were left out for
+		// size, this identity's Job is its record made back from the status (a
+		// MultiKueue worker not read now), which cannot say them. They stay left out
+		// rather than read as none.
+		s.IndexesOmitted = append(s.IndexesOmitted, "failedIndexes")
+	}
 	s.Admissions, s.AdmissionsDropped = admissions(prev, ts.obs.Workload, f.completed, job.Succeeded, now, lim)
 	return s, superseded, prev
 }

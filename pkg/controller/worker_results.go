@@ -285,7 +285,9 @@ func supersededDuringAdmission(h *v1alpha1.SupersededIdentity, wl *kueue.Workloa
 // lastObserved is the record of the child Job the account's status last observed for a
 // dispatched target t, on worker cluster: its status as a WorkerJob (multikueue.RecordJob
 // makes the Job back). nil when the status holds no such identity, holds it as deleted,
-// or left its completed indexes out for size (they cannot be made back).
+// or left its completed indexes out for size (they cannot be made back). Failed indexes
+// left out for size are not made back either: the record gives none, and the account
+// keeps them left out rather than read as none.
 func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *kinds.RecordedJob {
 	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == t.Key })
 	if i < 0 {

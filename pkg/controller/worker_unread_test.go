@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,52 @@ func TestRunningDispatchedChildKeptWhileItsWorkerIsUnread(t *testing.T) {
 					t.Errorf("target %s once worker-a is read again differs from before:\n got %+v %+v\nwant %+v %+v", before.Targets[i].Name,
 						after.Targets[i], after.Targets[i].Workload, before.Targets[i], before.Targets[i].Workload)
 				}
+			}
+		})
+	}
+}
+
+// TestDispatchedChildKeepsItsIndexListsWhileItsWorkerIsUnread: a child of a dispatched
+// JobSet that failed an index on worker-a stands, while worker-a's records are not read,
+// as the status last observed it, also when that status left its failed indexes out for
+// size (the worker's record holds them, the status does not): they stay left out, and
+// do not read as none.
+func TestDispatchedChildKeepsItsIndexListsWhileItsWorkerIsUnread(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	c0 := workerChild("js", 0, 0, "0-1")
+	c1 := wrappers.MakeJob("js-workers-1", "ns").UID("worker-c1-a0-uid").Indexed(2).BackoffLimitPerIndex(0).
+		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).JobSetChild(wrappers.MakeJobSet("js", "ns").Obj(), "workers", 1, 0).
+		Completed("0", 1).FailedIndexes("1").Failed("FailedIndexes", testNow.Add(-time.Minute)).Obj()
+	jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}
+	for _, tc := range []struct {
+		name string
+		// omit, when set, leaves these index lists of the child out of the status, as
+		// the status size budget does.
+		omit []string
+	}{
+		{name: "index lists in the status"},
+		{name: "failed indexes left out for size", omit: []string{"failedIndexes"}},
+		{name: "failed and repeated indexes left out for size", omit: []string{"repeatedIndexes", "failedIndexes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-time.Hour))
+			ba := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs})
+			if got := ba.Status.Targets[1]; got.UID != c1.UID || got.FailedIndexes != "1" {
+				t.Fatalf("read: target %s uid %s failed %q; want %s, 1", got.Name, got.UID, got.FailedIndexes, c1.UID)
+			}
+			if tc.omit != nil {
+				tg := &ba.Status.Targets[1]
+				tg.FailedIndexes, tg.RepeatedIndexes, tg.IndexesOmitted = "", "", tc.omit
+				if err := fx.f.c.Status().Update(context.Background(), ba); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := fx.f.account(t, "acct").Status.Targets[1]
+			unread := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true}}}).Status
+			if got := unread.Targets[1]; !equality.Semantic.DeepEqual(got, before) {
+				t.Errorf("while worker-a is unread the target differs from its status before:\n got failed %q omitted %v: %+v\nwant failed %q omitted %v: %+v",
+					got.FailedIndexes, got.IndexesOmitted, got, before.FailedIndexes, before.IndexesOmitted, before)
 			}
 		})
 	}
