@@ -115,3 +115,73 @@ func TestChildWhoseRecordCameBackIsFollowed(t *testing.T) {
 		})
 	}
 }
+
+// TestRedispatchToAnUnreadWorkerSupersedesTheOldCopy: a dispatched JobSet observed on
+// worker-a is evicted and dispatched to worker-b, whose records are not read yet; nor
+// are worker-a's. The children last observed on worker-a ran there, in a copy Kueue
+// deleted: they gain no admission on worker-b, and are superseded as a re-dispatch
+// supersedes them, the targets pending on worker-b. Once worker-b's copy records its
+// children, they are followed. A JobSet still on worker-a keeps its children as observed.
+func TestRedispatchToAnUnreadWorkerSupersedesTheOldCopy(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	rec := func(j *batchv1.Job, uid string) v1alpha1.WorkerJob {
+		j.UID = types.UID(uid)
+		return *multikueue.NewJobRecord(j, d)
+	}
+	a := []v1alpha1.WorkerJob{rec(workerChild("js", 0, 0, "0"), "a-c0"), rec(workerChild("js", 1, 0, "0"), "a-c1")}
+	b := []v1alpha1.WorkerJob{rec(workerChild("js", 0, 0, "0-1"), "b-c0"), rec(workerChild("js", 1, 0, "0-1"), "b-c1")}
+	for _, tc := range []struct {
+		name    string
+		cluster string // where the Workload runs while the workers are unread
+		unread  multikueue.WorkerState
+		// wantUIDs are the targets' identities while the workers are unread.
+		wantUIDs []types.UID
+	}{
+		{name: "still on worker-a, its records not read yet", cluster: "worker-a", unread: multikueue.WorkerState{Configured: true},
+			wantUIDs: []types.UID{"a-c0", "a-c1"}},
+		{name: "re-dispatched to worker-b, not read yet", cluster: "worker-b", unread: multikueue.WorkerState{Configured: true},
+			wantUIDs: []types.UID{"", ""}},
+		{name: "re-dispatched to worker-b, no kubeconfig for it", cluster: "worker-b", unread: multikueue.WorkerState{},
+			wantUIDs: []types.UID{"", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-time.Hour))
+			fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": a}})
+			fx.updateWorkload(t, func(w *kueue.Workload) { w.Status.ClusterName = ptr.To(tc.cluster) })
+			st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": tc.unread, "worker-b": tc.unread}}).Status
+			var uids []types.UID
+			for _, ts := range st.Targets {
+				uids = append(uids, ts.UID)
+				for _, adm := range ts.Admissions {
+					if ts.UID != "" && adm.Cluster != "worker-a" {
+						t.Errorf("target %s (uid %s), which ran on worker-a, has an admission on %q", ts.Name, ts.UID, adm.Cluster)
+					}
+				}
+			}
+			if !slices.Equal(uids, tc.wantUIDs) {
+				t.Errorf("identities while the workers are unread %v; want %v", uids, tc.wantUIDs)
+			}
+			if tc.cluster == "worker-a" {
+				return
+			}
+			var superseded []types.UID
+			for _, h := range st.History {
+				superseded = append(superseded, h.UID)
+			}
+			if !slices.Equal(superseded, []types.UID{"a-c0", "a-c1"}) {
+				t.Errorf("history %v; want worker-a's children a-c0, a-c1", superseded)
+			}
+			st = fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": a, "worker-b": b}}).Status
+			uids = nil
+			for _, ts := range st.Targets {
+				uids = append(uids, ts.UID)
+			}
+			if !slices.Equal(uids, []types.UID{"b-c0", "b-c1"}) || st.Shards.Covered != 4 || len(st.History) != 2 {
+				t.Errorf("once worker-b is read: identities %v covering %d, history %d; want [b-c0 b-c1] covering 4, history 2",
+					uids, st.Shards.Covered, len(st.History))
+			}
+		})
+	}
+}

@@ -287,7 +287,10 @@ func supersededDuringAdmission(h *v1alpha1.SupersededIdentity, wl *kueue.Workloa
 // makes the Job back). nil when the status holds no such identity, holds it as deleted,
 // or left its completed indexes out for size (they cannot be made back). Failed indexes
 // left out for size are not made back either: the record gives none, and the account
-// keeps them left out rather than read as none.
+// keeps them left out rather than read as none. nil too when the Workload now runs on
+// another worker than the one the status last saw the identity on: MultiKueue re-dispatched
+// it, the copy that ran the identity is gone, and the child to come on the new worker is
+// another identity; the old one is superseded, as it is once the new worker is read.
 func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *kinds.RecordedJob {
 	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == t.Key })
 	if i < 0 {
@@ -295,6 +298,9 @@ func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *
 	}
 	s := &ba.Status.Targets[i]
 	if s.UID == "" || s.Deleted || !s.Found || s.CompletedIndexesOmitted {
+		return nil
+	}
+	if ranOn := observedCluster(s); ranOn != "" && ranOn != cluster {
 		return nil
 	}
 	rec := &v1alpha1.WorkerJob{
@@ -308,6 +314,19 @@ func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *
 		rec.FailedIndexes = ptr.To(s.FailedIndexes)
 	}
 	return &kinds.RecordedJob{Record: rec, Cluster: cluster}
+}
+
+// observedCluster is the worker s's identity was last seen running on: its newest
+// admission's, else its Workload's as last observed (admissions may all be left out for
+// the account's size); "" when the status never saw one.
+func observedCluster(s *v1alpha1.TargetStatus) string {
+	if n := len(s.Admissions); n > 0 && s.Admissions[n-1].Cluster != "" {
+		return s.Admissions[n-1].Cluster
+	}
+	if s.Workload != nil {
+		return s.Workload.Cluster
+	}
+	return ""
 }
 
 // unreadWorker names, on a dispatched target not found, the worker its Workload runs on
