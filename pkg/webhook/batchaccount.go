@@ -6,6 +6,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -80,10 +81,10 @@ func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1al
 	// its Job's pods are told their shards before the status shows that it runs. Only
 	// the entries the update takes out or changes are read: an append (kubectl
 	// batchledger repair) reads nothing, and no unrelated Job's read can refuse it.
-	var running map[v1alpha1.TargetKey]bool
+	var running []v1alpha1.TargetKey
 	if changed := changedRepairs(old, ba); v.Jobs != nil && work != "" && len(changed) > 0 {
 		var err error
-		if running, err = runningRepairs(ctx, v.Jobs, old.Namespace, changed); err != nil {
+		if running, err = runningTargets(ctx, v.Jobs, old.Namespace, changed, false); err != nil {
 			return nil, fmt.Errorf("BatchAccount %s: reading its repairs' Jobs: %w", ba.Name, err)
 		}
 	}
@@ -103,29 +104,20 @@ func (v BatchAccountValidator) ValidateUpdate(ctx context.Context, old, ba *v1al
 // admission or start. A Job that is not suspended runs: Kueue unsuspends a Job it
 // admitted before its pods are created, and a Job without Kueue runs from its creation.
 func runningTarget(ctx context.Context, jobs client.Reader, ba *v1alpha1.BatchAccount) (string, error) {
-	seen := map[v1alpha1.TargetKey]bool{}
-	for _, a := range ba.Spec.AllAssignments() {
-		key := a.Target.Key()
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		switch runs, err := targetRuns(ctx, jobs, ba.Namespace, a.Target); {
-		case err != nil:
-			return "", err
-		case runs:
-			return string(key) + " runs", nil
-		}
+	running, err := runningTargets(ctx, jobs, ba.Namespace, ba.Spec.AllAssignments(), true)
+	if err != nil || len(running) == 0 {
+		return "", err
 	}
-	return "", nil
+	return string(running[0]) + " runs", nil
 }
 
-// runningRepairs are the targets of repairs, entries of an account in namespace, whose
-// Job runs, or has run (targetRuns).
-func runningRepairs(ctx context.Context, jobs client.Reader, namespace string, repairs []v1alpha1.Assignment) (map[v1alpha1.TargetKey]bool, error) {
-	out := map[v1alpha1.TargetKey]bool{}
+// runningTargets are the targets of assignments, entries of an account in namespace,
+// whose Job runs, or has run (targetRuns), each once, in the order the assignments
+// first name them; first stops at the first one found, reading no further Job.
+func runningTargets(ctx context.Context, jobs client.Reader, namespace string, assignments []v1alpha1.Assignment, first bool) ([]v1alpha1.TargetKey, error) {
+	var out []v1alpha1.TargetKey
 	seen := map[v1alpha1.TargetKey]bool{}
-	for _, a := range repairs {
+	for _, a := range assignments {
 		key := a.Target.Key()
 		if seen[key] {
 			continue
@@ -135,7 +127,12 @@ func runningRepairs(ctx context.Context, jobs client.Reader, namespace string, r
 		if err != nil {
 			return nil, err
 		}
-		out[key] = runs
+		if runs {
+			out = append(out, key)
+			if first {
+				break
+			}
+		}
 	}
 	return out, nil
 }
@@ -159,7 +156,7 @@ func targetRuns(ctx context.Context, jobs client.Reader, namespace string, ref v
 
 // validateUpdate is ValidateUpdate's verdict, given the first sign of work under old
 // ("" for none) and the targets of old's repairs whose Job runs (nil: none known).
-func validateUpdate(old, ba *v1alpha1.BatchAccount, work string, running map[v1alpha1.TargetKey]bool) error {
+func validateUpdate(old, ba *v1alpha1.BatchAccount, work string, running []v1alpha1.TargetKey) error {
 	if equality.Semantic.DeepEqual(old.Spec, ba.Spec) {
 		// Metadata alone: an account admitted before stays admissible, whatever rules
 		// were added since.
@@ -200,9 +197,9 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount, work string, running map[v1a
 // under whose target old's status shows no work and whose Job does not run (running;
 // kubectl batchledger repair takes its entries out again when it cannot create all
 // their Jobs, deleting those it created), followed by any appended.
-func repairsKept(old, ba *v1alpha1.BatchAccount, running map[v1alpha1.TargetKey]bool) bool {
+func repairsKept(old, ba *v1alpha1.BatchAccount, running []v1alpha1.TargetKey) bool {
 	for _, e := range changedRepairs(old, ba) {
-		if workedOn(old, e.Target) || running[e.Target.Key()] {
+		if workedOn(old, e.Target) || slices.Contains(running, e.Target.Key()) {
 			return false
 		}
 	}
