@@ -126,32 +126,24 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 	if !in.Spec.RequiresResults() {
 		return rs
 	}
-	var final []indexset.Interval
+	var final, held []indexset.Interval
 	// A further identity of a shard (a repair's, the next attempt of a child) that may
 	// still run its index (mayCover, coverageState) may still report the shard's result.
 	open := mayCover.Intervals()
-	var held []int
 	for _, ts := range states {
 		if ts.covered.IsEmpty() {
 			continue
 		}
-		ivs := append(m.ShardsOf(ts.key, ts.covered, false).Intervals(), m.ShardsOf(ts.key, ts.covered, true).Intervals()...)
+		ivs := m.ShardsOfAny(ts.key, ts.covered).Intervals()
 		if ts.final() {
 			final = append(final, ivs...)
 		} else {
 			open = append(open, ivs...)
 		}
-		for _, p := range ts.obs.SuccessfulPods {
-			if p.NoResult {
-				continue
-			}
-			if o, ok := m.ShardOf(ts.key, p.Index); ok {
-				held = append(held, o)
-			}
-		}
+		held = append(held, m.ShardsOfAny(ts.key, ts.reportingIndexes()).Intervals()...)
 	}
 	rs.missing = indexset.FromIntervals(final...).Difference(indexset.FromIntervals(open...)).
-		Difference(rs.accepted).Difference(rs.reported).Difference(indexset.Of(held...))
+		Difference(rs.accepted).Difference(rs.reported).Difference(indexset.FromIntervals(held...))
 	// A rejected result decides its shard only once no further identity may still report
 	// one, as a missing result does: a repair that may still run may still be accepted.
 	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results, v1alpha1.RuleDigest(in.Spec.AcceptanceRule())))
@@ -230,13 +222,20 @@ func (ts *targetState) mayReport(reported indexset.Set) indexset.Set {
 	if ts.found && !ts.obs.PodsListed {
 		may = may.Union(ts.covered)
 	}
-	var held []int
+	return may.Union(ts.reportingIndexes()).Difference(reported)
+}
+
+// reportingIndexes are the mapped indexes of the target that a listed successful pod
+// with a result stands for: the pod is held until its result is recorded, so the result
+// may still come.
+func (ts *targetState) reportingIndexes() indexset.Set {
+	var out []int
 	for _, p := range ts.obs.SuccessfulPods {
 		if !p.NoResult && ts.mapped.Contains(p.Index) {
-			held = append(held, p.Index)
+			out = append(out, p.Index)
 		}
 	}
-	return may.Union(indexset.Of(held...)).Difference(reported)
+	return indexset.Of(out...)
 }
 
 // StandingResults returns, per shard ordinal, the result that stands for the shard: the
