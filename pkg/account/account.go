@@ -902,6 +902,10 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 	notServed := false
 	for _, ts := range states {
 		name := v1alpha1.TargetKey(ts.key).Describe()
+		var failed string
+		if ts.found && ts.facts.terminal == "" {
+			failed = cov.failedNote(m, ts)
+		}
 		switch {
 		case !ts.found && !ts.deleted && ts.obs.notServed() != "":
 			notServed = true
@@ -924,10 +928,10 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 			if !ts.everObserved {
 				neverObserved = append(neverObserved, name)
 			}
-		case ts.found && ts.facts.terminal == "" && cov.failedNote(m, ts) != "":
-			notes = append(notes, cov.failedNote(m, ts))
+		case failed != "":
+			notes = append(notes, failed)
 		case ts.facts.terminal == TerminalComplete && ts.facts.successPolicy != "" &&
-			!m.ShardsOf(ts.key, ts.mapped, false).Intersect(cov.missing).IsEmpty():
+			!m.ShardsOfAny(ts.key, ts.mapped).Intersect(cov.missing).IsEmpty():
 			notes = append(notes, fmt.Sprintf("%s succeeded by its successPolicy (%s) with shards not covered", name, ts.facts.successPolicy))
 		case ts.awaitsOwner() && ts.facts.terminal == TerminalFailed:
 			notes = append(notes, fmt.Sprintf("%s failed (%s), its JobSet may restart it", name, ts.facts.reason))

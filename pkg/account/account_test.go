@@ -77,6 +77,24 @@ func TestSuccessPolicy(t *testing.T) {
 	}
 }
 
+// TestRepairSucceededBySuccessPolicy: a repair Job that ends Complete by its own
+// criterion with its shards not all covered is named, as an original Job is.
+func TestRepairSucceededBySuccessPolicy(t *testing.T) {
+	spec := makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").Repair("r", "0-1", "B", "C").SpecObj()
+	j := makeJob("j", "uid-j", 3).Completed("0", 1).Failed("BackoffLimitExceeded", jobCondAt)
+	r := makeJob("r", "uid-r", 2).SuccessPolicy(wrappers.SucceededIndexes("0")).Completed("0", 1).
+		Condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy", jobCondAt).Condition(batchv1.JobComplete, "SuccessPolicy", jobCondAt)
+	st := step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}, "job/r": {Job: r.Facts()}}).Status
+	if st.Shards.Covered != 2 || st.Shards.Missing != "C" {
+		t.Fatalf("shards = %+v, want 2 covered, C missing", st.Shards)
+	}
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionShardsCovered)
+	want := "job r succeeded by its successPolicy (succeeds when indexes 0 succeeded) with shards not covered"
+	if c == nil || !strings.Contains(c.Message, want) {
+		t.Errorf("ShardsCovered = %v, want its message to say %q", c, want)
+	}
+}
+
 // TestCrossJobAccount: two Jobs of two indexes each carry four shards; index 0 of k is a
 // different identity from index 0 of j, never added together.
 func TestCrossJobAccount(t *testing.T) {
