@@ -223,7 +223,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 		"Read the results batchledger's worker role records on MultiKueue worker clusters, with the kubeconfig (key 'kubeconfig') of each Secret in --namespace labelled "+
 			multikueue.LabelWorkerCluster+"=<worker>, the worker's MultiKueueCluster name (docs/multikueue.md).")
 	fs.DurationVar(&c.workerResultRetention, "worker-result-retention", workerrole.DefaultRetention,
-		"With --role=worker: how long a WorkerResult is kept after it was recorded, for the manager to read it.")
+		"With --role=worker: how long a WorkerResult is kept after it was recorded, and a WorkerJob after its Job ended (never while the Job exists), for the manager to read them.")
 	fs.StringVar(&c.metricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it.")
 	fs.BoolVar(&c.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS, only to callers allowed to get the /metrics non-resource URL.")
 	fs.StringVar(&c.probeAddr, "health-probe-bind-address", ":8081", "Address of the health and readiness probes.")

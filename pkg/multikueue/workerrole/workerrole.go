@@ -166,26 +166,49 @@ func (c *Capture) record(ctx context.Context, pod *corev1.Pod) error {
 
 // Expire deletes a WorkerResult past its retention.
 func (c *Capture) Expire(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return c.expire(ctx, req, &v1alpha1.WorkerResult{})
-}
-
-// ExpireJobs deletes a WorkerJob past its retention, the WorkerResults' retention.
-func (c *Capture) ExpireJobs(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return c.expire(ctx, req, &v1alpha1.WorkerJob{})
-}
-
-// expire deletes the record req names (read into rec) once past its retention.
-func (c *Capture) expire(ctx context.Context, req ctrl.Request, rec client.Object) (ctrl.Result, error) {
-	if err := c.Get(ctx, req.NamespacedName, rec); err != nil {
+	var rec v1alpha1.WorkerResult
+	if err := c.Get(ctx, req.NamespacedName, &rec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	left := cmp.Or(c.Retention, DefaultRetention) - c.now().Sub(rec.GetCreationTimestamp().Time)
-	if left > 0 {
+	return c.expire(ctx, &rec, rec.CreationTimestamp.Time)
+}
+
+// ExpireJobs deletes a WorkerJob past its retention, the WorkerResults' retention,
+// counted from the Job's end when the record holds one. It keeps the record of a Job
+// that still exists, whatever its age: the manager follows the Job's coverage by its
+// record, and a run may outlast the retention.
+func (c *Capture) ExpireJobs(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var rec v1alpha1.WorkerJob
+	if err := c.Get(ctx, req.NamespacedName, &rec); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	since := rec.CreationTimestamp.Time
+	if rec.TerminalAt != nil && rec.TerminalAt.After(since) {
+		since = rec.TerminalAt.Time
+	}
+	if c.now().Sub(since) >= c.retention() {
+		job := jobMetadata()
+		err := c.Get(ctx, types.NamespacedName{Namespace: rec.Namespace, Name: rec.Job}, job)
+		switch {
+		case err == nil && job.UID == rec.JobUID:
+			return ctrl.Result{RequeueAfter: c.retention()}, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return ctrl.Result{}, err
+		}
+	}
+	return c.expire(ctx, &rec, since)
+}
+
+// expire deletes rec once its retention, counted from since, has passed.
+func (c *Capture) expire(ctx context.Context, rec client.Object, since time.Time) (ctrl.Result, error) {
+	if left := c.retention() - c.now().Sub(since); left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
 	uid := rec.GetUID()
 	return ctrl.Result{}, client.IgnoreNotFound(c.Delete(ctx, rec, client.Preconditions{UID: &uid}))
 }
+
+func (c *Capture) retention() time.Duration { return cmp.Or(c.Retention, DefaultRetention) }
 
 func (c *Capture) now() time.Time {
 	if c.Now != nil {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -163,6 +164,51 @@ func TestRecordOfAnotherPodDoesNotRelease(t *testing.T) {
 	missing, err := c.Releaser.Recorders.Unrecorded(context.Background(), pod, []string{"job-j-d41e5"})
 	if err != nil || len(missing) != 1 {
 		t.Errorf("Unrecorded = %v, %v; want the Workload", missing, err)
+	}
+}
+
+// TestExpireJobs deletes a Job's record past its retention, counted from the Job's end
+// when the record holds one, and never while the Job it records still exists.
+func TestExpireJobs(t *testing.T) {
+	old := testNow.Add(-DefaultRetention - time.Second)
+	for name, tc := range map[string]struct {
+		created     time.Time
+		ended       *time.Time
+		job         *batchv1.Job // on the worker beside the record
+		wantDeleted bool
+	}{
+		"young, Job gone":                     {created: testNow.Add(-time.Hour)},
+		"old, Job gone":                       {created: old, wantDeleted: true},
+		"old, its Job still runs":             {created: old, job: child(copyOfJS().Obj(), 0).Obj()},
+		"old, another Job under its name":     {created: old, job: child(copyOfJS().Obj(), 0).UID("next-uid").Obj(), wantDeleted: true},
+		"old, ended within the retention":     {created: old, ended: ptr.To(testNow.Add(-time.Hour))},
+		"old, ended before it, Job gone":      {created: old, ended: &old, wantDeleted: true},
+		"old, ended before it, Job lingering": {created: old, ended: &old, job: child(copyOfJS().Obj(), 0).Obj()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := child(copyOfJS().Obj(), 0)
+			if tc.ended != nil {
+				j = j.Completed("0-3", 4).Complete(*tc.ended)
+			}
+			rec := multikueue.NewJobRecord(j.Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})
+			rec.CreationTimestamp = metav1.NewTime(tc.created)
+			objs := []client.Object{rec}
+			if tc.job != nil {
+				objs = append(objs, tc.job)
+			}
+			c, cl := newCapture(objs, interceptor.Funcs{})
+			res, err := c.ExpireJobs(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rec)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = cl.Get(context.Background(), client.ObjectKeyFromObject(rec), &v1alpha1.WorkerJob{})
+			if deleted := err != nil; deleted != tc.wantDeleted {
+				t.Errorf("deleted = %v (requeue after %s), want %v", deleted, res.RequeueAfter, tc.wantDeleted)
+			}
+			if !tc.wantDeleted && res.RequeueAfter <= 0 {
+				t.Errorf("kept without a requeue: it would never expire")
+			}
+		})
 	}
 }
 
