@@ -298,7 +298,15 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		if err != nil {
 			return nil, "", err
 		}
-		for _, src := range append(sources, fromWorkers...) {
+		sources = append(sources, fromWorkers...)
+		// Recorded in the order they finished: the first accepted result of a shard
+		// stands, so two successes of one index captured together must not be ordered
+		// by the cache, whose index lists pods in no particular order.
+		slices.SortStableFunc(sources, func(a, b resultSource) int {
+			return cmp.Or(FinishedAt(a.pod).Compare(FinishedAt(b.pod)), strings.Compare(a.pod.Name, b.pod.Name),
+				strings.Compare(string(a.pod.UID), string(b.pod.UID)))
+		})
+		for _, src := range sources {
 			if rc.recorded[src.pod.UID] {
 				continue
 			}

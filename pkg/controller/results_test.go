@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -323,5 +325,61 @@ func TestResultJudgedUnderAnEarlierRuleIsCapturedAgain(t *testing.T) {
 	}
 	if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 0 {
 		t.Errorf("captured again under the spec's rule, the pod is recorded; unrecorded = %v, %v", missing, err)
+	}
+}
+
+// TestFirstSuccessOfAnIndexStands: two pods of one index that both succeeded, captured in
+// one reconcile (the controller was down, or both ended between two reconciles), are
+// recorded in the order they finished, whatever order the cache lists them in (a real
+// informer's index is a map): the first success of the index stands, the later one with
+// another digest is a conflict, and the verdict does not depend on pod names.
+func TestFirstSuccessOfAnIndexStands(t *testing.T) {
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	report := func(digest string) string {
+		msg, err := result.Encode(result.Report{Shard: "A", InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + digest, Records: 1, Valid: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	pod := func(name string, finished time.Time, digest string) *corev1.Pod {
+		return wrappers.MakeIndexPod(j, name, 0).Succeeded(finished, report(digest)).Obj()
+	}
+	cases := []struct {
+		name       string
+		pods       []*corev1.Pod
+		wantOrder  []string
+		wantDigest string
+	}{
+		{"the first success sorts first by name",
+			[]*corev1.Pod{pod("j-0-a", now.Add(-time.Minute), "first"), pod("j-0-b", now, "second")},
+			[]string{"j-0-a", "j-0-b"}, "sha256:first"},
+		{"the first success sorts last by name",
+			[]*corev1.Pod{pod("j-0-a", now, "second"), pod("j-0-b", now.Add(-time.Minute), "first")},
+			[]string{"j-0-b", "j-0-a"}, "sha256:first"},
+		{"ended at the same time: by name",
+			[]*corev1.Pod{pod("j-0-b", now, "second"), pod("j-0-a", now, "first")},
+			[]string{"j-0-a", "j-0-b"}, "sha256:first"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A").AssignJob("j", "0", "A").RequireResults("").Obj()
+			ba.UID = "acct-uid"
+			c := fakeClient(t, ba, j, tc.pods[0], tc.pods[1])
+			results, _ := captureOnce(t, c, ba)
+			var order []string
+			for _, r := range results {
+				order = append(order, r.Pod)
+			}
+			if !slices.Equal(order, tc.wantOrder) {
+				t.Errorf("recorded %v, want %v: the first success of the index first", order, tc.wantOrder)
+			}
+			m := account.Compile(ba.Namespace, &ba.Spec)
+			standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{results[0].Target: j.UID}, results)
+			if got := standing[0].Digest; got != tc.wantDigest {
+				t.Errorf("standing digest %q, want %q (the first success's)", got, tc.wantDigest)
+			}
+		})
 	}
 }
