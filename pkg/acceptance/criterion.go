@@ -111,8 +111,9 @@ type Criterion struct {
 	prg    cel.Program
 }
 
-// Digest is v1alpha1.RuleDigest of the rule text the criterion was compiled from, which
-// every result it judges records.
+// Digest is v1alpha1.RuleDigest of the rule text the criterion was compiled from. A
+// result records v1alpha1.ResultDigest instead (FromPod), which also covers the
+// container it was read from.
 func (c *Criterion) Digest() string {
 	if c == nil {
 		return v1alpha1.RuleDigest("")

@@ -105,7 +105,8 @@ func nativeSidecar(pod *corev1.Pod, name string) bool {
 // Only a Succeeded pod's message counts as a result: a pod that failed or is still
 // running has not completed its index, whatever it wrote.
 func FromPod(target string, jobUID types.UID, index int, pod *corev1.Pod, resultContainer string, crit *Criterion) account.Result {
-	res := account.Result{Target: target, JobUID: jobUID, Index: index, RuleDigest: crit.Digest()}
+	// The digest covers the container as well as the rule: both decide the verdict.
+	res := account.Result{Target: target, JobUID: jobUID, Index: index, RuleDigest: v1alpha1.ResultDigest(crit.Rule(), resultContainer)}
 	reject := func(e *result.Error) account.Result {
 		res.RejectReason, res.RejectMessage = e.Reason, e.Message
 		return res

@@ -120,11 +120,12 @@ func TestFromPod(t *testing.T) {
 	withMessage := func(m string) *corev1.Pod {
 		return workerPod(nil, corev1.ContainerStatus{Name: "worker", State: terminated(m, 0)})
 	}
-	// Every result records the rule it was judged under; with no criterion, the empty rule.
+	// Every result records the rule it was judged under and the container it was read
+	// from (here the default); with no criterion, the empty rule.
 	identity := account.Result{Target: "job/ns/train", JobUID: "job-uid", Index: 7, Pod: "job-1-abcde", PodUID: "pod-uid",
-		RuleDigest: v1alpha1.RuleDigest(seedRule)}
+		RuleDigest: v1alpha1.ResultDigest(seedRule, "")}
 	noRule := func(r account.Result) account.Result {
-		r.RuleDigest = v1alpha1.RuleDigest("")
+		r.RuleDigest = v1alpha1.ResultDigest("", "")
 		return r
 	}
 	claim := func(r account.Result, shard string, counts ...int64) account.Result {

@@ -41,8 +41,10 @@ type Result struct {
 	// did not meet the acceptance rule.
 	RejectReason  string
 	RejectMessage string
-	// RuleDigest is v1alpha1.RuleDigest of the acceptance rule the result was judged
-	// under ("" for results recorded before digests existed: taken as the spec's).
+	// RuleDigest is v1alpha1.ResultDigest of the acceptance rule the result was judged
+	// under and the result container it was read from (v1alpha1.RuleDigest of the rule
+	// alone, or "", for results recorded before: see
+	// v1alpha1.BatchAccountSpec.JudgedUnder).
 	RuleDigest string
 	// Cluster is the MultiKueue worker cluster the result was recorded from ("": this
 	// cluster). Provenance only: it plays no part in the verdict.
@@ -146,7 +148,7 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 		Difference(rs.accepted).Difference(rs.reported).Difference(indexset.FromIntervals(held...))
 	// A rejected result decides its shard only once no further identity may still report
 	// one, as a missing result does: a repair that may still run may still be accepted.
-	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results, v1alpha1.RuleDigest(in.Spec.AcceptanceRule())))
+	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results, in.Spec))
 	rs.rejected = rs.rejected.Difference(rs.awaiting)
 	for _, rj := range rs.unaccepted {
 		list := &rs.pendingRejections
@@ -185,13 +187,13 @@ func (ts *targetState) mayRun() indexset.Set {
 
 // undecided are the shards an identity that has reported no result for them (current
 // maps target keys to their identity's Job UID) may still report one for:
-// targetState.mayReport. A result judged under another rule than the spec's (of digest
-// specDigest) is no record of its pod, which is judged again while it is held: it
-// reports nothing here.
-func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result, specDigest string) indexset.Set {
+// targetState.mayReport. A result judged under another rule than the spec's, or read
+// from another container (v1alpha1.BatchAccountSpec.JudgedUnder), is no record of its
+// pod, which is judged again while it is held: it reports nothing here.
+func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result, spec *v1alpha1.BatchAccountSpec) indexset.Set {
 	reported := map[string][]int{}
 	for _, r := range results {
-		if r.RuleDigest != "" && r.RuleDigest != specDigest {
+		if !spec.JudgedUnder(r.RuleDigest) {
 			continue
 		}
 		if uid, ok := current[r.Target]; ok && uid == r.JobUID {
@@ -260,7 +262,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 	var rejected []rejection
 	var acceptedOrdinals, reported []int
 	rs.summary.Recorded = int32(len(results))
-	specDigest := v1alpha1.RuleDigest(spec.AcceptanceRule())
+	specDigest := spec.ResultDigest()
 	reject := func(r Result, ordinal int, reason, msg string) {
 		rs.summary.Rejected++
 		if reason == v1alpha1.RejectionConflict {
@@ -298,9 +300,10 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 		}
 		reported = append(reported, ordinal)
 		switch {
-		case r.RuleDigest != "" && r.RuleDigest != specDigest:
-			// Its verdict, accepted or rejected, was the other rule's: neither stands.
-			reject(r, ordinal, v1alpha1.RejectionRuleChanged, fmt.Sprintf("%s was judged under another acceptance rule (digest %s), not the spec's (digest %s)", who, r.RuleDigest, specDigest))
+		case !spec.JudgedUnder(r.RuleDigest):
+			// Its verdict, accepted or rejected, was the other rule's, or another
+			// container's message: neither stands.
+			reject(r, ordinal, v1alpha1.RejectionRuleChanged, fmt.Sprintf("%s was judged under another acceptance rule or read from another result container (digest %s), not the spec's (digest %s)", who, r.RuleDigest, specDigest))
 		case r.RejectReason != "":
 			reject(r, ordinal, r.RejectReason, who+": "+r.RejectMessage)
 		case r.Shard != assignedName:

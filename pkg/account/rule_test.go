@@ -13,8 +13,9 @@ import (
 // TestResultsJudgedUnderAnotherRuleNeverStand: a result stands only when it was judged
 // under the spec's acceptance rule. One judged under another rule (the rule was edited
 // between its capture and the account's status) is rejected as RuleChanged whatever it
-// said, and the batch is not Accepted on it; results recorded before digests existed are
-// taken as judged under the spec's rule.
+// said, and the batch is not Accepted on it; so is one read from another result
+// container. Results recorded before digests existed, or before they covered the
+// container, are taken as judged under the spec's rule.
 func TestResultsJudgedUnderAnotherRuleNeverStand(t *testing.T) {
 	const specRule = "result.valid == result.records"
 	judgedBy := func(digest string, results []Result) []Result {
@@ -56,6 +57,12 @@ func TestResultsJudgedUnderAnotherRuleNeverStand(t *testing.T) {
 		}(), 0, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "A (RuleChanged)"},
 		{"a rule added after results were judged under none", specRule, judgedBy(v1alpha1.RuleDigest(""), all), 0,
 			metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "RuleChanged"},
+		{"under the spec's rule, read from its container", specRule, judgedBy(v1alpha1.ResultDigest(specRule, ""), all), 4,
+			metav1.ConditionTrue, v1alpha1.ReasonAllResultsAccepted, ""},
+		// The spec reads the default container: results read from another one (the
+		// resultContainer edited between a capture and the status) never stand.
+		{"read from another result container", specRule, judgedBy(v1alpha1.ResultDigest(specRule, "reporter"), all), 0,
+			metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "A (RuleChanged): pod j-0 (job j index 0) was judged under another acceptance rule or read from another result container"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -292,10 +292,11 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 	if err != nil {
 		return nil, err
 	}
-	// The rule each account judges by: a result judged under another is no record.
-	rules := make(map[types.UID]string, len(accounts))
+	// The spec each account judges by (its rule and result container): a result judged
+	// under another is no record.
+	specs := make(map[types.UID]*v1alpha1.BatchAccountSpec, len(accounts))
 	for _, ba := range accounts {
-		rules[ba.UID] = v1alpha1.RuleDigest(ba.Spec.AcceptanceRule())
+		specs[ba.UID] = &ba.Spec
 	}
 	recordedBy := make(map[types.UID]bool, len(chunks.Items))
 	for i := range chunks.Items {
@@ -304,7 +305,7 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 		if owner == nil || c.Labels[v1alpha1.LabelAccountUID] != string(owner.UID) {
 			continue
 		}
-		if rule, ok := rules[owner.UID]; !ok || !c.Records(pod.UID, rule) {
+		if spec, ok := specs[owner.UID]; !ok || !c.Records(pod.UID, spec) {
 			continue
 		}
 		if r.Ledger != nil {

@@ -103,7 +103,6 @@ func slotOf(res *v1alpha1.RecordedResult) resultSlot {
 // nor appends to nor reuses. A trusted chunk without a signature was written by an
 // earlier version: it is rewritten, signed, with the next write.
 func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignored ...string) *resultChunks {
-	rule := v1alpha1.RuleDigest(ba.Spec.AcceptanceRule())
 	rc := &resultChunks{ba: ba, spans: map[string][]*v1alpha1.ShardResults{}, sizes: map[*v1alpha1.ShardResults]int{},
 		kept: map[resultSlot]int{}, perShard: map[int32]int{}, recorded: map[types.UID]bool{}, nextSeq: 1, dirty: map[*v1alpha1.ShardResults]bool{},
 		taken: map[string]bool{}}
@@ -122,7 +121,7 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 		span, _ := chunkKey(int(c.FirstOrdinal))
 		rc.spans[span] = append(rc.spans[span], c)
 		for _, res := range c.Results {
-			if res.JudgedUnder(rule) {
+			if res.JudgedUnder(&ba.Spec) {
 				rc.recorded[res.PodUID] = true
 			}
 			rc.kept[slotOf(&res)]++

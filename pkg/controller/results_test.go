@@ -320,7 +320,7 @@ func TestResultJudgedUnderAnEarlierRuleIsCapturedAgain(t *testing.T) {
 	for _, r := range results {
 		judged = append(judged, fmt.Sprintf("%s:%q", r.RuleDigest, r.RejectReason))
 	}
-	if len(results) != 2 || results[1].RuleDigest != v1alpha1.RuleDigest(ba.Spec.Acceptance.Rule) || results[1].RejectReason != "" {
+	if len(results) != 2 || results[1].RuleDigest != ba.Spec.ResultDigest() || results[1].RejectReason != "" {
 		t.Errorf("results %v; want the pod captured again and accepted under the spec's rule", judged)
 	}
 	if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 0 {
@@ -379,6 +379,72 @@ func TestFirstSuccessOfAnIndexStands(t *testing.T) {
 			standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{results[0].Target: j.UID}, results)
 			if got := standing[0].Digest; got != tc.wantDigest {
 				t.Errorf("standing digest %q, want %q (the first success's)", got, tc.wantDigest)
+			}
+		})
+	}
+}
+
+// TestResultReadFromAnEarlierContainerIsCapturedAgain: spec.acceptance.resultContainer
+// decides a verdict as the rule does, and the webhook freezes it only once the status
+// counts a result. A result read from the container the spec named at capture, when an
+// edit of resultContainer slipped in between that capture and the status recording it,
+// is no record of its pod: the pod is captured again from the container the spec names
+// now, and the earlier verdict does not stand.
+func TestResultReadFromAnEarlierContainerIsCapturedAgain(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	msg, err := result.Encode(result.Report{Shard: "A", InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:A", Records: 1, Valid: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	cases := []struct {
+		name       string
+		first, now string // spec.acceptance.resultContainer at capture, and after the edit
+		wantFirst  string // the first capture's rejection
+	}{
+		{"the default, then the reporter", "", "reporter", result.ReasonMissing},
+		{"the proxy, then the reporter", "proxy", "reporter", result.ReasonMissing},
+		{"the reporter, then the default", "reporter", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A").AssignJob("j", "0", "A").RequireResults("result.valid == result.records").
+				ResultContainer(tc.first).Obj()
+			ba.UID = "acct-uid"
+			// The worker leaves no message; the reporter, a second container, reports.
+			pod := wrappers.MakeIndexPod(j, "j-0", 0).Sidecar("proxy").Sidecar("reporter").Phase(corev1.PodSucceeded).ContainerStatuses(
+				corev1.ContainerStatus{Name: "proxy", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(now)}}},
+				corev1.ContainerStatus{Name: "reporter", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg, FinishedAt: metav1.NewTime(now)}}},
+				corev1.ContainerStatus{Name: "worker", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(now)}}},
+			).Obj()
+			c := fakeClient(t, ba, j, pod)
+			releaser := &PodReleaser{Client: c}
+			r := &Reconciler{Client: c, Now: func() time.Time { return now.Add(time.Hour) }}
+
+			results, _ := captureWith(t, r, ba)
+			if len(results) != 1 || results[0].RejectReason != tc.wantFirst {
+				t.Fatalf("from container %q: %+v, want one result rejected as %q", tc.first, results, tc.wantFirst)
+			}
+			ba.Spec.Acceptance.ResultContainer = tc.now
+			if err := c.Update(ctx, ba); err != nil {
+				t.Fatal(err)
+			}
+			if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 1 {
+				t.Errorf("after resultContainer changed, the pod's only result was read from another container; unrecorded = %v, %v, want [acct]", missing, err)
+			}
+			results, _ = captureWith(t, r, ba)
+			if len(results) != 2 {
+				t.Fatalf("results %+v; want the pod captured again from container %q", results, tc.now)
+			}
+			m := account.Compile(ba.Namespace, &ba.Spec)
+			standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{results[0].Target: j.UID}, results)
+			got, ok := standing[0]
+			switch wantAccepted := tc.now == "reporter"; {
+			case wantAccepted && (!ok || got.Pod != "j-0" || got.Sequence != 2):
+				t.Errorf("standing %+v; want the second capture, read from %q", got, tc.now)
+			case !wantAccepted && ok:
+				t.Errorf("standing %+v; want none: the worker, the default container now, left no message", got)
 			}
 		})
 	}

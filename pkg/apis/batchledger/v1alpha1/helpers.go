@@ -22,13 +22,45 @@ func (s *BatchAccountSpec) AcceptanceRule() string {
 	return s.Acceptance.Rule
 }
 
-// RuleDigest identifies an acceptance rule text in RecordedResult.RuleDigest: the first
-// 128 bits of the text's SHA-256, in hex. A result carries it so that the account can
-// tell a result judged under another rule from one judged under the spec's, without
-// storing a rule of up to 4096 bytes with every result.
+// RuleDigest identifies an acceptance rule text: the first 128 bits of the text's
+// SHA-256, in hex. It is what RecordedResult.RuleDigest held before results recorded
+// their ResultDigest; such a result is taken as read from the container the spec names
+// (JudgedUnder).
 func RuleDigest(rule string) string {
 	sum := sha256.Sum256([]byte(rule))
 	return hex.EncodeToString(sum[:16])
+}
+
+// resultDigestPrefix tells a ResultDigest from a RuleDigest.
+const resultDigestPrefix = "rc-"
+
+// ResultDigest identifies, in RecordedResult.RuleDigest, everything in the spec that
+// decides a result's verdict: the acceptance rule text and the container the result is
+// read from (spec.acceptance.resultContainer, "" for the default), as "rc-" and the first
+// 128 bits of their SHA-256, in hex. A result carries it so that the account can tell a
+// result judged under another rule, or read from another container, from one judged
+// under the spec's, without storing a rule of up to 4096 bytes with every result.
+func ResultDigest(rule, resultContainer string) string {
+	// A container name holds no NUL: the last one separates the two unambiguously.
+	sum := sha256.Sum256([]byte(rule + "\x00" + resultContainer))
+	return resultDigestPrefix + hex.EncodeToString(sum[:16])
+}
+
+// ResultDigest is ResultDigest of the spec's acceptance rule and result container: what
+// a result judged under the spec records.
+func (s *BatchAccountSpec) ResultDigest() string {
+	if s.Acceptance == nil {
+		return ResultDigest("", "")
+	}
+	return ResultDigest(s.Acceptance.Rule, s.Acceptance.ResultContainer)
+}
+
+// JudgedUnder reports whether a result that recorded digest was judged under the spec:
+// its ResultDigest; or, recorded before results carried one, the RuleDigest of the
+// spec's rule, or no digest at all (before results carried any), both taken as read
+// from the container the spec names, as they always were.
+func (s *BatchAccountSpec) JudgedUnder(digest string) bool {
+	return digest == "" || digest == s.ResultDigest() || digest == RuleDigest(s.AcceptanceRule())
 }
 
 // AllAssignments are the spec's assignments followed by its repairs, each of these marked

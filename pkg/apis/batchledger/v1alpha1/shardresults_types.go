@@ -97,10 +97,12 @@ type RecordedResult struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Sequence int64 `json:"sequence,omitempty"`
-	// RuleDigest identifies the acceptance rule the result was judged under at capture
-	// (RuleDigest of spec.acceptance.rule). A result judged under a rule that is no
-	// longer the spec's never stands (RuleChanged). Empty for results recorded before
-	// the field existed, which are taken as judged under the spec's rule.
+	// RuleDigest identifies what judged the result at capture: spec.acceptance.rule and
+	// spec.acceptance.resultContainer (ResultDigest). A result judged under a rule, or
+	// read from a container, that is no longer the spec's never stands (RuleChanged).
+	// The digest of the rule alone (RuleDigest) marks a result recorded before digests
+	// covered the container, and an empty one a result recorded before the field
+	// existed: both are taken as judged under the spec.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	RuleDigest string `json:"ruleDigest,omitempty"`
