@@ -106,19 +106,8 @@ func (sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checke
 // Criterion is a compiled acceptance rule. It is immutable and safe for concurrent use.
 // The zero value and a nil *Criterion accept every result, like an empty rule.
 type Criterion struct {
-	rule   string
-	digest string
-	prg    cel.Program
-}
-
-// Digest is v1alpha1.RuleDigest of the rule text the criterion was compiled from. A
-// result records v1alpha1.ResultDigest instead (FromPod), which also covers the
-// container it was read from.
-func (c *Criterion) Digest() string {
-	if c == nil {
-		return v1alpha1.RuleDigest("")
-	}
-	return c.digest
+	rule string
+	prg  cel.Program
 }
 
 // Rule returns the rule text the criterion was compiled from.
@@ -142,7 +131,7 @@ func Compile(rule string) (*Criterion, error) {
 // run-time limit stops it.
 func compile(rule string, limit uint64, checkEstimate bool) (*Criterion, error) {
 	if strings.TrimSpace(rule) == "" {
-		return &Criterion{rule: rule, digest: v1alpha1.RuleDigest(rule)}, nil
+		return &Criterion{rule: rule}, nil
 	}
 	if len(rule) > MaxRuleLength {
 		return nil, fmt.Errorf("acceptance rule is %d bytes, longer than the %d allowed", len(rule), MaxRuleLength)
@@ -176,7 +165,7 @@ func compile(rule string, limit uint64, checkEstimate bool) (*Criterion, error) 
 	if err != nil {
 		return nil, fmt.Errorf("acceptance rule %q: %w", rule, err)
 	}
-	return &Criterion{rule: rule, digest: v1alpha1.RuleDigest(rule), prg: prg}, nil
+	return &Criterion{rule: rule, prg: prg}, nil
 }
 
 // Evaluate applies the criterion to r. It returns true when r meets the rule; otherwise
