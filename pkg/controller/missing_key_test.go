@@ -213,7 +213,7 @@ func TestKeyErrorLooksAgainAtARecordedPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := jobJ(v1alpha1.ScopeResults).Obj()
-	acct := accountOfJ().RequireResults("").Obj()
+	acct := accountOfJ().RequireResults("").ResultsRecorded(1).Obj()
 	pod := wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), report(t, "A")).Obj()
 	chunk := newChunk(acct, chunkName(acct.UID, "0", 0), 0)
 	chunk.Results = []v1alpha1.RecordedResult{{Ordinal: 0, Shard: "A", Target: "job/j", JobUID: j.UID, Index: 0, Pod: pod.Name, PodUID: pod.UID,

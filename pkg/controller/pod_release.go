@@ -293,10 +293,16 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 		return nil, err
 	}
 	// The spec each account judges by (its rule and result container): a result judged
-	// under another is no record.
+	// under another is no record. Nor is any result of an account whose status counts
+	// none yet: until it does, its rule and result container may still change (the CRD
+	// and the webhook freeze them once status.results.recorded > 0), and a result judged
+	// under the old ones would be lost with its pod. The status write that counts the
+	// first result wakes the pods (accountReleasesPods).
 	specs := make(map[types.UID]*v1alpha1.BatchAccountSpec, len(accounts))
 	for _, ba := range accounts {
-		specs[ba.UID] = &ba.Spec
+		if ba.Status.Results.Recorded > 0 {
+			specs[ba.UID] = &ba.Spec
+		}
 	}
 	recordedBy := make(map[types.UID]bool, len(chunks.Items))
 	for i := range chunks.Items {
@@ -673,14 +679,19 @@ func (r *PodReleaser) trusted(ctx context.Context, c *v1alpha1.ShardResults) boo
 }
 
 // accountReleasesPods passes the account changes that may leave pods held for nothing: its
-// deletion (starting or done) and a spec change (requireResults turned off, a target no
-// longer named). The mapper runs for the old and the new spec of an update, so the pods
-// of a target the account no longer names are woken too; each is then judged by
-// judge, under every account as it is now. Status writes and creations pass not.
+// deletion (starting or done), a spec change (requireResults turned off, a target no
+// longer named) and the status write that counts its first recorded result (before it,
+// no result of the account lets a pod go: PodReleaser.unrecorded). The mapper runs for
+// the old and the new spec of an update, so the pods of a target the account no longer
+// names are woken too; each is then judged by judge, under every account as it is now.
+// Other status writes and creations pass not.
 var accountReleasesPods = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectNew.GetDeletionTimestamp() != nil || e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+		o, ok1 := e.ObjectOld.(*v1alpha1.BatchAccount)
+		n, ok2 := e.ObjectNew.(*v1alpha1.BatchAccount)
+		firstRecorded := ok1 && ok2 && o.Status.Results.Recorded == 0 && n.Status.Results.Recorded > 0
+		return e.ObjectNew.GetDeletionTimestamp() != nil || e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() || firstRecorded
 	},
 }
 

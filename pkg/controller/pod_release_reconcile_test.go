@@ -37,7 +37,9 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 	const maxHold = time.Hour
 	const jobTracking = "batch.kubernetes.io/job-tracking"
 	j := jobJ(v1alpha1.ScopeResults).Obj()
-	results := accountOfJ().RequireResults("").Obj()
+	results := accountOfJ().RequireResults("").ResultsRecorded(1).Obj()
+	// countsNone is results before the status write that counts its first result.
+	countsNone := accountOfJ().RequireResults("").Obj()
 	coverage := accountOfJ().Obj()
 	deletedAccount := accountOfJ().RequireResults("").Obj()
 	deletedAccount.Finalizers = []string{"example.com/keep"}
@@ -68,7 +70,7 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 		return c
 	}
 	// audit is a second account requiring results on Job j.
-	audit := wrappers.MakeBatchAccount("audit", "ns").UID("audit-uid").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").Obj()
+	audit := wrappers.MakeBatchAccount("audit", "ns").UID("audit-uid").Shards("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").ResultsRecorded(1).Obj()
 	// acctBefore is the account acct as it was before it was deleted and created again.
 	acctBefore := accountOfJ().UID("acct-old-uid").RequireResults("").Obj()
 	recordingBy := func(ba *v1alpha1.BatchAccount, p *corev1.Pod) *v1alpha1.ShardResults {
@@ -127,6 +129,15 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 			pod:            succeededAgo(time.Minute),
 			objs:           []client.Object{results, j, recording(succeededAgo(time.Minute))},
 			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
+		},
+		{
+			// Until the status counts a result, the rule and the result container may
+			// still change, and a result judged under the old ones would be lost with it.
+			name:             "recorded, but the account's status counts no result yet: held",
+			pod:              succeededAgo(time.Minute),
+			objs:             []client.Object{countsNone, j, recording(succeededAgo(time.Minute))},
+			wantFinalizers:   ours,
+			wantRequeueAfter: 59 * time.Minute,
 		},
 		{
 			name:             "recorded only in a chunk the manager did not sign: held",

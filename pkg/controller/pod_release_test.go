@@ -255,6 +255,18 @@ func TestAccountChangesWakeItsHeldPods(t *testing.T) {
 	if accountReleasesPods.Update(event.UpdateEvent{ObjectOld: before, ObjectNew: statusOnly}) {
 		t.Error("a status write passes accountReleasesPods")
 	}
+	// The status write that counts the first result lets the pods it records go
+	// (PodReleaser.unrecorded waits for it); later counts change nothing for them.
+	first := statusOnly.DeepCopy()
+	first.Status.Results.Recorded = 1
+	if !accountReleasesPods.Update(event.UpdateEvent{ObjectOld: statusOnly, ObjectNew: first}) {
+		t.Error("the status write counting the first result does not pass accountReleasesPods")
+	}
+	second := first.DeepCopy()
+	second.Status.Results.Recorded = 2
+	if accountReleasesPods.Update(event.UpdateEvent{ObjectOld: first, ObjectNew: second}) {
+		t.Error("a status write counting one more result passes accountReleasesPods")
+	}
 	if accountReleasesPods.Create(event.CreateEvent{Object: before}) {
 		t.Error("a creation passes accountReleasesPods")
 	}

@@ -288,7 +288,8 @@ func TestRuleThatDoesNotCompile(t *testing.T) {
 // TestResultJudgedUnderAnEarlierRuleIsCapturedAgain: a result captured under a rule the
 // spec no longer has (an edit that slipped in between a capture and the status recording
 // it) is no record of its pod: the pod stays held and is captured and judged again under
-// the spec's rule, so the edit loses no result.
+// the spec's rule, so the edit loses no result. Nor does a result let its pod go before
+// the status counts it: until then the rule may still change.
 func TestResultJudgedUnderAnEarlierRuleIsCapturedAgain(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
@@ -304,8 +305,8 @@ func TestResultJudgedUnderAnEarlierRuleIsCapturedAgain(t *testing.T) {
 	if len(results) != 1 || results[0].RejectReason != v1alpha1.RejectionCriterionNotMet {
 		t.Fatalf("under the first rule: %+v, want one result failing it", results)
 	}
-	if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 0 {
-		t.Fatalf("under the first rule the pod is recorded; unrecorded = %v, %v", missing, err)
+	if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 1 {
+		t.Fatalf("recorded under the first rule, the status counting none yet, the pod must wait; unrecorded = %v, %v, want [acct]", missing, err)
 	}
 
 	ba.Spec.Acceptance.Rule = "result.valid == result.records"
@@ -323,8 +324,13 @@ func TestResultJudgedUnderAnEarlierRuleIsCapturedAgain(t *testing.T) {
 	if len(results) != 2 || results[1].RuleDigest != ba.Spec.ResultDigest() || results[1].RejectReason != "" {
 		t.Errorf("results %v; want the pod captured again and accepted under the spec's rule", judged)
 	}
+	// The status write that counts them freezes the rule (the CRD's transition rule).
+	ba.Status.Results.Recorded = int32(len(results))
+	if err := c.Status().Update(ctx, ba); err != nil {
+		t.Fatal(err)
+	}
 	if missing, err := releaser.unrecorded(ctx, pod, []string{"acct"}); err != nil || len(missing) != 0 {
-		t.Errorf("captured again under the spec's rule, the pod is recorded; unrecorded = %v, %v", missing, err)
+		t.Errorf("captured again under the spec's rule and counted, the pod is recorded; unrecorded = %v, %v", missing, err)
 	}
 }
 

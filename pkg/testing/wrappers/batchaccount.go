@@ -169,6 +169,12 @@ func (w *BatchAccountWrapper) TargetStatus(ts v1alpha1.TargetStatus) *BatchAccou
 	return w
 }
 
+// ResultsRecorded sets the count of results the status says the account's chunks hold.
+func (w *BatchAccountWrapper) ResultsRecorded(n int32) *BatchAccountWrapper {
+	w.Status.Results.Recorded = n
+	return w
+}
+
 // SpecObj returns the account's spec: what the pure account package computes from.
 func (w *BatchAccountWrapper) SpecObj() *v1alpha1.BatchAccountSpec { return &w.Spec }
 
