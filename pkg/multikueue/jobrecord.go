@@ -45,6 +45,9 @@ func NewJobRecord(job *batchv1.Job, d Dispatch) *v1alpha1.WorkerJob {
 	if t := job.CreationTimestamp; !t.IsZero() {
 		rec.JobCreated = &t
 	}
+	if t := job.DeletionTimestamp; t != nil {
+		rec.DeletedAt = t.DeepCopy()
+	}
 	for _, c := range job.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
 			rec.Terminal, rec.TerminalReason, rec.TerminalAt = string(c.Type), c.Reason, ptr.To(c.LastTransitionTime)
@@ -61,7 +64,7 @@ func SameJobRecord(a, b *v1alpha1.WorkerJob) bool {
 		c := *r.DeepCopy()
 		c.ObjectMeta, c.TypeMeta = metav1.ObjectMeta{}, metav1.TypeMeta{}
 		// Serialized times keep seconds only.
-		for _, t := range []**metav1.Time{&c.TerminalAt, &c.JobCreated} {
+		for _, t := range []**metav1.Time{&c.TerminalAt, &c.JobCreated, &c.DeletedAt} {
 			if *t != nil {
 				*t = ptr.To(metav1.NewTime((*t).Rfc3339Copy().Time))
 			}

@@ -174,17 +174,19 @@ func (c *Capture) Expire(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 }
 
 // ExpireJobs deletes a WorkerJob past its retention, the WorkerResults' retention,
-// counted from the Job's end when the record holds one. It keeps the record of a Job
-// that still exists, whatever its age: the manager follows the Job's coverage by its
-// record, and a run may outlast the retention.
+// counted from the Job's end or deletion when the record holds them. It keeps the record
+// of a Job that still exists, whatever its age: the manager follows the Job's coverage
+// by its record, and a run may outlast the retention.
 func (c *Capture) ExpireJobs(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var rec v1alpha1.WorkerJob
 	if err := c.Get(ctx, req.NamespacedName, &rec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	since := rec.CreationTimestamp.Time
-	if rec.TerminalAt != nil && rec.TerminalAt.After(since) {
-		since = rec.TerminalAt.Time
+	for _, t := range []*metav1.Time{rec.TerminalAt, rec.DeletedAt} {
+		if t != nil && t.After(since) {
+			since = t.Time
+		}
 	}
 	if c.now().Sub(since) >= c.retention() {
 		job := jobMetadata()

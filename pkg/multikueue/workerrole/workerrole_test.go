@@ -168,27 +168,34 @@ func TestRecordOfAnotherPodDoesNotRelease(t *testing.T) {
 }
 
 // TestExpireJobs deletes a Job's record past its retention, counted from the Job's end
-// when the record holds one, and never while the Job it records still exists.
+// or deletion when the record holds them, and never while the Job it records still
+// exists.
 func TestExpireJobs(t *testing.T) {
 	old := testNow.Add(-DefaultRetention - time.Second)
 	for name, tc := range map[string]struct {
 		created     time.Time
 		ended       *time.Time
+		deleted     *time.Time   // the Job's deletion requested, recorded before it went
 		job         *batchv1.Job // on the worker beside the record
 		wantDeleted bool
 	}{
-		"young, Job gone":                     {created: testNow.Add(-time.Hour)},
-		"old, Job gone":                       {created: old, wantDeleted: true},
-		"old, its Job still runs":             {created: old, job: child(copyOfJS().Obj(), 0).Obj()},
-		"old, another Job under its name":     {created: old, job: child(copyOfJS().Obj(), 0).UID("next-uid").Obj(), wantDeleted: true},
-		"old, ended within the retention":     {created: old, ended: ptr.To(testNow.Add(-time.Hour))},
-		"old, ended before it, Job gone":      {created: old, ended: &old, wantDeleted: true},
-		"old, ended before it, Job lingering": {created: old, ended: &old, job: child(copyOfJS().Obj(), 0).Obj()},
+		"young, Job gone":                           {created: testNow.Add(-time.Hour)},
+		"old, Job gone":                             {created: old, wantDeleted: true},
+		"old, its Job still runs":                   {created: old, job: child(copyOfJS().Obj(), 0).Obj()},
+		"old, another Job under its name":           {created: old, job: child(copyOfJS().Obj(), 0).UID("next-uid").Obj(), wantDeleted: true},
+		"old, ended within the retention":           {created: old, ended: ptr.To(testNow.Add(-time.Hour))},
+		"old, ended before it, Job gone":            {created: old, ended: &old, wantDeleted: true},
+		"old, ended before it, Job lingering":       {created: old, ended: &old, job: child(copyOfJS().Obj(), 0).Obj()},
+		"old, deleted running within the retention": {created: old, deleted: ptr.To(testNow.Add(-time.Hour))},
+		"old, deleted running before it":            {created: old, deleted: &old, wantDeleted: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			j := child(copyOfJS().Obj(), 0)
 			if tc.ended != nil {
 				j = j.Completed("0-3", 4).Complete(*tc.ended)
+			}
+			if tc.deleted != nil {
+				j = j.Deleting(*tc.deleted)
 			}
 			rec := multikueue.NewJobRecord(j.Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})
 			rec.CreationTimestamp = metav1.NewTime(tc.created)

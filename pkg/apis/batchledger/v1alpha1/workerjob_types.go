@@ -94,6 +94,11 @@ type WorkerJob struct {
 	// TerminalAt is when the Job recorded Terminal.
 	// +optional
 	TerminalAt *metav1.Time `json:"terminalAt,omitempty"`
+	// DeletedAt is the Job's deletionTimestamp once its deletion was requested: the
+	// record then holds the Job's last status. The retention counts from the latest of
+	// the record's creation, TerminalAt and DeletedAt.
+	// +optional
+	DeletedAt *metav1.Time `json:"deletedAt,omitempty"`
 }
 
 // WorkerJobList is a list of WorkerJob.
