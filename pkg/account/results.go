@@ -44,7 +44,7 @@ type Result struct {
 	// RuleDigest is v1alpha1.ResultDigest of the acceptance rule the result was judged
 	// under and the result container it was read from (v1alpha1.RuleDigest of the rule
 	// alone, or "", for results recorded before: see
-	// v1alpha1.BatchAccountSpec.JudgedUnder).
+	// v1alpha1.Judging.Judged).
 	RuleDigest string
 	// Cluster is the MultiKueue worker cluster the result was recorded from ("": this
 	// cluster). Provenance only: it plays no part in the verdict.
@@ -188,12 +188,13 @@ func (ts *targetState) mayRun() indexset.Set {
 // undecided are the shards an identity that has reported no result for them (current
 // maps target keys to their identity's Job UID) may still report one for:
 // targetState.mayReport. A result judged under another rule than the spec's, or read
-// from another container (v1alpha1.BatchAccountSpec.JudgedUnder), is no record of its
+// from another container (v1alpha1.Judging.Judged), is no record of its
 // pod, which is judged again while it is held: it reports nothing here.
 func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result, spec *v1alpha1.BatchAccountSpec) indexset.Set {
 	reported := map[string][]int{}
+	judging := spec.Judging()
 	for _, r := range results {
-		if !spec.JudgedUnder(r.RuleDigest) {
+		if !judging.Judged(r.RuleDigest) {
 			continue
 		}
 		if uid, ok := current[r.Target]; ok && uid == r.JobUID {
@@ -262,7 +263,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 	var rejected []rejection
 	var acceptedOrdinals, reported []int
 	rs.summary.Recorded = int32(len(results))
-	specDigest := spec.ResultDigest()
+	judging := spec.Judging()
 	reject := func(r Result, ordinal int, reason, msg string) {
 		rs.summary.Rejected++
 		if reason == v1alpha1.RejectionConflict {
@@ -300,10 +301,10 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types
 		}
 		reported = append(reported, ordinal)
 		switch {
-		case !spec.JudgedUnder(r.RuleDigest):
+		case !judging.Judged(r.RuleDigest):
 			// Its verdict, accepted or rejected, was the other rule's, or another
 			// container's message: neither stands.
-			reject(r, ordinal, v1alpha1.RejectionRuleChanged, fmt.Sprintf("%s was judged under another acceptance rule or read from another result container (digest %s), not the spec's (digest %s)", who, r.RuleDigest, specDigest))
+			reject(r, ordinal, v1alpha1.RejectionRuleChanged, fmt.Sprintf("%s was judged under another acceptance rule or read from another result container (digest %s), not the spec's (digest %s)", who, r.RuleDigest, judging.Digest()))
 		case r.RejectReason != "":
 			reject(r, ordinal, r.RejectReason, who+": "+r.RejectMessage)
 		case r.Shard != assignedName:

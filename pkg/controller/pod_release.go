@@ -298,10 +298,10 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 	// and the webhook freeze them once status.results.recorded > 0), and a result judged
 	// under the old ones would be lost with its pod. The status write that counts the
 	// first result wakes the pods (accountReleasesPods).
-	specs := make(map[types.UID]*v1alpha1.BatchAccountSpec, len(accounts))
+	judging := make(map[types.UID]v1alpha1.Judging, len(accounts))
 	for _, ba := range accounts {
 		if ba.Status.Results.Recorded > 0 {
-			specs[ba.UID] = &ba.Spec
+			judging[ba.UID] = ba.Spec.Judging()
 		}
 	}
 	recordedBy := make(map[types.UID]bool, len(chunks.Items))
@@ -311,7 +311,7 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 		if owner == nil || c.Labels[v1alpha1.LabelAccountUID] != string(owner.UID) {
 			continue
 		}
-		if spec, ok := specs[owner.UID]; !ok || !c.Records(pod.UID, spec) {
+		if j, ok := judging[owner.UID]; !ok || !c.Records(pod.UID, j) {
 			continue
 		}
 		if r.Ledger != nil {

@@ -109,6 +109,7 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 	for _, name := range ignored {
 		rc.taken[name] = true
 	}
+	judging := ba.Spec.Judging()
 	for i := range items {
 		c := &items[i]
 		if !metav1.IsControlledBy(c, ba) {
@@ -121,7 +122,7 @@ func loadChunks(ba *v1alpha1.BatchAccount, items []v1alpha1.ShardResults, ignore
 		span, _ := chunkKey(int(c.FirstOrdinal))
 		rc.spans[span] = append(rc.spans[span], c)
 		for _, res := range c.Results {
-			if res.JudgedUnder(&ba.Spec) {
+			if judging.Judged(res.RuleDigest) {
 				rc.recorded[res.PodUID] = true
 			}
 			rc.kept[slotOf(&res)]++

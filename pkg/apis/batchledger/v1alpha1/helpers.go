@@ -25,7 +25,7 @@ func (s *BatchAccountSpec) AcceptanceRule() string {
 // RuleDigest identifies an acceptance rule text: the first 128 bits of the text's
 // SHA-256, in hex. It is what RecordedResult.RuleDigest held before results recorded
 // their ResultDigest; such a result is taken as read from the container the spec names
-// (JudgedUnder).
+// (Judging.Judged).
 func RuleDigest(rule string) string {
 	sum := sha256.Sum256([]byte(rule))
 	return hex.EncodeToString(sum[:16])
@@ -55,12 +55,27 @@ func (s *BatchAccountSpec) ResultDigest() string {
 	return ResultDigest(s.Acceptance.Rule, s.Acceptance.ResultContainer)
 }
 
-// JudgedUnder reports whether a result that recorded digest was judged under the spec:
-// its ResultDigest; or, recorded before results carried one, the RuleDigest of the
-// spec's rule, or no digest at all (before results carried any), both taken as read
-// from the container the spec names, as they always were.
-func (s *BatchAccountSpec) JudgedUnder(digest string) bool {
-	return digest == "" || digest == s.ResultDigest() || digest == RuleDigest(s.AcceptanceRule())
+// Judging holds the digests a result judged under a spec may have recorded in
+// RecordedResult.RuleDigest (BatchAccountSpec.Judging), computed once for the many
+// results an account or a chunk holds.
+//
+// +kubebuilder:object:generate=false
+type Judging struct{ result, rule string }
+
+// Judging gives the digests of what judges the spec's results.
+func (s *BatchAccountSpec) Judging() Judging {
+	return Judging{result: s.ResultDigest(), rule: RuleDigest(s.AcceptanceRule())}
+}
+
+// Digest is the spec's ResultDigest: what a result judged under it records.
+func (j Judging) Digest() string { return j.result }
+
+// Judged reports whether a result that recorded digest was judged under the spec: its
+// ResultDigest; or, recorded before results carried one, the RuleDigest of the spec's
+// rule, or no digest at all (before results carried any), both taken as read from the
+// container the spec names, as they always were.
+func (j Judging) Judged(digest string) bool {
+	return digest == "" || digest == j.result || digest == j.rule
 }
 
 // AllAssignments are the spec's assignments followed by its repairs, each of these marked
