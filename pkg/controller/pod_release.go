@@ -695,19 +695,22 @@ var accountReleasesPods = predicate.Funcs{
 	},
 }
 
-// heldPodsOfAccount wakes the held pods of an account's targets.
+// heldPodsOfAccount wakes the held pods of an account's targets, found through the pod
+// cache's index of targets (relations.TargetPods): every account that starts counting
+// its results comes here once, and a scan of the cache by labels cost each a pass over
+// every pod.
 func (r *PodReleaser) heldPodsOfAccount(ctx context.Context, obj client.Object) []reconcile.Request {
 	ba := obj.(*v1alpha1.BatchAccount)
 	var reqs []reconcile.Request
 	for _, a := range ba.Spec.AllAssignments() {
-		var pods corev1.PodList
-		if err := r.List(ctx, &pods, client.InNamespace(ba.Namespace), client.MatchingLabels(relations.TargetPodLabels(a.Target))); err != nil {
+		pods, err := relations.TargetPods(ctx, r.Client, ba.Namespace, a.Target)
+		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing held pods of an account's targets")
 			continue
 		}
-		for _, p := range pods.Items {
-			if slices.Contains(p.Finalizers, v1alpha1.ResultFinalizer) {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		for i := range pods {
+			if held(&pods[i]) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods[i])})
 			}
 		}
 	}

@@ -62,9 +62,8 @@ type Kind interface {
 	// NamesJob reports whether ref names job under any of its identities.
 	NamesJob(ref v1alpha1.TargetRef, job metav1.Object) bool
 	// CandidateLabels select every Job ref may name, of every identity (restart
-	// attempt), and PodLabels their pods; CandidateLabels is nil for a Job by name.
+	// attempt); nil for a Job by name.
 	CandidateLabels(ref v1alpha1.TargetRef) map[string]string
-	PodLabels(ref v1alpha1.TargetRef) map[string]string
 	// RestartAttempt is the attempt of its owner a child Job was created for (0 for a
 	// Job by name).
 	RestartAttempt(job metav1.Object) int32

@@ -468,16 +468,6 @@ func TestScopes(t *testing.T) {
 	}
 }
 
-// TestTargetPodLabels: a Job target's pods by Job name, a JobSet target's by JobSet.
-func TestTargetPodLabels(t *testing.T) {
-	if diff := cmp.Diff(map[string]string{batchv1.JobNameLabel: "j"}, TargetPodLabels(v1alpha1.TargetRef{Job: "j"})); diff != "" {
-		t.Error(diff)
-	}
-	if diff := cmp.Diff(map[string]string{jobsetapi.JobSetNameKey: "train"}, TargetPodLabels(v1alpha1.TargetRef{JobSet: "train", ReplicatedJob: "w"})); diff != "" {
-		t.Error(diff)
-	}
-}
-
 // TestRecordedChildOfAWorker: of the Jobs a MultiKueue worker recorded for a JobSet
 // target, only one named as JobSet names the child stands for it: the labels a record is
 // read from are writable on the worker, so a child relabelled with another job index (and

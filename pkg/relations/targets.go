@@ -19,15 +19,6 @@ func KindOf(ref v1alpha1.TargetRef) kinds.Kind { return all.Kinds.For(ref) }
 // target by its name, a child target when job is its child (any restart attempt).
 func NamesJob(ref v1alpha1.TargetRef, job metav1.Object) bool { return all.Kinds.NamesJob(ref, job) }
 
-// TargetPodLabels select the pods of every Job a target may resolve to (Kind.PodLabels);
-// nil for a target of no kind.
-func TargetPodLabels(ref v1alpha1.TargetRef) map[string]string {
-	if k := KindOf(ref); k != nil {
-		return k.PodLabels(ref)
-	}
-	return nil
-}
-
 // ResolveTarget finds the Job a target names in namespace, and its restart attempt
 // (Kind.Resolve). It returns nil when no such Job exists, when the target names another
 // namespace, or names no kind. The reconciler (what it observes and captures), the pod

@@ -52,11 +52,6 @@ func (Kind) NamesJob(ref v1alpha1.TargetRef, job metav1.Object) bool { return re
 // CandidateLabels implements kinds.Kind: a Job by name has no candidates to select.
 func (Kind) CandidateLabels(v1alpha1.TargetRef) map[string]string { return nil }
 
-// PodLabels implements kinds.Kind: the Job controller labels its pods with the Job's name.
-func (Kind) PodLabels(ref v1alpha1.TargetRef) map[string]string {
-	return map[string]string{batchv1.JobNameLabel: ref.Job}
-}
-
 // RestartAttempt implements kinds.Kind: a Job is not restarted by an owner.
 func (Kind) RestartAttempt(metav1.Object) int32 { return 0 }
 

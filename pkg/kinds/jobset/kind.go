@@ -102,11 +102,6 @@ func (Kind) CandidateLabels(ref v1alpha1.TargetRef) map[string]string {
 	return ChildLabels(ref.JobSet, ref)
 }
 
-// PodLabels implements kinds.Kind: the JobSet label is on all its children's pods.
-func (Kind) PodLabels(ref v1alpha1.TargetRef) map[string]string {
-	return map[string]string{jobsetapi.JobSetNameKey: ref.JobSet}
-}
-
 // RestartAttempt implements kinds.Kind: the attempt JobSet labels a child with (0 when the
 // label is absent or unreadable).
 func (Kind) RestartAttempt(job metav1.Object) int32 {

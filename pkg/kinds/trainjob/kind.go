@@ -139,11 +139,6 @@ func (Kind) CandidateLabels(ref v1alpha1.TargetRef) map[string]string {
 	return jobset.ChildLabels(ref.TrainJob, ref)
 }
 
-// PodLabels implements kinds.Kind: the JobSet label is on all its children's pods.
-func (Kind) PodLabels(ref v1alpha1.TargetRef) map[string]string {
-	return map[string]string{jobsetapi.JobSetNameKey: ref.TrainJob}
-}
-
 // RestartAttempt implements kinds.Kind: the JobSet restart attempt.
 func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.RestartAttempt(job) }
 
