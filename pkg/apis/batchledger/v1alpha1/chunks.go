@@ -15,11 +15,11 @@ func ChunkLabels(ba *BatchAccount) map[string]string {
 }
 
 // Records reports whether the chunk records pod: its result judged under the spec whose
-// Judging j is (Judging.Judged), or the pod dropped past a bound. A result judged under another rule, or
-// read from another container, is no record of the pod: it never stands (RuleChanged),
-// so the pod, while it is still held, is captured and judged again under the spec. That
-// happens only when the rule or the result container changed between a capture and the
-// status recording its first result.
+// Judging j is (Judging.Judged), or the pod dropped past a bound. A result judged under
+// another rule, or read from another container, is no record of the pod: it never
+// stands (RuleChanged), so the pod, while it is still held, is captured and judged again
+// under the spec. That happens only when the rule or the result container changed
+// between a capture and the status recording its first result.
 func (c *ShardResults) Records(pod types.UID, j Judging) bool {
 	for i := range c.Results {
 		if r := &c.Results[i]; r.PodUID == pod && j.Judged(r.RuleDigest) {

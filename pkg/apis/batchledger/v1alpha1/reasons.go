@@ -117,8 +117,9 @@ const (
 	RejectionRevisionMismatch = "RevisionMismatch"
 	// RejectionConflict: the shard already has an accepted result with another digest.
 	RejectionConflict = "Conflict"
-	// RejectionRuleChanged: the result was judged under an acceptance rule that is no
-	// longer the spec's; it never stands (a repair re-runs its shard under the spec's rule).
+	// RejectionRuleChanged: the result was judged under an acceptance rule, or read from
+	// a result container, that is no longer the spec's; it never stands (its pod, while
+	// held, is read again; a repair re-runs its shard under the spec's rule).
 	RejectionRuleChanged = "RuleChanged"
 	// RejectionDuplicateIndex: the reporting (Job UID, index) is claimed by two
 	// assignment targets that name the same Job (AssignmentValid DuplicateIndex), so its
