@@ -124,7 +124,8 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 			current[ts.key] = uid
 		}
 	}
-	rs := judge(m, in.Spec, current, in.Results)
+	judging := in.Spec.Judging()
+	rs := judge(m, in.Spec, judging, current, in.Results)
 	if !in.Spec.RequiresResults() {
 		return rs
 	}
@@ -148,7 +149,7 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 		Difference(rs.accepted).Difference(rs.reported).Difference(indexset.FromIntervals(held...))
 	// A rejected result decides its shard only once no further identity may still report
 	// one, as a missing result does: a repair that may still run may still be accepted.
-	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results, in.Spec))
+	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results, judging))
 	rs.rejected = rs.rejected.Difference(rs.awaiting)
 	for _, rj := range rs.unaccepted {
 		list := &rs.pendingRejections
@@ -190,9 +191,8 @@ func (ts *targetState) mayRun() indexset.Set {
 // targetState.mayReport. A result judged under another rule than the spec's, or read
 // from another container (v1alpha1.Judging.Judged), is no record of its
 // pod, which is judged again while it is held: it reports nothing here.
-func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result, spec *v1alpha1.BatchAccountSpec) indexset.Set {
+func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result, judging v1alpha1.Judging) indexset.Set {
 	reported := map[string][]int{}
-	judging := spec.Judging()
 	for _, r := range results {
 		if !judging.Judged(r.RuleDigest) {
 			continue
@@ -249,7 +249,7 @@ func (ts *targetState) reportingIndexes() indexset.Set {
 func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, results []Result) map[int]Result {
 	// A completion identity two targets reach stands for no shard, as in Compute.
 	results = sharedOfCurrent(m, current).rejectResults(results)
-	rs := judge(m, spec, current, results)
+	rs := judge(m, spec, spec.Judging(), current, results)
 	out := make(map[int]Result, len(rs.standing))
 	for o, i := range rs.standing {
 		out[o] = results[i]
@@ -257,13 +257,12 @@ func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[st
 	return out
 }
 
-func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, results []Result) resultsState {
+func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging, current map[string]types.UID, results []Result) resultsState {
 	rs := resultsState{standing: map[int]int{}}
 	digests := map[int]string{}
 	var rejected []rejection
 	var acceptedOrdinals, reported []int
 	rs.summary.Recorded = int32(len(results))
-	judging := spec.Judging()
 	reject := func(r Result, ordinal int, reason, msg string) {
 		rs.summary.Rejected++
 		if reason == v1alpha1.RejectionConflict {
