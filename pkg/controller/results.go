@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
@@ -253,15 +252,15 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	if !ba.Spec.RequiresResults() {
 		return nil, "", nil
 	}
-	var list v1alpha1.ShardResultsList
-	if err := r.List(ctx, &list, client.InNamespace(ba.Namespace), client.MatchingLabels(v1alpha1.ChunkLabels(ba))); err != nil {
+	chunks, err := relations.ChunksOfAccount(ctx, r, ba)
+	if err != nil {
 		return nil, "", err
 	}
 	key, err := r.ledger().Key(ctx)
 	if err != nil {
 		return nil, "", &resultsUnreadable{err}
 	}
-	trusted, ignored, err := r.trustedChunks(ctx, ba, list.Items)
+	trusted, ignored, err := r.trustedChunks(ctx, ba, chunks)
 	if err != nil {
 		return nil, "", err
 	}

@@ -38,6 +38,10 @@ const (
 	// (recorded or dropped), so that the pod releaser can tell in O(1) whether a held
 	// pod's result is recorded.
 	IndexResultPod = "batchledger.dev/result-pod"
+	// IndexChunkAccount indexes ShardResults by their v1alpha1.LabelAccountUID label
+	// (v1alpha1.ChunkLabels): capture reads an account's chunks on each of its reconciles,
+	// and a label selector would scan every chunk of the namespace to find them.
+	IndexChunkAccount = "batchledger.dev/chunk-account"
 	// IndexPodUID indexes pods by their UID: a chunk names the pods whose results it
 	// dropped by UID alone, and the pod releaser wakes them by name.
 	IndexPodUID = "batchledger.dev/pod-uid"
@@ -161,6 +165,25 @@ func resultPodsIndex(obj client.Object) []string {
 	return out
 }
 
+func chunkAccountIndex(obj client.Object) []string {
+	// As the label selector of v1alpha1.ChunkLabels: a chunk is found by the label's
+	// value whatever it is, and never without the label.
+	if uid, ok := obj.GetLabels()[v1alpha1.LabelAccountUID]; ok {
+		return []string{uid}
+	}
+	return nil
+}
+
+// ChunksOfAccount lists the ShardResults of ba's namespace labelled as ba's
+// (v1alpha1.ChunkLabels), through IndexChunkAccount: the chunks that may hold its
+// results, whoever wrote them (the label is anyone's to write; which of them count is
+// the ledger's to judge). They are copies the caller may change.
+func ChunksOfAccount(ctx context.Context, c client.Reader, ba *v1alpha1.BatchAccount) ([]v1alpha1.ShardResults, error) {
+	var list v1alpha1.ShardResultsList
+	err := c.List(ctx, &list, client.InNamespace(ba.Namespace), client.MatchingFields{IndexChunkAccount: string(ba.UID)})
+	return list.Items, err
+}
+
 // RegisterIndexes registers the field indexes the lookups of this package, the
 // reconcilers and their watches rely on, with fi: the manager's cache
 // (mgr.GetFieldIndexer()), or a fake client's builder in unit tests.
@@ -174,6 +197,7 @@ func RegisterIndexes(ctx context.Context, fi client.FieldIndexer) error {
 		{&kueue.Workload{}, IndexOwnerUID, ownerUIDIndex},
 		{&kueue.Workload{}, IndexWorkloadOwner, workloadOwnerIndex},
 		{&v1alpha1.ShardResults{}, IndexResultPod, resultPodsIndex},
+		{&v1alpha1.ShardResults{}, IndexChunkAccount, chunkAccountIndex},
 		{&corev1.Pod{}, IndexPodTarget, podTargetIndex},
 		{&corev1.Pod{}, IndexPodUID, func(o client.Object) []string { return []string{string(o.GetUID())} }},
 	} {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -235,5 +236,51 @@ func TestWorkloadOfJob(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("WorkloadOfJob(%s) = %q, %v; want %q", tc.job.Name, got, err, tc.want)
 		}
+	}
+}
+
+// TestChunksOfAccount: an account's chunks are those of its namespace labelled with its
+// UID, as v1alpha1.ChunkLabels selects them, whoever wrote them; never a chunk of another
+// account, of another namespace, or without the label.
+func TestChunksOfAccount(t *testing.T) {
+	chunk := func(name, namespace string, labels map[string]string) *v1alpha1.ShardResults {
+		return &v1alpha1.ShardResults{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
+	}
+	withUID := func(uid string) map[string]string { return map[string]string{v1alpha1.LabelAccountUID: uid} }
+	c := reader(t,
+		chunk("mine-0", ns, withUID("uid-a")),
+		chunk("mine-256", ns, withUID("uid-a")),
+		chunk("other", ns, withUID("uid-b")),
+		chunk("elsewhere", "other", withUID("uid-a")),
+		chunk("unlabelled", ns, nil),
+		chunk("empty-label", ns, withUID("")),
+	)
+	tests := []struct {
+		name string
+		uid  string
+		want []string
+	}{
+		{"the account's chunks", "uid-a", []string{"mine-0", "mine-256"}},
+		{"another account's", "uid-b", []string{"other"}},
+		{"an account no chunk names", "uid-c", nil},
+		{"an empty UID, as the label selector matches it", "", []string{"empty-label"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("a", ns).Obj()
+			ba.UID = types.UID(tc.uid)
+			chunks, err := ChunksOfAccount(context.Background(), c, ba)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ch := range chunks {
+				got = append(got, ch.Name)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ChunksOfAccount (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
