@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -138,7 +139,7 @@ func runningTargets(ctx context.Context, jobs client.Reader, namespace string, a
 }
 
 // targetRuns reports whether the Job the target ref names in namespace runs, or has
-// run: it is not suspended, or it started.
+// run: it is not suspended, it started, or it is suspended again after it ran (jobRan).
 func targetRuns(ctx context.Context, jobs client.Reader, namespace string, ref v1alpha1.TargetRef) (bool, error) {
 	k := relations.KindOf(ref)
 	if k == nil || ref.Namespace != "" && ref.Namespace != namespace {
@@ -151,7 +152,19 @@ func targetRuns(ctx context.Context, jobs client.Reader, namespace string, ref v
 	case err != nil:
 		return false, err
 	}
-	return job != nil && (job.Status.StartTime != nil || job.Spec.Suspend == nil || !*job.Spec.Suspend), nil
+	return job != nil && (job.Status.StartTime != nil || job.Spec.Suspend == nil || !*job.Spec.Suspend || jobRan(job)), nil
+}
+
+// jobRan reports whether a suspended Job's status shows that pods of it ran. Kueue
+// preempts a Job by suspending it again, and the Job controller then clears its
+// startTime; its indexes completed or failed, its pods counted and those still stopping
+// (which may yet exit 0 and complete their index) stay in its status.
+func jobRan(job *batchv1.Job) bool {
+	s := &job.Status
+	u := s.UncountedTerminatedPods
+	return s.CompletedIndexes != "" || s.FailedIndexes != nil && *s.FailedIndexes != "" ||
+		s.Succeeded > 0 || s.Failed > 0 || s.Active > 0 || s.Terminating != nil && *s.Terminating > 0 ||
+		u != nil && len(u.Succeeded)+len(u.Failed) > 0
 }
 
 // validateUpdate is ValidateUpdate's verdict, given the first sign of work under old

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -157,4 +160,47 @@ func unreadable(t *testing.T) client.Reader {
 		return errors.New("the API server does not answer")
 	}
 	return fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{Get: fail}).Build()
+}
+
+// TestMappingFreezeSeesJobsSuspendedAfterTheyRan: Kueue preempts a Job by suspending it
+// again, and the Job controller then clears its startTime; what its pods did stays in its
+// status (completed and failed indexes, succeeded and failed counts) and its pods may
+// still be stopping (terminating, and they may yet exit 0). Such a Job ran: its pods
+// were told their shards under the mapping, and an index it completed covers the shard
+// it was told. Preempted before the account's status showed it running, it must still
+// freeze the mapping, else a completed index covers a shard its pod never processed.
+func TestMappingFreezeSeesJobsSuspendedAfterTheyRan(t *testing.T) {
+	preempted := func() *wrappers.JobWrapper { return wrappers.MakeJob("j", "ml").Indexed(4).Suspend(true) }
+	cases := []struct {
+		name string
+		job  *wrappers.JobWrapper
+		want string // "" means admitted
+	}{
+		{name: "suspended, never run", job: preempted()},
+		{name: "preempted with an index completed", job: preempted().Completed("0", 1), want: "job/j runs"},
+		{name: "preempted with an index failed", job: preempted().FailedIndexes("1"), want: "job/j runs"},
+		{name: "preempted after a pod failed", job: func() *wrappers.JobWrapper { w := preempted(); w.Status.Failed = 1; return w }(),
+			want: "job/j runs"},
+		{name: "preempted, its pods still stopping", job: func() *wrappers.JobWrapper { w := preempted(); w.Status.Terminating = ptr.To[int32](2); return w }(),
+			want: "job/j runs"},
+		{name: "preempted, a success not counted yet", job: func() *wrappers.JobWrapper {
+			w := preempted()
+			w.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"pod-0"}}
+			return w
+		}(), want: "job/j runs"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := wrappers.MakeBatchAccount("acct", "ml").Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Obj()
+			ba := old.DeepCopy()
+			ba.Spec.Assignments[0].Shards = []string{"D", "C", "B", "A"}
+			_, err := BatchAccountValidator{Jobs: fakeReader(t, tc.job.Obj())}.ValidateUpdate(t.Context(), old, ba)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
 }
