@@ -37,8 +37,8 @@ const (
 	// identities together: eight identities' worth of retries, or 64 restarts or repairs
 	// of one result each. Superseded identities' results never count for a shard
 	// (StaleIdentity), so they never crowd out the identity a target follows when its
-	// result is captured: past the bound, the oldest result of another identity makes
-	// room (its pod listed as dropped).
+	// result is captured: past the bound, the oldest result of an identity no target
+	// follows makes room (its pod listed as dropped).
 	MaxResultsPerShardTotal = 8 * MaxResultsPerShard
 	// MaxUnassignedResults is how many results of identities assigned no shard are kept.
 	MaxUnassignedResults = 256
@@ -80,6 +80,20 @@ type resultChunks struct {
 	// the manager's): a new chunk never takes their name, so a forged chunk under the
 	// next continuation's name does not block capture.
 	taken map[string]bool
+	// followed are the identities the account follows (followedIdentities): results of
+	// such an identity may stand for their shard, so they never make room for another's.
+	followed map[identityKey]bool
+}
+
+// identityKey is a target key and the Job UID of one of its identities.
+type identityKey struct {
+	target string
+	job    types.UID
+}
+
+// follows reports whether res is a result of an identity the account follows.
+func (rc *resultChunks) follows(res *v1alpha1.RecordedResult) bool {
+	return rc.followed[identityKey{res.Target, res.JobUID}]
 }
 
 // resultSlot is what the bounds on kept results count per: a shard ordinal and the Job
@@ -201,16 +215,18 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 }
 
 // evictOther makes room in span for a result of slot's identity, the one its target
-// follows: the oldest kept result of slot's shard from another identity (never counted
-// for the shard: StaleIdentity) becomes a dropped pod, so that the shard's results stay
-// within MaxResultsPerShardTotal. False when there is none.
+// follows: the oldest kept result of slot's shard from an identity no target follows
+// (never counted for the shard: StaleIdentity) becomes a dropped pod, so that the
+// shard's results stay within MaxResultsPerShardTotal. Another target's followed
+// identity (a repair's, the original's) is kept: its result may stand for the shard.
+// False when there is none.
 func (rc *resultChunks) evictOther(span string, slot resultSlot) bool {
 	var oldest *v1alpha1.ShardResults
 	at := -1
 	for _, c := range rc.spans[span] {
 		for i := range c.Results {
 			r := &c.Results[i]
-			if r.Ordinal != slot.ordinal || slotOf(r) == slot || (at >= 0 && r.Sequence >= oldest.Results[at].Sequence) {
+			if r.Ordinal != slot.ordinal || slotOf(r) == slot || rc.follows(r) || (at >= 0 && r.Sequence >= oldest.Results[at].Sequence) {
 				continue
 			}
 			oldest, at = c, i
@@ -269,6 +285,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		taken[i] = ignored[i].Name
 	}
 	rc := loadChunks(ba, trusted, taken...)
+	rc.followed = followedIdentities(ba, obs)
 	crit, critErr := r.criteria().Get(ba.Spec.Acceptance.Rule)
 	if critErr != nil {
 		return account.RecordedInOrder(rc.all()), critErr.Error(), nil
@@ -315,7 +332,7 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 			if !assigned {
 				ordinal = -1
 			}
-			rc.add(res.Recorded(ordinal, now), o.job != nil && src.jobUID == o.job.UID)
+			rc.add(res.Recorded(ordinal, now), rc.followed[identityKey{t.Key, src.jobUID}])
 			ended = append(ended, FinishedAt(src.pod))
 		}
 	}
@@ -344,6 +361,25 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		r.Metrics.resultsCaptured(r.now(), ended)
 	}
 	return account.RecordedInOrder(rc.all()), "", nil
+}
+
+// followedIdentities are the identities of ba's targets whose results may stand for a
+// shard: the Job each target observes now (obs), and the identity its status records (a
+// deleted Job whose record stands for its target, or one a Job of the target's name
+// that the account does not follow stands beside).
+func followedIdentities(ba *v1alpha1.BatchAccount, obs map[string]observed) map[identityKey]bool {
+	out := make(map[identityKey]bool, len(ba.Status.Targets)+len(obs))
+	for i := range ba.Status.Targets {
+		if t := &ba.Status.Targets[i]; t.UID != "" {
+			out[identityKey{t.Name, t.UID}] = true
+		}
+	}
+	for key, o := range obs {
+		if o.job != nil {
+			out[identityKey{key, o.job.UID}] = true
+		}
+	}
+	return out
 }
 
 // resultsUnreadable is captureResults' error when the results can be neither recorded

@@ -455,3 +455,83 @@ func TestResultReadFromAnEarlierContainerIsCapturedAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestEvictionSparesFollowedIdentities: past MaxResultsPerShardTotal results of a shard,
+// the identity a target follows makes room by dropping the oldest result of another
+// identity, one that never counts for the shard (StaleIdentity). A repair's Job, or the
+// deleted Job whose record still stands for its target, is an identity the account
+// follows too: its result may be the one that stands for the shard, and dropping it lets
+// a later rejected result decide the shard (or, dropped as a pod, lets its pod go
+// unjudged). Only superseded identities' results make room.
+func TestEvictionSparesFollowedIdentities(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	r := withUID(wrappers.MakeJob("r", "ns").Indexed(1).Obj(), "r-uid")
+	cases := []struct {
+		name string
+		// oldest is the oldest result of shard A: of job/r under uid, or of a superseded
+		// identity of job/j; the rest are superseded identities' of job/j.
+		oldestTarget string
+		oldestUID    types.UID
+		objs         []client.Object
+		status       []v1alpha1.TargetStatus
+		wantKept     bool
+	}{
+		{name: "the oldest is the repair's, whose Job is observed", oldestTarget: "job/r", oldestUID: "r-uid",
+			objs: []client.Object{r}, wantKept: true},
+		{name: "the oldest is the repair's, its deleted Job's record standing", oldestTarget: "job/r", oldestUID: "r-uid",
+			status:   []v1alpha1.TargetStatus{{Name: "job/r", Job: "r", UID: "r-uid", Deleted: true, CompletedIndexes: "0", Terminal: "Complete"}},
+			wantKept: true},
+		{name: "the oldest is a superseded identity's", oldestTarget: "job/j", oldestUID: "j-old-oldest", objs: []client.Object{r}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A").AssignJob("j", "0", "A").SpecRepair("r", "0", "A").
+				RequireResults("").Obj()
+			ba.UID = "acct-uid"
+			ba.Status.Targets = tc.status
+			ba.Status.Results.Recorded = MaxResultsPerShardTotal
+			rec := func(target string, uid types.UID, seq int64) v1alpha1.RecordedResult {
+				return v1alpha1.RecordedResult{Ordinal: 0, Shard: "A", Target: target, JobUID: uid, Index: 0,
+					Pod: fmt.Sprintf("%s-%d", uid, seq), PodUID: types.UID(fmt.Sprintf("%s-pod-%d", uid, seq)),
+					InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:A", RuleDigest: ba.Spec.ResultDigest(),
+					RecordedAt: metav1.NewTime(now), Sequence: seq}
+			}
+			chunk := newChunk(ba, chunkName(ba.UID, "0", 0), 0)
+			chunk.Results = append(chunk.Results, rec(tc.oldestTarget, tc.oldestUID, 1))
+			for i := 2; i <= MaxResultsPerShardTotal; i++ {
+				res := rec("job/j", types.UID(fmt.Sprintf("j-old-%d", i)), int64(i))
+				res.RejectReason, res.RejectMessage = v1alpha1.RejectionCriterionNotMet, "no"
+				chunk.Results = append(chunk.Results, res)
+			}
+			rcl := &Reconciler{Now: func() time.Time { return now.Add(time.Hour) }}
+			key, err := rcl.ledger().Key(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key.Sign(chunk)
+			// The current identity of job/j reports a result that fails: it claims shard B.
+			pod := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now, reportOf(t, "B")).Obj()
+			objs := append([]client.Object{ba, j, pod, chunk}, tc.objs...)
+			rcl.Client = fakeClient(t, objs...)
+			results, _ := captureWith(t, rcl, ba)
+
+			kept := slices.ContainsFunc(results, func(res account.Result) bool { return res.JobUID == tc.oldestUID })
+			if kept != tc.wantKept {
+				t.Errorf("the oldest result (%s, %s) kept: %v, want %v", tc.oldestTarget, tc.oldestUID, kept, tc.wantKept)
+			}
+			if len(results) != MaxResultsPerShardTotal {
+				t.Errorf("%d results of shard A kept, want the bound %d", len(results), MaxResultsPerShardTotal)
+			}
+			if !tc.wantKept {
+				return
+			}
+			m := account.Compile(ba.Namespace, &ba.Spec)
+			current := map[string]types.UID{"job/j": j.UID, "job/r": "r-uid"}
+			if got, ok := account.StandingResults(m, &ba.Spec, current, results)[0]; !ok || got.JobUID != "r-uid" {
+				t.Errorf("standing for A: %+v (found %v); want the repair's accepted result", got, ok)
+			}
+		})
+	}
+}
