@@ -294,19 +294,28 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 	legacyBefore := legacyPodsBefore(key, now.Time)
 	// ended are the end times of the pods whose results this capture records.
 	var ended []time.Time
+	// The sources of every target, recorded together in the order they finished: the
+	// first accepted result of a shard stands, so two successes of one shard captured
+	// together (two pods of one index, or the identities an original assignment and a
+	// repair give the shard) must be ordered neither by the cache, whose index lists pods
+	// in no particular order, nor by the order the spec names the targets.
+	type targetSource struct {
+		target account.Target
+		resultSource
+	}
+	var sources []targetSource
 	for _, t := range m.Targets {
 		o, ok := obs[t.Key]
 		if !ok {
 			continue
 		}
-		var sources []resultSource
 		for i := range o.pods {
 			pod := &o.pods[i]
 			if rc.recorded[pod.UID] {
 				continue // most of a large account's pods, on each of its reconciles
 			}
 			if idx, jobUID, succeeded := relations.SucceededTargetPodIndex(t.Ref, ba.Namespace, pod, legacyBefore); succeeded {
-				sources = append(sources, resultSource{pod: pod, jobUID: jobUID, index: idx})
+				sources = append(sources, targetSource{t, resultSource{pod: pod, jobUID: jobUID, index: idx}})
 			}
 		}
 		// A dispatched Job's pods ran on a MultiKueue worker, which recorded their results.
@@ -314,27 +323,28 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 		if err != nil {
 			return nil, "", err
 		}
-		sources = append(sources, fromWorkers...)
-		// Recorded in the order they finished: the first accepted result of a shard
-		// stands, so two successes of one index captured together must not be ordered
-		// by the cache, whose index lists pods in no particular order.
-		slices.SortStableFunc(sources, func(a, b resultSource) int {
-			return cmp.Or(FinishedAt(a.pod).Compare(FinishedAt(b.pod)), strings.Compare(a.pod.Name, b.pod.Name),
-				strings.Compare(string(a.pod.UID), string(b.pod.UID)))
-		})
-		for _, src := range sources {
-			if rc.recorded[src.pod.UID] {
-				continue
-			}
-			res := acceptance.FromPod(t.Key, src.jobUID, src.index, src.pod, ba.Spec.Acceptance.ResultContainer, crit)
-			res.Cluster = src.cluster
-			ordinal, assigned := m.ShardOf(t.Key, src.index)
-			if !assigned {
-				ordinal = -1
-			}
-			rc.add(res.Recorded(ordinal, now), rc.followed[identityKey{t.Key, src.jobUID}])
-			ended = append(ended, FinishedAt(src.pod))
+		for _, src := range fromWorkers {
+			sources = append(sources, targetSource{t, src})
 		}
+	}
+	// Stable: a pod two targets reach is recorded under the first of them in the mapping.
+	slices.SortStableFunc(sources, func(a, b targetSource) int {
+		return cmp.Or(FinishedAt(a.pod).Compare(FinishedAt(b.pod)), strings.Compare(a.pod.Name, b.pod.Name),
+			strings.Compare(string(a.pod.UID), string(b.pod.UID)))
+	})
+	for _, src := range sources {
+		if rc.recorded[src.pod.UID] {
+			continue
+		}
+		t := src.target
+		res := acceptance.FromPod(t.Key, src.jobUID, src.index, src.pod, ba.Spec.Acceptance.ResultContainer, crit)
+		res.Cluster = src.cluster
+		ordinal, assigned := m.ShardOf(t.Key, src.index)
+		if !assigned {
+			ordinal = -1
+		}
+		rc.add(res.Recorded(ordinal, now), rc.followed[identityKey{t.Key, src.jobUID}])
+		ended = append(ended, FinishedAt(src.pod))
 	}
 	var refused []*v1alpha1.ShardResults
 	for c := range rc.dirty {

@@ -535,3 +535,46 @@ func TestEvictionSparesFollowedIdentities(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstSuccessOfAShardStandsAcrossTargets: a shard that an original assignment and a
+// repair both map has an identity on each target, and when both succeeded before one
+// reconcile captured either, their results are recorded in the order they finished, not
+// in the order the spec names their targets: the first success of the shard stands, the
+// later one with another digest is the conflict.
+func TestFirstSuccessOfAShardStandsAcrossTargets(t *testing.T) {
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	report := func(digest string) string {
+		msg, err := result.Encode(result.Report{Shard: "A", InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + digest, Records: 1, Valid: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
+	r := withUID(wrappers.MakeJob("r", "ns").Indexed(1).Obj(), "r-uid")
+	cases := []struct {
+		name                string
+		original, repair    time.Time // when the pods of job j and of its repair r finished
+		wantFirst, wantDgst string
+	}{
+		{"the repair's pod finished first", now, now.Add(-time.Minute), "r-0", "sha256:repair"},
+		{"the original's pod finished first", now.Add(-time.Minute), now, "j-0", "sha256:original"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A").AssignJob("j", "0", "A").SpecRepair("r", "0", "A").RequireResults("").Obj()
+			ba.UID = "acct-uid"
+			pj := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(tc.original, report("original")).Obj()
+			pr := wrappers.MakeIndexPod(r, "r-0", 0).Succeeded(tc.repair, report("repair")).Obj()
+			results, _ := captureOnce(t, fakeClient(t, ba, j, r, pj, pr), ba)
+			if len(results) != 2 || results[0].Pod != tc.wantFirst {
+				t.Fatalf("recorded %+v, want two results, %s's first", results, tc.wantFirst)
+			}
+			m := account.Compile(ba.Namespace, &ba.Spec)
+			current := map[string]types.UID{"job/j": j.UID, "job/r": r.UID}
+			if got := account.StandingResults(m, &ba.Spec, current, results)[0].Digest; got != tc.wantDgst {
+				t.Errorf("standing digest %q, want %q (the first success's)", got, tc.wantDgst)
+			}
+		})
+	}
+}
