@@ -11,6 +11,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"gomodules.xyz/jsonpatch/v2"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,16 +132,25 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	d, ok, err := attribution(ctx, r, &job)
 	var recordErr error
+	unrecordable := false
 	switch {
 	case err != nil:
 		recordErr = err
 	case ok:
 		recordErr = r.record(ctx, &job, d)
+		if apierrors.HasStatusCause(recordErr, corev1.NamespaceTerminatingCause) {
+			// No record can be created in a namespace being deleted, which takes the
+			// worker's records along: holding the Job would keep the namespace from going
+			// for MaxHold, for a record never written (the pods' hold allows a few
+			// seconds there).
+			ctrl.LoggerFrom(ctx).Info("releasing a Job unrecorded: its namespace is being deleted")
+			recordErr, unrecordable = nil, true
+		}
 	}
 	if !holdsJob(&job) {
 		return ctrl.Result{}, recordErr
 	}
-	done := recordErr == nil && (!ok || terminal(&job) || job.DeletionTimestamp != nil)
+	done := recordErr == nil && (!ok || unrecordable || terminal(&job) || job.DeletionTimestamp != nil)
 	if !done && job.DeletionTimestamp != nil {
 		// A record that cannot be written holds a deleted Job no longer than MaxHold.
 		left := r.MaxHold - r.now().Sub(job.DeletionTimestamp.Time)

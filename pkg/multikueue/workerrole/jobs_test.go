@@ -13,6 +13,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -79,13 +81,28 @@ func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorde
 // in the JobSet and its status; a record that says the same is not written again, one
 // that differs is updated; the worker role's finalizer stays while the Job runs and goes
 // once its terminal status or its deletion is recorded, or MaxHold after its deletion
-// when the record cannot be written; a child of a JobSet MultiKueue did not dispatch, or
+// when the record cannot be written, at once when its namespace is being deleted (no
+// record can be created there); a child of a JobSet MultiKueue did not dispatch, or
 // of another JobSet of the same name (UID), is not recorded and not held.
 func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 	refuse := interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if _, ok := obj.(*v1alpha1.WorkerJob); ok {
 				return errors.New("refused")
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}
+	// terminating refuses a new record as the API server does in a namespace being
+	// deleted (NamespaceLifecycle), which deletes the records there too.
+	terminating := interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*v1alpha1.WorkerJob); ok {
+				err := apierrors.NewForbidden(v1alpha1.GroupVersion.WithResource("workerjobs").GroupResource(), obj.GetName(),
+					errors.New("unable to create new content in namespace ns because it is being terminated"))
+				err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes,
+					metav1.StatusCause{Type: corev1.NamespaceTerminatingCause, Message: "namespace ns is being terminated", Field: "metadata.namespace"})
+				return err
 			}
 			return c.Create(ctx, obj, opts...)
 		},
@@ -130,6 +147,10 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 		"deleted, record refused: released past MaxHold": {objs: []client.Object{copyOfJS().Obj()}, funcs: refuse,
 			job:     child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-maxHold - time.Second)).Obj(),
 			wantErr: true},
+		"deleted with its namespace, record refused: released at once": {objs: []client.Object{copyOfJS().Obj()}, funcs: terminating,
+			job: child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj()},
+		"running in a namespace being deleted, record refused: released": {objs: []client.Object{copyOfJS().Obj()}, funcs: terminating,
+			job: child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Obj()},
 		"child of a dispatched TrainJob's JobSet": {objs: []client.Object{trainJobTJ(), tjJobSet()},
 			job:        child(tjJobSet(), 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("1", 1).Obj(),
 			wantRecord: &multikueue.Dispatch{Workload: "trainjob-tj-0a1b2", JobSet: "tj", TrainJob: "tj"}, wantIndexes: "1", wantHeld: true, wantWrites: 1},
