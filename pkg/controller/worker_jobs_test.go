@@ -535,3 +535,76 @@ func TestDispatchedFailedChildWaitsForItsJobSet(t *testing.T) {
 		t.Errorf("Terminated once the JobSet Failed = %+v; want True/%s", c, v1alpha1.ReasonTargetFailed)
 	}
 }
+
+// TestDispatchedChildCopiedOutsideTheResultsScope: a JobSet (or TrainJob) MultiKueue
+// dispatched while no account required its results runs its children on the worker
+// outside the results scope (their pod template carries the coverage scope, recorded in
+// their WorkerJob): their pods are not held there and the worker role records none of
+// their results. An account requiring them (a second account, or the spec changed)
+// says why while the child runs, and once it terminated counts its results as lost
+// (MissingResult, for a repair), as for a Job copied so; a child copied in the results
+// scope waits for its records.
+func TestDispatchedChildCopiedOutsideTheResultsScope(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	for _, tc := range []struct {
+		name         string
+		trainJob     bool
+		scope        string // the child's pod template's, as recorded
+		completed    string // the child's completed indexes, Complete when "0-1"
+		wantAccepted string
+		wantMessage  string // a part of the ResultsAccepted message
+	}{
+		{name: "copied in the results scope, terminated: its results awaited", scope: v1alpha1.ScopeResults, completed: "0-1",
+			wantAccepted: "False ResultsPending", wantMessage: "its results are read from the worker"},
+		{name: "copied in the coverage scope, terminated: its results lost, said why", scope: v1alpha1.ScopeCoverage, completed: "0-1",
+			wantAccepted: "False MissingResult", wantMessage: unstampedCopy},
+		{name: "copied in the coverage scope, running: pending, said why", scope: v1alpha1.ScopeCoverage, completed: "0",
+			wantAccepted: "False ShardsMissing", wantMessage: unstampedCopy},
+		{name: "TrainJob copied in the coverage scope, terminated: its results lost", trainJob: true, scope: v1alpha1.ScopeCoverage, completed: "0-1",
+			wantAccepted: "False MissingResult", wantMessage: unstampedCopy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").RequireResults("")
+			var objs []client.Object
+			owner, d := "js", multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+			if tc.trainJob {
+				owner, d = "tj", multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
+				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
+				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+				wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				acct = acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
+				objs = append(objs, tj, wl)
+			} else {
+				js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
+				js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+				if tc.completed == "0-1" {
+					js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
+				}
+				wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				acct = acct.AssignJobSet("js", "workers", 0, "0-1", "0-1")
+				objs = append(objs, js, wl)
+			}
+			child := workerChild(owner, 0, 0, tc.completed)
+			child.Spec.Template.Labels[v1alpha1.LabelScope] = tc.scope
+			f := newFixture(t, hooks{}, append(objs, acct.Obj())...)
+			r := f.reconciler()
+			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(child, d)}}}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+				t.Fatal(err)
+			}
+			st := f.account(t, "acct").Status
+			if len(st.Targets) != 1 || !st.Targets[0].Found || st.Targets[0].UID != child.UID {
+				t.Fatalf("targets %+v, want the worker child %s found", st.Targets, child.UID)
+			}
+			res := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted)
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted {
+				t.Errorf("Accepted = %q, want %q (%s)", got, tc.wantAccepted, res.Message)
+			}
+			if !strings.Contains(res.Message, tc.wantMessage) {
+				t.Errorf("ResultsAccepted message %q, want it to say %q", res.Message, tc.wantMessage)
+			}
+		})
+	}
+}

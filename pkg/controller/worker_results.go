@@ -145,11 +145,13 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 		return nil
 	}
 	o.obs.ResultsOnWorker = true
-	if ba.Spec.RequiresResults() && o.recordedOn == "" && o.job.Spec.Template.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults {
+	if ba.Spec.RequiresResults() && o.job.Spec.Template.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeResults {
 		// MultiKueue copied the Job before its template was stamped (it was dispatched
 		// before an account required its results): the copy's pods are not held on the
 		// worker, whose role records no result of them. Once the Job terminated its
 		// results count as lost, as a late Job's do on one cluster once its pods are gone.
+		// So for a dispatched JobSet's child, whose record keeps its pod template's scope
+		// on the worker (the JobSet was copied in the coverage scope).
 		o.obs.WorkerProblem = unstampedCopy
 		o.obs.PodsListed = true
 		return nil
