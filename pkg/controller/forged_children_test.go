@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -17,6 +19,7 @@ import (
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -296,5 +299,73 @@ func checkWorkloadNotTaken(t *testing.T, f *fixture, ba *v1alpha1.BatchAccount, 
 		if c.Type == v1alpha1.WorkloadConditionAccepted || c.Type == v1alpha1.WorkloadConditionShardsCovered {
 			t.Errorf("vic's Workload carries the account's verdict: %s=%s %s", c.Type, c.Status, c.Message)
 		}
+	}
+}
+
+// TestJobOfAChildNameOfADispatchedOwner: JobSet js (or TrainJob tj) is dispatched by
+// MultiKueue to worker-a, so no child Job of it exists on the manager, and its Workload
+// is admitted there. A namespace editor of the manager creates, while it runs on the
+// worker, a Job of a child's name with the child's labels and a controller reference to
+// the JobSet's real UID (for the TrainJob, to a JobSet of their own that names the
+// TrainJob's real UID as its controller), which the manager's Job controller runs to
+// completion with outputs that pass the rule, before the owner's end is copied back.
+// Nothing on the manager is a child of a dispatched owner: the account follows the children the worker recorded, never that
+// Job, and neither it nor the owner's Workload turns Accepted.
+func TestJobOfAChildNameOfADispatchedOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		trainJob bool
+	}{
+		{name: "JobSet"},
+		{name: "TrainJob", trainJob: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).RequireResults("result.valid == result.records")
+			var objs []client.Object
+			var owner *jobset.JobSet
+			var wl *kueue.Workload
+			if tc.trainJob {
+				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Obj()
+				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+				owner = wrappers.MakeJobSet("tj", "ns").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "forged-js-uid").Obj()
+				wl = wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				ba = ba.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
+				objs = append(objs, tj, owner)
+			} else {
+				owner = wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
+				owner.UID, owner.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+				// Its end on the worker, which Kueue copies back.
+				owner.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "AllJobsCompleted",
+					LastTransitionTime: metav1.NewTime(testNow)}}
+				wl = wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(owner).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				ba = ba.AssignJobSet("js", "workers", 0, "0-1", "0-1")
+				objs = append(objs, owner)
+			}
+			forged := wrappers.MakeJob(owner.Name+"-workers-0", "ns").Indexed(2).UID("forged-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+				JobSetChild(owner, "workers", 0, 0).Completed("0-1", 2).Complete(testNow.Add(-time.Minute)).Obj()
+			forged.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
+			objs = append(objs, wl, ba.Obj(), forged)
+			for i := range 2 {
+				objs = append(objs, wrappers.MakeIndexPod(forged, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
+					Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
+			}
+			f := newFixture(t, hooks{}, objs...)
+			r := f.reconciler()
+			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true}}}
+			for range 2 {
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "train"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkNotFollowed(t, f.account(t, "train"), forged.UID, "a Job on the manager of a dispatched owner's child name")
+			var w kueue.Workload
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &w); err != nil {
+				t.Fatal(err)
+			}
+			if c := apimeta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkloadConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
+				t.Errorf("the dispatched owner's Workload shows %s=True: %s", c.Type, c.Message)
+			}
+		})
 	}
 }

@@ -238,10 +238,16 @@ func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace stri
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if ptr.Deref(js.Spec.ManagedBy, "") != kueue.MultiKueueControllerName {
+	if !Dispatched(&js) {
 		return nil, nil
 	}
 	return metav1.NewControllerRef(&js, Kind{}.Object()), nil
+}
+
+// Dispatched reports whether MultiKueue dispatches js (spec.managedBy
+// kueue.x-k8s.io/multikueue, immutable): its child Jobs run on a worker cluster.
+func Dispatched(js *jobsetapi.JobSet) bool {
+	return ptr.Deref(js.Spec.ManagedBy, "") == kueue.MultiKueueControllerName
 }
 
 // RecordNames implements kinds.Dispatcher: a record of a child of the JobSet itself (not
@@ -339,8 +345,15 @@ const ClockSkewAllowance = time.Minute
 // attempt: it is followed until its end is recorded, so that what it completed before a
 // restart (or its owner's end) deleted it is its record. Among equal attempts the first
 // wins. A candidate that is no child is never followed, whatever its restart attempt. It
-// returns nil when no child is left.
+// returns nil when no child is left, and for an owner MultiKueue dispatches (Dispatched):
+// its children run on a worker cluster, none here.
 func CurrentChild(jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet, jobs []batchv1.Job) (*batchv1.Job, int32) {
+	if owner != nil && Dispatched(owner) {
+		// The JobSet controller here leaves a dispatched JobSet alone, so no real child
+		// ever takes a child's name here: a Job of that name is anyone's (its controller
+		// reference and labels are writable), and its coverage the worker records.
+		return nil, 0
+	}
 	var jobSetUID types.UID
 	var ended *metav1.Condition
 	if owner != nil {

@@ -142,14 +142,19 @@ func (Kind) CandidateLabels(ref v1alpha1.TargetRef) map[string]string {
 // RestartAttempt implements kinds.Kind: the JobSet restart attempt.
 func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.RestartAttempt(job) }
 
-// Resolve implements kinds.Kind: the current child of the JobSet the TrainJob renders.
-// A JobSet of the TrainJob's name that the TrainJob (by UID, when it is read) does not
-// control is none of its; while that JobSet is gone, its children left behind are
-// judged by their JobSet's name alone, as a JobSet target's are.
+// Resolve implements kinds.Kind: the current child of the JobSet the TrainJob renders;
+// none for a TrainJob MultiKueue dispatches. A JobSet of the TrainJob's name that the
+// TrainJob (by UID, when it is read) does not control is none of its; while that JobSet
+// is gone, its children left behind are judged by their JobSet's name alone, as a JobSet
+// target's are.
 func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
 	var tj trainer.TrainJob
 	var trainJobUID types.UID
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); {
+	case err == nil && dispatched(&tj):
+		// Trainer renders a dispatched TrainJob's JobSet on a worker cluster, none here:
+		// a JobSet of its name here, and its Jobs, are anyone's.
+		return nil, 0, nil
 	case err == nil:
 		trainJobUID = tj.UID
 	case !apierrors.IsNotFound(err):
