@@ -43,14 +43,21 @@ func partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	return o
 }
 
+// errOwnerNotRead is dispatchedChild's error when the owner a Job's controller
+// reference names is not in the cache: gone, or not seen yet.
+var errOwnerNotRead = errors.New("the owner is not in the worker role's cache")
+
 // getOwner reads the metadata of the owner named ref (of gvk) in namespace, when it is
-// the very object ref names (same UID); nil when it is not there, or its API is not
-// served on this worker (JobSet, Trainer not installed).
+// the very object ref names (same UID); nil when another object has its name, or its API
+// is not served on this worker (JobSet, Trainer not installed). errOwnerNotRead when
+// there is none of its name in the cache.
 func getOwner(ctx context.Context, r client.Reader, namespace string, gvk schema.GroupVersionKind, ref *metav1.OwnerReference) (*metav1.PartialObjectMetadata, error) {
 	o := partial(gvk)
 	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, o)
 	switch {
-	case apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err):
+	case apierrors.IsNotFound(err):
+		return nil, errOwnerNotRead
+	case apimeta.IsNoMatchError(err):
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -64,7 +71,10 @@ func getOwner(ctx context.Context, r client.Reader, namespace string, gvk schema
 // controlling JobSet (by UID) is a copy MultiKueue made (multikueue.CopiedFor), or is
 // rendered by a TrainJob (by UID) that is; false for any other Job. Kueue v0.17 copies
 // the JobSet (or the TrainJob) onto the worker with both of MultiKueue's marks; the JobSet
-// controller does not put them on the child Jobs.
+// controller does not put them on the child Jobs. errOwnerNotRead when the JobSet, or the
+// TrainJob controlling it, is not in the cache: the webhooks cannot judge the Job or
+// its pod then (the JobSet controller creates a child, the Job controller a pod, only for
+// an owner that exists), while a Job recorded later may outlive its JobSet.
 func dispatchedChild(ctx context.Context, r client.Reader, job metav1.Object) (multikueue.Dispatch, bool, error) {
 	name, uid, ok := jobset.Controlling(job)
 	if !ok || !jobset.IsChild(job) {
@@ -103,7 +113,11 @@ func attribution(ctx context.Context, r client.Reader, job *batchv1.Job) (multik
 	if wl := job.Annotations[v1alpha1.AnnotationWorkload]; wl != "" && holdsJob(job) && jobset.IsChild(job) {
 		return multikueue.Dispatch{Workload: wl, JobSet: job.Labels[jobsetapi.JobSetNameKey], TrainJob: job.Annotations[AnnotationTrainJob]}, true, nil
 	}
-	return dispatchedChild(ctx, r, job)
+	d, ok, err := dispatchedChild(ctx, r, job)
+	if errors.Is(err, errOwnerNotRead) {
+		return multikueue.Dispatch{}, false, nil // its JobSet is gone, and it was not held
+	}
+	return d, ok, err
 }
 
 // JobRecorder records each child Job of a dispatched JobSet in its WorkerJob (those in

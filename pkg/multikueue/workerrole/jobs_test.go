@@ -229,7 +229,8 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 // and the Workload (and TrainJob) it was dispatched for on a new child Job of a
 // dispatched JobSet (also of a dispatched TrainJob's JobSet), keeping the finalizers and
 // annotations it has; it removes an attribution the creator wrote on any other Job; a
-// Job whose JobSet cannot be read is refused, for the JobSet controller to create it again.
+// Job whose JobSet (or its TrainJob) cannot be read, or is not in the cache yet, is
+// refused, for the JobSet controller to create it again.
 func TestJobHolderHoldsDispatchedChildren(t *testing.T) {
 	broken := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 		return errors.New("cache down")
@@ -264,8 +265,10 @@ func TestJobHolderHoldsDispatchedChildren(t *testing.T) {
 			job: unscoped(child(copyOfJS().Obj(), 0).Annotation(v1alpha1.AnnotationWorkload, "forged").Obj())},
 		"child scoped on its pod template only, JobSet not dispatched": {objs: []client.Object{wrappers.MakeJobSet("js", "ns").Obj()},
 			job: podScopedOnly(child(wrappers.MakeJobSet("js", "ns").Obj(), 0).Obj())},
-		"a Job copy, no JobSet": {objs: []client.Object{copyOfJS().Obj()}, job: copyOfJ().Obj()},
-		"JobSet cannot be read": {objs: []client.Object{copyOfJS().Obj()}, job: child(copyOfJS().Obj(), 0).Obj(), funcs: broken, wantDenied: true},
+		"a Job copy, no JobSet":         {objs: []client.Object{copyOfJS().Obj()}, job: copyOfJ().Obj()},
+		"JobSet cannot be read":         {objs: []client.Object{copyOfJS().Obj()}, job: child(copyOfJS().Obj(), 0).Obj(), funcs: broken, wantDenied: true},
+		"JobSet not in the cache yet":   {job: child(copyOfJS().Obj(), 0).Obj(), wantDenied: true},
+		"TrainJob not in the cache yet": {objs: []client.Object{tjJobSet()}, job: child(tjJobSet(), 0).Obj(), wantDenied: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.objs...).WithInterceptorFuncs(tc.funcs).Build()
@@ -326,5 +329,29 @@ func TestPodHolderAttributesDispatchedJobSetPods(t *testing.T) {
 	}
 	if wl != "jobset-js-f2331" {
 		t.Errorf("patches %+v, want the Workload annotation jobset-js-f2331", resp.Patches)
+	}
+}
+
+// TestPodHolderRefusesAPodOfAnOwnerNotRead: the Job controller creates a pod for a child
+// Job of a dispatched JobSet; when the JobSet, or the TrainJob that rendered it, is not in
+// the worker role's cache yet, the pod is refused (the Job controller creates it again),
+// not admitted held without its Workload, which would let it go unrecorded.
+func TestPodHolderRefusesAPodOfAnOwnerNotRead(t *testing.T) {
+	for name, tc := range map[string]struct {
+		objs []client.Object
+		job  *batchv1.Job
+	}{
+		"JobSet not in the cache":   {job: child(copyOfJS().Obj(), 0).Obj()},
+		"TrainJob not in the cache": {objs: []client.Object{tjJobSet()}, job: child(tjJobSet(), 0).Obj()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(append(tc.objs, tc.job)...).Build()
+			raw, _ := json.Marshal(wrappers.MakeIndexPod(tc.job, tc.job.Name+"-2", 2).Obj())
+			resp := PodHolder{Reader: c}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Namespace: "ns",
+				Object: runtime.RawExtension{Raw: raw}, UserInfo: authenticationv1.UserInfo{Username: webhook.JobControllers[0]}}})
+			if resp.Allowed {
+				t.Errorf("allowed with patches %+v; want refused until the owner is read", resp.Patches)
+			}
+		})
 	}
 }
