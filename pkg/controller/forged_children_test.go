@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,6 +366,61 @@ func TestJobOfAChildNameOfADispatchedOwner(t *testing.T) {
 			}
 			if c := apimeta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkloadConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
 				t.Errorf("the dispatched owner's Workload shows %s=True: %s", c.Type, c.Message)
+			}
+		})
+	}
+}
+
+// TestJobSetOfADispatchedTrainJobsNameEndsNothing: TrainJob tj is dispatched by MultiKueue
+// to worker-a, where Trainer renders its JobSet and child workers[0] runs. A namespace
+// editor of the manager creates a JobSet of tj's name controlled by tj's real UID, which
+// lacks the replicatedJob (or has ended). Trainer renders a dispatched TrainJob's JobSet
+// on the worker only: that JobSet says nothing of tj's children, which are neither never
+// created nor deleted before they terminated while tj runs.
+func TestJobSetOfADispatchedTrainJobsNameEndsNothing(t *testing.T) {
+	tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Obj()
+	tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+	wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+		Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+	running := workerChild("tj", 0, 0, "0")
+	d := multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
+	for _, tc := range []struct {
+		name    string
+		js      *jobset.JobSet
+		records []v1alpha1.WorkerJob
+	}{
+		{name: "lacking the replicatedJob, child not recorded yet",
+			js: wrappers.MakeJobSet("tj", "ns").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "forged-js-uid").Obj()},
+		{name: "lacking the replicatedJob, child running", records: []v1alpha1.WorkerJob{*multikueue.NewJobRecord(running, d)},
+			js: wrappers.MakeJobSet("tj", "ns").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "forged-js-uid").Obj()},
+		{name: "Failed, child running", records: []v1alpha1.WorkerJob{*multikueue.NewJobRecord(running, d)},
+			js: func() *jobset.JobSet {
+				js := wrappers.MakeJobSet("tj", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).
+					ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "forged-js-uid").Obj()
+				js.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Forged",
+					LastTransitionTime: metav1.NewTime(testNow)}}
+				return js
+			}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).AssignTrainJob("tj", "workers", 0, "0-1", "0-1").Obj()
+			f := newFixture(t, hooks{}, tj.DeepCopy(), wl.DeepCopy(), tc.js, ba)
+			r := f.reconciler()
+			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true}},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": tc.records}}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "train"}}); err != nil {
+				t.Fatal(err)
+			}
+			st := f.account(t, "train").Status
+			if len(tc.records) > 0 && (len(st.Targets) != 1 || !st.Targets[0].Found || st.Targets[0].Deleted) {
+				t.Errorf("targets %+v, want the running worker child followed as found", st.Targets)
+			}
+			for _, c := range st.Conditions {
+				for _, lie := range []string{"never created", "deleted before it terminated", "deleted before terminating"} {
+					if strings.Contains(c.Message, lie) {
+						t.Errorf("%s=%s %s says %q: the TrainJob runs on worker-a", c.Type, c.Status, c.Reason, c.Message)
+					}
+				}
 			}
 		})
 	}

@@ -188,7 +188,8 @@ func renders(js *jobsetapi.JobSet, name string, uid types.UID) bool {
 // terminal condition (Completed, Failed), which Trainer turns into the TrainJob's, or
 // how that JobSet lacks the child ref names (jobset.Lacks: a replicatedJob its runtime
 // does not render). A TrainJob without its JobSet has not ended: Trainer renders it
-// again.
+// again. A TrainJob MultiKueue dispatches ends by its own condition alone: its JobSet is
+// the worker's.
 func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error) {
 	var tj trainer.TrainJob
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj); {
@@ -201,6 +202,11 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 	}
 	if t := terminal(&tj); t != "" {
 		return t, nil
+	}
+	if dispatched(&tj) {
+		// Its JobSet runs on a worker cluster, whose end Kueue copies back onto the
+		// TrainJob: a JobSet of its name here is none of its (anyone may make one).
+		return "", nil
 	}
 	var js jobsetapi.JobSet
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &js); {
