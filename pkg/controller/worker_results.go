@@ -95,24 +95,35 @@ func admissionIdentity(o observed) types.UID {
 }
 
 // workerSources are the results of a dispatched target the workers it was admitted to
-// recorded, under the manager's identity (its Job's UID, the record's index).
+// recorded, under the manager's identity (its Job's UID, the record's index); also of a
+// dispatched Job deleted since (deletedDispatch), whose results stay on its workers.
 func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccount, t account.Target, o observed) ([]resultSource, error) {
-	if r.WorkerResults == nil || !multikueue.Dispatched(o.job) {
+	if r.WorkerResults == nil {
+		return nil, nil
+	}
+	var name string
+	var identity types.UID
+	switch d, deleted := deletedDispatch(ba, t, o); {
+	case multikueue.Dispatched(o.job):
+		name, identity = o.job.Name, admissionIdentity(o)
+	case deleted:
+		name, identity = d.Job, d.UID
+	default:
 		return nil, nil
 	}
 	var out []resultSource
-	for _, p := range workerAdmissions(ba, t.Key, admissionIdentity(o), o.workload) {
+	for _, p := range workerAdmissions(ba, t.Key, identity, o.workload) {
 		recs, _, err := r.WorkerResults.Records(ctx, p[0], ba.Namespace, p[1])
 		if err != nil {
 			return nil, err
 		}
 		for i := range recs {
-			if recs[i].Job != o.job.Name {
+			if recs[i].Job != name {
 				continue
 			}
 			// A Job dispatched itself is the manager's identity; a dispatched JobSet's
 			// child is the worker's (the Job the record's pod ran in).
-			uid := o.job.UID
+			uid := identity
 			if o.recordedOn != "" {
 				if uid = recs[i].JobUID; uid == "" {
 					continue
@@ -136,6 +147,22 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 		if err := r.observeDispatchedChild(ctx, ba, t, o); err != nil {
 			return err
 		}
+	}
+	if d, deleted := deletedDispatch(ba, t, *o); deleted && r.WorkerResults != nil && ba.Spec.RequiresResults() {
+		// Its Job is gone from this cluster (ttlSecondsAfterFinished, a cleanup: the
+		// record finalizer waits for its end only), its results are not: they are read
+		// from the worker of its last admission as while it existed.
+		o.obs.ResultsOnWorker = true
+		if d.PodScope != v1alpha1.ScopeResults {
+			o.obs.WorkerProblem, o.obs.PodsListed = unstampedCopy, true
+			return nil
+		}
+		_, state, err := r.WorkerResults.Records(ctx, d.cluster, namespace, d.workload)
+		if err != nil {
+			return err
+		}
+		o.obs.WorkerProblem, o.obs.PodsListed = state.Problem(d.cluster), !state.Configured
+		return nil
 	}
 	if r.WorkerResults == nil || !multikueue.Dispatched(o.job) || o.workload == nil {
 		return nil
@@ -163,6 +190,36 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 	o.obs.WorkerProblem = state.Problem(cluster)
 	o.obs.PodsListed = !state.Configured
 	return nil
+}
+
+// recordedDispatch is the identity of a Job target the account's status holds, with the
+// worker and Workload of its last admission there (the Workload as last observed when
+// its admissions were left out).
+type recordedDispatch struct {
+	*v1alpha1.TargetStatus
+	cluster, workload string
+}
+
+// deletedDispatch is, for a Job target whose Job is no longer on this cluster (o.job
+// nil), the identity on its record when MultiKueue ran it on a worker cluster: the
+// record stands for it (a deleted identity), and the results its worker recorded are
+// that identity's. false for any other target.
+func deletedDispatch(ba *v1alpha1.BatchAccount, t account.Target, o observed) (recordedDispatch, bool) {
+	if o.job != nil || t.Ref.IsChild() {
+		return recordedDispatch{}, false
+	}
+	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == t.Key })
+	if i < 0 || ba.Status.Targets[i].UID == "" {
+		return recordedDispatch{}, false
+	}
+	s := &ba.Status.Targets[i]
+	d := recordedDispatch{TargetStatus: s, cluster: observedCluster(s)}
+	if n := len(s.Admissions); n > 0 && s.Admissions[n-1].Cluster == d.cluster {
+		d.workload = s.Admissions[n-1].Workload
+	} else if s.Workload != nil {
+		d.workload = s.Workload.Name
+	}
+	return d, d.cluster != "" && d.workload != ""
 }
 
 // unstampedCopy is the worker problem of a dispatched Job whose template does not carry

@@ -178,3 +178,66 @@ func TestResultsReadFromWorkers(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletedDispatchedJobResultsStillRead: a Job dispatched to worker-a completes there
+// and Kueue copies its end back; the account records that end while worker-a's records
+// are not read yet (not reachable, or its capture lags the Job controller), and the
+// manager's Job is deleted (ttlSecondsAfterFinished, a cleanup): the record finalizer
+// lets it go once its end is recorded. The results worker-a recorded are still the
+// identity's, read from its admission on record, and the account is Accepted; while
+// worker-a does not answer they are pending, never MissingResult; only without a
+// kubeconfig for worker-a are they lost, as for the Job before its deletion.
+func TestDeletedDispatchedJobResultsStillRead(t *testing.T) {
+	msg := func(shard string) string { return reportOf(t, shard) }
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	unreachable := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true,
+		UnreachableSince: testNow.Add(-time.Minute), Err: "connection refused"}}}
+	all := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+		records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-j", 0, msg("A")), workerRecord("job-j", 1, msg("B"))}}}
+	for _, tc := range []struct {
+		name         string
+		before       fakeWorkers // read while the Job exists
+		after        fakeWorkers // read once it is deleted
+		wantAccepted string
+		wantResults  int32
+	}{
+		{name: "worker-a not reachable while the Job existed", before: unreachable, after: all,
+			wantAccepted: "True Accepted", wantResults: 2},
+		{name: "one result recorded while the Job existed", after: all,
+			before: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-j", 0, msg("A"))}}},
+			wantAccepted: "True Accepted", wantResults: 2},
+		{name: "worker-a still not reachable: pending", before: unreachable, after: unreachable,
+			wantAccepted: "False ResultsPending"},
+		{name: "no kubeconfig for worker-a: lost", before: unreachable, after: fakeWorkers{},
+			wantAccepted: "False MissingResult"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
+			wl := workloadOfJ(job).DispatchedTo("worker-a").Obj()
+			f := newFixture(t, hooks{}, accountOfJ().Revisions("D", "m").RequireResults("").Obj(), job, wl)
+			r := f.reconciler()
+			reconcile := func(w fakeWorkers) *v1alpha1.BatchAccount {
+				t.Helper()
+				r.WorkerResults = w
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+					t.Fatal(err)
+				}
+				return f.account(t, "acct")
+			}
+			if st := reconcile(tc.before).Status; len(st.Targets) != 1 || st.Targets[0].Terminal != "Complete" {
+				t.Fatalf("targets %+v, want j's end recorded", st.Targets)
+			}
+			if err := f.c.Delete(context.Background(), job); err != nil {
+				t.Fatal(err)
+			}
+			st := reconcile(tc.after).Status
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted {
+				t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, tc.wantAccepted)
+			}
+			if st.Results.Recorded != tc.wantResults {
+				t.Errorf("recorded %d results, want %d", st.Results.Recorded, tc.wantResults)
+			}
+		})
+	}
+}
