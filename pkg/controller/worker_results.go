@@ -103,11 +103,13 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 	}
 	var name string
 	var identity types.UID
+	// A dispatched JobSet's child is the worker's identity: each record names its own.
+	fromRecord := o.recordedOn != ""
 	switch d, deleted := deletedDispatch(ba, t, o); {
 	case multikueue.Dispatched(o.job):
 		name, identity = o.job.Name, admissionIdentity(o)
 	case deleted:
-		name, identity = d.Job, d.UID
+		name, identity, fromRecord = d.Job, d.UID, t.Ref.IsChild()
 	default:
 		return nil, nil
 	}
@@ -124,7 +126,7 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 			// A Job dispatched itself is the manager's identity; a dispatched JobSet's
 			// child is the worker's (the Job the record's pod ran in).
 			uid := identity
-			if o.recordedOn != "" {
+			if fromRecord {
 				if uid = recs[i].JobUID; uid == "" {
 					continue
 				}
@@ -149,9 +151,9 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 		}
 	}
 	if d, deleted := deletedDispatch(ba, t, *o); deleted && r.WorkerResults != nil && ba.Spec.RequiresResults() {
-		// Its Job is gone from this cluster (ttlSecondsAfterFinished, a cleanup: the
-		// record finalizer waits for its end only), its results are not: they are read
-		// from the worker of its last admission as while it existed.
+		// Its Job (or its child's owner) is gone from this cluster (ttlSecondsAfterFinished,
+		// a cleanup: the record finalizer waits for a Job's end only), its results are
+		// not: they are read from the worker of its last admission as while it existed.
 		o.obs.ResultsOnWorker = true
 		if d.PodScope != v1alpha1.ScopeResults {
 			o.obs.WorkerProblem, o.obs.PodsListed = unstampedCopy, true
@@ -201,11 +203,12 @@ type recordedDispatch struct {
 }
 
 // deletedDispatch is, for a Job target whose Job is no longer on this cluster (o.job
-// nil), the identity on its record when MultiKueue ran it on a worker cluster: the
-// record stands for it (a deleted identity), and the results its worker recorded are
-// that identity's. false for any other target.
+// nil), or a child target whose dispatched owner is gone (its Workload with it), the
+// identity on its record when MultiKueue ran it on a worker cluster: the record stands
+// for it (a deleted identity), and the results its worker recorded are that identity's.
+// false for any other target.
 func deletedDispatch(ba *v1alpha1.BatchAccount, t account.Target, o observed) (recordedDispatch, bool) {
-	if o.job != nil || t.Ref.IsChild() {
+	if o.job != nil || t.Ref.IsChild() && o.obs.OwnerEnded != account.OwnerDeleted {
 		return recordedDispatch{}, false
 	}
 	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == t.Key })

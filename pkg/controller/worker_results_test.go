@@ -8,10 +8,15 @@ import (
 	"testing"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
@@ -237,6 +242,76 @@ func TestDeletedDispatchedJobResultsStillRead(t *testing.T) {
 			}
 			if st.Results.Recorded != tc.wantResults {
 				t.Errorf("recorded %d results, want %d", st.Results.Recorded, tc.wantResults)
+			}
+		})
+	}
+}
+
+// TestDeletedDispatchedOwnerResultsStillRead: a JobSet (or TrainJob) dispatched to
+// worker-a completes there; the account records its child's end from worker-a's
+// WorkerJob before the child's results are recorded there (the Job controller counts a
+// pod before the worker role captures it), and the manager's JobSet is deleted (a
+// cleanup), its Workload with it. The results worker-a recorded are still the child
+// identity's, read from its admission on record, and the account is Accepted; never
+// MissingResult for results the worker holds.
+func TestDeletedDispatchedOwnerResultsStillRead(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	for _, tc := range []struct {
+		name     string
+		trainJob bool
+	}{
+		{name: "JobSet"},
+		{name: "TrainJob", trainJob: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").RequireResults("")
+			var owner client.Object
+			var wl *kueue.Workload
+			d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+			if tc.trainJob {
+				d = multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
+				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
+				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+				wl = wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				acct = acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
+				owner = tj
+			} else {
+				js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
+				js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+				js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
+				wl = wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				acct = acct.AssignJobSet("js", "workers", 0, "0-1", "0-1")
+				owner = js
+			}
+			child := workerChild(d.JobSet, 0, 0, "0-1")
+			f := newFixture(t, hooks{}, owner, wl, acct.Obj())
+			r := f.reconciler()
+			reconcile := func(w fakeWorkers) v1alpha1.BatchAccountStatus {
+				t.Helper()
+				r.WorkerResults = w
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+					t.Fatal(err)
+				}
+				return f.account(t, "acct").Status
+			}
+			jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(child, d)}}
+			if st := reconcile(fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs}); len(st.Targets) != 1 || st.Targets[0].Terminal != "Complete" {
+				t.Fatalf("targets %+v, want the child's end recorded", st.Targets)
+			}
+			for _, o := range []client.Object{owner, wl} {
+				if err := f.c.Delete(context.Background(), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := reconcile(fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs,
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": childResults(t, child, d.Workload, "A", "B")}})
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
+				t.Errorf("Accepted = %q (%s), want the results worker-a holds read", got,
+					apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message)
+			}
+			if st.Results.Recorded != 2 {
+				t.Errorf("recorded %d results, want 2", st.Results.Recorded)
 			}
 		})
 	}
