@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +37,7 @@ import (
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	trainjobkind "batchledger.dev/batchledger/pkg/kinds/trainjob"
+	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -332,11 +334,15 @@ func (r notServedReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 }
 
 func (r notServedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	var err error
 	switch list.(type) {
 	case *jobsetapi.JobSetList:
-		return r.check(&jobsetapi.JobSet{})
+		err = r.check(&jobsetapi.JobSet{})
 	case *kueue.WorkloadList:
-		return r.check(&kueue.Workload{})
+		err = r.check(&kueue.Workload{})
+	}
+	if err != nil {
+		return err
 	}
 	return r.Client.List(ctx, list, opts...)
 }
@@ -436,5 +442,48 @@ func TestHeldPodOfAKindNoLongerServedIsRecorded(t *testing.T) {
 	}
 	if slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer) {
 		t.Errorf("the pod is still held: %v", got.Finalizers)
+	}
+}
+
+// TestDispatchedTrainJobWithoutJobSetAPI: a MultiKueue manager that serves Trainer's
+// CRDs but not JobSet's (Trainer's controller and JobSet run on the workers only). A
+// TrainJob it dispatches renders its JobSet on the worker, where its children are
+// recorded: its targets are read from those records without a JobSet read here, and
+// are covered and Accepted; a TrainJob that is not dispatched still cannot exist here.
+func TestDispatchedTrainJobWithoutJobSetAPI(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
+	child := workerChild("tj", 0, 0, "0-1")
+	for _, tc := range []struct {
+		name         string
+		dispatched   bool
+		wantAccepted string
+	}{
+		{name: "dispatched", dispatched: true, wantAccepted: "True Accepted"},
+		{name: "not dispatched", wantAccepted: "False APINotServed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
+			wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+				Admitted("gpu", testNow.Add(-time.Hour))
+			if tc.dispatched {
+				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+				wl = wl.DispatchedTo("worker-a")
+			}
+			ba := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").ShardCount("s", 2).AssignTrainJob("tj", "workers", 0, "0-1", "0-1").Obj()
+			f := newFixture(t, hooks{}, ba, tj, wl.Obj())
+			served := NewServedAPIs(OptionalAPIs, APITrainJob, APIWorkload)
+			r := f.reconciler()
+			r.Client, r.APIs = notServedReader{Client: f.c, apis: served}, served
+			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(child, d)}}}
+			if res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); retried(res, err) {
+				t.Fatalf("reconcile = %+v, %v", res, err)
+			}
+			st := f.account(t, "acct").Status
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted {
+				t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted).Message, tc.wantAccepted)
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
@@ -46,6 +47,14 @@ type observed struct {
 // child whether its JobSet ended (OwnerEnded).
 func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
 	if api, ok := unservedAPI(r.APIs, t.Ref); ok {
+		if elsewhere, err := dispatchedWithout(ctx, r.Client, namespace, t.Ref, api); err != nil || elsewhere {
+			// What it needs of that API is on a worker cluster: it is observed from the
+			// workers' records (observeDispatchedChild), not through that API here.
+			if err != nil {
+				return observed{}, err
+			}
+			return r.observeTargetServed(ctx, namespace, t, results)
+		}
 		// Nothing of its kind is watched or cached (a read would fail). Pods of its Jobs
 		// may still be held, from before the API went away: their results are recorded
 		// (pods are cached whatever the kinds served), so that they do not wait MaxHold.
@@ -57,6 +66,25 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		}
 		return o, err
 	}
+	return r.observeTargetServed(ctx, namespace, t, results)
+}
+
+// dispatchedWithout reports whether ref's kind reads api, which this cluster does not
+// serve, only beyond its own (kinds.Needing), and ref's owner is dispatched by MultiKueue
+// (kinds.Dispatcher): a TrainJob a manager without JobSet's API dispatches, whose
+// JobSet Trainer renders on the worker.
+func dispatchedWithout(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef, api OptionalAPI) (bool, error) {
+	k, ok := relations.KindOf(ref).(kinds.Dispatcher)
+	if !ok || api.GVK == k.Object() || !ref.IsChild() {
+		return false, nil
+	}
+	owner, err := k.DispatchedOwner(ctx, c, namespace, ref)
+	return owner != nil, err
+}
+
+// observeTargetServed is observeTarget for a target whose kind's APIs it reads are served,
+// or whose unserved one it does not read here (dispatchedWithout).
+func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
 	// A JobSet child being deleted that the record finalizer holds is observed until its
 	// end is recorded (jobset.CurrentChild).
 	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
