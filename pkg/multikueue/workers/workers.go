@@ -57,9 +57,11 @@ type Registry struct {
 	events chan event.GenericEvent
 	mu     sync.Mutex
 	ctx    context.Context
-	// byWorker are the workers by name; bySecret the worker each Secret names.
-	byWorker map[string]*worker
-	bySecret map[string]string
+	// byWorker are the workers by name; bySecret the worker each Secret names, and
+	// kubeconfigs the kubeconfig each holds.
+	byWorker    map[string]*worker
+	bySecret    map[string]string
+	kubeconfigs map[string][]byte
 	// ready: every Secret there was at start has been seen.
 	ready bool
 }
@@ -99,6 +101,7 @@ func (r *Registry) init() {
 		r.events = make(chan event.GenericEvent, 1024)
 		r.byWorker = map[string]*worker{}
 		r.bySecret = map[string]string{}
+		r.kubeconfigs = map[string][]byte{}
 	}
 }
 
@@ -165,15 +168,40 @@ func (r *Registry) secretChanged(obj any) {
 	if !ok {
 		return
 	}
-	log := ctrl.Log.WithName("workers").WithValues("secret", s.Name)
 	name := s.Labels[multikueue.LabelWorkerCluster]
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old, ok := r.bySecret[s.Name]; ok && old != name {
-		r.dropLocked(old) // relabelled: it names another worker now
-	}
+	old, relabelled := r.bySecret[s.Name]
 	r.bySecret[s.Name] = name
-	kubeconfig := s.Data[multikueue.KubeconfigKey]
+	r.kubeconfigs[s.Name] = s.Data[multikueue.KubeconfigKey]
+	if relabelled && old != name {
+		r.followLocked(old) // it names another worker now
+	}
+	r.startLocked(s.Name, name, s.Data[multikueue.KubeconfigKey])
+}
+
+// followLocked reads worker name with a Secret that still names it (another one, when
+// two did: a kubeconfig rotated by giving the new one first), or forgets it when none
+// does; called with r.mu held.
+func (r *Registry) followLocked(name string) {
+	var secrets []string
+	for secret, worker := range r.bySecret {
+		if worker == name {
+			secrets = append(secrets, secret)
+		}
+	}
+	if len(secrets) == 0 {
+		r.dropLocked(name)
+		return
+	}
+	slices.Sort(secrets)
+	r.startLocked(secrets[0], name, r.kubeconfigs[secrets[0]])
+}
+
+// startLocked (re)starts worker name with the kubeconfig of secret, unless it runs with
+// that one already; called with r.mu held.
+func (r *Registry) startLocked(secret, name string, kubeconfig []byte) {
+	log := ctrl.Log.WithName("workers").WithValues("secret", secret)
 	if w, ok := r.byWorker[name]; ok && bytes.Equal(w.kubeconfig, kubeconfig) {
 		return
 	}
@@ -195,8 +223,9 @@ func (r *Registry) secretGone(secret string) {
 	defer r.mu.Unlock()
 	if name, ok := r.bySecret[secret]; ok {
 		delete(r.bySecret, secret)
-		ctrl.Log.WithName("workers").Info("worker kubeconfig removed: its results are no longer read", "worker", name)
-		r.dropLocked(name)
+		delete(r.kubeconfigs, secret)
+		ctrl.Log.WithName("workers").Info("worker kubeconfig removed", "worker", name, "secret", secret)
+		r.followLocked(name)
 	}
 }
 

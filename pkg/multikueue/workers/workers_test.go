@@ -82,3 +82,41 @@ func TestRegistryFollowsSecrets(t *testing.T) {
 		t.Errorf("unusable kubeconfig: %+v, want unreachable with the error", s)
 	}
 }
+
+// TestRegistryKeepsAWorkerAnotherSecretNames: two Secrets name worker-a (a kubeconfig
+// rotated by giving the new one before deleting the old, or relabelling the old one):
+// the worker stays configured, read with the Secret left, until no Secret names it.
+func TestRegistryKeepsAWorkerAnotherSecretNames(t *testing.T) {
+	for name, tc := range map[string]struct {
+		leave func(r *Registry) // takes kc-old away from worker-a
+	}{
+		"old Secret deleted":    {leave: func(r *Registry) { r.secretGone("kc-old") }},
+		"old Secret relabelled": {leave: func(r *Registry) { r.secretChanged(workerSecret("kc-old", "worker-b", unreachableKubeconfig)) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r := &Registry{Namespace: "batchledger-system", Scheme: scheme.Must()}
+			r.init()
+			r.ctx, r.ready = ctx, true
+			state := func() multikueue.WorkerState {
+				t.Helper()
+				_, s, err := r.Records(ctx, "worker-a", "ns", "job-j")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			r.secretChanged(workerSecret("kc-old", "worker-a", unreachableKubeconfig))
+			r.secretChanged(workerSecret("kc-new", "worker-a", strings.Replace(unreachableKubeconfig, `token: "t"`, `token: "t2"`, 1)))
+			tc.leave(r)
+			if s := state(); !s.Configured {
+				t.Errorf("kc-new still names worker-a: %+v, want configured", s)
+			}
+			r.secretGone("kc-new")
+			if s := state(); s.Configured {
+				t.Errorf("no Secret names worker-a: %+v, want unconfigured", s)
+			}
+		})
+	}
+}
