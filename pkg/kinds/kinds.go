@@ -235,6 +235,12 @@ type Dispatcher interface {
 	// when MultiKueue dispatches it (spec.managedBy kueue.x-k8s.io/multikueue): the
 	// object its Workload belongs to. nil when the owner is not dispatched, or not there.
 	DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*metav1.OwnerReference, error)
+	// DispatchedOwnerRan reports whether ref's owner is dispatched by MultiKueue and runs,
+	// or ran, on a worker cluster: Kueue unsuspended it for an admission, or the status
+	// MultiKueue copies back from the worker shows children that ran, or its end. Its
+	// children are on the worker, so this is all the manager can tell of them before
+	// their records are read. false when the owner is not dispatched, or not there.
+	DispatchedOwnerRan(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (bool, error)
 	// RecordNames reports whether rec records a child Job ref names, of any restart
 	// attempt.
 	RecordNames(ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool

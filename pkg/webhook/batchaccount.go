@@ -19,6 +19,7 @@ import (
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -140,19 +141,25 @@ func runningTargets(ctx context.Context, jobs client.Reader, namespace string, a
 
 // targetRuns reports whether the Job the target ref names in namespace runs, or has
 // run: it is not suspended, it started, or it is suspended again after it ran (jobRan).
+// A child of an owner MultiKueue dispatches has no Job here: it runs on a worker cluster
+// once its owner does (kinds.Dispatcher.DispatchedOwnerRan).
 func targetRuns(ctx context.Context, jobs client.Reader, namespace string, ref v1alpha1.TargetRef) (bool, error) {
 	k := relations.KindOf(ref)
 	if k == nil || ref.Namespace != "" && ref.Namespace != namespace {
 		return false, nil
 	}
 	job, _, err := k.Resolve(ctx, jobs, namespace, ref)
+	runs := job != nil && (job.Status.StartTime != nil || job.Spec.Suspend == nil || !*job.Spec.Suspend || jobRan(job))
+	if d, ok := k.(kinds.Dispatcher); ok && err == nil && job == nil && ref.IsChild() {
+		runs, err = d.DispatchedOwnerRan(ctx, jobs, namespace, ref)
+	}
 	switch {
 	case apimeta.IsNoMatchError(err):
 		return false, nil // the kind's API is not served: no such Job runs
 	case err != nil:
 		return false, err
 	}
-	return job != nil && (job.Status.StartTime != nil || job.Spec.Suspend == nil || !*job.Spec.Suspend || jobRan(job)), nil
+	return runs, nil
 }
 
 // jobRan reports whether a suspended Job's status shows that pods of it ran. Kueue

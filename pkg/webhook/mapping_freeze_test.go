@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
@@ -195,6 +198,80 @@ func TestMappingFreezeSeesJobsSuspendedAfterTheyRan(t *testing.T) {
 			ba := old.DeepCopy()
 			ba.Spec.Assignments[0].Shards = []string{"D", "C", "B", "A"}
 			_, err := BatchAccountValidator{Jobs: fakeReader(t, tc.job.Obj())}.ValidateUpdate(t.Context(), old, ba)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestMappingFreezeSeesDispatchedOwnersThatRan: MultiKueue runs a dispatched JobSet's
+// (or TrainJob's) children on a worker cluster, so none is on the manager and no Job of
+// the target's is read here; until a worker's record of a child is read the account's
+// status shows no work either. Kueue unsuspends the manager's owner when it admits it,
+// and MultiKueue copies the worker's status back onto it: an owner that is not suspended,
+// or whose status shows children that ran, a restart or its end, runs or ran, and freezes
+// the mapping. An owner not dispatched is judged by its children alone, as before.
+func TestMappingFreezeSeesDispatchedOwnersThatRan(t *testing.T) {
+	jobSet := func(dispatched, suspend bool) *jobsetapi.JobSet {
+		js := wrappers.MakeJobSet("train", "ml").Suspend(suspend).Obj()
+		if dispatched {
+			js.Spec.ManagedBy = ptr.To(kueue.MultiKueueControllerName)
+		}
+		return js
+	}
+	with := func(js *jobsetapi.JobSet, edit func(*jobsetapi.JobSetStatus)) *jobsetapi.JobSet {
+		edit(&js.Status)
+		return js
+	}
+	trainJob := func(dispatched, suspend bool, edit func(*trainer.TrainJobStatus)) *trainer.TrainJob {
+		tj := wrappers.MakeTrainJob("llm", "ml", "torch").Suspend(suspend).Obj()
+		if dispatched {
+			tj.Spec.ManagedBy = ptr.To(kueue.MultiKueueControllerName)
+		}
+		if edit != nil {
+			edit(&tj.Status)
+		}
+		return tj
+	}
+	byJobSet := wrappers.MakeBatchAccount("acct", "ml").ShardCount("s", 4).AssignJobSet("train", "workers", 0, "0-3", "0-3").Obj()
+	byTrainJob := wrappers.MakeBatchAccount("acct", "ml").ShardCount("s", 4).AssignTrainJob("llm", "node", 0, "0-3", "0-3").Obj()
+	cases := []struct {
+		name    string
+		account *v1alpha1.BatchAccount
+		owner   client.Object
+		want    string // "" means admitted
+	}{
+		{name: "a dispatched JobSet not admitted yet", account: byJobSet, owner: jobSet(true, true)},
+		{name: "a dispatched JobSet Kueue admitted", account: byJobSet, owner: jobSet(true, false), want: "jobset/train/workers/0 runs"},
+		{name: "a dispatched JobSet preempted after its children ran", account: byJobSet,
+			owner: with(jobSet(true, true), func(s *jobsetapi.JobSetStatus) {
+				s.ReplicatedJobsStatus = []jobsetapi.ReplicatedJobStatus{{Name: "workers", Succeeded: 1}}
+			}), want: "runs"},
+		{name: "a dispatched JobSet preempted after a restart", account: byJobSet,
+			owner: with(jobSet(true, true), func(s *jobsetapi.JobSetStatus) { s.Restarts = 1 }), want: "runs"},
+		{name: "a dispatched JobSet whose children are suspended", account: byJobSet,
+			owner: with(jobSet(true, true), func(s *jobsetapi.JobSetStatus) {
+				s.ReplicatedJobsStatus = []jobsetapi.ReplicatedJobStatus{{Name: "workers", Suspended: 1}}
+			})},
+		{name: "a JobSet not dispatched, unsuspended, no child yet", account: byJobSet, owner: jobSet(false, false)},
+		{name: "a dispatched TrainJob not admitted yet", account: byTrainJob, owner: trainJob(true, true, nil)},
+		{name: "a dispatched TrainJob Kueue admitted", account: byTrainJob, owner: trainJob(true, false, nil), want: "trainjob/llm/node/0 runs"},
+		{name: "a dispatched TrainJob preempted with a child active", account: byTrainJob,
+			owner: trainJob(true, true, func(s *trainer.TrainJobStatus) {
+				s.JobsStatus = []trainer.JobStatus{{Name: "node", Active: ptr.To[int32](1)}}
+			}), want: "runs"},
+		{name: "a TrainJob not dispatched, unsuspended, no JobSet yet", account: byTrainJob, owner: trainJob(false, false, nil)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := tc.account.DeepCopy()
+			ba := old.DeepCopy()
+			ba.Spec.InputRevision = "in-2"
+			_, err := BatchAccountValidator{Jobs: fakeReader(t, tc.owner)}.ValidateUpdate(t.Context(), old, ba)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("rejected: %v", err)

@@ -244,6 +244,29 @@ func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace stri
 	return metav1.NewControllerRef(&js, Kind{}.Object()), nil
 }
 
+// DispatchedOwnerRan implements kinds.Dispatcher: the JobSet is dispatched and runs, or
+// ran (Ran).
+func (Kind) DispatchedOwnerRan(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (bool, error) {
+	var js jobsetapi.JobSet
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js, client.UnsafeDisableDeepCopy); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return Dispatched(&js) && Ran(&js), nil
+}
+
+// Ran reports whether js runs or ran: it is not suspended (Kueue unsuspends a JobSet it
+// admitted), or, suspended again by a preemption, its status shows a restart, its end,
+// or child Jobs that were active or ended (a dispatched JobSet's status is its worker
+// copy's, which MultiKueue copies back).
+func Ran(js *jobsetapi.JobSet) bool {
+	if !ptr.Deref(js.Spec.Suspend, false) || js.Status.Restarts > 0 || terminalCondition(js) != nil {
+		return true
+	}
+	return slices.ContainsFunc(js.Status.ReplicatedJobsStatus, func(s jobsetapi.ReplicatedJobStatus) bool {
+		return s.Active+s.Ready+s.Succeeded+s.Failed > 0
+	})
+}
+
 // Dispatched reports whether MultiKueue dispatches js (spec.managedBy
 // kueue.x-k8s.io/multikueue, immutable): its child Jobs run on a worker cluster.
 func Dispatched(js *jobsetapi.JobSet) bool {

@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -69,6 +70,26 @@ func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace stri
 		return nil, nil
 	}
 	return metav1.NewControllerRef(&tj, Kind{}.Object()), nil
+}
+
+// DispatchedOwnerRan implements kinds.Dispatcher: the TrainJob is dispatched and runs,
+// or ran: it is not suspended (Kueue unsuspends a TrainJob it admitted), or, suspended
+// again by a preemption, its status (its worker copy's, which MultiKueue copies back)
+// shows its end or child Jobs that were active or ended.
+func (Kind) DispatchedOwnerRan(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (bool, error) {
+	var tj trainer.TrainJob
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !dispatched(&tj) {
+		return false, nil
+	}
+	if !ptr.Deref(tj.Spec.Suspend, false) || terminal(&tj) != "" {
+		return true, nil
+	}
+	return slices.ContainsFunc(tj.Status.JobsStatus, func(s trainer.JobStatus) bool {
+		return ptr.Deref(s.Active, 0)+ptr.Deref(s.Ready, 0)+ptr.Deref(s.Succeeded, 0)+ptr.Deref(s.Failed, 0) > 0
+	}), nil
 }
 
 // RecordNames implements kinds.Dispatcher: a record of a child of the JobSet the TrainJob
