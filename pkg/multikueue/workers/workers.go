@@ -94,6 +94,18 @@ func (r *Registry) Events() <-chan event.GenericEvent {
 	return r.events
 }
 
+// wake sends obj to the accounts (Events), waiting while the queue is full rather than
+// dropping it: an account whose dispatched children are read has no periodic recheck
+// that would read what a dropped wake-up told it, and the informer whose handler waits
+// keeps the events behind it. It gives up only when ctx ends (the worker is dropped, or
+// the manager stops).
+func (r *Registry) wake(ctx context.Context, obj client.Object) {
+	select {
+	case r.events <- event.GenericEvent{Object: obj}:
+	case <-ctx.Done():
+	}
+}
+
 func (r *Registry) init() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -266,12 +278,7 @@ func (r *Registry) startWorker(name string, kubeconfig []byte) (*worker, error) 
 		stop()
 		return nil, err
 	}
-	send := func(obj client.Object) {
-		select {
-		case r.events <- event.GenericEvent{Object: obj}:
-		default: // the queue is full: the accounts' periodic recheck reads it
-		}
-	}
+	send := func(obj client.Object) { r.wake(ctx, obj) }
 	inf, err := c.GetInformer(ctx, &v1alpha1.WorkerResult{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		stop()

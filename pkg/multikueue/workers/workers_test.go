@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/scheme"
 )
@@ -118,5 +120,53 @@ func TestRegistryKeepsAWorkerAnotherSecretNames(t *testing.T) {
 				t.Errorf("no Secret names worker-a: %+v, want unconfigured", s)
 			}
 		})
+	}
+}
+
+// TestWakeWaitsForRoomInTheQueue: a record read while the accounts' queue is full still
+// wakes its accounts once there is room, in order (an account whose dispatched children
+// are read is not checked again by itself); a wake-up gives up only when its worker's
+// context ends.
+func TestWakeWaitsForRoomInTheQueue(t *testing.T) {
+	r := &Registry{}
+	events := r.Events()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range cap(events) {
+		r.wake(ctx, &v1alpha1.WorkerJob{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("rec-%d", i)}})
+	}
+	sent := make(chan struct{})
+	go func() {
+		r.wake(ctx, &v1alpha1.WorkerJob{ObjectMeta: metav1.ObjectMeta{Name: "past-the-queue"}})
+		close(sent)
+	}()
+	var last string
+	for range cap(events) + 1 {
+		select {
+		case ev := <-events:
+			last = ev.Object.GetName()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a wake-up was lost after %q", last)
+		}
+	}
+	<-sent
+	if last != "past-the-queue" {
+		t.Errorf("the last wake-up was %q, want the one sent while the queue was full", last)
+	}
+
+	for range cap(events) {
+		r.wake(ctx, &v1alpha1.WorkerJob{})
+	}
+	gone, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		r.wake(gone, &v1alpha1.WorkerJob{})
+		close(done)
+	}()
+	stop()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a wake-up of a worker whose context ended still waits")
 	}
 }
