@@ -164,7 +164,7 @@ func (r *Reconciler) workloadLive(ctx context.Context, ref v1alpha1.TargetRef, j
 		return nil, err
 	}
 	r.Metrics.liveRead(cachedWorkload)
-	wl, err := relations.LiveWorkloadOf(ctx, r.APIReader, job.Namespace, owner, relations.WorkloadOwnerName(job))
+	wl, err := relations.LiveWorkloadOf(ctx, r.APIReader, owner, job)
 	if err != nil || wl == nil {
 		r.workloadMisses.missed(owner, suspended(job), r.now())
 		return nil, err

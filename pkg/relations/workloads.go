@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -104,15 +105,34 @@ func WorkloadOfTarget(ctx context.Context, r client.Reader, ref v1alpha1.TargetR
 	// UID of another JobSet (or TrainJob) of the namespace. Kueue's Workload names its
 	// owner by name and UID, and the owner a Job runs under has the name the Job's
 	// controller reference gives (a TrainJob renders the JobSet of its own name).
-	return NewestWorkload(ownedBy(wls.Items, owner, WorkloadOwnerName(job))), nil
+	return NewestWorkload(ownedBy(wls.Items, owner, job)), nil
 }
 
-// ownedBy keeps of wls those the object of UID owner and name name controls.
-func ownedBy(wls []kueue.Workload, owner types.UID, name string) []kueue.Workload {
+// ownedBy keeps of wls those that the object of UID owner controls, under the name
+// WorkloadOwnerName gives job. When owner is the UID of job's own controller reference,
+// which whoever created the Job wrote, the Workload's controller must also be of that
+// reference's kind: a JobSet and the TrainJob that renders it share a name, so name and
+// UID alone let a Job claiming a JobSet of the TrainJob's UID take the TrainJob's
+// Workload. The owner a kind resolves through an object read (a JobSet's TrainJob) is
+// of another kind than the Job's reference, and is not held to it.
+func ownedBy(wls []kueue.Workload, owner types.UID, job *batchv1.Job) []kueue.Workload {
+	name := WorkloadOwnerName(job)
+	claimed := metav1.GetControllerOfNoCopy(job)
+	if claimed != nil && claimed.UID != owner {
+		claimed = nil
+	}
 	return slices.DeleteFunc(wls, func(wl kueue.Workload) bool {
 		ref := metav1.GetControllerOfNoCopy(&wl)
-		return ref == nil || ref.UID != owner || ref.Name != name
+		return ref == nil || ref.UID != owner || ref.Name != name || claimed != nil && !sameKind(ref, claimed)
 	})
+}
+
+// sameKind reports whether two owner references name the same kind of the same API
+// group, of any version.
+func sameKind(a, b *metav1.OwnerReference) bool {
+	ga, errA := schema.ParseGroupVersion(a.APIVersion)
+	gb, errB := schema.ParseGroupVersion(b.APIVersion)
+	return errA == nil && errB == nil && a.Kind == b.Kind && ga.Group == gb.Group
 }
 
 // WorkloadOwnerName is the name of the object whose Workload job runs under: its
@@ -142,15 +162,15 @@ func WorkloadOwnerUID(ctx context.Context, r client.Reader, ref v1alpha1.TargetR
 }
 
 // LiveWorkloadOf reads from r (the API server) the NewestWorkload of the object of UID
-// owner and name name (WorkloadOwnerName) in namespace, selected by the label Kueue puts
-// on every Workload it makes for a job (kueueconstants.JobUIDLabel), and kept only when
+// owner (WorkloadOwnerUID of job) in job's namespace, selected by the label Kueue puts on
+// every Workload it makes for a job (kueueconstants.JobUIDLabel), and kept only when
 // that object controls it, as WorkloadOfTarget keeps them; nil when there is none.
-func LiveWorkloadOf(ctx context.Context, r client.Reader, namespace string, owner types.UID, name string) (*kueue.Workload, error) {
+func LiveWorkloadOf(ctx context.Context, r client.Reader, owner types.UID, job *batchv1.Job) (*kueue.Workload, error) {
 	var wls kueue.WorkloadList
-	if err := r.List(ctx, &wls, client.InNamespace(namespace), client.MatchingLabels{kueueconstants.JobUIDLabel: string(owner)}); err != nil {
+	if err := r.List(ctx, &wls, client.InNamespace(job.Namespace), client.MatchingLabels{kueueconstants.JobUIDLabel: string(owner)}); err != nil {
 		return nil, err
 	}
 	// The label is anyone's to set: only the Workloads owner controls count, and, as in
-	// WorkloadOfTarget, only under the name the Job's controller reference gives.
-	return NewestWorkload(ownedBy(wls.Items, owner, name)), nil
+	// WorkloadOfTarget, only under the name (and kind) the Job's controller reference gives.
+	return NewestWorkload(ownedBy(wls.Items, owner, job)), nil
 }
