@@ -199,8 +199,8 @@ func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
 }
 
 // ownersSeen names the owners (a JobSet, a TrainJob: by target kind and name) of which
-// this account has seen a child: one observed now, or an identity on record or in
-// history. An owner that is not found is taken as deleted only if it was seen; the
+// this account has seen a child: one observed now while its owner is there, or an
+// identity on record or in history (recordStands). An owner that is not found is taken as deleted only if it was seen; the
 // account cannot tell one never created from one created and deleted unseen (while the
 // manager was down all its life), and waits for both.
 func ownersSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha1.TargetStatus, inHistory map[string]bool) map[string]bool {
@@ -209,7 +209,7 @@ func ownersSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha
 		if !t.Ref.IsChild() {
 			continue
 		}
-		if obs[t.Key].Job != nil || inHistory[t.Key] || (prev[t.Key] != nil && prev[t.Key].UID != "") {
+		if o := obs[t.Key]; o.Job != nil && o.ChildOwner != OwnerDeleted || inHistory[t.Key] || (prev[t.Key] != nil && prev[t.Key].UID != "") {
 			seen[ownerOf(t.Ref)] = true
 		}
 	}
@@ -244,6 +244,14 @@ func recordStands(t Target, p *v1alpha1.TargetStatus, obs Observation, final, in
 		obs.ChildOwner = OwnerDeleted
 	}
 	ownerGone := obs.ChildOwner == OwnerDeleted && (inHistory || recorded)
+	if obs.Job != nil && t.Ref.IsChild() && obs.ChildOwner == OwnerDeleted && !inHistory && !recorded && !final {
+		// A child first seen when its owner is gone: nothing vouches that the owner made
+		// it. Anyone who may create Jobs can give one the child's name, labels and a
+		// controller reference to an owner of that name, and so stand in for an owner
+		// that never ran (one the account was written before) or never ran the child.
+		// The target waits for its owner, as one never found does (ownersSeen).
+		obs = Observation{ChildOwner: obs.ChildOwner, OwnerEnded: OwnerDeleted}
+	}
 	if j := obs.DeletedJob; j != nil && (final || ownerGone) && (!recorded || j.UID != p.UID) {
 		// A Job of another identity given as deleted is no more the target's than one
 		// found: it would otherwise replace the record (unseenRecord).

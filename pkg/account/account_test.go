@@ -204,7 +204,14 @@ func TestEndedChildAwaitsItsOwner(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := step(t, tc.spec, nil, map[string]Observation{tc.key: {Job: tc.job.Facts(), ChildOwner: tc.childOwner}}).Status
+			var prev *v1alpha1.BatchAccountStatus
+			if tc.childOwner == OwnerDeleted {
+				// The child was seen while its JobSet ran: one first seen once its owner
+				// is gone stands for nothing (TestChildFirstSeenWithItsOwnerGone).
+				p := step(t, tc.spec, nil, map[string]Observation{tc.key: {Job: tc.job.Facts(), ChildOwner: OwnerRunning}}).Status
+				prev = &p
+			}
+			st := step(t, tc.spec, prev, map[string]Observation{tc.key: {Job: tc.job.Facts(), ChildOwner: tc.childOwner}}).Status
 			wantCond(t, st, v1alpha1.ConditionTerminated, tc.wantStatus, tc.wantReason, tc.wantMsg)
 			wantCond(t, st, v1alpha1.ConditionAccepted, tc.wantAccepted, tc.wantAcceptedReason, "")
 		})

@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
@@ -56,6 +58,48 @@ func TestForgedChildOfTrainJobGetsNoWorkload(t *testing.T) {
 			}
 			f := newFixture(t, hooks{}, objs...)
 			checkWorkloadNotTaken(t, f, reconcileTwice(t, f, "mine"), wl)
+		})
+	}
+}
+
+// TestChildOfAnAbsentOwnerNotFollowed: an account names child 0 of replicatedJob node of
+// JobSet vic (or of the JobSet TrainJob vic renders), neither of which exists yet. A
+// namespace editor makes a Job vic-node-0 with the child's labels and a controller
+// reference to a JobSet vic (an apiVersion the garbage collector cannot resolve keeps
+// it), which the Job controller runs to completion with outputs that pass the rule, so
+// its pods are marked. Nothing of vic ran: the account does not follow the Job, is not
+// Accepted, and waits for vic.
+func TestChildOfAnAbsentOwnerNotFollowed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		trainJob bool
+	}{
+		{name: "JobSet"},
+		{name: "TrainJob", trainJob: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			named := wrappers.MakeJobSet("vic", "ns").Obj()
+			named.UID = "unknown-uid"
+			x := wrappers.MakeJob("vic-node-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+				JobSetChild(named, "node", 0, 0).Completed("0-1", 2).Complete(testNow.Add(-time.Minute)).Obj()
+			x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).RequireResults("result.valid == result.records")
+			if tc.trainJob {
+				ba = ba.AssignTrainJob("vic", "node", 0, "0-1", "0-1")
+			} else {
+				ba = ba.AssignJobSet("vic", "node", 0, "0-1", "0-1")
+			}
+			objs := []client.Object{x, ba.Obj()}
+			for i := range 2 {
+				objs = append(objs, wrappers.MakeIndexPod(x, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
+					Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
+			}
+			f := newFixture(t, hooks{}, objs...)
+			got := reconcileTwice(t, f, "train")
+			checkNotFollowed(t, got, x.UID, "a Job of the child's name of an owner never there")
+			if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionShardsCovered); c == nil || c.Reason != v1alpha1.ReasonTargetsNotFound {
+				t.Errorf("ShardsCovered = %+v, want the account waiting for vic (%s)", c, v1alpha1.ReasonTargetsNotFound)
+			}
 		})
 	}
 }
