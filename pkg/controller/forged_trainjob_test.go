@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
@@ -100,6 +102,51 @@ func TestChildOfAnAbsentOwnerNotFollowed(t *testing.T) {
 			if c := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionShardsCovered); c == nil || c.Reason != v1alpha1.ReasonTargetsNotFound {
 				t.Errorf("ShardsCovered = %+v, want the account waiting for vic (%s)", c, v1alpha1.ReasonTargetsNotFound)
 			}
+		})
+	}
+}
+
+// TestJobMadeBeforeItsTrainJobNotFollowed: a namespace editor makes Job vic-node-0, with
+// the labels of child 0 of replicatedJob node of a JobSet vic and a controller reference
+// to a JobSet vic (an apiVersion the garbage collector cannot resolve keeps it), and the
+// Job controller runs it to completion with outputs that pass the rule. An hour later
+// TrainJob vic is created, and an account names its child; Trainer has not rendered
+// JobSet vic (it cannot create its child under a name taken), and vic is deleted in the
+// end. No child of vic exists before vic does: the account never follows the Job and is
+// not Accepted, while vic exists or once it is gone.
+func TestJobMadeBeforeItsTrainJobNotFollowed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		deleted bool
+	}{
+		{name: "TrainJob vic waiting for its JobSet"},
+		{name: "TrainJob vic deleted since", deleted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vic := wrappers.MakeTrainJob("vic", "ns", "torch-distributed").UID("vic-uid").Obj()
+			vic.CreationTimestamp = metav1.NewTime(testNow.Add(-10 * time.Minute))
+			named := wrappers.MakeJobSet("vic", "ns").Obj()
+			named.UID = "unknown-uid"
+			x := wrappers.MakeJob("vic-node-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+				JobSetChild(named, "node", 0, 0).Completed("0-1", 2).Complete(testNow.Add(-time.Hour)).Obj()
+			x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+			x.CreationTimestamp = metav1.NewTime(testNow.Add(-2 * time.Hour))
+			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).RequireResults("result.valid == result.records").
+				AssignTrainJob("vic", "node", 0, "0-1", "0-1").Obj()
+			objs := []client.Object{vic, x, ba}
+			for i := range 2 {
+				objs = append(objs, wrappers.MakeIndexPod(x, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
+					Succeeded(testNow.Add(-90*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
+			}
+			f := newFixture(t, hooks{}, objs...)
+			got := reconcileTwice(t, f, "train")
+			if tc.deleted {
+				if err := f.c.Delete(context.Background(), vic); err != nil {
+					t.Fatal(err)
+				}
+				got = reconcileTwice(t, f, "train")
+			}
+			checkNotFollowed(t, got, x.UID, "a Job made before its TrainJob")
 		})
 	}
 }

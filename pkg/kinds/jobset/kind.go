@@ -120,19 +120,26 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
 	}
-	return ResolveChild(ctx, r, namespace, ref.JobSet, ref, owner)
+	return ResolveChild(ctx, r, namespace, ref.JobSet, ref, owner, time.Time{})
 }
 
 // ResolveChild is the CurrentChild, among the Jobs in namespace with ChildLabels(jobSet,
 // ref), of the JobSet named jobSet (owner, when it was read; nil when it is gone). From
 // the manager's cache the candidates are read without a copy: only their metadata is
-// compared, and the Job returned is copied.
-func ResolveChild(ctx context.Context, r client.Reader, namespace, jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet) (*batchv1.Job, int32, error) {
+// compared, and the Job returned is copied. A candidate created before since (unless it
+// is zero) is no child: nothing above the JobSet creates a child before it exists itself,
+// while anyone who may create Jobs can make one of the child's name beforehand.
+func ResolveChild(ctx context.Context, r client.Reader, namespace, jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet, since time.Time) (*batchv1.Job, int32, error) {
 	var jobs batchv1.JobList
 	if err := r.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(ChildLabels(jobSet, ref)), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, 0, err
 	}
-	job, attempt := CurrentChild(jobSet, ref, owner, jobs.Items)
+	candidates := jobs.Items
+	if !since.IsZero() {
+		// A copy of the list: its items are the cache's own.
+		candidates = slices.DeleteFunc(slices.Clone(candidates), func(j batchv1.Job) bool { return j.CreationTimestamp.Time.Before(since) })
+	}
+	job, attempt := CurrentChild(jobSet, ref, owner, candidates)
 	if job != nil {
 		job = job.DeepCopy()
 	}

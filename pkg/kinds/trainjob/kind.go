@@ -167,17 +167,21 @@ func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.Resta
 // none for a TrainJob MultiKueue dispatches. A JobSet of the TrainJob's name that the
 // TrainJob (by UID, when it is read) does not control is none of its; while that JobSet
 // is gone, its children left behind are judged by their JobSet's name alone, as a JobSet
-// target's are.
+// target's are, and, when the TrainJob is read, by being created after it.
 func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
 	var tj trainer.TrainJob
 	var trainJobUID types.UID
+	var since time.Time
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); {
 	case err == nil && dispatched(&tj):
 		// Trainer renders a dispatched TrainJob's JobSet on a worker cluster, none here:
 		// a JobSet of its name here, and its Jobs, are anyone's.
 		return nil, 0, nil
 	case err == nil:
-		trainJobUID = tj.UID
+		// While its JobSet is not rendered yet no UID tells its children: a Job of a
+		// child's name made before the TrainJob (give or take the API servers' clocks)
+		// is none of them.
+		trainJobUID, since = tj.UID, tj.CreationTimestamp.Add(-jobset.ClockSkewAllowance)
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
 	}
@@ -192,7 +196,7 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
 	}
-	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner)
+	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since)
 }
 
 // renders reports whether js is rendered by the TrainJob named name (by uid, when known).
