@@ -362,3 +362,36 @@ func TestHugeAccountBoundedStatus(t *testing.T) {
 		t.Errorf("repair of a truncated list: %v", err)
 	}
 }
+
+// TestExplainStaleVerdict: a status written for an older spec generation judges a spec
+// that no longer is; its Accepted condition is no verdict on the current spec, so explain
+// neither reports the batch ACCEPTED nor lets --exit-code pass it, as the Workload's
+// conditions (VerdictPending) and watch do not.
+func TestExplainStaleVerdict(t *testing.T) {
+	s := clitest.SeedSteps()
+	cases := map[string]struct {
+		generation int64
+		wantCode   int
+		wantText   []string
+	}{
+		"current accepted status": {generation: 1, wantCode: options.ExitOK, wantText: []string{"ACCEPTED (Accepted)", "Nothing: the batch is Accepted."}},
+		"spec changed since": {generation: 2, wantCode: options.ExitNotAccepted, wantText: []string{
+			"NOT ACCEPTED (VerdictPending)", "STALE: the spec is at generation 2", "wait for the controller to observe the latest spec"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := s.Steps[len(s.Steps)-1].DeepCopy()
+			ba.Generation = tc.generation
+			objs := []client.Object{ba, s.Job.DeepCopy(), s.Chunks[0].DeepCopy()}
+			if _, errOut, code := run(t, clitest.FakeClient(objs...), "explain", "account", "ij245", "-n", ns, "--exit-code", "-o", "json"); code != tc.wantCode {
+				t.Errorf("--exit-code: exit %d (stderr %q), want %d", code, errOut, tc.wantCode)
+			}
+			out, _, _ := run(t, clitest.FakeClient(objs...), "explain", "account", "ij245", "-n", ns)
+			for _, phrase := range tc.wantText {
+				if !strings.Contains(out, phrase) {
+					t.Errorf("explanation lacks %q:\n%s", phrase, out)
+				}
+			}
+		})
+	}
+}

@@ -63,6 +63,12 @@ func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults,
 	}
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c != nil {
 		ex.Verdict = Verdict{Accepted: c.Status == metav1.ConditionTrue, Reason: c.Reason, Message: c.Message}
+		if st.ObservedGeneration < ba.Generation {
+			// The condition judges a spec that no longer is: no verdict on this one yet,
+			// as the controller tells the Workload.
+			ex.Verdict = Verdict{Reason: v1alpha1.ReasonVerdictPending, Message: fmt.Sprintf(
+				"the status judges spec generation %d, the spec is at generation %d: not judged yet", st.ObservedGeneration, ba.Generation)}
+		}
 	}
 	targets := NewObservedTargets(st)
 	for _, t := range m.Targets {

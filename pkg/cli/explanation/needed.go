@@ -93,7 +93,7 @@ func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
 			out = append(out, need+".")
 		}
 	}
-	if len(out) == 0 || (len(out) == 1 && st.ObservedGeneration < ba.Generation) {
+	if len(out) == 0 {
 		out = append(out, fmt.Sprintf("Accepted=False (%s): %s.", ex.Verdict.Reason, ex.Verdict.Message))
 	}
 	return out

@@ -45,7 +45,8 @@ type Explanation struct {
 	// Deprecated: read Revisions; Release is written with the same values until a later
 	// minor release removes it.
 	Release *Revisions `json:"release,omitempty"`
-	// Verdict is the account's Accepted condition.
+	// Verdict is the account's Accepted condition; VerdictPending, not accepted, while the
+	// status judges an older spec generation.
 	Verdict Verdict `json:"verdict"`
 	// Jobs are the assignment targets: the named Jobs (or JobSet children).
 	Jobs []JobExplanation `json:"jobs"`
