@@ -129,17 +129,10 @@ func (l *Ledger) judge(ctx context.Context, ba *v1alpha1.BatchAccount, c *v1alph
 }
 
 // ownedConsistently: c's label, its accountUID and the UID of its controller (a
-// BatchAccount) are one non-empty UID, ba's when ba is given, in ba's namespace.
+// BatchAccount) are one non-empty UID, ba's when ba is given, in ba's namespace
+// (ShardResults.OwnedBy, the rule the plugin reads chunks by too).
 func ownedConsistently(ba *v1alpha1.BatchAccount, c *v1alpha1.ShardResults) bool {
-	owner := metav1.GetControllerOfNoCopy(c)
-	if owner == nil || owner.Kind != "BatchAccount" || owner.APIVersion != v1alpha1.GroupVersion.String() {
-		return false
-	}
-	uid := c.AccountUID
-	if uid == "" || owner.UID != uid || c.Labels[v1alpha1.LabelAccountUID] != string(uid) {
-		return false
-	}
-	return ba == nil || (ba.UID == uid && ba.Namespace == c.Namespace && ba.Name == owner.Name)
+	return c.OwnedBy(ba)
 }
 
 // verdict verifies c's signature, once per (UID, resourceVersion).

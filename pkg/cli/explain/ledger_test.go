@@ -1,11 +1,13 @@
 package explain
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -57,5 +59,42 @@ func TestExplainRuleInvalid(t *testing.T) {
 	needed := strings.Join(explanation.BuildExplanation(ba, nil, 0).StillNeeded, "\n")
 	if !strings.Contains(needed, "Fix spec.acceptance.rule (ResultsAccepted=False, RuleInvalid): the acceptance rule does not compile in this controller: undeclared reference to 'reslt'") {
 		t.Errorf("still needed:\n%s", needed)
+	}
+}
+
+// TestExplainOnlyOwnedChunks: the manager counts a ShardResults chunk only when its
+// label, accountUID and controller owner all name the account; explain lists as accepted
+// only the results of such chunks, never those of a chunk someone else labelled for it.
+func TestExplainOnlyOwnedChunks(t *testing.T) {
+	s := clitest.SeedSteps()
+	other := metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "BatchAccount", Name: "ij245", UID: "another-account", Controller: ptr.To(true)}
+	cases := map[string]struct {
+		edit func(c *v1alpha1.ShardResults)
+		want int
+	}{
+		"recorded by the manager": {edit: func(*v1alpha1.ShardResults) {}, want: 4},
+		"no controller owner":     {edit: func(c *v1alpha1.ShardResults) { c.OwnerReferences = nil }, want: 0},
+		"no accountUID":           {edit: func(c *v1alpha1.ShardResults) { c.AccountUID = "" }, want: 0},
+		"controlled by another account": {edit: func(c *v1alpha1.ShardResults) {
+			c.OwnerReferences, c.AccountUID = []metav1.OwnerReference{other}, other.UID
+		}, want: 0},
+		"owner not a BatchAccount": {edit: func(c *v1alpha1.ShardResults) { c.OwnerReferences[0].Kind = "ConfigMap" }, want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			chunk := s.Chunks[0].DeepCopy()
+			tc.edit(chunk)
+			out, errOut, code := run(t, clitest.FakeClient(s.Steps[2].DeepCopy(), s.Job.DeepCopy(), chunk), "explain", "account", "ij245", "-n", ns, "-o", "json")
+			if code != options.ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var ex explanation.Explanation
+			if err := json.Unmarshal([]byte(out), &ex); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(ex.Results.Accepted); got != tc.want {
+				t.Errorf("%d accepted results listed, want %d: %+v", got, tc.want, ex.Results.Accepted)
+			}
+		})
 	}
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // Explain resolves kind/name to its accounts and explains each, reading the accounts'
-// ShardResults chunks (label batchledger.dev/account) for the accepted results.
+// ShardResults chunks (label batchledger.dev/account-uid) for the accepted results;
+// BuildExplanation counts only those the account owns.
 func Explain(ctx context.Context, c client.Client, namespace, kind, name string, maxRows int) ([]explanation.Explanation, error) {
 	accts, err := resolve.ResolveAccounts(ctx, c, namespace, kind, name)
 	if err != nil {

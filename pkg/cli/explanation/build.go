@@ -469,7 +469,8 @@ func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets Obser
 	return re
 }
 
-// acceptedResults picks, per shard, the result that stands: the first recorded result
+// acceptedResults picks, per shard, the result that stands among those of the chunks the
+// account owns (as the manager counts only those): the first recorded result
 // (in capture order) that decoded and met the rule, comes from the target's current
 // identity, claims the shard its identity is assigned and carries the account's
 // revisions. These are the rules account.Compute judges results by; the account status
@@ -479,7 +480,8 @@ func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets Obse
 	for key, ts := range targets.byKey {
 		current[key] = ts.UID
 	}
-	standing := account.StandingResults(m, &ba.Spec, current, account.RecordedInOrder(chunks))
+	// A chunk labelled for the account but not owned by it is no record of the manager's.
+	standing := account.StandingResults(m, &ba.Spec, current, account.RecordedInOrder(v1alpha1.OwnedChunks(ba, chunks)))
 	ordinals := slices.Sorted(maps.Keys(standing))
 	out := make([]v1alpha1.RecordedResult, 0, len(ordinals))
 	for _, o := range ordinals {

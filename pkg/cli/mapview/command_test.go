@@ -309,3 +309,30 @@ func TestMapRefusesNegativeSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestMapOnlyOwnedChunks: the map paints a shard accepted only from a chunk the manager
+// would count, one whose label, accountUID and controller owner all name the account.
+func TestMapOnlyOwnedChunks(t *testing.T) {
+	s := clitest.SeedSteps()
+	cases := map[string]struct {
+		edit func(c *v1alpha1.ShardResults)
+		want int
+	}{
+		"recorded by the manager": {edit: func(*v1alpha1.ShardResults) {}, want: 4},
+		"no controller owner":     {edit: func(c *v1alpha1.ShardResults) { c.OwnerReferences = nil }, want: 0},
+		"another accountUID":      {edit: func(c *v1alpha1.ShardResults) { c.AccountUID = "another-account" }, want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			chunk := s.Chunks[0].DeepCopy()
+			tc.edit(chunk)
+			sm, err := loadShardMap(t.Context(), clitest.FakeClient(s.Steps[2].DeepCopy(), chunk), ns, "ij245")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sm.Counts[stateAccepted]; got != tc.want {
+				t.Errorf("%d shards painted accepted, want %d", got, tc.want)
+			}
+		})
+	}
+}

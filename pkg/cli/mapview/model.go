@@ -157,7 +157,8 @@ func judgeShardResults(ba *v1alpha1.BatchAccount, m *account.Mapping, chunks []v
 	for _, ts := range ba.Status.Targets {
 		current[ts.Name] = ts.UID
 	}
-	results := account.RecordedInOrder(chunks)
+	// A chunk labelled for the account but not owned by it is no record of the manager's.
+	results := account.RecordedInOrder(v1alpha1.OwnedChunks(ba, chunks))
 	standing := account.StandingResults(m, &ba.Spec, current, results)
 	for o := range standing {
 		if o < len(states) && states[o] != stateMissing {

@@ -149,11 +149,20 @@ func SeedSteps() IJ245 {
 	ba = Compute(ba, CompleteT.Add(time.Minute), map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: WorkloadObs(true)}}, results...)
 	s.Steps = append(s.Steps, ba)
 	s.Job = j
-	s.Chunks = []v1alpha1.ShardResults{{
-		ObjectMeta: metav1.ObjectMeta{Name: string(ba.UID) + "-0", Namespace: Namespace, Labels: v1alpha1.ChunkLabels(ba)},
-		Account:    "ij245", Results: recorded,
-	}}
+	s.Chunks = []v1alpha1.ShardResults{*OwnedChunk(ba, recorded)}
 	return s
+}
+
+// OwnedChunk is a ShardResults chunk of ba's results as the manager records it: labelled
+// for ba, naming its UID and controlled by it.
+func OwnedChunk(ba *v1alpha1.BatchAccount, results []v1alpha1.RecordedResult) *v1alpha1.ShardResults {
+	return &v1alpha1.ShardResults{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: string(ba.UID) + "-0", Namespace: ba.Namespace, Labels: v1alpha1.ChunkLabels(ba),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ba, v1alpha1.GroupVersion.WithKind("BatchAccount"))},
+		},
+		Account: ba.Name, AccountUID: ba.UID, Results: results,
+	}
 }
 
 // WorkloadOf is Job j's Kueue Workload object, owned by the Job.
