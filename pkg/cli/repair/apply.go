@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -129,7 +130,8 @@ func cleanup(ctx context.Context, c client.Client, jobs []*batchv1.Job, dryRun o
 }
 
 // repairInput reads what planning needs: the namespace's Jobs, and for each Job Kueue
-// manages, the pod template its Workload recorded before admission.
+// manages, the pod template its Workload recorded before admission (none when the
+// cluster does not serve Kueue's Workload API).
 func repairInput(ctx context.Context, c client.Client, ba *v1alpha1.BatchAccount) (Input, error) {
 	in := Input{Account: ba, Jobs: map[string]*batchv1.Job{}, QueuedTemplates: map[string]*corev1.PodTemplateSpec{}}
 	var jobs batchv1.JobList
@@ -141,7 +143,10 @@ func repairInput(ctx context.Context, c client.Client, ba *v1alpha1.BatchAccount
 		in.Jobs[j.Name] = j
 	}
 	var wls kueue.WorkloadList
-	if err := c.List(ctx, &wls, client.InNamespace(ba.Namespace)); err != nil {
+	if err := c.List(ctx, &wls, client.InNamespace(ba.Namespace)); meta.IsNoMatchError(err) {
+		// Kueue is optional: without its API no Job has a Workload, nor a queued template.
+		return in, nil
+	} else if err != nil {
 		return in, fmt.Errorf("listing Kueue Workloads in namespace %q: %w", ba.Namespace, err)
 	}
 	// Kueue may briefly hold an old and a new Workload for a Job: the newest wins.

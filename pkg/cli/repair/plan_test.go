@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -511,5 +512,44 @@ func TestPlanRepairLarge(t *testing.T) {
 	if r.Assignment.Indexes != "0-99989" || r.Assignment.ShardOrdinals != "10-99999" || *r.Job.Spec.Completions != 99990 ||
 		!slices.Contains(r.Job.Spec.Template.Spec.Containers[0].Env, corev1.EnvVar{Name: EnvOriginalIndexes, Value: "10-99999"}) {
 		t.Errorf("repair = %+v", r.Assignment)
+	}
+}
+
+// TestRepairWithoutKueue: Kueue is optional; on a cluster that does not serve its
+// Workload API, repair plans from the Jobs alone (no queued template to restore), as it
+// does for a Job without a Workload.
+func TestRepairWithoutKueue(t *testing.T) {
+	noKueue := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*kueue.WorkloadList); ok {
+			return &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: kueue.GroupVersion.Group, Kind: "Workload"}, SearchedVersions: []string{kueue.GroupVersion.Version}}
+		}
+		return c.List(ctx, list, opts...)
+	}}
+	forbidden := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*kueue.WorkloadList); ok {
+			return apierrors.NewForbidden(schema.GroupResource{Group: kueue.GroupVersion.Group, Resource: "workloads"}, "", errors.New("no RBAC"))
+		}
+		return c.List(ctx, list, opts...)
+	}}
+	cases := map[string]struct {
+		funcs    interceptor.Funcs
+		wantCode int
+		wantErr  string
+	}{
+		"Kueue served":                    {wantCode: options.ExitOK},
+		"Kueue's Workload API not served": {funcs: noKueue, wantCode: options.ExitOK},
+		// Not being allowed to read what is there is another matter: say so.
+		"Workloads not readable": {funcs: forbidden, wantCode: options.ExitError, wantErr: `listing Kueue Workloads in namespace "ml-team"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, errOut, code := run(t, repairCluster(tc.funcs), "repair", "ij245", "-n", ns, "--dry-run")
+			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) {
+				t.Fatalf("exit %d (stderr %q), want %d with %q", code, errOut, tc.wantCode, tc.wantErr)
+			}
+			if code == options.ExitOK && !strings.Contains(out, "j-repair-1") {
+				t.Errorf("no repair Job planned:\n%s", out)
+			}
+		})
 	}
 }
