@@ -91,7 +91,7 @@ func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults,
 			ex.Conditions = append(ex.Conditions, ConditionEntry{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message, Since: timestamp(c.LastTransitionTime)})
 		}
 	}
-	ex.StillNeeded = stillNeeded(ba, &ex)
+	ex.StillNeeded = stillNeeded(ba, m, &ex)
 	return ex
 }
 

@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
 	"batchledger.dev/batchledger/pkg/indexset"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // TestExplainAdmissionMove: a Job evicted on h100 with indexes 0 and 1 complete and
@@ -105,5 +108,54 @@ func TestExplainWorkerClusters(t *testing.T) {
 	}
 	if w := ex.Jobs[0].Workload; w.Cluster != "worker-b" || !strings.HasSuffix(w.Summary, ", in MultiKueue worker cluster worker-b") {
 		t.Errorf("Workload = %+v, want it in worker-b", w)
+	}
+}
+
+// TestStillNeededLostResultsOfChildren: a covered shard whose result can no longer
+// arrive is re-run by `repair` only for a plain Job target; repair refuses JobSet and
+// TrainJob children, so the explanation must not send their owners there.
+func TestStillNeededLostResultsOfChildren(t *testing.T) {
+	cases := map[string]struct {
+		assign     func(*wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper
+		key, job   string
+		wantRepair bool
+		want       string
+	}{
+		"plain Job": {
+			assign: func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignJobOrdinals("train-workers-0", "0-1", "0-1")
+			},
+			key: "job/train-workers-0", wantRepair: true, want: "Run `kubectl batchledger repair train -n ml-team`",
+		},
+		"JobSet child": {
+			assign: func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignJobSet("train", "workers", 0, "0-1", "0-1")
+			},
+			key: "jobset/train/workers/0", want: "append a repair assignment to spec.repairs by hand",
+		},
+		"TrainJob child": {
+			assign: func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignTrainJob("train", "workers", 0, "0-1", "0-1")
+			},
+			key: "trainjob/train/workers/0", want: "append a repair assignment to spec.repairs by hand",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := tc.assign(wrappers.MakeBatchAccount("train", clitest.Namespace).ShardCount("s", 2)).
+				RequireResults(clitest.SeedRule).Generation(1).Obj()
+			j := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0-1", 2).ResourceVersion("9").Complete(clitest.CompleteT.Time).Obj()
+			ba = clitest.Compute(ba, clitest.CompleteT.Time, map[string]account.Observation{tc.key: {Job: jobkind.Facts(j), PodsListed: true}})
+			if c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted); c == nil || c.Reason != v1alpha1.ReasonMissingResult {
+				t.Fatalf("fixture: ResultsAccepted %+v, want MissingResult", c)
+			}
+			needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+			if !strings.Contains(needed, tc.want) {
+				t.Errorf("still needed lacks %q:\n%s", tc.want, needed)
+			}
+			if got := strings.Contains(needed, "Run `kubectl batchledger repair"); got != tc.wantRepair {
+				t.Errorf("advises `repair`: %v, want %v:\n%s", got, tc.wantRepair, needed)
+			}
+		})
 	}
 }

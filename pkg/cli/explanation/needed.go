@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/internal/output"
 	"batchledger.dev/batchledger/pkg/indexset"
@@ -18,7 +19,7 @@ const maxListed = 4
 // stillNeeded derives, from the conditions in the order they build the verdict, what
 // must happen before the batch is Accepted. Each entry says what is missing and, where
 // there is one, the action that supplies it.
-func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
+func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation) []string {
 	st := &ba.Status
 	var out []string
 	if len(st.Conditions) == 0 {
@@ -82,8 +83,13 @@ func stillNeeded(ba *v1alpha1.BatchAccount, ex *Explanation) []string {
 			if ex.Results.MissingShards != "" {
 				what = append(what, "no result can arrive for "+output.Plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left that can report one)")
 			}
-			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment; each result must carry input revision %s and model revision %s.",
-				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), ba.Name, ba.Namespace, ba.Spec.InputRevision, ba.Spec.ModelRevision))
+			rerun := fmt.Sprintf("Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment", ba.Name, ba.Namespace)
+			if onChildren(m, ba.Status.Results.RejectedOrdinals, ba.Status.Results.MissingOrdinals) {
+				// repair refuses shards of JobSet and TrainJob children: their owner re-runs them.
+				rerun = "Some are assigned to JobSet or TrainJob children, which `kubectl batchledger repair` does not re-run: a JobSet restart re-runs its children under new identities, a TrainJob is re-submitted; otherwise append a repair assignment to spec.repairs by hand"
+			}
+			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. %s; each result must carry input revision %s and model revision %s.",
+				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), rerun, ba.Spec.InputRevision, ba.Spec.ModelRevision))
 		default:
 			need := fmt.Sprintf("Shard results: %s. Each worker reports its shard, input revision %s and model revision %s in its termination message",
 				c.Message, ba.Spec.InputRevision, ba.Spec.ModelRevision)
@@ -204,6 +210,25 @@ func identities(shards []MissingShard, shown func(Identity) bool) string {
 // summaryHead is "2/4 shard results accepted".
 func (r *ResultsExplanation) summaryHead(s ShardsExplanation) string {
 	return fmt.Sprintf("%d/%d shard results accepted", s.Accepted, s.Total)
+}
+
+// onChildren reports whether a shard of the ordinal lists (interval format) is assigned
+// to a JobSet or TrainJob child.
+func onChildren(m *account.Mapping, lists ...string) bool {
+	for _, l := range lists {
+		set, _ := indexset.Parse(l)
+		child := false
+		set.Each(func(o int) bool {
+			if key, _, ok := m.IdentityOf(o); ok && v1alpha1.TargetKey(key).IsChild() {
+				child = true
+			}
+			return !child
+		})
+		if child {
+			return true
+		}
+	}
+	return false
 }
 
 // ordinalCount is the number of ordinals in an interval list (0 when it does not parse).
