@@ -385,6 +385,12 @@ func (o ObservedTargets) state(key string, index int) (string, bool) {
 	return "not completed yet; the Job is running", false
 }
 
+// Final reports whether the (target, index) identity can no longer complete.
+func (o ObservedTargets) Final(key string, index int) bool {
+	_, final := o.state(key, index)
+	return final
+}
+
 // repairIdentities are the repair identities assigned shard ordinal o, in spec order.
 func repairIdentities(m *account.Mapping, o int) []ShardIdentity {
 	var out []ShardIdentity

@@ -132,16 +132,29 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *explanation.Explanation) (watchOut
 	if blocker != nil && blocker.Type == v1alpha1.ConditionAssignmentValid {
 		return outcomeBlocked, "the assignment mapping is invalid (" + blocker.Reason + ")"
 	}
+	// Every missing shard the status lists, not only the rows an explanation shows: a
+	// lost shard behind many pending ones blocks the batch as much.
+	m := account.Compile(ba.Namespace, &ba.Spec)
+	targets := explanation.NewObservedTargets(st)
+	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
 	var lost []explanation.MissingShard
-	for _, ms := range ex.Shards.MissingShards {
-		final := len(ms.WaitsFor) > 0
-		for _, id := range ms.WaitsFor {
+	missing.Each(func(o int) bool {
+		if o >= m.Shards.Count() {
+			return false
+		}
+		if key, idx, ok := m.IdentityOf(o); ok && !targets.Final(key, idx) {
+			return true // its original identity may still complete
+		}
+		ids := explanation.WaitsFor(m, targets, o)
+		final := len(ids) > 0
+		for _, id := range ids {
 			final = final && id.Final
 		}
 		if final {
-			lost = append(lost, ms)
+			lost = append(lost, explanation.MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: ids})
 		}
-	}
+		return true
+	})
 	if len(lost) > 0 {
 		first := lost[0].WaitsFor[len(lost[0].WaitsFor)-1]
 		return outcomeBlocked, fmt.Sprintf("%s can no longer be covered (%s index %d: %s)",

@@ -485,3 +485,28 @@ func TestWatchRateText(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchBlockedPastTheFirstRows: a missing shard that can no longer be covered blocks
+// the batch wherever it is among the missing shards, not only among the first rows an
+// explanation lists: watch exits 2 as soon as the status shows it.
+func TestWatchBlockedPastTheFirstRows(t *testing.T) {
+	cases := map[string]struct {
+		ba   *v1alpha1.BatchAccount
+		want watchOutcome
+	}{
+		// Shard D, the only missing shard, is lost.
+		"lost shard first": {ba: clitest.FailedAccount(), want: outcomeBlocked},
+		// big-7's 1,600 missing shards may still complete; big-8's 200 failed ones come
+		// after them in ordinal order and never will.
+		"lost shards after 1,600 pending ones": {ba: clitest.BigAccount(), want: outcomeBlocked},
+		"only pending shards":                  {ba: clitest.SeedSteps().Steps[0], want: outcomePending},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := progressOf(tc.ba)
+			if p.Outcome != tc.want {
+				t.Errorf("outcome %v (%q), want %v", p.Outcome, p.Blocked, tc.want)
+			}
+		})
+	}
+}
