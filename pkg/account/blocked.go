@@ -26,3 +26,11 @@ func Blocker(st *v1alpha1.BatchAccountStatus) *metav1.Condition {
 	}
 	return nil
 }
+
+// ResultsUnjudged reports whether the status judged no recorded result: the acceptance
+// rule does not compile in the controller (ResultsAccepted RuleInvalid), so no result
+// stands, whatever the rule would have said of it.
+func ResultsUnjudged(st *v1alpha1.BatchAccountStatus) bool {
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted)
+	return c != nil && c.Reason == v1alpha1.ReasonRuleInvalid
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,6 +95,43 @@ func TestExplainOnlyOwnedChunks(t *testing.T) {
 			}
 			if got := len(ex.Results.Accepted); got != tc.want {
 				t.Errorf("%d accepted results listed, want %d: %+v", got, tc.want, ex.Results.Accepted)
+			}
+		})
+	}
+}
+
+// TestExplainRuleInvalidListsNoAcceptedResult: while the acceptance rule does not compile
+// in the controller, no recorded result is judged and none stands (ResultsAccepted
+// RuleInvalid, 0 accepted); the recorded results must not be listed as accepted. A batch
+// Accepted before the rule broke keeps its verdicts, and its results stand.
+func TestExplainRuleInvalidListsNoAcceptedResult(t *testing.T) {
+	s := clitest.SeedSteps()
+	results := account.RecordedInOrder(s.Chunks)
+	judge := func(prev *v1alpha1.BatchAccount) *v1alpha1.BatchAccount {
+		ba := prev.DeepCopy()
+		ba.Status = account.Compute(account.Input{
+			Namespace: ns, Generation: ba.Generation, Spec: &ba.Spec, Previous: &prev.Status,
+			Observations: map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.Job), Workload: clitest.WorkloadObs(true)}},
+			Results:      results, Now: metav1.NewTime(clitest.CompleteT.Add(time.Hour)), RuleError: "undeclared reference to 'reslt'",
+		}).Status
+		return ba
+	}
+	cases := map[string]struct {
+		prev *v1alpha1.BatchAccount
+		want int
+	}{
+		"rule broke before the results were judged": {prev: s.Steps[2], want: 0},
+		"rule broke after the batch was Accepted":   {prev: s.Steps[3], want: 4},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := judge(tc.prev)
+			if int(ba.Status.Shards.Accepted) != tc.want {
+				t.Fatalf("fixture: %d shards accepted, want %d", ba.Status.Shards.Accepted, tc.want)
+			}
+			ex := explanation.BuildExplanation(ba, s.Chunks, 0)
+			if got := len(ex.Results.Accepted); got != tc.want {
+				t.Errorf("%d results listed as accepted, the status accepts %d: %+v", got, tc.want, ex.Results.Accepted)
 			}
 		})
 	}

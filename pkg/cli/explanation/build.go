@@ -454,7 +454,10 @@ func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets Obser
 	if a := ba.Spec.Acceptance; a != nil {
 		re.Required, re.Rule = a.RequireResults, a.Rule
 	}
-	accepted := acceptedResults(ba, m, targets, chunks)
+	var accepted []v1alpha1.RecordedResult
+	if !account.ResultsUnjudged(&ba.Status) {
+		accepted = acceptedResults(ba, m, targets, chunks)
+	}
 	for i, r := range accepted {
 		if i == maxRows {
 			re.AcceptedMore = len(accepted) - maxRows

@@ -336,3 +336,30 @@ func TestMapOnlyOwnedChunks(t *testing.T) {
 		})
 	}
 }
+
+// TestMapRuleInvalidPaintsNoAccepted: while the acceptance rule does not compile in the
+// controller no result is judged, so no shard is painted accepted from the chunks.
+func TestMapRuleInvalidPaintsNoAccepted(t *testing.T) {
+	s := clitest.SeedSteps()
+	cases := map[string]struct {
+		ruleError string
+		want      int
+	}{
+		"rule compiles":         {want: 4},
+		"rule does not compile": {ruleError: "undeclared reference to 'reslt'", want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			prev := s.Steps[2]
+			ba := prev.DeepCopy()
+			ba.Status = account.Compute(account.Input{
+				Namespace: ns, Generation: ba.Generation, Spec: &ba.Spec, Previous: &prev.Status,
+				Observations: map[string]account.Observation{"job/j": {Job: jobkind.Facts(s.Job), Workload: clitest.WorkloadObs(true)}},
+				Results:      account.RecordedInOrder(s.Chunks), Now: metav1.NewTime(clitest.CompleteT.Add(time.Hour)), RuleError: tc.ruleError,
+			}).Status
+			if got := buildShardMap(ba, s.Chunks).Counts[stateAccepted]; got != tc.want || int(ba.Status.Shards.Accepted) != tc.want {
+				t.Errorf("%d shards painted accepted, the status accepts %d, want %d", got, ba.Status.Shards.Accepted, tc.want)
+			}
+		})
+	}
+}

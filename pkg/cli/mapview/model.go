@@ -150,7 +150,7 @@ func coveredFromTargets(m *account.Mapping, st *v1alpha1.BatchAccountStatus) (in
 // results, judged by the account's own rule (account.StandingResults) so that the map
 // and the controller agree on every shard.
 func judgeShardResults(ba *v1alpha1.BatchAccount, m *account.Mapping, chunks []v1alpha1.ShardResults, states []shardState) {
-	if len(chunks) == 0 {
+	if len(chunks) == 0 || account.ResultsUnjudged(&ba.Status) {
 		return
 	}
 	current := map[string]types.UID{}
