@@ -27,8 +27,8 @@ the account requires results, the covered shards whose result can no longer arri
 (MissingResult) or was rejected. For each original Job with such shards it creates one
 follow-up Indexed Job <job>-repair-<n> from the same pod template (from an earlier repair
 Job of it when the original was deleted), queue and priority, over as many indexes as
-shards to re-run, and appends to the account's spec.repairs an entry mapping its indexes
-0..k-1 onto those shards in order.
+shards to re-run (at most as many at once as the original ran), and appends to the
+account's spec.repairs an entry mapping its indexes 0..k-1 onto those shards in order.
 
 spec.repairs is written under the field manager ` + FieldManager + `, apart from the
 spec.assignments of the account's manifest: a GitOps tool (Argo CD, Flux) that re-applies

@@ -96,8 +96,8 @@ func describeList(indexes []int) string {
 }
 
 // repairJob builds the follow-up Job: the original's pod template (as queued, without the
-// Job controller's generated labels) over len(indexes) indexes, its failure handling,
-// its Kueue queue and priority, created suspended.
+// Job controller's generated labels) over len(indexes) indexes, at most its parallelism,
+// its failure handling, its Kueue queue and priority, created suspended.
 //
 // origName is the Job whose identities are repaired; orig is the Job whose template is
 // copied: origName itself, or an earlier repair Job of it when it was deleted.
@@ -143,9 +143,15 @@ func repairJob(accountName, origName string, orig *batchv1.Job, queued *corev1.P
 		}
 	}
 	k := int32(len(indexes))
+	// At most the original's pods at once: its parallelism is what its queue's quota
+	// admits, and Kueue admits all of a Job's parallel pods together.
+	parallelism := k
+	if p := orig.Spec.Parallelism; p != nil && *p > 0 && *p < k {
+		parallelism = *p
+	}
 	spec := batchv1.JobSpec{
 		Completions:    ptr.To(k),
-		Parallelism:    ptr.To(k),
+		Parallelism:    ptr.To(parallelism),
 		CompletionMode: ptr.To(batchv1.IndexedCompletion),
 		// Suspended until the account names it, so that no pod runs unaccounted; Kueue
 		// unsuspends a queued Job when it admits it, repair unsuspends the others.

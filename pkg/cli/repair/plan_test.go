@@ -553,3 +553,33 @@ func TestRepairWithoutKueue(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanRepairKeepsParallelism: a repair Job runs at most as many pods at once as its
+// original did: the original's parallelism is what its queue's quota admits, and a repair
+// Job asking for more would wait for quota that never comes (Kueue admits a Job's pods at
+// once).
+func TestPlanRepairKeepsParallelism(t *testing.T) {
+	cases := map[string]struct {
+		parallelism int32
+		want        int32
+	}{
+		"original ran 2 at once, 4 shards to re-run": {parallelism: 2, want: 2},
+		"original ran 8 at once, 4 shards to re-run": {parallelism: 8, want: 4},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("big", ns).ShardCount("s", 8).AssignJobOrdinals("big", "0-7", "0-7").Generation(1).Obj()
+			j := clitest.Admitted(clitest.SeedJob("big", "uid-big", 8).Parallelism(tc.parallelism).Completed("0-2,5", 4).ResourceVersion("9").
+				Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj())
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/big": {Job: jobkind.Facts(j)}})
+			plan, err := NewPlan(Input{Account: ba, Jobs: clitest.JobsByName(j)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := plan.Repairs[0].Job.Spec
+			if *s.Completions != 4 || *s.Parallelism != tc.want {
+				t.Errorf("repair Job completions %d parallelism %d, want 4 and %d", *s.Completions, *s.Parallelism, tc.want)
+			}
+		})
+	}
+}
