@@ -395,3 +395,33 @@ func TestExplainStaleVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainStatusOfLargerSpec: the spec may declare fewer shards than the status it has
+// not been judged against yet describes (the population was corrected); ordinals of the
+// status past the spec's shards name no shard, and explaining the account must not
+// crash on them (watch explains every change it sees).
+func TestExplainStatusOfLargerSpec(t *testing.T) {
+	cases := map[string]func(ba *v1alpha1.BatchAccount){
+		"rejected result of a shard no longer declared": func(ba *v1alpha1.BatchAccount) {},
+		"missing result of a shard no longer declared": func(ba *v1alpha1.BatchAccount) {
+			ba.Status.Results.MissingOrdinals, ba.Status.Results.Missing = ba.Status.Results.RejectedOrdinals, 1
+			ba.Status.Results.RejectedOrdinals = ""
+		},
+	}
+	for name, edit := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := clitest.RejectedAccount() // shard C (ordinal 2) has only a rejected result
+			if ba.Status.Results.RejectedOrdinals != "2" {
+				t.Fatalf("fixture: rejected ordinals %q", ba.Status.Results.RejectedOrdinals)
+			}
+			edit(ba)
+			ba.Spec.Shards.Names = []string{"A", "B"}
+			ba.Spec.Assignments[0].Indexes, ba.Spec.Assignments[0].Shards = "0-1", []string{"A", "B"}
+			ba.Generation = 2
+			out, errOut, code := run(t, clitest.FakeClient(ba), "explain", "account", "ij245", "-n", ns)
+			if code != options.ExitOK || !strings.Contains(out, "STALE: the spec is at generation 2") {
+				t.Errorf("exit %d (stderr %q):\n%s", code, errOut, out)
+			}
+		})
+	}
+}

@@ -445,11 +445,14 @@ func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets 
 func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets ObservedTargets, chunks []v1alpha1.ShardResults, maxRows int) ResultsExplanation {
 	sr := &ba.Status.Results
 	re := ResultsExplanation{Rejected: sr.Rejected, Conflicts: sr.Conflicts, Missing: sr.Missing}
-	if set, err := indexset.Parse(sr.MissingOrdinals); err == nil && !set.IsEmpty() {
-		re.MissingShards = m.Shards.Describe(set, 8)
+	// A status not yet judged against the spec may name ordinals the spec no longer
+	// declares: they name no shard.
+	declared := indexset.Range(0, m.Shards.Count()-1)
+	if set, err := indexset.Parse(sr.MissingOrdinals); err == nil && !set.Intersect(declared).IsEmpty() {
+		re.MissingShards = m.Shards.Describe(set.Intersect(declared), 8)
 	}
-	if set, err := indexset.Parse(sr.RejectedOrdinals); err == nil && !set.IsEmpty() {
-		re.RejectedShards = m.Shards.Describe(set, 8)
+	if set, err := indexset.Parse(sr.RejectedOrdinals); err == nil && !set.Intersect(declared).IsEmpty() {
+		re.RejectedShards = m.Shards.Describe(set.Intersect(declared), 8)
 	}
 	if a := ba.Spec.Acceptance; a != nil {
 		re.Required, re.Rule = a.RequireResults, a.Rule
