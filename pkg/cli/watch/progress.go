@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/explanation"
@@ -115,7 +117,8 @@ func compareFraction(a, b jobProgress) int {
 // outcomeOf decides when `watch` ends. Accepted ends it with success. It is blocked —
 // no longer acceptable without a repair or a spec change — when the mapping is invalid,
 // when a missing shard has no identity left that can complete (its Job failed, lost the
-// index, terminated without it or was deleted), when a target was deleted before it
+// index, terminated without it or was deleted; not a JobSet or TrainJob child while its
+// owner may still restart it), when a target was deleted before it
 // terminated, when a result was rejected, or when a covered shard's result can no longer
 // arrive (MissingResult). A status that
 // describes an older spec generation decides nothing: the controller has yet to judge
@@ -137,6 +140,12 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *explanation.Explanation) (watchOut
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	targets := explanation.NewObservedTargets(st)
 	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
+	// While the controller awaits the termination of a JobSet or TrainJob child that
+	// ended, its owner runs and may restart it under a new identity: no repair is needed
+	// for its shards yet. (The status says which targets are awaited only in words, so
+	// children count as restartable while any target is awaited.)
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated)
+	childrenMayRestart := c != nil && c.Reason == v1alpha1.ReasonAwaitingTermination
 	var lost []explanation.MissingShard
 	missing.Each(func(o int) bool {
 		if o >= m.Shards.Count() {
@@ -149,6 +158,9 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *explanation.Explanation) (watchOut
 		final := len(ids) > 0
 		for _, id := range ids {
 			final = final && id.Final
+		}
+		if final && childrenMayRestart && v1alpha1.TargetKey(ids[0].Target).IsChild() {
+			return true
 		}
 		if final {
 			lost = append(lost, explanation.MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: ids})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	testingclock "k8s.io/utils/clock/testing"
@@ -20,6 +21,7 @@ import (
 	"batchledger.dev/batchledger/pkg/cli/internal/clitest"
 	"batchledger.dev/batchledger/pkg/cli/options"
 	"batchledger.dev/batchledger/pkg/cli/resolve"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -506,6 +508,36 @@ func TestWatchBlockedPastTheFirstRows(t *testing.T) {
 			p := progressOf(tc.ba)
 			if p.Outcome != tc.want {
 				t.Errorf("outcome %v (%q), want %v", p.Outcome, p.Blocked, tc.want)
+			}
+		})
+	}
+}
+
+// TestWatchChildMayBeRestarted: a JobSet child that failed without a shard is not a dead
+// end while its JobSet runs: the JobSet's failure policy may restart it under a new
+// identity that covers the shard (the controller awaits it: Terminated
+// AwaitingTermination, "its JobSet may restart it"). watch keeps waiting then, and says
+// the batch is blocked once the JobSet ended without covering it.
+func TestWatchChildMayBeRestarted(t *testing.T) {
+	cases := map[string]struct {
+		owner string
+		want  watchOutcome
+	}{
+		"its JobSet still runs": {owner: account.OwnerRunning, want: outcomePending},
+		"its JobSet failed":     {owner: "Failed", want: outcomeBlocked},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").Generation(1).Obj()
+			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0", 1).ResourceVersion("9").
+				Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+			obs := account.Observation{Job: jobkind.Facts(w0), ChildOwner: tc.owner}
+			if tc.owner != account.OwnerRunning {
+				obs.ChildOwner, obs.OwnerEnded = "", tc.owner
+			}
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"jobset/train/workers/0": obs})
+			if p := progressOf(ba); p.Outcome != tc.want {
+				t.Errorf("outcome %v (%q), want %v; status: %+v", p.Outcome, p.Blocked, tc.want, ba.Status.Conditions)
 			}
 		})
 	}
