@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -8,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -423,5 +426,31 @@ func TestExplainStatusOfLargerSpec(t *testing.T) {
 				t.Errorf("exit %d (stderr %q):\n%s", code, errOut, out)
 			}
 		})
+	}
+}
+
+// TestExplainWithoutTheCRD: on a cluster that does not serve the BatchAccount API (the
+// CRD is not installed), the error says so, whichever way the account is looked up.
+func TestExplainWithoutTheCRD(t *testing.T) {
+	noMatch := &meta.NoKindMatchError{GroupKind: v1alpha1.GroupVersion.WithKind("BatchAccount").GroupKind(), SearchedVersions: []string{v1alpha1.GroupVersion.Version}}
+	c := interceptor.NewClient(clitest.FakeClient(clitest.SeedJob("j", clitest.JobUID, 4).Obj()), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*v1alpha1.BatchAccount); ok {
+				return noMatch
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*v1alpha1.BatchAccountList); ok {
+				return noMatch
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	for _, args := range [][]string{{"explain", "account", "ij245"}, {"explain", "job", "j"}} {
+		_, errOut, code := run(t, c, append(args, "-n", ns)...)
+		if code != options.ExitError || !strings.Contains(errOut, "the BatchAccount API (batchledger.dev/v1alpha1) is not served by this cluster: is batchledger installed?") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
 	}
 }

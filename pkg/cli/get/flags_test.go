@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -238,6 +239,24 @@ func waitFor(t *testing.T, cond func() bool) {
 	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out")
+		}
+	}
+}
+
+// TestGetWithoutTheCRD: on a cluster that does not serve the BatchAccount API, get says
+// that batchledger is not installed, for a list and for a name.
+func TestGetWithoutTheCRD(t *testing.T) {
+	noMatch := &meta.NoKindMatchError{GroupKind: v1alpha1.GroupVersion.WithKind("BatchAccount").GroupKind(), SearchedVersions: []string{v1alpha1.GroupVersion.Version}}
+	c := interceptor.NewClient(clitest.FakeClient(), interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return noMatch
+		},
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error { return noMatch },
+	})
+	for _, args := range [][]string{{"get", "-n", ns}, {"get", "-A"}, {"get", "ij245", "-n", ns}} {
+		_, errOut, code := run(t, c, args...)
+		if code != options.ExitError || !strings.Contains(errOut, "the BatchAccount API (batchledger.dev/v1alpha1) is not served by this cluster: is batchledger installed?") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
 }

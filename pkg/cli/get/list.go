@@ -42,7 +42,7 @@ func listAccounts(ctx context.Context, c client.Client, namespace string, opts .
 		if namespace == "" {
 			where = "in all namespaces"
 		}
-		return nil, "", fmt.Errorf("listing BatchAccounts %s: %w", where, err)
+		return nil, "", fmt.Errorf("listing BatchAccounts %s: %w", where, resolve.NotServed(err))
 	}
 	slices.SortFunc(list.Items, func(a, b v1alpha1.BatchAccount) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))

@@ -5,12 +5,14 @@ package resolve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -164,14 +166,38 @@ func DescribeGetError(err error, kind, namespace, name string) error {
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%s %q not found in namespace %q", kind, name, namespace)
 	}
-	return fmt.Errorf("reading %s %q in namespace %q: %w", kind, name, namespace, err)
+	return fmt.Errorf("reading %s %q in namespace %q: %w", kind, name, namespace, NotServed(err))
+}
+
+// installedBy names what installs the API of a group, for NotServed.
+var installedBy = map[string]string{
+	v1alpha1.GroupVersion.Group: "batchledger",
+	kueue.GroupVersion.Group:    "Kueue",
+}
+
+// NotServed adds to an error saying the cluster serves no such kind (its CRD is not
+// installed) what is missing; other errors are returned as they are.
+func NotServed(err error) error {
+	var nk *meta.NoKindMatchError
+	if !errors.As(err, &nk) {
+		return err
+	}
+	gv := nk.GroupKind.Group
+	if len(nk.SearchedVersions) > 0 {
+		gv += "/" + nk.SearchedVersions[0]
+	}
+	what := "is its CRD installed?"
+	if by, ok := installedBy[nk.GroupKind.Group]; ok {
+		what = "is " + by + " installed?"
+	}
+	return fmt.Errorf("%w: the %s API (%s) is not served by this cluster: %s", err, nk.GroupKind.Kind, gv, what)
 }
 
 // accountsWhere lists the accounts of namespace with a target matching match.
 func accountsWhere(ctx context.Context, c client.Client, namespace string, match func(v1alpha1.TargetRef) bool) ([]v1alpha1.BatchAccount, error) {
 	var list v1alpha1.BatchAccountList
 	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("listing BatchAccounts in namespace %q: %w", namespace, err)
+		return nil, fmt.Errorf("listing BatchAccounts in namespace %q: %w", namespace, NotServed(err))
 	}
 	var out []v1alpha1.BatchAccount
 	for _, ba := range list.Items {

@@ -75,7 +75,7 @@ func runWatch(ctx context.Context, c client.WithWatch, out io.Writer, ns, kind, 
 		// (timeout, compaction), list again.
 		var list v1alpha1.BatchAccountList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return fmt.Errorf("listing BatchAccounts in namespace %q: %w", ns, err)
+			return fmt.Errorf("listing BatchAccounts in namespace %q: %w", ns, resolve.NotServed(err))
 		}
 		seen := map[string]bool{}
 		for i := range list.Items {
