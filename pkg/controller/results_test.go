@@ -53,6 +53,17 @@ func chunksOf(t *testing.T, c client.Client) []v1alpha1.ShardResults {
 	return list.Items
 }
 
+// shardAReport is a valid report of shard A, on the revisions of report, whose output
+// has digest: two of them with other digests conflict.
+func shardAReport(t *testing.T, digest string) string {
+	t.Helper()
+	msg, err := result.Encode(result.Report{Shard: "A", InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + digest, Records: 1, Valid: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
 func reportOf(t *testing.T, shard string) string {
 	t.Helper()
 	msg, err := result.Encode(result.Report{Shard: shard, InputRevision: "D", ModelRevision: "m", Output: "s3://b/" + shard, Digest: "sha256:" + shard, Records: 1, Valid: 1})
@@ -341,16 +352,9 @@ func TestResultJudgedUnderAnEarlierRuleIsCapturedAgain(t *testing.T) {
 // another digest is a conflict, and the verdict does not depend on pod names.
 func TestFirstSuccessOfAnIndexStands(t *testing.T) {
 	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
-	report := func(digest string) string {
-		msg, err := result.Encode(result.Report{Shard: "A", InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + digest, Records: 1, Valid: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return msg
-	}
 	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
 	pod := func(name string, finished time.Time, digest string) *corev1.Pod {
-		return wrappers.MakeIndexPod(j, name, 0).Succeeded(finished, report(digest)).Obj()
+		return wrappers.MakeIndexPod(j, name, 0).Succeeded(finished, shardAReport(t, digest)).Obj()
 	}
 	cases := []struct {
 		name       string
@@ -543,13 +547,6 @@ func TestEvictionSparesFollowedIdentities(t *testing.T) {
 // later one with another digest is the conflict.
 func TestFirstSuccessOfAShardStandsAcrossTargets(t *testing.T) {
 	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
-	report := func(digest string) string {
-		msg, err := result.Encode(result.Report{Shard: "A", InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + digest, Records: 1, Valid: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return msg
-	}
 	j := withUID(wrappers.MakeJob("j", "ns").Indexed(1).Obj(), "j-uid")
 	r := withUID(wrappers.MakeJob("r", "ns").Indexed(1).Obj(), "r-uid")
 	cases := []struct {
@@ -564,8 +561,8 @@ func TestFirstSuccessOfAShardStandsAcrossTargets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ba := wrappers.MakeBatchAccount("acct", "ns").Shards("A").AssignJob("j", "0", "A").SpecRepair("r", "0", "A").RequireResults("").Obj()
 			ba.UID = "acct-uid"
-			pj := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(tc.original, report("original")).Obj()
-			pr := wrappers.MakeIndexPod(r, "r-0", 0).Succeeded(tc.repair, report("repair")).Obj()
+			pj := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(tc.original, shardAReport(t, "original")).Obj()
+			pr := wrappers.MakeIndexPod(r, "r-0", 0).Succeeded(tc.repair, shardAReport(t, "repair")).Obj()
 			results, _ := captureOnce(t, fakeClient(t, ba, j, r, pj, pr), ba)
 			if len(results) != 2 || results[0].Pod != tc.wantFirst {
 				t.Fatalf("recorded %+v, want two results, %s's first", results, tc.wantFirst)
