@@ -200,9 +200,10 @@ func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
 
 // ownersSeen names the owners (a JobSet, a TrainJob: by target kind and name) of which
 // this account has seen a child: one observed now while its owner is there, or an
-// identity on record or in history (recordStands). An owner that is not found is taken as deleted only if it was seen; the
-// account cannot tell one never created from one created and deleted unseen (while the
-// manager was down all its life), and waits for both.
+// identity on record or in history (recordStands). An owner that is not found is taken
+// as deleted only if it was seen; the account cannot tell one never created from one
+// created and deleted unseen (while the manager was down all its life), and waits for
+// both.
 func ownersSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha1.TargetStatus, inHistory map[string]bool) map[string]bool {
 	seen := map[string]bool{}
 	for _, t := range m.Targets {

@@ -118,7 +118,7 @@ func (l *Ledger) ChunkTrusted(ctx context.Context, c *v1alpha1.ShardResults) (bo
 // judge returns why c is not counted for ba (nil: for the account c names), or "" when
 // it is.
 func (l *Ledger) judge(ctx context.Context, ba *v1alpha1.BatchAccount, c *v1alpha1.ShardResults) (string, error) {
-	if !ownedConsistently(ba, c) {
+	if !c.OwnedBy(ba) { // the rule the plugin reads chunks by too
 		return IgnoredNotOwned, nil
 	}
 	v, err := l.verdict(ctx, c)
@@ -126,13 +126,6 @@ func (l *Ledger) judge(ctx context.Context, ba *v1alpha1.BatchAccount, c *v1alph
 		return "", err
 	}
 	return string(v), nil
-}
-
-// ownedConsistently: c's label, its accountUID and the UID of its controller (a
-// BatchAccount) are one non-empty UID, ba's when ba is given, in ba's namespace
-// (ShardResults.OwnedBy, the rule the plugin reads chunks by too).
-func ownedConsistently(ba *v1alpha1.BatchAccount, c *v1alpha1.ShardResults) bool {
-	return c.OwnedBy(ba)
 }
 
 // verdict verifies c's signature, once per (UID, resourceVersion).
