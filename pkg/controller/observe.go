@@ -37,6 +37,13 @@ type observed struct {
 	// recordedOn is, for a dispatched JobSet child, the worker cluster whose WorkerJob
 	// job is made from (observeDispatchedChild); "" for a Job of this cluster.
 	recordedOn string
+	// ownerCreated is, for a dispatched child whose finished owner's Workload is gone,
+	// when the owner was created: the admissions on record since are its
+	// (workerAdmissions).
+	ownerCreated *metav1.Time
+	// retainedOn is then the worker and the Workload name of the owner's newest admission
+	// on record, where its results are read.
+	retainedOn [2]string
 }
 
 // observeTarget reads a target's current Job (relations.ResolveTarget), its successful

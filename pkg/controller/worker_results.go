@@ -55,15 +55,23 @@ type resultSource struct {
 // accepts: its admissions the account recorded (status.targets[].admissions[]) under its
 // identity uid, and the Workload wl observed now. With uid "" (a dispatched JobSet
 // child, whose identities change with each worker and restart while its Workload
-// stays) only the admissions of wl count, none when it is unknown: Kueue names an
-// owner's Workload after the owner's UID, so a Workload of another name was an owner of
-// the same name deleted before, whose children ran nothing for this one. A record naming
+// stays) only the admissions of wl count: Kueue names an owner's Workload after the
+// owner's UID, so a Workload of another name was an owner of the same name deleted
+// before, whose children ran nothing for this one. When wl is unknown, the owner's
+// Workload is gone while the owner stays (Kueue's retention deletes a finished Workload,
+// objectRetentionPolicies.workloads.afterFinished): the admissions on record since
+// ownerCreated, the owner's creation, are its own (none without it). A record naming
 // another Workload, or read from a worker the Workload was never admitted to, is not the
 // target's.
-func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *kueue.Workload) [][2]string {
+func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *kueue.Workload, ownerCreated *metav1.Time) [][2]string {
 	var out [][2]string
-	add := func(cluster, workload string) {
-		if cluster == "" || workload == "" || uid == "" && (wl == nil || workload != wl.Name) {
+	add := func(cluster, workload string, admitted *metav1.Time) {
+		switch {
+		case cluster == "" || workload == "":
+			return
+		case uid == "" && wl != nil && workload != wl.Name:
+			return
+		case uid == "" && wl == nil && (ownerCreated == nil || admitted == nil || admitted.Before(ownerCreated)):
 			return
 		}
 		// The latest admission to a worker places it: after A, B and A again, A's
@@ -76,11 +84,11 @@ func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *
 			continue
 		}
 		for _, a := range ts.Admissions {
-			add(a.Cluster, a.Workload)
+			add(a.Cluster, a.Workload, &a.AdmittedAt)
 		}
 	}
 	if wl != nil {
-		add(multikueue.Cluster(wl), wl.Name)
+		add(multikueue.Cluster(wl), wl.Name, nil)
 	}
 	return out
 }
@@ -114,7 +122,7 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 		return nil, nil
 	}
 	var out []resultSource
-	for _, p := range workerAdmissions(ba, t.Key, identity, o.workload) {
+	for _, p := range workerAdmissions(ba, t.Key, identity, o.workload, o.ownerCreated) {
 		recs, _, err := r.WorkerResults.Records(ctx, p[0], ba.Namespace, p[1])
 		if err != nil {
 			return nil, err
@@ -166,10 +174,13 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 		o.obs.WorkerProblem, o.obs.PodsListed = state.Problem(d.cluster), !state.Configured
 		return nil
 	}
-	if r.WorkerResults == nil || !multikueue.Dispatched(o.job) || o.workload == nil {
+	if r.WorkerResults == nil || !multikueue.Dispatched(o.job) {
 		return nil
 	}
-	cluster := multikueue.Cluster(o.workload)
+	cluster, workload := o.retainedOn[0], o.retainedOn[1]
+	if o.workload != nil {
+		cluster, workload = multikueue.Cluster(o.workload), o.workload.Name
+	}
 	if cluster == "" {
 		return nil
 	}
@@ -185,7 +196,7 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 		o.obs.PodsListed = true
 		return nil
 	}
-	_, state, err := r.WorkerResults.Records(ctx, cluster, namespace, o.workload.Name)
+	_, state, err := r.WorkerResults.Records(ctx, cluster, namespace, workload)
 	if err != nil {
 		return err
 	}
@@ -253,9 +264,18 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	if err := r.observeWorkload(ctx, &d, t.Ref, stub, ba.Spec.RequiresResults()); err != nil {
 		return err
 	}
+	var ownerCreated *metav1.Time
+	if d.workload == nil {
+		// Its Workload is gone, the owner is not: the admissions on record since the owner
+		// was created still say where its children ran (workerAdmissions).
+		if ownerCreated, err = finishedOwnerCreated(ctx, r.Client, k, ba.Namespace, owner); err != nil {
+			return err
+		}
+	}
 	superseded := supersededIdentities(ba, t.Key, d.workload)
 	var recs []kinds.RecordedJob
-	for _, p := range workerAdmissions(ba, t.Key, "", d.workload) {
+	admitted := workerAdmissions(ba, t.Key, "", d.workload, ownerCreated)
+	for _, p := range admitted {
 		if r.WorkerResults == nil {
 			break
 		}
@@ -272,22 +292,33 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 			}
 		}
 	}
+	// The worker the owner runs on: its Workload's, or with the Workload gone, its
+	// newest admission's on record.
+	var last [2]string
+	if d.workload != nil {
+		last = [2]string{multikueue.Cluster(d.workload), d.workload.Name}
+	} else if n := len(admitted); n > 0 {
+		last = admitted[n-1]
+	}
 	rec := kinds.Recorded(k, t.Ref, recs)
 	read := rec != nil
 	if rec == nil {
-		if err := r.unreadWorker(ctx, ba.Namespace, d.workload, o); err != nil || o.obs.WorkerProblem == "" {
+		if err := r.unreadWorker(ctx, ba.Namespace, last, d.workload, o); err != nil || o.obs.WorkerProblem == "" {
 			return err
 		}
 		// The worker's records are not read now (the manager restarted, its kubeconfig
 		// is gone): that is no news of the child, and no restart superseded it. The
 		// identity the account last observed stands as it was observed.
-		if rec = lastObserved(ba, t, multikueue.Cluster(d.workload)); rec == nil {
+		if rec = lastObserved(ba, t, last[0]); rec == nil {
 			return nil
 		}
 	}
 	job := multikueue.RecordJob(rec.Record, owner)
 	o.job, o.obs.Job, o.obs.RestartAttempt = job, jobkind.Facts(job), rec.Record.RestartAttempt
-	o.recordedOn = rec.Cluster
+	o.recordedOn, o.ownerCreated = rec.Cluster, ownerCreated
+	if d.workload == nil {
+		o.retainedOn = last
+	}
 	// The owner's end does not end a target found: its Job's terminal condition does.
 	o.obs.OwnerEnded = ""
 	o.workload, o.obs.Workload = d.workload, d.obs.Workload
@@ -301,6 +332,27 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		o.obs.Job, o.obs.DeletedJob, o.obs.OwnerEnded = nil, o.obs.Job, ended
 	}
 	return nil
+}
+
+// finishedOwnerCreated is when owner, the dispatched owner of a child target of kind k,
+// was created, once it finished: Kueue's retention deletes only a finished owner's
+// Workload, while an owner created again under the name has run nothing until Kueue
+// creates and admits its own. nil for an owner that has not finished, or that is not
+// the object of that name now.
+func finishedOwnerCreated(ctx context.Context, c client.Reader, k kinds.Dispatcher, namespace string, owner *metav1.OwnerReference) (*metav1.Time, error) {
+	o, isOwner := k.(kinds.Owner)
+	if !isOwner {
+		return nil, nil
+	}
+	obj := k.NewObject()
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: owner.Name}, obj); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if obj.GetUID() != owner.UID || o.Terminal(obj) == "" {
+		return nil, nil
+	}
+	created := obj.GetCreationTimestamp()
+	return &created, nil
 }
 
 // supersededIdentities are the Job UIDs of target key's history, but for the identity its
@@ -392,22 +444,20 @@ func observedCluster(s *v1alpha1.TargetStatus) string {
 }
 
 // unreadWorker names, on a dispatched target not found, the worker its Workload runs on
+// (at: the worker and the Workload's name; wl, nil when Kueue deleted it, as observed)
 // when batchledger does not read that worker's records (run without
 // --multikueue-worker-results, no kubeconfig, not read yet, not reachable): the target
 // waits on it, as a dispatched Job's results do. The owner's end, copied back from the
 // worker, says nothing then of a child that may have run there to its end: the target
 // is not taken for one never created (OwnerEnded).
-func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, wl *kueue.Workload, o *observed) error {
-	cluster := ""
-	if wl != nil {
-		cluster = multikueue.Cluster(wl)
-	}
+func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, at [2]string, wl *kueue.Workload, o *observed) error {
+	cluster := at[0]
 	if cluster == "" {
 		return nil
 	}
 	problem := noWorkerReader
 	if r.WorkerResults != nil {
-		_, state, err := r.WorkerResults.Jobs(ctx, cluster, namespace, wl.Name)
+		_, state, err := r.WorkerResults.Jobs(ctx, cluster, namespace, at[1])
 		if err != nil {
 			return err
 		}
@@ -416,7 +466,9 @@ func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, wl *kue
 	if problem == "" {
 		return nil // read whole: the child is not recorded there
 	}
-	o.workload, o.obs.Workload = wl, workloadObservation(wl)
+	if wl != nil {
+		o.workload, o.obs.Workload = wl, workloadObservation(wl)
+	}
 	o.obs.ResultsOnWorker, o.obs.WorkerProblem = true, problem
 	o.obs.OwnerEnded = ""
 	return nil
