@@ -228,10 +228,14 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 	if err != nil {
 		return nil, 0, err
 	}
+	counting, err := r.countingSuccess(ctx, job)
+	if err != nil {
+		return nil, 0, err
+	}
 	var pending []string
 	for _, ba := range accounts {
 		refs := r.observedBy(ba, job)
-		if len(refs) == 0 || recordsEnd(&ba.Status, job) {
+		if len(refs) == 0 || !counting && recordsEnd(&ba.Status, job) {
 			continue
 		}
 		if account.Final(&ba.Status, ba.Generation) && !follows(ba, job.UID) {
@@ -356,6 +360,39 @@ func recordsEnd(st *v1alpha1.BatchAccountStatus, job *batchv1.Job) bool {
 		}
 	}
 	return false
+}
+
+// countingSuccess reports whether the Job controller has yet to count a success of job,
+// deleted before it terminated: an index pod of it (one the manager's cache holds, of the
+// results scope) Succeeded with the Job controller's tracking finalizer still on, its
+// index not in completedIndexes. The Job controller counts such a pod while the Job
+// exists, being deleted or not, and an indexed Job's success goes straight into
+// completedIndexes, never through uncountedTerminatedPods: released now, the Job would be
+// gone before that count, and the index lost to its record.
+func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bool, error) {
+	if job.DeletionTimestamp == nil || jobTerminal(job) != "" {
+		return false, nil // running: nothing ends yet; terminated: the Job controller counts no more
+	}
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace),
+		client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, err
+	}
+	completions := 0
+	if job.Spec.Completions != nil {
+		completions = int(*job.Spec.Completions)
+	}
+	completed, _ := indexset.ParseJobStatus(job.Status.CompletedIndexes, completions)
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+			continue
+		}
+		if idx, ok := relations.SucceededIndexOf(p, job); ok && idx < completions && !completed.Contains(idx) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // jobTerminal is the Job's terminal condition type that is True (Complete, Failed), or "".

@@ -151,6 +151,24 @@ func TestJobRecorderReleases(t *testing.T) {
 			wantPatches: 1, wantReleased: 1,
 		},
 		{
+			// An indexed Job's success goes straight into completedIndexes, never through
+			// uncountedTerminatedPods: the pod's tracking finalizer says it is not counted yet.
+			name: "deleted before it terminated, an index pod succeeded the Job controller has not counted: held",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning,
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name: "deleted before it terminated, its succeeded index pod counted: released",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning,
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-0", 0).Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj(),
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-30*time.Second), "").Obj()},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
 			name:             "deleted before it terminated, a success still uncounted: held",
 			job:              uncounted(jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj()),
 			objs:             []client.Object{recordedRunning},
