@@ -82,6 +82,11 @@ type JobRecorder struct {
 	// APIReader reads a held Job that left the cache (nil: none is read): one whose
 	// scope label was taken off, which nothing would otherwise ever release.
 	APIReader client.Reader
+	// CoveragePods, when set, is the cache of the coverage scope's succeeded pods
+	// (Reconciler.CoveragePods): a coverage-scope Job's successes the Job controller has
+	// yet to count are read there (countingSuccess), the manager's cache holding only the
+	// results scope's pods.
+	CoveragePods client.Reader
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
@@ -363,20 +368,28 @@ func recordsEnd(st *v1alpha1.BatchAccountStatus, job *batchv1.Job) bool {
 }
 
 // countingSuccess reports whether the Job controller has yet to count a success of job,
-// deleted before it terminated: an index pod of it (one the manager's cache holds, of the
-// results scope) Succeeded with the Job controller's tracking finalizer still on, its
-// index not in completedIndexes. The Job controller counts such a pod while the Job
-// exists, being deleted or not, and an indexed Job's success goes straight into
-// completedIndexes, never through uncountedTerminatedPods: released now, the Job would be
-// gone before that count, and the index lost to its record.
+// deleted before it terminated: an index pod of it (one a cache holds: the manager's, of
+// the results scope, or CoveragePods, of the coverage scope) Succeeded with the Job
+// controller's tracking finalizer still on, its index not in completedIndexes. The Job
+// controller counts such a pod while the Job exists, being deleted or not, and an
+// indexed Job's success goes straight into completedIndexes, never through
+// uncountedTerminatedPods: released now, the Job would be gone before that count, and
+// the index lost to its record.
 func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bool, error) {
 	if job.DeletionTimestamp == nil || jobTerminal(job) != "" {
 		return false, nil // running: nothing ends yet; terminated: the Job controller counts no more
 	}
+	ofJob := client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace),
-		client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
+	}
+	if r.CoveragePods != nil && job.Spec.Template.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeCoverage {
+		list := relations.PodMetadataList()
+		if err := r.CoveragePods.List(ctx, list, client.InNamespace(job.Namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {
+			return false, err
+		}
+		pods.Items = append(pods.Items, relations.SucceededPods(list.Items)...)
 	}
 	completions := 0
 	if job.Spec.Completions != nil {

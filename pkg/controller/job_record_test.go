@@ -82,8 +82,10 @@ func TestJobRecorderReleases(t *testing.T) {
 		name string
 		job  *batchv1.Job
 		objs []client.Object
-		h    hooks
-		apis *ServedAPIs
+		// coveragePods are in the cache of the coverage scope's succeeded pods.
+		coveragePods []client.Object
+		h            hooks
+		apis         *ServedAPIs
 
 		wantErr          bool
 		wantFinalizers   []string // nil: the Job is gone
@@ -156,6 +158,16 @@ func TestJobRecorderReleases(t *testing.T) {
 			name: "deleted before it terminated, an index pod succeeded the Job controller has not counted: held",
 			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
 			objs: []client.Object{recordedRunning,
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			// The coverage scope's succeeded pods are in a cache of their own.
+			name: "coverage scope, deleted before it terminated, an index pod succeeded the Job controller has not counted: held",
+			job:  jobAt(record).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning},
+			coveragePods: []client.Object{
 				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
 			wantFinalizers:   []string{record},
 			wantRequeueAfter: 59 * time.Minute,
@@ -280,6 +292,9 @@ func TestJobRecorderReleases(t *testing.T) {
 			f := newFixture(t, tc.h, append([]client.Object{tc.job}, tc.objs...)...)
 			m := newJobRecordMetrics(prometheus.NewRegistry())
 			r := &JobRecorder{Client: f.c, Recorder: f, Metrics: m, MaxHold: maxHold, APIs: tc.apis, Now: func() time.Time { return testNow }}
+			if tc.coveragePods != nil {
+				r.CoveragePods = newFixture(t, hooks{}, tc.coveragePods...).c
+			}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)})
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
