@@ -69,7 +69,8 @@ func getOwner(ctx context.Context, r client.Reader, namespace string, gvk schema
 
 // dispatchedChild is what the child Job job of a JobSet was dispatched for, when its
 // controlling JobSet (by UID) is a copy MultiKueue made (multikueue.CopiedFor), or is
-// rendered by a TrainJob (by UID) that is; false for any other Job. Kueue v0.17 copies
+// rendered by a TrainJob (by UID) that is; false for any other Job, and for one created
+// after its JobSet's deletion started (createdBefore). Kueue v0.17 copies
 // the JobSet (or the TrainJob) onto the worker with both of MultiKueue's marks; the JobSet
 // controller does not put them on the child Jobs. errOwnerNotRead when the JobSet, or the
 // TrainJob controlling it, is not in the cache: the webhooks cannot judge the Job or
@@ -85,6 +86,13 @@ func dispatchedChild(ctx context.Context, r client.Reader, job metav1.Object) (m
 	if err != nil || js == nil {
 		return multikueue.Dispatch{}, false, err
 	}
+	if !createdBefore(job, js.DeletionTimestamp) {
+		// The JobSet controller creates no child for a JobSet being deleted: a Job
+		// claiming it since is a namespace user's (one who keeps the copy Kueue deleted
+		// with a finalizer of their own), which the manager would follow as its newest
+		// child.
+		return multikueue.Dispatch{}, false, nil
+	}
 	d := multikueue.Dispatch{Workload: multikueue.CopiedFor(js), JobSet: js.Name}
 	if owner := metav1.GetControllerOfNoCopy(js); owner != nil && owner.Kind == trainer.TrainJobKind && owner.APIVersion == trainer.GroupVersion.String() {
 		tj, err := getOwner(ctx, r, job.GetNamespace(), trainer.GroupVersion.WithKind(trainer.TrainJobKind), owner)
@@ -99,6 +107,17 @@ func dispatchedChild(ctx context.Context, r client.Reader, job metav1.Object) (m
 		}
 	}
 	return d, d.Workload != "", nil
+}
+
+// createdBefore reports whether job was created no later than deleted, the start of its
+// JobSet's deletion (nil: none started), to the second the API server keeps. A Job being
+// admitted has no creation time yet: it is created now.
+func createdBefore(job metav1.Object, deleted *metav1.Time) bool {
+	if deleted == nil {
+		return true
+	}
+	created := job.GetCreationTimestamp()
+	return !created.IsZero() && !created.After(deleted.Time)
 }
 
 // AnnotationTrainJob on a held child Job of a dispatched JobSet names the TrainJob that
