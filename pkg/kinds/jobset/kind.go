@@ -366,8 +366,9 @@ const ClockSkewAllowance = time.Minute
 // CurrentChild picks, among candidate Jobs of the JobSet named jobSet for ref (listed by
 // ChildLabels), the one the target follows: of its children (IsChildOf, by owner's UID
 // when the JobSet was read; none created after owner recorded its terminal condition
-// (give or take ClockSkewAllowance), since a JobSet that ended creates no Job, while a
-// namespace editor may make one under a child's name once the child is gone), the
+// (give or take ClockSkewAllowance), nor after its deletion started, since a JobSet that
+// ended or is being deleted creates no Job, while a namespace editor may make one under a
+// child's name once the child is gone), the
 // highest restart attempt that
 // is not being deleted (a restart deletes the old children before it creates new ones,
 // and a child being deleted is on its way out). While none is, the child being deleted
@@ -386,14 +387,19 @@ func CurrentChild(jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet
 	}
 	var jobSetUID types.UID
 	var ended *metav1.Condition
+	var deleted *metav1.Time
 	if owner != nil {
-		jobSetUID, ended = owner.UID, terminalCondition(owner)
+		// The JobSet controller leaves a JobSet being deleted alone, and records no
+		// terminal condition for it: its deletion, written by the API server whose clock
+		// also writes a child's creation, ends it as surely.
+		jobSetUID, ended, deleted = owner.UID, terminalCondition(owner), owner.DeletionTimestamp
 	}
 	var live, held *batchv1.Job
 	liveAttempt, heldAttempt := int32(-1), int32(-1)
 	for i := range jobs {
 		j := &jobs[i]
-		if !IsChildOf(jobSet, ref, j, jobSetUID) || ended != nil && j.CreationTimestamp.After(ended.LastTransitionTime.Add(ClockSkewAllowance)) {
+		if !IsChildOf(jobSet, ref, j, jobSetUID) || ended != nil && j.CreationTimestamp.After(ended.LastTransitionTime.Add(ClockSkewAllowance)) ||
+			deleted != nil && j.CreationTimestamp.After(deleted.Time) {
 			continue
 		}
 		a := (Kind{}).RestartAttempt(j)

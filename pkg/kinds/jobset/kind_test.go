@@ -1,0 +1,64 @@
+package jobset_test
+
+import (
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds/jobset"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestCurrentChildOfAJobSetBeingDeleted: the JobSet controller leaves a JobSet being
+// deleted alone and creates no child for it. A namespace editor can keep a JobSet whose
+// batch fails from going with a finalizer of their own, delete it, delete its child (let
+// go once its end is recorded) and create a Job of the child's name, labels and
+// controller reference (the JobSet's UID) that completes with results passing the rule:
+// it is no child, and the target does not follow it. A child created before the deletion
+// started, even in that second, is still followed.
+func TestCurrentChildOfAJobSetBeingDeleted(t *testing.T) {
+	t0 := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	ref := v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "w"}
+	js := wrappers.MakeJobSet("t", "ns").Obj()
+	js.UID = "t-uid"
+	deleting := js.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	deleting.Finalizers = []string{"example.com/keep"}
+	childAt := func(uid string, attempt int, created time.Time) batchv1.Job {
+		j := wrappers.MakeJob(jobset.ChildJobName("t", "w", 0), "ns").UID(uid).JobSetChild(js, "w", 0, attempt).Obj()
+		j.CreationTimestamp = metav1.Time{Time: created}
+		return *j
+	}
+	before := childAt("real-uid", 0, t0.Add(-time.Hour))
+	sameSecond := childAt("same-second-uid", 1, t0)
+	forged := childAt("forged-uid", 0, t0.Add(time.Second))
+	forgedLater := childAt("forged-later-uid", 1, t0.Add(time.Minute))
+	for _, tc := range []struct {
+		name  string
+		owner *jobsetapi.JobSet
+		jobs  []batchv1.Job
+		want  types.UID
+	}{
+		{"running: a child is followed", js, []batchv1.Job{forged}, "forged-uid"},
+		{"being deleted: its child from before is followed", deleting, []batchv1.Job{before}, "real-uid"},
+		{"being deleted: a child created in the second it started is followed", deleting, []batchv1.Job{before, sameSecond}, "same-second-uid"},
+		{"being deleted: a Job of the child's name created since is no child", deleting, []batchv1.Job{forged}, ""},
+		{"being deleted: nor one of a later attempt", deleting, []batchv1.Job{before, forgedLater}, "real-uid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := jobset.CurrentChild(ref.JobSet, ref, tc.owner, tc.jobs)
+			var uid types.UID
+			if got != nil {
+				uid = got.UID
+			}
+			if uid != tc.want {
+				t.Errorf("CurrentChild = %q, want %q", uid, tc.want)
+			}
+		})
+	}
+}
