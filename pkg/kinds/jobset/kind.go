@@ -120,24 +120,28 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
 	}
-	return ResolveChild(ctx, r, namespace, ref.JobSet, ref, owner, time.Time{})
+	return ResolveChild(ctx, r, namespace, ref.JobSet, ref, owner, time.Time{}, time.Time{})
 }
 
 // ResolveChild is the CurrentChild, among the Jobs in namespace with ChildLabels(jobSet,
 // ref), of the JobSet named jobSet (owner, when it was read; nil when it is gone). From
 // the manager's cache the candidates are read without a copy: only their metadata is
-// compared, and the Job returned is copied. A candidate created before since (unless it
-// is zero) is no child: nothing above the JobSet creates a child before it exists itself,
-// while anyone who may create Jobs can make one of the child's name beforehand.
-func ResolveChild(ctx context.Context, r client.Reader, namespace, jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet, since time.Time) (*batchv1.Job, int32, error) {
+// compared, and the Job returned is copied. A candidate created before since, or after
+// until (unless they are zero), is no child: nothing above the JobSet creates a child
+// before it exists itself, or after it ended, while anyone who may create Jobs can make
+// one of the child's name then.
+func ResolveChild(ctx context.Context, r client.Reader, namespace, jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet, since, until time.Time) (*batchv1.Job, int32, error) {
 	var jobs batchv1.JobList
 	if err := r.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(ChildLabels(jobSet, ref)), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, 0, err
 	}
 	candidates := jobs.Items
-	if !since.IsZero() {
+	if !since.IsZero() || !until.IsZero() {
 		// A copy of the list: its items are the cache's own.
-		candidates = slices.DeleteFunc(slices.Clone(candidates), func(j batchv1.Job) bool { return j.CreationTimestamp.Time.Before(since) })
+		candidates = slices.DeleteFunc(slices.Clone(candidates), func(j batchv1.Job) bool {
+			created := j.CreationTimestamp.Time
+			return !since.IsZero() && created.Before(since) || !until.IsZero() && created.After(until)
+		})
 	}
 	job, attempt := CurrentChild(jobSet, ref, owner, candidates)
 	if job != nil {

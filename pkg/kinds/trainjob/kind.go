@@ -167,20 +167,20 @@ func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.Resta
 // none for a TrainJob MultiKueue dispatches. A JobSet of the TrainJob's name that the
 // TrainJob (by UID, when it is read) does not control is none of its; while that JobSet
 // is gone, its children left behind are judged by their JobSet's name alone, as a JobSet
-// target's are, and, when the TrainJob is read, by being created after it.
+// target's are, and, when the TrainJob is read, by being created while it ran, and only
+// once it ended after a JobSet of it ran.
 func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
 	var tj trainer.TrainJob
 	var trainJobUID types.UID
-	var since time.Time
+	var since, until time.Time
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); {
 	case err == nil && dispatched(&tj):
 		// Trainer renders a dispatched TrainJob's JobSet on a worker cluster, none here:
 		// a JobSet of its name here, and its Jobs, are anyone's.
 		return nil, 0, nil
 	case err == nil:
-		// While its JobSet is not rendered yet no UID tells its children: a Job of a
-		// child's name made before the TrainJob (give or take the API servers' clocks)
-		// is none of them.
+		// No child of it is made before the TrainJob (give or take the API servers'
+		// clocks); its JobSet's UID tells them apart, below.
 		trainJobUID, since = tj.UID, tj.CreationTimestamp.Add(-jobset.ClockSkewAllowance)
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
@@ -195,8 +195,20 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 		owner = &js
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
+	case trainJobUID != "":
+		// The TrainJob is there and its JobSet is not: no JobSet UID tells its children,
+		// and anyone who may create Jobs can make one of a child's name and labels.
+		// Only a TrainJob that ended after a JobSet of it ran (Trainer deletes it at the
+		// deadline, its TTL may) leaves children behind, created before it ended.
+		// Trainer has yet to render one, or never will (a runtime it cannot render fails
+		// the TrainJob), or renders it again: no child.
+		end := terminalCondition(&tj)
+		if end == nil || len(tj.Status.JobsStatus) == 0 {
+			return nil, 0, nil
+		}
+		until = end.LastTransitionTime.Time
 	}
-	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since)
+	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
 }
 
 // renders reports whether js is rendered by the TrainJob named name (by uid, when known).

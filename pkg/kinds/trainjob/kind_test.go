@@ -311,3 +311,60 @@ func TestPodTargetAndKeys(t *testing.T) {
 		t.Error("NamesJob does not follow the JobSet child's labels")
 	}
 }
+
+// TestResolveWithoutItsJobSet: while a TrainJob's JobSet does not exist, no UID tells its
+// children. A namespace editor makes Job llm-node-0 after the TrainJob, with the child's
+// labels and a controller reference to a JobSet llm that is not there (an apiVersion the
+// garbage collector cannot resolve keeps it), and lets it complete with results that pass
+// the rule: while Trainer has yet to render the JobSet, or never will (a runtime it cannot
+// render fails the TrainJob), it is no child, nor once the TrainJob ended. Only a TrainJob
+// that ended after a JobSet of it ran (Trainer deletes it at the deadline) leaves
+// children behind, created before it ended; once the TrainJob is gone too, a child of its
+// JobSet's name still answers (the account follows none it first sees then).
+func TestResolveWithoutItsJobSet(t *testing.T) {
+	tj := func() *wrappers.TrainJobWrapper {
+		w := trainJb()
+		w.CreationTimestamp = metav1.NewTime(t0)
+		return w
+	}
+	ran := func(w *wrappers.TrainJobWrapper) *trainer.TrainJob {
+		w.Status.JobsStatus = []trainer.JobStatus{{Name: "node"}}
+		return w.Obj()
+	}
+	gone := wrappers.MakeJobSet("llm", ns).Obj()
+	gone.UID = "gone-uid"
+	childAt := func(uid string, created time.Time) *batchv1.Job {
+		j := node(gone, 0, uid)
+		j.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+		j.CreationTimestamp = metav1.NewTime(created)
+		return j
+	}
+	left := childAt("left", t0.Add(time.Minute))
+	made := childAt("made", t0.Add(2*time.Hour))
+	for _, tc := range []struct {
+		name string
+		objs []client.Object
+		want types.UID
+	}{
+		{"not rendered yet: a Job made since is no child", []client.Object{tj().Obj(), made}, ""},
+		{"Failed unrendered: no child either", []client.Object{tj().Condition(trainer.TrainJobFailed, t0).Obj(), made}, ""},
+		{"running, its JobSet gone: no child", []client.Object{ran(tj()), left}, ""},
+		{"Failed at its deadline, its JobSet deleted: the child left behind", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left}, "left"},
+		{"Failed at its deadline: a Job made since is no child", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), made}, ""},
+		{"the TrainJob gone: a child of its JobSet's name still answers", []client.Object{made}, "made"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, _, err := Kind{}.Resolve(context.Background(), reader(t, tc.objs...), ns, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := types.UID("")
+			if job != nil {
+				got = job.UID
+			}
+			if got != tc.want {
+				t.Errorf("Resolve = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
