@@ -330,7 +330,8 @@ const indexPodPolicySuffix = "index-pod"
 // ownerReference, completion index and results scope) and reports a passing result for
 // shard B. The policy refuses every way of marking it as the Job controller's (creating it
 // with the mark, adding the mark later); the pod webhook holds it and leaves it unmarked;
-// its result is never recorded and it is released at once. The Job's own pods report A
+// its result is never recorded and it is released at once. Nor may the editor move the
+// Job's pod to another index or swap its image. The Job's own pods report A
 // and a rejected B: the account is not Accepted, and records exactly their two results.
 func TestHandMadePodResultNotRecorded(t *testing.T) {
 	f := framework.New(t)
@@ -378,6 +379,13 @@ func TestHandMadePodResultNotRecorded(t *testing.T) {
 	if err := editor.Patch(f.Ctx, own.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(moved))); err == nil ||
 		!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), indexPodPolicySuffix) {
 		t.Errorf("the editor moved the Job's pod 1 to index 0: %v", err)
+	}
+	// Nor may its image be swapped: the kubelet would restart the container from the
+	// editor's image, whose message would be the pod's result.
+	swap := fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"image":"forger:1"}]}}`, own.Spec.Containers[0].Name)
+	if err := editor.Patch(f.Ctx, own.DeepCopy(), client.RawPatch(types.StrategicMergePatchType, []byte(swap))); err == nil ||
+		!apierrors.IsForbidden(err) || !strings.Contains(err.Error(), indexPodPolicySuffix) {
+		t.Errorf("the editor swapped the image of the Job's pod 1: %v", err)
 	}
 
 	framework.FinishPod(t, evil, 0, report(t, "B", "m-2026-11", "sha256:forged"))

@@ -151,3 +151,43 @@ func TestCaptureRecordsAPodAttributedByItsTemplate(t *testing.T) {
 		t.Fatalf("records %+v", recs.Items)
 	}
 }
+
+// TestWorkerPodPolicyKeepsAHeldPodsImages: the kubelet restarts a container whose image
+// an update changed, whatever the restart policy, so a worker user who may update pods
+// could run code of their own in a held pod and have its result recorded. A held pod's
+// images may not change; a released pod's may (its result is not recorded), and so may
+// the pod be released in the same update.
+func TestWorkerPodPolicyKeepsAHeldPodsImages(t *testing.T) {
+	vap := workerPolicy(t, "worker-pod-workload")
+	held := wrappers.MakeIndexPod(wrappers.MakeJob("j", "team").UID("j-uid").Obj(), "j-1", 1).
+		Finalizers(v1alpha1.ResultFinalizer).Annotation(v1alpha1.AnnotationWorkload, "job-j-d41e5").
+		Label(v1alpha1.LabelScope, v1alpha1.ScopeResults).Obj()
+	held.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	held.Spec.InitContainers = []corev1.Container{{Name: "fetch", Image: "fetch:1"}}
+	swapped := func(mutate func(*corev1.Pod)) *corev1.Pod {
+		p := held.DeepCopy()
+		mutate(p)
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		old  *corev1.Pod
+		new  *corev1.Pod
+		want bool
+	}{
+		{"a held pod's container image changed: refused", held,
+			swapped(func(p *corev1.Pod) { p.Spec.Containers[0].Image = "forger:1" }), false},
+		{"a held pod's init container image changed: refused", held,
+			swapped(func(p *corev1.Pod) { p.Spec.InitContainers[0].Image = "forger:1" }), false},
+		{"a held pod's labels changed, its images kept: admitted", held,
+			swapped(func(p *corev1.Pod) { p.Labels["team"] = "a" }), true},
+		{"released in the same update: admitted", held,
+			swapped(func(p *corev1.Pod) { p.Finalizers, p.Spec.Containers[0].Image = nil, "forger:1" }), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := admits(t, vap, "UPDATE", "alice", tc.new, tc.old); got != tc.want {
+				t.Errorf("admitted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
