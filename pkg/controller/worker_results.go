@@ -264,13 +264,22 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	if err := r.observeWorkload(ctx, &d, t.Ref, stub, ba.Spec.RequiresResults()); err != nil {
 		return err
 	}
+	ownerObj, err := dispatchedOwnerObject(ctx, r.Client, k, ba.Namespace, owner)
+	if err != nil {
+		return err
+	}
 	var ownerCreated *metav1.Time
-	if d.workload == nil {
+	ownerEnded, ownerFinished := time.Time{}, false
+	if ownerObj != nil {
+		ownerEnded, ownerFinished = k.FinishedAt(ownerObj)
+	}
+	if d.workload == nil && ownerFinished {
 		// Its Workload is gone, the owner is not: the admissions on record since the owner
-		// was created still say where its children ran (workerAdmissions).
-		if ownerCreated, err = finishedOwnerCreated(ctx, r.Client, k, ba.Namespace, owner); err != nil {
-			return err
-		}
+		// was created still say where its children ran (workerAdmissions). Kueue's
+		// retention deletes only a finished owner's Workload, while an owner created again
+		// under the name has run nothing until Kueue creates and admits its own.
+		created := ownerObj.GetCreationTimestamp()
+		ownerCreated = &created
 	}
 	superseded := supersededIdentities(ba, t.Key, d.workload)
 	var recs []kinds.RecordedJob
@@ -287,7 +296,7 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 			// A copy's child the account superseded is gone (Kueue deleted that copy, or
 			// a restart did): back on its worker before the new copy's children are
 			// recorded, its record must not make it the current attempt again.
-			if !superseded[got[i].JobUID] {
+			if !superseded[got[i].JobUID] && !createdAfterItsOwnerEnded(&got[i], ownerEnded, ownerFinished) {
 				recs = append(recs, kinds.RecordedJob{Record: &got[i], Cluster: p[0]})
 			}
 		}
@@ -334,25 +343,26 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	return nil
 }
 
-// finishedOwnerCreated is when owner, the dispatched owner of a child target of kind k,
-// was created, once it finished: Kueue's retention deletes only a finished owner's
-// Workload, while an owner created again under the name has run nothing until Kueue
-// creates and admits its own. nil for an owner that has not finished, or that is not
-// the object of that name now.
-func finishedOwnerCreated(ctx context.Context, c client.Reader, k kinds.Dispatcher, namespace string, owner *metav1.OwnerReference) (*metav1.Time, error) {
-	o, isOwner := k.(kinds.Owner)
-	if !isOwner {
-		return nil, nil
-	}
+// dispatchedOwnerObject is owner, the dispatched owner of a child target of kind k, as
+// read now; nil when it is gone or another object holds its name.
+func dispatchedOwnerObject(ctx context.Context, c client.Reader, k kinds.Dispatcher, namespace string, owner *metav1.OwnerReference) (client.Object, error) {
 	obj := k.NewObject()
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: owner.Name}, obj); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if obj.GetUID() != owner.UID || o.Terminal(obj) == "" {
+	if obj.GetUID() != owner.UID {
 		return nil, nil
 	}
-	created := obj.GetCreationTimestamp()
-	return &created, nil
+	return obj, nil
+}
+
+// createdAfterItsOwnerEnded reports whether rec records a Job created after its owner
+// ended (at ended, when finished; give or take kinds.ClockSkewAllowance): a JobSet that
+// ended creates no child, while a worker's namespace editor may make a Job of a child's
+// name, labels and owner once the child is gone, which the worker role records. MultiKueue
+// copies the owner's status from the worker, so both times are the worker's clock's.
+func createdAfterItsOwnerEnded(rec *v1alpha1.WorkerJob, ended time.Time, finished bool) bool {
+	return finished && rec.JobCreated != nil && rec.JobCreated.After(ended.Add(kinds.ClockSkewAllowance))
 }
 
 // supersededIdentities are the Job UIDs of target key's history, but for the identity its

@@ -210,6 +210,12 @@ type Cached interface {
 	CacheTransform(obj any) (any, error)
 }
 
+// ClockSkewAllowance is how far a child Job's creation time (the API server's clock) may
+// be after its owner's terminal condition (its controller's clock) and the child still be
+// taken for one the owner created before it ended; and how far before its owner's
+// creation a child may be created by another clock's account.
+const ClockSkewAllowance = time.Minute
+
 // TrueCondition is the first of conds whose type is one of types and whose status is
 // True: an owner's terminal condition (JobSet Completed or Failed, TrainJob Complete or
 // Failed), its type for Owner.Terminal and its transition time for FinishedAt. nil when

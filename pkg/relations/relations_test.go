@@ -229,7 +229,7 @@ func TestCurrentChild(t *testing.T) {
 	ended := running.DeepCopy()
 	ended.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
 	afterItEnded := namedChild("t", "w", 0, 3)
-	afterItEnded.CreationTimestamp = metav1.NewTime(t0.Add(jobset.ClockSkewAllowance + time.Second))
+	afterItEnded.CreationTimestamp = metav1.NewTime(t0.Add(kinds.ClockSkewAllowance + time.Second))
 	// The JobSet controller's clock behind the API server's: its last child looks created
 	// after it ended.
 	skewed := namedChild("t", "w", 0, 3)

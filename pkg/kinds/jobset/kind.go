@@ -362,15 +362,10 @@ func ChildJobName(jobSet, replicatedJob string, jobIndex int) string {
 	return placement.GenJobName(jobSet, replicatedJob, jobIndex)
 }
 
-// ClockSkewAllowance is how far a child's creation time (the API server's clock) may be
-// after its JobSet's terminal condition (the JobSet controller's clock) and the child
-// still be taken for one the JobSet created before it ended.
-const ClockSkewAllowance = time.Minute
-
 // CurrentChild picks, among candidate Jobs of the JobSet named jobSet for ref (listed by
 // ChildLabels), the one the target follows: of its children (IsChildOf, by owner's UID
 // when the JobSet was read; none created after owner recorded its terminal condition
-// (give or take ClockSkewAllowance), nor after its deletion started, since a JobSet that
+// (give or take kinds.ClockSkewAllowance), nor after its deletion started, since a JobSet that
 // ended or is being deleted creates no Job, while a namespace editor may make one under a
 // child's name once the child is gone), the
 // highest restart attempt that
@@ -402,7 +397,7 @@ func CurrentChild(jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet
 	liveAttempt, heldAttempt := int32(-1), int32(-1)
 	for i := range jobs {
 		j := &jobs[i]
-		if !IsChildOf(jobSet, ref, j, jobSetUID) || ended != nil && j.CreationTimestamp.After(ended.LastTransitionTime.Add(ClockSkewAllowance)) ||
+		if !IsChildOf(jobSet, ref, j, jobSetUID) || ended != nil && j.CreationTimestamp.After(ended.LastTransitionTime.Add(kinds.ClockSkewAllowance)) ||
 			deleted != nil && j.CreationTimestamp.After(deleted.Time) {
 			continue
 		}

@@ -181,7 +181,7 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 	case err == nil:
 		// No child of it is made before the TrainJob (give or take the API servers'
 		// clocks); its JobSet's UID tells them apart, below.
-		trainJobUID, since = tj.UID, tj.CreationTimestamp.Add(-jobset.ClockSkewAllowance)
+		trainJobUID, since = tj.UID, tj.CreationTimestamp.Add(-kinds.ClockSkewAllowance)
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
 	}
