@@ -1,6 +1,7 @@
 package get
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,46 @@ func TestGetSortsByVerdict(t *testing.T) {
 	want := []string{"f-results-lost", "e-rejected", "d-missing-d", "c-awaiting-termination", "b-pending-results", "a-fresh", "a-accepted"}
 	if strings.Join(order, " ") != strings.Join(want, " ") {
 		t.Errorf("order = %v\nwant    %v", order, want)
+	}
+}
+
+// TestGetStaleVerdict: a status written for an older spec generation judges a spec that
+// no longer is. Its Accepted condition is no verdict on the current spec, so VERDICT says
+// VerdictPending (as explain does) and the account does not sort among the Accepted.
+func TestGetStaleVerdict(t *testing.T) {
+	s := clitest.SeedSteps()
+	cases := map[string]struct {
+		generation  int64
+		wantVerdict string
+	}{
+		"current accepted status": {generation: 1, wantVerdict: v1alpha1.ReasonAccepted},
+		"spec changed since":      {generation: 2, wantVerdict: v1alpha1.ReasonVerdictPending},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := s.Steps[len(s.Steps)-1].DeepCopy()
+			ba.Generation = tc.generation
+			accepted := s.Steps[len(s.Steps)-1].DeepCopy()
+			accepted.Name = "a-accepted"
+			out, errOut, code := run(t, clitest.FakeClient(ba, accepted), "get", "-n", ns)
+			if code != options.ExitOK || errOut != "" {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			verdicts := map[string]string{}
+			var order []string
+			header := strings.Fields(strings.Split(out, "\n")[0])
+			col := slices.Index(header, "VERDICT")
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+				f := strings.Fields(l)
+				verdicts[f[0]] = f[col]
+				order = append(order, f[0])
+			}
+			if verdicts["ij245"] != tc.wantVerdict {
+				t.Errorf("VERDICT of ij245 = %q, want %q:\n%s", verdicts["ij245"], tc.wantVerdict, out)
+			}
+			if tc.wantVerdict != v1alpha1.ReasonAccepted && order[len(order)-1] != "a-accepted" {
+				t.Errorf("a stale verdict sorts among the Accepted: %v", order)
+			}
+		})
 	}
 }

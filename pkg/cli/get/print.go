@@ -128,7 +128,7 @@ var accountColumns = []metav1.TableColumnDefinition{
 	{Name: "Total", Type: "integer", Description: "Shards declared."},
 	{Name: "Accepted", Type: "integer", Description: "Shards with an accepted result."},
 	{Name: "Missing", Type: "string", Description: "The missing shards, compactly."},
-	{Name: "Verdict", Type: "string", Description: "The reason of the Accepted condition."},
+	{Name: "Verdict", Type: "string", Description: "The reason of the Accepted condition; VerdictPending while the status judges an older spec generation."},
 	{Name: "Age", Type: "string", Description: "Time since the account was created."},
 	{Name: "Input", Type: "string", Priority: 1, Description: "spec.inputRevision."},
 	{Name: "Model", Type: "string", Priority: 1, Description: "spec.modelRevision."},
@@ -186,6 +186,7 @@ var verdictRanks = map[string]int{
 	v1alpha1.ReasonAwaitingTermination: 3,
 	v1alpha1.ReasonResultsPending:      4,
 	"":                                 5,
+	v1alpha1.ReasonVerdictPending:      5,
 	v1alpha1.ReasonAccepted:            6,
 }
 
@@ -198,12 +199,19 @@ func verdictRank(reason string) int {
 	return 1
 }
 
-// verdictOf is the Accepted condition's reason, "" before the controller wrote one.
+// verdictOf is the Accepted condition's reason, "" before the controller wrote one, and
+// VerdictPending while the status judges an older spec generation: that condition is no
+// verdict on the spec as it is now (explain and watch say so too, and the controller
+// tells the Workload the same), although the CRD's printer column still shows it.
 func verdictOf(ba *v1alpha1.BatchAccount) string {
-	if c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionAccepted); c != nil {
-		return c.Reason
+	c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionAccepted)
+	switch {
+	case c == nil:
+		return ""
+	case ba.Status.ObservedGeneration < ba.Generation:
+		return v1alpha1.ReasonVerdictPending
 	}
-	return ""
+	return c.Reason
 }
 
 // sortByVerdict orders accounts by verdict rank, then verdict, namespace and name.
