@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -155,6 +156,58 @@ func TestStillNeededLostResultsOfChildren(t *testing.T) {
 			}
 			if got := strings.Contains(needed, "Run `kubectl batchledger repair"); got != tc.wantRepair {
 				t.Errorf("advises `repair`: %v, want %v:\n%s", got, tc.wantRepair, needed)
+			}
+		})
+	}
+}
+
+// TestStillNeededChildrenByOwner: the shards of a JobSet child and of a TrainJob node that
+// can no longer be covered or accepted are re-run by their owner, each its own way, as
+// `kubectl batchledger repair` says when it refuses them: a JobSet restarts its children,
+// a TrainJob is re-submitted. The advice for one must not speak of the other.
+func TestStillNeededChildrenByOwner(t *testing.T) {
+	jobSet := func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+		return w.AssignJobSet("train", "node", 0, "0-1", "0-1")
+	}
+	trainJob := func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+		return w.AssignTrainJob("train", "node", 0, "0-1", "0-1")
+	}
+	// The child failed after covering shard s0 only, and its owner ended.
+	failed := clitest.SeedJob("train-node-0", "uid-n0", 2).Completed("0", 1).ResourceVersion("9").
+		Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+	// The child completed both shards, and no result can arrive any more.
+	complete := clitest.SeedJob("train-node-0", "uid-n0", 2).Completed("0-1", 2).ResourceVersion("9").Complete(clitest.CompleteT.Time).Obj()
+	cases := map[string]struct {
+		assign  func(*wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper
+		key     string
+		job     *batchv1.Job
+		results bool
+		want    string
+		mustNot string
+	}{
+		"JobSet child lost a shard": {assign: jobSet, key: "jobset/train/node/0", job: failed,
+			want: "`kubectl batchledger repair` does not re-run JobSet children: a JobSet restart re-runs its children under new identities", mustNot: "TrainJob"},
+		"TrainJob node lost a shard": {assign: trainJob, key: "trainjob/train/node/0", job: failed,
+			want: "`kubectl batchledger repair` does not re-run TrainJob children: re-submit the TrainJob", mustNot: "JobSet restart"},
+		"JobSet child lost its results": {assign: jobSet, key: "jobset/train/node/0", job: complete, results: true,
+			want: "Some are assigned to JobSet children, which `kubectl batchledger repair` does not re-run: a JobSet restart", mustNot: "TrainJob"},
+		"TrainJob node lost its results": {assign: trainJob, key: "trainjob/train/node/0", job: complete, results: true,
+			want: "Some are assigned to TrainJob children, which `kubectl batchledger repair` does not re-run: re-submit the TrainJob", mustNot: "JobSet restart"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := tc.assign(wrappers.MakeBatchAccount("train", clitest.Namespace).ShardCount("s", 2)).Generation(1)
+			if tc.results {
+				w = w.RequireResults(clitest.SeedRule)
+			}
+			obs := account.Observation{Job: jobkind.Facts(tc.job), PodsListed: true, OwnerEnded: "Failed"}
+			ba := clitest.Compute(w.Obj(), clitest.CompleteT.Time, map[string]account.Observation{tc.key: obs})
+			needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+			if !strings.Contains(needed, tc.want) {
+				t.Errorf("still needed lacks %q:\n%s", tc.want, needed)
+			}
+			if strings.Contains(needed, tc.mustNot) {
+				t.Errorf("still needed speaks of %q:\n%s", tc.mustNot, needed)
 			}
 		})
 	}

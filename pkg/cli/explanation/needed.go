@@ -1,7 +1,10 @@
 package explanation
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -84,9 +87,9 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 				what = append(what, "no result can arrive for "+output.Plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left that can report one)")
 			}
 			rerun := fmt.Sprintf("Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment", ba.Name, ba.Namespace)
-			if onChildren(m, ba.Status.Results.RejectedOrdinals, ba.Status.Results.MissingOrdinals) {
+			if kinds := childKinds(m, ba.Status.Results.RejectedOrdinals, ba.Status.Results.MissingOrdinals); len(kinds) > 0 {
 				// repair refuses shards of JobSet and TrainJob children: their owner re-runs them.
-				rerun = "Some are assigned to JobSet or TrainJob children, which `kubectl batchledger repair` does not re-run: a JobSet restart re-runs its children under new identities, a TrainJob is re-submitted; otherwise append a repair assignment to spec.repairs by hand"
+				rerun = "Some are assigned to " + ownerNames(kinds) + " children, which `kubectl batchledger repair` does not re-run: " + ownerReruns(kinds) + "; otherwise append a repair assignment to spec.repairs by hand"
 			}
 			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. %s; each result must carry input revision %s and model revision %s.",
 				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), rerun, ba.Spec.InputRevision, ba.Spec.ModelRevision))
@@ -109,7 +112,9 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 // may still complete, identities that never will (a repair re-runs them), or targets
 // that do not exist.
 func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Condition) []string {
-	var pending, lost, absent, jobSetLost []MissingShard
+	var pending, lost, absent []MissingShard
+	// Lost shards of children, by their owner's target kind: each owner re-runs its own.
+	childLost := map[string][]MissingShard{}
 	for _, ms := range ex.Shards.MissingShards {
 		final := true
 		for _, id := range ms.WaitsFor {
@@ -121,7 +126,8 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 		case !final:
 			pending = append(pending, ms)
 		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsChild():
-			jobSetLost = append(jobSetLost, ms)
+			kind := targetKind(ms.WaitsFor[0].Target)
+			childLost[kind] = append(childLost[kind], ms)
 		default:
 			lost = append(lost, ms)
 		}
@@ -140,9 +146,10 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. Run `kubectl batchledger repair %s -n %s` to re-run %s in a follow-up Job joined by a repair assignment.",
 			head, ShardNames(lost), Identities(lost, true), ba.Name, ba.Namespace, output.Plural(len(lost), "it", "them")))
 	}
-	if len(jobSetLost) > 0 {
-		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. A JobSet restart re-runs its children under new identities; otherwise append a repair assignment to spec.repairs by hand.",
-			head, ShardNames(jobSetLost), Identities(jobSetLost, true)))
+	for _, kind := range sortedKinds(slices.Collect(maps.Keys(childLost))) {
+		g := childLost[kind]
+		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. `kubectl batchledger repair` does not re-run %s children: %s; otherwise append a repair assignment to spec.repairs by hand.",
+			head, ShardNames(g), Identities(g, true), ownerNames([]string{kind}), ownerReruns([]string{kind})))
 	}
 	if ex.Shards.MissingMore > 0 {
 		out = append(out, fmt.Sprintf("%d more missing shards are not listed (missing: %s).", ex.Shards.MissingMore, ex.Shards.Missing))
@@ -212,23 +219,81 @@ func (r *ResultsExplanation) summaryHead(s ShardsExplanation) string {
 	return fmt.Sprintf("%d/%d shard results accepted", s.Accepted, s.Total)
 }
 
-// onChildren reports whether a shard of the ordinal lists (interval format) is assigned
-// to a JobSet or TrainJob child.
-func onChildren(m *account.Mapping, lists ...string) bool {
+// childKinds are the target kinds (TargetKindJobSet, TargetKindTrainJob) of the children
+// the shards of the ordinal lists (interval format) are assigned to, in sortedKinds order.
+func childKinds(m *account.Mapping, lists ...string) []string {
+	seen := map[string]bool{}
 	for _, l := range lists {
 		set, _ := indexset.Parse(l)
-		child := false
 		set.Each(func(o int) bool {
 			if key, _, ok := m.IdentityOf(o); ok && v1alpha1.TargetKey(key).IsChild() {
-				child = true
+				seen[targetKind(key)] = true
 			}
-			return !child
+			return len(seen) < len(childOwners)
 		})
-		if child {
-			return true
+	}
+	return sortedKinds(slices.Collect(maps.Keys(seen)))
+}
+
+// childOwner is how the advice speaks of the owner of a child target: its kind's name,
+// and what re-runs the child's shards in place of `kubectl batchledger repair`.
+type childOwner struct{ name, rerun string }
+
+// childOwners are the owners of child targets by target kind. A JobSet restarts its
+// children itself; a TrainJob's nodes are the ranks of one training run, so the
+// TrainJob is re-submitted (docs/user-guide.md, and what repair says when it refuses).
+var childOwners = map[string]childOwner{
+	v1alpha1.TargetKindJobSet:   {"JobSet", "a JobSet restart re-runs its children under new identities"},
+	v1alpha1.TargetKindTrainJob: {"TrainJob", "re-submit the TrainJob (its nodes are the ranks of one training run, not independent work)"},
+}
+
+// targetKind is the kind of the target of key ("" when key is no target key).
+func targetKind(key string) string {
+	r, _ := v1alpha1.TargetKey(key).Ref()
+	return r.Kind()
+}
+
+// sortedKinds orders target kinds as the API orders child owners: JobSet, then TrainJob.
+func sortedKinds(kinds []string) []string {
+	rank := map[string]int{v1alpha1.TargetKindJobSet: 0, v1alpha1.TargetKindTrainJob: 1}
+	slices.SortFunc(kinds, func(a, b string) int {
+		ra, oka := rank[a]
+		rb, okb := rank[b]
+		if !oka {
+			ra = len(rank)
+		}
+		if !okb {
+			rb = len(rank)
+		}
+		return cmp.Or(cmp.Compare(ra, rb), strings.Compare(a, b))
+	})
+	return kinds
+}
+
+// ownerNames names the owners of kinds: "JobSet", "JobSet or TrainJob".
+func ownerNames(kinds []string) string {
+	names := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		if o, ok := childOwners[k]; ok {
+			names = append(names, o.name)
+		} else {
+			names = append(names, k)
 		}
 	}
-	return false
+	return strings.Join(names, " or ")
+}
+
+// ownerReruns says what re-runs the shards of children of kinds.
+func ownerReruns(kinds []string) string {
+	reruns := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		if o, ok := childOwners[k]; ok {
+			reruns = append(reruns, o.rerun)
+		} else {
+			reruns = append(reruns, "its owner may re-run a "+k+" child")
+		}
+	}
+	return strings.Join(reruns, "; ")
 }
 
 // ordinalCount is the number of ordinals in an interval list (0 when it does not parse).

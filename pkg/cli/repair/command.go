@@ -39,7 +39,9 @@ unsuspended once the account names it). Its containers get ` + EnvRepairOf + ` a
 ` + EnvOriginalIndexes + ` (the original index each repair index stands for), so that
 a worker mapping its index onto a shard can find its shard.
 
-Shards assigned to JobSet children are refused: the JobSet re-runs its children itself.`,
+Shards assigned to JobSet or TrainJob children are refused: a JobSet re-runs its
+children itself (restart); a TrainJob's nodes are the ranks of one training run, so the
+TrainJob is re-submitted.`,
 		Example: `  kubectl batchledger repair ij245 -n ml-team --dry-run          # print the Jobs and entries, send nothing
   kubectl batchledger repair ij245 -n ml-team --dry-run=server   # let the API server and webhooks judge them
   kubectl batchledger repair ij245 -n ml-team`,

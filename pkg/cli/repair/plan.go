@@ -92,7 +92,7 @@ type repairGroup struct {
 // It refuses, with a message naming the account: an account whose status is missing,
 // stale or reports an invalid mapping; an account with nothing to re-run or nothing that
 // can no longer complete; shards assigned to JobSet children (the JobSet re-runs those
-// itself); an original Job that was recreated; and one that was deleted with no repair
+// itself) or TrainJob nodes (the TrainJob is re-submitted); an original Job that was recreated; and one that was deleted with no repair
 // Job of it left to copy a template from.
 func NewPlan(in Input) (*Plan, error) {
 	ba := in.Account
