@@ -252,7 +252,9 @@ func TestExplainBounded(t *testing.T) {
 	if code != options.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, phrase := range []string{"missing s10..s99999", "s14    job big index 14", "+99985 more missing shards", "99985 more missing shards are not listed"} {
+	for _, phrase := range []string{"missing s10..s99999", "s14    job big index 14",
+		"+99985 more missing shards (`kubectl batchledger explain account big -n ml-team --max-rows=99990` lists them all)",
+		"shards s10, s11, s12, s13 and 99986 more wait for job big index 10"} {
 		if !strings.Contains(out, phrase) {
 			t.Errorf("bounded explanation lacks %q", phrase)
 		}
@@ -260,6 +262,65 @@ func TestExplainBounded(t *testing.T) {
 	if lines := strings.Count(out, "\n"); lines > 60 {
 		t.Errorf("explanation of a 100,000-shard batch is %d lines:\n%s", lines, out)
 	}
+}
+
+// TestStillNeededPastTheFirstRows: what is still needed judges every missing shard the
+// status lists, not only the rows the table shows, and counts each group whole; each
+// table says how many rows it left out and how to list them.
+func TestStillNeededPastTheFirstRows(t *testing.T) {
+	s := clitest.SeedSteps()
+	cases := map[string]struct {
+		ba      *v1alpha1.BatchAccount
+		objs    []client.Object
+		args    []string
+		want    []string
+		mustNot []string
+	}{
+		"the only missing shard is lost": {ba: clitest.FailedAccount(), want: []string{
+			"3/4 shards covered: shard D can no longer be covered by job j index 3", "Run `kubectl batchledger repair ij245 -n ml-team`"},
+			mustNot: []string{"more missing shards"}},
+		// big-7's 1,600 missing shards may still complete, as big-9's 10,000 may; big-8's
+		// 200 failed ones come between them in ordinal order and never will.
+		"lost shards behind 1,600 pending ones": {ba: clitest.BigAccount(), want: []string{
+			"88200/100000 shards covered: shards shard-73000, shard-73001, shard-73002, shard-73003 and 11596 more wait for job big-7 index 3000",
+			"88200/100000 shards covered: shards shard-85000, shard-85001, shard-85002, shard-85003 and 196 more can no longer be covered by job big-8 index 5000",
+			"Run `kubectl batchledger repair big -n ml-team` to re-run them",
+			"+11780 more missing shards (`kubectl batchledger explain account big -n ml-team --max-rows=11800` lists them all)"}},
+		"all rows listed": {ba: clitest.BigAccount(), args: []string{"--max-rows=11800"}, want: []string{
+			"shard-99999  job big-9 index 9999", "and 196 more can no longer be covered by job big-8 index 5000"},
+			mustNot: []string{"more missing shards"}},
+		"accepted results past the rows": {ba: s.Steps[3], objs: []client.Object{s.Job, &s.Chunks[0]}, args: []string{"--max-rows=2"}, want: []string{
+			"+2 more (`kubectl batchledger explain account ij245 -n ml-team --max-rows=4` lists them all)"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, errOut, code := run(t, clitest.FakeClient(append([]client.Object{tc.ba}, tc.objs...)...), append([]string{"explain", "account", tc.ba.Name, "-n", ns}, tc.args...)...)
+			if code != options.ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, phrase := range tc.want {
+				if !strings.Contains(out, phrase) {
+					t.Errorf("explanation lacks %q:\n%s", phrase, tail(out))
+				}
+			}
+			for _, phrase := range tc.mustNot {
+				if strings.Contains(out, phrase) {
+					t.Errorf("explanation says %q:\n%s", phrase, tail(out))
+				}
+			}
+		})
+	}
+}
+
+// tail is the end of an explanation, from its shards on: what a failure is about.
+func tail(out string) string {
+	if i := strings.Index(out, "\nShards:"); i >= 0 {
+		out = out[i:]
+	}
+	if lines := strings.Split(out, "\n"); len(lines) > 60 {
+		return strings.Join(lines[:25], "\n") + "\n...\n" + strings.Join(lines[len(lines)-30:], "\n")
+	}
+	return out
 }
 
 // TestExplainRepaired renders an account whose Job failed on index 3 and whose shard D a

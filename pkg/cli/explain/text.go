@@ -210,7 +210,7 @@ func renderShards(w io.Writer, ex *explanation.Explanation) {
 		}
 		table(w, "    ", []string{"SHARD", "IDENTITY", "STATE"}, rows)
 		if s.MissingMore > 0 {
-			fmt.Fprintf(w, "    +%d more missing shards\n", s.MissingMore)
+			fmt.Fprintf(w, "    +%d more missing shards%s\n", s.MissingMore, howToList(ex, len(s.MissingShards)+s.MissingMore-s.MissingUnrecorded, s.MissingUnrecorded))
 		}
 	}
 	if len(s.CoveredByRepair) > 0 {
@@ -221,6 +221,16 @@ func renderShards(w io.Writer, ex *explanation.Explanation) {
 		}
 		table(w, "    ", []string{"SHARD", "COVERED BY"}, rows)
 	}
+}
+
+// howToList says how to see the rows a table left out: a --max-rows that lists all the
+// listable ones, of which unrecorded are not (the status does not keep them).
+func howToList(ex *explanation.Explanation, listable, unrecorded int) string {
+	cmd := fmt.Sprintf("kubectl batchledger explain account %s -n %s --max-rows=%d", ex.Account, ex.Namespace, listable)
+	if unrecorded > 0 {
+		return fmt.Sprintf(" (the status names only the lowest %d; `%s` lists those)", listable, cmd)
+	}
+	return fmt.Sprintf(" (`%s` lists them all)", cmd)
 }
 
 func renderResults(w io.Writer, ex *explanation.Explanation) {
@@ -265,7 +275,7 @@ func renderResults(w io.Writer, ex *explanation.Explanation) {
 			}
 			table(w, "    ", header, rows)
 			if r.AcceptedMore > 0 {
-				fmt.Fprintf(w, "    +%d more\n", r.AcceptedMore)
+				fmt.Fprintf(w, "    +%d more%s\n", r.AcceptedMore, howToList(ex, len(r.Accepted)+r.AcceptedMore, 0))
 			}
 		}
 	}
@@ -289,6 +299,6 @@ func renderResults(w io.Writer, ex *explanation.Explanation) {
 	}
 	table(w, "    ", []string{"CLAIMED", "IDENTITY", "POD", "REASON", "MESSAGE"}, rows)
 	if r.RejectionsMore > 0 {
-		fmt.Fprintf(w, "    +%d more\n", r.RejectionsMore)
+		fmt.Fprintf(w, "    +%d more%s\n", r.RejectionsMore, howToList(ex, len(r.Rejections)+r.RejectionsMore, 0))
 	}
 }

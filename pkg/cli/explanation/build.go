@@ -391,11 +391,23 @@ func (o ObservedTargets) Final(key string, index int) bool {
 	return final
 }
 
-// repairIdentities are the repair identities assigned shard ordinal o, in spec order.
-func repairIdentities(m *account.Mapping, o int) []ShardIdentity {
-	var out []ShardIdentity
+// repairRuns are the runs of m's repair assignments, in spec order.
+func repairRuns(m *account.Mapping) []account.Run {
+	var out []account.Run
 	for _, r := range m.Runs {
-		if r.Repair && o >= r.FirstShard && o < r.FirstShard+r.Length {
+		if r.Repair {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// repairIdentities are the repair identities of runs (repairRuns) assigned shard
+// ordinal o, in spec order.
+func repairIdentities(m *account.Mapping, runs []account.Run, o int) []ShardIdentity {
+	var out []ShardIdentity
+	for _, r := range runs {
+		if o >= r.FirstShard && o < r.FirstShard+r.Length {
 			out = append(out, ShardIdentity{Shard: m.Shards.Name(o), Target: r.Target, Index: r.FirstIndex + o - r.FirstShard})
 		}
 	}
@@ -404,12 +416,17 @@ func repairIdentities(m *account.Mapping, o int) []ShardIdentity {
 
 // WaitsFor lists the identities a missing shard waits for, with their states.
 func WaitsFor(m *account.Mapping, targets ObservedTargets, o int) []Identity {
+	return waitsFor(m, repairRuns(m), targets, o)
+}
+
+// waitsFor is WaitsFor with the repair runs of m found already.
+func waitsFor(m *account.Mapping, repairs []account.Run, targets ObservedTargets, o int) []Identity {
 	var out []Identity
 	if key, idx, ok := m.IdentityOf(o); ok {
 		state, final := targets.state(key, idx)
 		out = append(out, Identity{Target: key, Index: idx, State: state, Final: final})
 	}
-	for _, r := range repairIdentities(m, o) {
+	for _, r := range repairIdentities(m, repairs, o) {
 		state, final := targets.state(r.Target, r.Index)
 		out = append(out, Identity{Target: r.Target, Index: r.Index, Repair: true, State: state, Final: final})
 	}
@@ -424,17 +441,19 @@ func explainShards(m *account.Mapping, st *v1alpha1.BatchAccountStatus, targets 
 		return se
 	}
 	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
+	repairs := repairRuns(m)
 	missing.Each(func(o int) bool {
 		if o >= m.Shards.Count() {
 			return false
 		}
-		se.MissingShards = append(se.MissingShards, MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: WaitsFor(m, targets, o)})
+		se.MissingShards = append(se.MissingShards, MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: waitsFor(m, repairs, targets, o)})
 		return len(se.MissingShards) < maxRows
 	})
 	se.MissingMore = missing.Count() - len(se.MissingShards)
 	if st.Shards.MissingOrdinalsTruncated {
 		// The status lists only the lowest missing ordinals; the counts are whole.
-		se.MissingMore = int(st.Shards.Total-st.Shards.Covered) - len(se.MissingShards)
+		se.MissingUnrecorded = max(0, int(st.Shards.Total-st.Shards.Covered)-missing.Count())
+		se.MissingMore += se.MissingUnrecorded
 	}
 	for _, c := range st.Shards.CoveredBy {
 		se.CoveredByRepair = append(se.CoveredByRepair, ShardIdentity{Shard: c.Shard, Target: c.Target, Index: int(c.Index)})

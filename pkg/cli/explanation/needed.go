@@ -51,7 +51,7 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 		return append(out, fmt.Sprintf("Fix the assignment mapping (AssignmentValid=%s, %s): %s.", c.Status, c.Reason, c.Message))
 	}
 	if c := notTrue(v1alpha1.ConditionShardsCovered); c != nil {
-		out = append(out, coverageNeeds(ba, ex, c)...)
+		out = append(out, coverageNeeds(ba, m, ex, c)...)
 	}
 	if c := notTrue(v1alpha1.ConditionTerminated); c != nil {
 		for _, j := range ex.Jobs {
@@ -110,49 +110,67 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 
 // coverageNeeds says, per group of missing shards, what they wait for: identities that
 // may still complete, identities that never will (a repair re-runs them), or targets
-// that do not exist.
-func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Condition) []string {
-	var pending, lost, absent []MissingShard
+// that do not exist. It judges every missing shard the status lists, not only the rows
+// the explanation shows: a shard no identity can cover behind many that wait needs a
+// repair as much, and each group is counted whole.
+func coverageNeeds(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation, c *metav1.Condition) []string {
+	st := &ba.Status
+	targets := NewObservedTargets(st)
+	// Only repair identities can add to what a shard waits for: find them once, not once
+	// per shard of a large batch.
+	repairs := repairRuns(m)
+	pending := newShardGroup(func(id Identity) bool { return !id.Final })
+	absent := newShardGroup(func(Identity) bool { return false }) // their one state is what the sentence says
+	lost := newShardGroup(func(Identity) bool { return true })
 	// Lost shards of children, by their owner's target kind: each owner re-runs its own.
-	childLost := map[string][]MissingShard{}
-	for _, ms := range ex.Shards.MissingShards {
+	childLost := map[string]*shardGroup{}
+	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
+	missing.Each(func(o int) bool {
+		if o >= m.Shards.Count() {
+			// A status not yet judged against a spec of fewer shards: no shard is named so.
+			return false
+		}
+		ms := MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: waitsFor(m, repairs, targets, o)}
 		final := true
 		for _, id := range ms.WaitsFor {
 			final = final && id.Final
 		}
 		switch {
 		case len(ms.WaitsFor) == 1 && ms.WaitsFor[0].State == stateNotFound:
-			absent = append(absent, ms)
+			absent.add(ms)
 		case !final:
-			pending = append(pending, ms)
+			pending.add(ms)
 		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsChild():
 			kind := targetKind(ms.WaitsFor[0].Target)
-			childLost[kind] = append(childLost[kind], ms)
+			if childLost[kind] == nil {
+				childLost[kind] = newShardGroup(lost.shown)
+			}
+			childLost[kind].add(ms)
 		default:
-			lost = append(lost, ms)
+			lost.add(ms)
 		}
-	}
+		return true
+	})
 	head := fmt.Sprintf("%d/%d shards covered", ex.Shards.Covered, ex.Shards.Total)
 	var out []string
-	if len(pending) > 0 {
-		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, ShardNames(pending), output.Plural(len(pending), "waits", "wait"), Identities(pending, false)))
+	if pending.shards > 0 {
+		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, pending.names(), output.Plural(pending.shards, "waits", "wait"), pending.identities()))
 	}
-	if len(absent) > 0 {
-		// Their one state is what the sentence says.
-		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, ShardNames(absent), output.Plural(len(absent), "is", "are"),
-			identities(absent, func(Identity) bool { return false })))
+	if absent.shards > 0 {
+		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, absent.names(), output.Plural(absent.shards, "is", "are"), absent.identities()))
 	}
-	if len(lost) > 0 {
+	if lost.shards > 0 {
 		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. Run `kubectl batchledger repair %s -n %s` to re-run %s in a follow-up Job joined by a repair assignment.",
-			head, ShardNames(lost), Identities(lost, true), ba.Name, ba.Namespace, output.Plural(len(lost), "it", "them")))
+			head, lost.names(), lost.identities(), ba.Name, ba.Namespace, output.Plural(lost.shards, "it", "them")))
 	}
 	for _, kind := range sortedKinds(slices.Collect(maps.Keys(childLost))) {
 		g := childLost[kind]
 		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. `kubectl batchledger repair` does not re-run %s children: %s; otherwise append a repair assignment to spec.repairs by hand.",
-			head, ShardNames(g), Identities(g, true), ownerNames([]string{kind}), ownerReruns([]string{kind})))
+			head, g.names(), g.identities(), ownerNames([]string{kind}), ownerReruns([]string{kind})))
 	}
-	if ex.Shards.MissingMore > 0 {
-		out = append(out, fmt.Sprintf("%d more missing shards are not listed (missing: %s).", ex.Shards.MissingMore, ex.Shards.Missing))
+	if n := ex.Shards.MissingUnrecorded; n > 0 {
+		out = append(out, fmt.Sprintf("%d more missing %s not in the status's list, which names only the lowest %d: what they wait for is not recorded (missing: %s).",
+			n, output.Plural(n, "shard is", "shards are"), missing.Count(), ex.Shards.Missing))
 	}
 	if len(out) == 0 {
 		out = append(out, fmt.Sprintf("Cover the missing shards (ShardsCovered=%s, %s): %s.", c.Status, c.Reason, c.Message))
@@ -160,58 +178,98 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, c *metav1.Conditi
 	return out
 }
 
-// ShardNames names the shards of a group, at most maxListed of them.
-func ShardNames(shards []MissingShard) string {
-	names := make([]string, 0, maxListed)
-	for _, ms := range shards[:min(len(shards), maxListed)] {
+// shardGroup is missing shards the advice treats alike: the first maxListed of them and of
+// their identities, with how many there are in all, so that a group of 100,000 shards is
+// named in a line and counted exactly.
+type shardGroup struct {
+	// shown tells the identities whose state is said.
+	shown  func(Identity) bool
+	listed []MissingShard
+	shards int
+	ids    []Identity
+	allIDs int
+	// common is the state of the first identity; isCommon holds while every identity
+	// added since is shown and shares it.
+	common   string
+	isCommon bool
+}
+
+func newShardGroup(shown func(Identity) bool) *shardGroup { return &shardGroup{shown: shown} }
+
+func (g *shardGroup) add(ms MissingShard) {
+	if len(g.listed) < maxListed {
+		g.listed = append(g.listed, ms)
+	}
+	g.shards++
+	for _, id := range ms.WaitsFor {
+		if g.allIDs == 0 {
+			g.common, g.isCommon = id.State, g.shown(id)
+		} else if !g.shown(id) || id.State != g.common {
+			g.isCommon = false
+		}
+		if len(g.ids) < maxListed {
+			g.ids = append(g.ids, id)
+		}
+		g.allIDs++
+	}
+}
+
+// names names the group's shards, at most maxListed of them.
+func (g *shardGroup) names() string {
+	names := make([]string, 0, len(g.listed))
+	for _, ms := range g.listed {
 		names = append(names, ms.Shard)
 	}
-	s := output.Plural(len(shards), "shard ", "shards ") + strings.Join(names, ", ")
-	if more := len(shards) - len(names); more > 0 {
+	s := output.Plural(g.shards, "shard ", "shards ") + strings.Join(names, ", ")
+	if more := g.shards - len(names); more > 0 {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s
 }
 
-// Identities names the identities of a group, at most maxListed, with the states of
-// those that may still complete (of all with withState); a state shared by every
-// identity is said once.
-func Identities(shards []MissingShard, withState bool) string {
-	return identities(shards, func(id Identity) bool { return withState || !id.Final })
-}
-
-// identities is Identities with the states of the identities shown tells.
-func identities(shards []MissingShard, shown func(Identity) bool) string {
-	var ids []Identity
-	for _, ms := range shards {
-		ids = append(ids, ms.WaitsFor...)
-	}
+// identities names the group's identities, at most maxListed, with the states shown; a
+// state shared by every identity is said once.
+func (g *shardGroup) identities() string {
 	common := ""
-	if len(ids) > 0 && shown(ids[0]) {
-		common = ids[0].State
-		for _, id := range ids[1:] {
-			if !shown(id) || id.State != common {
-				common = ""
-				break
-			}
-		}
+	if g.isCommon {
+		common = g.common
 	}
-	parts := make([]string, 0, maxListed)
-	for _, id := range ids[:min(len(ids), maxListed)] {
+	parts := make([]string, 0, len(g.ids))
+	for _, id := range g.ids {
 		p := fmt.Sprintf("%s index %d", v1alpha1.TargetKey(id.Target).Describe(), id.Index)
-		if common == "" && shown(id) {
+		if common == "" && g.shown(id) {
 			p += " (" + id.State + ")"
 		}
 		parts = append(parts, p)
 	}
 	s := strings.Join(parts, ", ")
-	if more := len(ids) - len(parts); more > 0 {
+	if more := g.allIDs - len(parts); more > 0 {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	if common != "" {
 		s += " (" + common + ")"
 	}
 	return s
+}
+
+// ShardNames names the shards of a group, at most maxListed of them.
+func ShardNames(shards []MissingShard) string {
+	g := newShardGroup(func(Identity) bool { return false })
+	for _, ms := range shards {
+		g.add(ms)
+	}
+	return g.names()
+}
+
+// Identities names the identities of a group, at most maxListed, with the states of
+// those that may still complete (of all with withState); a state shared by every
+// identity is said once.
+func Identities(shards []MissingShard, withState bool) string {
+	g := newShardGroup(func(id Identity) bool { return withState || !id.Final })
+	for _, ms := range shards {
+		g.add(ms)
+	}
+	return g.identities()
 }
 
 // summaryHead is "2/4 shard results accepted".

@@ -269,6 +269,10 @@ type ShardsExplanation struct {
 	MissingShards []MissingShard `json:"missingShards,omitempty"`
 	// MissingMore counts missing shards left out of MissingShards.
 	MissingMore int `json:"missingMore,omitempty"`
+	// MissingUnrecorded counts, of MissingMore, the missing shards the status itself does
+	// not name: it lists only the lowest missing ordinals of a batch too large for it, so
+	// no --max-rows lists them.
+	MissingUnrecorded int `json:"missingUnrecorded,omitempty"`
 	// CoveredByRepair are shards covered only by a repair identity, and which one.
 	CoveredByRepair []ShardIdentity `json:"coveredByRepair,omitempty"`
 	// NotJudged is true while the controller has written no status for the account:

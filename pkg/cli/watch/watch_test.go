@@ -419,7 +419,7 @@ func TestWatchFrameFitsTheTerminal(t *testing.T) {
 	ba = clitest.Compute(ba, clitest.Time0, obs)
 
 	frame := renderFrame(ptr.To(progressOf(ba)), "rate", time.Minute, defaultWatchJobs, 100, newPalette(false))
-	if got := frame[len(frame)-1]; got != "          … and 11 more: kubectl batchledger explain account many -n ml-team" {
+	if got := frame[len(frame)-1]; got != "          … and 10 more: kubectl batchledger explain account many -n ml-team" {
 		t.Errorf("the last line of the frame = %q", got)
 	}
 
