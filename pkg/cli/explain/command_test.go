@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -513,5 +514,82 @@ func TestExplainWithoutTheCRD(t *testing.T) {
 		if code != options.ExitError || !strings.Contains(errOut, "the BatchAccount API (batchledger.dev/v1alpha1) is not served by this cluster: is batchledger installed?") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
+	}
+}
+
+// TestStillNeededAgreesWithRepair: what is still needed sends the user to `kubectl
+// batchledger repair` exactly when repair would plan the account. repair refuses the
+// whole plan, the shards of plain Jobs too, while a shard it would re-run is assigned to
+// a JobSet or TrainJob child, and when the status names only the lowest missing shards;
+// the advice must then say so, not "run repair".
+func TestStillNeededAgreesWithRepair(t *testing.T) {
+	// Job j covered shard s0 and failed on s1; the child covered s2 and failed on s3,
+	// and its owner ended.
+	jobJ := clitest.SeedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").
+		Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+	child := clitest.SeedJob("train-node-0", "uid-n0", 2).Completed("0", 1).ResourceVersion("9").
+		Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+	// This child failed before it covered either of its shards.
+	childNone := clitest.SeedJob("train-node-0", "uid-n0", 2).ResourceVersion("9").
+		Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+	// Job k covered s0 and s1 and completed; no result can arrive for them.
+	jobK := clitest.SeedJob("k", "uid-k", 2).Completed("0-1", 2).ResourceVersion("9").Complete(clitest.CompleteT.Time).Obj()
+	mixed := func(childTarget func(*wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper, key string) *v1alpha1.BatchAccount {
+		ba := childTarget(wrappers.MakeBatchAccount("mixed", ns).ShardCount("s", 4).AssignJobOrdinals("j", "0-1", "0-1")).Generation(1).Obj()
+		return clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{
+			"job/j": {Job: jobkind.Facts(jobJ)},
+			key:     {Job: jobkind.Facts(child), OwnerEnded: "Failed"},
+		})
+	}
+	truncated := clitest.FailedAccount()
+	truncated.Status.Shards.MissingOrdinalsTruncated = true
+	cases := map[string]struct {
+		ba   *v1alpha1.BatchAccount
+		jobs []*batchv1.Job
+		// want is what the advice says instead of "run repair" when repair refuses.
+		want string
+	}{
+		"a plain Job's lost shard": {ba: clitest.FailedAccount(), jobs: []*batchv1.Job{clitest.FailedJob()}},
+		"lost shards of a plain Job and a JobSet child": {
+			ba: mixed(func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignJobSet("train", "node", 0, "0-1", "2-3")
+			}, "jobset/train/node/0"),
+			jobs: []*batchv1.Job{jobJ, child},
+			want: "it refuses the whole plan while shards of JobSet children are to be re-run too",
+		},
+		"lost shards of a plain Job and a TrainJob node": {
+			ba: mixed(func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignTrainJob("train", "node", 0, "0-1", "2-3")
+			}, "trainjob/train/node/0"),
+			jobs: []*batchv1.Job{jobJ, child},
+			want: "it refuses the whole plan while shards of TrainJob children are to be re-run too",
+		},
+		"lost results of a plain Job and a lost shard of a JobSet child": {
+			ba: func() *v1alpha1.BatchAccount {
+				ba := wrappers.MakeBatchAccount("mixed", ns).ShardCount("s", 4).AssignJobOrdinals("k", "0-1", "0-1").
+					AssignJobSet("train", "node", 0, "0-1", "2-3").RequireResults(clitest.SeedRule).Generation(1).Obj()
+				return clitest.Compute(ba, clitest.CompleteT.Time, map[string]account.Observation{
+					"job/k":               {Job: jobkind.Facts(jobK), PodsListed: true},
+					"jobset/train/node/0": {Job: jobkind.Facts(childNone), OwnerEnded: "Failed", PodsListed: true},
+				})
+			}(),
+			jobs: []*batchv1.Job{jobK, childNone},
+			want: "it refuses the whole plan while shards of JobSet children are to be re-run too",
+		},
+		"a status that names only the lowest missing shards": {ba: truncated, jobs: []*batchv1.Job{clitest.FailedJob()},
+			want: "`kubectl batchledger repair` refuses this account: the status names only the lowest of the shards to re-run"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			needed := strings.Join(explanation.BuildExplanation(tc.ba, nil, 0).StillNeeded, "\n")
+			_, err := repair.NewPlan(repair.Input{Account: tc.ba, Jobs: clitest.JobsByName(tc.jobs...)})
+			advises := strings.Contains(needed, "Run `kubectl batchledger repair")
+			if advises != (err == nil) {
+				t.Errorf("still needed advises repair: %v, but repair plans: %v (%v):\n%s", advises, err == nil, err, needed)
+			}
+			if tc.want != "" && !strings.Contains(needed, tc.want) {
+				t.Errorf("still needed lacks %q:\n%s", tc.want, needed)
+			}
+		})
 	}
 }

@@ -50,8 +50,10 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 		// else is worth doing before it is a partition.
 		return append(out, fmt.Sprintf("Fix the assignment mapping (AssignmentValid=%s, %s): %s.", c.Status, c.Reason, c.Message))
 	}
+	groups := groupMissing(ba, m)
+	refused := repairRefusal(ba, m, groups)
 	if c := notTrue(v1alpha1.ConditionShardsCovered); c != nil {
-		out = append(out, coverageNeeds(ba, m, ex, c)...)
+		out = append(out, coverageNeeds(ba, ex, groups, refused, c)...)
 	}
 	if c := notTrue(v1alpha1.ConditionTerminated); c != nil {
 		for _, j := range ex.Jobs {
@@ -87,9 +89,18 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 				what = append(what, "no result can arrive for "+output.Plural(int(ex.Results.Missing), "shard ", "shards ")+ex.Results.MissingShards+" (the identity terminated or was deleted, and no pod is left that can report one)")
 			}
 			rerun := fmt.Sprintf("Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment", ba.Name, ba.Namespace)
-			if kinds := childKinds(m, ba.Status.Results.RejectedOrdinals, ba.Status.Results.MissingOrdinals); len(kinds) > 0 {
+			kinds, plain := childKinds(m, ba.Status.Results.RejectedOrdinals, ba.Status.Results.MissingOrdinals)
+			switch {
+			case refused.truncated:
+				rerun = refused.say(ba, "them")
+			case len(kinds) > 0:
 				// repair refuses shards of JobSet and TrainJob children: their owner re-runs them.
 				rerun = "Some are assigned to " + ownerNames(kinds) + " children, which `kubectl batchledger repair` does not re-run: " + ownerReruns(kinds) + "; otherwise append a repair assignment to spec.repairs by hand"
+				if plain {
+					rerun += "; it re-runs those of plain Jobs once no shard of a child is left to re-run (until then it refuses the whole plan)"
+				}
+			case refused.refused():
+				rerun = refused.say(ba, "them")
 			}
 			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. %s; each result must carry input revision %s and model revision %s.",
 				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), rerun, ba.Spec.InputRevision, ba.Spec.ModelRevision))
@@ -108,23 +119,35 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 	return out
 }
 
-// coverageNeeds says, per group of missing shards, what they wait for: identities that
-// may still complete, identities that never will (a repair re-runs them), or targets
-// that do not exist. It judges every missing shard the status lists, not only the rows
-// the explanation shows: a shard no identity can cover behind many that wait needs a
-// repair as much, and each group is counted whole.
-func coverageNeeds(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation, c *metav1.Condition) []string {
+// missingGroups are the missing shards grouped by what they wait for.
+type missingGroups struct {
+	// pending may still be covered by an identity; absent are assigned only to a Job that
+	// does not exist; lost can no longer be covered by any identity of a plain Job.
+	pending, absent, lost *shardGroup
+	// childLost are the lost shards of children, by their owner's target kind: each
+	// owner re-runs its own.
+	childLost map[string]*shardGroup
+	// listed counts the missing ordinals the status lists.
+	listed int
+}
+
+// groupMissing groups every missing shard the status lists, not only the rows the
+// explanation shows: a shard no identity can cover behind many that wait needs a repair
+// as much, and each group is counted whole.
+func groupMissing(ba *v1alpha1.BatchAccount, m *account.Mapping) missingGroups {
 	st := &ba.Status
 	targets := NewObservedTargets(st)
 	// Only repair identities can add to what a shard waits for: find them once, not once
 	// per shard of a large batch.
 	repairs := repairRuns(m)
-	pending := newShardGroup(func(id Identity) bool { return !id.Final })
-	absent := newShardGroup(func(Identity) bool { return false }) // their one state is what the sentence says
-	lost := newShardGroup(func(Identity) bool { return true })
-	// Lost shards of children, by their owner's target kind: each owner re-runs its own.
-	childLost := map[string]*shardGroup{}
+	g := missingGroups{
+		pending:   newShardGroup(func(id Identity) bool { return !id.Final }),
+		absent:    newShardGroup(func(Identity) bool { return false }), // their one state is what the sentence says
+		lost:      newShardGroup(func(Identity) bool { return true }),
+		childLost: map[string]*shardGroup{},
+	}
 	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
+	g.listed = missing.Count()
 	missing.Each(func(o int) bool {
 		if o >= m.Shards.Count() {
 			// A status not yet judged against a spec of fewer shards: no shard is named so.
@@ -137,45 +160,104 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanatio
 		}
 		switch {
 		case len(ms.WaitsFor) == 1 && ms.WaitsFor[0].State == stateNotFound:
-			absent.add(ms)
+			g.absent.add(ms)
 		case !final:
-			pending.add(ms)
+			g.pending.add(ms)
 		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsChild():
 			kind := targetKind(ms.WaitsFor[0].Target)
-			if childLost[kind] == nil {
-				childLost[kind] = newShardGroup(lost.shown)
+			if g.childLost[kind] == nil {
+				g.childLost[kind] = newShardGroup(g.lost.shown)
 			}
-			childLost[kind].add(ms)
+			g.childLost[kind].add(ms)
 		default:
-			lost.add(ms)
+			g.lost.add(ms)
 		}
 		return true
 	})
+	return g
+}
+
+// refusal is why `kubectl batchledger repair` would refuse the account's whole plan, as
+// far as the status decides it (repair.NewPlan refuses the same); the zero value when it
+// would plan.
+type refusal struct {
+	// truncated is set when the status names only the lowest of the shards to re-run.
+	truncated bool
+	// children are the target kinds of the children with shards to re-run.
+	children []string
+}
+
+// refused reports whether repair would refuse the account.
+func (r refusal) refused() bool { return r.truncated || len(r.children) > 0 }
+
+// say says what repair does instead of re-running the shards it (or them) names.
+func (r refusal) say(ba *v1alpha1.BatchAccount, it string) string {
+	if r.truncated {
+		return "`kubectl batchledger repair` refuses this account: the status names only the lowest of the shards to re-run and repair needs the whole list; " +
+			"split the batch into smaller accounts, or create a follow-up Job from the Jobs' own status and append its repair assignment to spec.repairs by hand"
+	}
+	return fmt.Sprintf("`kubectl batchledger repair %s -n %s` would re-run %s in a follow-up Job, but it refuses the whole plan while shards of %s children are to be re-run too: "+
+		"run it once those are re-run, or append a repair assignment to spec.repairs by hand", ba.Name, ba.Namespace, it, ownerNames(r.children))
+}
+
+// repairRefusal says whether `kubectl batchledger repair` would refuse the account: it
+// needs the whole list of shards to re-run, and refuses every shard, those of plain Jobs
+// too, while one it would re-run is assigned to a JobSet or TrainJob child.
+func repairRefusal(ba *v1alpha1.BatchAccount, m *account.Mapping, g missingGroups) refusal {
+	st := &ba.Status
+	requireResults := ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults
+	if st.Shards.MissingOrdinalsTruncated || (requireResults && st.Results.OrdinalsTruncated) {
+		return refusal{truncated: true}
+	}
+	kinds := slices.Collect(maps.Keys(g.childLost))
+	if requireResults {
+		rk, _ := childKinds(m, st.Results.RejectedOrdinals, st.Results.MissingOrdinals)
+		kinds = append(kinds, rk...)
+	}
+	slices.Sort(kinds)
+	return refusal{children: sortedKinds(slices.Compact(kinds))}
+}
+
+// coverageNeeds says, per group of missing shards, what they wait for: identities that
+// may still complete, identities that never will (a repair re-runs them, unless it
+// refuses the account), or targets that do not exist.
+func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, g missingGroups, refused refusal, c *metav1.Condition) []string {
 	head := fmt.Sprintf("%d/%d shards covered", ex.Shards.Covered, ex.Shards.Total)
 	var out []string
-	if pending.shards > 0 {
-		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, pending.names(), output.Plural(pending.shards, "waits", "wait"), pending.identities()))
+	if p := g.pending; p.shards > 0 {
+		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, p.names(), output.Plural(p.shards, "waits", "wait"), p.identities()))
 	}
-	if absent.shards > 0 {
-		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, absent.names(), output.Plural(absent.shards, "is", "are"), absent.identities()))
+	if a := g.absent; a.shards > 0 {
+		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, a.names(), output.Plural(a.shards, "is", "are"), a.identities()))
 	}
-	if lost.shards > 0 {
-		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. Run `kubectl batchledger repair %s -n %s` to re-run %s in a follow-up Job joined by a repair assignment.",
-			head, lost.names(), lost.identities(), ba.Name, ba.Namespace, output.Plural(lost.shards, "it", "them")))
+	if l := g.lost; l.shards > 0 {
+		rerun := fmt.Sprintf("Run `kubectl batchledger repair %s -n %s` to re-run %s in a follow-up Job joined by a repair assignment", ba.Name, ba.Namespace, output.Plural(l.shards, "it", "them"))
+		if refused.refused() {
+			rerun = upperFirst(refused.say(ba, output.Plural(l.shards, "it", "them")))
+		}
+		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. %s.", head, l.names(), l.identities(), rerun))
 	}
-	for _, kind := range sortedKinds(slices.Collect(maps.Keys(childLost))) {
-		g := childLost[kind]
+	for _, kind := range sortedKinds(slices.Collect(maps.Keys(g.childLost))) {
+		l := g.childLost[kind]
 		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. `kubectl batchledger repair` does not re-run %s children: %s; otherwise append a repair assignment to spec.repairs by hand.",
-			head, g.names(), g.identities(), ownerNames([]string{kind}), ownerReruns([]string{kind})))
+			head, l.names(), l.identities(), ownerNames([]string{kind}), ownerReruns([]string{kind})))
 	}
 	if n := ex.Shards.MissingUnrecorded; n > 0 {
 		out = append(out, fmt.Sprintf("%d more missing %s not in the status's list, which names only the lowest %d: what they wait for is not recorded (missing: %s).",
-			n, output.Plural(n, "shard is", "shards are"), missing.Count(), ex.Shards.Missing))
+			n, output.Plural(n, "shard is", "shards are"), g.listed, ex.Shards.Missing))
 	}
 	if len(out) == 0 {
 		out = append(out, fmt.Sprintf("Cover the missing shards (ShardsCovered=%s, %s): %s.", c.Status, c.Reason, c.Message))
 	}
 	return out
+}
+
+// upperFirst starts s with a capital letter: a clause used as a sentence.
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // shardGroup is missing shards the advice treats alike: the first maxListed of them and of
@@ -278,19 +360,23 @@ func (r *ResultsExplanation) summaryHead(s ShardsExplanation) string {
 }
 
 // childKinds are the target kinds (TargetKindJobSet, TargetKindTrainJob) of the children
-// the shards of the ordinal lists (interval format) are assigned to, in sortedKinds order.
-func childKinds(m *account.Mapping, lists ...string) []string {
+// the shards of the ordinal lists (interval format) are assigned to, in sortedKinds
+// order, and whether some are assigned to plain Jobs.
+func childKinds(m *account.Mapping, lists ...string) ([]string, bool) {
 	seen := map[string]bool{}
+	plain := false
 	for _, l := range lists {
 		set, _ := indexset.Parse(l)
 		set.Each(func(o int) bool {
 			if key, _, ok := m.IdentityOf(o); ok && v1alpha1.TargetKey(key).IsChild() {
 				seen[targetKind(key)] = true
+			} else if ok {
+				plain = true
 			}
-			return len(seen) < len(childOwners)
+			return !plain || len(seen) < len(childOwners)
 		})
 	}
-	return sortedKinds(slices.Collect(maps.Keys(seen)))
+	return sortedKinds(slices.Collect(maps.Keys(seen))), plain
 }
 
 // childOwner is how the advice speaks of the owner of a child target: its kind's name,
