@@ -195,8 +195,27 @@ func NewPlan(in Input) (*Plan, error) {
 		return nil, planErr
 	}
 	if len(onChildren) > 0 {
-		return nil, fmt.Errorf("%s: %s assigned to %s children (%s): repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), a TrainJob's nodes are the ranks of one run (re-submit the TrainJob), or append a repair assignment to spec.repairs by hand",
-			who, explanation.ShardNames(onChildren), strings.Join(childKinds, " and "), explanation.Identities(onChildren, true))
+		var owners []string
+		for _, k := range childKinds {
+			if r, ok := ownerReruns[k]; ok {
+				owners = append(owners, r)
+			} else {
+				owners = append(owners, "a "+k+" re-runs its own children")
+			}
+		}
+		msg := fmt.Sprintf("%s: %s assigned to %s children (%s): repair creates follow-up Jobs for plain Job targets only; %s, or append a repair assignment to spec.repairs by hand",
+			who, explanation.ShardNames(onChildren), strings.Join(childKinds, " and "), explanation.Identities(onChildren, true), strings.Join(owners, "; "))
+		if len(groups) > 0 {
+			// The plan is refused whole: say so, or the shards of plain Jobs look repaired.
+			var held []int
+			for _, g := range groups {
+				held = append(held, g.ordinals...)
+			}
+			slices.Sort(held)
+			msg += fmt.Sprintf("; nothing was created, for %s %s of plain Jobs neither: run repair again once no child's shard is left to re-run",
+				output.Plural(len(held), "shard", "shards"), m.Shards.Describe(indexset.Of(held...), 8))
+		}
+		return nil, errors.New(msg)
 	}
 	plan := &Plan{Account: ba.Name, Namespace: ba.Namespace}
 	if len(waiting) > 0 {
@@ -265,6 +284,13 @@ func NewPlan(in Input) (*Plan, error) {
 		return nil, fmt.Errorf("%s: the repair assignments would make the mapping invalid: %s: %s", who, problems[0].Reason, problems[0].Message)
 	}
 	return plan, nil
+}
+
+// ownerReruns says, by the Kind of a child's owner, what re-runs the child's shards in
+// place of repair.
+var ownerReruns = map[string]string{
+	"JobSet":   "a JobSet re-runs its children itself (restart)",
+	"TrainJob": "a TrainJob's nodes are the ranks of one run (re-submit the TrainJob)",
 }
 
 // shardsField writes the shards of a repair assignment as the spec takes them.

@@ -228,7 +228,21 @@ func TestPlanRepairRefuses(t *testing.T) {
 			n := clitest.SeedJob("llm-node-0", "uid-n", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
 			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"trainjob/llm/node/0": {Job: jobkind.Facts(n)}})
 			return Input{Account: ba, Jobs: clitest.JobsByName(n)}
-		}, "shard s1 assigned to TrainJob children (trainjob llm node[0] index 1 (job llm-node-0 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), a TrainJob's nodes are the ranks of one run (re-submit the TrainJob)"},
+		}, "shard s1 assigned to TrainJob children (trainjob llm node[0] index 1 (job llm-node-0 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only; a TrainJob's nodes are the ranks of one run (re-submit the TrainJob), or append"},
+		{"JobSet targets name no TrainJob", func() Input {
+			ba := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").Generation(1).Obj()
+			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0)}})
+			return Input{Account: ba, Jobs: clitest.JobsByName(w0)}
+		}, "repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), or append a repair assignment to spec.repairs by hand"},
+		{"plain Job and JobSet targets", func() Input {
+			ba := wrappers.MakeBatchAccount("mixed", ns).ShardCount("s", 4).AssignJobOrdinals("j", "0-1", "0-1").
+				AssignJobSet("train", "workers", 0, "0-1", "2-3").Generation(1).Obj()
+			pj := clitest.SeedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(pj)}, "jobset/train/workers/0": {Job: jobkind.Facts(w0)}})
+			return Input{Account: ba, Jobs: clitest.JobsByName(pj, w0)}
+		}, "by hand; nothing was created, for shard s1 of plain Jobs neither: run repair again once no child's shard is left to re-run"},
 		{"invalid mapping", func() Input {
 			ba := clitest.FailedAccount()
 			ba.Spec.Assignments[0].Shards = []string{"A", "A", "A", "A"}
