@@ -363,3 +363,44 @@ func TestMapRuleInvalidPaintsNoAccepted(t *testing.T) {
 		})
 	}
 }
+
+// TestMapStaleStatus: a status written for an older spec generation painted on the
+// current spec is what was last judged, not the current spec's state (a changed mapping
+// or population is not judged yet); the map says so, on a terminal and in the SVG, as
+// explain and get do.
+func TestMapStaleStatus(t *testing.T) {
+	s := clitest.SeedSteps()
+	const stale = "STALE: the status judges spec generation 1, the spec is at generation 2"
+	cases := map[string]struct {
+		generation int64
+		wantStale  bool
+	}{
+		"current status":     {generation: 1},
+		"spec changed since": {generation: 2, wantStale: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := s.Steps[len(s.Steps)-1].DeepCopy()
+			ba.Generation = tc.generation
+			c := clitest.FakeClient(ba, s.Job.DeepCopy(), s.Chunks[0].DeepCopy())
+			out, errOut, code := run(t, c, "map", "ij245", "-n", ns, "--width", "80")
+			if code != options.ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			path := filepath.Join(t.TempDir(), "ij245.svg")
+			if _, errOut, code := run(t, c, "map", "ij245", "-n", ns, "--svg", path); code != options.ExitOK {
+				t.Fatalf("--svg: exit %d: %s", code, errOut)
+			}
+			svg, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out, stale); got != tc.wantStale {
+				t.Errorf("map says stale: %v, want %v:\n%s", got, tc.wantStale, out)
+			}
+			if got := strings.Contains(string(svg), stale); got != tc.wantStale {
+				t.Errorf("SVG says stale: %v, want %v", got, tc.wantStale)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package mapview
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +43,10 @@ type shardMap struct {
 	Counts [numStates]int
 	// shardName names a shard by ordinal.
 	shardName func(int) string
+	// Stale says, when the status judges an older spec generation, that the states are
+	// those it judged: the current spec (a new mapping, a shard population changed) is
+	// not judged yet. Empty when the status is current.
+	Stale string
 }
 
 // shardGroup is one Job's shards, in the order of its completion indexes.
@@ -70,6 +75,10 @@ func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *s
 	st := &ba.Status
 	sm := &shardMap{Namespace: ba.Namespace, Name: ba.Name, Total: m.Shards.Count(),
 		RequireResults: ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults, shardName: m.Shards.Name}
+	if len(st.Conditions) > 0 && st.ObservedGeneration < ba.Generation {
+		sm.Stale = fmt.Sprintf("the status judges spec generation %d, the spec is at generation %d: the states below are as last judged, not a verdict on the current spec",
+			st.ObservedGeneration, ba.Generation)
+	}
 	sm.States = make([]shardState, sm.Total)
 	for i := range sm.States {
 		sm.States[i] = stateCovered

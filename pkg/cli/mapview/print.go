@@ -69,6 +69,9 @@ func renderMap(w io.Writer, sm *shardMap, mo mapOptions) {
 	}
 
 	fmt.Fprintf(w, "BatchAccount %s/%s: %d shards, %s\n", sm.Namespace, sm.Name, sm.Total, countsText(sm.Counts, sm.RequireResults))
+	if sm.Stale != "" {
+		fmt.Fprintf(w, "STALE: %s\n", sm.Stale)
+	}
 	if per > 1 {
 		fmt.Fprintf(w, "one cell = %d shards, in Job index order; a cell shows the worst state of its shards\n", per)
 	} else {

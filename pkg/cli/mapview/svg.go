@@ -95,6 +95,10 @@ func writeSVG(w io.Writer, sm *shardMap, perCell int) error {
 		unit = fmt.Sprintf("one cell = %d shards, worst state shown", per)
 	}
 	items = append(items, svgText{X: margin, Y: y, FontFamily: font, FontSize: 12, Text: fmt.Sprintf("%d shards: %s; %s", sm.Total, countsText(sm.Counts, sm.RequireResults), unit)})
+	if sm.Stale != "" {
+		y += lineGap
+		items = append(items, svgText{X: margin, Y: y, FontFamily: font, FontSize: 12, Weight: "bold", Text: "STALE: " + sm.Stale})
+	}
 	y += 8
 	for i := range sm.Groups {
 		g := &sm.Groups[i]
