@@ -520,8 +520,9 @@ func TestExplainWithoutTheCRD(t *testing.T) {
 // TestStillNeededAgreesWithRepair: what is still needed sends the user to `kubectl
 // batchledger repair` exactly when repair would plan the account. repair refuses the
 // whole plan, the shards of plain Jobs too, while a shard it would re-run is assigned to
-// a JobSet or TrainJob child, and when the status names only the lowest missing shards;
-// the advice must then say so, not "run repair".
+// a JobSet or TrainJob child, when the status names only the lowest missing shards, and
+// while the status judges an older spec generation; the advice must then say so, not
+// "run repair".
 func TestStillNeededAgreesWithRepair(t *testing.T) {
 	// Job j covered shard s0 and failed on s1; the child covered s2 and failed on s3,
 	// and its owner ended.
@@ -543,6 +544,8 @@ func TestStillNeededAgreesWithRepair(t *testing.T) {
 	}
 	truncated := clitest.FailedAccount()
 	truncated.Status.Shards.MissingOrdinalsTruncated = true
+	stale := clitest.FailedAccount()
+	stale.Generation = 2
 	cases := map[string]struct {
 		ba   *v1alpha1.BatchAccount
 		jobs []*batchv1.Job
@@ -576,6 +579,8 @@ func TestStillNeededAgreesWithRepair(t *testing.T) {
 			jobs: []*batchv1.Job{jobK, childNone},
 			want: "it refuses the whole plan while shards of JobSet children are to be re-run too",
 		},
+		"a status of an older spec generation": {ba: stale, jobs: []*batchv1.Job{clitest.FailedJob()},
+			want: "Once the controller has observed the latest spec, `kubectl batchledger repair ij245 -n ml-team` can re-run it"},
 		"a status that names only the lowest missing shards": {ba: truncated, jobs: []*batchv1.Job{clitest.FailedJob()},
 			want: "`kubectl batchledger repair` refuses this account: the status names only the lowest of the shards to re-run"},
 	}

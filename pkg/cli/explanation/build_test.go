@@ -182,6 +182,7 @@ func TestStillNeededChildrenByOwner(t *testing.T) {
 		key     string
 		job     *batchv1.Job
 		results bool
+		stale   bool
 		want    string
 		mustNot string
 	}{
@@ -193,6 +194,9 @@ func TestStillNeededChildrenByOwner(t *testing.T) {
 			want: "Some are assigned to JobSet children, which `kubectl batchledger repair` does not re-run: a JobSet restart", mustNot: "TrainJob"},
 		"TrainJob node lost its results": {assign: trainJob, key: "trainjob/train/node/0", job: complete, results: true,
 			want: "Some are assigned to TrainJob children, which `kubectl batchledger repair` does not re-run: re-submit the TrainJob", mustNot: "JobSet restart"},
+		// repair refuses children whatever the generation the status judges.
+		"TrainJob node lost its results, spec changed since": {assign: trainJob, key: "trainjob/train/node/0", job: complete, results: true, stale: true,
+			want: "Some are assigned to TrainJob children, which `kubectl batchledger repair` does not re-run: re-submit the TrainJob", mustNot: "can re-run them"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -202,6 +206,9 @@ func TestStillNeededChildrenByOwner(t *testing.T) {
 			}
 			obs := account.Observation{Job: jobkind.Facts(tc.job), PodsListed: true, OwnerEnded: "Failed"}
 			ba := clitest.Compute(w.Obj(), clitest.CompleteT.Time, map[string]account.Observation{tc.key: obs})
+			if tc.stale {
+				ba.Generation++
+			}
 			needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
 			if !strings.Contains(needed, tc.want) {
 				t.Errorf("still needed lacks %q:\n%s", tc.want, needed)

@@ -91,16 +91,14 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 			rerun := fmt.Sprintf("Run `kubectl batchledger repair %s -n %s` to re-run them in a follow-up Job joined by a repair assignment", ba.Name, ba.Namespace)
 			kinds, plain := childKinds(m, ba.Status.Results.RejectedOrdinals, ba.Status.Results.MissingOrdinals)
 			switch {
-			case refused.truncated:
-				rerun = refused.say(ba, "them")
 			case len(kinds) > 0:
 				// repair refuses shards of JobSet and TrainJob children: their owner re-runs them.
 				rerun = "Some are assigned to " + ownerNames(kinds) + " children, which `kubectl batchledger repair` does not re-run: " + ownerReruns(kinds) + "; otherwise append a repair assignment to spec.repairs by hand"
-				if plain {
+				if plain && !refused.stale && !refused.truncated {
 					rerun += "; it re-runs those of plain Jobs once no shard of a child is left to re-run (until then it refuses the whole plan)"
 				}
 			case refused.refused():
-				rerun = refused.say(ba, "them")
+				rerun = upperFirst(refused.say(ba, "them"))
 			}
 			out = append(out, fmt.Sprintf("%s: %s; the identities that completed them cannot report again. %s; each result must carry input revision %s and model revision %s.",
 				ex.Results.summaryHead(ex.Shards), strings.Join(what, "; "), rerun, ba.Spec.InputRevision, ba.Spec.ModelRevision))
@@ -181,6 +179,8 @@ func groupMissing(ba *v1alpha1.BatchAccount, m *account.Mapping) missingGroups {
 // far as the status decides it (repair.NewPlan refuses the same); the zero value when it
 // would plan.
 type refusal struct {
+	// stale is set while the status judges another spec generation than the spec's.
+	stale bool
 	// truncated is set when the status names only the lowest of the shards to re-run.
 	truncated bool
 	// children are the target kinds of the children with shards to re-run.
@@ -188,10 +188,14 @@ type refusal struct {
 }
 
 // refused reports whether repair would refuse the account.
-func (r refusal) refused() bool { return r.truncated || len(r.children) > 0 }
+func (r refusal) refused() bool { return r.stale || r.truncated || len(r.children) > 0 }
 
 // say says what repair does instead of re-running the shards it (or them) names.
 func (r refusal) say(ba *v1alpha1.BatchAccount, it string) string {
+	if r.stale {
+		return fmt.Sprintf("once the controller has observed the latest spec, `kubectl batchledger repair %s -n %s` can re-run %s (it refuses a status of an older spec generation)",
+			ba.Name, ba.Namespace, it)
+	}
 	if r.truncated {
 		return "`kubectl batchledger repair` refuses this account: the status names only the lowest of the shards to re-run and repair needs the whole list; " +
 			"split the batch into smaller accounts, or create a follow-up Job from the Jobs' own status and append its repair assignment to spec.repairs by hand"
@@ -201,11 +205,16 @@ func (r refusal) say(ba *v1alpha1.BatchAccount, it string) string {
 }
 
 // repairRefusal says whether `kubectl batchledger repair` would refuse the account: it
-// needs the whole list of shards to re-run, and refuses every shard, those of plain Jobs
-// too, while one it would re-run is assigned to a JobSet or TrainJob child.
+// needs a status of the current spec generation and the whole list of shards to re-run,
+// and refuses every shard, those of plain Jobs too, while one it would re-run is assigned
+// to a JobSet or TrainJob child.
 func repairRefusal(ba *v1alpha1.BatchAccount, m *account.Mapping, g missingGroups) refusal {
 	st := &ba.Status
 	requireResults := ba.Spec.Acceptance != nil && ba.Spec.Acceptance.RequireResults
+	if st.ObservedGeneration != ba.Generation {
+		// repair plans from the status only once it judges the spec as it is.
+		return refusal{stale: true}
+	}
 	if st.Shards.MissingOrdinalsTruncated || (requireResults && st.Results.OrdinalsTruncated) {
 		return refusal{truncated: true}
 	}
