@@ -219,3 +219,55 @@ func TestStillNeededChildrenByOwner(t *testing.T) {
 		})
 	}
 }
+
+// TestStillNeededAbsentTargets: a shard assigned to a Job that does not exist waits for it
+// to be created. A JobSet or TrainJob child counts only when its owner creates it (a Job
+// created by hand under its name is no child), so the advice names the owner to create,
+// not the child.
+func TestStillNeededAbsentTargets(t *testing.T) {
+	cases := map[string]struct {
+		assign  func(*wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper
+		want    string
+		mustNot string
+	}{
+		"plain Job": {
+			assign: func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignJobOrdinals("j", "0-1", "0-1")
+			},
+			want: "shards s0, s1 are assigned to job j index 0, job j index 1, which does not exist: create it.",
+		},
+		"JobSet child": {
+			assign: func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignJobSet("train", "node", 0, "0-1", "0-1")
+			},
+			want:    "which does not exist: a child Job is created by its owner, JobSet train: create it or, if it exists, wait for it.",
+			mustNot: "create it.",
+		},
+		"TrainJob node": {
+			assign: func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignTrainJob("llm", "node", 0, "0-1", "0-1")
+			},
+			want:    "which does not exist: a child Job is created by its owner, TrainJob llm: create it or, if it exists, wait for it.",
+			mustNot: "create it.",
+		},
+		"plain Job and JobSet child": {
+			assign: func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+				return w.AssignJobOrdinals("j", "0", "0").AssignJobSet("train", "node", 0, "0", "1")
+			},
+			want: "which does not exist: create it; a child Job is created by its owner, JobSet train: create it or, if it exists, wait for it.",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ba := tc.assign(wrappers.MakeBatchAccount("acct", clitest.Namespace).ShardCount("s", 2)).Generation(1).Obj()
+			ba = clitest.Compute(ba, clitest.Time0, nil)
+			needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+			if !strings.Contains(needed, tc.want) {
+				t.Errorf("still needed lacks %q:\n%s", tc.want, needed)
+			}
+			if tc.mustNot != "" && strings.Contains(strings.ReplaceAll(needed, tc.want, ""), tc.mustNot) {
+				t.Errorf("still needed says %q:\n%s", tc.mustNot, needed)
+			}
+		})
+	}
+}

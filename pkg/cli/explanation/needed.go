@@ -127,6 +127,10 @@ type missingGroups struct {
 	childLost map[string]*shardGroup
 	// listed counts the missing ordinals the status lists.
 	listed int
+	// absentOwners name the owners of the absent children ("JobSet train"), in order
+	// of first appearance; absentJobs is set when some absent target is a plain Job.
+	absentOwners []string
+	absentJobs   bool
 }
 
 // groupMissing groups every missing shard the status lists, not only the rows the
@@ -159,6 +163,13 @@ func groupMissing(ba *v1alpha1.BatchAccount, m *account.Mapping) missingGroups {
 		switch {
 		case len(ms.WaitsFor) == 1 && ms.WaitsFor[0].State == stateNotFound:
 			g.absent.add(ms)
+			if ref, _ := v1alpha1.TargetKey(ms.WaitsFor[0].Target).Ref(); ref.IsChild() {
+				if owner := ownerNames([]string{ref.Kind()}) + " " + ref.Owner(); !slices.Contains(g.absentOwners, owner) {
+					g.absentOwners = append(g.absentOwners, owner)
+				}
+			} else {
+				g.absentJobs = true
+			}
 		case !final:
 			g.pending.add(ms)
 		case len(ms.WaitsFor) > 0 && v1alpha1.TargetKey(ms.WaitsFor[0].Target).IsChild():
@@ -237,7 +248,22 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, g missingGroups, 
 		out = append(out, fmt.Sprintf("%s: %s %s for %s to complete.", head, p.names(), output.Plural(p.shards, "waits", "wait"), p.identities()))
 	}
 	if a := g.absent; a.shards > 0 {
-		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: create it.", head, a.names(), output.Plural(a.shards, "is", "are"), a.identities()))
+		// A child Job counts only when its owner creates it (a Job created by hand under
+		// its name is no child): the owner is what to create.
+		var create []string
+		if g.absentJobs {
+			create = append(create, "create it")
+		}
+		if len(g.absentOwners) > 0 {
+			owners := g.absentOwners[:min(len(g.absentOwners), maxListed)]
+			s := fmt.Sprintf("a child Job is created by its owner, %s: create %s or, if %s, wait for %s",
+				strings.Join(owners, ", "), output.Plural(len(owners), "it", "them"), output.Plural(len(owners), "it exists", "they exist"), output.Plural(len(owners), "it", "them"))
+			if more := len(g.absentOwners) - len(owners); more > 0 {
+				s = fmt.Sprintf("a child Job is created by its owner, %s and %d more: create them or, if they exist, wait for them", strings.Join(owners, ", "), more)
+			}
+			create = append(create, s)
+		}
+		out = append(out, fmt.Sprintf("%s: %s %s assigned to %s, which does not exist: %s.", head, a.names(), output.Plural(a.shards, "is", "are"), a.identities(), strings.Join(create, "; ")))
 	}
 	if l := g.lost; l.shards > 0 {
 		rerun := fmt.Sprintf("Run `kubectl batchledger repair %s -n %s` to re-run %s in a follow-up Job joined by a repair assignment", ba.Name, ba.Namespace, output.Plural(l.shards, "it", "them"))
