@@ -100,6 +100,15 @@ func BuildExplanation(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults,
 type ObservedTargets struct {
 	byKey  map[string]*v1alpha1.TargetStatus
 	failed map[string]indexset.Set
+	// states caches, by key, the state of the indexes that did not fail: it is the same
+	// for all of them, and saying it for each of 100,000 missing shards is not free.
+	states map[string]identityState
+}
+
+// identityState is a state and whether it is final.
+type identityState struct {
+	state string
+	final bool
 }
 
 // Status is the observed status of the target of key, nil before the controller observed it.
@@ -107,7 +116,7 @@ func (o ObservedTargets) Status(key string) *v1alpha1.TargetStatus { return o.by
 
 // NewObservedTargets indexes the observed targets of st.
 func NewObservedTargets(st *v1alpha1.BatchAccountStatus) ObservedTargets {
-	o := ObservedTargets{byKey: make(map[string]*v1alpha1.TargetStatus, len(st.Targets)), failed: map[string]indexset.Set{}}
+	o := ObservedTargets{byKey: make(map[string]*v1alpha1.TargetStatus, len(st.Targets)), failed: map[string]indexset.Set{}, states: map[string]identityState{}}
 	for i := range st.Targets {
 		ts := &st.Targets[i]
 		o.byKey[ts.Name] = ts
@@ -350,6 +359,19 @@ const stateNotFound = "Job not found"
 // complete. An identity that cannot is final: only a further (repair) identity can cover
 // its shard.
 func (o ObservedTargets) state(key string, index int) (string, bool) {
+	if o.failed[key].Contains(index) || o.states == nil {
+		return o.stateOf(key, index)
+	}
+	if s, ok := o.states[key]; ok {
+		return s.state, s.final
+	}
+	state, final := o.stateOf(key, index)
+	o.states[key] = identityState{state, final}
+	return state, final
+}
+
+// stateOf is state, not cached.
+func (o ObservedTargets) stateOf(key string, index int) (string, bool) {
 	ts := o.byKey[key]
 	switch {
 	case ts == nil:

@@ -148,6 +148,9 @@ func groupMissing(ba *v1alpha1.BatchAccount, m *account.Mapping) missingGroups {
 		lost:      newShardGroup(func(Identity) bool { return true }),
 		childLost: map[string]*shardGroup{},
 	}
+	for _, sg := range []*shardGroup{g.pending, g.absent, g.lost} {
+		sg.name = m.Shards.Name
+	}
 	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
 	g.listed = missing.Count()
 	missing.Each(func(o int) bool {
@@ -155,7 +158,8 @@ func groupMissing(ba *v1alpha1.BatchAccount, m *account.Mapping) missingGroups {
 			// A status not yet judged against a spec of fewer shards: no shard is named so.
 			return false
 		}
-		ms := MissingShard{Shard: m.Shards.Name(o), Ordinal: o, WaitsFor: waitsFor(m, repairs, targets, o)}
+		// The shard is named only if its group lists it (shardGroup.name).
+		ms := MissingShard{Ordinal: o, WaitsFor: waitsFor(m, repairs, targets, o)}
 		final := true
 		for _, id := range ms.WaitsFor {
 			final = final && id.Final
@@ -176,6 +180,7 @@ func groupMissing(ba *v1alpha1.BatchAccount, m *account.Mapping) missingGroups {
 			kind := targetKind(ms.WaitsFor[0].Target)
 			if g.childLost[kind] == nil {
 				g.childLost[kind] = newShardGroup(g.lost.shown)
+				g.childLost[kind].name = m.Shards.Name
 			}
 			g.childLost[kind].add(ms)
 		default:
@@ -300,7 +305,9 @@ func upperFirst(s string) string {
 // named in a line and counted exactly.
 type shardGroup struct {
 	// shown tells the identities whose state is said.
-	shown  func(Identity) bool
+	shown func(Identity) bool
+	// name, when set, names the shards added without a name, as they are listed.
+	name   func(int) string
 	listed []MissingShard
 	shards int
 	ids    []Identity
@@ -315,6 +322,9 @@ func newShardGroup(shown func(Identity) bool) *shardGroup { return &shardGroup{s
 
 func (g *shardGroup) add(ms MissingShard) {
 	if len(g.listed) < maxListed {
+		if ms.Shard == "" && g.name != nil {
+			ms.Shard = g.name(ms.Ordinal)
+		}
 		g.listed = append(g.listed, ms)
 	}
 	g.shards++
