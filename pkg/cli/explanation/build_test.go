@@ -183,15 +183,20 @@ func TestStillNeededChildrenByOwner(t *testing.T) {
 		job     *batchv1.Job
 		results bool
 		stale   bool
+		running bool
 		want    string
 		mustNot string
 	}{
 		"JobSet child lost a shard": {assign: jobSet, key: "jobset/train/node/0", job: failed,
-			want: "`kubectl batchledger repair` does not re-run JobSet children: a JobSet restart re-runs its children under new identities", mustNot: "TrainJob"},
+			want: "`kubectl batchledger repair` does not re-run JobSet children: a JobSet that ended recreates no child: append a repair assignment to spec.repairs by hand.", mustNot: "TrainJob"},
+		// While its JobSet runs, its failure policy may restart the child (Terminated
+		// AwaitingTermination).
+		"JobSet child lost a shard, its JobSet runs": {assign: jobSet, key: "jobset/train/node/0", job: failed, running: true,
+			want: "`kubectl batchledger repair` does not re-run JobSet children: a JobSet restart re-runs its children under new identities; otherwise append", mustNot: "TrainJob"},
 		"TrainJob node lost a shard": {assign: trainJob, key: "trainjob/train/node/0", job: failed,
 			want: "`kubectl batchledger repair` does not re-run TrainJob children: re-submit the TrainJob", mustNot: "JobSet restart"},
 		"JobSet child lost its results": {assign: jobSet, key: "jobset/train/node/0", job: complete, results: true,
-			want: "Some are assigned to JobSet children, which `kubectl batchledger repair` does not re-run: a JobSet restart", mustNot: "TrainJob"},
+			want: "Some are assigned to JobSet children, which `kubectl batchledger repair` does not re-run: a JobSet that ended recreates no child: append", mustNot: "TrainJob"},
 		"TrainJob node lost its results": {assign: trainJob, key: "trainjob/train/node/0", job: complete, results: true,
 			want: "Some are assigned to TrainJob children, which `kubectl batchledger repair` does not re-run: re-submit the TrainJob", mustNot: "JobSet restart"},
 		// repair refuses children whatever the generation the status judges.
@@ -205,6 +210,9 @@ func TestStillNeededChildrenByOwner(t *testing.T) {
 				w = w.RequireResults(clitest.SeedRule)
 			}
 			obs := account.Observation{Job: jobkind.Facts(tc.job), PodsListed: true, OwnerEnded: "Failed"}
+			if tc.running {
+				obs.ChildOwner, obs.OwnerEnded = account.OwnerRunning, ""
+			}
 			ba := clitest.Compute(w.Obj(), clitest.CompleteT.Time, map[string]account.Observation{tc.key: obs})
 			if tc.stale {
 				ba.Generation++

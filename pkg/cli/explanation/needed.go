@@ -93,7 +93,7 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 			switch {
 			case len(kinds) > 0:
 				// repair refuses shards of JobSet and TrainJob children: their owner re-runs them.
-				rerun = "Some are assigned to " + ownerNames(kinds) + " children, which `kubectl batchledger repair` does not re-run: " + ownerReruns(kinds) + "; otherwise append a repair assignment to spec.repairs by hand"
+				rerun = "Some are assigned to " + ownerNames(kinds) + " children, which `kubectl batchledger repair` does not re-run: " + ownerRemedy(kinds, groups.ownersEnded)
 				if plain && !refused.stale && !refused.truncated {
 					rerun += "; it re-runs those of plain Jobs once no shard of a child is left to re-run (until then it refuses the whole plan)"
 				}
@@ -131,6 +131,10 @@ type missingGroups struct {
 	// of first appearance; absentJobs is set when some absent target is a plain Job.
 	absentOwners []string
 	absentJobs   bool
+	// ownersEnded is set unless the controller awaits a child's owner (Terminated
+	// AwaitingTermination): an owner that ended restarts no child. The status says
+	// which owners it awaits only in words, so this holds for all children, as in watch.
+	ownersEnded bool
 }
 
 // groupMissing groups every missing shard the status lists, not only the rows the
@@ -147,6 +151,9 @@ func groupMissing(ba *v1alpha1.BatchAccount, m *account.Mapping) missingGroups {
 		absent:    newShardGroup(func(Identity) bool { return false }), // their one state is what the sentence says
 		lost:      newShardGroup(func(Identity) bool { return true }),
 		childLost: map[string]*shardGroup{},
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated); c == nil || c.Reason != v1alpha1.ReasonAwaitingTermination {
+		g.ownersEnded = true
 	}
 	for _, sg := range []*shardGroup{g.pending, g.absent, g.lost} {
 		sg.name = m.Shards.Name
@@ -279,8 +286,8 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, g missingGroups, 
 	}
 	for _, kind := range sortedKinds(slices.Collect(maps.Keys(g.childLost))) {
 		l := g.childLost[kind]
-		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. `kubectl batchledger repair` does not re-run %s children: %s; otherwise append a repair assignment to spec.repairs by hand.",
-			head, l.names(), l.identities(), ownerNames([]string{kind}), ownerReruns([]string{kind})))
+		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. `kubectl batchledger repair` does not re-run %s children: %s.",
+			head, l.names(), l.identities(), ownerNames([]string{kind}), ownerRemedy([]string{kind}, g.ownersEnded)))
 	}
 	if n := ex.Shards.MissingUnrecorded; n > 0 {
 		out = append(out, fmt.Sprintf("%d more missing %s not in the status's list, which names only the lowest %d: what they wait for is not recorded (missing: %s).",
@@ -472,17 +479,32 @@ func ownerNames(kinds []string) string {
 	return strings.Join(names, " or ")
 }
 
-// ownerReruns says what re-runs the shards of children of kinds.
-func ownerReruns(kinds []string) string {
+// ownerRemedy says what re-runs the shards of children of kinds in place of `kubectl
+// batchledger repair`: their owner, unless it is a JobSet that ended (it recreates no
+// child, docs/user-guide.md), and otherwise a repair assignment appended by hand.
+func ownerRemedy(kinds []string, ended bool) string {
+	const byHand = "append a repair assignment to spec.repairs by hand"
 	reruns := make([]string, 0, len(kinds))
+	jobSetEnded := false
 	for _, k := range kinds {
-		if o, ok := childOwners[k]; ok {
+		o, ok := childOwners[k]
+		switch {
+		case k == v1alpha1.TargetKindJobSet && ended:
+			jobSetEnded = true
+		case ok:
 			reruns = append(reruns, o.rerun)
-		} else {
+		default:
 			reruns = append(reruns, "its owner may re-run a "+k+" child")
 		}
 	}
-	return strings.Join(reruns, "; ")
+	if len(reruns) == 0 {
+		return "a JobSet that ended recreates no child: " + byHand
+	}
+	s := strings.Join(reruns, "; ")
+	if jobSetEnded {
+		s += " (a JobSet that ended recreates no child)"
+	}
+	return s + "; otherwise " + byHand
 }
 
 // ordinalCount is the number of ordinals in an interval list (0 when it does not parse).
