@@ -39,9 +39,10 @@ unsuspended once the account names it). Its containers get ` + EnvRepairOf + ` a
 ` + EnvOriginalIndexes + ` (the original index each repair index stands for), so that
 a worker mapping its index onto a shard can find its shard.
 
-Shards assigned to JobSet or TrainJob children are refused: a JobSet re-runs its
-children itself (restart); a TrainJob's nodes are the ranks of one training run, so the
-TrainJob is re-submitted.`,
+Shards assigned to JobSet or TrainJob children are refused, and with them the whole
+plan: a running JobSet re-runs its children itself (restart), one that ended recreates
+none; a TrainJob's nodes are the ranks of one training run, so the TrainJob is
+re-submitted. Otherwise append a repair assignment to spec.repairs by hand.`,
 		Example: `  kubectl batchledger repair ij245 -n ml-team --dry-run          # print the Jobs and entries, send nothing
   kubectl batchledger repair ij245 -n ml-team --dry-run=server   # let the API server and webhooks judge them
   kubectl batchledger repair ij245 -n ml-team`,

@@ -195,16 +195,35 @@ func NewPlan(in Input) (*Plan, error) {
 		return nil, planErr
 	}
 	if len(onChildren) > 0 {
+		// While the controller awaits a child's owner it may restart the child; an owner
+		// that ended recreates none (the status names the awaited ones only in words, so
+		// this holds for all, as in explain and watch).
+		c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionTerminated)
+		ownersRun := c != nil && c.Reason == v1alpha1.ReasonAwaitingTermination
+		const byHand = "append a repair assignment to spec.repairs by hand"
 		var owners []string
+		jobSetEnded := false
 		for _, k := range childKinds {
-			if r, ok := ownerReruns[k]; ok {
+			r, ok := ownerReruns[k]
+			switch {
+			case k == "JobSet" && !ownersRun:
+				jobSetEnded = true
+			case ok:
 				owners = append(owners, r)
-			} else {
+			default:
 				owners = append(owners, "a "+k+" re-runs its own children")
 			}
 		}
-		msg := fmt.Sprintf("%s: %s assigned to %s children (%s): repair creates follow-up Jobs for plain Job targets only; %s, or append a repair assignment to spec.repairs by hand",
-			who, explanation.ShardNames(onChildren), strings.Join(childKinds, " and "), explanation.Identities(onChildren, true), strings.Join(owners, "; "))
+		remedy := "a JobSet that ended recreates no child: " + byHand
+		if len(owners) > 0 {
+			remedy = strings.Join(owners, "; ")
+			if jobSetEnded {
+				remedy += " (a JobSet that ended recreates no child)"
+			}
+			remedy += ", or " + byHand
+		}
+		msg := fmt.Sprintf("%s: %s assigned to %s children (%s): repair creates follow-up Jobs for plain Job targets only; %s",
+			who, explanation.ShardNames(onChildren), strings.Join(childKinds, " and "), explanation.Identities(onChildren, true), remedy)
 		if len(groups) > 0 {
 			// The plan is refused whole: say so, or the shards of plain Jobs look repaired.
 			var held []int

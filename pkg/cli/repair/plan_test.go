@@ -234,6 +234,12 @@ func TestPlanRepairRefuses(t *testing.T) {
 			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
 			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0)}})
 			return Input{Account: ba, Jobs: clitest.JobsByName(w0)}
+		}, "repair creates follow-up Jobs for plain Job targets only; a JobSet that ended recreates no child: append a repair assignment to spec.repairs by hand"},
+		{"JobSet targets while the JobSet runs", func() Input {
+			ba := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").Generation(1).Obj()
+			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0), ChildOwner: account.OwnerRunning}})
+			return Input{Account: ba, Jobs: clitest.JobsByName(w0)}
 		}, "repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), or append a repair assignment to spec.repairs by hand"},
 		{"plain Job and JobSet targets", func() Input {
 			ba := wrappers.MakeBatchAccount("mixed", ns).ShardCount("s", 4).AssignJobOrdinals("j", "0-1", "0-1").
