@@ -1094,6 +1094,7 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 		if lost != "" {
 			msg += "; " + lost
 		}
+		msg += uncompletedNote(res)
 		return cond(t, false, v1alpha1.ReasonResultRejected, msg)
 	}
 	if lost != "" {
@@ -1101,9 +1102,19 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 		if rest := pending.Difference(res.missing); !rest.IsEmpty() {
 			msg += "; waiting for " + m.Shards.Describe(rest, 8) + awaited(res)
 		}
-		return cond(t, false, v1alpha1.ReasonMissingResult, msg)
+		return cond(t, false, v1alpha1.ReasonMissingResult, msg+uncompletedNote(res))
 	}
-	return cond(t, false, v1alpha1.ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8)+elsewhere(states)+awaited(res))
+	return cond(t, false, v1alpha1.ReasonResultsPending, head+"; waiting for "+m.Shards.Describe(pending, 8)+elsewhere(states)+awaited(res)+uncompletedNote(res))
+}
+
+// uncompletedNote names the results that do not count because their identity has not
+// completed the index ("" for none): the reader sees a result and should know why its
+// shard still waits.
+func uncompletedNote(res resultsState) string {
+	if len(res.uncompleted) == 0 {
+		return ""
+	}
+	return "; not counted, its identity did not complete the index: " + strings.Join(res.uncompleted, "; ")
 }
 
 // awaited says which rejections a result still to come may make good ("" for none): a

@@ -69,6 +69,9 @@ type resultsState struct {
 	pendingRejections []string
 	// awaitingRejections explain the rejections of the shards in awaiting.
 	awaitingRejections []string
+	// uncompleted are the results that would stand but for their index, which their
+	// identity has not completed, of shards that have no accepted result.
+	uncompleted []string
 	// reported are the ordinals with any result of their current identity.
 	reported indexset.Set
 	// rejected are the ordinals with a rejected result and no accepted one that no
@@ -124,8 +127,17 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 			current[ts.key] = uid
 		}
 	}
+	// A result stands for its shard only once its identity completed the index: a pod
+	// may succeed without the Job controller ever counting it (its Job deleted or ended
+	// first), and its shard is then not covered by that identity.
+	completed := map[string]indexset.Set{}
+	for _, ts := range states {
+		if ts.uid() != "" {
+			completed[ts.key] = ts.covered
+		}
+	}
 	judging := in.Spec.Judging()
-	rs := judge(m, in.Spec, judging, current, in.Results)
+	rs := judge(m, in.Spec, judging, current, completed, in.Results)
 	if !in.Spec.RequiresResults() {
 		return rs
 	}
@@ -249,7 +261,7 @@ func (ts *targetState) reportingIndexes() indexset.Set {
 func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, results []Result) map[int]Result {
 	// A completion identity two targets reach stands for no shard, as in Compute.
 	results = sharedOfCurrent(m, current).rejectResults(results)
-	rs := judge(m, spec, spec.Judging(), current, results)
+	rs := judge(m, spec, spec.Judging(), current, nil, results)
 	out := make(map[int]Result, len(rs.standing))
 	for o, i := range rs.standing {
 		out[o] = results[i]
@@ -257,10 +269,13 @@ func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[st
 	return out
 }
 
-func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging, current map[string]types.UID, results []Result) resultsState {
+// judge decides which results stand. completed maps target keys to the mapped indexes
+// their current identity completed; a result whose index is not among them stands for
+// no shard (nor is it a rejection: its shard waits). A nil completed checks nothing.
+func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging, current map[string]types.UID, completed map[string]indexset.Set, results []Result) resultsState {
 	rs := resultsState{standing: map[int]int{}}
 	digests := map[int]string{}
-	var rejected []rejection
+	var rejected, uncompleted []rejection
 	var acceptedOrdinals, reported []int
 	rs.summary.Recorded = int32(len(results))
 	reject := func(r Result, ordinal int, reason, msg string) {
@@ -312,6 +327,12 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 			reject(r, ordinal, v1alpha1.RejectionRevisionMismatch, fmt.Sprintf("shard %s result of %s has inputRevision %q, the account requires %q", assignedName, who, r.InputRevision, spec.InputRevision))
 		case r.ModelRevision != spec.ModelRevision:
 			reject(r, ordinal, v1alpha1.RejectionRevisionMismatch, fmt.Sprintf("shard %s result of %s has modelRevision %q, the account requires %q", assignedName, who, r.ModelRevision, spec.ModelRevision))
+		case completed != nil && !completed[r.Target].Contains(r.Index):
+			// Not a result of its identity's completion: the Job controller did not count
+			// the index (yet), so the shard is not covered by it. It reported nothing
+			// that stands, so the shard's result may still be missing.
+			reported = reported[:len(reported)-1]
+			uncompleted = append(uncompleted, rejection{ordinal, fmt.Sprintf("%s (%s)", assignedName, who)})
 		default:
 			if first, ok := digests[ordinal]; ok {
 				if first != r.Digest {
@@ -334,6 +355,11 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 		}
 	}
 	rs.rejected = indexset.Of(rejectedOrdinals...)
+	for _, u := range uncompleted {
+		if _, ok := digests[u.ordinal]; !ok && len(rs.uncompleted) < messageRunsLimit {
+			rs.uncompleted = append(rs.uncompleted, u.text)
+		}
+	}
 	return rs
 }
 
