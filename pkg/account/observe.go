@@ -168,14 +168,16 @@ func requiredPopulation(rules []identity.SuccessRule, completions int) (indexset
 	}
 	var words []string
 	for _, r := range rules {
-		var parts []string
-		if r.SucceededIndexes != nil {
-			parts = append(parts, fmt.Sprintf("indexes %s succeeded", *r.SucceededIndexes))
+		// With both, the count is of the listed indexes (the Job controller's rule): "2 of
+		// indexes 0-3", never all of them.
+		switch n := r.SucceededCount; {
+		case n != nil && r.SucceededIndexes != nil:
+			words = append(words, fmt.Sprintf("%d of indexes %s succeeded", *n, *r.SucceededIndexes))
+		case n != nil:
+			words = append(words, fmt.Sprintf("%d %s succeeded", *n, plural(int(*n), "index", "indexes")))
+		case r.SucceededIndexes != nil:
+			words = append(words, fmt.Sprintf("indexes %s succeeded", *r.SucceededIndexes))
 		}
-		if r.SucceededCount != nil {
-			parts = append(parts, fmt.Sprintf("%d indexes succeeded", *r.SucceededCount))
-		}
-		words = append(words, strings.Join(parts, " and "))
 	}
 	text := "succeeds when " + strings.Join(words, ", or when ")
 	if r := rules[0]; len(rules) == 1 && r.SucceededIndexes != nil && r.SucceededCount == nil {
