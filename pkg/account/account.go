@@ -770,11 +770,22 @@ func coverage(m *Mapping, states []*targetState) coverageState {
 	return c
 }
 
-// describeMissing says which identity each missing shard waits for:
-// "D = job j index 3", "shard-3..shard-9 = job j indexes 3-9".
+// describeMissing says which identities each missing shard waits for: its original one,
+// and those repair assignments gave it ("D = job j index 3", "shard-3..shard-9 = job j
+// indexes 3-9", "B = job r index 0 (repair)").
 func describeMissing(m *Mapping, missing indexset.Set) string {
 	var parts []string
 	described := 0
+	// part describes the shards iv of run r: the identities of r that assign them.
+	part := func(r Run, iv indexset.Interval) string {
+		first := r.FirstIndex + iv.First - r.FirstShard
+		last := first + iv.Last - iv.First
+		who := v1alpha1.TargetKey(r.Target).Describe()
+		if iv.First == iv.Last {
+			return fmt.Sprintf("%s = %s index %d", m.Shards.Name(iv.First), who, first)
+		}
+		return fmt.Sprintf("%s = %s indexes %s", m.Shards.Describe(indexset.FromIntervals(iv), 1), who, indexset.Range(first, last))
+	}
 	for _, miss := range missing.Intervals() {
 		if len(parts) == messageRunsLimit {
 			break
@@ -785,13 +796,19 @@ func describeMissing(m *Mapping, missing indexset.Set) string {
 			r := m.byShard[i]
 			iv := indexset.Interval{First: max(miss.First, r.FirstShard), Last: min(miss.Last, r.FirstShard+r.Length-1)}
 			described += iv.Count()
-			first := r.FirstIndex + iv.First - r.FirstShard
-			last := first + iv.Last - iv.First
-			who := v1alpha1.TargetKey(r.Target).Describe()
-			if iv.First == iv.Last {
-				parts = append(parts, fmt.Sprintf("%s = %s index %d", m.Shards.Name(iv.First), who, first))
-			} else {
-				parts = append(parts, fmt.Sprintf("%s = %s indexes %s", m.Shards.Describe(indexset.FromIntervals(iv), 1), who, indexset.Range(first, last)))
+			parts = append(parts, part(r, iv))
+			// A repair gave these shards a further identity: they wait for it as well, and
+			// naming only the original one would send the reader to an identity that may
+			// never cover them.
+			for _, rr := range m.Runs {
+				if len(parts) == messageRunsLimit {
+					break
+				}
+				if !rr.Repair || rr.FirstShard > iv.Last || rr.FirstShard+rr.Length-1 < iv.First {
+					continue
+				}
+				riv := indexset.Interval{First: max(iv.First, rr.FirstShard), Last: min(iv.Last, rr.FirstShard+rr.Length-1)}
+				parts = append(parts, part(rr, riv)+" (repair)")
 			}
 		}
 	}

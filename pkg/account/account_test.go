@@ -285,10 +285,12 @@ func TestRepair(t *testing.T) {
 	wantCond(t, st, v1alpha1.ConditionTerminated, "True", v1alpha1.ReasonTargetFailed, "job j Failed (FailedIndexes)")
 	wantCond(t, st, v1alpha1.ConditionAccepted, "True", v1alpha1.ReasonAccepted, "")
 
-	// Without the repair Job's completion, D is missing and the failure is named.
+	// Without the repair Job's completion, D is missing, waiting for the repair's identity,
+	// and the failure is named.
 	r = makeJob("j-repair", "uid-r", 1)
 	st = step(t, spec, nil, map[string]Observation{"job/j": {Job: j.Facts()}, "job/j-repair": {Job: r.Facts()}}).Status
-	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing, "3/4 shards covered; missing D = job j index 3; job j failed (FailedIndexes)")
+	wantCond(t, st, v1alpha1.ConditionShardsCovered, "False", v1alpha1.ReasonShardsMissing,
+		"3/4 shards covered; missing D = job j index 3, D = job j-repair index 0 (repair); job j failed (FailedIndexes)")
 }
 
 // TestAcceptedAfterAFailureSaysWhatCovered: a batch Accepted though a target Failed says
@@ -612,7 +614,7 @@ func TestFailedIndexWhileItsJobRuns(t *testing.T) {
 			spec: repaired,
 			obs: map[string]Observation{"job/j": {Job: makeJob("j", "uid-j", 4).BackoffLimitPerIndex(1).Completed("0,1", 2).FailedIndexes("3").Facts()},
 				"job/j-repair": {Job: makeJob("j-repair", "uid-r", 1).Facts()}},
-			wantMessage: "2/4 shards covered; missing C, D = job j indexes 2,3; job j failed index 3 (shard D) and will not run it again; other identities may still cover it"},
+			wantMessage: "2/4 shards covered; missing C, D = job j indexes 2,3, D = job j-repair index 0 (repair); job j failed index 3 (shard D) and will not run it again; other identities may still cover it"},
 		{name: "a JobSet's child: its JobSet may restart it",
 			spec: makeCompactSpec("s", 2).AssignJobSet("train", "w", 0, "0-1", "0-1").SpecObj(),
 			obs: map[string]Observation{"jobset/train/w/0": {Job: makeJob("train-w-0", "uid-c", 2).BackoffLimitPerIndex(1).Completed("0", 1).FailedIndexes("1").Facts(),
