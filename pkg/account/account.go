@@ -959,6 +959,11 @@ func coveredCondition(m *Mapping, states []*targetState, cov coverageState, vali
 		case ts.facts.terminal == TerminalComplete && ts.facts.successPolicy != "" &&
 			!m.ShardsOfAny(ts.key, ts.mapped).Intersect(cov.missing).IsEmpty():
 			notes = append(notes, fmt.Sprintf("%s succeeded by its successPolicy (%s) with shards not covered", name, ts.facts.successPolicy))
+		case ts.facts.terminal == "" && ts.facts.criteriaMet && ts.facts.successPolicy != "" &&
+			!m.ShardsOfAny(ts.key, ts.mapped).Intersect(cov.missing).IsEmpty():
+			// The Job controller terminates the Job's other pods once its criterion is met,
+			// before it records Complete: the missing shards will not run in it (mayRun).
+			notes = append(notes, fmt.Sprintf("%s met its successPolicy (%s) with shards not covered", name, ts.facts.successPolicy))
 		case ts.awaitsOwner() && ts.facts.terminal == TerminalFailed:
 			notes = append(notes, fmt.Sprintf("%s failed (%s), its JobSet may restart it", name, ts.facts.reason))
 		case ts.facts.terminal == TerminalFailed:

@@ -50,3 +50,31 @@ func TestSuccessPolicyWords(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestSuccessCriteriaMetWithShardsMissing: once the Job controller records
+// SuccessCriteriaMet by a successPolicy, the Job runs no further index (it terminates
+// the rest) even before it records Complete: ShardsCovered says its criterion was met
+// with shards not covered, as it does once the Job is Complete.
+func TestSuccessCriteriaMetWithShardsMissing(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj()
+	met := func() *wrappers.JobWrapper {
+		return makeJob("j", "uid-j", 2).SuccessPolicy(wrappers.SucceededIndexes("0")).Completed("0", 1).
+			Condition(batchv1.JobSuccessCriteriaMet, "SuccessPolicy", jobCondAt)
+	}
+	cases := []struct {
+		name string
+		job  *wrappers.JobWrapper
+		want string
+	}{
+		{name: "SuccessCriteriaMet", job: met(),
+			want: "1/2 shards covered; missing B = job j index 1; job j met its successPolicy (succeeds when indexes 0 succeeded) with shards not covered"},
+		{name: "then Complete", job: met().Condition(batchv1.JobComplete, "SuccessPolicy", jobCondAt),
+			want: "1/2 shards covered; missing B = job j index 1; job j succeeded by its successPolicy (succeeds when indexes 0 succeeded) with shards not covered"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := step(t, spec, nil, map[string]Observation{"job/j": {Job: tc.job.Facts()}}).Status
+			wantCond(t, st, "ShardsCovered", "False", "ShardsMissing", tc.want)
+		})
+	}
+}
