@@ -1,6 +1,7 @@
 package account
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -573,7 +574,9 @@ func TestObservationPointsMoveOnlyWithFacts(t *testing.T) {
 	}
 }
 
-// TestStandingResults: readers of recorded results get the same verdict Compute applies.
+// TestStandingResults: readers of recorded results get the same verdict Compute applies,
+// the index check included: a result stands only for an index its identity completed,
+// as the status recorded it; a target the status has no list for is not checked.
 func TestStandingResults(t *testing.T) {
 	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
 	m := Compile("ml-team", spec)
@@ -581,9 +584,30 @@ func TestStandingResults(t *testing.T) {
 	second.Digest, second.Pod = "sha256:other", "j-0-b"
 	forged := result("job/j", "uid-j", 1, "A")
 	stale := result("job/j", "uid-old", 1, "B")
-	got := StandingResults(m, spec, map[string]types.UID{"job/j": "uid-j"}, []Result{first, second, forged, stale})
-	if len(got) != 1 || got[0].Pod != first.Pod || got[0].Digest != first.Digest {
-		t.Errorf("standing = %+v; want only the first result of A", got)
+	ofB := result("job/j", "uid-j", 1, "B")
+	for _, tc := range []struct {
+		name      string
+		results   []Result
+		completed map[string]indexset.Set
+		want      []string // pods standing, by shard ordinal
+	}{
+		{"the first result of a shard stands, of its current identity, claiming its shard", []Result{first, second, forged, stale}, nil, []string{first.Pod}},
+		{"both indexes completed", []Result{first, ofB}, map[string]indexset.Set{"job/j": indexset.Range(0, 1)}, []string{first.Pod, ofB.Pod}},
+		{"index 1 not completed: its result stands for no shard", []Result{first, ofB}, map[string]indexset.Set{"job/j": indexset.Of(0)}, []string{first.Pod}},
+		{"no list for the target: not checked", []Result{first, ofB}, map[string]indexset.Set{}, []string{first.Pod, ofB.Pod}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := StandingResults(m, spec, map[string]types.UID{"job/j": "uid-j"}, tc.completed, tc.results)
+			var pods []string
+			for o := range len(spec.Shards.Names) {
+				if r, ok := got[o]; ok {
+					pods = append(pods, r.Pod)
+				}
+			}
+			if !slices.Equal(pods, tc.want) {
+				t.Errorf("standing pods = %v; want %v", pods, tc.want)
+			}
+		})
 	}
 }
 

@@ -292,7 +292,7 @@ func TestStandingResultsOfASharedIdentity(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec.SpecObj()
-			got := slices.Sorted(maps.Keys(StandingResults(Compile("ml-team", spec), spec, tc.current, tc.results)))
+			got := slices.Sorted(maps.Keys(StandingResults(Compile("ml-team", spec), spec, tc.current, nil, tc.results)))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("standing shards %v, want %v", got, tc.want)
 			}

@@ -130,9 +130,11 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 	// A result stands for its shard only once its identity completed the index: a pod
 	// may succeed without the Job controller ever counting it (its Job deleted or ended
 	// first), and its shard is then not covered by that identity.
+	// A record whose completed indexes the status had to omit says nothing of them: its
+	// results are judged as before the index check.
 	completed := map[string]indexset.Set{}
 	for _, ts := range states {
-		if ts.uid() != "" {
+		if ts.uid() != "" && !ts.coverageLost {
 			completed[ts.key] = ts.covered
 		}
 	}
@@ -256,12 +258,13 @@ func (ts *targetState) reportingIndexes() indexset.Set {
 // StandingResults returns, per shard ordinal, the result that stands for the shard: the
 // first result, in recording order, of the shard's current identity (current maps target
 // keys to Job UIDs) that claims the assigned shard on the account's revisions and passed
-// decoding and the rule, and that no other target reaches (DuplicateIndex). It is the
-// rule Compute applies, for readers of recorded results.
-func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, results []Result) map[int]Result {
+// decoding and the rule, that no other target reaches (DuplicateIndex), and whose index
+// its identity completed (completed, by target key: CompletedIndexes). It is the rule
+// Compute applies, for readers of recorded results.
+func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, completed map[string]indexset.Set, results []Result) map[int]Result {
 	// A completion identity two targets reach stands for no shard, as in Compute.
 	results = sharedOfCurrent(m, current).rejectResults(results)
-	rs := judge(m, spec, spec.Judging(), current, nil, results)
+	rs := judge(m, spec, spec.Judging(), current, completed, results)
 	out := make(map[int]Result, len(rs.standing))
 	for o, i := range rs.standing {
 		out[o] = results[i]
@@ -269,9 +272,23 @@ func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[st
 	return out
 }
 
+// CompletedIndexes are, by target key, the indexes each target's identity in st
+// completed, as the status recorded them (a target whose list the status omitted has
+// none: StandingResults then checks none of its results' indexes).
+func CompletedIndexes(st *v1alpha1.BatchAccountStatus) map[string]indexset.Set {
+	out := make(map[string]indexset.Set, len(st.Targets))
+	for _, ts := range st.Targets {
+		if ts.UID != "" && !ts.CompletedIndexesOmitted {
+			out[ts.Name], _ = indexset.ParseJobStatus(ts.CompletedIndexes, int(ts.Completions))
+		}
+	}
+	return out
+}
+
 // judge decides which results stand. completed maps target keys to the mapped indexes
 // their current identity completed; a result whose index is not among them stands for
-// no shard (nor is it a rejection: its shard waits). A nil completed checks nothing.
+// no shard (nor is it a rejection: its shard waits). The results of a target completed
+// has no key for are not checked so.
 func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging, current map[string]types.UID, completed map[string]indexset.Set, results []Result) resultsState {
 	rs := resultsState{standing: map[int]int{}}
 	digests := map[int]string{}
@@ -327,7 +344,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 			reject(r, ordinal, v1alpha1.RejectionRevisionMismatch, fmt.Sprintf("shard %s result of %s has inputRevision %q, the account requires %q", assignedName, who, r.InputRevision, spec.InputRevision))
 		case r.ModelRevision != spec.ModelRevision:
 			reject(r, ordinal, v1alpha1.RejectionRevisionMismatch, fmt.Sprintf("shard %s result of %s has modelRevision %q, the account requires %q", assignedName, who, r.ModelRevision, spec.ModelRevision))
-		case completed != nil && !completed[r.Target].Contains(r.Index):
+		case !completedIndex(completed, r.Target, r.Index):
 			// Not a result of its identity's completion: the Job controller did not count
 			// the index (yet), so the shard is not covered by it. It reported nothing
 			// that stands, so the shard's result may still be missing.
@@ -403,4 +420,11 @@ func RecordedInOrder(chunks []v1alpha1.ShardResults) []Result {
 		out[i] = FromRecorded(r)
 	}
 	return out
+}
+
+// completedIndex reports whether target's identity completed index, as far as completed
+// says: a target it has no key for is not checked.
+func completedIndex(completed map[string]indexset.Set, target string, index int) bool {
+	set, known := completed[target]
+	return !known || set.Contains(index)
 }
