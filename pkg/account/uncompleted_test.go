@@ -72,3 +72,20 @@ func TestResultOfAnIndexNotCompleted(t *testing.T) {
 		})
 	}
 }
+
+// TestResultOfARecordWithoutItsIndexes: a Job's record whose completed indexes the status
+// had to omit (its size bound) says nothing of which indexes the identity completed. Its
+// results are not taken for uncompleted ones: they stand as recorded, while the coverage
+// the record lost keeps the batch from Accepted.
+func TestResultOfARecordWithoutItsIndexes(t *testing.T) {
+	spec := makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
+	results := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
+	running := makeJob("j", "uid-j", 2).Completed("0,1", 2)
+	st := at(spec, nil, 0, map[string]Observation{"job/j": {Job: running.Facts(), SuccessfulPods: pods("p", 0, 1), PodsListed: true}}, results...).Status
+	st.Targets[0].CompletedIndexes, st.Targets[0].CompletedIndexesOmitted = "", true
+	st = at(spec, &st, time.Minute, map[string]Observation{}, results...).Status
+	if st.Shards.Accepted != 2 {
+		t.Errorf("accepted %d of the deleted record's 2 results, want 2 (%+v)", st.Shards.Accepted, st.Results)
+	}
+	wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted, "")
+}
