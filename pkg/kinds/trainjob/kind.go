@@ -167,8 +167,8 @@ func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.Resta
 // none for a TrainJob MultiKueue dispatches. A JobSet of the TrainJob's name that the
 // TrainJob (by UID, when it is read) does not control is none of its; while that JobSet
 // is gone, its children left behind are judged by their JobSet's name alone, as a JobSet
-// target's are, and, when the TrainJob is read, by being created while it ran, and only
-// once it ended after a JobSet of it ran.
+// target's are, and, when the TrainJob is read, by being created while it ran (give or
+// take kinds.ClockSkewAllowance), and only once it ended after a JobSet of it ran.
 func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
 	var tj trainer.TrainJob
 	var trainJobUID types.UID
@@ -201,12 +201,14 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 		// Only a TrainJob that ended after a JobSet of it ran (Trainer deletes it at the
 		// deadline, its TTL may) leaves children behind, created before it ended.
 		// Trainer has yet to render one, or never will (a runtime it cannot render fails
-		// the TrainJob), or renders it again: no child.
+		// the TrainJob), or renders it again: no child. The end is Trainer's clock (or
+		// JobSet's), read before it deletes the JobSet, which may create a child until
+		// then: a child's creation, the API server's clock, is allowed the skew.
 		end := terminalCondition(&tj)
 		if end == nil || len(tj.Status.JobsStatus) == 0 {
 			return nil, 0, nil
 		}
-		until = end.LastTransitionTime.Time
+		until = end.LastTransitionTime.Add(kinds.ClockSkewAllowance)
 	}
 	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
 }

@@ -341,6 +341,10 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 	}
 	left := childAt("left", t0.Add(time.Minute))
 	made := childAt("made", t0.Add(2*time.Hour))
+	// Trainer writes the deadline's Failed condition by its own clock, then deletes the
+	// JobSet: a restart JobSet made meanwhile, or by the API server's clock a little
+	// ahead, is created after that condition.
+	late := childAt("late", t0.Add(time.Hour+10*time.Second))
 	for _, tc := range []struct {
 		name string
 		objs []client.Object
@@ -350,6 +354,7 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 		{"Failed unrendered: no child either", []client.Object{tj().Condition(trainer.TrainJobFailed, t0).Obj(), made}, ""},
 		{"running, its JobSet gone: no child", []client.Object{ran(tj()), left}, ""},
 		{"Failed at its deadline, its JobSet deleted: the child left behind", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left}, "left"},
+		{"Failed at its deadline: a child its JobSet made as Trainer read the deadline is followed", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), late}, "late"},
 		{"Failed at its deadline: a Job made since is no child", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), made}, ""},
 		{"the TrainJob gone: a child of its JobSet's name still answers", []client.Object{made}, "made"},
 	} {
