@@ -370,11 +370,11 @@ func recordsEnd(st *v1alpha1.BatchAccountStatus, job *batchv1.Job) bool {
 // countingSuccess reports whether the Job controller has yet to count a success of job,
 // deleted before it terminated: an index pod of it (one a cache holds: the manager's, of
 // the results scope, or CoveragePods, of the coverage scope) Succeeded with the Job
-// controller's tracking finalizer still on, its index not in completedIndexes. The Job
-// controller counts such a pod while the Job exists, being deleted or not, and an
-// indexed Job's success goes straight into completedIndexes, never through
-// uncountedTerminatedPods: released now, the Job would be gone before that count, and
-// the index lost to its record.
+// controller's tracking finalizer still on, its index not in completedIndexes, the Job
+// still its controller. The Job controller counts such a pod while the Job exists, being
+// deleted or not (never one orphaned from it), and an indexed Job's success goes straight
+// into completedIndexes, never through uncountedTerminatedPods: released now, the Job
+// would be gone before that count, and the index lost to its record.
 func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bool, error) {
 	if job.DeletionTimestamp == nil || jobTerminal(job) != "" {
 		return false, nil // running: nothing ends yet; terminated: the Job controller counts no more
@@ -399,6 +399,12 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if !slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+			continue
+		}
+		if owner := relations.ControllingJob(p); owner == nil || owner.UID != job.UID {
+			// Orphaned (a deletion with propagationPolicy Orphan): a Job being deleted
+			// adopts no pod, and the Job controller takes an orphan's tracking finalizer
+			// off without counting it, nor writing the Job, so nothing would wake us.
 			continue
 		}
 		if idx, ok := relations.SucceededIndexOf(p, job); ok && idx < completions && !completed.Contains(idx) {

@@ -173,6 +173,25 @@ func TestJobRecorderReleases(t *testing.T) {
 			wantRequeueAfter: 59 * time.Minute,
 		},
 		{
+			// Deleted with propagationPolicy Orphan: the garbage collector takes the pod's
+			// owner reference off. A Job being deleted adopts no pod, so the Job controller
+			// never counts it; it removes the orphan's tracking finalizer uncounted, which
+			// changes nothing on the Job that would wake the recorder again.
+			name: "deleted orphaning its pods before it terminated, an index pod succeeded uncounted: released",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning,
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).NoOwner().Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name: "coverage scope, deleted orphaning its pods before it terminated, an index pod succeeded uncounted: released",
+			job:  jobAt(record).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning},
+			coveragePods: []client.Object{
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).NoOwner().Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
 			name: "deleted before it terminated, its succeeded index pod counted: released",
 			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
 			objs: []client.Object{recordedRunning,
