@@ -60,7 +60,9 @@ type resultSource struct {
 // before, whose children ran nothing for this one. When wl is unknown, the owner's
 // Workload is gone while the owner stays (Kueue's retention deletes a finished Workload,
 // objectRetentionPolicies.workloads.afterFinished): the admissions on record since
-// ownerCreated, the owner's creation, are its own (none without it). A record naming
+// ownerCreated, the owner's creation, are its own (none without it), give or take
+// kinds.ClockSkewAllowance (an admission's time is batchledger's clock, the creation the
+// API server's). A record naming
 // another Workload, or read from a worker the Workload was never admitted to, is not the
 // target's.
 func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *kueue.Workload, ownerCreated *metav1.Time) [][2]string {
@@ -71,7 +73,7 @@ func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *
 			return
 		case uid == "" && wl != nil && workload != wl.Name:
 			return
-		case uid == "" && wl == nil && (ownerCreated == nil || admitted == nil || admitted.Before(ownerCreated)):
+		case uid == "" && wl == nil && (ownerCreated == nil || admitted == nil || admitted.Add(kinds.ClockSkewAllowance).Before(ownerCreated.Time)):
 			return
 		}
 		// The latest admission to a worker places it: after A, B and A again, A's

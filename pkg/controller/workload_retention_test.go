@@ -51,8 +51,11 @@ func TestRetainedWorkloadDeletedResultsStillRead(t *testing.T) {
 		{name: "Job, worker-a not reachable: pending", kind: "Job", unreachable: true, wantAccepted: "False ResultsPending"},
 		{name: "JobSet not finished (created again, its Workload to come): its predecessor's children not read", kind: "JobSet", running: true,
 			wantAccepted: "False AwaitingTermination"},
-		{name: "JobSet created after the admission on record: not its", kind: "JobSet", created: testNow.Add(time.Minute),
+		{name: "JobSet created after the admission on record: not its", kind: "JobSet", created: testNow.Add(2 * time.Minute),
 			wantAccepted: "False MissingResult"},
+		// The admission's time is batchledger's clock, the creation the API server's.
+		{name: "JobSet created by a clock ahead of batchledger's: the admission is its", kind: "JobSet", created: testNow.Add(30 * time.Second),
+			wantAccepted: "True Accepted", wantResults: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").RequireResults("")
