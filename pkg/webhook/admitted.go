@@ -42,6 +42,24 @@ type admittedAccount struct {
 	account *v1alpha1.BatchAccount
 	keys    []relations.IndexKey
 	at      time.Time
+	// uid, created and generation are those of the object admitted: the API server
+	// sets them before it calls the validating webhooks (a spec update's generation is
+	// the one it will be stored with).
+	uid        types.UID
+	created    time.Time
+	generation int64
+}
+
+// supersedes reports whether the admitted account is newer than cached, the cache's copy
+// of the account of its name: a spec of a later generation of the same object, or
+// another object of that name created after it (the account deleted and created again).
+// The cache's copy of an account just updated may name the Job with the old spec's scope
+// (requireResults just turned on) and must not hide the spec admitted after it.
+func (e admittedAccount) supersedes(cached *v1alpha1.BatchAccount) bool {
+	if e.uid != "" && cached.UID != "" && cached.UID != e.uid {
+		return e.created.After(cached.CreationTimestamp.Time)
+	}
+	return cached.Generation < e.generation
 }
 
 // remember keeps ba, admitted now, unless the request is a dry run (nothing is stored).
@@ -67,13 +85,15 @@ func (a *AdmittedAccounts) remember(ctx context.Context, ba *v1alpha1.BatchAccou
 	// The scope is read from the name and the spec alone: the status, which may be long,
 	// is not kept.
 	kept := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Name: ba.Name, Namespace: ba.Namespace}, Spec: *ba.Spec.DeepCopy()}
-	a.admitted[client.ObjectKeyFromObject(ba)] = admittedAccount{account: kept, keys: relations.AccountKeys(kept), at: now}
+	a.admitted[client.ObjectKeyFromObject(ba)] = admittedAccount{account: kept, keys: relations.AccountKeys(kept), at: now,
+		uid: ba.UID, created: ba.CreationTimestamp.Time, generation: ba.Generation}
 }
 
 // List lists from Reader, and adds to a list of BatchAccounts selected by one
 // relations.IndexAccountTarget key the accounts admitted in the last AdmittedMemory that
-// name that key and are not in the list (by name). Like the cache's, what it adds is
-// shared: read-only.
+// name that key and are not in the list (by name), or are newer than the list's copy,
+// which they then replace (admittedAccount.supersedes; one that no longer names the key
+// takes the copy out). Like the cache's, what it adds is shared: read-only.
 func (a *AdmittedAccounts) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if err := a.Reader.List(ctx, list, opts...); err != nil {
 		return err
@@ -86,11 +106,18 @@ func (a *AdmittedAccounts) List(ctx context.Context, list client.ObjectList, opt
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for name, e := range a.admitted {
-		if name.Namespace != namespace || now.Sub(e.at) >= AdmittedMemory || !slices.Contains(e.keys, key) ||
-			slices.ContainsFunc(accounts.Items, func(ba v1alpha1.BatchAccount) bool { return ba.Name == name.Name }) {
+		if name.Namespace != namespace || now.Sub(e.at) >= AdmittedMemory {
 			continue
 		}
-		accounts.Items = append(accounts.Items, *e.account)
+		if i := slices.IndexFunc(accounts.Items, func(ba v1alpha1.BatchAccount) bool { return ba.Name == name.Name }); i >= 0 {
+			if !e.supersedes(&accounts.Items[i]) {
+				continue
+			}
+			accounts.Items = slices.Delete(accounts.Items, i, i+1)
+		}
+		if slices.Contains(e.keys, key) {
+			accounts.Items = append(accounts.Items, *e.account)
+		}
 	}
 	return nil
 }

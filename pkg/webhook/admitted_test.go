@@ -22,7 +22,9 @@ import (
 // admitted by this replica's validator, but before the cache holds the account, is
 // stamped as if the cache held it; an account never stored (refused, a dry run), one
 // admitted more than AdmittedMemory ago, or one of another namespace stamps nothing, an
-// update of its metadata alone is not kept, and one the cache holds too is listed once.
+// update of its metadata alone is not kept, and one the cache holds too is listed once:
+// as admitted when that is newer than the cache's copy (a later generation, or the
+// account created again), as cached otherwise.
 func TestAdmittedAccountsStampJobsTheCacheHasNotSeen(t *testing.T) {
 	const ns = "ml-team"
 	results := func() *v1alpha1.BatchAccount {
@@ -43,6 +45,7 @@ func TestAdmittedAccountsStampJobsTheCacheHasNotSeen(t *testing.T) {
 	wait := func(d time.Duration) step {
 		return func(_ *testing.T, _ BatchAccountValidator, clock *time.Time) { *clock = clock.Add(d) }
 	}
+	earlier, later := time.Date(2026, 12, 4, 11, 0, 0, 0, time.UTC), time.Date(2026, 12, 4, 11, 30, 0, 0, time.UTC)
 	cases := map[string]struct {
 		cached    []client.Object
 		steps     []step
@@ -55,6 +58,35 @@ func TestAdmittedAccountsStampJobsTheCacheHasNotSeen(t *testing.T) {
 		"updated to name the Job, the cache holding the old spec": {
 			cached:    []client.Object{wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("other", "0", "A").Obj()},
 			steps:     []step{update(wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("other", "0", "A").Obj(), results())},
+			wantScope: v1alpha1.ScopeResults, wantNamed: 1,
+		},
+		"updated to require results, the cache holding the old spec naming the Job": {
+			cached: []client.Object{wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").Generation(1).Obj()},
+			steps: []step{update(wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").Generation(1).Obj(),
+				wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").RequireResults("true").Generation(2).Obj())},
+			wantScope: v1alpha1.ScopeResults, wantNamed: 1,
+		},
+		"updated to name another Job, the cache holding the old spec naming this one": {
+			cached: []client.Object{wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").Generation(1).Obj()},
+			steps: []step{update(wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").Generation(1).Obj(),
+				wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("other", "0", "A").Generation(2).Obj())},
+		},
+		"the cache holding a newer spec than the one admitted": {
+			cached: []client.Object{wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").RequireResults("true").Generation(3).Obj()},
+			steps: []step{update(wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").Generation(1).Obj(),
+				wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("other", "0", "A").Generation(2).Obj())},
+			wantScope: v1alpha1.ScopeResults, wantNamed: 1,
+		},
+		"recreated under its name, the cache holding its predecessor naming the Job": {
+			cached: []client.Object{wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").UID("old").Creation(earlier).Generation(4).Obj()},
+			steps: []step{create(context.Background(), wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").RequireResults("true").
+				UID("new").Creation(later).Generation(1).Obj())},
+			wantScope: v1alpha1.ScopeResults, wantNamed: 1,
+		},
+		"the cache holding a successor created after the account admitted": {
+			cached: []client.Object{wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").RequireResults("true").UID("new").Creation(later).Generation(1).Obj()},
+			steps: []step{update(wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").UID("old").Creation(earlier).Generation(1).Obj(),
+				wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("other", "0", "A").UID("old").Creation(earlier).Generation(2).Obj())},
 			wantScope: v1alpha1.ScopeResults, wantNamed: 1,
 		},
 		"an update of the metadata alone: the cache's copy serves, nothing kept": {
