@@ -19,7 +19,7 @@ import (
 // server can. The scope webhook asks it for every new Job (and JobSet) the cache does not
 // already give the strongest scope: one metadata-only LIST of the namespace's accounts,
 // and a LIST by name of each account missing from the cache or newer there (a spec the
-// cache has not seen). Off by default (--scope-live-reads; the chart sets it with more
+// cache has not seen, or another object of that name). Off by default (--scope-live-reads; the chart sets it with more
 // than one replica): with one replica AdmittedAccounts closes the race alone.
 type UndeliveredAccounts struct {
 	// API reads the API server (the manager's API reader). It needs only list on
@@ -44,13 +44,15 @@ func (u UndeliveredAccounts) Over(ctx context.Context, base client.Reader, names
 	if err := base.List(ctx, &cached, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	seen := make(map[string]int64, len(cached.Items))
+	seen := make(map[string]*v1alpha1.BatchAccount, len(cached.Items))
 	for i := range cached.Items {
-		seen[cached.Items[i].Name] = cached.Items[i].Generation
+		seen[cached.Items[i].Name] = &cached.Items[i]
 	}
 	var fresh []admittedAccount
 	for _, m := range stored.Items {
-		if g, ok := seen[m.Name]; ok && g >= m.Generation {
+		// The cache has seen the stored spec when it holds the same object (an account
+		// deleted and created again restarts its generations) at its generation or later.
+		if c, ok := seen[m.Name]; ok && c.UID == m.UID && c.Generation >= m.Generation {
 			continue
 		}
 		var one v1alpha1.BatchAccountList

@@ -53,8 +53,9 @@ func generation(ba *v1alpha1.BatchAccount, g int64) *v1alpha1.BatchAccount {
 // account applied with a Job may have been admitted by another replica and not be in
 // this replica's cache yet. With UndeliveredAccounts the scope webhook finds it at the
 // API server and stamps the Job; a stored spec newer than the cache's replaces it (also
-// when it no longer names the Job), an account the cache holds at its stored generation is
-// not read again, and one of another namespace stamps nothing. Without it, the Job is
+// when it no longer names the Job), and so does an account created again under the name
+// of one the cache holds; an account the cache holds at its stored generation is not read
+// again, and one of another namespace stamps nothing. Without it, the Job is
 // created unstamped: what the feature closes.
 func TestUndeliveredAccountsStampJobsAnotherReplicaAdmitted(t *testing.T) {
 	const ns = "ml-team"
@@ -92,6 +93,11 @@ func TestUndeliveredAccountsStampJobsAnotherReplicaAdmitted(t *testing.T) {
 		"updated to name another Job, the cache holding the old spec": {
 			cached: []client.Object{generation(coverage(), 1)}, stored: []client.Object{generation(other(), 2)},
 			wantReads: 1,
+		},
+		"created again requiring results, the cache holding its predecessor at a later generation": {
+			cached:    []client.Object{generation(wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").UID("old").Obj(), 3)},
+			stored:    []client.Object{generation(wrappers.MakeBatchAccount("acct", ns).Shards("A").AssignJob("r", "0", "A").RequireResults("true").UID("new").Obj(), 1)},
+			wantScope: v1alpha1.ScopeResults, wantReads: 1,
 		},
 		"in the cache at its stored generation: not read again": {
 			cached: []client.Object{generation(coverage(), 3)}, stored: []client.Object{generation(coverage(), 3)},
