@@ -255,10 +255,11 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	if !ok || !t.Ref.IsChild() || o.obs.APINotServed != "" {
 		return nil
 	}
-	owner, err := k.DispatchedOwner(ctx, r.Client, ba.Namespace, t.Ref)
-	if err != nil || owner == nil {
+	ownerObj, err := k.DispatchedOwner(ctx, r.Client, ba.Namespace, t.Ref)
+	if err != nil || ownerObj == nil {
 		return err
 	}
+	owner := metav1.NewControllerRef(ownerObj, k.Object())
 	// The Workload belongs to the owner (Kind.WorkloadOwner reads it from the Job's
 	// controller): looked for with a Job the owner controls.
 	var d observed
@@ -266,15 +267,8 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	if err := r.observeWorkload(ctx, &d, t.Ref, stub, ba.Spec.RequiresResults()); err != nil {
 		return err
 	}
-	ownerObj, err := dispatchedOwnerObject(ctx, r.Client, k, ba.Namespace, owner)
-	if err != nil {
-		return err
-	}
 	var ownerCreated *metav1.Time
-	ownerEnded, ownerFinished := time.Time{}, false
-	if ownerObj != nil {
-		ownerEnded, ownerFinished = k.FinishedAt(ownerObj)
-	}
+	ownerEnded, ownerFinished := k.FinishedAt(ownerObj)
 	if d.workload == nil && ownerFinished {
 		// Its Workload is gone, the owner is not: the admissions on record since the owner
 		// was created still say where its children ran (workerAdmissions). Kueue's
@@ -343,19 +337,6 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		o.obs.Job, o.obs.DeletedJob, o.obs.OwnerEnded = nil, o.obs.Job, ended
 	}
 	return nil
-}
-
-// dispatchedOwnerObject is owner, the dispatched owner of a child target of kind k, as
-// read now; nil when it is gone or another object holds its name.
-func dispatchedOwnerObject(ctx context.Context, c client.Reader, k kinds.Dispatcher, namespace string, owner *metav1.OwnerReference) (client.Object, error) {
-	obj := k.NewObject()
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: owner.Name}, obj); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	if obj.GetUID() != owner.UID {
-		return nil, nil
-	}
-	return obj, nil
 }
 
 // createdAfterItsOwnerEnded reports whether rec records a Job created after its owner

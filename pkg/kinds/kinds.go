@@ -237,10 +237,11 @@ func TrueCondition(conds []metav1.Condition, types ...string) *metav1.Condition 
 // and gives the kind (Recorded).
 type Dispatcher interface {
 	Kind
-	// DispatchedOwner is the controller reference to ref's owner (of NewObject's kind)
-	// when MultiKueue dispatches it (spec.managedBy kueue.x-k8s.io/multikueue): the
-	// object its Workload belongs to. nil when the owner is not dispatched, or not there.
-	DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*metav1.OwnerReference, error)
+	// DispatchedOwner is ref's owner (of NewObject's kind) when MultiKueue dispatches it
+	// (spec.managedBy kueue.x-k8s.io/multikueue): the object its Workload belongs to.
+	// It is read without a deep copy, so callers must not modify it. nil when the owner
+	// is not dispatched, or not there.
+	DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (client.Object, error)
 	// DispatchedOwnerRan reports whether ref's owner is dispatched by MultiKueue and runs,
 	// or ran, on a worker cluster: Kueue unsuspended it for an admission, or the status
 	// MultiKueue copies back from the worker shows children that ran, or its end. Its

@@ -244,7 +244,7 @@ func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
 }
 
 // DispatchedOwner implements kinds.Dispatcher: the JobSet, when MultiKueue dispatches it.
-func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*metav1.OwnerReference, error) {
+func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (client.Object, error) {
 	var js jobsetapi.JobSet
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -252,7 +252,7 @@ func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace stri
 	if !Dispatched(&js) {
 		return nil, nil
 	}
-	return metav1.NewControllerRef(&js, Kind{}.Object()), nil
+	return &js, nil
 }
 
 // DispatchedOwnerRan implements kinds.Dispatcher: the JobSet is dispatched and runs, or

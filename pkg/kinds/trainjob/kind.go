@@ -61,7 +61,7 @@ func (Kind) Needs() []schema.GroupVersionKind {
 
 // DispatchedOwner implements kinds.Dispatcher: the TrainJob, when MultiKueue dispatches it
 // (Trainer on the worker renders its JobSet there; none exists on the manager).
-func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*metav1.OwnerReference, error) {
+func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (client.Object, error) {
 	var tj trainer.TrainJob
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -69,7 +69,7 @@ func (Kind) DispatchedOwner(ctx context.Context, r client.Reader, namespace stri
 	if tj.Spec.ManagedBy == nil || *tj.Spec.ManagedBy != kueue.MultiKueueControllerName {
 		return nil, nil
 	}
-	return metav1.NewControllerRef(&tj, Kind{}.Object()), nil
+	return &tj, nil
 }
 
 // DispatchedOwnerRan implements kinds.Dispatcher: the TrainJob is dispatched and runs,
