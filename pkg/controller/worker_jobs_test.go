@@ -54,6 +54,27 @@ func childResults(t *testing.T, job *batchv1.Job, workload string, shards ...str
 	return out
 }
 
+// dispatchedOwner is JobSet js (or, trainJob, TrainJob tj) dispatched to worker-a and
+// admitted there an hour before testNow, completed at testNow unless running (a TrainJob
+// always is); its Workload; the Dispatch its worker copy's children are recorded under;
+// and acct with shards assigned to indexes 0-1 of its first child.
+func dispatchedOwner(trainJob, running bool, acct *wrappers.BatchAccountWrapper) (client.Object, *kueue.Workload, multikueue.Dispatch, *wrappers.BatchAccountWrapper) {
+	if trainJob {
+		tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
+		tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+		wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+			Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+		return tj, wl, multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}, acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
+	}
+	js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
+	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+	if !running {
+		js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
+	}
+	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+	return js, wl, multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}, acct.AssignJobSet("js", "workers", 0, "0-1", "0-1")
+}
+
 // TestDispatchedJobSetChildrenFromWorkerRecords: an account of a JobSet (or TrainJob)
 // MultiKueue dispatched to worker-a, which has no child Job on the manager, covers each
 // target from the WorkerJob worker-a recorded for the manager's Workload, under the

@@ -8,15 +8,10 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
@@ -265,25 +260,7 @@ func TestDeletedDispatchedOwnerResultsStillRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").RequireResults("")
-			var owner client.Object
-			var wl *kueue.Workload
-			d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-			if tc.trainJob {
-				d = multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
-				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
-				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-				wl = wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-				acct = acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
-				owner = tj
-			} else {
-				js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
-				js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-				js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
-				wl = wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-				acct = acct.AssignJobSet("js", "workers", 0, "0-1", "0-1")
-				owner = js
-			}
+			owner, wl, d, acct := dispatchedOwner(tc.trainJob, false, acct)
 			child := workerChild(d.JobSet, 0, 0, "0-1")
 			f := newFixture(t, hooks{}, owner, wl, acct.Obj())
 			r := f.reconciler()

@@ -5,13 +5,10 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -72,25 +69,8 @@ func TestRetainedWorkloadDeletedResultsStillRead(t *testing.T) {
 				after = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
 					records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-j", 0, reportOf(t, "A")), workerRecord("job-j", 1, reportOf(t, "B"))}}}
 			default:
-				d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-				if tc.kind == "TrainJob" {
-					d = multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
-					tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
-					tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-					wl = wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-						Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-					acct = acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
-					owner = tj
-				} else {
-					js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
-					js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-					if !tc.running {
-						js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
-					}
-					wl = wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-					acct = acct.AssignJobSet("js", "workers", 0, "0-1", "0-1")
-					owner = js
-				}
+				var d multikueue.Dispatch
+				owner, wl, d, acct = dispatchedOwner(tc.kind == "TrainJob", tc.running, acct)
 				child := workerChild(d.JobSet, 0, 0, "0-1")
 				jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(child, d)}}
 				before = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs}
