@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -29,9 +28,9 @@ import (
 // the releaser must see a held pod deleted before it ran; the coverage scope's pods are in
 // the coverage pod cache (NewCoveragePodCache). Without managed fields and with a spec cut down to the container names
 // a result is read from, so memory follows the accounted pods, not every pod of the
-// cluster. Workloads: without the pod templates Kueue copies into each podSet. Jobs and
-// JobSets: without the pod specs of their templates (jobTransform, jobSetTransform). Other
-// kinds of target as they cut themselves down (kinds.Cached).
+// cluster. Workloads: without the pod templates Kueue copies into each podSet. Jobs:
+// without the pod spec of their template (jobTransform). The other kinds of target as
+// they cut themselves down (kinds.Cached).
 func CacheOptions() cache.Options {
 	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -40,8 +39,7 @@ func CacheOptions() cache.Options {
 				Label:     scopeSelector(v1alpha1.ScopeResults),
 				Transform: podTransform,
 			},
-			&batchv1.Job{}:      {Label: scopedSelector(), Transform: jobTransform},
-			&jobsetapi.JobSet{}: {Transform: jobSetTransform},
+			&batchv1.Job{}: {Label: scopedSelector(), Transform: jobTransform},
 			&kueue.Workload{}: {
 				Label: scopedSelector(),
 				Transform: func(obj any) (any, error) {
@@ -132,17 +130,6 @@ func jobTransform(obj any) (any, error) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		j.ManagedFields = nil
 		j.Spec.Template.Spec = corev1.PodSpec{}
-	}
-	return obj, nil
-}
-
-// jobSetTransform is jobTransform for each replicatedJob's Job template of a JobSet.
-func jobSetTransform(obj any) (any, error) {
-	if js, ok := obj.(*jobsetapi.JobSet); ok {
-		js.ManagedFields = nil
-		for i := range js.Spec.ReplicatedJobs {
-			js.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec = corev1.PodSpec{}
-		}
 	}
 	return obj, nil
 }

@@ -8,16 +8,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// TestJobTransformsKeepWhatControllersRead: the cached Jobs and JobSets lose their
-// templates' pod specs and managed fields, and keep everything the controllers read:
-// the template's labels (the opt-in scope) and annotations, the rest of the Job spec,
-// and the status.
+// TestJobTransformsKeepWhatControllersRead: the cached Jobs lose their template's pod
+// spec and managed fields, and keep everything the controllers read: the template's
+// labels (the opt-in scope) and annotations, the rest of the Job spec, and the status.
 func TestJobTransformsKeepWhatControllersRead(t *testing.T) {
 	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	job := func() *batchv1.Job {
@@ -38,25 +36,5 @@ func TestJobTransformsKeepWhatControllersRead(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("jobTransform (-want +got):\n%s", diff)
-	}
-
-	js := wrappers.MakeJobSet("infer", "team-a").
-		ReplicatedJob(wrappers.MakeReplicatedJob("leader").Job(job()).Obj()).
-		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(job()).Obj()).Obj()
-	js.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
-	wantJS := js.DeepCopy()
-	wantJS.ManagedFields = nil
-	for i := range wantJS.Spec.ReplicatedJobs {
-		wantJS.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec = corev1.PodSpec{}
-	}
-	gotJS, err := jobSetTransform(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(wantJS, gotJS); diff != "" {
-		t.Errorf("jobSetTransform (-want +got):\n%s", diff)
-	}
-	if l := gotJS.(*jobsetapi.JobSet).Spec.ReplicatedJobs[1].Template.Spec.Template.Labels[v1alpha1.LabelScope]; l != v1alpha1.ScopeResults {
-		t.Errorf("JobSet template scope label = %q, want %q", l, v1alpha1.ScopeResults)
 	}
 }

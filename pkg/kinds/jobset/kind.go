@@ -17,6 +17,7 @@ import (
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -241,6 +242,18 @@ func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// CacheTransform implements kinds.Cached: of a JobSet batchledger reads all but the pod
+// specs of its replicatedJobs' templates and its managed fields.
+func (Kind) CacheTransform(obj any) (any, error) {
+	if js, ok := obj.(*jobsetapi.JobSet); ok {
+		js.ManagedFields = nil
+		for i := range js.Spec.ReplicatedJobs {
+			js.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec = corev1.PodSpec{}
+		}
+	}
+	return obj, nil
 }
 
 // DispatchedOwner implements kinds.Dispatcher: the JobSet, when MultiKueue dispatches it.

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -60,5 +62,35 @@ func TestCurrentChildOfAJobSetBeingDeleted(t *testing.T) {
 				t.Errorf("CurrentChild = %q, want %q", uid, tc.want)
 			}
 		})
+	}
+}
+
+// TestCacheTransformKeepsWhatBatchledgerReads: a cached JobSet loses its replicatedJobs'
+// templates' pod specs and its managed fields, and keeps the rest: the templates' labels
+// (the opt-in scope) and annotations, the rest of its spec, and its status.
+func TestCacheTransformKeepsWhatBatchledgerReads(t *testing.T) {
+	job := wrappers.MakeJob("train", "team-a").Indexed(4).Parallelism(2).BackoffLimitPerIndex(1).
+		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).PodAnnotation("a", "b").
+		Container("worker", "registry.example/worker:1").Sidecar("proxy", "registry.example/proxy:1").
+		GPU(1).NodeSelector("gpu-type", "h100").Obj()
+	js := wrappers.MakeJobSet("infer", "team-a").
+		ReplicatedJob(wrappers.MakeReplicatedJob("leader").Job(job.DeepCopy()).Obj()).
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(job.DeepCopy()).Obj()).
+		Condition(string(jobsetapi.JobSetCompleted), time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)).Obj()
+	js.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	want := js.DeepCopy()
+	want.ManagedFields = nil
+	for i := range want.Spec.ReplicatedJobs {
+		want.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec = corev1.PodSpec{}
+	}
+	got, err := jobset.Kind{}.CacheTransform(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CacheTransform (-want +got):\n%s", diff)
+	}
+	if l := got.(*jobsetapi.JobSet).Spec.ReplicatedJobs[1].Template.Spec.Template.Labels[v1alpha1.LabelScope]; l != v1alpha1.ScopeResults {
+		t.Errorf("template scope label = %q, want %q", l, v1alpha1.ScopeResults)
 	}
 }
