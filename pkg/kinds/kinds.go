@@ -192,6 +192,10 @@ type Owner interface {
 	// Terminal is owner's terminal condition type that is True, or "" (owner is of
 	// NewObject's type).
 	Terminal(owner client.Object) string
+	// ChildSelector are the labels of every child Job of the object of this kind named
+	// name, of every target and restart attempt. They select candidates only: JobKeys
+	// decides which of them are its children.
+	ChildSelector(name string) map[string]string
 }
 
 // Needing is implemented by the kinds whose targets need more APIs than their Object's:

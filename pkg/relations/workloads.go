@@ -9,11 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 )
@@ -34,24 +34,31 @@ func WorkloadOwner(wl metav1.Object) *metav1.OwnerReference {
 	return nil
 }
 
-// WorkloadChildKeys are the keys of the child Jobs, by their Job names, of the JobSet a
-// Workload belongs to (or that its TrainJob renders), as c holds them: an account naming a
-// JobSet's child by its Job name answers to them, since Kueue gives the child no Workload
-// of its own and the account has not observed the JobSet's before it first does. None for
-// the Workload of a plain Job.
+// WorkloadChildKeys are the keys of the child Jobs, by their Job names, of the owner a
+// Workload belongs to (kinds.Owner: a JobSet, the TrainJob whose JobSet they are), as c
+// holds them: an account naming an owner's child by its Job name answers to them, since
+// Kueue gives the child no Workload of its own and the account has not observed the
+// owner's before it first does. None for the Workload of a plain Job.
 func WorkloadChildKeys(ctx context.Context, c client.Reader, wl client.Object) ([]IndexKey, error) {
-	owner := WorkloadOwner(wl)
-	if owner == nil || all.Kinds.Owning(*owner).Name() == v1alpha1.TargetKindJob {
+	ref := WorkloadOwner(wl)
+	if ref == nil {
+		return nil, nil
+	}
+	k, ok := all.Kinds.Owning(*ref).(kinds.Owner)
+	if !ok {
 		return nil, nil
 	}
 	var jobs batchv1.JobList
-	if err := c.List(ctx, &jobs, client.InNamespace(wl.GetNamespace()), client.MatchingLabels{jobsetapi.JobSetNameKey: owner.Name},
+	if err := c.List(ctx, &jobs, client.InNamespace(wl.GetNamespace()), client.MatchingLabels(k.ChildSelector(ref.Name)),
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
+	// Labels are anyone's to write: only the Jobs the owner's kind takes for its
+	// children (Kind.JobKeys) are.
+	owner := kinds.Key(k.Name(), ref.Name)
 	var keys []IndexKey
 	for i := range jobs.Items {
-		if jobset.IsChild(&jobs.Items[i]) {
+		if slices.Contains(k.JobKeys(&jobs.Items[i]), owner) {
 			keys = append(keys, JobKey(jobs.Items[i].Name))
 		}
 	}

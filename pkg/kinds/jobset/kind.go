@@ -62,6 +62,11 @@ func (Kind) Terminal(owner client.Object) string {
 	return ""
 }
 
+// ChildSelector implements kinds.Owner: the JobSet name label JobSet puts on every child.
+func (Kind) ChildSelector(name string) map[string]string {
+	return map[string]string{jobsetapi.JobSetNameKey: name}
+}
+
 // Name implements kinds.Kind.
 func (Kind) Name() string { return v1alpha1.TargetKindJobSet }
 

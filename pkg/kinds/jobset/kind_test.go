@@ -1,6 +1,7 @@
 package jobset_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -8,10 +9,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -92,5 +95,40 @@ func TestCacheTransformKeepsWhatBatchledgerReads(t *testing.T) {
 	}
 	if l := got.(*jobsetapi.JobSet).Spec.ReplicatedJobs[1].Template.Spec.Template.Labels[v1alpha1.LabelScope]; l != v1alpha1.ScopeResults {
 		t.Errorf("template scope label = %q, want %q", l, v1alpha1.ScopeResults)
+	}
+}
+
+// TestChildSelector: the selector of a JobSet's children selects every child, of every
+// replicatedJob and restart attempt, and no child of another JobSet; of what it selects,
+// JobKeys takes only the Jobs the JobSet controls for its children, not a Job that
+// copies a child's labels.
+func TestChildSelector(t *testing.T) {
+	js, other := wrappers.MakeJobSet("t", "ns").Obj(), wrappers.MakeJobSet("u", "ns").Obj()
+	js.UID, other.UID = "t-uid", "u-uid"
+	child := func(js *jobsetapi.JobSet, rj string, i, attempt int) *batchv1.Job {
+		return wrappers.MakeJob(jobset.ChildJobName(js.Name, rj, i), "ns").JobSetChild(js, rj, i, attempt).Obj()
+	}
+	lookalike := child(js, "w", 1, 0)
+	lookalike.Name, lookalike.OwnerReferences = "copied", nil
+	selector := labels.SelectorFromSet(jobset.Kind{}.ChildSelector("t"))
+	owner := kinds.Key(v1alpha1.TargetKindJobSet, "t")
+	for _, tc := range []struct {
+		name              string
+		job               *batchv1.Job
+		selected, isChild bool
+	}{
+		{"a child", child(js, "w", 0, 0), true, true},
+		{"a child of another replicatedJob and attempt", child(js, "leader", 0, 3), true, true},
+		{"a Job with a child's labels", lookalike, true, false},
+		{"a child of another JobSet", child(other, "w", 0, 0), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := selector.Matches(labels.Set(tc.job.Labels)); got != tc.selected {
+				t.Errorf("selected = %v, want %v", got, tc.selected)
+			}
+			if got := slices.Contains(jobset.Kind{}.JobKeys(tc.job), owner); got != tc.isChild {
+				t.Errorf("JobKeys has %s = %v, want %v", owner, got, tc.isChild)
+			}
+		})
 	}
 }

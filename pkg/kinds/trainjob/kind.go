@@ -280,6 +280,10 @@ func (Kind) Terminal(owner client.Object) string {
 	return ""
 }
 
+// ChildSelector implements kinds.Owner: the children of the JobSet of the TrainJob's name
+// (jobset.Kind.ChildSelector).
+func (Kind) ChildSelector(name string) map[string]string { return jobset.Kind{}.ChildSelector(name) }
+
 // FinishedAt implements kinds.Kind: when the TrainJob recorded Complete or Failed.
 func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
 	if tj, ok := obj.(*trainer.TrainJob); ok {

@@ -3,6 +3,7 @@ package trainjob
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
@@ -20,6 +22,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -371,5 +374,22 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 				t.Errorf("Resolve = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestChildSelector: the selector of a TrainJob's children selects the children of the
+// JobSet it renders, and of those JobKeys takes each for the TrainJob's, as the
+// Workload of the TrainJob is theirs.
+func TestChildSelector(t *testing.T) {
+	tj := trainJb().Obj()
+	job := node(rendered(tj, "js-uid"), 1, "n0")
+	if !labels.SelectorFromSet(Kind{}.ChildSelector("llm")).Matches(labels.Set(job.Labels)) {
+		t.Errorf("ChildSelector(llm) = %v does not select child labels %v", Kind{}.ChildSelector("llm"), job.Labels)
+	}
+	if labels.SelectorFromSet(Kind{}.ChildSelector("other")).Matches(labels.Set(job.Labels)) {
+		t.Error("ChildSelector(other) selects a child of llm's JobSet")
+	}
+	if !slices.Contains(Kind{}.JobKeys(job), kinds.Key(v1alpha1.TargetKindTrainJob, "llm")) {
+		t.Errorf("JobKeys = %v, want trainjob/llm", Kind{}.JobKeys(job))
 	}
 }
