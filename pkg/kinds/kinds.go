@@ -198,6 +198,31 @@ type Owner interface {
 	ChildSelector(name string) map[string]string
 }
 
+// Controller is implemented by the kinds whose objects control child Jobs themselves
+// (JobSet). Kueue gives such a child no Workload of its own, only its controller's, so a
+// target naming the child by its Job name runs under that Workload too.
+type Controller interface {
+	Kind
+	// ChildWorkloadOwner is the UID of the object whose Workload job runs under when job
+	// is a child Job of an object of this kind (as WorkloadOwner gives it for a target of
+	// this kind); false when job is no child of one.
+	ChildWorkloadOwner(ctx context.Context, r client.Reader, job *batchv1.Job) (types.UID, bool, error)
+}
+
+// ChildWorkloadOwner is the UID of the object whose Workload job runs under when an
+// object of a kind that controls child Jobs (Controller) controls it: the answer of the
+// first kind that takes job for its child; false when none does.
+func (g Registry) ChildWorkloadOwner(ctx context.Context, r client.Reader, job *batchv1.Job) (types.UID, bool, error) {
+	for _, k := range g {
+		if c, ok := k.(Controller); ok {
+			if uid, ok, err := c.ChildWorkloadOwner(ctx, r, job); ok || err != nil {
+				return uid, ok, err
+			}
+		}
+	}
+	return "", false, nil
+}
+
 // Needing is implemented by the kinds whose targets need more APIs than their Object's:
 // a TrainJob's child Jobs are those of the JobSet it renders, which the kind reads. A
 // target of such a kind cannot exist where one of them is not served.

@@ -15,7 +15,6 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/all"
-	"batchledger.dev/batchledger/pkg/kinds/jobset"
 )
 
 // WorkloadOwner is the object a Workload belongs to, of a kind of target (a Job, a JobSet,
@@ -155,15 +154,18 @@ func WorkloadOwnerName(job *batchv1.Job) string {
 
 // WorkloadOwnerUID is the UID of the object whose Workload job, the Job target ref
 // resolved to, runs under (Kind.WorkloadOwner); "" for a target of no kind. Kueue gives a
-// JobSet's child no Workload of its own, so a child named by its Job name runs under its
-// JobSet's (jobset.WorkloadOwner), as one named as the child does.
+// child Job of an object that controls it (a JobSet's) no Workload of its own, so a child
+// named by its Job name runs under its controller's (kinds.Controller), as one named as
+// the child does.
 func WorkloadOwnerUID(ctx context.Context, r client.Reader, ref v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
 	k := KindOf(ref)
-	switch {
-	case k == nil:
+	if k == nil {
 		return "", nil
-	case ref.Kind() == v1alpha1.TargetKindJob && jobset.IsChild(job):
-		return jobset.WorkloadOwner(ctx, r, job)
+	}
+	if !ref.IsChild() {
+		if uid, ok, err := all.Kinds.ChildWorkloadOwner(ctx, r, job); ok || err != nil {
+			return uid, err
+		}
 	}
 	return k.WorkloadOwner(ctx, r, ref, job)
 }

@@ -50,6 +50,7 @@ type Kind struct{}
 
 var (
 	_ kinds.Owner          = Kind{}
+	_ kinds.Controller     = Kind{}
 	_ kinds.JobSetRenderer = Kind{}
 	_ kinds.Dispatcher     = Kind{}
 )
@@ -164,6 +165,16 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 // WorkloadOwner implements kinds.Kind through WorkloadOwner.
 func (Kind) WorkloadOwner(ctx context.Context, r client.Reader, _ v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
 	return WorkloadOwner(ctx, r, job)
+}
+
+// ChildWorkloadOwner implements kinds.Controller: a child of a JobSet (IsChild) runs
+// under WorkloadOwner's Workload, also when a target names it by its Job name.
+func (Kind) ChildWorkloadOwner(ctx context.Context, r client.Reader, job *batchv1.Job) (types.UID, bool, error) {
+	if !IsChild(job) {
+		return "", false, nil
+	}
+	uid, err := WorkloadOwner(ctx, r, job)
+	return uid, true, err
 }
 
 // WorkloadOwner is the UID of the object whose Kueue Workload the child Job job runs

@@ -1,21 +1,26 @@
 package jobset_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
+	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -128,6 +133,38 @@ func TestChildSelector(t *testing.T) {
 			}
 			if got := slices.Contains(jobset.Kind{}.JobKeys(tc.job), owner); got != tc.isChild {
 				t.Errorf("JobKeys has %s = %v, want %v", owner, got, tc.isChild)
+			}
+		})
+	}
+}
+
+// TestChildWorkloadOwner: a JobSet's child runs under its JobSet's Workload, which a
+// target naming it by its Job name asks for too, or, when a TrainJob rendered the JobSet,
+// the TrainJob's; a Job no JobSet controls is none of the kind's to answer for.
+func TestChildWorkloadOwner(t *testing.T) {
+	js := wrappers.MakeJobSet("t", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).Obj()
+	js.UID = "t-uid"
+	tj := wrappers.MakeTrainJob("t", "ns", "torch-distributed").UID("tj-uid").Obj()
+	rendered := wrappers.MakeJobSet("t", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).
+		ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "t-uid").Obj()
+	child := wrappers.MakeJob(jobset.ChildJobName("t", "w", 0), "ns").JobSetChild(js, "w", 0, 0).Obj()
+	for _, tc := range []struct {
+		name    string
+		job     *batchv1.Job
+		objs    []client.Object
+		want    types.UID
+		isChild bool
+	}{
+		{"a child", child, []client.Object{js}, "t-uid", true},
+		{"a child, its JobSet gone", child, nil, "t-uid", true},
+		{"a child of a TrainJob's JobSet", child, []client.Object{rendered}, "tj-uid", true},
+		{"a plain Job", wrappers.MakeJob("j", "ns").UID("j-uid").Obj(), []client.Object{js}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.objs...).Build()
+			got, ok, err := jobset.Kind{}.ChildWorkloadOwner(context.Background(), r, tc.job)
+			if err != nil || got != tc.want || ok != tc.isChild {
+				t.Errorf("ChildWorkloadOwner = %q, %v, %v; want %q, %v", got, ok, err, tc.want, tc.isChild)
 			}
 		})
 	}
