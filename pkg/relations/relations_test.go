@@ -281,7 +281,7 @@ func workload(name string, created time.Time, owners ...metav1.OwnerReference) k
 }
 
 // ownerAPIVersions are the API versions of the owner kinds the tests use.
-var ownerAPIVersions = map[string]string{"Job": "batch/v1", "JobSet": "jobset.x-k8s.io/v1alpha2", "ConfigMap": "v1", "Pod": "v1"}
+var ownerAPIVersions = map[string]string{"Job": "batch/v1", "JobSet": "jobset.x-k8s.io/v1alpha2", "TrainJob": "trainer.kubeflow.org/v1alpha1", "ConfigMap": "v1", "Pod": "v1"}
 
 func owner(kind, name string, controller bool) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: ownerAPIVersions[kind], Kind: kind, Name: name, UID: types.UID(name + "-uid"), Controller: ptr.To(controller)}
@@ -348,6 +348,33 @@ func TestWorkloadOwnerUID(t *testing.T) {
 			got, err := WorkloadOwnerUID(context.Background(), reader(t, tc.objs...), tc.ref, tc.job)
 			if err != nil || got != tc.want {
 				t.Errorf("WorkloadOwnerUID = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestWorkloadOwnerName: a Job runs under the Workload of its controller when that is an
+// owner of child Jobs (a JobSet, a TrainJob: kinds.Owner), under the name of that
+// controller; under its own name otherwise, also when a Job controls it.
+func TestWorkloadOwnerName(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		owner *metav1.OwnerReference
+		want  string
+	}{
+		{"no controller", nil, "j"},
+		{"a JobSet", ptr.To(owner("JobSet", "train", true)), "train"},
+		{"a TrainJob", ptr.To(owner("TrainJob", "llm", true)), "llm"},
+		{"a Job", ptr.To(owner("Job", "parent", true)), "j"},
+		{"an object of no kind of target", &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "s", Controller: ptr.To(true)}, "j"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := job("j")
+			if tc.owner != nil {
+				j.OwnerReferences = []metav1.OwnerReference{*tc.owner}
+			}
+			if got := WorkloadOwnerName(j); got != tc.want {
+				t.Errorf("WorkloadOwnerName = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -142,12 +142,14 @@ func sameKind(a, b *metav1.OwnerReference) bool {
 }
 
 // WorkloadOwnerName is the name of the object whose Workload job runs under: its
-// controller's when that is of a target kind (a JobSet, or a TrainJob; a TrainJob renders
-// the JobSet of its own name, so a JobSet's name is its TrainJob's too), else the Job's
-// own.
+// controller's when that is of a kind of owner (kinds.Owner: a JobSet, or a TrainJob; a
+// TrainJob renders the JobSet of its own name, so a JobSet's name is its TrainJob's too),
+// else the Job's own.
 func WorkloadOwnerName(job *batchv1.Job) string {
-	if ref := metav1.GetControllerOfNoCopy(job); ref != nil && all.Kinds.Owning(*ref) != nil && ref.Kind != "Job" {
-		return ref.Name
+	if ref := metav1.GetControllerOfNoCopy(job); ref != nil {
+		if _, ok := all.Kinds.Owning(*ref).(kinds.Owner); ok {
+			return ref.Name
+		}
 	}
 	return job.Name
 }
