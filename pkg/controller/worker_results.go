@@ -19,6 +19,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
@@ -490,17 +491,15 @@ func unreadChild(o observed) bool {
 }
 
 // workerResultToAccounts maps a WorkerResult to the live accounts naming its Job, and a
-// WorkerJob to those naming its JobSet, or its TrainJob.
+// WorkerJob to those naming the owner whose child it records (its JobSet, its TrainJob:
+// kinds.Dispatcher.RecordKey).
 func (r *Reconciler) workerResultToAccounts(ctx context.Context, obj client.Object) []reconcile.Request {
 	var keys []kinds.IndexKey
 	switch rec := obj.(type) {
 	case *v1alpha1.WorkerResult:
-		keys = append(keys, kinds.Key(v1alpha1.TargetKindJob, rec.Job))
+		keys = append(keys, relations.JobKey(rec.Job))
 	case *v1alpha1.WorkerJob:
-		keys = append(keys, kinds.Key(v1alpha1.TargetKindJobSet, rec.JobSet))
-		if rec.TrainJob != "" {
-			keys = append(keys, kinds.Key(v1alpha1.TargetKindTrainJob, rec.TrainJob))
-		}
+		keys = all.Kinds.RecordKeys(rec)
 	}
 	var reqs []reconcile.Request
 	for _, key := range keys {

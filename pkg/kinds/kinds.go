@@ -280,6 +280,23 @@ type Dispatcher interface {
 	// RecordNames reports whether rec records a child Job ref names, of any restart
 	// attempt.
 	RecordNames(ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool
+	// RecordKey is the index key of the object of this kind whose child rec records, the
+	// accounts naming which it wakes; false when rec records a child of none.
+	RecordKey(rec *v1alpha1.WorkerJob) (IndexKey, bool)
+}
+
+// RecordKeys are the index keys of every kind a WorkerJob wakes the accounts of
+// (Dispatcher.RecordKey).
+func (g Registry) RecordKeys(rec *v1alpha1.WorkerJob) []IndexKey {
+	var keys []IndexKey
+	for _, k := range g {
+		if d, ok := k.(Dispatcher); ok {
+			if key, ok := d.RecordKey(rec); ok {
+				keys = append(keys, key)
+			}
+		}
+	}
+	return keys
 }
 
 // RecordedJob is a WorkerJob and the worker cluster it was read from.

@@ -319,6 +319,12 @@ func (Kind) RecordNames(ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool {
 	return RecordOf(ref.JobSet, ref, rec) && rec.TrainJob == ""
 }
 
+// RecordKey implements kinds.Dispatcher: the JobSet whose child rec records, also when a
+// TrainJob rendered it.
+func (Kind) RecordKey(rec *v1alpha1.WorkerJob) (kinds.IndexKey, bool) {
+	return kinds.Key(v1alpha1.TargetKindJobSet, rec.JobSet), rec.JobSet != ""
+}
+
 // RecordOf reports whether rec records a child Job of the JobSet named jobSet that ref's
 // replicatedJob and job index mean, of any restart attempt: under the name JobSet gives
 // that child, since the labels the record was read from are writable on the worker (as

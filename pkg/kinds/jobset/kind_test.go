@@ -169,3 +169,14 @@ func TestChildWorkloadOwner(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordKey: a worker's record of a JobSet's child wakes the accounts naming the
+// JobSet, also when a TrainJob rendered it (those accounts judge the record by
+// RecordNames).
+func TestRecordKey(t *testing.T) {
+	for _, rec := range []v1alpha1.WorkerJob{{JobSet: "js"}, {JobSet: "js", TrainJob: "js"}} {
+		if key, ok := (jobset.Kind{}).RecordKey(&rec); !ok || key != "jobset/js" {
+			t.Errorf("RecordKey(%+v) = %q, %v; want jobset/js", rec, key, ok)
+		}
+	}
+}

@@ -98,6 +98,12 @@ func (Kind) RecordNames(ref v1alpha1.TargetRef, rec *v1alpha1.WorkerJob) bool {
 	return rec.TrainJob == ref.TrainJob && jobset.RecordOf(ref.TrainJob, ref, rec)
 }
 
+// RecordKey implements kinds.Dispatcher: the TrainJob that rendered the JobSet whose child
+// rec records; none for a JobSet queued itself.
+func (Kind) RecordKey(rec *v1alpha1.WorkerJob) (kinds.IndexKey, bool) {
+	return kinds.Key(v1alpha1.TargetKindTrainJob, rec.TrainJob), rec.TrainJob != ""
+}
+
 // Name implements kinds.Kind.
 func (Kind) Name() string { return v1alpha1.TargetKindTrainJob }
 

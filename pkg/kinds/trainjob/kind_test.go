@@ -393,3 +393,14 @@ func TestChildSelector(t *testing.T) {
 		t.Errorf("JobKeys = %v, want trainjob/llm", Kind{}.JobKeys(job))
 	}
 }
+
+// TestRecordKey: a worker's record of a child of the JobSet a TrainJob rendered wakes the
+// accounts naming the TrainJob; one of a JobSet queued itself wakes none of this kind.
+func TestRecordKey(t *testing.T) {
+	if key, ok := (Kind{}).RecordKey(&v1alpha1.WorkerJob{JobSet: "llm", TrainJob: "llm"}); !ok || key != "trainjob/llm" {
+		t.Errorf("RecordKey(TrainJob's child) = %q, %v; want trainjob/llm", key, ok)
+	}
+	if key, ok := (Kind{}).RecordKey(&v1alpha1.WorkerJob{JobSet: "js"}); ok {
+		t.Errorf("RecordKey(JobSet's child) = %q, want none", key)
+	}
+}
