@@ -42,7 +42,7 @@ func NewCommand(o *options.Options) *cobra.Command {
 	// An Explanation has no object metadata: -o name has nothing to print.
 	eo.PrintFlags.NamePrintFlags = nil
 	cmd := &cobra.Command{
-		Use:   "explain (account|workload|job|jobset|trainjob) NAME",
+		Use:   resolve.KindNameUse("explain"),
 		Short: "Explain a whole batch account: Jobs, populations, missing shards, results, verdict",
 		Long: `Explain renders the whole batch account an object belongs to: the named Jobs with UID
 and restart attempt, the revisions (input and model), each Job's success policy,

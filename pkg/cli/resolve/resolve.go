@@ -152,6 +152,12 @@ func objectKinds() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
+// KindNameUse is the usage line of a verb that takes "KIND NAME", every kind spelled
+// out: "explain (account|workload|job|jobset|trainjob) NAME".
+func KindNameUse(verb string) string {
+	return verb + " (" + strings.Join(append([]string{KindAccount, KindWorkload}, targetKinds()...), "|") + ") NAME"
+}
+
 // targetKinds are the names of the kinds of target, for messages.
 func targetKinds() []string {
 	out := make([]string, len(all.Kinds))

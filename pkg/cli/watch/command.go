@@ -57,11 +57,11 @@ type watchOptions struct {
 	observed func()
 }
 
-// NewCommand is `watch (account|workload|job|jobset|trainjob) NAME`.
+// NewCommand is `watch KIND NAME`, KIND an account, a Workload or any kind of target.
 func NewCommand(o *options.Options) *cobra.Command {
 	wo := watchOptions{jobs: defaultWatchJobs, window: defaultRateWindow, redraw: defaultRedrawEvery}
 	cmd := &cobra.Command{
-		Use:   "watch (account|workload|job|jobset|trainjob) NAME",
+		Use:   resolve.KindNameUse("watch"),
 		Short: "Watch a batch move: coverage and acceptance bars, rate, ETA, verdict and what is still needed",
 		Long: `Watch follows the accounts an object concerns through a watch on the API server (no
 polling) and redraws in place on a terminal: an overall bar of covered, accepted and
