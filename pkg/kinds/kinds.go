@@ -3,8 +3,11 @@
 // batch/v1 Indexed Job; a kind says how its targets name such Jobs: a Job by name
 // (pkg/kinds/job), a child Job of a JobSet replicatedJob (pkg/kinds/jobset), a child Job
 // of the JobSet a Kubeflow Trainer TrainJob renders (pkg/kinds/trainjob). Each kind is one
-// directory implementing Kind, and one entry in pkg/kinds/all; nothing else in
-// batchledger switches on kinds.
+// directory implementing Kind and the optional interfaces that fit, and one entry in
+// pkg/kinds/all; the core asks the registry, not the kinds by name. What else a kind
+// registers (its API field, webhooks, admission policy, worker role) and what still
+// names JobSet, the runtime JobSet and TrainJob targets share, is listed in
+// docs/architecture.md, "Adding a new target kind".
 //
 // The target key grammar and the TargetRef field of each kind are API
 // (pkg/apis/batchledger/v1alpha1, TargetRef and targetkey.go); everything a kind means

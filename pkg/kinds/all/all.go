@@ -1,5 +1,6 @@
 // Package all registers every kind of target batchledger accounts for. A new kind is one
-// directory under pkg/kinds implementing kinds.Kind, and one entry here.
+// directory under pkg/kinds implementing kinds.Kind, one entry here, and its API field;
+// docs/architecture.md lists the rest a kind may need ("Adding a new target kind").
 package all
 
 import (
