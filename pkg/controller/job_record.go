@@ -40,7 +40,8 @@ import (
 )
 
 // DefaultMaxRecordHold is how long a Job being deleted is held for its accounts' records
-// at most. Past it the Job is released unrecorded (with a Warning event and a metric), so
+// at most, counted from its deletion or, when later, the recorder's start on the current
+// leader. Past it the Job is released unrecorded (with a Warning event and a metric), so
 // that an account whose reconcile keeps failing never keeps a Job, nor a JobSet restart
 // waiting for the child of that name to be gone, Terminating for good. It outlasts a
 // manager restart or a leader change by far; a JobSet restart waits for it only while the
@@ -70,7 +71,8 @@ type JobRecorder struct {
 	Recorder events.EventRecorder
 	// Metrics, when set, counts holds and releases.
 	Metrics *JobRecordMetrics
-	// MaxHold bounds how long a Job being deleted is held (0: DefaultMaxRecordHold).
+	// MaxHold bounds how long a Job being deleted is held, from its deletion or the
+	// recorder's start, whichever is later (0: DefaultMaxRecordHold).
 	MaxHold time.Duration
 	// ShortFormTTL is the short-form accounts' retention (ShortFormReconciler.TTL): a
 	// Job of a batch that ended longer ago waits for no short-form account.
@@ -157,9 +159,17 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 // maxHold is MaxHold, or DefaultMaxRecordHold when unset.
 func (r *JobRecorder) maxHold() time.Duration { return cmp.Or(r.MaxHold, DefaultMaxRecordHold) }
 
-// holdLeft is how much longer job, being deleted, may be held (0 or less: none).
+// holdLeft is how much longer job, being deleted, may be held (0 or less: none): MaxHold
+// from the later of its deletion and the recorder's start (pendingAccounts sets it). A
+// Job deleted while no manager led is what the hold is for, so a leader back after an
+// outage longer than MaxHold gives its accounts MaxHold to record the Job's end rather
+// than racing them to release it.
 func (r *JobRecorder) holdLeft(job *batchv1.Job) time.Duration {
-	return r.maxHold() - r.now().Sub(job.DeletionTimestamp.Time)
+	from := job.DeletionTimestamp.Time
+	if r.started.After(from) {
+		from = r.started
+	}
+	return r.maxHold() - r.now().Sub(from)
 }
 
 // releaseRecord removes the record finalizer from job, reporting whether it did (false

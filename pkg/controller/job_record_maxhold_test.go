@@ -34,7 +34,8 @@ func TestHeldJobOutOfScopeStillGoesAtMaxHold(t *testing.T) {
 			if tc.refused {
 				writer = refuseRelabel{live.c}
 			}
-			r := &JobRecorder{Client: cacheOf{Client: writer, cache: cache.c}, APIReader: live.c, MaxHold: time.Hour, Now: func() time.Time { return testNow }}
+			r := &JobRecorder{Client: cacheOf{Client: writer, cache: cache.c}, APIReader: live.c, MaxHold: time.Hour, Now: func() time.Time { return testNow },
+				started: testNow.Add(-3 * time.Hour)}
 			key := client.ObjectKeyFromObject(job)
 			for i := 0; i < 5; i++ {
 				res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
@@ -72,3 +73,65 @@ func (c refuseRelabel) Patch(ctx context.Context, obj client.Object, p client.Pa
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// TestJobRecordHoldOutlastsAnOutage: a Job deleted while no manager led (its TTL, a
+// JobSet restart) waits, Terminating, for the next leader to record its end. MaxHold
+// counts from the later of its deletion and the recorder's start, so a leader that comes
+// back after an outage longer than MaxHold gives its accounts MaxHold to record the Job
+// before letting it go unrecorded, on the cache's path and on the out-of-scope path alike.
+func TestJobRecordHoldOutlastsAnOutage(t *testing.T) {
+	const maxHold = time.Hour
+	for _, tc := range []struct {
+		name string
+		// deleted and started are how long before testNow the Job's deletion and the
+		// recorder's start were.
+		deleted, started time.Duration
+		// outOfScope takes the Job's scope label off: it is seen through releaseOutOfScope.
+		outOfScope bool
+
+		wantHeld         bool
+		wantRequeueAfter time.Duration
+	}{
+		{name: "deleted 3h ago, the recorder just started: held for MaxHold", deleted: 3 * time.Hour,
+			wantHeld: true, wantRequeueAfter: maxHold},
+		{name: "deleted 3h ago, the recorder started 20m ago: held for the rest of MaxHold", deleted: 3 * time.Hour, started: 20 * time.Minute,
+			wantHeld: true, wantRequeueAfter: 40 * time.Minute},
+		{name: "deleted 3h ago, the recorder started 2h ago: released unrecorded", deleted: 3 * time.Hour, started: 2 * time.Hour},
+		{name: "deleted 20m ago, the recorder started 2h ago: held for the rest of MaxHold", deleted: 20 * time.Minute, started: 2 * time.Hour,
+			wantHeld: true, wantRequeueAfter: 40 * time.Minute},
+		{name: "out of scope, deleted 3h ago, the recorder just started: held for MaxHold", deleted: 3 * time.Hour, outOfScope: true,
+			wantHeld: true, wantRequeueAfter: maxHold},
+		{name: "out of scope, deleted 3h ago, the recorder started 2h ago: released unrecorded", deleted: 3 * time.Hour, started: 2 * time.Hour, outOfScope: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := jobAt(record).Completed("0-1", 2).Complete(testNow.Add(-4 * time.Hour)).Deleting(testNow.Add(-tc.deleted)).Obj()
+			if !tc.outOfScope {
+				job.Labels = map[string]string{v1alpha1.LabelScope: v1alpha1.ScopeCoverage}
+			}
+			acct := accountOfJ().Obj()
+			live := newFixture(t, hooks{}, job, acct)
+			cached := []client.Object{acct.DeepCopy()}
+			if !tc.outOfScope {
+				cached = append(cached, job.DeepCopy())
+			}
+			cache := newFixture(t, hooks{}, cached...)
+			r := &JobRecorder{Client: cacheOf{Client: live.c, cache: cache.c}, APIReader: live.c, MaxHold: maxHold,
+				Now: func() time.Time { return testNow }}
+			if tc.started > 0 {
+				r.started = testNow.Add(-tc.started)
+			}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.RequeueAfter != tc.wantRequeueAfter {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
+			}
+			var got batchv1.Job
+			err = live.c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
+			if held := err == nil && recordHeld(&got); held != tc.wantHeld {
+				t.Errorf("held = %v (%v), want %v", held, err, tc.wantHeld)
+			}
+		})
+	}
+}

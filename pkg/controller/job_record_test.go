@@ -310,7 +310,10 @@ func TestJobRecorderReleases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.h, append([]client.Object{tc.job}, tc.objs...)...)
 			m := newJobRecordMetrics(prometheus.NewRegistry())
-			r := &JobRecorder{Client: f.c, Recorder: f, Metrics: m, MaxHold: maxHold, APIs: tc.apis, Now: func() time.Time { return testNow }}
+			// The recorder started before every deletion here (TestJobRecordHoldOutlastsAnOutage
+			// is the hold of a Job deleted before it).
+			r := &JobRecorder{Client: f.c, Recorder: f, Metrics: m, MaxHold: maxHold, APIs: tc.apis, Now: func() time.Time { return testNow },
+				started: testNow.Add(-3 * maxHold)}
 			if tc.coveragePods != nil {
 				r.CoveragePods = newFixture(t, hooks{}, tc.coveragePods...).c
 			}
