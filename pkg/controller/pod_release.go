@@ -34,8 +34,9 @@ import (
 )
 
 // DefaultMaxResultHold is how long a pod is held for its result at most: a succeeded
-// pod after it finished, a pod deleted before it finished after its deletion. Past it the
-// pod is released unrecorded (with a Warning event and a metric), so that an account whose
+// pod after it finished, a pod deleted before it finished after its deletion (on the
+// manager, after the releaser's start when that is later: holdLeft). Past it the pod is
+// released unrecorded (with a Warning event and a metric), so that an account whose
 // reconcile keeps failing, or a pod whose node stopped answering, never strands pods, nor
 // the namespace they are in.
 const DefaultMaxResultHold = 24 * time.Hour
@@ -69,7 +70,9 @@ type PodReleaser struct {
 	APIReader client.Reader
 	Metrics   *Metrics
 	Recorder  events.EventRecorder
-	// MaxHold bounds how long a pod is held for its result (0: DefaultMaxResultHold).
+	// MaxHold bounds how long a pod is held for its result, from its finish (or its
+	// deletion) or, without Recorders, the releaser's start when later (holdLeft; 0:
+	// DefaultMaxResultHold).
 	MaxHold time.Duration
 	// Ledger tells the chunks the manager recorded (signed) from any other: only those
 	// record a pod, so a forged chunk naming a held pod never lets it go. The manager
@@ -218,7 +221,6 @@ func (r *PodReleaser) judge(ctx context.Context, pod *corev1.Pod) (verdict, erro
 // judgeHeld is judge for a pod whose result the accounts record (or will).
 func (r *PodReleaser) judgeHeld(ctx context.Context, pod *corev1.Pod, accounts []string,
 	unrecorded func(context.Context, *corev1.Pod, []string) ([]string, error)) (verdict, error) {
-	maxHold := cmp.Or(r.MaxHold, DefaultMaxResultHold)
 	if pod.Status.Phase != corev1.PodSucceeded {
 		if pod.DeletionTimestamp == nil {
 			return verdict{hold: true}, nil // running: its success wakes us again
@@ -235,7 +237,7 @@ func (r *PodReleaser) judgeHeld(ctx context.Context, pod *corev1.Pod, accounts [
 			// Past its grace period the kubelet has killed it or will never report.
 			return r.namespaceHold(accounts, pod.DeletionTimestamp.Time, nsDeleted.Time), nil
 		}
-		if left := maxHold - r.now().Sub(deletionRequested(pod)); left > 0 {
+		if left := r.holdLeft(deletionRequested(pod)); left > 0 {
 			return verdict{hold: true, after: left}, nil
 		}
 		return verdict{why: causeNeverFinished, missing: accounts}, nil
@@ -252,10 +254,25 @@ func (r *PodReleaser) judgeHeld(ctx context.Context, pod *corev1.Pod, accounts [
 	if nsDeleted != nil {
 		return r.namespaceHold(missing, finished, nsDeleted.Time), nil
 	}
-	if left := maxHold - r.now().Sub(finished); left > 0 {
+	if left := r.holdLeft(finished); left > 0 {
 		return verdict{hold: true, after: left}, nil
 	}
 	return verdict{why: causeHoldExpired, missing: missing}, nil
+}
+
+// holdLeft is how much longer a pod may be held for its result (0 or less: none):
+// MaxHold from since (its finish, or the request of its deletion) or, when later, from
+// the releaser's start. A pod that finished while no releaser ran is what the hold is
+// for, and the account reconciler captures results apart from the releaser: a leader
+// back after an outage longer than MaxHold gives capture MaxHold to record the pod
+// rather than racing it to release the pod. Where Recorders record (the worker role's
+// Capture), the record is written in the same reconcile before the releaser judges, so
+// there is no race and MaxHold counts from since alone.
+func (r *PodReleaser) holdLeft(since time.Time) time.Duration {
+	if r.Recorders == nil && r.started.After(since) {
+		since = r.started
+	}
+	return cmp.Or(r.MaxHold, DefaultMaxResultHold) - r.now().Sub(since)
 }
 
 // namespaceHold holds a pod of a namespace being deleted for NamespaceGrace after the

@@ -313,6 +313,32 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 			wantFinalizers: released, wantPatches: 1, wantReleased: 1,
 		},
 		{
+			// The pod finished while no releaser ran, longer ago than MaxHold: capture,
+			// started with the releaser, still records it.
+			name:             "succeeded 2h ago, unrecorded, the releaser started a minute ago: held for the rest of MaxHold from its start",
+			pod:              succeededAgo(2 * time.Hour),
+			objs:             []client.Object{results, j},
+			started:          time.Minute,
+			wantFinalizers:   ours,
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:             "being deleted 2h ago, never finished, the releaser started a minute ago: held for the rest of MaxHold from its start",
+			pod:              deleting(pod().Phase(corev1.PodRunning), testNow.Add(-2*time.Hour), 30*time.Second),
+			objs:             []client.Object{results, j, nsLive},
+			started:          time.Minute,
+			wantFinalizers:   ours,
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:           "succeeded 2h ago, unrecorded, the releaser started MaxHold ago: released with a Warning",
+			pod:            succeededAgo(2 * time.Hour),
+			objs:           []client.Object{results, j},
+			started:        maxHold,
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1, wantExpired: 1,
+			wantEvents: []string{"Warning ResultNotRecorded"},
+		},
+		{
 			name:           "held past MaxHold, never recorded: released with a Warning",
 			pod:            succeededAgo(maxHold + time.Second),
 			objs:           []client.Object{results, j},

@@ -188,7 +188,9 @@ func TestReleaseAfterMaxHold(t *testing.T) {
 			pod := wrappers.MakeIndexPod(j, "j-0", 0).Succeeded(now.Add(-tc.finished), "").Finalizers(v1alpha1.ResultFinalizer).Obj()
 			c := fakeClient(t, ba, j, pod)
 			m := newMetrics(prometheus.NewRegistry())
-			r := &PodReleaser{Client: c, Metrics: m, MaxHold: time.Hour, Now: func() time.Time { return now }}
+			// The releaser ran all along (TestPodReleaserHoldsAndReleases holds a pod that
+			// finished before it started).
+			r := &PodReleaser{Client: c, Metrics: m, MaxHold: time.Hour, Now: func() time.Time { return now }, started: now.Add(-2 * time.Hour)}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)})
 			if err != nil {
 				t.Fatal(err)
@@ -486,7 +488,8 @@ func TestReleaseFromStaleCache(t *testing.T) {
 				},
 			})
 			m := newMetrics(prometheus.NewRegistry())
-			r := &PodReleaser{Client: cached, APIReader: apiServer, Metrics: m, MaxHold: time.Hour, Now: func() time.Time { return now }}
+			r := &PodReleaser{Client: cached, APIReader: apiServer, Metrics: m, MaxHold: time.Hour, Now: func() time.Time { return now },
+				started: now.Add(-3 * time.Hour)}
 			if tc.noReader {
 				r.APIReader = nil
 			}
