@@ -486,12 +486,20 @@ func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager) error {
 // releaseOutOfScope, and deleted it would stay Terminating for good. A failed list is
 // retried with a back-off until it succeeds or the manager stops.
 func (r *JobRecorder) sweepOutOfScope(ctx context.Context, out chan<- event.GenericEvent) error {
+	return sweepHeld(ctx, "listing held Jobs without a scope label", r.HeldOutOfScope, func() client.Object { return &batchv1.Job{} }, out)
+}
+
+// sweepHeld sends to out, once, an object made by newObject for each key list returns,
+// then waits for ctx to end. A failed list is retried with a back-off (logged as what)
+// until it succeeds or ctx ends; it returns nil either way (the manager stops).
+func sweepHeld(ctx context.Context, what string, list func(context.Context) ([]client.ObjectKey, error),
+	newObject func() client.Object, out chan<- event.GenericEvent) error {
 	var keys []client.ObjectKey
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Minute},
 		func(ctx context.Context) (bool, error) {
 			var err error
-			if keys, err = r.HeldOutOfScope(ctx); err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "listing held Jobs without a scope label")
+			if keys, err = list(ctx); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, what)
 				return false, nil
 			}
 			return true, nil
@@ -500,10 +508,11 @@ func (r *JobRecorder) sweepOutOfScope(ctx context.Context, out chan<- event.Gene
 		return nil // the manager stops
 	}
 	for _, key := range keys {
-		job := &batchv1.Job{}
-		job.Namespace, job.Name = key.Namespace, key.Name
+		obj := newObject()
+		obj.SetNamespace(key.Namespace)
+		obj.SetName(key.Name)
 		select {
-		case out <- event.GenericEvent{Object: job}:
+		case out <- event.GenericEvent{Object: obj}:
 		case <-ctx.Done():
 			return nil
 		}

@@ -16,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -25,8 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
@@ -61,7 +65,8 @@ const DefaultNamespaceGrace = 5 * time.Second
 // A held pod is in the manager's pod cache only while it carries LabelScope=ScopeResults
 // (CacheOptions). A pod that loses the label while held (the held-pod-scope admission
 // policy forbids it, but a cluster may lack the policy) leaves the cache, and the cache
-// would never show it again; ReleaseOutOfScope releases such a pod.
+// would never show it again; ReleaseOutOfScope releases such a pod, and the sweep as the
+// releaser starts to lead (sweepOutOfScope) brings it those that left while none ran.
 type PodReleaser struct {
 	client.Client
 	// APIReader reads from the API server directly (the manager's GetAPIReader): a pod
@@ -564,10 +569,54 @@ func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
+	return r.SetupOutOfScope(mgr, "pod-release-out-of-scope")
+}
+
+// SetupOutOfScope registers the controller name that releases held pods leaving the
+// results scope (ReleaseOutOfScope): those the pod cache sees go (LeftResultsScope), and,
+// once as the manager starts to lead, those that left it while no releaser ran
+// (sweepOutOfScope), given an APIReader.
+func (r *PodReleaser) SetupOutOfScope(mgr ctrl.Manager, name string) error {
+	outOfScope := make(chan event.GenericEvent)
+	if r.APIReader != nil {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return r.sweepOutOfScope(ctx, outOfScope) })); err != nil {
+			return err
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(LeftResultsScope)).
-		Named("pod-release-out-of-scope").
+		WatchesRawSource(source.Channel(outOfScope, &handler.EnqueueRequestForObject{})).
+		Named(name).
 		Complete(reconcile.Func(r.ReleaseOutOfScope))
+}
+
+// sweepOutOfScope sends to out, once as the manager starts to lead, every pod the
+// result-capture finalizer holds outside the results scope (HeldOutOfScope). The pod
+// cache holds only the results scope, so a pod whose scope label was taken off or
+// changed while no releaser ran (the held-pod-scope policy missing, as on a worker
+// cluster) never shows in it: without the sweep nothing would bring it to
+// ReleaseOutOfScope, and deleted it would stay Terminating for good.
+func (r *PodReleaser) sweepOutOfScope(ctx context.Context, out chan<- event.GenericEvent) error {
+	return sweepHeld(ctx, "listing held pods outside the results scope", r.HeldOutOfScope, func() client.Object { return &corev1.Pod{} }, out)
+}
+
+// HeldOutOfScope are the pods the API server holds with the result-capture finalizer
+// that do not carry LabelScope=ScopeResults, read in pages of their metadata alone,
+// selected by the label's absence or another value.
+func (r *PodReleaser) HeldOutOfScope(ctx context.Context) ([]client.ObjectKey, error) {
+	outside, err := labels.NewRequirement(v1alpha1.LabelScope, selection.NotIn, []string{v1alpha1.ScopeResults})
+	if err != nil {
+		return nil, err
+	}
+	var out []client.ObjectKey
+	if _, err := release.EachHeld(ctx, r.APIReader, corev1.SchemeGroupVersion.WithKind("Pod"), []string{v1alpha1.ResultFinalizer},
+		func(pod *metav1.PartialObjectMetadata, _ []string) {
+			out = append(out, client.ObjectKeyFromObject(pod))
+		},
+		client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*outside)}); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // PodReleaseControllerName names the pod releaser's controller, its workqueue and

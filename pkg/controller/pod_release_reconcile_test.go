@@ -583,3 +583,69 @@ func TestLeftResultsScopeEvents(t *testing.T) {
 		t.Error("a create, update or generic event passed; only delete events may")
 	}
 }
+
+// TestSweepReleasesPodsThatLeftScopeWhileNoManagerLed: a held pod whose scope label was
+// taken off (or changed) while no releaser ran is not in the new leader's pod cache,
+// which holds the results scope only, and the cache's DELETED event that wakes
+// ReleaseOutOfScope was sent to no one: deleted, it would stay Terminating for good. The
+// sweep as the releaser starts to lead finds the held pods outside the results scope,
+// in every namespace, and each one it sends is released by ReleaseOutOfScope; pods in
+// scope or not held are not sent.
+func TestSweepReleasesPodsThatLeftScopeWhileNoManagerLed(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeResults).Obj()
+	heldIn := func(ns, name string) *wrappers.PodWrapper {
+		p := wrappers.MakeIndexPod(j, name, 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), "")
+		p.Namespace = ns
+		return p
+	}
+	unlabelled := heldIn("ns", "unlabelled").NoLabel(v1alpha1.LabelScope).Deleting(testNow).Obj()
+	relabelled := heldIn("other", "relabelled").Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj()
+	inScope := heldIn("ns", "in-scope").Obj()
+	free := wrappers.MakeIndexPod(j, "free", 1).NoLabel(v1alpha1.LabelScope).Obj()
+	live := newFixture(t, hooks{}, j, unlabelled, relabelled, inScope, free)
+	r := &PodReleaser{Client: live.c, APIReader: live.c, Recorder: live, Now: func() time.Time { return testNow }}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan event.GenericEvent)
+	done := make(chan error, 1)
+	go func() { done <- r.sweepOutOfScope(ctx, out) }()
+	var sent []string
+	for range 2 {
+		select {
+		case e := <-out:
+			key := client.ObjectKeyFromObject(e.Object)
+			sent = append(sent, key.String())
+			if res, err := r.ReleaseOutOfScope(context.Background(), ctrl.Request{NamespacedName: key}); retried(res, err) {
+				t.Fatalf("ReleaseOutOfScope(%s) = %+v, %v", key, res, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the sweep sent %v, want 2 pods", sent)
+		}
+	}
+	select {
+	case e := <-out:
+		t.Errorf("the sweep also sent %s", client.ObjectKeyFromObject(e.Object))
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(sent)
+	if want := []string{"ns/unlabelled", "other/relabelled"}; !slices.Equal(sent, want) {
+		t.Errorf("sent %v, want %v", sent, want)
+	}
+	var gone corev1.Pod
+	if err := live.c.Get(context.Background(), client.ObjectKeyFromObject(unlabelled), &gone); !apierrors.IsNotFound(err) {
+		t.Errorf("the deleted pod out of scope is still there (%v), finalizers %v; want it released, and so gone", err, gone.Finalizers)
+	}
+	for _, p := range []*corev1.Pod{relabelled, inScope} {
+		var got corev1.Pod
+		if err := live.c.Get(context.Background(), client.ObjectKeyFromObject(p), &got); err != nil {
+			t.Fatal(err)
+		}
+		if want := p == inScope; held(&got) != want {
+			t.Errorf("%s: held %v after the sweep, want %v", p.Name, held(&got), want)
+		}
+	}
+}

@@ -220,8 +220,8 @@ func (c *Capture) now() time.Time {
 }
 
 // SetupWithManager watches held pods and the records that let them go (worker-capture),
-// held pods leaving the results scope (the releaser's ReleaseOutOfScope) and the records'
-// retention (worker-result-retention).
+// held pods leaving the results scope, also while the worker role was down (the
+// releaser's SetupOutOfScope), and the records' retention (worker-result-retention).
 func (c *Capture) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(held))).
@@ -231,11 +231,7 @@ func (c *Capture) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
-		For(&corev1.Pod{}, builder.WithPredicates(controller.LeftResultsScope)).
-		Named("worker-release-out-of-scope").
-		Complete(reconcile.Func(c.Releaser.ReleaseOutOfScope))
-	if err != nil {
+	if err := c.Releaser.SetupOutOfScope(mgr, "worker-release-out-of-scope"); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
