@@ -1,6 +1,7 @@
 package workerrole
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/webhook"
@@ -146,7 +148,8 @@ func attribution(ctx context.Context, r client.Reader, job *batchv1.Job) (multik
 // status: it is terminal, or being deleted; never later than MaxHold after its deletion.
 type JobRecorder struct {
 	client.Client
-	// MaxHold bounds how long a deleted Job is kept for its record (the pods' MaxHold).
+	// MaxHold bounds how long a deleted Job is kept for its record (the pods' MaxHold; 0:
+	// controller.DefaultMaxResultHold, as for the pods, never no hold at all).
 	MaxHold time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -186,7 +189,7 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	done := recordErr == nil && (!ok || unrecordable || terminal(&job) || job.DeletionTimestamp != nil)
 	if !done && job.DeletionTimestamp != nil {
 		// A record that cannot be written holds a deleted Job no longer than MaxHold.
-		left := r.MaxHold - r.now().Sub(job.DeletionTimestamp.Time)
+		left := cmp.Or(r.MaxHold, controller.DefaultMaxResultHold) - r.now().Sub(job.DeletionTimestamp.Time)
 		if left > 0 {
 			return ctrl.Result{RequeueAfter: left}, recordErr
 		}

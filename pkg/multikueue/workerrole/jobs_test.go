@@ -25,6 +25,7 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -219,6 +220,46 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 			err = c.Get(context.Background(), client.ObjectKeyFromObject(tc.job), &job)
 			held := err == nil && slices.Contains(job.Finalizers, v1alpha1.WorkerJobFinalizer)
 			if held != tc.wantHeld {
+				t.Errorf("held = %v, want %v", held, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// TestJobRecorderMaxHoldUnsetIsTheDefault: a JobRecorder whose MaxHold is unset (0, as
+// --max-result-hold=0 gives it) holds a deleted Job whose record cannot be written for
+// the pods' default, controller.DefaultMaxResultHold, as the releaser it shares the flag
+// with does: never releasing it unrecorded at once.
+func TestJobRecorderMaxHoldUnsetIsTheDefault(t *testing.T) {
+	refuse := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*v1alpha1.WorkerJob); ok {
+			return errors.New("refused")
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	for name, tc := range map[string]struct {
+		deleted          time.Duration // before testNow
+		wantHeld         bool
+		wantRequeueAfter time.Duration
+	}{
+		"deleted a minute ago: held for the rest of the default": {deleted: time.Minute, wantHeld: true,
+			wantRequeueAfter: controller.DefaultMaxResultHold - time.Minute},
+		"deleted past the default: released": {deleted: controller.DefaultMaxResultHold + time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-tc.deleted)).Obj()
+			r, c := newJobRecorder(refuse, copyOfJS().Obj(), job)
+			r.MaxHold = 0
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)})
+			if err == nil {
+				t.Fatal("Reconcile error = nil, want the refused record's")
+			}
+			if res.RequeueAfter != tc.wantRequeueAfter {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
+			}
+			var got batchv1.Job
+			err = c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
+			if held := err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer); held != tc.wantHeld {
 				t.Errorf("held = %v, want %v", held, tc.wantHeld)
 			}
 		})
