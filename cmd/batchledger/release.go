@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -24,9 +25,9 @@ import (
 // Exit codes of `batchledger release`.
 const (
 	releaseOK = 0
-	// releaseFailed: a pod or Job is still held, or the webhook configuration, the pods or
-	// the Jobs could not be read or written. A Helm pre-delete hook then fails and the uninstall stops
-	// with the manager still in place, rather than stranding pods.
+	// releaseFailed: a pod or Job is still held, or the webhook configurations, the
+	// manager's Deployment, the pods or the Jobs could not be read or written. A Helm
+	// pre-delete hook then fails and the uninstall stops, rather than stranding pods.
 	releaseFailed = 1
 	// releaseUsage: the flags are wrong.
 	releaseUsage = 2
@@ -36,9 +37,17 @@ const (
 type releaseConfig struct {
 	// Options choose the namespace, dry run, page size.
 	release.Options
-	// MutatingWebhookConfiguration, when set, is deleted before any pod is released so
-	// that the pod webhook holds no new pod while or after we release.
-	MutatingWebhookConfiguration string
+	// MutatingWebhookConfigurations are deleted before anything else so that no webhook
+	// holds a new pod or Job while or after we release: the pod webhook's, and on a
+	// worker install the worker role's Job webhook's.
+	MutatingWebhookConfigurations []string
+	// StopDeployment, when set, is the manager's Deployment, scaled to 0 after the webhook
+	// configurations are deleted and before anything is released: a running manager
+	// still holds the Jobs accounts name (JobRecorder.Hold) without any webhook.
+	StopDeployment types.NamespacedName
+	// StopTimeout bounds the wait for StopDeployment's pods to stop; the release runs
+	// after it all the same.
+	StopTimeout time.Duration
 	// RecheckAfter is how long after deleting the webhook configuration a second pass
 	// runs: an API server answers from its own watch of webhook configurations, so for a
 	// moment after the deletion it may still send a new pod to the webhook, and the pod
@@ -47,15 +56,16 @@ type releaseConfig struct {
 }
 
 // runRelease is the manager's `release` subcommand, for a Helm pre-delete hook running
-// the manager image: it deletes the pod webhook's MutatingWebhookConfiguration (with
-// --mutating-webhook-configuration), then removes the result-capture finalizer from every
-// pod that carries it and the record finalizer from every Job that carries it. It returns
-// 0 only when every held pod and Job was released (or, with --dry-run, when they could be
-// listed).
+// the manager image: it deletes the webhooks' MutatingWebhookConfigurations (with
+// --mutating-webhook-configuration), then stops the manager (with --stop-deployment), then
+// removes the result-capture finalizer from every pod that carries it and the record
+// finalizers from every Job that carries them. It returns 0 only when every held pod and
+// Job was released (or, with --dry-run, when they could be listed).
 //
-// RBAC: pods and jobs list and patch (cluster-wide with --all-namespaces), and delete on
-// the named mutatingwebhookconfigurations.admissionregistration.k8s.io. Nothing else:
-// objects are re-read with a list by name, never a get.
+// RBAC: pods and jobs list and patch (cluster-wide with --all-namespaces), delete on the
+// named mutatingwebhookconfigurations.admissionregistration.k8s.io, and get of the named
+// deployments.apps and update of its deployments/scale. Nothing else: pods and Jobs are
+// re-read with a list by name, never a get.
 func runRelease(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	var (
@@ -65,8 +75,13 @@ func runRelease(ctx context.Context, args []string) int {
 	fs.BoolVar(&allNamespaces, "all-namespaces", true, "Release pods of every namespace; false needs --namespace.")
 	fs.StringVar(&cfg.Namespace, "namespace", "", "Release pods of this namespace only (with --all-namespaces unset or false).")
 	fs.BoolVar(&cfg.DryRun, "dry-run", false, "Change nothing: log the webhook configuration that would be deleted and the pods that would be released.")
-	fs.StringVar(&cfg.MutatingWebhookConfiguration, "mutating-webhook-configuration", "",
-		"MutatingWebhookConfiguration of the pod webhook, deleted before the pods are released (a missing one is fine); empty deletes none.")
+	fs.Var((*stringList)(&cfg.MutatingWebhookConfigurations), "mutating-webhook-configuration",
+		"MutatingWebhookConfiguration of a webhook that holds pods or Jobs, deleted first (a missing one is fine); repeat for several.")
+	var stopDeploymentFlag string
+	fs.StringVar(&stopDeploymentFlag, "stop-deployment", "",
+		"NAMESPACE/NAME of the manager's Deployment, scaled to 0 after the webhook configurations are deleted; the release waits until its pods stop. Empty stops none.")
+	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", 2*time.Minute,
+		"How long to wait for --stop-deployment's pods to stop; the release runs after it all the same.")
 	fs.DurationVar(&cfg.RecheckAfter, "recheck-after", 5*time.Second,
 		"After deleting the webhook configuration, release again after this long, for pods admitted while API servers still saw it; 0 disables.")
 	ctrlconfig.RegisterFlags(fs) // --kubeconfig, as the manager takes it
@@ -80,6 +95,14 @@ func runRelease(ctx context.Context, args []string) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(fs.Output(), "release takes no arguments, got %q\n", fs.Args())
 		return releaseUsage
+	}
+	if stopDeploymentFlag != "" {
+		key, err := parseDeployment(stopDeploymentFlag)
+		if err != nil {
+			fmt.Fprintln(fs.Output(), err)
+			return releaseUsage
+		}
+		cfg.StopDeployment = key
 	}
 	explicitAll := false
 	fs.Visit(func(f *flag.Flag) { explicitAll = explicitAll || f.Name == "all-namespaces" })
@@ -111,22 +134,33 @@ func runRelease(ctx context.Context, args []string) int {
 	return releaseOK
 }
 
-// releaseHeldPods deletes the webhook configuration, then releases the held pods and
-// Jobs, then (after the configuration was named) waits RecheckAfter with sleep and
-// releases again. It logs each pod, each Job and each pass's reports, and returns an error
-// unless every held pod and Job was released. A webhook configuration that cannot be deleted is an error, but the pods
-// are released all the same: they are stranded either way once the manager is gone.
+// releaseHeldPods deletes the webhook configurations, then stops the manager's Deployment
+// and waits for its pods to stop, then releases the held pods and Jobs, then (after a
+// configuration was named) waits RecheckAfter with sleep and releases again: in that order
+// nothing is left to hold a pod or Job after the last pass looked. It logs each pod, each
+// Job and each pass's reports, and returns an error unless every held pod and Job was
+// released. A webhook configuration that cannot be deleted, or a Deployment that cannot be
+// stopped, is an error, but the pods are released all the same: they are stranded either
+// way once the manager is gone.
 func releaseHeldPods(ctx context.Context, c client.Client, cfg releaseConfig, log logr.Logger, sleep func(context.Context, time.Duration) error) error {
 	var errs []error
-	if name := cfg.MutatingWebhookConfiguration; name != "" {
+	for _, name := range cfg.MutatingWebhookConfigurations {
 		if cfg.DryRun {
-			log.Info("would delete the pod webhook's configuration (dry run)", "mutatingWebhookConfiguration", name)
+			log.Info("would delete the webhook configuration (dry run)", "mutatingWebhookConfiguration", name)
 		} else if err := deleteWebhookConfiguration(ctx, c, name, log); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	if cfg.StopDeployment.Name != "" {
+		if err := stopDeployment(ctx, c, cfg.StopDeployment, cfg.StopTimeout, cfg.DryRun, log, sleep); err != nil {
+			if ctx.Err() != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			errs = append(errs, err)
+		}
+	}
 	passes := 1
-	if cfg.MutatingWebhookConfiguration != "" && cfg.RecheckAfter > 0 && !cfg.DryRun {
+	if len(cfg.MutatingWebhookConfigurations) > 0 && cfg.RecheckAfter > 0 && !cfg.DryRun {
 		passes = 2
 	}
 	for pass := 1; pass <= passes; pass++ {
@@ -162,11 +196,11 @@ func deleteWebhookConfiguration(ctx context.Context, c client.Client, name strin
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	switch err := c.Delete(ctx, mwc); {
 	case apierrors.IsNotFound(err):
-		log.Info("the pod webhook's configuration is already gone", "mutatingWebhookConfiguration", name)
+		log.Info("the webhook configuration is already gone", "mutatingWebhookConfiguration", name)
 	case err != nil:
 		return fmt.Errorf("deleting MutatingWebhookConfiguration %s: %w", name, err)
 	default:
-		log.Info("deleted the pod webhook's configuration: API servers hold no new pod once they see it gone", "mutatingWebhookConfiguration", name)
+		log.Info("deleted the webhook configuration: API servers hold no new pod or Job through it once they see it gone", "mutatingWebhookConfiguration", name)
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func TestReleaseHeldPods(t *testing.T) {
 				wrappers.MakeJob("j", "ml-team").Finalizers(metav1.FinalizerDeleteDependents, v1alpha1.RecordFinalizer).Obj(),
 				wrappers.MakeJob("k", "vision").Finalizers(metav1.FinalizerDeleteDependents).Obj(),
 			},
-			cfg:          releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
+			cfg:          releaseConfig{MutatingWebhookConfigurations: []string{ourWebhooks}},
 			wantCalls:    []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "patch vision/b", "list jobs", "patch ml-team/j"},
 			wantWebhooks: []string{otherWebhooks},
 			wantFinalizers: map[string][]string{
@@ -74,7 +74,7 @@ func TestReleaseHeldPods(t *testing.T) {
 		},
 		"a missing webhook configuration is fine": {
 			objs:           []client.Object{webhookConfiguration(otherWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
-			cfg:            releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
+			cfg:            releaseConfig{MutatingWebhookConfigurations: []string{ourWebhooks}},
 			wantCalls:      []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "list jobs"},
 			wantWebhooks:   []string{otherWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": nil},
@@ -88,7 +88,7 @@ func TestReleaseHeldPods(t *testing.T) {
 		},
 		"a pod held while the deletion propagates is released by the second pass": {
 			objs:             []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
-			cfg:              releaseConfig{MutatingWebhookConfiguration: ourWebhooks, RecheckAfter: 5 * time.Second},
+			cfg:              releaseConfig{MutatingWebhookConfigurations: []string{ourWebhooks}, RecheckAfter: 5 * time.Second},
 			admitDuringSleep: true,
 			wantCalls:        []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "list jobs", "list pods", "patch ml-team/late", "list jobs"},
 			wantSleeps:       []time.Duration{5 * time.Second},
@@ -96,7 +96,7 @@ func TestReleaseHeldPods(t *testing.T) {
 		},
 		"one namespace only": {
 			objs:         []client.Object{wrappers.MakePod("a", "ml-team").Finalizers(held).Obj(), wrappers.MakePod("b", "vision").Finalizers(held).Obj()},
-			cfg:          releaseConfig{Options: release.Options{Namespace: "vision"}, MutatingWebhookConfiguration: ourWebhooks},
+			cfg:          releaseConfig{Options: release.Options{Namespace: "vision"}, MutatingWebhookConfigurations: []string{ourWebhooks}},
 			wantCalls:    []string{"delete " + ourWebhooks, "list pods", "patch vision/b", "list jobs"},
 			wantWebhooks: nil,
 			wantFinalizers: map[string][]string{
@@ -106,14 +106,14 @@ func TestReleaseHeldPods(t *testing.T) {
 		},
 		"dry run deletes and releases nothing": {
 			objs:           []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
-			cfg:            releaseConfig{Options: release.Options{DryRun: true}, MutatingWebhookConfiguration: ourWebhooks, RecheckAfter: 5 * time.Second},
+			cfg:            releaseConfig{Options: release.Options{DryRun: true}, MutatingWebhookConfigurations: []string{ourWebhooks}, RecheckAfter: 5 * time.Second},
 			wantCalls:      []string{"list pods", "list jobs"},
 			wantWebhooks:   []string{ourWebhooks},
 			wantFinalizers: map[string][]string{"ml-team/a": {held}},
 		},
 		"a webhook configuration that cannot be deleted fails, pods are released all the same": {
 			objs:           []client.Object{webhookConfiguration(ourWebhooks), wrappers.MakePod("a", "ml-team").Finalizers(held).Obj()},
-			cfg:            releaseConfig{MutatingWebhookConfiguration: ourWebhooks},
+			cfg:            releaseConfig{MutatingWebhookConfigurations: []string{ourWebhooks}},
 			deleteErr:      apierrors.NewForbidden(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}, ourWebhooks, errors.New("denied")),
 			wantCalls:      []string{"delete " + ourWebhooks, "list pods", "patch ml-team/a", "list jobs"},
 			wantErr:        `deleting MutatingWebhookConfiguration batchledger-mutating-webhook-configuration: mutatingwebhookconfigurations.admissionregistration.k8s.io "batchledger-mutating-webhook-configuration" is forbidden: denied`,
@@ -217,10 +217,12 @@ func TestReleaseHeldPodsStillHeld(t *testing.T) {
 // TestRunReleaseUsage refuses contradictory or missing scope flags before it connects.
 func TestRunReleaseUsage(t *testing.T) {
 	for name, args := range map[string][]string{
-		"namespace and all namespaces":  {"--namespace", "ml-team", "--all-namespaces"},
-		"no namespace, not all of them": {"--all-namespaces=false"},
-		"an argument":                   {"ml-team"},
-		"an unknown flag":               {"--namespaces", "ml-team"},
+		"namespace and all namespaces":   {"--namespace", "ml-team", "--all-namespaces"},
+		"no namespace, not all of them":  {"--all-namespaces=false"},
+		"an argument":                    {"ml-team"},
+		"an unknown flag":                {"--namespaces", "ml-team"},
+		"a Deployment without namespace": {"--stop-deployment", "batchledger-controller-manager"},
+		"an empty webhook configuration": {"--mutating-webhook-configuration", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if code := runRelease(context.Background(), args); code != releaseUsage {
