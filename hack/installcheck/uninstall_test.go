@@ -20,20 +20,23 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // TestChartUninstallHook renders the chart and checks its pre-delete hook
-// (uninstall.releaseHeldPods): exactly a ServiceAccount, a ClusterRole, its binding and a
-// Job, all pre-delete hooks deleted before re-creation and once they succeed, the
-// ServiceAccount and RBAC created before the Job; the Job runs the manager's image with
-// `release --all-namespaces --mutating-webhook-configuration <this release's
-// configuration>` as that ServiceAccount, locked down like the manager, in a pod that
-// no Service or PodDisruptionBudget of the release selects; the ServiceAccount may list
-// and patch pods and Jobs and delete that one configuration, nothing else. With
-// uninstall.releaseHeldPods=false no hook is rendered.
+// (uninstall.releaseHeldPods): exactly a ServiceAccount, a ClusterRole and a Role with
+// their bindings, and a Job, all pre-delete hooks deleted before re-creation and once they
+// succeed, the ServiceAccount and RBAC created before the Job; the Job runs the manager's
+// image with `release --all-namespaces --mutating-webhook-configuration <each of this
+// release's configurations that hold pods or Jobs> --stop-deployment <the manager's
+// Deployment> --stop-timeout 2m` as that ServiceAccount, locked down like the manager, in
+// a pod that no Service or PodDisruptionBudget of the release selects; the ServiceAccount
+// may list and patch pods and Jobs, delete those configurations, and get the manager's
+// Deployment and update its scale, nothing else. With uninstall.releaseHeldPods=false no
+// hook is rendered.
 func TestChartUninstallHook(t *testing.T) {
 	root, tools := setup(t)
 	chart := filepath.Join(root, "charts", "batchledger")
@@ -41,12 +44,17 @@ func TestChartUninstallHook(t *testing.T) {
 		name, release, namespace string
 		set                      []string
 		want                     bool
+		// workerWebhooks is the worker role's Job webhook configuration, without the
+		// release's prefix, which the hook deletes too.
+		workerWebhooks string
 	}{
 		{name: "defaults", release: Release, namespace: Namespace, want: true},
 		{name: "release ledger in namespace ops, cert-manager", release: "ledger", namespace: "ops", set: []string{"webhook.certMode=certManager"}, want: true},
 		{name: "replicas=2 (a PodDisruptionBudget)", release: Release, namespace: Namespace, set: []string{"replicas=2"}, want: true},
 		{name: "private registry", release: Release, namespace: Namespace, want: true,
 			set: []string{"image.repository=registry.example/batchledger", "image.tag=v1.2.3", "imagePullSecrets[0].name=pull"}},
+		{name: "role worker", release: "ledger", namespace: "ops", set: []string{"role=worker", "webhook.certMode=certManager"}, want: true,
+			workerWebhooks: "worker-job-webhook"},
 		{name: "uninstall.releaseHeldPods=false", release: Release, namespace: Namespace, set: []string{"uninstall.releaseHeldPods=false"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -67,13 +75,24 @@ func TestChartUninstallHook(t *testing.T) {
 			fullname := d.Name[:len(d.Name)-len("-controller-manager")]
 			name := fullname + "-release-held-pods"
 			mwc := effectiveFlags(d.Spec.Template.Spec.Containers[0].Args)["mutating-webhook-configuration"]
-			if _, ok := o[Key{"MutatingWebhookConfiguration", "", mwc}]; !ok {
-				t.Fatalf("the manager's MutatingWebhookConfiguration %s is not rendered", mwc)
+			mwcs := []string{mwc}
+			if c.workerWebhooks != "" {
+				mwcs = append(mwcs, fullname+"-"+c.workerWebhooks)
+			}
+			for _, m := range mwcs {
+				if _, ok := o[Key{"MutatingWebhookConfiguration", "", m}]; !ok {
+					t.Fatalf("MutatingWebhookConfiguration %s is not rendered", m)
+				}
+			}
+			if got := len(o.Of("MutatingWebhookConfiguration")); got != len(mwcs) {
+				t.Errorf("%d MutatingWebhookConfigurations rendered, the hook deletes %d: %v", got, len(mwcs), mwcs)
 			}
 			want := []Key{
 				{"ClusterRole", "", name},
 				{"ClusterRoleBinding", "", name},
 				{"Job", c.namespace, name},
+				{"Role", c.namespace, name},
+				{"RoleBinding", c.namespace, name},
 				{"ServiceAccount", c.namespace, name},
 			}
 			if !slices.Equal(hooks, want) {
@@ -94,7 +113,7 @@ func TestChartUninstallHook(t *testing.T) {
 				}
 				weight[k.Kind] = w
 			}
-			for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"} {
+			for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
 				if weight[kind] >= weight["Job"] {
 					t.Errorf("%s has hook weight %d, the Job %d: it must exist before the Job runs", kind, weight[kind], weight["Job"])
 				}
@@ -109,7 +128,12 @@ func TestChartUninstallHook(t *testing.T) {
 				t.Fatalf("the hook Job has %d containers, want 1", len(ps.Containers))
 			}
 			hc, mc := ps.Containers[0], d.Spec.Template.Spec.Containers[0]
-			if wantArgs := []string{"release", "--all-namespaces", "--mutating-webhook-configuration", mwc}; !slices.Equal(hc.Args, wantArgs) || len(hc.Command) != 0 {
+			wantArgs := []string{"release", "--all-namespaces"}
+			for _, m := range mwcs {
+				wantArgs = append(wantArgs, "--mutating-webhook-configuration", m)
+			}
+			wantArgs = append(wantArgs, "--stop-deployment", c.namespace+"/"+d.Name, "--stop-timeout", "2m")
+			if !slices.Equal(hc.Args, wantArgs) || len(hc.Command) != 0 {
 				t.Errorf("hook command %q args %q, want the image's entrypoint with args %q", hc.Command, hc.Args, wantArgs)
 			}
 			for _, f := range []struct {
@@ -159,13 +183,28 @@ func TestChartUninstallHook(t *testing.T) {
 			if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}) || !equality.Semantic.DeepEqual(b.Subjects, wantSubjects) {
 				t.Errorf("hook binding binds %v to %v, want ClusterRole %s to %v", b.RoleRef, b.Subjects, name, wantSubjects)
 			}
+			var rb rbacv1.RoleBinding
+			if err := Into(o[Key{"RoleBinding", c.namespace, name}], &rb); err != nil {
+				t.Fatal(err)
+			}
+			if rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}) || !equality.Semantic.DeepEqual(rb.Subjects, wantSubjects) {
+				t.Errorf("hook role binding binds %v to %v, want Role %s to %v", rb.RoleRef, rb.Subjects, name, wantSubjects)
+			}
+			sortedMWCs := slices.Sorted(slices.Values(mwcs))
 			wantRules := []rbacv1.PolicyRule{
-				{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: []string{mwc}, Verbs: []string{"delete"}},
+				{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, ResourceNames: sortedMWCs, Verbs: []string{"delete"}},
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "patch"}},
 				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"list", "patch"}},
 			}
 			if got := rules(t, o[Key{"ClusterRole", "", name}]); !equality.Semantic.DeepEqual(got, wantRules) {
 				t.Errorf("hook ClusterRole rules differ:\n%s", diff(wantRules, got))
+			}
+			wantRoleRules := []rbacv1.PolicyRule{
+				{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{d.Name}, Verbs: []string{"get"}},
+				{APIGroups: []string{"apps"}, Resources: []string{"deployments/scale"}, ResourceNames: []string{d.Name}, Verbs: []string{"update"}},
+			}
+			if got := rules(t, o[Key{"Role", c.namespace, name}]); !equality.Semantic.DeepEqual(got, wantRoleRules) {
+				t.Errorf("hook Role rules differ:\n%s", diff(wantRoleRules, got))
 			}
 			perms := grantedTo(t, o, wantSubjects[0])
 			for _, r := range []struct {
@@ -183,6 +222,17 @@ func TestChartUninstallHook(t *testing.T) {
 				{"delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", "kueue-mutating-webhook-configuration", false},
 				{"delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", mwc, false},
 				{"update", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", mwc, false},
+				{"delete", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", fullname + "-worker-job-webhook", c.workerWebhooks != ""},
+				{"get", "apps", "deployments", c.namespace, d.Name, true},
+				{"update", "apps", "deployments/scale", c.namespace, d.Name, true},
+				{"get", "apps", "deployments/scale", c.namespace, d.Name, false},
+				{"patch", "apps", "deployments", c.namespace, d.Name, false},
+				{"update", "apps", "deployments", c.namespace, d.Name, false},
+				{"delete", "apps", "deployments", c.namespace, d.Name, false},
+				{"list", "apps", "deployments", c.namespace, "", false},
+				{"update", "apps", "deployments/scale", c.namespace, "kueue-controller-manager", false},
+				{"update", "apps", "deployments/scale", "kueue-system", d.Name, false},
+				{"get", "apps", "deployments", "kueue-system", d.Name, false},
 			} {
 				if got := perms.allows(r.verb, r.group, r.resource, r.namespace, r.name); got != r.want {
 					t.Errorf("the hook may %s %s %q in namespace %q: %v, want %v", r.verb, r.resource, r.name, r.namespace, got, r.want)
@@ -193,13 +243,16 @@ func TestChartUninstallHook(t *testing.T) {
 }
 
 // TestUninstallHookOnLocalCluster runs the chart's pre-delete hook for real on a local
-// control plane, as release ledger in namespace ops: the hook's ServiceAccount, ClusterRole
-// and binding as rendered, and the manager binary run with exactly the hook Job's args
+// control plane, as release ledger in namespace ops: the hook's ServiceAccount, roles and
+// bindings as rendered, and the manager binary run with exactly the hook Job's args
 // under that ServiceAccount's token (as the kubelet would run the Job's pod). With pods
-// held in two namespaces and the release's MutatingWebhookConfiguration in place, the run
-// exits 0 having deleted that configuration and removed the result-capture finalizer, and
-// only it, from every pod; a pod that never held it is untouched. So the hook's RBAC
-// (pods list and patch, delete on that one configuration) is enough for the command.
+// held in two namespaces, the release's MutatingWebhookConfiguration in place and the
+// manager's Deployment running pods (the controller manager's Deployment controller, not
+// the manager image), the run exits 0 having deleted that configuration, scaled the
+// Deployment to 0 with none of its pods left, and removed the result-capture finalizer,
+// and only it, from every pod; a pod that never held it is untouched. So the hook's RBAC
+// (pods list and patch, delete on that one configuration, get of the Deployment and update
+// of its scale) is enough for the command.
 //
 // It needs the cluster binaries (make binaries) and is skipped with -short or without them.
 func TestUninstallHookOnLocalCluster(t *testing.T) {
@@ -268,6 +321,28 @@ func TestUninstallHookOnLocalCluster(t *testing.T) {
 	if err := cl.Create(ctx, o[Key{"MutatingWebhookConfiguration", "", mwcName}].DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
+	// The manager's Deployment as rendered, with the ServiceAccount its pods need to be
+	// admitted; the hook must stop it and wait for its pods.
+	manager := deployment(t, o)
+	for _, k := range []Key{{"ServiceAccount", ns, manager.Spec.Template.Spec.ServiceAccountName}, {"Deployment", ns, manager.Name}} {
+		if err := cl.Create(ctx, o[k].DeepCopy()); err != nil {
+			t.Fatalf("create %s: %v", k, err)
+		}
+	}
+	managerPods := func() []corev1.Pod {
+		t.Helper()
+		var pods corev1.PodList
+		if err := cl.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(manager.Spec.Selector.MatchLabels)); err != nil {
+			t.Fatal(err)
+		}
+		return pods.Items
+	}
+	for len(managerPods()) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the manager's Deployment never created a pod")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 
 	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, job.Spec.Template.Spec.ServiceAccountName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
@@ -289,6 +364,19 @@ func TestUninstallHookOnLocalCluster(t *testing.T) {
 
 	if _, err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwcName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("MutatingWebhookConfiguration %s still there: %v", mwcName, err)
+	}
+	got, err := admin.AppsV1().Deployments(ns).Get(ctx, manager.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ptr.Deref(got.Spec.Replicas, 1); r != 0 {
+		t.Errorf("the manager's Deployment has %d replicas after the hook, want 0", r)
+	}
+	if left := managerPods(); len(left) != 0 {
+		t.Errorf("%d of the manager's pods left after the hook, want none", len(left))
+	}
+	if !strings.Contains(string(out), "the manager's pods have stopped") {
+		t.Error("the hook did not wait for the manager's pods to stop")
 	}
 	for _, p := range pods {
 		got, err := admin.CoreV1().Pods(p.namespace).Get(ctx, p.name, metav1.GetOptions{})
