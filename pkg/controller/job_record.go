@@ -65,7 +65,8 @@ const DefaultMaxRecordHold = time.Hour
 // in answer to the finalizer's removal, so that `batchledger release` (the uninstall
 // hook) is not undone behind its back. job-record (Reconcile) removes it as soon as
 // holding the Job serves no purpose: every live account naming it records its end
-// (recordsEnd), no live account names it, or its deletion started MaxHold ago.
+// (recordsEnd), no live account names it, or MaxHold passed since its deletion started
+// or, when later, since the recorder started (holdLeft).
 type JobRecorder struct {
 	client.Client
 	Recorder events.EventRecorder
@@ -124,7 +125,8 @@ func (r *JobRecorder) Hold(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 }
 
 // Reconcile releases a held Job once holding it serves no purpose, and a Job being
-// deleted at the latest MaxHold after its deletion started.
+// deleted at the latest MaxHold after its deletion started or, when later, after the
+// recorder started (holdLeft).
 func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var job batchv1.Job
 	if err := r.Get(ctx, req.NamespacedName, &job); apierrors.IsNotFound(err) {

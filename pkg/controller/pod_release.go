@@ -59,7 +59,8 @@ const DefaultNamespaceGrace = 5 * time.Second
 // or it failed (no result to read), or no such account captures it. A pod being deleted
 // is held until it finishes, since it may still succeed during its graceful termination
 // and be counted by the Job controller. Pods are held only while a result would otherwise
-// be lost, at most MaxHold after they finished (or were deleted unfinished), and at most
+// be lost, at most MaxHold after they finished (or were deleted unfinished) or, without
+// Recorders, after the releaser started when that is later (holdLeft), and at most
 // NamespaceGrace once their namespace is being deleted.
 //
 // A held pod is in the manager's pod cache only while it carries LabelScope=ScopeResults
