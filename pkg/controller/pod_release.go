@@ -38,8 +38,8 @@ import (
 )
 
 // DefaultMaxResultHold is how long a pod is held for its result at most: a succeeded
-// pod after it finished, a pod deleted before it finished after its deletion (on the
-// manager, after the releaser's start when that is later: holdLeft). Past it the pod is
+// pod after it finished (on the manager, after the releaser's start when that is later:
+// holdLeft), a pod deleted before it finished after its deletion. Past it the pod is
 // released unrecorded (with a Warning event and a metric), so that an account whose
 // reconcile keeps failing, or a pod whose node stopped answering, never strands pods, nor
 // the namespace they are in.
@@ -59,8 +59,9 @@ const DefaultNamespaceGrace = 5 * time.Second
 // or it failed (no result to read), or no such account captures it. A pod being deleted
 // is held until it finishes, since it may still succeed during its graceful termination
 // and be counted by the Job controller. Pods are held only while a result would otherwise
-// be lost, at most MaxHold after they finished (or were deleted unfinished) or, without
-// Recorders, after the releaser started when that is later (holdLeft), and at most
+// be lost, at most MaxHold after they finished or, without Recorders, after the releaser
+// started when that is later (holdLeft), MaxHold after their deletion when they never
+// finished, and at most
 // NamespaceGrace once their namespace is being deleted.
 //
 // A held pod is in the manager's pod cache only while it carries LabelScope=ScopeResults
@@ -76,9 +77,9 @@ type PodReleaser struct {
 	APIReader client.Reader
 	Metrics   *Metrics
 	Recorder  events.EventRecorder
-	// MaxHold bounds how long a pod is held for its result, from its finish (or its
-	// deletion) or, without Recorders, the releaser's start when later (holdLeft; 0:
-	// DefaultMaxResultHold).
+	// MaxHold bounds how long a pod is held for its result, from its finish or, without
+	// Recorders, the releaser's start when later (holdLeft), and a pod deleted before it
+	// finished from its deletion (0: DefaultMaxResultHold).
 	MaxHold time.Duration
 	// Ledger tells the chunks the manager recorded (signed) from any other: only those
 	// record a pod, so a forged chunk naming a held pod never lets it go. The manager
@@ -243,7 +244,9 @@ func (r *PodReleaser) judgeHeld(ctx context.Context, pod *corev1.Pod, accounts [
 			// Past its grace period the kubelet has killed it or will never report.
 			return r.namespaceHold(accounts, pod.DeletionTimestamp.Time, nsDeleted.Time), nil
 		}
-		if left := r.holdLeft(deletionRequested(pod)); left > 0 {
+		// Counted from the deletion alone: unlike a result waiting for capture, nothing
+		// is to come from a pod its kubelet did not report finished within MaxHold.
+		if left := cmp.Or(r.MaxHold, DefaultMaxResultHold) - r.now().Sub(deletionRequested(pod)); left > 0 {
 			return verdict{hold: true, after: left}, nil
 		}
 		return verdict{why: causeNeverFinished, missing: accounts}, nil
@@ -266,9 +269,8 @@ func (r *PodReleaser) judgeHeld(ctx context.Context, pod *corev1.Pod, accounts [
 	return verdict{why: causeHoldExpired, missing: missing}, nil
 }
 
-// holdLeft is how much longer a pod may be held for its result (0 or less: none):
-// MaxHold from since (its finish, or the request of its deletion) or, when later, from
-// the releaser's start. A pod that finished while no releaser ran is what the hold is
+// holdLeft is how much longer a succeeded pod may be held for its result (0 or less:
+// none): MaxHold from since (its finish) or, when later, from the releaser's start. A pod that finished while no releaser ran is what the hold is
 // for, and the account reconciler captures results apart from the releaser: a leader
 // back after an outage longer than MaxHold gives capture MaxHold to record the pod
 // rather than racing it to release the pod. Where Recorders record (the worker role's

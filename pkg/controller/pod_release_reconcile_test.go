@@ -323,12 +323,14 @@ func TestPodReleaserHoldsAndReleases(t *testing.T) {
 			wantRequeueAfter: 59 * time.Minute,
 		},
 		{
-			name:             "being deleted 2h ago, never finished, the releaser started a minute ago: held for the rest of MaxHold from its start",
-			pod:              deleting(pod().Phase(corev1.PodRunning), testNow.Add(-2*time.Hour), 30*time.Second),
-			objs:             []client.Object{results, j, nsLive},
-			started:          time.Minute,
-			wantFinalizers:   ours,
-			wantRequeueAfter: 59 * time.Minute,
+			// No result is to come: a pod its kubelet never reported finished in MaxHold
+			// will not, whenever the releaser started.
+			name:           "being deleted 2h ago, never finished, the releaser started a minute ago: released with a Warning",
+			pod:            deleting(pod().Phase(corev1.PodRunning), testNow.Add(-2*time.Hour), 30*time.Second),
+			objs:           []client.Object{results, j, nsLive},
+			started:        time.Minute,
+			wantFinalizers: released, wantPatches: 1, wantReleased: 1, wantExpired: 1,
+			wantEvents: []string{"Warning ResultNotRecorded"},
 		},
 		{
 			name:           "succeeded 2h ago, unrecorded, the releaser started MaxHold ago: released with a Warning",
