@@ -474,7 +474,9 @@ func (Kind) ShortForm(obj client.Object) (v1alpha1.BatchAccountSpec, error) {
 }
 
 // CacheTransform implements kinds.Cached: of a TrainJob batchledger reads its metadata,
-// suspension, runtime patches, number of nodes and conditions.
+// suspension, runtime patches, number of nodes, conditions and status.jobsStatus (whether
+// a JobSet of it ran: Resolve, DispatchedOwnerRan), which stays; one entry per
+// replicatedJob, it is small.
 func (Kind) CacheTransform(obj any) (any, error) {
 	tj, ok := obj.(*trainer.TrainJob)
 	if !ok {
@@ -485,6 +487,5 @@ func (Kind) CacheTransform(obj any) (any, error) {
 	if t := tj.Spec.Trainer; t != nil {
 		tj.Spec.Trainer = &trainer.Trainer{NumNodes: t.NumNodes}
 	}
-	tj.Status.JobsStatus = nil
 	return tj, nil
 }

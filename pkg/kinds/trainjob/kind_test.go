@@ -404,3 +404,54 @@ func TestRecordKey(t *testing.T) {
 		t.Errorf("RecordKey(JobSet's child) = %q, want none", key)
 	}
 }
+
+// TestCachedTrainJobKeepsWhatIsRead: the manager reads TrainJobs from its cache, through
+// CacheTransform. What Resolve and DispatchedOwnerRan read of a TrainJob's status
+// (status.jobsStatus: a JobSet of it ran) must survive the transform, or the child a
+// TrainJob left behind at its deadline is lost, and a preempted dispatched TrainJob
+// looks as if it never ran.
+func TestCachedTrainJobKeepsWhatIsRead(t *testing.T) {
+	cached := func(objs ...client.Object) client.Client {
+		t.Helper()
+		for i, o := range objs {
+			if tj, ok := o.(*trainer.TrainJob); ok {
+				got, err := Kind{}.CacheTransform(tj.DeepCopy())
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs[i] = got.(*trainer.TrainJob)
+			}
+		}
+		return reader(t, objs...)
+	}
+	ended := trainJb().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))
+	ended.CreationTimestamp = metav1.NewTime(t0)
+	ended.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Failed: ptr.To[int32](1)}}
+	gone := wrappers.MakeJobSet("llm", ns).Obj()
+	gone.UID = "gone-uid"
+	left := node(gone, 0, "left")
+	left.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+	left.CreationTimestamp = metav1.NewTime(t0.Add(time.Minute))
+	preempted := dispatchedTJ(trainJb().Suspend(true).Obj())
+	preempted.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Succeeded: ptr.To[int32](1)}}
+	for _, tc := range []struct {
+		name  string
+		check func(client.Client) (bool, error)
+		objs  []client.Object
+	}{
+		{"Failed at its deadline, its JobSet deleted: the child left behind", func(c client.Client) (bool, error) {
+			job, _, err := Kind{}.Resolve(context.Background(), c, ns, ref)
+			return job != nil && job.UID == "left", err
+		}, []client.Object{ended.Obj(), left}},
+		{"dispatched, preempted after its Jobs ran: it ran", func(c client.Client) (bool, error) {
+			return Kind{}.DispatchedOwnerRan(context.Background(), c, ns, ref)
+		}, []client.Object{preempted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, err := tc.check(cached(tc.objs...))
+			if err != nil || !ok {
+				t.Errorf("read from the cache: %v, %v; want true", ok, err)
+			}
+		})
+	}
+}
