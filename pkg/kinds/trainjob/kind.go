@@ -445,8 +445,11 @@ func setScopeLabels(rj *trainer.ReplicatedJobPatch, scope string, job bool) {
 // ShortForm implements kinds.Kind: over one replicatedJob (annotation
 // batchledger.dev/replicated-job, default DefaultReplicatedJob), child Job 0's indexes
 // 0..n-1 onto the n shards in order: a TrainJob's replicatedJob runs one child Job of
-// one index per node. A TrainJob that sets numNodes must declare as many shards; one
-// that leaves it to its runtime is left for the account to report (UnmappedIndexes,
+// one index per node. A TrainJob that sets numNodes must declare as many shards, or one
+// fewer: an MPI runtime that runs its launcher as a node (Trainer's deepspeed and mlx
+// runtimes) gives the node replicatedJob numNodes-1 indexes, and the TrainJob does not
+// say which runtime it is. One that leaves numNodes to its runtime, or declares the count
+// its runtime does not run, is left for the account to report (UnmappedIndexes,
 // IndexOutOfRange).
 func (Kind) ShortForm(obj client.Object) (v1alpha1.BatchAccountSpec, error) {
 	tj, ok := obj.(*trainer.TrainJob)
@@ -461,9 +464,11 @@ func (Kind) ShortForm(obj client.Object) (v1alpha1.BatchAccountSpec, error) {
 	if rj == "" {
 		rj = DefaultReplicatedJob
 	}
-	if rj == DefaultReplicatedJob && tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil && int(*tj.Spec.Trainer.NumNodes) != n {
-		return spec, fmt.Errorf("annotation %s declares %d shards, but the TrainJob runs numNodes %d: declare %d shards or change numNodes",
-			shortform.ShardsAnnotation(tj.Annotations), n, *tj.Spec.Trainer.NumNodes, *tj.Spec.Trainer.NumNodes)
+	if rj == DefaultReplicatedJob && tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
+		if nodes := int(*tj.Spec.Trainer.NumNodes); n != nodes && n != nodes-1 {
+			return spec, fmt.Errorf("annotation %s declares %d shards, but the TrainJob runs numNodes %d: declare %d shards (%d for a runtime that runs its MPI launcher as a node) or change numNodes",
+				shortform.ShardsAnnotation(tj.Annotations), n, nodes, nodes, nodes-1)
+		}
 	}
 	spec.Assignments = []v1alpha1.Assignment{{
 		Target:        v1alpha1.TargetRef{TrainJob: tj.Name, ReplicatedJob: rj, JobIndex: ptr.To(int32(0))},

@@ -3,6 +3,7 @@ package trainjob
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -451,6 +452,38 @@ func TestCachedTrainJobKeepsWhatIsRead(t *testing.T) {
 			ok, err := tc.check(cached(tc.objs...))
 			if err != nil || !ok {
 				t.Errorf("read from the cache: %v, %v; want true", ok, err)
+			}
+		})
+	}
+}
+
+// TestShortFormNodeCount: the node replicatedJob runs numNodes indexes under the torch
+// runtime, and numNodes-1 under an MPI runtime that runs its launcher as a node (Trainer's
+// deepspeed-distributed and mlx-distributed): a short form declaring either is taken, any
+// other count is refused naming numNodes.
+func TestShortFormNodeCount(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		numNodes int32
+		shards   string
+		wantErr  bool
+	}{
+		{"torch: one shard per node", 4, "A,B,C,D", false},
+		{"MPI, the launcher a node: one shard per node pod", 4, "A,B,C", false},
+		{"more shards than nodes", 4, "A,B,C,D,E", true},
+		{"two nodes short", 4, "A,B", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tj := trainJb().NumNodes(tc.numNodes).Annotation(v1alpha1.AnnotationInputRev, "D").Annotation(v1alpha1.AnnotationModelRev, "m").
+				Annotation(v1alpha1.AnnotationShards, tc.shards).Obj()
+			spec, err := Kind{}.ShortForm(tj)
+			switch {
+			case tc.wantErr && (err == nil || !strings.Contains(err.Error(), "numNodes 4")):
+				t.Errorf("ShortForm = %v, want an error naming numNodes 4", err)
+			case !tc.wantErr && err != nil:
+				t.Errorf("ShortForm: %v", err)
+			case !tc.wantErr && spec.Assignments[0].Indexes != fmt.Sprintf("0-%d", len(strings.Split(tc.shards, ","))-1):
+				t.Errorf("indexes %q for shards %s", spec.Assignments[0].Indexes, tc.shards)
 			}
 		})
 	}
