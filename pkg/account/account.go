@@ -200,7 +200,8 @@ func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
 
 // ownersSeen names the owners (a JobSet, a TrainJob: by target kind and name) of which
 // this account has seen a child: one observed now while its owner is there, or an
-// identity on record or in history (recordStands). An owner that is not found is taken
+// identity on record or in history (recordStands); or that it saw end without creating a
+// child (TargetStatus.OwnerEndedSeen). An owner that is not found is taken
 // as deleted only if it was seen; the account cannot tell one never created from one
 // created and deleted unseen (while the manager was down all its life), and waits for
 // both.
@@ -210,7 +211,8 @@ func ownersSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha
 		if !t.Ref.IsChild() {
 			continue
 		}
-		if o := obs[t.Key]; o.Job != nil && o.ChildOwner != OwnerDeleted || inHistory[t.Key] || (prev[t.Key] != nil && prev[t.Key].UID != "") {
+		p := prev[t.Key]
+		if o := obs[t.Key]; o.Job != nil && o.ChildOwner != OwnerDeleted || inHistory[t.Key] || (p != nil && (p.UID != "" || p.OwnerEndedSeen)) {
 			seen[ownerOf(t.Ref)] = true
 		}
 	}
@@ -511,6 +513,9 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 		if why := ts.obs.notServed(); why != "" {
 			s.Problems = append(s.Problems, clipMessage(why, maxProblemMessage))
 		}
+		// Remembered for when the owner is deleted (ownersSeen): an owner seen ended
+		// creates no child any more, gone or not.
+		s.OwnerEndedSeen = ts.neverCreated()
 		return s, superseded, prev
 	}
 	job, f := ts.obs.Job, &ts.facts

@@ -314,6 +314,13 @@ type TargetStatus struct {
 	// +optional
 	DeletedAt *metav1.Time `json:"deletedAt,omitempty"`
 
+	// OwnerEndedSeen is true for a child target never observed whose owner (the JobSet,
+	// the TrainJob) this account saw end, be deleted or lack the child: the child will not
+	// be created, also once that owner is gone (nothing else would tell such an owner
+	// from one not created yet).
+	// +optional
+	OwnerEndedSeen bool `json:"ownerEndedSeen,omitempty"`
+
 	// Completions is the Job's spec.completions.
 	// +optional
 	Completions int32 `json:"completions,omitempty"`
