@@ -307,14 +307,24 @@ func (r *JobRecorder) observedBy(ba *v1alpha1.BatchAccount, job *batchv1.Job) []
 }
 
 // observes reports whether ba observes job, being deleted, so that it records its end: ba
-// followed it already (its UID is in ba's targets or history), or one of refs, the
+// followed it already (its UID is in ba's targets or history) and its owner was not
+// replaced since (relations.OwnerReplaced), or one of refs, the
 // targets naming it (observedBy), resolves to it now (relations.ResolveTarget: a Job target by
 // name; a child target only to a child its JobSet created, while no live child is left).
 // A Job left by an earlier JobSet of the name, or made by a namespace editor with a
 // child's name after the JobSet ended, is followed by no target.
 func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, job *batchv1.Job, refs []v1alpha1.TargetRef) (bool, error) {
 	if follows(ba, job.UID) {
-		return true, nil
+		// Unless its owner was deleted and created again since: ba follows the new owner's
+		// children only and never records this one (a JobSet applied again at once), and
+		// held, it would keep the new owner from creating the child of its name.
+		replaced, err := relations.OwnerReplaced(ctx, r.Client, job)
+		if err != nil {
+			return false, err
+		}
+		if !replaced {
+			return true, nil
+		}
 	}
 	for _, ref := range refs {
 		if !ref.IsChild() {

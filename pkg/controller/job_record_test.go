@@ -73,6 +73,11 @@ func TestJobRecorderReleases(t *testing.T) {
 	followedBefore := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 2).AssignJobSet("ts", "workers", 0, "0-1", "0-1").
 		TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "child-uid", Found: true, CompletedIndexes: "0"}).Obj()
 	deletedAccount.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
+	// JobSet ts applied again after the child of its earlier object was created.
+	olderChild := childOf(earlierJS)
+	olderChild.CreationTimestamp = metav1.NewTime(testNow.Add(-2 * time.Hour))
+	newerJS := js.DeepCopy()
+	newerJS.CreationTimestamp = metav1.NewTime(testNow.Add(-10 * time.Minute))
 	// An account Accepted on Job j's earlier identity (deleted since): it follows no other.
 	acceptedBefore := accountOfJ().TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: "earlier-j-uid", Deleted: true, CompletedIndexes: "0,1", Terminal: "Complete"}).
 		Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", testNow.Add(-time.Hour)).Obj()
@@ -279,6 +284,17 @@ func TestJobRecorderReleases(t *testing.T) {
 			objs:             []client.Object{earlierJS, followedBefore},
 			wantFinalizers:   []string{record},
 			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			// Deleted with background propagation and applied again at once (kubectl replace
+			// --force): the garbage collector deletes the old JobSet's running child, whose pods
+			// still complete indexes, while the account follows only the new JobSet's children.
+			// Held, it would keep the new JobSet from creating the child of that name for
+			// MaxHold, for a record no account writes.
+			name:        "a child the account followed, its JobSet deleted and created again since: released",
+			job:         olderChild,
+			objs:        []client.Object{newerJS, followedBefore},
+			wantPatches: 1, wantReleased: 1,
 		},
 		{
 			name:           "held past MaxHold after its deletion, never recorded: released with a Warning",

@@ -210,6 +210,24 @@ type Controller interface {
 	// is a child Job of an object of this kind (as WorkloadOwner gives it for a target of
 	// this kind); false when job is no child of one.
 	ChildWorkloadOwner(ctx context.Context, r client.Reader, job *batchv1.Job) (types.UID, bool, error)
+	// OwnerReplaced reports whether job is a child Job of an object of this kind that an
+	// object of the same name created after job has replaced: no target follows job any
+	// more (its successor's children are the target's), whatever an account followed.
+	OwnerReplaced(ctx context.Context, r client.Reader, job *batchv1.Job) (bool, error)
+}
+
+// OwnerReplaced reports whether an object of a kind that controls child Jobs
+// (Controller) controlled job and was replaced by another of its name since: the
+// answer of the first kind that says so.
+func (g Registry) OwnerReplaced(ctx context.Context, r client.Reader, job *batchv1.Job) (bool, error) {
+	for _, k := range g {
+		if c, ok := k.(Controller); ok {
+			if replaced, err := c.OwnerReplaced(ctx, r, job); replaced || err != nil {
+				return replaced, err
+			}
+		}
+	}
+	return false, nil
 }
 
 // ChildWorkloadOwner is the UID of the object whose Workload job runs under when an

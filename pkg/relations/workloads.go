@@ -172,6 +172,13 @@ func WorkloadOwnerUID(ctx context.Context, r client.Reader, ref v1alpha1.TargetR
 	return k.WorkloadOwner(ctx, r, ref, job)
 }
 
+// OwnerReplaced reports whether the owner controlling job (a JobSet, kinds.Controller)
+// was replaced by an object of its name created after job: no target follows job any
+// more.
+func OwnerReplaced(ctx context.Context, r client.Reader, job *batchv1.Job) (bool, error) {
+	return all.Kinds.OwnerReplaced(ctx, r, job)
+}
+
 // LiveWorkloadOf reads from r (the API server) the NewestWorkload of the object of UID
 // owner (WorkloadOwnerUID of job) in job's namespace, selected by the label Kueue puts on
 // every Workload it makes for a job (kueueconstants.JobUIDLabel), and kept only when

@@ -177,6 +177,26 @@ func (Kind) ChildWorkloadOwner(ctx context.Context, r client.Reader, job *batchv
 	return uid, true, err
 }
 
+// OwnerReplaced implements kinds.Controller: the JobSet controlling job (Controlling) was
+// deleted and a JobSet of its name created after job, so CurrentChild, which takes only
+// the children of the JobSet it reads, never follows job again. A JobSet read under
+// another UID but created before job is no successor: the cache has not seen job's own
+// JobSet yet.
+func (Kind) OwnerReplaced(ctx context.Context, r client.Reader, job *batchv1.Job) (bool, error) {
+	name, uid, ok := Controlling(job)
+	if !ok {
+		return false, nil
+	}
+	var js jobsetapi.JobSet
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &js, client.UnsafeDisableDeepCopy); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return js.UID != uid && js.CreationTimestamp.After(job.CreationTimestamp.Time), nil
+}
+
 // WorkloadOwner is the UID of the object whose Kueue Workload the child Job job runs
 // under: Kueue gives one Workload to the topmost object of a kind it manages, so that
 // of the JobSet controlling job or, for a JobSet a TrainJob rendered, the TrainJob's

@@ -180,3 +180,39 @@ func TestRecordKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerReplaced: a child whose JobSet was deleted and applied again under its name
+// (a newer object of another UID) is followed by no target any more; a JobSet of another
+// UID created before the child is no successor (a cache that has not seen the child's
+// own JobSet yet), and a JobSet gone or the child's own replaced nothing.
+func TestOwnerReplaced(t *testing.T) {
+	t0 := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	jobSetAt := func(uid types.UID, created time.Time) *jobsetapi.JobSet {
+		js := wrappers.MakeJobSet("t", "ns").Obj()
+		js.UID, js.CreationTimestamp = uid, metav1.NewTime(created)
+		return js
+	}
+	own := jobSetAt("t-uid", t0.Add(-time.Minute))
+	child := wrappers.MakeJob(jobset.ChildJobName("t", "w", 0), "ns").UID("child-uid").JobSetChild(own, "w", 0, 0).Obj()
+	child.CreationTimestamp = metav1.NewTime(t0)
+	for _, tc := range []struct {
+		name string
+		job  *batchv1.Job
+		objs []client.Object
+		want bool
+	}{
+		{"its own JobSet", child, []client.Object{own}, false},
+		{"its JobSet gone", child, nil, false},
+		{"a JobSet of its name applied since", child, []client.Object{jobSetAt("new-uid", t0.Add(time.Minute))}, true},
+		{"a JobSet of another UID created before it", child, []client.Object{jobSetAt("new-uid", t0.Add(-time.Hour))}, false},
+		{"a Job no JobSet controls", wrappers.MakeJob("t-w-0", "ns").Obj(), []client.Object{jobSetAt("new-uid", t0.Add(time.Minute))}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.objs...).Build()
+			got, err := jobset.Kind{}.OwnerReplaced(context.Background(), r, tc.job)
+			if err != nil || got != tc.want {
+				t.Errorf("OwnerReplaced = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
