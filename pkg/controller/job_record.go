@@ -43,7 +43,8 @@ import (
 // at most, counted from its deletion or, when later, the recorder's start on the current
 // leader. Past it the Job is released unrecorded (with a Warning event and a metric), so
 // that an account whose reconcile keeps failing never keeps a Job, nor a JobSet restart
-// waiting for the child of that name to be gone, Terminating for good. It outlasts a
+// waiting for the child of that name to be gone (with BlockingRecreate, for every child
+// of the previous attempt), Terminating for good. It outlasts a
 // manager restart or a leader change by far; a JobSet restart waits for it only while the
 // ledger cannot record.
 const DefaultMaxRecordHold = time.Hour
