@@ -19,6 +19,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -189,7 +190,8 @@ func (Kind) OwnerReplaced(ctx context.Context, r client.Reader, job *batchv1.Job
 	}
 	var js jobsetapi.JobSet
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, &js, client.UnsafeDisableDeepCopy); {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err), apimeta.IsNoMatchError(err):
+		// Without JobSet's API served (an optional API) no JobSet replaced it either.
 		return false, nil
 	case err != nil:
 		return false, err

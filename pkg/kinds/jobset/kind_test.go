@@ -10,11 +10,13 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -199,17 +201,25 @@ func TestOwnerReplaced(t *testing.T) {
 		name string
 		job  *batchv1.Job
 		objs []client.Object
-		want bool
+		// unserved: the API server does not serve JobSet's API (an optional API).
+		unserved bool
+		want     bool
 	}{
-		{"its own JobSet", child, []client.Object{own}, false},
-		{"its JobSet gone", child, nil, false},
-		{"a JobSet of its name applied since", child, []client.Object{jobSetAt("new-uid", t0.Add(time.Minute))}, true},
-		{"a JobSet of another UID created before it", child, []client.Object{jobSetAt("new-uid", t0.Add(-time.Hour))}, false},
-		{"a Job no JobSet controls", wrappers.MakeJob("t-w-0", "ns").Obj(), []client.Object{jobSetAt("new-uid", t0.Add(time.Minute))}, false},
+		{name: "JobSet's API not served", job: child, unserved: true, want: false},
+		{"its own JobSet", child, []client.Object{own}, false, false},
+		{"its JobSet gone", child, nil, false, false},
+		{"a JobSet of its name applied since", child, []client.Object{jobSetAt("new-uid", t0.Add(time.Minute))}, false, true},
+		{"a JobSet of another UID created before it", child, []client.Object{jobSetAt("new-uid", t0.Add(-time.Hour))}, false, false},
+		{"a Job no JobSet controls", wrappers.MakeJob("t-w-0", "ns").Obj(), []client.Object{jobSetAt("new-uid", t0.Add(time.Minute))}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.objs...).Build()
-			got, err := jobset.Kind{}.OwnerReplaced(context.Background(), r, tc.job)
+			b := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.objs...)
+			if tc.unserved {
+				b = b.WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					return &apimeta.NoKindMatchError{GroupKind: jobsetapi.SchemeGroupVersion.WithKind("JobSet").GroupKind()}
+				}})
+			}
+			got, err := jobset.Kind{}.OwnerReplaced(context.Background(), b.Build(), tc.job)
 			if err != nil || got != tc.want {
 				t.Errorf("OwnerReplaced = %v, %v; want %v", got, err, tc.want)
 			}
