@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -485,5 +487,103 @@ func TestAccountWrittenBeforeItsJobSetWaitsForIt(t *testing.T) {
 		if ev.ReportingController == "batchledger" && ev.InvolvedObject.UID == ba.UID && ev.Type == corev1.EventTypeWarning {
 			t.Errorf("Warning %s about the account: %s", ev.Reason, ev.Message)
 		}
+	}
+}
+
+// TestChildNeverCreatedStaysSoOnceItsJobSetIsGone: a JobSet whose replicatedJob infer
+// dependsOn prep Complete fails when prep's one pod fails, so infer's child is never
+// created. The account naming only that child says it was never created and will not be;
+// once the JobSet is gone (deleted by hand, or by its ttlSecondsAfterFinished) the verdict
+// stands: the account saw the JobSet end, so it does not take it for one not created yet
+// and go back to waiting for the child to exist (TargetsNotFound, AwaitingTermination).
+func TestChildNeverCreatedStaysSoOnceItsJobSetIsGone(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ttl  *int32 // nil: the test deletes the JobSet
+	}{
+		{name: "deleted by hand"},
+		// Long enough for the account to see the JobSet Failed before it goes: an account
+		// that never saw its JobSet still waits for it, by design.
+		{name: "deleted by its ttlSecondsAfterFinished", ttl: ptr.To(int32(5))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := framework.New(t)
+			h100Queue(f, "4")
+			prep := wrappers.MakeJob("", "").Indexed(1).Parallelism(1).GPU(1).BackoffLimit(0).Obj()
+			infer := wrappers.MakeReplicatedJob("infer").
+				Job(wrappers.MakeJob("", "").Indexed(2).Parallelism(2).GPU(1).BackoffLimit(0).Obj()).Obj()
+			infer.DependsOn = []jobset.DependsOn{{Name: "prep", Status: jobset.DependencyComplete}}
+			js := wrappers.MakeJobSet("pipe", f.Namespace).Queue("default").
+				ReplicatedJob(wrappers.MakeReplicatedJob("prep").Job(prep).Obj()).ReplicatedJob(infer).Obj()
+			js.Spec.TTLSecondsAfterFinished = tc.ttl
+			// Only the child never created is named: prep's child, observed, would tell the
+			// account its JobSet existed whatever became of it.
+			f.Create(wrappers.MakeBatchAccount("pipe", f.Namespace).ShardCount("s", 2).
+				AssignJobSet("pipe", "infer", 0, "0-1", "0-1").Obj())
+			f.Create(js)
+
+			p := childJob(t, f, "pipe-prep-0", "")
+			framework.RunningPods(t, p, 1)
+			framework.FinishIndexPod(t, p, 0, 1, "") // backoffLimit 0, no restarts: the JobSet fails
+			framework.WaitFor(t, js, framework.DefaultTimeout, "JobSet Failed", func(js *jobset.JobSet) bool {
+				return js.DeletionTimestamp != nil || apimeta.IsStatusConditionTrue(js.Status.Conditions, string(jobset.JobSetFailed))
+			})
+			const neverCreated = "jobset pipe infer[0] was never created and will not be"
+			ba := waitAccount(t, f, "pipe", "infer[0] never created", func(ba *v1alpha1.BatchAccount) bool {
+				c := apimeta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionShardsCovered)
+				return c != nil && strings.Contains(c.Message, neverCreated)
+			})
+			if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionTerminated, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted); !ok {
+				t.Fatalf("Terminated with infer[0] never created: %s; want False/TargetDeleted", state)
+			}
+			// The messages change with how the JobSet ended (Failed, then deleted): the
+			// statuses and reasons are the verdict.
+			verdict := func(ba *v1alpha1.BatchAccount) string {
+				var out []string
+				for _, typ := range []string{v1alpha1.ConditionTerminated, v1alpha1.ConditionAdmitted} {
+					if c := apimeta.FindStatusCondition(ba.Status.Conditions, typ); c != nil {
+						out = append(out, typ+"="+string(c.Status)+"/"+c.Reason)
+					} else {
+						out = append(out, typ+" absent")
+					}
+				}
+				return strings.Join(out, " ")
+			}
+			before := verdict(ba)
+
+			if tc.ttl == nil {
+				if err := f.Client.Delete(f.Ctx, js, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			framework.Eventually(t, framework.DefaultTimeout, "JobSet pipe gone", func() (bool, string, error) {
+				err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(js), &jobset.JobSet{})
+				return apierrors.IsNotFound(err), "still there", client.IgnoreNotFound(err)
+			})
+			// Until the account has observed the deletion, and past the unfound recheck (a
+			// reconcile with nothing else to wake it): the verdict must never go back to a
+			// wait.
+			observed := func(ba *v1alpha1.BatchAccount) bool {
+				c := apimeta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionShardsCovered)
+				return c != nil && strings.Contains(c.Message, neverCreated+" (its JobSet was deleted)")
+			}
+			settled, deadline := time.Now().Add(framework.UnfoundRecheck+5*time.Second), time.Now().Add(framework.DefaultTimeout)
+			for {
+				f.Get(ba)
+				if got := verdict(ba); got != before {
+					t.Fatalf("verdict after the JobSet was deleted: %s; want it to stay %s\n%s", got, before, framework.StatusYAML(ba))
+				}
+				if observed(ba) && time.Now().After(settled) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the JobSet's deletion not observed in %v\n%s", framework.DefaultTimeout, framework.StatusYAML(ba))
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			if tg := target(ba, "jobset/pipe/infer/0"); tg == nil || tg.UID != "" || !tg.OwnerEndedSeen {
+				t.Errorf("infer[0] target %+v; want no identity, ownerEndedSeen", tg)
+			}
+		})
 	}
 }
