@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -186,4 +187,77 @@ func joinFinalizers(f []string) string {
 		out += ", " + s
 	}
 	return out
+}
+
+// TestChildOfAReplacedJobSetIsReleased: a JobSet is deleted with background propagation
+// and applied again at once (as kubectl replace --force does) while its child runs, and
+// the child completes one more index than the account last recorded. The account now
+// follows the new JobSet's children only and never records the old child's end, so the
+// record finalizer must not hold it (for MaxHold, an hour): the old child goes within
+// seconds of the manager's start, the new JobSet creates the child of that name, and the
+// account follows it.
+//
+// The manager is stopped from the index's completion to the replacement so that the
+// account cannot record the old child's final indexes first, which would release it
+// anyway: the scenario is a replacement the account has not caught up with.
+func TestChildOfAReplacedJobSetIsReleased(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	makeJobSet := func() *jobset.JobSet {
+		worker := wrappers.MakeJob("", "").Indexed(3).Parallelism(3).GPU(1).BackoffLimit(0).Obj()
+		return wrappers.MakeJobSet("rep", f.Namespace).Queue("default").
+			ReplicatedJob(wrappers.MakeReplicatedJob("w").Job(worker).Obj()).Obj()
+	}
+	f.Create(wrappers.MakeBatchAccount("rep", f.Namespace).ShardCount("s", 3).AssignJobSet("rep", "w", 0, "0-2", "0-2").Obj())
+	waitAccount(t, f, "rep", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool { return len(ba.Status.Conditions) > 0 })
+	js := makeJobSet()
+	f.Create(js)
+	old := childJob(t, f, "rep-w-0", "")
+	framework.WaitFor(t, old, framework.DefaultTimeout, "held for its record", func(j *batchv1.Job) bool {
+		return slices.Contains(j.Finalizers, v1alpha1.RecordFinalizer)
+	})
+	framework.RunningPods(t, old, 3)
+	framework.FinishIndexPod(t, old, 0, 0, "")
+	waitAccount(t, f, "rep", "index 0 of the old child recorded", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "jobset/rep/w/0")
+		return tg != nil && tg.UID == old.UID && tg.CompletedIndexes == "0"
+	})
+
+	framework.StopBatchledger(t)
+	framework.FinishIndexPod(t, old, 1, 0, "")
+	framework.WaitFor(t, old, framework.DefaultTimeout, "old child counted index 1", func(j *batchv1.Job) bool { return j.Status.CompletedIndexes == "0,1" })
+	if err := f.Client.Delete(f.Ctx, js, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	replacement := makeJobSet()
+	framework.Eventually(t, framework.DefaultTimeout, "JobSet rep applied again", func() (bool, string, error) {
+		err := f.Client.Create(f.Ctx, replacement)
+		if apierrors.IsAlreadyExists(err) {
+			return false, "the old JobSet is still there", nil
+		}
+		return err == nil, "", err
+	})
+	// The garbage collector deletes the old child; the record finalizer keeps it.
+	framework.WaitFor(t, old, framework.DefaultTimeout, "old child deleted, held", func(j *batchv1.Job) bool { return j.DeletionTimestamp != nil })
+	framework.StartBatchledger(t)
+
+	started := time.Now()
+	framework.Eventually(t, 30*time.Second, "old child released and gone", func() (bool, string, error) {
+		var j batchv1.Job
+		err := f.Client.Get(f.Ctx, client.ObjectKeyFromObject(old), &j)
+		if err == nil && j.UID == old.UID {
+			return false, "still there, finalizers " + joinFinalizers(j.Finalizers), nil
+		}
+		return err == nil || apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
+	})
+	t.Logf("old child gone %v after the manager started", time.Since(started).Round(100*time.Millisecond))
+
+	child := childJob(t, f, "rep-w-0", old.UID)
+	if !metav1.IsControlledBy(child, replacement) {
+		t.Fatalf("child rep-w-0 %s is controlled by %v; want the replacement JobSet %s", child.UID, child.OwnerReferences, replacement.UID)
+	}
+	waitAccount(t, f, "rep", "the account follows the new child", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "jobset/rep/w/0")
+		return tg != nil && tg.UID == child.UID
+	})
 }
