@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
 
@@ -272,4 +273,39 @@ func applyWorkloadStatus(ctx context.Context, c client.Client, ac *kueueac.Workl
 		}
 	}
 	return c.Status().Update(ctx, &wl)
+}
+
+// sweptAndReconciled runs sweep until it has sent want objects, reconciles each as it
+// comes, fails the test on any more within a moment, and returns the keys sent, sorted.
+func sweptAndReconciled(t *testing.T, what string, want int, sweep func(context.Context, chan<- event.GenericEvent) error,
+	reconcile func(context.Context, ctrl.Request) (ctrl.Result, error)) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan event.GenericEvent)
+	done := make(chan error, 1)
+	go func() { done <- sweep(ctx, out) }()
+	var sent []string
+	for range want {
+		select {
+		case e := <-out:
+			key := client.ObjectKeyFromObject(e.Object)
+			sent = append(sent, key.String())
+			if res, err := reconcile(context.Background(), ctrl.Request{NamespacedName: key}); retried(res, err) {
+				t.Fatalf("reconcile(%s) = %+v, %v", key, res, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the sweep sent %v, want %d %s", sent, want, what)
+		}
+	}
+	select {
+	case e := <-out:
+		t.Errorf("the sweep also sent %s", client.ObjectKeyFromObject(e.Object))
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(sent)
+	return sent
 }

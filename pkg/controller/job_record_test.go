@@ -625,33 +625,7 @@ func TestSweepReleasesJobsUnlabelledWhileNoManagerLed(t *testing.T) {
 	cache := newFixture(t, hooks{}, labelled.DeepCopy())
 	r := &JobRecorder{Client: cacheOf{Client: live.c, cache: cache.c}, APIReader: live.c, Now: func() time.Time { return testNow }}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan event.GenericEvent)
-	done := make(chan error, 1)
-	go func() { done <- r.sweepOutOfScope(ctx, out) }()
-	var sent []string
-	for range 2 {
-		select {
-		case e := <-out:
-			key := client.ObjectKeyFromObject(e.Object)
-			sent = append(sent, key.String())
-			if res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); retried(res, err) {
-				t.Fatalf("Reconcile(%s) = %+v, %v", key, res, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("the sweep sent %v, want 2 Jobs", sent)
-		}
-	}
-	select {
-	case e := <-out:
-		t.Errorf("the sweep also sent %s", client.ObjectKeyFromObject(e.Object))
-	case <-time.After(100 * time.Millisecond):
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(sent)
+	sent := sweptAndReconciled(t, "Jobs", 2, r.sweepOutOfScope, r.Reconcile)
 	if want := []string{"ns/j", "other/k"}; !slices.Equal(sent, want) {
 		t.Errorf("sent %v, want %v", sent, want)
 	}

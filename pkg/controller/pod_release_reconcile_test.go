@@ -607,33 +607,7 @@ func TestSweepReleasesPodsThatLeftScopeWhileNoManagerLed(t *testing.T) {
 	live := newFixture(t, hooks{}, j, unlabelled, relabelled, inScope, free)
 	r := &PodReleaser{Client: live.c, APIReader: live.c, Recorder: live, Now: func() time.Time { return testNow }}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan event.GenericEvent)
-	done := make(chan error, 1)
-	go func() { done <- r.sweepOutOfScope(ctx, out) }()
-	var sent []string
-	for range 2 {
-		select {
-		case e := <-out:
-			key := client.ObjectKeyFromObject(e.Object)
-			sent = append(sent, key.String())
-			if res, err := r.ReleaseOutOfScope(context.Background(), ctrl.Request{NamespacedName: key}); retried(res, err) {
-				t.Fatalf("ReleaseOutOfScope(%s) = %+v, %v", key, res, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("the sweep sent %v, want 2 pods", sent)
-		}
-	}
-	select {
-	case e := <-out:
-		t.Errorf("the sweep also sent %s", client.ObjectKeyFromObject(e.Object))
-	case <-time.After(100 * time.Millisecond):
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(sent)
+	sent := sweptAndReconciled(t, "pods", 2, r.sweepOutOfScope, r.ReleaseOutOfScope)
 	if want := []string{"ns/unlabelled", "other/relabelled"}; !slices.Equal(sent, want) {
 		t.Errorf("sent %v, want %v", sent, want)
 	}
