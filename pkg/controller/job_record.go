@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -537,16 +538,26 @@ func sweepHeld(ctx context.Context, what string, list func(context.Context) ([]c
 // HeldOutOfScope are the Jobs the API server holds with the record finalizer and no
 // scope label, read in pages of their metadata alone, selected by the label's absence.
 func (r *JobRecorder) HeldOutOfScope(ctx context.Context) ([]client.ObjectKey, error) {
-	unscoped, err := labels.NewRequirement(v1alpha1.LabelScope, selection.DoesNotExist, nil)
+	return heldOutOfScope(ctx, r.APIReader, batchv1.SchemeGroupVersion.WithKind("Job"), v1alpha1.RecordFinalizer,
+		v1alpha1.LabelScope, selection.DoesNotExist)
+}
+
+// heldOutOfScope are the objects of kind the API server holds with finalizer whose labels
+// meet the requirement key op values: those a cache selecting by the scope label never
+// shows. Read through r in pages of their metadata alone (release.EachHeld), selected by
+// the API server, so a cluster's unscoped objects cost no transfer of their own.
+func heldOutOfScope(ctx context.Context, r client.Reader, kind schema.GroupVersionKind, finalizer string,
+	key string, op selection.Operator, values ...string) ([]client.ObjectKey, error) {
+	req, err := labels.NewRequirement(key, op, values)
 	if err != nil {
 		return nil, err
 	}
 	var out []client.ObjectKey
-	if _, err := release.EachHeld(ctx, r.APIReader, batchv1.SchemeGroupVersion.WithKind("Job"), []string{v1alpha1.RecordFinalizer},
-		func(job *metav1.PartialObjectMetadata, _ []string) {
-			out = append(out, client.ObjectKeyFromObject(job))
+	if _, err := release.EachHeld(ctx, r, kind, []string{finalizer},
+		func(obj *metav1.PartialObjectMetadata, _ []string) {
+			out = append(out, client.ObjectKeyFromObject(obj))
 		},
-		client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*unscoped)}); err != nil {
+		client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*req)}); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -639,3 +639,47 @@ func TestSweepReleasesJobsUnlabelledWhileNoManagerLed(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldOutOfScopeSelectsHeldObjectsOutsideTheCache: the start-up sweeps of the Job
+// recorder and the pod releaser list, through one helper, the objects their finalizer
+// holds that their cache does not show: Jobs without a scope label, pods without
+// scope=results. Objects not held, or in sight of the cache, are not listed.
+func TestHeldOutOfScopeSelectsHeldObjectsOutsideTheCache(t *testing.T) {
+	j := wrappers.MakeJob("j", "ns").Indexed(2).Obj()
+	pod := func(name string) *wrappers.PodWrapper { return wrappers.MakeIndexPod(j, name, 0).UID(name + "-uid") }
+	objs := []client.Object{
+		wrappers.MakeJob("unlabelled", "ns").Indexed(2).Finalizers(record).Obj(),
+		wrappers.MakeJob("coverage", "ns").Indexed(2).Finalizers(record).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj(),
+		wrappers.MakeJob("free", "ns").Indexed(2).Obj(),
+		wrappers.MakeJob("elsewhere", "other").Indexed(2).Finalizers("example.com/keep", record).Obj(),
+		pod("unlabelled").NoLabel(v1alpha1.LabelScope).Finalizers(v1alpha1.ResultFinalizer).Obj(),
+		pod("coverage").Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Finalizers(v1alpha1.ResultFinalizer).Obj(),
+		pod("results").Label(v1alpha1.LabelScope, v1alpha1.ScopeResults).Finalizers(v1alpha1.ResultFinalizer).Obj(),
+		pod("free").NoLabel(v1alpha1.LabelScope).Obj(),
+		pod("record-only").NoLabel(v1alpha1.LabelScope).Finalizers(record).Obj(),
+	}
+	c := fakeClient(t, objs...)
+	for _, tc := range []struct {
+		name string
+		list func(context.Context) ([]client.ObjectKey, error)
+		want []string
+	}{
+		{"Jobs held for their record without a scope label", (&JobRecorder{APIReader: c}).HeldOutOfScope, []string{"ns/unlabelled", "other/elsewhere"}},
+		{"pods held for their result outside the results scope", (&PodReleaser{APIReader: c}).HeldOutOfScope, []string{"ns/coverage", "ns/unlabelled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys, err := tc.list(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, k := range keys {
+				got = append(got, k.String())
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("listed %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

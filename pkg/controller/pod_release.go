@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -607,19 +606,8 @@ func (r *PodReleaser) sweepOutOfScope(ctx context.Context, out chan<- event.Gene
 // that do not carry LabelScope=ScopeResults, read in pages of their metadata alone,
 // selected by the label's absence or another value.
 func (r *PodReleaser) HeldOutOfScope(ctx context.Context) ([]client.ObjectKey, error) {
-	outside, err := labels.NewRequirement(v1alpha1.LabelScope, selection.NotIn, []string{v1alpha1.ScopeResults})
-	if err != nil {
-		return nil, err
-	}
-	var out []client.ObjectKey
-	if _, err := release.EachHeld(ctx, r.APIReader, corev1.SchemeGroupVersion.WithKind("Pod"), []string{v1alpha1.ResultFinalizer},
-		func(pod *metav1.PartialObjectMetadata, _ []string) {
-			out = append(out, client.ObjectKeyFromObject(pod))
-		},
-		client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*outside)}); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return heldOutOfScope(ctx, r.APIReader, corev1.SchemeGroupVersion.WithKind("Pod"), v1alpha1.ResultFinalizer,
+		v1alpha1.LabelScope, selection.NotIn, v1alpha1.ScopeResults)
 }
 
 // PodReleaseControllerName names the pod releaser's controller, its workqueue and
