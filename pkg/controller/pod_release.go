@@ -358,10 +358,16 @@ func (r *PodReleaser) unrecorded(ctx context.Context, pod *corev1.Pod, capturing
 }
 
 // namespaceDeleted is when the deletion of the namespace began, nil while it is not
-// being deleted. It is read from the cache of Namespaces' metadata (the deletion
-// timestamp is all a terminating namespace is told by); a namespace the cache does not
-// hold counts as not being deleted.
+// being deleted (NamespaceDeleted).
 func (r *PodReleaser) namespaceDeleted(ctx context.Context, name string) (*metav1.Time, error) {
+	return NamespaceDeleted(ctx, r.Client, name)
+}
+
+// NamespaceDeleted is when the deletion of the namespace name began, nil while it is not
+// being deleted. It is read through r from the cache of Namespaces' metadata (the
+// deletion timestamp is all a terminating namespace is told by; WatchNamespaceDeletions
+// watches the same); a namespace the cache does not hold counts as not being deleted.
+func NamespaceDeleted(ctx context.Context, r client.Reader, name string) (*metav1.Time, error) {
 	ns := namespaceMetadata()
 	if err := r.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -554,24 +560,39 @@ func deletionRequested(pod *corev1.Pod) time.Time {
 
 // SetupWithManager watches held pods, the result chunks that record them, account
 // deletions and spec changes that may leave pods held for nothing (accountReleasesPods),
-// and the start of a namespace's deletion (namespaceDeletionStarted), which bounds the
+// and the start of a namespace's deletion (WatchNamespaceDeletions), which bounds the
 // hold of its pods;
 // and, in a second controller (pod-release-out-of-scope, ReleaseOutOfScope), held pods
 // leaving the results scope.
 func (r *PodReleaser) SetupWithManager(mgr ctrl.Manager) error {
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(heldPodMayGo)).
 		Watches(&v1alpha1.ShardResults{}, r.chunkRecords()).
 		Watches(&v1alpha1.BatchAccount{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfAccount),
-			builder.WithPredicates(accountReleasesPods)).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.heldPodsOfNamespace),
-			builder.OnlyMetadata, builder.WithPredicates(namespaceDeletionStarted)).
-		Named(PodReleaseControllerName).
-		Complete(r)
-	if err != nil {
+			builder.WithPredicates(accountReleasesPods))
+	if err := r.WatchNamespaceDeletions(b).Named(PodReleaseControllerName).Complete(r); err != nil {
 		return err
 	}
 	return r.SetupOutOfScope(mgr, "pod-release-out-of-scope")
+}
+
+// WatchNamespaceDeletions adds to b, a controller reconciling held pods by their key
+// (the releaser, or the worker role's capture, which hands them to it), the watch that
+// wakes the held pods of a namespace whose deletion starts: NamespaceGrace bounds their
+// hold from then. The namespace controller's deletion of a pod wakes it too, but not a
+// pod deleted before (one that never finished, its kubelet silent): without this watch
+// it would keep the namespace until MaxHold after its deletion.
+func (r *PodReleaser) WatchNamespaceDeletions(b *builder.Builder) *builder.Builder {
+	return WatchNamespaceDeletions(b, r.heldPodsOfNamespace)
+}
+
+// WatchNamespaceDeletions adds to b the watch of Namespaces (their metadata: the cache
+// NamespaceDeleted reads) whose deletion starts (namespaceDeletionStarted), each mapped by
+// heldOf to the objects a finalizer of batchledger holds in it, so that their hold is
+// judged again under the namespace's rules at once rather than at its next requeue.
+func WatchNamespaceDeletions(b *builder.Builder, heldOf handler.MapFunc) *builder.Builder {
+	return b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(heldOf),
+		builder.OnlyMetadata, builder.WithPredicates(namespaceDeletionStarted))
 }
 
 // SetupOutOfScope registers the controller name that releases held pods leaving the

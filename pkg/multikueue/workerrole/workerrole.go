@@ -131,6 +131,13 @@ func (c *Capture) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	var recordErr error
 	if pod.Status.Phase == corev1.PodSucceeded {
 		recordErr = c.record(ctx, &pod)
+		if apierrors.HasStatusCause(recordErr, corev1.NamespaceTerminatingCause) {
+			// No record can be created in a namespace being deleted: retried, the error
+			// would hold the pod for the queue's backoff (minutes after many failures)
+			// rather than the releaser's NamespaceGrace.
+			ctrl.LoggerFrom(ctx).Info("no record of a result in a namespace being deleted", "workload", dispatchedFor(&pod))
+			recordErr = nil
+		}
 	}
 	// Released or not, by the releaser's rules: a record that cannot be written never
 	// holds the pod past MaxHold.
@@ -219,16 +226,16 @@ func (c *Capture) now() time.Time {
 	return time.Now()
 }
 
-// SetupWithManager watches held pods and the records that let them go (worker-capture),
-// held pods leaving the results scope, also while the worker role was down (the
-// releaser's SetupOutOfScope), and the records' retention (worker-result-retention).
+// SetupWithManager watches held pods, the records that let them go and the start of a
+// namespace's deletion, which bounds the hold of its pods (the releaser's
+// WatchNamespaceDeletions) (worker-capture); held pods leaving the results scope, also
+// while the worker role was down (the releaser's SetupOutOfScope); and the records'
+// retention (worker-result-retention).
 func (c *Capture) SetupWithManager(mgr ctrl.Manager) error {
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(held))).
-		Watches(&v1alpha1.WorkerResult{}, handler.EnqueueRequestsFromMapFunc(recordedPod)).
-		Named("worker-capture").
-		Complete(c)
-	if err != nil {
+		Watches(&v1alpha1.WorkerResult{}, handler.EnqueueRequestsFromMapFunc(recordedPod))
+	if err := c.Releaser.WatchNamespaceDeletions(b).Named("worker-capture").Complete(c); err != nil {
 		return err
 	}
 	if err := c.Releaser.SetupOutOfScope(mgr, "worker-release-out-of-scope"); err != nil {

@@ -154,6 +154,44 @@ func TestHoldNeverOutlivesMaxHold(t *testing.T) {
 	}
 }
 
+// TestCaptureInANamespaceBeingDeleted: in a namespace being deleted, where the API server
+// refuses every new record (NamespaceLifecycle), a succeeded pod's record that cannot be
+// created is no error to retry: the releaser holds the pod NamespaceGrace, then lets it
+// go. Retried instead, the pod would wait for the queue's backoff, minutes once its
+// record had failed many times, and keep the namespace meanwhile. A record refused in a
+// live namespace is still retried.
+func TestCaptureInANamespaceBeingDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ns        *corev1.Namespace
+		wantErr   bool
+		wantAfter time.Duration
+	}{
+		{name: "namespace being deleted: held for the grace, not retried",
+			ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Finalizers: []string{"example.com/keep"},
+				DeletionTimestamp: &metav1.Time{Time: testNow.Add(-time.Second)}}},
+			wantAfter: controller.DefaultNamespaceGrace},
+		{name: "namespace live: the refused record retried",
+			ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := heldPod(copyOfJ().Obj()).Succeeded(testNow.Add(-time.Minute), `{"version":"batchledger.dev/v1"}`).Obj()
+			c, cl := newCapture([]client.Object{copyOfJ().Obj(), tc.ns, pod}, refusedRecords)
+			res, err := c.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reconcile error = %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && res.RequeueAfter != tc.wantAfter {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantAfter)
+			}
+			var got corev1.Pod
+			if err := cl.Get(context.Background(), client.ObjectKeyFromObject(pod), &got); err != nil || !slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer) {
+				t.Errorf("pod released (%v), want it held for its record", err)
+			}
+		})
+	}
+}
+
 // TestRecordOfAnotherPodDoesNotRelease: a record named by the pod's UID but of another
 // pod (forged by hand) does not let the pod go.
 func TestRecordOfAnotherPodDoesNotRelease(t *testing.T) {
