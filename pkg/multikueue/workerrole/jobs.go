@@ -151,6 +151,10 @@ type JobRecorder struct {
 	// MaxHold bounds how long a deleted Job is kept for its record (the pods' MaxHold; 0:
 	// controller.DefaultMaxResultHold, as for the pods, never no hold at all).
 	MaxHold time.Duration
+	// NamespaceGrace bounds, once its namespace is being deleted, how long a deleted Job
+	// whose record cannot be written is kept, from the namespace's deletion (the pods'
+	// NamespaceGrace; 0: controller.DefaultNamespaceGrace).
+	NamespaceGrace time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 }
@@ -188,12 +192,28 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	done := recordErr == nil && (!ok || unrecordable || terminal(&job) || job.DeletionTimestamp != nil)
 	if !done && job.DeletionTimestamp != nil {
-		// A record that cannot be written holds a deleted Job no longer than MaxHold.
-		left := cmp.Or(r.MaxHold, controller.DefaultMaxResultHold) - r.now().Sub(job.DeletionTimestamp.Time)
-		if left > 0 {
-			return ctrl.Result{RequeueAfter: left}, recordErr
+		nsDeleted, err := controller.NamespaceDeleted(ctx, r.Client, job.Namespace)
+		if err != nil {
+			return ctrl.Result{}, errors.Join(recordErr, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("releasing a deleted Job unrecorded: MaxHold passed", "error", recordErr)
+		if nsDeleted != nil {
+			// A record that cannot be written holds a deleted Job of a namespace being
+			// deleted no longer than NamespaceGrace from the deletion's start, as the
+			// pods, so that the namespace is never held. The record is tried again then,
+			// not after the queue's backoff, which after many failures is minutes.
+			if left := cmp.Or(r.NamespaceGrace, controller.DefaultNamespaceGrace) - r.now().Sub(nsDeleted.Time); left > 0 {
+				ctrl.LoggerFrom(ctx).Error(recordErr, "recording a Job in a namespace being deleted")
+				return ctrl.Result{RequeueAfter: left}, nil
+			}
+			ctrl.LoggerFrom(ctx).Info("releasing a deleted Job unrecorded: its namespace is being deleted", "error", recordErr)
+		} else {
+			// A record that cannot be written holds a deleted Job no longer than MaxHold.
+			left := cmp.Or(r.MaxHold, controller.DefaultMaxResultHold) - r.now().Sub(job.DeletionTimestamp.Time)
+			if left > 0 {
+				return ctrl.Result{RequeueAfter: left}, recordErr
+			}
+			ctrl.LoggerFrom(ctx).Info("releasing a deleted Job unrecorded: MaxHold passed", "error", recordErr)
+		}
 		done = true
 	}
 	if !done {
@@ -253,20 +273,36 @@ func holdsJob(o metav1.Object) bool {
 	return slices.Contains(o.GetFinalizers(), v1alpha1.WorkerJobFinalizer)
 }
 
-// SetupWithManager watches the JobSets' child Jobs (worker-job-record) and the WorkerJobs'
+// SetupWithManager watches the JobSets' child Jobs and the start of a namespace's
+// deletion, which bounds the hold of its Jobs (worker-job-record); and the WorkerJobs'
 // retention (worker-job-retention, given retention).
 func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager, expire reconcile.Func) error {
-	err := ctrl.NewControllerManagedBy(mgr).
-		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return jobset.IsChild(o) }))).
-		Named("worker-job-record").
-		Complete(r)
-	if err != nil {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return jobset.IsChild(o) })))
+	if err := controller.WatchNamespaceDeletions(b, r.heldJobsOfNamespace).Named("worker-job-record").Complete(r); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.WorkerJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("worker-job-retention").
 		Complete(expire)
+}
+
+// heldJobsOfNamespace wakes the Jobs the worker role holds in a namespace (its
+// deletion started: WatchNamespaceDeletions).
+func (r *JobRecorder) heldJobsOfNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var jobs batchv1.JobList
+	if err := r.List(ctx, &jobs, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the held Jobs of a namespace being deleted")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range jobs.Items {
+		if holdsJob(&jobs.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
+		}
+	}
+	return reqs
 }
 
 // JobHolder is the worker role's Job webhook (JobMutatePath; config/worker): it puts

@@ -72,6 +72,11 @@ func unscoped(job *batchv1.Job) *batchv1.Job {
 	return job
 }
 
+// namespaceDeleted is namespace ns, its deletion started at t.
+func namespaceDeleted(t time.Time) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Finalizers: []string{"example.com/keep"}, DeletionTimestamp: &metav1.Time{Time: t}}}
+}
+
 func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorder, client.Client) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	return &JobRecorder{Client: c, MaxHold: maxHold, Now: func() time.Time { return testNow }}, c
@@ -82,8 +87,10 @@ func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorde
 // in the JobSet and its status; a record that says the same is not written again, one
 // that differs is updated; the worker role's finalizer stays while the Job runs and goes
 // once its terminal status or its deletion is recorded, or MaxHold after its deletion
-// when the record cannot be written, at once when its namespace is being deleted (no
-// record can be created there); a child of a JobSet MultiKueue did not dispatch, or
+// when the record cannot be written, at once when its namespace is being deleted and
+// the record cannot be created there, and NamespaceGrace after the namespace's deletion
+// started when it cannot be written for another reason (retried meanwhile without the
+// queue's backoff); a child of a JobSet MultiKueue did not dispatch, or
 // of another JobSet of the same name (UID), is not recorded and not held.
 func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 	refuse := interceptor.Funcs{
@@ -147,6 +154,14 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 			wantHeld: true, wantErr: true},
 		"deleted, record refused: released past MaxHold": {objs: []client.Object{copyOfJS().Obj()}, funcs: refuse,
 			job:     child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-maxHold - time.Second)).Obj(),
+			wantErr: true},
+		"deleted, record refused, namespace being deleted: held within the grace, not retried": {
+			objs: []client.Object{copyOfJS().Obj(), namespaceDeleted(testNow.Add(-time.Second))}, funcs: refuse,
+			job:      child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-time.Minute)).Obj(),
+			wantHeld: true},
+		"deleted, record refused, namespace being deleted past the grace: released": {
+			objs: []client.Object{copyOfJS().Obj(), namespaceDeleted(testNow.Add(-controller.DefaultNamespaceGrace - time.Second))}, funcs: refuse,
+			job:     child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-time.Minute)).Obj(),
 			wantErr: true},
 		"deleted with its namespace, record refused: released at once": {objs: []client.Object{copyOfJS().Obj()}, funcs: terminating,
 			job: child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj()},

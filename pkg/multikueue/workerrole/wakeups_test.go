@@ -57,7 +57,7 @@ func startWorkerRole(t *testing.T, c client.Client, grace time.Duration) *fakeIn
 	if err := capture.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	jobs := &JobRecorder{Client: c}
+	jobs := &JobRecorder{Client: c, NamespaceGrace: grace}
 	if err := jobs.SetupWithManager(mgr, capture.ExpireJobs); err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +172,10 @@ var refusedRecords = interceptor.Funcs{
 
 // TestWorkerRoleWakesWhatItHolds: the worker role's controllers are woken by the events
 // that may let a held object go, as the manager's are. The start of a namespace's
-// deletion wakes the pods held there, whose hold it bounds: a pod deleted before it
-// finished (its kubelet silent), or whose record cannot be written, sends no event of its
-// own when its namespace goes, and would keep the namespace for MaxHold (24h) after its
-// deletion.
+// deletion wakes the pods and Jobs held there, whose hold it bounds: a pod deleted before
+// it finished (its kubelet silent) or a deleted Job whose record cannot be written sends
+// no event of its own when its namespace goes, and would keep the namespace for MaxHold
+// (24h) after its deletion.
 func TestWorkerRoleWakesWhatItHolds(t *testing.T) {
 	now := time.Now()
 	live := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
@@ -184,6 +184,8 @@ func TestWorkerRoleWakesWhatItHolds(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	nsDeleting := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Finalizers: []string{"example.com/keep"},
 		DeletionTimestamp: &metav1.Time{Time: now}}}
+	heldChild := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).
+		Annotation(v1alpha1.AnnotationWorkload, "jobset-js-f2331").Deleting(now.Add(-time.Hour))
 	for _, tc := range []struct {
 		name string
 		// objs are what the API server holds; held is the one expected let go.
@@ -203,6 +205,12 @@ func TestWorkerRoleWakesWhatItHolds(t *testing.T) {
 			name: "a succeeded pod whose record cannot be written, its namespace's deletion starting",
 			objs: []client.Object{nsDeleting},
 			held: heldPod(copyOfJ().Obj()).Succeeded(now.Add(-time.Hour), `{"version":"batchledger.dev/v1"}`).Deleting(now.Add(-time.Hour)).Obj(),
+			like: live, old: live, new: deleting,
+		},
+		{
+			name: "a deleted Job whose record cannot be written, its namespace's deletion starting",
+			objs: []client.Object{nsDeleting, copyOfJS().Obj()},
+			held: heldChild.Obj(),
 			like: live, old: live, new: deleting,
 		},
 	} {
