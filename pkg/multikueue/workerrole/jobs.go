@@ -273,12 +273,13 @@ func holdsJob(o metav1.Object) bool {
 	return slices.Contains(o.GetFinalizers(), v1alpha1.WorkerJobFinalizer)
 }
 
-// SetupWithManager watches the JobSets' child Jobs and the start of a namespace's
-// deletion, which bounds the hold of its Jobs (worker-job-record); and the WorkerJobs'
-// retention (worker-job-retention, given retention).
+// SetupWithManager watches the JobSets' child Jobs and the Jobs it holds (childOrHeld),
+// and the start of a namespace's deletion, which bounds the hold of its Jobs
+// (worker-job-record); and the WorkerJobs' retention (worker-job-retention, given
+// retention).
 func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager, expire reconcile.Func) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&batchv1.Job{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return jobset.IsChild(o) })))
+		For(&batchv1.Job{}, builder.WithPredicates(childOrHeld))
 	if err := controller.WatchNamespaceDeletions(b, r.heldJobsOfNamespace).Named("worker-job-record").Complete(r); err != nil {
 		return err
 	}
@@ -287,6 +288,12 @@ func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager, expire reconcile.Func) 
 		Named("worker-job-retention").
 		Complete(expire)
 }
+
+// childOrHeld passes the events of JobSets' child Jobs, and of any Job the worker role
+// holds: a held Job whose JobSet labels or owner reference were changed is no child any
+// more (jobset.IsChild), and were its events dropped, nothing would ever let it go
+// (Reconcile releases it: no record names such a Job).
+var childOrHeld = predicate.NewPredicateFuncs(func(o client.Object) bool { return jobset.IsChild(o) || holdsJob(o) })
 
 // heldJobsOfNamespace wakes the Jobs the worker role holds in a namespace (its
 // deletion started: WatchNamespaceDeletions).

@@ -177,6 +177,13 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantWrites: 1},
 		"child of a dispatched JobSet no account named": {objs: []client.Object{copyOfJS().Obj()},
 			job: unscoped(child(copyOfJS().Obj(), 2).Completed("0,2", 2).Obj())},
+		"held, no child any more (its JobSet labels taken off): released unrecorded": {objs: []client.Object{copyOfJS().Obj()},
+			job: func() *batchv1.Job {
+				j := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Annotation(v1alpha1.AnnotationWorkload, "jobset-js-f2331").
+					Deleting(testNow.Add(-time.Minute)).Obj()
+				delete(j.Labels, jobsetapi.JobSetNameKey)
+				return j
+			}()},
 		"child of another JobSet of the name": {objs: []client.Object{copyOfJS().Obj()},
 			job: child(otherJS, 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("1", 1).Obj()},
 	} {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -175,7 +176,8 @@ var refusedRecords = interceptor.Funcs{
 // deletion wakes the pods and Jobs held there, whose hold it bounds: a pod deleted before
 // it finished (its kubelet silent) or a deleted Job whose record cannot be written sends
 // no event of its own when its namespace goes, and would keep the namespace for MaxHold
-// (24h) after its deletion.
+// (24h) after its deletion. A held Job whose JobSet labels were taken off is still
+// watched, and let go.
 func TestWorkerRoleWakesWhatItHolds(t *testing.T) {
 	now := time.Now()
 	live := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
@@ -184,8 +186,13 @@ func TestWorkerRoleWakesWhatItHolds(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	nsDeleting := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Finalizers: []string{"example.com/keep"},
 		DeletionTimestamp: &metav1.Time{Time: now}}}
+	nsLive := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
 	heldChild := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).
 		Annotation(v1alpha1.AnnotationWorkload, "jobset-js-f2331").Deleting(now.Add(-time.Hour))
+	relabelled := heldChild.Obj()
+	for _, l := range []string{"jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name"} {
+		delete(relabelled.Labels, l)
+	}
 	for _, tc := range []struct {
 		name string
 		// objs are what the API server holds; held is the one expected let go.
@@ -212,6 +219,12 @@ func TestWorkerRoleWakesWhatItHolds(t *testing.T) {
 			objs: []client.Object{nsDeleting, copyOfJS().Obj()},
 			held: heldChild.Obj(),
 			like: live, old: live, new: deleting,
+		},
+		{
+			name: "a deleted Job whose JobSet labels were taken off",
+			objs: []client.Object{nsLive, copyOfJS().Obj()},
+			held: relabelled,
+			like: &batchv1.Job{}, old: relabelled, new: relabelled,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
