@@ -238,7 +238,7 @@ func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKe
 
 // pendingAccounts are the names of the live accounts naming job that have not recorded
 // its end (recordsEnd), and of those a short form declares for it that are still to
-// come (relations.ShortFormPending), with how soon the first of these stops being
+// come (relations.ShortFormPending; none in a namespace being deleted), with how soon the first of these stops being
 // waited for (0: none is waited for). For a Job being deleted, an account counts only if
 // it observes the Job (observes): holding a Job for a record never written serves no
 // one.
@@ -279,6 +279,12 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 			r.started = r.now()
 		}
 	})
+	// No account can be created in a namespace being deleted (the API server refuses it):
+	// one a short form declares is not coming, and waiting ShortFormWait for it would
+	// keep the namespace.
+	if nsDeleted, err := NamespaceDeleted(ctx, r.Client, job.Namespace); err != nil || nsDeleted != nil {
+		return pending, 0, err
+	}
 	declared, recheck, err := relations.ShortFormPending(ctx, r.Client, job.Namespace, relations.JobTargets(job), r.ShortFormTTL, r.now(), r.started)
 	if err != nil {
 		return nil, 0, err

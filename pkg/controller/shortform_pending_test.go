@@ -75,21 +75,42 @@ func TestPodOfAShortFormHeldUntilItsAccountExists(t *testing.T) {
 
 // TestShortFormJobRecordHeldUntilItsAccountExists: a short-form Job deleted before the
 // controller created the declared account keeps its record finalizer, so that the
-// account, once created, records its end.
+// account, once created, records its end. In a namespace being deleted, where the API
+// server refuses the account's creation, nothing is to come: the Job goes at once rather
+// than keep the namespace for relations.ShortFormWait.
 func TestShortFormJobRecordHeldUntilItsAccountExists(t *testing.T) {
-	j := shortFormResultsJob().Finalizers(foreground, v1alpha1.RecordFinalizer).Completed("0,1", 2).
-		Complete(testNow.Add(-time.Minute)).Deleting(testNow.Add(-time.Minute)).Obj()
-	f := newFixture(t, hooks{}, j)
-	r := &JobRecorder{Client: f.c, Recorder: f, ShortFormTTL: DefaultShortFormTTL, Now: func() time.Time { return testNow }}
-	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(j)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got batchv1.Job
-	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(j), &got); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(got.Finalizers, v1alpha1.RecordFinalizer) || res.RequeueAfter <= 0 {
-		t.Errorf("finalizers %v, requeue after %s; want the record held, looked at again within MaxHold", got.Finalizers, res.RequeueAfter)
+	for _, tc := range []struct {
+		name     string
+		ns       *corev1.Namespace
+		wantHeld bool
+	}{
+		{name: "namespace live: held for the account", ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, wantHeld: true},
+		{name: "no Namespace in the cache: held for the account", wantHeld: true},
+		{name: "namespace being deleted: no account can come, released",
+			ns: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Finalizers: []string{"example.com/keep"},
+				DeletionTimestamp: &metav1.Time{Time: testNow.Add(-time.Second)}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := shortFormResultsJob().Finalizers(foreground, v1alpha1.RecordFinalizer).Completed("0,1", 2).
+				Complete(testNow.Add(-time.Minute)).Deleting(testNow.Add(-time.Minute)).Obj()
+			objs := []client.Object{j}
+			if tc.ns != nil {
+				objs = append(objs, tc.ns)
+			}
+			f := newFixture(t, hooks{}, objs...)
+			r := &JobRecorder{Client: f.c, Recorder: f, ShortFormTTL: DefaultShortFormTTL, Now: func() time.Time { return testNow }}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(j)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got batchv1.Job
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(j), &got); err != nil {
+				t.Fatal(err)
+			}
+			held := slices.Contains(got.Finalizers, v1alpha1.RecordFinalizer)
+			if held != tc.wantHeld || held && res.RequeueAfter <= 0 {
+				t.Errorf("finalizers %v, requeue after %s; want held %v (looked at again within MaxHold)", got.Finalizers, res.RequeueAfter, tc.wantHeld)
+			}
+		})
 	}
 }
