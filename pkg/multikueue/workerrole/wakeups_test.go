@@ -236,7 +236,7 @@ func TestWorkerRoleWakesWhatItHolds(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Sent until the object is let go: the controllers may not listen yet.
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(10 * time.Second)
 			for ; time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 				inf.Update(tc.old, tc.new)
 				obj := tc.held.DeepCopyObject().(client.Object)
@@ -247,7 +247,7 @@ func TestWorkerRoleWakesWhatItHolds(t *testing.T) {
 					return
 				}
 			}
-			t.Errorf("%s still held 5s after the event", client.ObjectKeyFromObject(tc.held))
+			t.Errorf("%s still held 10s after the event", client.ObjectKeyFromObject(tc.held))
 		})
 	}
 }
