@@ -238,8 +238,8 @@ func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKe
 
 // pendingAccounts are the names of the live accounts naming job that have not recorded
 // its end (recordsEnd), and of those a short form declares for it that are still to
-// come (relations.ShortFormPending; none in a namespace being deleted), with how soon the first of these stops being
-// waited for (0: none is waited for). For a Job being deleted, an account counts only if
+// come (relations.ShortFormPending; none in a namespace being deleted), with how soon
+// the first of these stops being waited for (0: none is waited for). For a Job being deleted, an account counts only if
 // it observes the Job (observes): holding a Job for a record never written serves no
 // one.
 func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, time.Duration, error) {
