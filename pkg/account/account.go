@@ -1188,14 +1188,19 @@ func elsewhere(states []*targetState) string {
 }
 
 // workerProblems says, for each target whose results its worker cluster's records would
-// give, why they cannot be read there ("; results of job j <relation> worker-a: ...");
-// "" when there is no such problem.
+// give, why they cannot be read there ("; results of job j <relation> worker-a: ...", or
+// "; results of job j: ..." when no worker is known); "" when there is no such problem.
 func workerProblems(states []*targetState, relation string) string {
 	var out string
 	for _, ts := range states {
-		if w := ts.obs.Workload; w != nil && ts.obs.ResultsOnWorker && ts.obs.WorkerProblem != "" {
-			out += "; results of " + v1alpha1.TargetKey(ts.key).Describe() + " " + relation + " " + w.Cluster + ": " + ts.obs.WorkerProblem
+		if !ts.obs.ResultsOnWorker || ts.obs.WorkerProblem == "" {
+			continue
 		}
+		where := ""
+		if w := ts.obs.Workload; w != nil && w.Cluster != "" {
+			where = " " + relation + " " + w.Cluster
+		}
+		out += "; results of " + v1alpha1.TargetKey(ts.key).Describe() + where + ": " + ts.obs.WorkerProblem
 	}
 	return out
 }

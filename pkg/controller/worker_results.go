@@ -181,10 +181,26 @@ func (r *Reconciler) observeWorker(ctx context.Context, ba *v1alpha1.BatchAccoun
 		return nil
 	}
 	cluster, workload := o.retainedOn[0], o.retainedOn[1]
-	if o.workload != nil {
+	switch {
+	case o.workload != nil:
 		cluster, workload = multikueue.Cluster(o.workload), o.workload.Name
+	case cluster == "":
+		// Its Workload is gone (Kueue's retention of a finished one, a cleanup): the
+		// worker is the one of the admission of this identity on record, as for a Job
+		// deleted (deletedDispatch).
+		cluster, workload = admittedOn(ba, t.Key, o.job.UID)
+		if cluster == "" && jobTerminal(o.job) != "" {
+			// None on record (the account came, or the controller was back, after the
+			// Workload was gone): a worker's records count only for a Workload admitted
+			// there, so none can be read, and the Job, terminated, gets no new Workload.
+			// Its results are lost (MissingResult, for repair to re-run) rather than
+			// pending forever; those recorded before stay.
+			o.obs.ResultsOnWorker, o.obs.WorkerProblem, o.obs.PodsListed = true, unknownWorker, true
+			return nil
+		}
 	}
 	if cluster == "" {
+		// Not dispatched yet, or a Job still running whose Workload Kueue creates again.
 		return nil
 	}
 	o.obs.ResultsOnWorker = true
@@ -230,18 +246,44 @@ func deletedDispatch(ba *v1alpha1.BatchAccount, t account.Target, o observed) (r
 		return recordedDispatch{}, false
 	}
 	s := &ba.Status.Targets[i]
-	d := recordedDispatch{TargetStatus: s, cluster: observedCluster(s)}
-	if n := len(s.Admissions); n > 0 && s.Admissions[n-1].Cluster == d.cluster {
-		d.workload = s.Admissions[n-1].Workload
-	} else if s.Workload != nil {
-		d.workload = s.Workload.Name
-	}
+	d := recordedDispatch{TargetStatus: s}
+	d.cluster, d.workload = lastAdmission(s)
 	return d, d.cluster != "" && d.workload != ""
+}
+
+// lastAdmission is the worker and the Workload name of the last admission s records
+// (the Workload as last observed when its admissions were left out); "" when it
+// records none on a worker.
+func lastAdmission(s *v1alpha1.TargetStatus) (cluster, workload string) {
+	cluster = observedCluster(s)
+	if n := len(s.Admissions); n > 0 && s.Admissions[n-1].Cluster == cluster {
+		workload = s.Admissions[n-1].Workload
+	} else if s.Workload != nil {
+		workload = s.Workload.Name
+	}
+	if workload == "" {
+		return "", ""
+	}
+	return cluster, workload
+}
+
+// admittedOn is lastAdmission of target key's status when it is of the identity uid;
+// "" when the account recorded none of it.
+func admittedOn(ba *v1alpha1.BatchAccount, key string, uid types.UID) (cluster, workload string) {
+	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == key })
+	if i < 0 || ba.Status.Targets[i].UID != uid {
+		return "", ""
+	}
+	return lastAdmission(&ba.Status.Targets[i])
 }
 
 // unstampedCopy is the worker problem of a dispatched Job whose template does not carry
 // the results scope: its copy on the worker does not either.
 const unstampedCopy = "its copy there was made before an account required its results, so its pods are not held there and no result of them is recorded"
+
+// unknownWorker is the worker problem of a terminated dispatched Job whose Workload is
+// gone with no admission on record: no worker's records can be taken for its results.
+const unknownWorker = "its Workload was deleted before batchledger observed which MultiKueue worker cluster admitted it, so no result recorded on a worker can be read as this Job's"
 
 // observeDispatchedChild observes a child target of a JobSet (or TrainJob) MultiKueue
 // dispatched, which has no Job on the manager: from the WorkerJobs of the workers its
@@ -477,7 +519,8 @@ const noWorkerReader = "batchledger reads no worker cluster (the manager runs wi
 // so that its message follows the worker's state.
 func pendingOnWorker(ba *v1alpha1.BatchAccount, seen map[string]observed) bool {
 	for _, o := range seen {
-		if o.obs.ResultsOnWorker && (ba.Spec.RequiresResults() || unreadChild(o)) {
+		// No worker's state changes what an unknown worker means (unknownWorker).
+		if o.obs.ResultsOnWorker && o.obs.WorkerProblem != unknownWorker && (ba.Spec.RequiresResults() || unreadChild(o)) {
 			return true
 		}
 	}

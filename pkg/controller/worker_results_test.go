@@ -293,3 +293,95 @@ func TestDeletedDispatchedOwnerResultsStillRead(t *testing.T) {
 		})
 	}
 }
+
+// TestDispatchedJobWithoutItsWorkload: the manager's Workload of a dispatched Job is
+// deleted (Kueue's retention of a finished Workload, a cleanup) while the Job stays. The
+// worker a Workload was admitted to is known only from the Workload or an admission the
+// account recorded: with one on record the results are read from that worker as before;
+// with none (the account was created, or the controller was down, until the Workload was
+// gone) no worker's records can be trusted as the Job's, so once the Job terminated its
+// shards without a recorded result count as MissingResult, said why, instead of waiting
+// forever. A Job still running waits: Kueue gives it a new Workload. Results recorded
+// before stay accepted.
+func TestDispatchedJobWithoutItsWorkload(t *testing.T) {
+	msg := func(shard string) string { return reportOf(t, shard) }
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	both := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+		records: map[string][]v1alpha1.WorkerResult{"worker-a": {workerRecord("job-j", 0, msg("A")), workerRecord("job-j", 1, msg("B"))}}}
+	for _, tc := range []struct {
+		name string
+		// admittedOn is the worker of the admission on record; none when "".
+		admittedOn string
+		// recorded are the results the account recorded before (by index).
+		recorded     []int
+		running      bool
+		workers      fakeWorkers
+		wantAccepted string
+		wantMessage  string
+		wantResults  int32
+	}{
+		{name: "no admission on record: the terminated Job's results are lost, said why", workers: both,
+			wantAccepted: "False MissingResult", wantMessage: "results of job j: " + unknownWorker},
+		{name: "no admission on record, no worker answering: lost all the same",
+			workers:      fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, UnreachableSince: testNow, Err: "connection refused"}}},
+			wantAccepted: "False MissingResult", wantMessage: unknownWorker},
+		{name: "one result recorded before, then no kubeconfig for worker-a: it stays, the other is lost", admittedOn: "worker-a",
+			recorded: []int{0}, workers: fakeWorkers{},
+			wantAccepted: "False MissingResult", wantMessage: "1/2 shard results accepted", wantResults: 1},
+		{name: "no admission on record, still running: waits for its next Workload", workers: both, running: true,
+			wantAccepted: "False ShardsMissing"},
+		{name: "admitted to worker-a on record: its results are read there", admittedOn: "worker-a", workers: both,
+			wantAccepted: "True Accepted", wantResults: 2},
+		{name: "admitted to worker-a on record, no kubeconfig for it: lost, as with its Workload", admittedOn: "worker-a",
+			workers:      fakeWorkers{},
+			wantAccepted: "False MissingResult", wantMessage: "results of job j: batchledger has no kubeconfig for worker-a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy)
+			if !tc.running {
+				j = j.Completed("0-1", 2).Complete(testNow)
+			}
+			job := j.Obj()
+			acct := accountOfJ().Revisions("D", "m").RequireResults("")
+			if tc.admittedOn != "" {
+				acct = acct.TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: job.UID, Found: true,
+					Admissions: []v1alpha1.Admission{{Workload: "job-j", ClusterQueue: "gpu", Cluster: tc.admittedOn}}})
+			}
+			f := newFixture(t, hooks{}, acct.Obj(), job)
+			r := f.reconciler()
+			if len(tc.recorded) > 0 {
+				// Recorded while the Workload was there: read once from worker-a.
+				wl := workloadOfJ(job).DispatchedTo("worker-a").Obj()
+				if err := f.c.Create(context.Background(), wl); err != nil {
+					t.Fatal(err)
+				}
+				var recs []v1alpha1.WorkerResult
+				for _, i := range tc.recorded {
+					recs = append(recs, both.records["worker-a"][i])
+				}
+				r.WorkerResults = fakeWorkers{states: both.states, records: map[string][]v1alpha1.WorkerResult{"worker-a": recs}}
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.c.Delete(context.Background(), wl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.WorkerResults = tc.workers
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+				t.Fatal(err)
+			}
+			st := f.account(t, "acct").Status
+			c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted)
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted {
+				t.Errorf("Accepted = %q, want %q (%s)", got, tc.wantAccepted, c.Message)
+			}
+			if !strings.Contains(c.Message, tc.wantMessage) {
+				t.Errorf("ResultsAccepted message %q, want it to say %q", c.Message, tc.wantMessage)
+			}
+			if st.Results.Recorded != tc.wantResults {
+				t.Errorf("recorded %d results, want %d", st.Results.Recorded, tc.wantResults)
+			}
+		})
+	}
+}
