@@ -74,6 +74,18 @@ func ReplicatedJobScope(ctx context.Context, c client.Reader, js metav1.Object, 
 	return scope, nil
 }
 
+// JobSetOwnerKeys are the index keys of the objects whose targets name js's children
+// (kinds.JobSetRenderer): the JobSet itself, and the TrainJob that renders it. The
+// accounts naming one of them account js's children.
+func JobSetOwnerKeys(js metav1.Object) []IndexKey {
+	owners := jobSetOwners(js)
+	keys := make([]IndexKey, 0, len(owners))
+	for _, o := range owners {
+		keys = append(keys, kinds.Key(o.kind.Name(), o.name))
+	}
+	return keys
+}
+
 // renderedOwner is a kind whose targets name the children of a JobSet, and the name those
 // targets give it.
 type renderedOwner struct {

@@ -18,7 +18,6 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -184,7 +183,9 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 	_, invalid := relations.ShortFormScope(&js)
 	var judged string
 	if strongest != "" && js.Name != "" {
-		accounts, err := relations.LiveAccountsNaming(ctx, s.Reader, js.Namespace, kinds.Key(v1alpha1.TargetKindJobSet, js.Name))
+		// Accounts naming the JobSet, or the object that rendered it (a TrainJob): a new
+		// JobSet of an object they judged is a run they do not follow either.
+		accounts, err := relations.LiveAccountsNaming(ctx, s.Reader, js.Namespace, relations.JobSetOwnerKeys(&js)...)
 		if err != nil {
 			return unclassified(JobSetMutatePath, err)
 		}

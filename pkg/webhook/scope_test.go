@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -310,7 +311,9 @@ func TestScopeStamperWarnsOfAFinalVerdict(t *testing.T) {
 	reopened := accepted(wrappers.MakeBatchAccount("reopened", ns).Shards("A").AssignJob("k", "0", "A").Obj(), 1)
 	open := wrappers.MakeBatchAccount("open", ns).Shards("A").AssignJob("l", "0", "A").Obj()
 	doneJS := accepted(wrappers.MakeBatchAccount("done-js", ns).Shards("A").AssignJobSet("ts", "workers", 0, "0", "A").Obj(), 2)
-	h := ScopeStamper{Reader: indexedReader(t, nil, done, reopened, open, doneJS)}
+	doneTJ := accepted(wrappers.MakeBatchAccount("done-tj", ns).Shards("A").AssignTrainJob("llm", "workers", 0, "0", "A").Obj(), 2)
+	reopenedTJ := accepted(wrappers.MakeBatchAccount("reopened-tj", ns).Shards("A").AssignTrainJob("vlm", "workers", 0, "0", "A").Obj(), 1)
+	h := ScopeStamper{Reader: indexedReader(t, nil, done, reopened, open, doneJS, doneTJ, reopenedTJ)}
 	job := func(name string) []byte {
 		raw, err := json.Marshal(&batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})
@@ -319,28 +322,39 @@ func TestScopeStamperWarnsOfAFinalVerdict(t *testing.T) {
 		}
 		return raw
 	}
-	jobSet := func(name string) []byte {
+	jobSet := func(name string, owners ...metav1.OwnerReference) []byte {
 		raw, err := json.Marshal(&jobsetapi.JobSet{TypeMeta: metav1.TypeMeta{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet"},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: owners},
 			Spec:       jobsetapi.JobSetSpec{ReplicatedJobs: []jobsetapi.ReplicatedJob{{Name: "workers", Replicas: 1}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return raw
 	}
+	// renderedBy is the controller reference Trainer puts on the JobSet of TrainJob name.
+	renderedBy := func(name string) metav1.OwnerReference {
+		tj := wrappers.MakeTrainJob(name, ns, "torch").UID(name + "-uid").Obj()
+		return *metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+	}
 	for name, tc := range map[string]struct {
 		handler admission.HandlerFunc
 		raw     []byte
 		warns   string
+		// unstamped: no account names the object, so it is admitted unchanged.
+		unstamped bool
 	}{
-		"a Job an Accepted account names":                     {h.handleJob, job("j"), "BatchAccount done already Accepted its batch; this Job"},
-		"a Job an account Accepted for an earlier spec names": {h.handleJob, job("k"), ""},
-		"a Job an account not Accepted names":                 {h.handleJob, job("l"), ""},
-		"a JobSet an Accepted account names":                  {h.handleJobSet, jobSet("ts"), "BatchAccount done-js already Accepted its batch; this JobSet"},
+		"a Job an Accepted account names":                     {h.handleJob, job("j"), "BatchAccount done already Accepted its batch; this Job", false},
+		"a Job an account Accepted for an earlier spec names": {h.handleJob, job("k"), "", false},
+		"a Job an account not Accepted names":                 {h.handleJob, job("l"), "", false},
+		"a JobSet an Accepted account names":                  {h.handleJobSet, jobSet("ts"), "BatchAccount done-js already Accepted its batch; this JobSet", false},
+		"the JobSet of a TrainJob an Accepted account names": {h.handleJobSet, jobSet("llm", renderedBy("llm")),
+			"BatchAccount done-tj already Accepted its batch; this JobSet", false},
+		"the JobSet of a TrainJob an account Accepted for an earlier spec names": {h.handleJobSet, jobSet("vlm", renderedBy("vlm")), "", false},
+		"a JobSet of a TrainJob's name that no TrainJob renders":                 {h.handleJobSet, jobSet("llm"), "", true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp := admit(t, tc.handler, tc.raw)
-			if !resp.Allowed || len(resp.Patches) == 0 {
+			if !resp.Allowed || len(resp.Patches) == 0 != tc.unstamped {
 				t.Errorf("allowed=%v patches=%v: the run is stamped as any Job its accounts name", resp.Allowed, resp.Patches)
 			}
 			switch {
