@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -58,7 +60,9 @@ type ShortFormReconciler struct {
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile creates the declared account once. A mistake in the annotations, or an
+// Reconcile creates the declared account once per object: the object is marked
+// (v1alpha1.AnnotationShortFormCreated), and an account created for it and deleted since
+// is not created again. A mistake in the annotations, or an
 // account the API server refuses, is terminal until the Job or JobSet changes: it is a
 // Warning, not a retry. An existing account of that name is never modified (its
 // revisions, shards and assignments are immutable); when it is not what the annotations
@@ -89,10 +93,24 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err == nil {
 		if fixed, acceptance := shortFormDiffs(existing.Namespace, &existing.Spec, &spec); len(fixed)+len(acceptance) > 0 {
 			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s", r.mismatchNote(&existing, fixed, acceptance))
+			return ctrl.Result{}, nil
+		}
+		if existing.Labels[v1alpha1.LabelShortFormOf] == r.kindName() {
+			// Made from this short form (by an earlier version, or the mark after
+			// its create failed): marked as created, its deletion sticks too.
+			return ctrl.Result{}, r.markCreated(ctx, obj)
 		}
 		return ctrl.Result{}, nil
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
+	}
+	if relations.ShortFormCreated(obj) {
+		// Created for this very object and deleted since: by its user (or retention),
+		// who asked for it gone, not for an empty account of a run whose results went
+		// with the old one. The annotation says how to have it back.
+		ctrl.LoggerFrom(ctx).V(1).Info("no account created: the account created for this short form was deleted",
+			"annotation", v1alpha1.AnnotationShortFormCreated)
+		return ctrl.Result{}, nil
 	}
 	if relations.ShortFormExpired(r.Kind, obj, r.TTL, r.now()) {
 		ctrl.LoggerFrom(ctx).V(1).Info("no account created: the short form's batch ended longer ago than the short-form TTL")
@@ -106,9 +124,11 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		Spec: spec,
 	}
 	switch err := r.Create(ctx, ba); {
-	case err == nil, apierrors.IsAlreadyExists(err):
-		// AlreadyExists: the cache lags a create; the next change of the object compares.
-		return ctrl.Result{}, nil
+	case err == nil:
+		return ctrl.Result{}, r.markCreated(ctx, obj)
+	case apierrors.IsAlreadyExists(err):
+		// The cache lags a create: compared, and marked, once it holds the account.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
 		r.warn(ctx, obj, nil, v1alpha1.EventReasonShortFormRejected,
 			"the API server refused BatchAccount %s, which the short-form annotations declare: %s. It is tried again when the %s's annotations or spec change",
@@ -117,6 +137,20 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	default:
 		return ctrl.Result{}, err
 	}
+}
+
+// markCreated sets v1alpha1.AnnotationShortFormCreated on obj, unless it carries it: a
+// merge patch of that annotation alone, which no one else writes.
+func (r *ShortFormReconciler) markCreated(ctx context.Context, obj client.Object) error {
+	if relations.ShortFormCreated(obj) || obj.GetUID() == "" {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations": map[string]string{v1alpha1.AnnotationShortFormCreated: string(obj.GetUID())}}})
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(r.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)))
 }
 
 func (r *ShortFormReconciler) now() time.Time {

@@ -326,3 +326,87 @@ func TestShortFormThatNoLongerParsesKeepsItsAccount(t *testing.T) {
 		t.Errorf("no Warning says the annotations no longer parse and the account stands: %+v", f.events)
 	}
 }
+
+// TestShortFormDeletedAccountStaysDeleted: the account a short form declares is created
+// once for its object, which is marked with its own UID (AnnotationShortFormCreated). An
+// account deleted since (by hand, `kubectl delete batchaccounts -l
+// batchledger.dev/short-form-of`, or retention) is not created again when the reconciler
+// next looks (the manager's start, a change of the object's spec or annotations): its
+// results went with it, and a new one would only report them missing. A mark copied
+// from another object (a manifest applied again as a new object) does not count, and
+// removing the mark asks for the account again. An account made from this short form by
+// an earlier version is marked as well; one made by hand is not the short form's.
+func TestShortFormDeletedAccountStaysDeleted(t *testing.T) {
+	valid := []string{v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m", v1alpha1.AnnotationShards, "A,B"}
+	job := func(kv ...string) *batchv1.Job {
+		return wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").AnnotationPairs(append(valid, kv...)...).Obj()
+	}
+	jobSet := func(kv ...string) *jobsetapi.JobSet {
+		js := wrappers.MakeJobSet("train", "ns").
+			ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(wrappers.MakeJob("", "").Indexed(2).Obj()).Obj()).
+			AnnotationPairs(append([]string{v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m",
+				v1alpha1.AnnotationShardCount, "4", v1alpha1.AnnotationReplicatedJob, "workers"}, kv...)...).Obj()
+		js.UID = "train-uid"
+		return js
+	}
+	declared := wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
+		AssignJobOrdinals("j", "0-1", "0-1").Label(v1alpha1.LabelShortFormOf, "Job")
+	marked := v1alpha1.AnnotationShortFormCreated
+	for name, tc := range map[string]struct {
+		obj      client.Object
+		existing *v1alpha1.BatchAccount
+		// deleteThenLook deletes the account after the first reconcile and reconciles
+		// again, as the manager's next start does.
+		deleteThenLook bool
+		wantAccount    bool
+		// wantMark is the object's AnnotationShortFormCreated afterwards ("" for none).
+		wantMark string
+	}{
+		"created: the Job marked with its own UID":                         {obj: job(), wantAccount: true, wantMark: "j-uid"},
+		"created, then deleted by its user: not created again":             {obj: job(), deleteThenLook: true, wantMark: "j-uid"},
+		"a JobSet's, deleted by its user: not created again":               {obj: jobSet(), deleteThenLook: true, wantMark: "train-uid"},
+		"marked, its account gone: none":                                   {obj: job(marked, "j-uid"), wantMark: "j-uid"},
+		"a mark copied from another Job of its name: created, marked anew": {obj: job(marked, "old-uid"), wantAccount: true, wantMark: "j-uid"},
+		"made from this short form by an earlier version: marked":          {obj: job(), existing: declared.Obj(), wantAccount: true, wantMark: "j-uid"},
+		"an account of that name made by hand: not the short form's, unmarked": {obj: job(),
+			existing: wrappers.MakeBatchAccount("j", "ns").Shards("X").AssignJob("j", "0", "X").Obj(), wantAccount: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := []client.Object{tc.obj}
+			if tc.existing != nil {
+				objs = append(objs, tc.existing)
+			}
+			f := newFixture(t, hooks{}, objs...)
+			var kind kinds.Kind = jobkind.Kind{}
+			if _, ok := tc.obj.(*jobsetapi.JobSet); ok {
+				kind = jobsetkind.Kind{}
+			}
+			key := client.ObjectKeyFromObject(tc.obj)
+			r := &ShortFormReconciler{Client: f.c, Recorder: f, Kind: kind, Now: func() time.Time { return testNow }}
+			look := func() {
+				t.Helper()
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			look()
+			if tc.deleteThenLook {
+				if err := f.c.Delete(context.Background(), &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+					t.Fatal(err)
+				}
+				look()
+			}
+			err := f.c.Get(context.Background(), key, &v1alpha1.BatchAccount{})
+			if got := err == nil; got != tc.wantAccount || err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("account exists: %v (%v), want %v", got, err, tc.wantAccount)
+			}
+			obj := kind.NewObject()
+			if err := f.c.Get(context.Background(), key, obj); err != nil {
+				t.Fatal(err)
+			}
+			if got := obj.GetAnnotations()[marked]; got != tc.wantMark {
+				t.Errorf("%s = %q, want %q", marked, got, tc.wantMark)
+			}
+		})
+	}
+}

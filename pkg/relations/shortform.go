@@ -72,6 +72,14 @@ func ShortFormScope(obj client.Object) (string, error) {
 // there by then is not coming (the API server refused it, or it was deleted since).
 const ShortFormWait = time.Minute
 
+// ShortFormCreated reports whether the account obj's short form declares was created
+// for obj itself (v1alpha1.AnnotationShortFormCreated names obj's UID): one not there
+// any more was deleted since, and is not created again.
+func ShortFormCreated(obj client.Object) bool {
+	v, ok := obj.GetAnnotations()[v1alpha1.AnnotationShortFormCreated]
+	return ok && v == string(obj.GetUID())
+}
+
 // ShortFormExpired reports whether obj, of kind k, is a batch that ended ttl or longer
 // before now (ttl 0: none is): its short form gets no account any more, since retention
 // deleted it (or would at once), and creating it again would only repeat that.
@@ -117,7 +125,8 @@ func ShortFormPending(ctx context.Context, r client.Reader, namespace string, re
 		if !now.Before(waitedUntil) {
 			continue
 		}
-		if ShortFormExpired(k, obj, ttl, now) {
+		if ShortFormExpired(k, obj, ttl, now) || ShortFormCreated(obj) {
+			// Created once for obj: if it is gone, it was deleted and is not coming.
 			continue
 		}
 		var ba v1alpha1.BatchAccount

@@ -245,7 +245,8 @@ func TestShortFormScope(t *testing.T) {
 // exists, for ShortFormWait from the declaring object's creation or the holder's start
 // (an account not there by then was refused or deleted); none for a short form that does
 // not require results, does not parse or names another replicatedJob, nor for a batch
-// that ended longer ago than the retention.
+// that ended longer ago than the retention, nor for an account created for the very
+// object and deleted since.
 func TestShortFormPending(t *testing.T) {
 	now := t0.Add(30 * 24 * time.Hour)
 	results := []string{inputRev, "D", modelRev, "m", shardsAnn, "A,B", requireAn, "true"}
@@ -280,6 +281,10 @@ func TestShortFormPending(t *testing.T) {
 		{"created longer ago than ShortFormWait, the holder long started", []client.Object{created(job(results...).Obj(), now.Add(-ShortFormWait))}, jobRef, week, now.Add(-time.Hour), nil},
 		{"a Job's short form requiring results, no account yet", []client.Object{job(results...).Obj()}, jobRef, week, time.Time{}, []string{"j"}},
 		{"its account exists", []client.Object{job(results...).Obj(), wrappers.MakeBatchAccount("j", ns).Obj()}, jobRef, week, time.Time{}, nil},
+		{"its account was created for this Job and deleted since: not coming",
+			[]client.Object{job(results...).UID("j-uid").Annotation(v1alpha1.AnnotationShortFormCreated, "j-uid").Obj()}, jobRef, week, time.Time{}, nil},
+		{"marked created for another Job of its name (a copied manifest): still waited for",
+			[]client.Object{job(results...).UID("j-uid").Annotation(v1alpha1.AnnotationShortFormCreated, "old-uid").Obj()}, jobRef, week, time.Time{}, []string{"j"}},
 		{"a short form counting coverage only", []client.Object{job(inputRev, "D", modelRev, "m", shardsAnn, "A,B").Obj()}, jobRef, week, time.Time{}, nil},
 		{"a short form that does not parse", []client.Object{job(inputRev, "D", modelRev, "m", shardsAnn, "A,A", requireAn, "true").Obj()}, jobRef, week, time.Time{}, nil},
 		{"no short form", []client.Object{job().Obj()}, jobRef, week, time.Time{}, nil},

@@ -23,6 +23,13 @@ const (
 	LabelShortFormOf = "batchledger.dev/short-form-of"
 )
 
+// AnnotationShortFormCreated is set by the controller on a Job, JobSet or TrainJob
+// whose short form it created the account of (or found that account made from it):
+// the object's own UID, so that a copy of its manifest, a new object, carries none that
+// counts. An account so created and deleted since is not created again for that object:
+// deleting it is what its user asked. Removing the annotation asks for it again.
+const AnnotationShortFormCreated = "batchledger.dev/short-form-created"
+
 // AnnotationResultContainer on a worker pod (set it in the Job's pod template) names the
 // container whose termination message carries the result; it overrides the account's
 // spec.acceptance.resultContainer for that pod.
