@@ -279,3 +279,43 @@ func TestStillNeededAbsentTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestChildOwnerAdvice: every kind of child target the API declares
+// (v1alpha1.ChildTargetKinds) has its owner's name and remedy here, which explain and
+// repair both give, and is listed in the API's order; a kind the table does not know
+// gets generic advice, never a wrong owner.
+func TestChildOwnerAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		kinds      []string
+		ended      bool
+		wantNames  string
+		wantRemedy string
+	}{
+		{kinds: []string{v1alpha1.TargetKindJobSet}, wantNames: "JobSet",
+			wantRemedy: "a JobSet restart re-runs its children under new identities; otherwise append a repair assignment to spec.repairs by hand"},
+		{kinds: []string{v1alpha1.TargetKindJobSet}, ended: true, wantNames: "JobSet",
+			wantRemedy: "a JobSet that ended recreates no child: append a repair assignment to spec.repairs by hand"},
+		{kinds: []string{v1alpha1.TargetKindTrainJob, v1alpha1.TargetKindJobSet}, ended: true, wantNames: "JobSet or TrainJob",
+			wantRemedy: "re-submit the TrainJob (its nodes are the ranks of one training run, not independent work) (a JobSet that ended recreates no child); otherwise append"},
+		{kinds: []string{"raycluster"}, wantNames: "raycluster", wantRemedy: "its owner may re-run a raycluster child; otherwise append"},
+	} {
+		kinds := sortedKinds(slices.Clone(tc.kinds))
+		if got := ownerNames(kinds); got != tc.wantNames {
+			t.Errorf("ownerNames(%v) = %q, want %q", tc.kinds, got, tc.wantNames)
+		}
+		if got := OwnerRemedy(kinds, tc.ended); !strings.HasPrefix(got, tc.wantRemedy) {
+			t.Errorf("OwnerRemedy(%v, %v) = %q, want it to start %q", tc.kinds, tc.ended, got, tc.wantRemedy)
+		}
+	}
+	api := v1alpha1.ChildTargetKinds()
+	for _, k := range api {
+		if _, ok := childOwners[k]; !ok {
+			t.Errorf("child target kind %q has no advice in childOwners", k)
+		}
+	}
+	reversed := slices.Clone(api)
+	slices.Reverse(reversed)
+	if got := sortedKinds(append(reversed, "other")); !slices.Equal(got, append(api, "other")) {
+		t.Errorf("sortedKinds = %v, want the API's order %v, then the others", got, api)
+	}
+}

@@ -93,7 +93,7 @@ func stillNeeded(ba *v1alpha1.BatchAccount, m *account.Mapping, ex *Explanation)
 			switch {
 			case len(kinds) > 0:
 				// repair refuses shards of JobSet and TrainJob children: their owner re-runs them.
-				rerun = "Some are assigned to " + ownerNames(kinds) + " children, which `kubectl batchledger repair` does not re-run: " + ownerRemedy(kinds, groups.ownersEnded)
+				rerun = "Some are assigned to " + ownerNames(kinds) + " children, which `kubectl batchledger repair` does not re-run: " + OwnerRemedy(kinds, groups.ownersEnded)
 				if plain && !refused.stale && !refused.truncated {
 					rerun += "; it re-runs those of plain Jobs once no shard of a child is left to re-run (until then it refuses the whole plan)"
 				}
@@ -287,7 +287,7 @@ func coverageNeeds(ba *v1alpha1.BatchAccount, ex *Explanation, g missingGroups, 
 	for _, kind := range sortedKinds(slices.Collect(maps.Keys(g.childLost))) {
 		l := g.childLost[kind]
 		out = append(out, fmt.Sprintf("%s: %s can no longer be covered by %s. `kubectl batchledger repair` does not re-run %s children: %s.",
-			head, l.names(), l.identities(), ownerNames([]string{kind}), ownerRemedy([]string{kind}, g.ownersEnded)))
+			head, l.names(), l.identities(), ownerNames([]string{kind}), OwnerRemedy([]string{kind}, g.ownersEnded)))
 	}
 	if n := ex.Shards.MissingUnrecorded; n > 0 {
 		out = append(out, fmt.Sprintf("%d more missing %s not in the status's list, which names only the lowest %d: what they wait for is not recorded (missing: %s).",
@@ -425,7 +425,7 @@ func childKinds(m *account.Mapping, lists ...string) ([]string, bool) {
 			} else if ok {
 				plain = true
 			}
-			return !plain || len(seen) < len(childOwners)
+			return !plain || len(seen) < len(v1alpha1.ChildTargetKinds())
 		})
 	}
 	return sortedKinds(slices.Collect(maps.Keys(seen))), plain
@@ -437,7 +437,9 @@ type childOwner struct{ name, rerun string }
 
 // childOwners are the owners of child targets by target kind. A JobSet restarts its
 // children itself; a TrainJob's nodes are the ranks of one training run, so the
-// TrainJob is re-submitted (docs/user-guide.md, and what repair says when it refuses).
+// TrainJob is re-submitted (docs/user-guide.md; repair says the same, OwnerRemedy). A
+// kind left out gets generic advice. The kinds cannot say it themselves: their seam
+// (pkg/kinds) links controller-runtime, which this package may not.
 var childOwners = map[string]childOwner{
 	v1alpha1.TargetKindJobSet:   {"JobSet", "a JobSet restart re-runs its children under new identities"},
 	v1alpha1.TargetKindTrainJob: {"TrainJob", "re-submit the TrainJob (its nodes are the ranks of one training run, not independent work)"},
@@ -449,19 +451,18 @@ func targetKind(key string) string {
 	return r.Kind()
 }
 
-// sortedKinds orders target kinds as the API orders child owners: JobSet, then TrainJob.
+// sortedKinds orders target kinds as the API orders child owners
+// (v1alpha1.ChildTargetKinds: JobSet, then TrainJob), any other last.
 func sortedKinds(kinds []string) []string {
-	rank := map[string]int{v1alpha1.TargetKindJobSet: 0, v1alpha1.TargetKindTrainJob: 1}
+	order := v1alpha1.ChildTargetKinds()
+	rank := func(k string) int {
+		if i := slices.Index(order, k); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
 	slices.SortFunc(kinds, func(a, b string) int {
-		ra, oka := rank[a]
-		rb, okb := rank[b]
-		if !oka {
-			ra = len(rank)
-		}
-		if !okb {
-			rb = len(rank)
-		}
-		return cmp.Or(cmp.Compare(ra, rb), strings.Compare(a, b))
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a, b))
 	})
 	return kinds
 }
@@ -470,19 +471,25 @@ func sortedKinds(kinds []string) []string {
 func ownerNames(kinds []string) string {
 	names := make([]string, 0, len(kinds))
 	for _, k := range kinds {
-		if o, ok := childOwners[k]; ok {
-			names = append(names, o.name)
-		} else {
-			names = append(names, k)
-		}
+		names = append(names, OwnerName(k))
 	}
 	return strings.Join(names, " or ")
 }
 
-// ownerRemedy says what re-runs the shards of children of kinds in place of `kubectl
-// batchledger repair`: their owner, unless it is a JobSet that ended (it recreates no
-// child, docs/user-guide.md), and otherwise a repair assignment appended by hand.
-func ownerRemedy(kinds []string, ended bool) string {
+// OwnerName is how advice names the owner of a child target of kind (a
+// v1alpha1.TargetKind*): "JobSet", "TrainJob"; the kind itself for one it does not know.
+func OwnerName(kind string) string {
+	if o, ok := childOwners[kind]; ok {
+		return o.name
+	}
+	return kind
+}
+
+// OwnerRemedy says what re-runs the shards of children of kinds (v1alpha1.TargetKind*)
+// in place of `kubectl batchledger repair`: their owner, unless it is a JobSet that ended
+// (ended: it recreates no child, docs/user-guide.md), and otherwise a repair assignment
+// appended by hand. explain and repair both say it.
+func OwnerRemedy(kinds []string, ended bool) string {
 	const byHand = "append a repair assignment to spec.repairs by hand"
 	reruns := make([]string, 0, len(kinds))
 	jobSetEnded := false

@@ -16,7 +16,6 @@ import (
 	"batchledger.dev/batchledger/pkg/cli/explanation"
 	"batchledger.dev/batchledger/pkg/cli/internal/output"
 	"batchledger.dev/batchledger/pkg/indexset"
-	"batchledger.dev/batchledger/pkg/kinds/all"
 )
 
 // maxRepairs is spec.repairs' MaxItems.
@@ -173,8 +172,8 @@ func NewPlan(in Input) (*Plan, error) {
 		ref, _ := v1alpha1.ParseTargetKey(orig.Target)
 		if ref.IsChild() {
 			onChildren = append(onChildren, ms)
-			if k := all.Kinds.For(ref); k != nil && !slices.Contains(childKinds, k.Object().Kind) {
-				childKinds = append(childKinds, k.Object().Kind)
+			if k := ref.Kind(); !slices.Contains(childKinds, k) {
+				childKinds = append(childKinds, k)
 			}
 			return true
 		}
@@ -200,30 +199,12 @@ func NewPlan(in Input) (*Plan, error) {
 		// this holds for all, as in explain and watch).
 		c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionTerminated)
 		ownersRun := c != nil && c.Reason == v1alpha1.ReasonAwaitingTermination
-		const byHand = "append a repair assignment to spec.repairs by hand"
-		var owners []string
-		jobSetEnded := false
-		for _, k := range childKinds {
-			r, ok := ownerReruns[k]
-			switch {
-			case k == "JobSet" && !ownersRun:
-				jobSetEnded = true
-			case ok:
-				owners = append(owners, r)
-			default:
-				owners = append(owners, "a "+k+" re-runs its own children")
-			}
-		}
-		remedy := "a JobSet that ended recreates no child: " + byHand
-		if len(owners) > 0 {
-			remedy = strings.Join(owners, "; ")
-			if jobSetEnded {
-				remedy += " (a JobSet that ended recreates no child)"
-			}
-			remedy += ", or " + byHand
+		names := make([]string, len(childKinds))
+		for i, k := range childKinds {
+			names[i] = explanation.OwnerName(k)
 		}
 		msg := fmt.Sprintf("%s: %s assigned to %s children (%s): repair creates follow-up Jobs for plain Job targets only; %s",
-			who, explanation.ShardNames(onChildren), strings.Join(childKinds, " and "), explanation.Identities(onChildren, true), remedy)
+			who, explanation.ShardNames(onChildren), strings.Join(names, " and "), explanation.Identities(onChildren, true), explanation.OwnerRemedy(childKinds, !ownersRun))
 		if len(groups) > 0 {
 			// The plan is refused whole: say so, or the shards of plain Jobs look repaired.
 			var held []int
@@ -303,13 +284,6 @@ func NewPlan(in Input) (*Plan, error) {
 		return nil, fmt.Errorf("%s: the repair assignments would make the mapping invalid: %s: %s", who, problems[0].Reason, problems[0].Message)
 	}
 	return plan, nil
-}
-
-// ownerReruns says, by the Kind of a child's owner, what re-runs the child's shards in
-// place of repair.
-var ownerReruns = map[string]string{
-	"JobSet":   "a JobSet re-runs its children itself (restart)",
-	"TrainJob": "a TrainJob's nodes are the ranks of one run (re-submit the TrainJob)",
 }
 
 // shardsField writes the shards of a repair assignment as the spec takes them.

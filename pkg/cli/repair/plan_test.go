@@ -228,7 +228,7 @@ func TestPlanRepairRefuses(t *testing.T) {
 			n := clitest.SeedJob("llm-node-0", "uid-n", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
 			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"trainjob/llm/node/0": {Job: jobkind.Facts(n)}})
 			return Input{Account: ba, Jobs: clitest.JobsByName(n)}
-		}, "shard s1 assigned to TrainJob children (trainjob llm node[0] index 1 (job llm-node-0 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only; a TrainJob's nodes are the ranks of one run (re-submit the TrainJob), or append"},
+		}, "shard s1 assigned to TrainJob children (trainjob llm node[0] index 1 (job llm-node-0 Failed (BackoffLimitExceeded) without completing it)): repair creates follow-up Jobs for plain Job targets only; re-submit the TrainJob (its nodes are the ranks of one training run, not independent work); otherwise append"},
 		{"JobSet targets name no TrainJob", func() Input {
 			ba := wrappers.MakeBatchAccount("train", ns).ShardCount("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").Generation(1).Obj()
 			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
@@ -240,7 +240,7 @@ func TestPlanRepairRefuses(t *testing.T) {
 			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
 			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0), ChildOwner: account.OwnerRunning}})
 			return Input{Account: ba, Jobs: clitest.JobsByName(w0)}
-		}, "repair creates follow-up Jobs for plain Job targets only; a JobSet re-runs its children itself (restart), or append a repair assignment to spec.repairs by hand"},
+		}, "repair creates follow-up Jobs for plain Job targets only; a JobSet restart re-runs its children under new identities; otherwise append a repair assignment to spec.repairs by hand"},
 		{"plain Job and JobSet targets", func() Input {
 			ba := wrappers.MakeBatchAccount("mixed", ns).ShardCount("s", 4).AssignJobOrdinals("j", "0-1", "0-1").
 				AssignJobSet("train", "workers", 0, "0-1", "2-3").Generation(1).Obj()

@@ -42,6 +42,17 @@ var childOwners = []ownerField{
 	{TargetKindTrainJob, "trainJob", func(r *TargetRef) *string { return &r.TrainJob }},
 }
 
+// ChildTargetKinds are the target kinds whose targets name a replicatedJob child
+// (TargetKindJobSet, TargetKindTrainJob), in the order a key is read: the order in
+// which messages list them.
+func ChildTargetKinds() []string {
+	out := make([]string, len(childOwners))
+	for i, f := range childOwners {
+		out[i] = f.kind
+	}
+	return out
+}
+
 // Kind is the kind of target r names: TargetKindJob, or the kind of its child owner; ""
 // when it names none (an invalid target). When several are set (also invalid), the Job
 // wins, then the child owners in order.
