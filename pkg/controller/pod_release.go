@@ -14,8 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -808,17 +810,26 @@ var namespaceDeletionStarted = predicate.Funcs{
 }
 
 // heldPodsOfNamespace wakes the held pods of a namespace.
-func (r *PodReleaser) heldPodsOfNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(obj.GetName()), client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the held pods of a namespace being deleted")
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range pods.Items {
-		if held(&pods.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
+func (r *PodReleaser) heldPodsOfNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	return HeldInNamespace(r.Client, func() client.ObjectList { return &corev1.PodList{} }, held)(ctx, ns)
+}
+
+// HeldInNamespace maps a Namespace to the objects of newList's kind in it, read through
+// r, that holds says a finalizer of batchledger holds (a WatchNamespaceDeletions mapping).
+func HeldInNamespace(r client.Reader, newList func() client.ObjectList, holds func(client.Object) bool) handler.MapFunc {
+	return func(ctx context.Context, ns client.Object) []reconcile.Request {
+		list := newList()
+		if err := r.List(ctx, list, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing the held objects of a namespace being deleted")
+			return nil
 		}
+		var reqs []reconcile.Request
+		_ = apimeta.EachListItem(list, func(o runtime.Object) error {
+			if obj, ok := o.(client.Object); ok && holds(obj) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+			}
+			return nil
+		})
+		return reqs
 	}
-	return reqs
 }

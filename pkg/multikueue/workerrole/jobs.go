@@ -298,18 +298,8 @@ var childOrHeld = predicate.NewPredicateFuncs(func(o client.Object) bool { retur
 // heldJobsOfNamespace wakes the Jobs the worker role holds in a namespace (its
 // deletion started: WatchNamespaceDeletions).
 func (r *JobRecorder) heldJobsOfNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	var jobs batchv1.JobList
-	if err := r.List(ctx, &jobs, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the held Jobs of a namespace being deleted")
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range jobs.Items {
-		if holdsJob(&jobs.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
-		}
-	}
-	return reqs
+	return controller.HeldInNamespace(r.Client, func() client.ObjectList { return &batchv1.JobList{} },
+		func(o client.Object) bool { return holdsJob(o) })(ctx, ns)
 }
 
 // JobHolder is the worker role's Job webhook (JobMutatePath; config/worker): it puts
