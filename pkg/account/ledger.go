@@ -35,24 +35,39 @@ const (
 // is an event about the record, not a new identity. A JobSet child that is gone before
 // it terminated is a restart in progress (the JobSet deletes and recreates its
 // children): it is superseded into history as before — unless its JobSet ended
-// (Observation.OwnerEnded), which recreates nothing. A child that terminated keeps its
-// record (a JobSet deleted by its TTL, or a cascade).
+// (Observation.OwnerEnded), which recreates nothing. So is the child a Job target names
+// by its Job name, while its owner is known to run (Observation.ChildOwner; restarting
+// reports its end). A child that terminated keeps its record (a JobSet deleted by its
+// TTL, or a cascade).
 func keepsRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation) bool {
 	if prev == nil || prev.UID == "" {
 		return false
 	}
-	if prev.Deleted || !t.Ref.IsChild() || obs.OwnerEnded != "" {
+	if prev.Deleted || !restarting(t, obs) {
 		return true
 	}
 	return prev.Terminal != ""
 }
 
-// endedRecord is the record a JobSet child target stands for once its JobSet ended
-// without recreating it: the identity a restart in progress had superseded into
-// history (the last one of the target, if it never terminated), as a target status, and
-// that entry's position in history. nil when there is none.
+// restarting reports whether the owner of the target's Job may still create it again
+// under its name: for a child target, while its owner has not ended
+// (Observation.OwnerEnded); for a Job target, while the Job was a child (of a JobSet, of
+// the TrainJob above one) whose owner is known to run (Observation.ChildOwner). A Job
+// target whose owner is not known (the Job is forgotten) is taken as no child: its
+// deletion stands, as before any owner was known.
+func restarting(t Target, obs Observation) bool {
+	if t.Ref.IsChild() {
+		return obs.OwnerEnded == ""
+	}
+	return obs.ChildOwner == OwnerRunning
+}
+
+// endedRecord is the record a target stands for once its owner ended without recreating
+// its Job (restarting no longer holds): the identity a restart in progress had
+// superseded into history (the last one of the target, if it never terminated), as a
+// target status, and that entry's position in history. nil when there is none.
 func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentity) (*v1alpha1.TargetStatus, int) {
-	if !t.Ref.IsChild() || obs.OwnerEnded == "" {
+	if restarting(t, obs) {
 		return nil, -1
 	}
 	for i := len(history) - 1; i >= 0; i-- {
