@@ -65,8 +65,9 @@ type Input struct {
 	RuleError string
 	// ResultsUnreadable, when set, is why the recorded results cannot be read now (the
 	// result signing key does not load). Nothing is judged anew: the previous results
-	// and accepted shards stand, and ResultsAccepted stays True if it was, else says why
-	// it waits; the rest of the status (the targets, a Job's end) is still observed.
+	// and accepted shards stand, and ResultsAccepted stays True if it was while every
+	// target keeps the identity they were judged on, else says why it waits; the rest
+	// of the status (the targets, a Job's end) is still observed.
 	ResultsUnreadable string
 }
 
@@ -371,7 +372,7 @@ func Compute(in Input) Output {
 	}
 	res := judgeResults(m, states, cov.mayCover, in)
 	st.Shards.Accepted = int32(res.accepted.Count())
-	if res.unreadable != "" {
+	if res.unreadable != "" && res.judgedOn {
 		st.Shards.Accepted = prev.Shards.Accepted
 	}
 	st.Results = res.summary
@@ -1093,13 +1094,18 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 		return cond(t, true, v1alpha1.ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
 	}
 	if res.unreadable != "" {
-		// A verdict of this generation stands: every shard it declares had an accepted
-		// result. Of another (new shards, a repair), nothing is known.
-		if p := res.previous; p != nil && p.Status == metav1.ConditionTrue && p.ObservedGeneration == res.generation {
+		// A verdict of this generation on the identities the targets still have stands:
+		// every shard it declares had an accepted result. Of another generation (new
+		// shards, a repair) or another identity (a restart's), nothing is known.
+		p := res.previous
+		if p != nil && p.Status == metav1.ConditionTrue && p.ObservedGeneration == res.generation && res.judgedOn {
 			return cond(t, true, p.Reason, p.Message)
 		}
-		return cond(t, false, v1alpha1.ReasonResultsPending, "results can be neither recorded nor read: "+res.unreadable+
-			"; their pods stay held, at most the maximum hold")
+		msg := "results can be neither recorded nor read: " + res.unreadable + "; their pods stay held, at most the maximum hold"
+		if p != nil && p.Status == metav1.ConditionTrue && !res.judgedOn {
+			msg += "; the results accepted before are of identities since replaced, whose successors' results are not judged yet"
+		}
+		return cond(t, false, v1alpha1.ReasonResultsPending, msg)
 	}
 	if res.ruleError != "" {
 		return cond(t, false, v1alpha1.ReasonRuleInvalid, "the acceptance rule does not compile in this controller: "+res.ruleError+

@@ -85,10 +85,12 @@ type resultsState struct {
 	// ruleError is Input.RuleError: results were not judged.
 	ruleError string
 	// unreadable is Input.ResultsUnreadable: the previous results stand (summary), and
-	// previous is the ResultsAccepted condition they were judged to.
+	// previous is the ResultsAccepted condition they were judged to; judgedOn is whether
+	// every target still has the identity they were judged on (sameIdentities).
 	unreadable string
 	previous   *metav1.Condition
 	generation int64
+	judgedOn   bool
 }
 
 // judgeResults verifies each result against its identity's assignment and the account's
@@ -112,7 +114,8 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 	}
 	if in.Spec.RequiresResults() && unreadable != "" {
 		return resultsState{unreadable: unreadable, summary: *prev.Results.DeepCopy(), generation: in.Generation,
-			previous: meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionResultsAccepted)}
+			previous: meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionResultsAccepted),
+			judgedOn: sameIdentities(states, prev)}
 	}
 	if in.Spec.RequiresResults() && in.RuleError != "" {
 		// Nothing is judged, but the results stay on record: the count keeps the rule
@@ -178,6 +181,23 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 	rs.summary.MissingOrdinals = rs.missing.String()
 	rs.summary.RejectedOrdinals = rs.rejected.String()
 	return rs
+}
+
+// sameIdentities reports whether every target has the identity it had in prev (its Job
+// UID, or none): the identities prev's results were judged on. A result is its
+// identity's, so a verdict on them says nothing of a next identity (a JobSet restart's,
+// a Job created again under its name), nor of a target whose identity is gone.
+func sameIdentities(states []*targetState, prev *v1alpha1.BatchAccountStatus) bool {
+	was := make(map[string]types.UID, len(prev.Targets))
+	for i := range prev.Targets {
+		was[prev.Targets[i].Name] = prev.Targets[i].UID
+	}
+	for _, ts := range states {
+		if ts.uid() != was[ts.key] {
+			return false
+		}
+	}
+	return true
 }
 
 // mayRun are the mapped indexes that an identity of the target may still run, and so

@@ -84,13 +84,25 @@ func TestMissingKeyStillRecordsAJobsEnd(t *testing.T) {
 		before  func(*v1alpha1.BatchAccount)
 		want    string // ResultsAccepted, status and reason
 		message string // a part of its message
+		// replaced: the verdict before was judged on an earlier identity of j, so no
+		// shard's result stands now.
+		replaced bool
 	}{
 		{name: "no verdict before: results wait, saying why", want: "False " + v1alpha1.ReasonResultsPending, message: "results can be neither recorded nor read"},
 		{name: "every result accepted before: that stands", want: "True " + v1alpha1.ReasonAllResultsAccepted, message: "2/2 shard results accepted",
 			before: func(ba *v1alpha1.BatchAccount) {
-				// Judged at the account's generation (accountOfJ's 1).
+				// Judged at the account's generation (accountOfJ's 1), on Job j's identity.
 				accepted.ObservedGeneration = ba.Generation
 				ba.Status.Conditions = []metav1.Condition{accepted}
+				ba.Status.Targets = []v1alpha1.TargetStatus{{Name: "job/j", Job: "j", UID: "j-uid", Found: true}}
+				ba.Status.Results.Recorded, ba.Status.Shards.Accepted = 2, 2
+			}},
+		{name: "every result of an earlier identity accepted before: this one's wait", want: "False " + v1alpha1.ReasonResultsPending,
+			message: "identities since replaced", replaced: true,
+			before: func(ba *v1alpha1.BatchAccount) {
+				accepted.ObservedGeneration = ba.Generation
+				ba.Status.Conditions = []metav1.Condition{accepted}
+				ba.Status.Targets = []v1alpha1.TargetStatus{{Name: "job/j", Job: "j", UID: "j-earlier-uid", Found: true}}
 				ba.Status.Results.Recorded, ba.Status.Shards.Accepted = 2, 2
 			}},
 	}
@@ -117,9 +129,13 @@ func TestMissingKeyStillRecordsAJobsEnd(t *testing.T) {
 			if c == nil || string(c.Status)+" "+c.Reason != tc.want || !strings.Contains(c.Message, tc.message) {
 				t.Errorf("ResultsAccepted = %+v, want %s with %q", c, tc.want, tc.message)
 			}
-			if got.Status.Results.Recorded != ba.Status.Results.Recorded || got.Status.Shards.Accepted != ba.Status.Shards.Accepted {
-				t.Errorf("results %d recorded, %d shards accepted; want those before (%d, %d)", got.Status.Results.Recorded,
-					got.Status.Shards.Accepted, ba.Status.Results.Recorded, ba.Status.Shards.Accepted)
+			wantAccepted := ba.Status.Shards.Accepted
+			if tc.replaced {
+				wantAccepted = 0
+			}
+			if got.Status.Results.Recorded != ba.Status.Results.Recorded || got.Status.Shards.Accepted != wantAccepted {
+				t.Errorf("results %d recorded, %d shards accepted; want %d, %d", got.Status.Results.Recorded,
+					got.Status.Shards.Accepted, ba.Status.Results.Recorded, wantAccepted)
 			}
 			if res.RequeueAfter <= 0 || res.RequeueAfter > ResultsUnreadableRecheck {
 				t.Errorf("requeue after %v, want within %v to read the results once the key loads", res.RequeueAfter, ResultsUnreadableRecheck)
