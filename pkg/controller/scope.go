@@ -40,15 +40,16 @@ func scopePatch(meta, tmpl string) client.Patch {
 
 // stampScope raises the scope label of a Job the account follows to want: on the Job's
 // own metadata always, since the manager's cache holds only the Jobs labelled there
-// (CacheOptions), and on its pod template only while it may still change. Kubernetes
-// lets the pod template labels of a suspended Job change only until it first starts
-// (Kueue creates its Jobs suspended), so a Job that is already running keeps its
-// template's scope: its pods are not held, and its results are read while its pods
-// exist. The returned scope is the Job's template's after the call.
+// (CacheOptions), and on its pod template only while it may still change and no pod of
+// it ran under the old one (podsBefore). Kubernetes lets the pod template labels of a
+// suspended Job change only until it first starts (Kueue creates its Jobs suspended),
+// so a Job that is already running keeps its template's scope: its pods are not held,
+// and its results are read while its pods exist. The returned scope is the Job's
+// template's after the call.
 func (r *Reconciler) stampScope(ctx context.Context, job *batchv1.Job, want string) (string, error) {
 	haveTmpl, haveMeta := job.Spec.Template.Labels[v1alpha1.LabelScope], job.Labels[v1alpha1.LabelScope]
 	var tmpl, meta string
-	if s := relations.StrongerScope(haveTmpl, want); s != haveTmpl && suspended(job) && job.Status.StartTime == nil {
+	if s := relations.StrongerScope(haveTmpl, want); s != haveTmpl && suspended(job) && job.Status.StartTime == nil && !podsBefore(job) {
 		tmpl = s
 	}
 	if s := relations.StrongerScope(haveMeta, want); s != haveMeta {
@@ -184,6 +185,21 @@ func (r *Reconciler) workloadLive(ctx context.Context, ref v1alpha1.TargetRef, j
 
 // suspended reports whether job is suspended (Kueue has not admitted its Workload).
 func suspended(job *batchv1.Job) bool { return ptr.Deref(job.Spec.Suspend, false) }
+
+// podsBefore reports whether pods of a suspended job may have succeeded, or may still
+// succeed, under its template's current scope: Kueue's preemption suspends a Job that
+// ran, and the Job controller then clears its startTime, which lets the template change
+// again, while the pods that succeeded stay (and those it is deleting may still exit 0).
+// They carry the scope of their creation, and a template raised to the results scope
+// files the Job's pods under the manager's cache, which holds only that scope's pods
+// (observeTarget): their results would never be read, and once the Job ended their
+// shards would count as MissingResult.
+func podsBefore(job *batchv1.Job) bool {
+	s := &job.Status
+	u := s.UncountedTerminatedPods
+	return s.Succeeded > 0 || s.CompletedIndexes != "" || s.Active > 0 || ptr.Deref(s.Terminating, 0) > 0 ||
+		u != nil && len(u.Succeeded) > 0
+}
 
 // liveMisses remembers the owners whose live Workload read found none: when, and whether
 // the Job read for was suspended.
