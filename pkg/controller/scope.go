@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 )
@@ -92,6 +94,12 @@ func (r *Reconciler) stampTarget(ctx context.Context, ba *v1alpha1.BatchAccount,
 	if k == nil {
 		return
 	}
+	if ran, err := r.childrenRan(ctx, ba.Namespace, k, ref); err != nil || ran {
+		if err != nil {
+			log.Error(err, "listing the child Jobs of a suspended owner", "kind", k.Name(), "name", ref.Owner())
+		}
+		return
+	}
 	n, err := k.StampScope(ctx, r.Client, ba.Namespace, ref, want)
 	if err != nil {
 		log.Error(err, "stamping the opt-in scope label on a suspended owner", "kind", k.Name(), "name", ref.Owner())
@@ -99,6 +107,22 @@ func (r *Reconciler) stampTarget(ctx context.Context, ba *v1alpha1.BatchAccount,
 	for range n {
 		r.Metrics.scopeStamped()
 	}
+}
+
+// childrenRan reports whether a child Job of ref's owner (a kinds.Owner: a JobSet, a
+// TrainJob's) ran pods under its template's scope (podsBefore). The owner resumed merges
+// its replicatedJobs' pod template labels into its children (JobSet's resume), so its
+// template is stamped only while none did, as stampScope stamps a Job's own.
+func (r *Reconciler) childrenRan(ctx context.Context, namespace string, k kinds.Kind, ref v1alpha1.TargetRef) (bool, error) {
+	o, ok := k.(kinds.Owner)
+	if !ok || !ref.IsChild() {
+		return false, nil
+	}
+	var jobs batchv1.JobList
+	if err := r.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(o.ChildSelector(ref.Owner())), client.UnsafeDisableDeepCopy); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(jobs.Items, func(j batchv1.Job) bool { return podsBefore(&j) }), nil
 }
 
 // resolveLive finds the Job a target names from the API server, for a target the cache

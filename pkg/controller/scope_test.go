@@ -318,23 +318,36 @@ func TestLiveWorkloadRetry(t *testing.T) {
 // Job yet (queued in Kueue, or dispatched by MultiKueue, whose children exist only on the
 // worker) and whose creation webhook did not stamp it gets its replicatedJob's template
 // stamped by the account's reconcile while it is suspended, on its pod template only (the
-// rest is immutable then); once it runs, its template is left alone.
+// rest is immutable then); once it runs, its template is left alone. So it is while
+// Kueue's preemption holds it suspended after pods of its children ran: JobSet merges the
+// replicatedJob's pod template labels into its children as it resumes them, and a child
+// raised to the results scope would have its earlier pods read from a cache that does
+// not hold them (TestPreemptedJobKeepsItsPodsInSight).
 func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		suspended bool
-		want      string
+		// ran: its child Job exists, suspended after index 0 succeeded.
+		ran  bool
+		want string
 	}{
 		{name: "suspended, no child yet: stamped", suspended: true, want: v1alpha1.ScopeResults},
 		{name: "running: left alone", suspended: false, want: ""},
+		{name: "preempted after its child's pods ran: left alone", suspended: true, ran: true, want: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			child := wrappers.MakeJob("", "ns").Indexed(2).Obj()
 			js := wrappers.MakeJobSet("js", "ns").Suspend(tc.suspended).
 				ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Job(child).Obj()).Obj()
+			js.UID = "js-uid"
 			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").
 				AssignJobSet("js", "workers", 0, "0-1", "0-1").RequireResults("").Obj()
-			f := newFixture(t, hooks{}, acct, js)
+			objs := []client.Object{acct, js}
+			if tc.ran {
+				objs = append(objs, wrappers.MakeJob("js-workers-0", "ns").Indexed(2).UID("c-uid").Suspend(true).
+					JobSetChild(js, "workers", 0, 0).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0", 1).Obj())
+			}
+			f := newFixture(t, hooks{}, objs...)
 			if _, err := f.reconcile("acct"); err != nil {
 				t.Fatal(err)
 			}
