@@ -95,7 +95,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s", r.mismatchNote(&existing, fixed, acceptance))
 			return ctrl.Result{}, nil
 		}
-		if existing.Labels[v1alpha1.LabelShortFormOf] == r.kindName() {
+		if existing.Labels[v1alpha1.LabelShortFormOf] == r.kindName() && madeFor(&existing, obj) {
 			// Made from this short form (by an earlier version, or the mark after
 			// its create failed): marked as created, its deletion sticks too.
 			return ctrl.Result{}, r.markCreated(ctx, obj)
@@ -137,6 +137,15 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	default:
 		return ctrl.Result{}, err
 	}
+}
+
+// madeFor reports whether an account made from a short form of obj's kind and name may
+// have been made for obj itself: not before obj was created. One older is the account of
+// an earlier object of the name (a Job applied again while it stands); marking obj for it
+// would keep obj from ever getting its own once that account is deleted.
+func madeFor(ba *v1alpha1.BatchAccount, obj client.Object) bool {
+	created := obj.GetCreationTimestamp()
+	return !ba.CreationTimestamp.Before(&created)
 }
 
 // markCreated sets v1alpha1.AnnotationShortFormCreated on obj, unless it carries it: a

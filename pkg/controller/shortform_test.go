@@ -335,7 +335,9 @@ func TestShortFormThatNoLongerParsesKeepsItsAccount(t *testing.T) {
 // results went with it, and a new one would only report them missing. A mark copied
 // from another object (a manifest applied again as a new object) does not count, and
 // removing the mark asks for the account again. An account made from this short form by
-// an earlier version is marked as well; one made by hand is not the short form's.
+// an earlier version is marked as well; one made by hand is not the short form's, nor
+// one older than the object (an earlier object's of its name, a Job applied again): once
+// that is deleted, the object gets its own.
 func TestShortFormDeletedAccountStaysDeleted(t *testing.T) {
 	valid := []string{v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m", v1alpha1.AnnotationShards, "A,B"}
 	job := func(kv ...string) *batchv1.Job {
@@ -368,6 +370,11 @@ func TestShortFormDeletedAccountStaysDeleted(t *testing.T) {
 		"marked, its account gone: none":                                   {obj: job(marked, "j-uid"), wantMark: "j-uid"},
 		"a mark copied from another Job of its name: created, marked anew": {obj: job(marked, "old-uid"), wantAccount: true, wantMark: "j-uid"},
 		"made from this short form by an earlier version: marked":          {obj: job(), existing: declared.Obj(), wantAccount: true, wantMark: "j-uid"},
+		"a Job applied again under its name while the earlier one's account stands: unmarked, then its own account once that is deleted": {
+			obj: wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").AnnotationPairs(valid...).Created(testNow).Obj(),
+			existing: wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").AssignJobOrdinals("j", "0-1", "0-1").
+				Label(v1alpha1.LabelShortFormOf, "Job").Creation(testNow.Add(-time.Hour)).Obj(),
+			deleteThenLook: true, wantAccount: true, wantMark: "j-uid"},
 		"an account of that name made by hand: not the short form's, unmarked": {obj: job(),
 			existing: wrappers.MakeBatchAccount("j", "ns").Shards("X").AssignJob("j", "0", "X").Obj(), wantAccount: true},
 	} {

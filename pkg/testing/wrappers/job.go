@@ -244,6 +244,12 @@ func (w *JobWrapper) UID(uid string) *JobWrapper {
 	return w
 }
 
+// Created sets the Job's creation time.
+func (w *JobWrapper) Created(at time.Time) *JobWrapper {
+	w.CreationTimestamp = metav1.NewTime(at)
+	return w
+}
+
 // ResourceVersion sets the Job's resourceVersion, as the API server writes it.
 func (w *JobWrapper) ResourceVersion(rv string) *JobWrapper {
 	w.ObjectMeta.ResourceVersion = rv
