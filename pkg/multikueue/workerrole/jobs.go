@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
@@ -152,15 +153,28 @@ type JobRecorder struct {
 	// controller.DefaultMaxResultHold, as for the pods, never no hold at all).
 	MaxHold time.Duration
 	// NamespaceGrace bounds, once its namespace is being deleted, how long a deleted Job
-	// whose record cannot be written is kept, from the namespace's deletion (the pods'
-	// NamespaceGrace; 0: controller.DefaultNamespaceGrace).
+	// whose record cannot be written is kept, from the latest of the namespace's deletion,
+	// the Job's and the recorder's start (the pods' NamespaceGrace; 0:
+	// controller.DefaultNamespaceGrace).
 	NamespaceGrace time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+
+	// started is when the recorder first reconciled: in a namespace being deleted a
+	// record is given NamespaceGrace from then too, as the pods' releaser gives it, so
+	// that the worker role back from an outage does not let go at once what it could
+	// still record.
+	started   time.Time
+	startOnce sync.Once
 }
 
 // Reconcile records a Job and lets it go when its last status is recorded.
 func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.startOnce.Do(func() {
+		if r.started.IsZero() {
+			r.started = r.now()
+		}
+	})
 	var job batchv1.Job
 	if err := r.Get(ctx, req.NamespacedName, &job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -198,10 +212,17 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		}
 		if nsDeleted != nil {
 			// A record that cannot be written holds a deleted Job of a namespace being
-			// deleted no longer than NamespaceGrace from the deletion's start, as the
-			// pods, so that the namespace is never held. The record is tried again then,
-			// not after the queue's backoff, which after many failures is minutes.
-			if left := cmp.Or(r.NamespaceGrace, controller.DefaultNamespaceGrace) - r.now().Sub(nsDeleted.Time); left > 0 {
+			// deleted no longer than NamespaceGrace from the latest of the deletion's
+			// start, the Job's own deletion and the recorder's start, as the pods, so
+			// that the namespace is never held. The record is tried again then, not
+			// after the queue's backoff, which after many failures is minutes.
+			from := nsDeleted.Time
+			for _, t := range []time.Time{job.DeletionTimestamp.Time, r.started} {
+				if t.After(from) {
+					from = t
+				}
+			}
+			if left := cmp.Or(r.NamespaceGrace, controller.DefaultNamespaceGrace) - r.now().Sub(from); left > 0 {
 				ctrl.LoggerFrom(ctx).Error(recordErr, "recording a Job in a namespace being deleted")
 				return ctrl.Result{RequeueAfter: left}, nil
 			}

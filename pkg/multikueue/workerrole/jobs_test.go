@@ -79,7 +79,8 @@ func namespaceDeleted(t time.Time) *corev1.Namespace {
 
 func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorder, client.Client) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
-	return &JobRecorder{Client: c, MaxHold: maxHold, Now: func() time.Time { return testNow }}, c
+	// Started long before testNow: the grace a start gives is TestJobRecorderNamespaceGrace's.
+	return &JobRecorder{Client: c, MaxHold: maxHold, Now: func() time.Time { return testNow }, started: testNow.Add(-time.Hour)}, c
 }
 
 // TestJobRecorderRecordsDispatchedChildren: a child Job of a dispatched JobSet (or of the
@@ -283,6 +284,55 @@ func TestJobRecorderMaxHoldUnsetIsTheDefault(t *testing.T) {
 			err = c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
 			if held := err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer); held != tc.wantHeld {
 				t.Errorf("held = %v, want %v", held, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// TestJobRecorderNamespaceGrace: in a namespace being deleted, a deleted Job whose record
+// cannot be written is held NamespaceGrace after the latest of the namespace's deletion,
+// its own deletion and the recorder's start, as the pods are: a Job the namespace
+// controller reaches late, or one the worker role finds held as it comes back from an
+// outage, gets its grace to be recorded rather than a single try.
+func TestJobRecorderNamespaceGrace(t *testing.T) {
+	refuse := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*v1alpha1.WorkerJob); ok {
+			return errors.New("refused")
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	grace := controller.DefaultNamespaceGrace
+	for _, tc := range []struct {
+		name string
+		// nsDeleted, deleted and started are how long before testNow the namespace's
+		// deletion started, the Job was deleted and the recorder started.
+		nsDeleted, deleted, started time.Duration
+		wantRequeueAfter            time.Duration // 0: released
+	}{
+		{name: "namespace and Job deleted past the grace, the recorder long started: released",
+			nsDeleted: time.Minute, deleted: time.Minute, started: time.Hour},
+		{name: "Job deleted within the grace, its namespace's deletion older: held for the rest",
+			nsDeleted: time.Minute, deleted: time.Second, started: time.Hour, wantRequeueAfter: grace - time.Second},
+		{name: "namespace deleted within the grace, the Job before: held for the rest",
+			nsDeleted: 2 * time.Second, deleted: time.Hour, started: time.Hour, wantRequeueAfter: grace - 2*time.Second},
+		{name: "both past the grace, the recorder just back from an outage: held for the grace",
+			nsDeleted: time.Hour, deleted: time.Hour, wantRequeueAfter: grace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-tc.deleted)).Obj()
+			r, c := newJobRecorder(refuse, copyOfJS().Obj(), namespaceDeleted(testNow.Add(-tc.nsDeleted)), job)
+			r.started = testNow.Add(-tc.started)
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)})
+			if (err != nil) != (tc.wantRequeueAfter == 0) {
+				t.Errorf("Reconcile error = %v; want the refused record's only once released", err)
+			}
+			if res.RequeueAfter != tc.wantRequeueAfter {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
+			}
+			var got batchv1.Job
+			err = c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
+			if held, want := err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer), tc.wantRequeueAfter > 0; held != want {
+				t.Errorf("held = %v, want %v", held, want)
 			}
 		})
 	}
