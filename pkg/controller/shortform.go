@@ -124,10 +124,11 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		Spec: spec,
 	}
 	switch err := r.Create(ctx, ba); {
-	case err == nil:
-		return ctrl.Result{}, r.markCreated(ctx, obj)
-	case apierrors.IsAlreadyExists(err):
-		// The cache lags a create: compared, and marked, once it holds the account.
+	case err == nil, apierrors.IsAlreadyExists(err):
+		// Marked once the cache holds the account (AlreadyExists: the cache lags a create;
+		// compared then too), not now: the pod releaser and the Job recorder read that
+		// cache, and take a marked object's account that is not there as deleted for
+		// good, so a pod ending meanwhile would go unrecorded.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
 		r.warn(ctx, obj, nil, v1alpha1.EventReasonShortFormRejected,

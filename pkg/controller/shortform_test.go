@@ -216,8 +216,10 @@ func TestShortFormReconcile(t *testing.T) {
 			f.reset()
 			r := &ShortFormReconciler{Client: f.c, Recorder: f, Kind: kind, TTL: shortFormTTL, Now: func() time.Time { return testNow }}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
-			if (err != nil) != tc.wantErr || retried(res, err) != tc.wantErr {
-				t.Fatalf("reconcile = %+v, %v; want retried: %v", res, err, tc.wantErr)
+			// An account just created is looked at again, to mark its object once cached.
+			created := !existed && tc.wantCreate != nil
+			if (err != nil) != tc.wantErr || retried(res, err) != (tc.wantErr || created) {
+				t.Fatalf("reconcile = %+v, %v; want retried: %v", res, err, tc.wantErr || created)
 			}
 			var wantWrites []string
 			if tc.wantCreate != nil || tc.wantAttempt {
@@ -383,7 +385,12 @@ func TestShortFormDeletedAccountStaysDeleted(t *testing.T) {
 			if tc.existing != nil {
 				objs = append(objs, tc.existing)
 			}
-			f := newFixture(t, hooks{}, objs...)
+			// The API server stamps what it creates; the fake client does not.
+			stamp := hooks{create: func(obj client.Object) error {
+				obj.SetCreationTimestamp(metav1.NewTime(testNow))
+				return nil
+			}}
+			f := newFixture(t, stamp, objs...)
 			var kind kinds.Kind = jobkind.Kind{}
 			if _, ok := tc.obj.(*jobsetapi.JobSet); ok {
 				kind = jobsetkind.Kind{}
@@ -392,9 +399,17 @@ func TestShortFormDeletedAccountStaysDeleted(t *testing.T) {
 			r := &ShortFormReconciler{Client: f.c, Recorder: f, Kind: kind, Now: func() time.Time { return testNow }}
 			look := func() {
 				t.Helper()
-				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
-					t.Fatal(err)
+				// Until it asks for no requeue: the mark follows the create.
+				for range 3 {
+					res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.RequeueAfter == 0 {
+						return
+					}
 				}
+				t.Fatal("still requeued after 3 looks")
 			}
 			look()
 			if tc.deleteThenLook {
@@ -413,6 +428,66 @@ func TestShortFormDeletedAccountStaysDeleted(t *testing.T) {
 			}
 			if got := obj.GetAnnotations()[marked]; got != tc.wantMark {
 				t.Errorf("%s = %q, want %q", marked, got, tc.wantMark)
+			}
+		})
+	}
+}
+
+// TestShortFormMarkedOnceItsAccountIsCached: the object is marked as having had its
+// account created (AnnotationShortFormCreated) only once the manager's cache holds the
+// account, never right after the create. The pod releaser and the Job recorder read that
+// cache and take a marked object's account, when it is missing, as deleted for good
+// (relations.ShortFormPending): marked while the cache still lagged the create, a pod
+// ending then would be let go unrecorded instead of waiting for the account.
+func TestShortFormMarkedOnceItsAccountIsCached(t *testing.T) {
+	valid := []string{v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m", v1alpha1.AnnotationShards, "A,B"}
+	for _, tc := range []struct {
+		name string
+		// cached is whether the cache holds the account created before the reconciler
+		// looks again.
+		cached      bool
+		wantMark    string
+		wantRequeue bool
+	}{
+		{name: "the cache lags the create: not marked, looked at again", wantRequeue: true},
+		{name: "the cache holds the account: marked", cached: true, wantMark: "j-uid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").AnnotationPairs(valid...).Obj()
+			live := newFixture(t, hooks{}, job.DeepCopy())
+			cache := newFixture(t, hooks{}, job.DeepCopy())
+			r := &ShortFormReconciler{Client: cacheOf{Client: live.c, cache: cache.c}, Recorder: live, Kind: jobkind.Kind{},
+				Now: func() time.Time { return testNow }}
+			key := client.ObjectKeyFromObject(job)
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.cached {
+				var ba v1alpha1.BatchAccount
+				if err := live.c.Get(context.Background(), key, &ba); err != nil {
+					t.Fatal(err)
+				}
+				ba.ResourceVersion = ""
+				if err := cache.c.Create(context.Background(), &ba); err != nil {
+					t.Fatal(err)
+				}
+				if res, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := live.c.Get(context.Background(), key, &v1alpha1.BatchAccount{}); err != nil {
+				t.Errorf("the declared account was not created: %v", err)
+			}
+			var got batchv1.Job
+			if err := live.c.Get(context.Background(), key, &got); err != nil {
+				t.Fatal(err)
+			}
+			if mark := got.Annotations[v1alpha1.AnnotationShortFormCreated]; mark != tc.wantMark {
+				t.Errorf("%s = %q, want %q", v1alpha1.AnnotationShortFormCreated, mark, tc.wantMark)
+			}
+			if (res.RequeueAfter > 0) != tc.wantRequeue {
+				t.Errorf("RequeueAfter = %v, want a requeue: %v", res.RequeueAfter, tc.wantRequeue)
 			}
 		})
 	}
