@@ -474,7 +474,8 @@ const (
 
 // SetupWithManager registers job-record-hold (Hold: a Job's creation, an account's
 // creation or spec change) and job-record (Reconcile: held Jobs' deletion, end and
-// finalizer changes; account records, spec changes and deletions).
+// finalizer changes; account records, spec changes and deletions; the start of a
+// namespace's deletion).
 func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		For(&batchv1.Job{}, builder.WithPredicates(jobAppeared)).
@@ -491,12 +492,29 @@ func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&batchv1.Job{}, builder.WithPredicates(heldJobChanged)).
 		Watches(&v1alpha1.BatchAccount{}, r.accountRecordsJobs()).
-		WatchesRawSource(source.Channel(outOfScope, &handler.EnqueueRequestForObject{})).
-		Named(JobRecordControllerName).
-		Complete(r)
+		WatchesRawSource(source.Channel(outOfScope, &handler.EnqueueRequestForObject{}))
+	return WatchNamespaceDeletions(b, r.heldJobsOfNamespace).Named(JobRecordControllerName).Complete(r)
+}
+
+// heldJobsOfNamespace wakes the Jobs the record finalizer holds in a namespace whose
+// deletion started (WatchNamespaceDeletions): none waits any more for an account its
+// short form declares (pendingAccounts), and a Job deleted before sends no event then.
+func (r *JobRecorder) heldJobsOfNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var jobs batchv1.JobList
+	if err := r.List(ctx, &jobs, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the held Jobs of a namespace being deleted")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range jobs.Items {
+		if recordHeld(&jobs.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
+		}
+	}
+	return reqs
 }
 
 // sweepOutOfScope sends to out, once as the manager starts to lead, every Job the

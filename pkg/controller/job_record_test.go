@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -679,6 +680,37 @@ func TestHeldOutOfScopeSelectsHeldObjectsOutsideTheCache(t *testing.T) {
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("listed %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHeldJobsOfNamespaceWoken: the start of a namespace's deletion wakes the Jobs the
+// record finalizer holds there (JobRecorder.heldJobsOfNamespace), whose wait for an
+// account their short form declares ends then. A Job deleted before, as
+// ttlSecondsAfterFinished: 0 deletes it, sends no event of its own when its namespace
+// goes, and would keep it until relations.ShortFormWait passed.
+func TestHeldJobsOfNamespaceWoken(t *testing.T) {
+	deleting := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", DeletionTimestamp: &metav1.Time{Time: testNow}}}
+	for _, tc := range []struct {
+		name string
+		jobs []client.Object
+		want []string
+	}{
+		{name: "a held Job deleted before: woken",
+			jobs: []client.Object{jobAt(v1alpha1.RecordFinalizer, foreground).Deleting(testNow.Add(-time.Second)).Obj()}, want: []string{"ns/j"}},
+		{name: "a Job not held: not woken", jobs: []client.Object{jobAt().Obj()}},
+		{name: "a held Job of another namespace: not woken",
+			jobs: []client.Object{wrappers.MakeJob("j", "other").Indexed(2).Finalizers(v1alpha1.RecordFinalizer).Obj()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, tc.jobs...)
+			var got []string
+			for _, req := range (&JobRecorder{Client: f.c}).heldJobsOfNamespace(context.Background(), deleting) {
+				got = append(got, req.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("woken %v, want %v", got, tc.want)
 			}
 		})
 	}
