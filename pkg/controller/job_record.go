@@ -503,18 +503,8 @@ func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager) error {
 // deletion started (WatchNamespaceDeletions): none waits any more for an account its
 // short form declares (pendingAccounts), and a Job deleted before sends no event then.
 func (r *JobRecorder) heldJobsOfNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
-	var jobs batchv1.JobList
-	if err := r.List(ctx, &jobs, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the held Jobs of a namespace being deleted")
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range jobs.Items {
-		if recordHeld(&jobs.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
-		}
-	}
-	return reqs
+	return HeldInNamespace(r.Client, func() client.ObjectList { return &batchv1.JobList{} },
+		recordHeld)(ctx, ns)
 }
 
 // sweepOutOfScope sends to out, once as the manager starts to lead, every Job the
