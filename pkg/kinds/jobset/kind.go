@@ -221,10 +221,22 @@ func WorkloadOwner(ctx context.Context, r client.Reader, job *batchv1.Job) (type
 		// labels and a controller reference to a JobSet they can read.
 		return "", nil
 	}
-	if ref := metav1.GetControllerOfNoCopy(&js); js.UID == uid && ref != nil && ref.Name == js.Name && ref.Kind == trainer.TrainJobKind && ref.APIVersion == trainer.GroupVersion.String() {
+	if ref := metav1.GetControllerOfNoCopy(&js); js.UID == uid && ref != nil && ref.Name == js.Name && IsTrainJob(ref) {
 		return ref.UID, nil
 	}
 	return uid, nil
+}
+
+// IsTrainJob reports whether ref names a Kubeflow Trainer TrainJob, of any version of its
+// API: an object is the same whichever served version names it, and the version an owner
+// reference spells is whichever its writer's client used (Trainer v2.2.0 writes
+// v1alpha1; a later Trainer serving another version may write that one).
+func IsTrainJob(ref *metav1.OwnerReference) bool {
+	if ref.Kind != trainer.TrainJobKind {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == trainer.GroupVersion.Group
 }
 
 // StampScope implements kinds.Kind through StampReplicatedJob, on the JobSet itself.

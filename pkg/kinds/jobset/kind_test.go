@@ -13,6 +13,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -149,6 +150,12 @@ func TestChildWorkloadOwner(t *testing.T) {
 	tj := wrappers.MakeTrainJob("t", "ns", "torch-distributed").UID("tj-uid").Obj()
 	rendered := wrappers.MakeJobSet("t", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).
 		ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "t-uid").Obj()
+	// Kueue gives the Workload to the TrainJob whatever version of Trainer's API the
+	// reference spells; a TrainJob kind of another group is no Trainer's.
+	renderedV1 := wrappers.MakeJobSet("t", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).
+		ControlledBy(tj, schema.GroupVersionKind{Group: trainer.GroupVersion.Group, Version: "v1", Kind: trainer.TrainJobKind}, "t-uid").Obj()
+	renderedElsewhere := wrappers.MakeJobSet("t", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).
+		ControlledBy(tj, schema.GroupVersionKind{Group: "example.com", Version: "v1alpha1", Kind: trainer.TrainJobKind}, "t-uid").Obj()
 	child := wrappers.MakeJob(jobset.ChildJobName("t", "w", 0), "ns").JobSetChild(js, "w", 0, 0).Obj()
 	for _, tc := range []struct {
 		name    string
@@ -160,6 +167,8 @@ func TestChildWorkloadOwner(t *testing.T) {
 		{"a child", child, []client.Object{js}, "t-uid", true},
 		{"a child, its JobSet gone", child, nil, "t-uid", true},
 		{"a child of a TrainJob's JobSet", child, []client.Object{rendered}, "tj-uid", true},
+		{"a child of a JobSet rendered by another version of TrainJob", child, []client.Object{renderedV1}, "tj-uid", true},
+		{"a child of a JobSet a TrainJob of another group controls", child, []client.Object{renderedElsewhere}, "t-uid", true},
 		{"a plain Job", wrappers.MakeJob("j", "ns").UID("j-uid").Obj(), []client.Object{js}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -121,10 +121,7 @@ func (Kind) NewObject() client.Object { return &trainer.TrainJob{} }
 // JobSetOwner implements kinds.JobSetRenderer: the TrainJob that controls js.
 func (Kind) JobSetOwner(js metav1.Object) (string, bool) {
 	ref := metav1.GetControllerOfNoCopy(js)
-	if ref == nil || ref.Kind != trainer.TrainJobKind || ref.Name != js.GetName() {
-		return "", false
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != trainer.GroupVersion.Group {
+	if ref == nil || ref.Name != js.GetName() || !jobset.IsTrainJob(ref) {
 		return "", false
 	}
 	return ref.Name, true
@@ -307,10 +304,8 @@ func (Kind) FinishedAt(obj client.Object) (time.Time, bool) {
 // by UID: the TrainJob now of the target's name may be a successor, for which the child
 // of a deleted one (held by the record finalizer) ran nothing.
 func (Kind) WorkloadOwner(ctx context.Context, r client.Reader, _ v1alpha1.TargetRef, job *batchv1.Job) (types.UID, error) {
-	if c := metav1.GetControllerOfNoCopy(job); c != nil && c.Kind == trainer.TrainJobKind {
-		if gv, err := schema.ParseGroupVersion(c.APIVersion); err == nil && gv.Group == trainer.GroupVersion.Group {
-			return c.UID, nil
-		}
+	if c := metav1.GetControllerOfNoCopy(job); c != nil && jobset.IsTrainJob(c) {
+		return c.UID, nil
 	}
 	return jobset.WorkloadOwner(ctx, r, job)
 }

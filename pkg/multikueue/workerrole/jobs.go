@@ -97,7 +97,7 @@ func dispatchedChild(ctx context.Context, r client.Reader, job metav1.Object) (m
 		return multikueue.Dispatch{}, false, nil
 	}
 	d := multikueue.Dispatch{Workload: multikueue.CopiedFor(js), JobSet: js.Name}
-	if owner := metav1.GetControllerOfNoCopy(js); owner != nil && owner.Kind == trainer.TrainJobKind && owner.APIVersion == trainer.GroupVersion.String() {
+	if owner := metav1.GetControllerOfNoCopy(js); owner != nil && jobset.IsTrainJob(owner) {
 		tj, err := getOwner(ctx, r, job.GetNamespace(), trainer.GroupVersion.WithKind(trainer.TrainJobKind), owner)
 		if err != nil {
 			return multikueue.Dispatch{}, false, err

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -47,8 +48,12 @@ func trainJobTJ() *trainer.TrainJob {
 		Label(multikueue.PrebuiltWorkloadKey, "trainjob-tj-0a1b2").Label(multikueue.OriginLabel, "multikueue").Obj()
 }
 
-func tjJobSet() *jobsetapi.JobSet {
-	return wrappers.MakeJobSet("tj", "ns").ControlledBy(trainJobTJ(), trainer.GroupVersion.WithKind(trainer.TrainJobKind), "worker-tjjs-uid").Obj()
+func tjJobSet() *jobsetapi.JobSet { return tjJobSetOf(trainer.GroupVersion.Version) }
+
+// tjJobSetOf is tjJobSet with its controller reference spelled in version of Trainer's API.
+func tjJobSetOf(version string) *jobsetapi.JobSet {
+	gvk := schema.GroupVersionKind{Group: trainer.GroupVersion.Group, Version: version, Kind: trainer.TrainJobKind}
+	return wrappers.MakeJobSet("tj", "ns").ControlledBy(trainJobTJ(), gvk, "worker-tjjs-uid").Obj()
 }
 
 // child is child Job index 1 of replicatedJob "workers" of js, restart attempt attempt,
@@ -170,6 +175,9 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 			job: child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Obj()},
 		"child of a dispatched TrainJob's JobSet": {objs: []client.Object{trainJobTJ(), tjJobSet()},
 			job:        child(tjJobSet(), 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("1", 1).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "trainjob-tj-0a1b2", JobSet: "tj", TrainJob: "tj"}, wantIndexes: "1", wantHeld: true, wantWrites: 1},
+		"child of a dispatched TrainJob's JobSet, its owner spelled in another version": {objs: []client.Object{trainJobTJ(), tjJobSetOf("v1")},
+			job:        child(tjJobSetOf("v1"), 0).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("1", 1).Obj(),
 			wantRecord: &multikueue.Dispatch{Workload: "trainjob-tj-0a1b2", JobSet: "tj", TrainJob: "tj"}, wantIndexes: "1", wantHeld: true, wantWrites: 1},
 		"child of a JobSet not dispatched": {objs: []client.Object{wrappers.MakeJobSet("js", "ns").Obj()},
 			job: child(wrappers.MakeJobSet("js", "ns").Obj(), 0).Completed("1", 1).Obj()},
