@@ -41,8 +41,9 @@ func nsLabels(name string, extra ...string) labels.Set {
 //   - the pod webhook (failurePolicy Fail) selects exactly the pods labelled
 //     batchledger.dev/scope=results: not scope=coverage, not unlabelled pods, not an
 //     unlabelled Indexed Job pod (what it used to select);
-//   - the Job and JobSet webhooks fail open (Ignore), on CREATE only, for every Job and
-//     JobSet (no objectSelector: they decide whom to label);
+//   - the Job and JobSet webhooks fail open (Ignore), on CREATE (and the JobSet's on
+//     UPDATE, to keep its labels), for every Job and JobSet (no objectSelector: they
+//     decide whom to label);
 //   - the pod assignment webhook fails open (Ignore), on CREATE only, and selects exactly
 //     the pods labelled scope=coverage (the pod webhook tells results pods theirs);
 //   - none of the four reaches kube-system or the manager's own namespace; the admin's
@@ -181,14 +182,20 @@ func TestChartWebhookScope(t *testing.T) {
 				}
 			}
 
+			// The JobSet webhook answers updates too, only to keep the labels a JobSet
+			// carried (a controller's server-side apply removes them).
+			operations := map[string][]admissionregistrationv1.OperationType{
+				jobWebhook:    {admissionregistrationv1.Create},
+				jobSetWebhook: {admissionregistrationv1.Create, admissionregistrationv1.Update},
+			}
 			for _, name := range []string{jobWebhook, jobSetWebhook} {
 				w := hooks[name]
 				if fp := w.FailurePolicy; fp == nil || *fp != admissionregistrationv1.Ignore {
 					t.Errorf("%s: failurePolicy %v, want Ignore (a Job is never refused for batchledger being down)", name, fp)
 				}
 				for _, r := range w.Rules {
-					if !slices.Equal(r.Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) {
-						t.Errorf("%s: operations %v, want CREATE only", name, r.Operations)
+					if !slices.Equal(r.Operations, operations[name]) {
+						t.Errorf("%s: operations %v, want %v", name, r.Operations, operations[name])
 					}
 				}
 				if w.ObjectSelector != nil && (len(w.ObjectSelector.MatchLabels) > 0 || len(w.ObjectSelector.MatchExpressions) > 0) {

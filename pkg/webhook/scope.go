@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,7 +38,7 @@ const (
 )
 
 // +kubebuilder:webhook:path=/mutate-batch-v1-job,mutating=true,failurePolicy=ignore,sideEffects=None,groups=batch,resources=jobs,verbs=create,versions=v1,name=mjob.batchledger.dev,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/mutate-jobset-x-k8s-io-v1alpha2-jobset,mutating=true,failurePolicy=ignore,sideEffects=None,groups=jobset.x-k8s.io,resources=jobsets,verbs=create,versions=v1alpha2,name=mjobset.batchledger.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-jobset-x-k8s-io-v1alpha2-jobset,mutating=true,failurePolicy=ignore,sideEffects=None,groups=jobset.x-k8s.io,resources=jobsets,verbs=create;update,versions=v1alpha2,name=mjobset.batchledger.dev,admissionReviewVersions=v1,timeoutSeconds=5
 
 // ScopeStamper stamps the opt-in scope label onto the pod templates of new Jobs and
 // JobSets whose pods batchledger accounts for: a Job (or JobSet child) an account names,
@@ -141,7 +142,8 @@ func (s ScopeStamper) handleJob(ctx context.Context, req admission.Request) admi
 // annotations, or those of the TrainJob that renders it) name: their pod templates and
 // Job templates, whose labels JobSet copies onto the child Jobs and their pods, also
 // when a restart recreates them; and the JobSet's own metadata with the strongest of
-// them, which Kueue copies onto the JobSet's Workload (labelKeysToCopy).
+// them, which Kueue copies onto the JobSet's Workload (labelKeysToCopy). On an update it
+// only keeps the labels the JobSet carried (keepJobSetScope).
 func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) admission.Response {
 	var js jobsetapi.JobSet
 	var tmpl struct {
@@ -159,6 +161,12 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 	}
 	if err := decode(req.Object.Raw, &js, &tmpl); err != nil {
 		return unclassified(JobSetMutatePath, fmt.Errorf("decoding the JobSet: %w", err))
+	}
+	if req.Operation == admissionv1.Update {
+		return keepJobSetScope(req.OldObject.Raw, &js, tmpl.templateMeta, func(i int) (templateMeta, templateMeta) {
+			t := tmpl.Spec.ReplicatedJobs[i].Template
+			return t.templateMeta, t.Spec.Template
+		})
 	}
 	js.Name, js.Namespace = cmp.Or(js.Name, req.Name), cmp.Or(js.Namespace, req.Namespace)
 	scopes, err := replicatedJobScopes(ctx, s.Reader, &js)
@@ -192,6 +200,35 @@ func (s ScopeStamper) handleJobSet(ctx context.Context, req admission.Request) a
 		judged = finalVerdictWarning("JobSet", accounts)
 	}
 	return withWarning(withShortFormWarning(patched(append(labelPatch("", tmpl.templateMeta, strongest), ops...)), "JobSet", invalid), judged)
+}
+
+// keepJobSetScope keeps, on an update of a JobSet, the scope labels its old version
+// (oldRaw) carried: on its metadata, and on each replicatedJob's Job template and pod
+// template, by replicatedJob name. The creation webhook's labels belong to no field
+// manager, and a controller that renders the JobSet by server-side apply (Trainer, at
+// every suspension and resumption of a TrainJob) removes them with the fields it stops
+// applying (measured: Trainer's apply after Kueue took its runtime patch back dropped
+// the pod template's scope). The Job webhook stamps each child as JobSet creates it, so
+// the JobSet's templates are what a child made while that webhook fails open runs with.
+// Only what was there is kept, never raised: JobSet refuses any change of a Job
+// template. tmpls gives the new object's templates of replicatedJob i.
+func keepJobSetScope(oldRaw []byte, js *jobsetapi.JobSet, meta templateMeta, tmpls func(i int) (job, pod templateMeta)) admission.Response {
+	var old jobsetapi.JobSet
+	if err := json.Unmarshal(oldRaw, &old); err != nil {
+		return unclassified(JobSetMutatePath, fmt.Errorf("decoding the old JobSet: %w", err))
+	}
+	ops := labelPatch("", meta, old.Labels[v1alpha1.LabelScope])
+	for i, rj := range js.Spec.ReplicatedJobs {
+		j := slices.IndexFunc(old.Spec.ReplicatedJobs, func(o jobsetapi.ReplicatedJob) bool { return o.Name == rj.Name })
+		if j < 0 {
+			continue
+		}
+		was := old.Spec.ReplicatedJobs[j].Template
+		job, pod := tmpls(i)
+		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template", i), job, was.Labels[v1alpha1.LabelScope])...)
+		ops = append(ops, labelPatch(fmt.Sprintf("/spec/replicatedJobs/%d/template/spec/template", i), pod, was.Spec.Template.Labels[v1alpha1.LabelScope])...)
+	}
+	return patched(ops)
 }
 
 // finalVerdictWarning tells the author of a new Job or JobSet that accounts name which of

@@ -295,6 +295,70 @@ func TestScopeStamperJobSets(t *testing.T) {
 	}
 }
 
+// TestScopeStamperKeepsJobSetScopeOnUpdate: an update of a JobSet keeps the scope labels
+// the JobSet carried, wherever the new version lost them (as Trainer's server-side apply
+// drops the creation webhook's labels), and adds none it did not carry: JobSet refuses a
+// changed Job template, and raising a scope is the controller's, while suspended. No
+// account is read for an update.
+func TestScopeStamperKeepsJobSetScopeOnUpdate(t *testing.T) {
+	broken := &interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+		return context.DeadlineExceeded
+	}}
+	h := ScopeStamper{Reader: indexedReader(t, broken)}
+	scoped := func(scope string) map[string]string {
+		return map[string]string{v1alpha1.LabelScope: scope, "app": "llm"}
+	}
+	jobSet := func(meta, job, pod map[string]string, rjs ...string) *jobsetapi.JobSet {
+		js := &jobsetapi.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: "ml-team", Labels: meta}}
+		for _, name := range rjs {
+			rj := jobsetapi.ReplicatedJob{Name: name, Replicas: 1}
+			rj.Template.Labels, rj.Template.Spec.Template.Labels = job, pod
+			js.Spec.ReplicatedJobs = append(js.Spec.ReplicatedJobs, rj)
+		}
+		return js
+	}
+	labelled := jobSet(scoped(v1alpha1.ScopeResults), scoped(v1alpha1.ScopeResults), scoped(v1alpha1.ScopeResults), "init", "node")
+	for name, tc := range map[string]struct {
+		old, new *jobsetapi.JobSet
+		want     []jsonpatch.JsonPatchOperation
+	}{
+		"the pod templates' scope dropped": {
+			old: labelled, new: jobSet(scoped(v1alpha1.ScopeResults), scoped(v1alpha1.ScopeResults), map[string]string{"app": "llm"}, "init", "node"),
+			want: append(scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels/batchledger.dev~1scope", v1alpha1.ScopeResults),
+				scopeOp("/spec/replicatedJobs/1/template/spec/template/metadata/labels/batchledger.dev~1scope", v1alpha1.ScopeResults)...),
+		},
+		"every label dropped, of a replicatedJob moved": {
+			old: labelled, new: jobSet(nil, nil, nil, "node"),
+			want: append(append(scopeOp("/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults}),
+				scopeOp("/spec/replicatedJobs/0/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})...),
+				scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels", map[string]any{v1alpha1.LabelScope: v1alpha1.ScopeResults})...),
+		},
+		"kept": {old: labelled, new: labelled},
+		"raised by the update: left as it is": {
+			old: jobSet(scoped(v1alpha1.ScopeCoverage), scoped(v1alpha1.ScopeCoverage), scoped(v1alpha1.ScopeCoverage), "node"),
+			new: jobSet(scoped(v1alpha1.ScopeCoverage), scoped(v1alpha1.ScopeCoverage), scoped(v1alpha1.ScopeResults), "node"),
+		},
+		"lowered by the update: kept": {
+			old:  jobSet(nil, nil, scoped(v1alpha1.ScopeResults), "node"),
+			new:  jobSet(nil, nil, scoped(v1alpha1.ScopeCoverage), "node"),
+			want: scopeOp("/spec/replicatedJobs/0/template/spec/template/metadata/labels/batchledger.dev~1scope", v1alpha1.ScopeResults),
+		},
+		"never scoped: nothing added": {old: jobSet(nil, nil, nil, "node"), new: jobSet(nil, nil, nil, "node")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			oldRaw, _ := json.Marshal(tc.old)
+			newRaw, _ := json.Marshal(tc.new)
+			resp := admission.HandlerFunc(h.handleJobSet).Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: admissionv1.Update, Namespace: "ml-team", Name: "llm",
+				Object: runtime.RawExtension{Raw: newRaw}, OldObject: runtime.RawExtension{Raw: oldRaw},
+			}})
+			if diff := cmp.Diff(tc.want, patchOf(t, resp)); !resp.Allowed || len(resp.Warnings) != 0 || diff != "" {
+				t.Errorf("allowed=%v warnings=%v, patch (-want +got):\n%s", resp.Allowed, resp.Warnings, diff)
+			}
+		})
+	}
+}
+
 // TestScopeStamperWarnsOfAFinalVerdict: an account Accepted for its spec follows only the
 // identities on its record, so a Job or JobSet created under a name it accounts is no
 // part of its batch; the author is told at admission, naming the account. An account not
