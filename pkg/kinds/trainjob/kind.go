@@ -17,6 +17,7 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -167,7 +169,8 @@ func (Kind) CandidateLabels(ref v1alpha1.TargetRef) map[string]string {
 func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.RestartAttempt(job) }
 
 // Resolve implements kinds.Kind: the current child of the JobSet the TrainJob renders;
-// none for a TrainJob MultiKueue dispatches. A JobSet of the TrainJob's name that the
+// none for a TrainJob MultiKueue dispatches, nor of a JobSet Trainer rendered again after
+// Kueue finished the TrainJob's Workload. A JobSet of the TrainJob's name that the
 // TrainJob (by UID, when it is read) does not control is none of its; while that JobSet
 // is gone, its children left behind are judged by their JobSet's name alone, as a JobSet
 // target's are, and, when the TrainJob is read, by being created while it ran (give or
@@ -195,6 +198,21 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 		if !renders(&js, ref.TrainJob, trainJobUID) {
 			return nil, 0, nil
 		}
+		if trainJobUID != "" && terminal(&tj) == "" {
+			// A JobSet Trainer rendered again after Kueue finished the TrainJob's
+			// Workload (workloadEnd) runs outside any admission: none of its children is
+			// the batch's, which ended. Compared without the skew allowance, and in the
+			// same second too (timestamps have no finer grain; Trainer renders again at
+			// once): the JobSet that ran was made a whole run before the Workload
+			// finished, and before Kueue made the Workload at all.
+			end, err := workloadEnd(ctx, r, &tj)
+			if err != nil {
+				return nil, 0, err
+			}
+			if end != nil && !js.CreationTimestamp.Before(&end.LastTransitionTime) {
+				return nil, 0, nil
+			}
+		}
 		owner = &js
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
@@ -208,6 +226,12 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 		// JobSet's), read before it deletes the JobSet, which may create a child until
 		// then: a child's creation, the API server's clock, is allowed the skew.
 		end := terminalCondition(&tj)
+		if end == nil {
+			var err error
+			if end, err = workloadEnd(ctx, r, &tj); err != nil {
+				return nil, 0, err
+			}
+		}
 		if end == nil || len(tj.Status.JobsStatus) == 0 {
 			return nil, 0, nil
 		}
@@ -250,6 +274,12 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 		// TrainJob: a JobSet of its name here is none of its (anyone may make one).
 		return "", nil
 	}
+	if end, err := workloadEnd(ctx, r, &tj); err != nil || end != nil {
+		if end == nil {
+			return "", err
+		}
+		return end.Type, nil
+	}
 	var js jobsetapi.JobSet
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &js); {
 	case apierrors.IsNotFound(err):
@@ -260,6 +290,41 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 		return "", nil
 	}
 	return cmp.Or(jobset.Terminal(&js), jobset.Lacks(&js, ref)), nil
+}
+
+// workloadEnd is, for a TrainJob without a terminal condition, the Finished condition of
+// its Kueue Workload, as the TrainJob's own (type Complete when the Workload succeeded,
+// else Failed); nil when Kueue manages no Workload of it that finished. Trainer v2.2.0
+// keeps a Failed condition only for its own deadline: once the failed JobSet is gone
+// (deleted by hand, or by its TTL), it takes the failure off the TrainJob and renders the
+// JobSet again, unsuspended, while Kueue keeps the Workload finished, admits nothing more
+// for it, and suspends that JobSet's children. The Workload's end is the batch's.
+func workloadEnd(ctx context.Context, r client.Reader, tj *trainer.TrainJob) (*metav1.Condition, error) {
+	var wls kueue.WorkloadList
+	switch err := r.List(ctx, &wls, client.InNamespace(tj.Namespace), client.MatchingLabels{kueueconstants.JobUIDLabel: string(tj.UID)}); {
+	case apimeta.IsNoMatchError(err):
+		// Kueue's API is optional: without it no Workload ends a TrainJob.
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	var end *metav1.Condition
+	for i := range wls.Items {
+		wl := &wls.Items[i]
+		// The label is anyone's to set: only a Workload the TrainJob controls counts.
+		if c := metav1.GetControllerOfNoCopy(wl); c == nil || c.UID != tj.UID || !jobset.IsTrainJob(c) {
+			continue
+		}
+		c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadFinished)
+		if c == nil || c.Status != metav1.ConditionTrue || end != nil && !c.LastTransitionTime.Before(&end.LastTransitionTime) {
+			continue
+		}
+		end = &metav1.Condition{Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime}
+		if c.Reason == kueue.WorkloadFinishedReasonSucceeded {
+			end.Type = trainer.TrainJobComplete
+		}
+	}
+	return end, nil
 }
 
 // terminal is the TrainJob's terminal condition type that is True (Complete, Failed), or "".

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -51,6 +52,13 @@ func node(js *jobsetapi.JobSet, attempt int, uid string) *batchv1.Job {
 	return j
 }
 
+// workloadOf is the Kueue Workload of the TrainJob tj (controlled and labelled by its UID),
+// finished at at with reason (Succeeded, Failed).
+func workloadOf(tj *trainer.TrainJob, reason string, at time.Time) *kueue.Workload {
+	return wrappers.MakeWorkload("trainjob-llm-1a2b3", ns).ControlledBy(tj, tjGVK).Label(kueueconstants.JobUIDLabel, string(tj.UID)).
+		Condition(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(at)}).Obj()
+}
+
 func reader(t *testing.T, objs ...client.Object) client.Client {
 	t.Helper()
 	return fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).Build()
@@ -64,6 +72,11 @@ func TestResolve(t *testing.T) {
 	foreign := wrappers.MakeJobSet("llm", ns).Obj()
 	foreign.UID = "foreign-uid"
 	other := trainJb().UID("other-uid").Obj()
+	renderedAt := func(created time.Time) *jobsetapi.JobSet {
+		js := rendered(tj, "js-uid")
+		js.CreationTimestamp = metav1.NewTime(created)
+		return js
+	}
 	cases := []struct {
 		name string
 		objs []client.Object
@@ -74,6 +87,11 @@ func TestResolve(t *testing.T) {
 		{"a JobSet rendered by an earlier TrainJob of the name", []client.Object{tj, rendered(other, "js-uid"), node(rendered(other, "js-uid"), 0, "n0")}, ""},
 		{"the TrainJob gone: its JobSet's children still answer", []client.Object{js, node(js, 0, "n0")}, "n0"},
 		{"no child yet", []client.Object{tj, js}, ""},
+		// Trainer renders a JobSet again for a TrainJob whose failure it took off once the
+		// failed JobSet was gone; Kueue finished the Workload at t0.
+		{"its JobSet rendered again after its Workload finished: no child", []client.Object{tj, renderedAt(t0.Add(time.Second)), node(renderedAt(t0.Add(time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
+		{"its JobSet rendered again in the second its Workload finished: no child", []client.Object{tj, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
+		{"its JobSet rendered before its Workload finished (the cache has yet to see it fail)", []client.Object{tj, renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, "n0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +148,8 @@ func TestEnded(t *testing.T) {
 	js := rendered(tj, "js-uid")
 	failedJS := rendered(tj, "js-uid")
 	failedJS.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue}}
+	foreignWL := workloadOf(trainJb().UID("other-uid").Obj(), kueue.WorkloadFinishedReasonFailed, t0)
+	foreignWL.Labels[kueueconstants.JobUIDLabel] = string(tj.UID)
 	cases := []struct {
 		name string
 		objs []client.Object
@@ -144,6 +164,12 @@ func TestEnded(t *testing.T) {
 			ReplicatedJob(wrappers.MakeReplicatedJob("launcher").Obj()).ControlledBy(tj, tjGVK, "js-uid").Obj()},
 			`has no replicatedJob "node" (it has launcher)`},
 		{"its JobSet not rendered yet", []client.Object{tj}, ""},
+		// Trainer takes a JobSet's failure off the TrainJob once that JobSet is gone, and
+		// renders it again: Kueue's Workload keeps the end.
+		{"its failure taken off, its JobSet rendered again: its Workload failed", []client.Object{tj, js, workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, trainer.TrainJobFailed},
+		{"its failure taken off, its JobSet not rendered again yet", []client.Object{tj, workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, trainer.TrainJobFailed},
+		{"its Workload succeeded", []client.Object{tj, js, workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)}, trainer.TrainJobComplete},
+		{"a finished Workload labelled with its UID that another TrainJob controls", []client.Object{tj, js, foreignWL}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -360,6 +386,8 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 		{"Failed at its deadline, its JobSet deleted: the child left behind", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left}, "left"},
 		{"Failed at its deadline: a child its JobSet made as Trainer read the deadline is followed", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), late}, "late"},
 		{"Failed at its deadline: a Job made since is no child", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), made}, ""},
+		{"its failure taken off, its JobSet gone: the child left behind before its Workload finished", []client.Object{ran(tj()), left, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, "left"},
+		{"its failure taken off: a Job made since its Workload finished is no child", []client.Object{ran(tj()), made, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, ""},
 		{"the TrainJob gone: a child of its JobSet's name still answers", []client.Object{made}, "made"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
