@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/multikueue"
@@ -154,13 +155,17 @@ const (
 // created ahead of its Jobs, as a pipeline does, is not brought back while they come)
 // and at most MaxUnfoundRecheck (a name that never comes costs one read per target
 // every five minutes). Without an API reader there is no read that could find it: 0.
+// A Job target's JobSet child seen deleted while its owner runs is awaited the same way:
+// its owner's end wakes only the accounts naming the owner, so without the recheck an
+// owner that ends without creating it again would leave the account waiting.
 func (r *Reconciler) unfoundRecheck(ba *v1alpha1.BatchAccount, seen map[string]observed, now time.Time) time.Duration {
 	if r.APIReader == nil || apimeta.IsStatusConditionTrue(ba.Status.Conditions, v1alpha1.ConditionTerminated) {
 		return 0
 	}
 	least := cmp.Or(r.UnfoundRecheck, DefaultUnfoundRecheck)
 	for _, o := range seen {
-		if o.job == nil && o.deletedJob == nil && o.obs.OwnerEnded == "" && o.obs.APINotServed == "" {
+		awaited := o.deletedJob == nil || o.obs.ChildOwner == account.OwnerRunning
+		if o.job == nil && awaited && o.obs.OwnerEnded == "" && o.obs.APINotServed == "" {
 			return max(min(now.Sub(ba.CreationTimestamp.Time)/4, MaxUnfoundRecheck), least)
 		}
 	}
