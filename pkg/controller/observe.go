@@ -162,6 +162,11 @@ func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, 
 		if pods.Items, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref); err != nil {
 			return o, err
 		}
+		if results && scope == v1alpha1.ScopeResults {
+			if pods.Items, err = r.withEarlierScope(ctx, namespace, job, pods.Items); err != nil {
+				return o, err
+			}
+		}
 	default:
 		// No cache holds what the account reads of these pods: the Job started before its
 		// account existed (outside the opt-in scope), or the account started requiring
@@ -202,6 +207,46 @@ func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, 
 		}
 	}
 	return o, r.observeWorkload(ctx, &o, t.Ref, job, results)
+}
+
+// withEarlierScope appends to pods, the pods of job the manager's cache holds (those of
+// the results scope), job's succeeded pods of the coverage scope: a Job Kueue preempted
+// after pods of it ran has its template raised to the results scope when an account
+// requiring results comes, so that its later pods are held for their results, while
+// the pods that ran before keep the scope of their creation and only the cache of
+// succeeded coverage pods sees them. They are read as a coverage Job's are for such an
+// account (LatePods), and only when that cache holds one. The result is a new slice.
+func (r *Reconciler) withEarlierScope(ctx context.Context, namespace string, job *batchv1.Job, pods []corev1.Pod) ([]corev1.Pod, error) {
+	if r.CoveragePods == nil || r.APIReader == nil && r.LatePods == nil {
+		return pods, nil
+	}
+	list := relations.PodMetadataList()
+	if err := r.CoveragePods.List(ctx, list, client.InNamespace(namespace),
+		client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return pods, nil
+	}
+	read := r.succeededPodsLive
+	if r.LatePods != nil {
+		read = r.LatePods.SucceededPods
+	}
+	earlier, err := read(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[types.UID]bool, len(pods))
+	for i := range pods {
+		have[pods[i].UID] = true
+	}
+	out := slices.Clip(pods)
+	for i := range earlier {
+		if !have[earlier[i].UID] {
+			out = append(out, earlier[i])
+		}
+	}
+	return out, nil
 }
 
 // withEarlierIdentities appends to pods, the pods of job read outside the manager's cache,

@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -37,23 +38,40 @@ func (c resultsPodCache) List(ctx context.Context, list client.ObjectList, opts 
 	return nil
 }
 
-// unreadCache stands for the coverage scope's pod cache, which an account requiring
-// results never reads.
-type unreadCache struct{ cache.Cache }
+// coveragePodCache stands for the cache of succeeded coverage pods over a fake API
+// server: the metadata of the coverage scope's pods alone.
+type coveragePodCache struct {
+	cache.Cache
+	reader client.Reader
+}
+
+func (c coveragePodCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.reader.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*metav1.PartialObjectMetadataList); ok {
+		var kept []metav1.PartialObjectMetadata
+		for _, p := range l.Items {
+			if p.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeCoverage {
+				kept = append(kept, p)
+			}
+		}
+		l.Items = kept
+	}
+	return nil
+}
 
 // TestPreemptedJobKeepsItsPodsInSight: Kueue preempts a Job by suspending it, and the Job
 // controller then clears its startTime, so its pod template may change again; its pods
 // that succeeded stay (and those it is deleting may still exit 0), labelled with the
 // scope of their creation: the coverage scope of an account that did not require
-// results, whose webhook marked them. Raising the template to the results scope when an
-// account starting to require results (or a second one that does) stamped it filed the
-// Job's pods under the manager's cache, which holds only results-scope pods: once a
-// reconcile stamped the template without recording those pods' results (a failed chunk
-// write, an error observing another target, the signing key not loaded yet, a restart
-// between the two), they were never read again, and once the Job ended their shards
-// counted as MissingResult though the pods and their results were there. A Job whose pods
-// ran keeps its template's scope, and its succeeded pods are read as those of a Job
-// running when its account came; one that never ran is stamped as ever.
+// results, whose webhook marked them. An account requiring results raises the template
+// to the results scope all the same, so that the pods the Job runs once admitted again
+// are held by the result finalizer (a Job deleted by its TTL, pod GC, the controller
+// down when they end: none of their results is lost); the manager's cache holds only
+// those, so the pods of the coverage scope that ran before are read beside them, on
+// every reconcile, not only on the one that raised the template (whose chunk write may
+// have failed, or the manager stopped before it).
 func TestPreemptedJobKeepsItsPodsInSight(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	coverage := func() *wrappers.JobWrapper {
@@ -61,26 +79,38 @@ func TestPreemptedJobKeepsItsPodsInSight(t *testing.T) {
 	}
 	stopping := coverage().Obj()
 	stopping.Status.Terminating = ptr.To[int32](1)
+	earlier := func(job *batchv1.Job) *corev1.Pod {
+		return wrappers.MakeIndexPod(job, "j-0", 0).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+			Succeeded(now.Add(-time.Hour), reportOf(t, "A")).Obj()
+	}
+	later := func(job *batchv1.Job) *corev1.Pod {
+		return wrappers.MakeIndexPod(job, "j-1", 1).Label(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+			Finalizers(v1alpha1.ResultFinalizer).Succeeded(now.Add(-time.Minute), reportOf(t, "B")).Obj()
+	}
 	for _, tc := range []struct {
-		name         string
-		job          *batchv1.Job
-		wantTemplate string
-		// wantRecorded are the pods whose results are recorded after the second reconcile.
+		name string
+		job  *batchv1.Job
+		// pods are the Job's pods, made from it.
+		pods []func(*batchv1.Job) *corev1.Pod
+		// wantRecorded are the pods whose results the second reconcile records.
 		wantRecorded []string
 	}{
-		{"preempted after index 0 succeeded", coverage().Completed("0", 1).Obj(), v1alpha1.ScopeCoverage, []string{"j-0"}},
-		{"preempted while its pods stop: one may still exit 0", stopping, v1alpha1.ScopeCoverage, nil},
-		{"suspended, never ran: stamped so that every pod is held", coverage().Obj(), v1alpha1.ScopeResults, nil},
+		{"preempted after index 0 succeeded", coverage().Completed("0", 1).Obj(),
+			[]func(*batchv1.Job) *corev1.Pod{earlier}, []string{"j-0"}},
+		{"admitted again, index 1 succeeded in the results scope: both read", coverage().Completed("0,1", 2).Obj(),
+			[]func(*batchv1.Job) *corev1.Pod{earlier, later}, []string{"j-0", "j-1"}},
+		{"preempted while its pods stop: one may still exit 0", stopping, nil, nil},
+		{"suspended, never ran", coverage().Obj(), nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := []client.Object{tc.job}
-			if tc.job.Status.Succeeded > 0 {
-				objs = append(objs, wrappers.MakeIndexPod(tc.job, "j-0", 0).Succeeded(now.Add(-time.Hour), reportOf(t, "A")).Obj())
+			for _, pod := range tc.pods {
+				objs = append(objs, pod(tc.job))
 			}
 			c := fakeClient(t, objs...)
 			ba := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Revisions("D", "m").Shards("A", "B").
 				AssignJob("j", "0-1", "A", "B").RequireResults("").Obj()
-			r := &Reconciler{Client: resultsPodCache{c}, APIReader: c, CoveragePods: unreadCache{}, Now: func() time.Time { return now }}
+			r := &Reconciler{Client: resultsPodCache{c}, APIReader: c, CoveragePods: coveragePodCache{reader: c}, Now: func() time.Time { return now }}
 			// The first reconcile observes and stamps, and records nothing: its chunk write
 			// failed, or the manager stopped before it.
 			if _, _, err := r.observeAccount(context.Background(), ba, account.Compile(ba.Namespace, &ba.Spec)); err != nil {
@@ -98,8 +128,8 @@ func TestPreemptedJobKeepsItsPodsInSight(t *testing.T) {
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(tc.job), &job); err != nil {
 				t.Fatal(err)
 			}
-			if got := job.Spec.Template.Labels[v1alpha1.LabelScope]; got != tc.wantTemplate {
-				t.Errorf("the Job's template scope = %q, want %q", got, tc.wantTemplate)
+			if got := job.Spec.Template.Labels[v1alpha1.LabelScope]; got != v1alpha1.ScopeResults {
+				t.Errorf("the Job's template scope = %q, want %q: the pods it runs next are held", got, v1alpha1.ScopeResults)
 			}
 		})
 	}

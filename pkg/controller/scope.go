@@ -43,16 +43,18 @@ func scopePatch(meta, tmpl string) client.Patch {
 
 // stampScope raises the scope label of a Job the account follows to want: on the Job's
 // own metadata always, since the manager's cache holds only the Jobs labelled there
-// (CacheOptions), and on its pod template only while it may still change and no pod of
-// it ran under the old one (podsBefore). Kubernetes lets the pod template labels of a
-// suspended Job change only until it first starts (Kueue creates its Jobs suspended),
-// so a Job that is already running keeps its template's scope: its pods are not held,
-// and its results are read while its pods exist. The returned scope is the Job's
-// template's after the call.
+// (CacheOptions), and on its pod template only while it may still change. Kubernetes
+// lets the pod template labels of a suspended Job change only until it first starts
+// (Kueue creates its Jobs suspended), so a Job that is already running keeps its
+// template's scope: its pods are not held, and its results are read while its pods
+// exist. A Job Kueue preempted (suspended, its startTime cleared) after pods of it ran
+// is raised all the same, so that the pods it runs once admitted again are held; those
+// that ran before keep their scope and are read beside them (withEarlierScope). The
+// returned scope is the Job's template's after the call.
 func (r *Reconciler) stampScope(ctx context.Context, job *batchv1.Job, want string) (string, error) {
 	haveTmpl, haveMeta := job.Spec.Template.Labels[v1alpha1.LabelScope], job.Labels[v1alpha1.LabelScope]
 	var tmpl, meta string
-	if s := relations.StrongerScope(haveTmpl, want); s != haveTmpl && suspended(job) && job.Status.StartTime == nil && !podsBefore(job) {
+	if s := relations.StrongerScope(haveTmpl, want); s != haveTmpl && suspended(job) && job.Status.StartTime == nil {
 		tmpl = s
 	}
 	if s := relations.StrongerScope(haveMeta, want); s != haveMeta {
