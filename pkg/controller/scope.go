@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 )
@@ -81,7 +79,11 @@ func (r *Reconciler) stampScope(ctx context.Context, job *batchv1.Job, want stri
 // The owner is stamped before any child exists too: a JobSet queued in Kueue, or one
 // MultiKueue dispatches (its children exist only on the worker), that the creation
 // webhook did not stamp (its cache had not seen the account yet) would otherwise run
-// unstamped. A failed stamp costs only the hold of results, never the accounting (the
+// unstamped. So is one Kueue preempted after its children ran: JobSet merges its
+// template's labels into its children as it resumes them, and a restart creates them
+// from it, so the pods they run next are held; those that ran before keep their scope
+// and are read beside them (withEarlierScope). A failed stamp costs only the hold of
+// results, never the accounting (the
 // Job is read from the API server until its label lands), so it is logged and the
 // reconcile goes on.
 func (r *Reconciler) stampTarget(ctx context.Context, ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef, job *batchv1.Job) {
@@ -97,12 +99,6 @@ func (r *Reconciler) stampTarget(ctx context.Context, ba *v1alpha1.BatchAccount,
 	if k == nil {
 		return
 	}
-	if ran, err := r.childrenRan(ctx, ba.Namespace, k, ref); err != nil || ran {
-		if err != nil {
-			log.Error(err, "listing the child Jobs of a suspended owner", "kind", k.Name(), "name", ref.Owner())
-		}
-		return
-	}
 	n, err := k.StampScope(ctx, r.Client, ba.Namespace, ref, want)
 	if err != nil {
 		log.Error(err, "stamping the opt-in scope label on a suspended owner", "kind", k.Name(), "name", ref.Owner())
@@ -110,22 +106,6 @@ func (r *Reconciler) stampTarget(ctx context.Context, ba *v1alpha1.BatchAccount,
 	for range n {
 		r.Metrics.scopeStamped()
 	}
-}
-
-// childrenRan reports whether a child Job of ref's owner (a kinds.Owner: a JobSet, a
-// TrainJob's) ran pods under its template's scope (podsBefore). The owner resumed merges
-// its replicatedJobs' pod template labels into its children (JobSet's resume), so its
-// template is stamped only while none did, as stampScope stamps a Job's own.
-func (r *Reconciler) childrenRan(ctx context.Context, namespace string, k kinds.Kind, ref v1alpha1.TargetRef) (bool, error) {
-	o, ok := k.(kinds.Owner)
-	if !ok || !ref.IsChild() {
-		return false, nil
-	}
-	var jobs batchv1.JobList
-	if err := r.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels(o.ChildSelector(ref.Owner())), client.UnsafeDisableDeepCopy); err != nil {
-		return false, err
-	}
-	return slices.ContainsFunc(jobs.Items, func(j batchv1.Job) bool { return podsBefore(&j) }), nil
 }
 
 // resolveLive finds the Job a target names from the API server, for a target the cache
@@ -216,21 +196,6 @@ func (r *Reconciler) workloadLive(ctx context.Context, ref v1alpha1.TargetRef, j
 
 // suspended reports whether job is suspended (Kueue has not admitted its Workload).
 func suspended(job *batchv1.Job) bool { return ptr.Deref(job.Spec.Suspend, false) }
-
-// podsBefore reports whether pods of a suspended job may have succeeded, or may still
-// succeed, under its template's current scope: Kueue's preemption suspends a Job that
-// ran, and the Job controller then clears its startTime, which lets the template change
-// again, while the pods that succeeded stay (and those it is deleting may still exit 0).
-// They carry the scope of their creation, and a template raised to the results scope
-// files the Job's pods under the manager's cache, which holds only that scope's pods
-// (observeTarget): their results would never be read, and once the Job ended their
-// shards would count as MissingResult.
-func podsBefore(job *batchv1.Job) bool {
-	s := &job.Status
-	u := s.UncountedTerminatedPods
-	return s.Succeeded > 0 || s.CompletedIndexes != "" || s.Active > 0 || ptr.Deref(s.Terminating, 0) > 0 ||
-		u != nil && len(u.Succeeded) > 0
-}
 
 // liveMisses remembers the owners whose live Workload read found none: when, and whether
 // the Job read for was suspended.

@@ -318,11 +318,11 @@ func TestLiveWorkloadRetry(t *testing.T) {
 // Job yet (queued in Kueue, or dispatched by MultiKueue, whose children exist only on the
 // worker) and whose creation webhook did not stamp it gets its replicatedJob's template
 // stamped by the account's reconcile while it is suspended, on its pod template only (the
-// rest is immutable then); once it runs, its template is left alone. So it is while
-// Kueue's preemption holds it suspended after pods of its children ran: JobSet merges the
-// replicatedJob's pod template labels into its children as it resumes them, and a child
-// raised to the results scope would have its earlier pods read from a cache that does
-// not hold them (TestPreemptedJobKeepsItsPodsInSight).
+// rest is immutable then); once it runs, its template is left alone. It is stamped too
+// while Kueue's preemption holds it suspended after pods of its children ran: JobSet
+// merges the replicatedJob's pod template labels into its children as it resumes them
+// (and a restart creates them from it), so their next pods are held, while their
+// earlier pods are read beside them (TestPreemptedJobKeepsItsPodsInSight).
 func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -333,7 +333,7 @@ func TestSuspendedOwnerStampedBeforeItsChildren(t *testing.T) {
 	}{
 		{name: "suspended, no child yet: stamped", suspended: true, want: v1alpha1.ScopeResults},
 		{name: "running: left alone", suspended: false, want: ""},
-		{name: "preempted after its child's pods ran: left alone", suspended: true, ran: true, want: ""},
+		{name: "preempted after its child's pods ran: stamped", suspended: true, ran: true, want: v1alpha1.ScopeResults},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			child := wrappers.MakeJob("", "ns").Indexed(2).Obj()
