@@ -134,3 +134,42 @@ func TestPreemptedJobKeepsItsPodsInSight(t *testing.T) {
 		})
 	}
 }
+
+// TestResumedChildReadsItsEarlierPods: a JobSet Kueue preempted after its child's pods ran
+// has its template raised to the results scope, which JobSet merges into the child as it
+// resumes it: the child's pods that ran before keep the coverage scope and are read
+// beside those it runs next, which the manager's cache holds.
+func TestResumedChildReadsItsEarlierPods(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
+	js.UID = "js-uid"
+	child := wrappers.MakeJob("js-workers-0", "ns").Indexed(2).UID("c-uid").JobSetChild(js, "workers", 0, 0).
+		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Completed("0,1", 2).Obj()
+	earlier := wrappers.MakeIndexPod(child, "c-0", 0).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		Succeeded(now.Add(-time.Hour), reportOf(t, "A")).Obj()
+	later := wrappers.MakeIndexPod(child, "c-1", 1).Finalizers(v1alpha1.ResultFinalizer).
+		Succeeded(now.Add(-time.Minute), reportOf(t, "B")).Obj()
+	for _, tc := range []struct {
+		name         string
+		pods         []client.Object
+		wantRecorded []string
+	}{
+		{"the pods of both scopes", []client.Object{earlier, later}, []string{"c-0", "c-1"}},
+		{"only the resumed child's pods", []client.Object{later}, []string{"c-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeClient(t, append([]client.Object{js, child}, tc.pods...)...)
+			ba := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Revisions("D", "m").Shards("A", "B").
+				AssignJobSet("js", "workers", 0, "0-1", "0-1").RequireResults("").Obj()
+			r := &Reconciler{Client: resultsPodCache{c}, APIReader: c, CoveragePods: coveragePodCache{reader: c}, Now: func() time.Time { return now }}
+			results, _ := captureWith(t, r, ba)
+			recorded := sets.New[string]()
+			for _, res := range results {
+				recorded.Insert(res.Pod)
+			}
+			if !recorded.Equal(sets.New(tc.wantRecorded...)) {
+				t.Errorf("recorded the results of %v, want %v", sets.List(recorded), tc.wantRecorded)
+			}
+		})
+	}
+}
