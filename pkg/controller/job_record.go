@@ -88,9 +88,10 @@ type JobRecorder struct {
 	// scope label was taken off, which nothing would otherwise ever release.
 	APIReader client.Reader
 	// CoveragePods, when set, is the cache of the coverage scope's succeeded pods
-	// (Reconciler.CoveragePods): a coverage-scope Job's successes the Job controller has
-	// yet to count are read there (countingSuccess), the manager's cache holding only the
-	// results scope's pods.
+	// (Reconciler.CoveragePods): a scoped Job's coverage-scope successes the Job
+	// controller has yet to count are read there (countingSuccess), the manager's cache
+	// holding only the results scope's pods; a Job raised to the results scope after
+	// Kueue preempted it may still have pods of the coverage scope (stampScope).
 	CoveragePods client.Reader
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -414,7 +415,9 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
-	if r.CoveragePods != nil && job.Spec.Template.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeCoverage {
+	// Not only a coverage-scope Job's: one Kueue preempted may have its template raised to
+	// the results scope while its pods of the coverage scope still end (stampScope).
+	if r.CoveragePods != nil && job.Spec.Template.Labels[v1alpha1.LabelScope] != "" {
 		list := relations.PodMetadataList()
 		if err := r.CoveragePods.List(ctx, list, client.InNamespace(job.Namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {
 			return false, err

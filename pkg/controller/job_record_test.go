@@ -179,6 +179,19 @@ func TestJobRecorderReleases(t *testing.T) {
 			wantRequeueAfter: 59 * time.Minute,
 		},
 		{
+			// Kueue preempted it as a pod of it was deleted, which exited 0 since; an
+			// account requiring results then raised its template (stampScope): the pod keeps
+			// the coverage scope of its creation, so only that scope's cache holds it.
+			name: "raised to the results scope, deleted before it terminated, an earlier coverage pod succeeded uncounted: held",
+			job:  jobAt(record).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning},
+			coveragePods: []client.Object{
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+					Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
 			// Deleted with propagationPolicy Orphan: the garbage collector takes the pod's
 			// owner reference off. A Job being deleted adopts no pod, so the Job controller
 			// never counts it; it removes the orphan's tracking finalizer uncounted, which
