@@ -162,8 +162,8 @@ func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, 
 		if pods.Items, err = relations.TargetPods(ctx, r.Client, namespace, t.Ref); err != nil {
 			return o, err
 		}
-		if results && scope == v1alpha1.ScopeResults {
-			if pods.Items, err = r.withEarlierScope(ctx, namespace, job, pods.Items); err != nil {
+		if scope == v1alpha1.ScopeResults {
+			if pods.Items, err = r.withEarlierScope(ctx, namespace, job, pods.Items, results); err != nil {
 				return o, err
 			}
 		}
@@ -215,9 +215,12 @@ func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, 
 // requiring results comes, so that its later pods are held for their results, while
 // the pods that ran before keep the scope of their creation and only the cache of
 // succeeded coverage pods sees them. They are read as a coverage Job's are for such an
-// account (LatePods), and only when that cache holds one. The result is a new slice.
-func (r *Reconciler) withEarlierScope(ctx context.Context, namespace string, job *batchv1.Job, pods []corev1.Pod) ([]corev1.Pod, error) {
-	if r.CoveragePods == nil || r.APIReader == nil && r.LatePods == nil {
+// account (LatePods), and only when that cache holds one. An account that does not
+// require results counts them from that cache's metadata, as it does a coverage Job's
+// (their successes and attempts are the Job's whatever its template says now). The
+// result is a new slice.
+func (r *Reconciler) withEarlierScope(ctx context.Context, namespace string, job *batchv1.Job, pods []corev1.Pod, results bool) ([]corev1.Pod, error) {
+	if r.CoveragePods == nil || results && r.APIReader == nil && r.LatePods == nil {
 		return pods, nil
 	}
 	list := relations.PodMetadataList()
@@ -228,13 +231,16 @@ func (r *Reconciler) withEarlierScope(ctx context.Context, namespace string, job
 	if len(list.Items) == 0 {
 		return pods, nil
 	}
-	read := r.succeededPodsLive
-	if r.LatePods != nil {
-		read = r.LatePods.SucceededPods
-	}
-	earlier, err := read(ctx, job)
-	if err != nil {
-		return nil, err
+	earlier := relations.SucceededPods(list.Items)
+	if results {
+		read := r.succeededPodsLive
+		if r.LatePods != nil {
+			read = r.LatePods.SucceededPods
+		}
+		var err error
+		if earlier, err = read(ctx, job); err != nil {
+			return nil, err
+		}
 	}
 	have := make(map[types.UID]bool, len(pods))
 	for i := range pods {

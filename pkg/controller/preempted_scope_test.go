@@ -173,3 +173,59 @@ func TestResumedChildReadsItsEarlierPods(t *testing.T) {
 		})
 	}
 }
+
+// TestRaisedJobCountsItsEarlierPodsForCoverage: a Job Kueue preempted after a pod of it
+// succeeded in the coverage scope had its template raised to the results scope by an
+// account requiring results. An account of the same Job that counts coverage only reads
+// the manager's cache for a results-scope Job, which holds none of the pods that ran
+// before: their successes must still be seen (attempts, a success the Job controller
+// has yet to count), as they were before the raise, from the coverage pods' cache.
+func TestRaisedJobCountsItsEarlierPodsForCoverage(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	raised := wrappers.MakeJob("j", "ns").Indexed(2).UID("j-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		Label(v1alpha1.LabelScope, v1alpha1.ScopeResults).Completed("0,1", 2).Obj()
+	earlier := wrappers.MakeIndexPod(raised, "j-0", 0).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		Succeeded(now.Add(-time.Hour), "").Obj()
+	again := wrappers.MakeIndexPod(raised, "j-0b", 0).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		Succeeded(now.Add(-50*time.Minute), "").Obj()
+	later := wrappers.MakeIndexPod(raised, "j-1", 1).Label(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+		Finalizers(v1alpha1.ResultFinalizer).Succeeded(now.Add(-time.Minute), "").Obj()
+	other := wrappers.MakeJob("o", "ns").Indexed(2).UID("o-uid").Obj()
+	foreign := wrappers.MakeIndexPod(other, "o-0", 0).Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		Succeeded(now.Add(-time.Hour), "").Obj()
+	for _, tc := range []struct {
+		name string
+		pods []client.Object
+		want []string
+	}{
+		{"the pods of both scopes", []client.Object{earlier, later}, []string{"j-0", "j-1"}},
+		{"an index's two successes before the raise", []client.Object{earlier, again, later}, []string{"j-0", "j-0b", "j-1"}},
+		{"only the pods run since", []client.Object{later}, []string{"j-1"}},
+		{"another Job's coverage pod is not its", []client.Object{later, foreign}, []string{"j-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeClient(t, append([]client.Object{raised, other}, tc.pods...)...)
+			ba := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Revisions("D", "m").Shards("A", "B").
+				AssignJob("j", "0-1", "A", "B").Obj()
+			r := &Reconciler{Client: resultsPodCache{c}, APIReader: c, CoveragePods: coveragePodCache{reader: c}, Now: func() time.Time { return now }}
+			obs, _, err := r.observeAccount(context.Background(), ba, account.Compile(ba.Namespace, &ba.Spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := sets.New[string]()
+			uids := map[string]string{"j-0": string(earlier.UID), "j-0b": string(again.UID), "j-1": string(later.UID), "o-0": string(foreign.UID)}
+			for _, o := range obs {
+				for _, a := range o.SuccessfulPods {
+					for name, uid := range uids {
+						if uid == string(a.UID) {
+							seen.Insert(name)
+						}
+					}
+				}
+			}
+			if !seen.Equal(sets.New(tc.want...)) {
+				t.Errorf("successful pods %v, want %v", sets.List(seen), tc.want)
+			}
+		})
+	}
+}
