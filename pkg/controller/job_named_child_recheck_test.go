@@ -26,11 +26,13 @@ func TestJobNamedChildAwaitingItsOwnerIsLookedForAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		owner      string // the JobSet's terminal condition, "" while it runs
+		recreated  bool   // the restart created the child again
 		wantRecord bool
 		wantRetry  bool
 	}{
 		{name: "the JobSet runs: a restart in progress, looked for again", wantRetry: true},
 		{name: "the JobSet failed: the deletion stands", owner: string(jobset.JobSetFailed), wantRecord: true},
+		{name: "the restart created the child again: found, not looked for again", recreated: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js := jobSetWith(tc.owner)
@@ -39,7 +41,12 @@ func TestJobNamedChildAwaitingItsOwnerIsLookedForAgain(t *testing.T) {
 			ba.Status.Targets = []v1alpha1.TargetStatus{{Name: "job/" + child}}
 			ba.Status.History = []v1alpha1.SupersededIdentity{{Target: "job/" + child, Job: child, UID: "uid-w2",
 				Completions: 4, CompletedIndexes: "0", SupersededAt: metav1.NewTime(testNow.Add(-time.Minute))}}
-			f := newFixture(t, hooks{}, js, ba)
+			objs := []client.Object{js, ba}
+			if tc.recreated {
+				objs = append(objs, wrappers.MakeJob(child, "ns").UID("uid-w2b").Indexed(4).JobSetChild(js, "workers", 2, 1).
+					Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Obj())
+			}
+			f := newFixture(t, hooks{}, objs...)
 			r := f.reconciler()
 			gone := wrappers.MakeJob(child, "ns").UID("uid-w2").Indexed(4).JobSetChild(js, "workers", 2, 0).Completed("0", 1).Obj()
 			r.deletedJobs.add(gone, testNow)
