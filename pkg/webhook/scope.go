@@ -45,7 +45,8 @@ const (
 // or a Job or JobSet whose short form parses (relations.ShortFormScope; one that does not
 // gets no account, so no scope either). The label's value tells whether an account
 // requires results (ScopeResults: the pods are held until their result is recorded) or
-// only counts them (ScopeCoverage).
+// only counts them (ScopeCoverage). On an update of a JobSet it only keeps the labels
+// the old version carried (keepJobSetScope).
 type ScopeStamper struct {
 	// Reader reads BatchAccounts, indexed by relations.IndexAccountTarget.
 	Reader client.Reader
