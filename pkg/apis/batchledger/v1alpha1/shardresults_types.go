@@ -28,7 +28,8 @@ const (
 // and the controller caches only pods that carry the label at all. Users never set it by
 // hand: the Job and JobSet webhook stamps it at creation when an account names the Job
 // (or the Job carries the short-form annotations), and the controller stamps it onto a
-// suspended Job that never started when its account comes later.
+// suspended Job that never started when its account comes later (or raises it on one
+// Kueue preempted, whose earlier pods keep theirs).
 const (
 	// LabelScope on a Job's pod template (and so on its pods) opts the Job's pods into
 	// batchledger's scope; its value says how.
