@@ -34,11 +34,12 @@ const EventActionCreateAccount = "CreateAccount"
 // maxEventNote bounds an event's note: the API server refuses a longer one.
 const maxEventNote = 1024
 
-// ShortFormReconciler creates the BatchAccount a short-form Job or JobSet declares
-// (relations.ShortForm). Whatever stands in the way of that account is a Warning event on
-// the Job or JobSet, whose author is the one to act: annotations that do not parse
-// (InvalidShortForm), an account the API server refuses (ShortFormRejected), an account
-// of that name that exists with another spec (ShortFormMismatch).
+// ShortFormReconciler creates the BatchAccount a short-form Job, JobSet or TrainJob
+// declares (relations.ShortForm), once per object (v1alpha1.AnnotationShortFormCreated).
+// Whatever stands in the way of that account is a Warning event on the object, whose
+// author is the one to act: annotations that do not parse (InvalidShortForm), an
+// account the API server refuses (ShortFormRejected), an account of that name that
+// exists with another spec (ShortFormMismatch).
 type ShortFormReconciler struct {
 	client.Client
 	// Recorder emits the Warnings on the Job or JobSet.
