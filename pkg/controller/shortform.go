@@ -42,7 +42,7 @@ const maxEventNote = 1024
 // exists with another spec (ShortFormMismatch).
 type ShortFormReconciler struct {
 	client.Client
-	// Recorder emits the Warnings on the Job or JobSet.
+	// Recorder emits the Warnings on the Job, JobSet or TrainJob.
 	Recorder events.EventRecorder
 	// Kind is the kind of target whose objects' short form this reconciler reads.
 	Kind kinds.Kind
@@ -50,7 +50,7 @@ type ShortFormReconciler struct {
 	// served. nil: all.
 	APIs *ServedAPIs
 	// TTL is the retention of short-form accounts (Reconciler.ShortFormTTL; 0: kept).
-	// No account is created for a Job or JobSet that ended longer ago than it: retention
+	// No account is created for an object that ended longer ago than it: retention
 	// deleted its account (or would at once), and creating it again would only repeat
 	// that whenever the manager starts.
 	TTL time.Duration
@@ -62,10 +62,10 @@ type ShortFormReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile creates the declared account once per object: the object is marked
-// (v1alpha1.AnnotationShortFormCreated), and an account created for it and deleted since
-// is not created again. A mistake in the annotations, or an
-// account the API server refuses, is terminal until the Job or JobSet changes: it is a
-// Warning, not a retry. An existing account of that name is never modified (its
+// (v1alpha1.AnnotationShortFormCreated) once the cache holds its account, one made no
+// earlier than the object (madeFor), and an account created for it and deleted since is
+// not created again. A mistake in the annotations, or an account the API server
+// refuses, is terminal until the object changes: it is a Warning, not a retry. An existing account of that name is never modified (its
 // revisions, shards and assignments are immutable); when it is not what the annotations
 // declare, a Warning says how it differs and what to do.
 func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
