@@ -52,8 +52,9 @@ type Reconciler struct {
 	// scope (its account came after it started) are not in the cache, nor a target's Job
 	// or Workload without the scope label on its metadata (resolveLive, workloadLive).
 	APIReader client.Reader
-	// CoveragePods, when set, is the cache of the succeeded pods of Jobs in the coverage
-	// scope (v1alpha1.ScopeCoverage), as metadata (relations.PodMetadata), with the
+	// CoveragePods, when set, is the cache of the succeeded pods of the coverage scope
+	// (v1alpha1.ScopeCoverage: their Job's, or the earlier pods of a Job raised to the
+	// results scope after Kueue preempted it), as metadata (relations.PodMetadata), with the
 	// relations.RegisterPodIndexes indexes: all such an account reads of its pods, so the
 	// Pending and Running updates of its pods are never sent to the controller, and their
 	// specs and statuses are never decoded. The manager's cache then holds only the pods of

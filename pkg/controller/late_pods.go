@@ -25,17 +25,20 @@ const LatePodsIdle = 10 * time.Minute
 
 // LatePods holds the succeeded pods of the Jobs that started before an account named
 // them. Such a Job's pods carry no scope label (a started Job's pod template cannot
-// change), so neither pod cache holds them. Reading them from the API server on every
-// reconcile made an account's cost grow with the square of its Job's size; here each such
-// Job gets its own small cache, selected by the Job's controller-uid label and the
-// Succeeded phase in the Job's namespace: one LIST when an account first reads it, then
-// one watch event per pod that succeeds or is deleted, each of which wakes the Job's
-// accounts (the Job controller's status update may reach the controller before the pod
-// does). List-then-watch from the list's resourceVersion is how every informer starts, so
-// a pod that succeeds while the cache starts is in the list or arrives as an event: none
-// is missed, and the store holds each pod once, by UID, so none is counted twice. Pods
-// are stripped as the manager's cache strips results pods (podTransform): enough to count
-// attempts and to read results.
+// change), so neither pod cache holds them. An account requiring results reads here too
+// the succeeded pods of a Job of the coverage scope, whose pods the coverage cache holds
+// as metadata only: one whose account started requiring results after it ran, or whose
+// template was raised to the results scope after Kueue preempted it (withEarlierScope).
+// Reading them from the API server on every reconcile made an account's cost grow with
+// the square of its Job's size; here each such Job gets its own small cache, selected by
+// the Job's controller-uid label and the Succeeded phase in the Job's namespace: one LIST
+// when an account first reads it, then one watch event per pod that succeeds or is
+// deleted, each of which wakes the Job's accounts (the Job controller's status update may
+// reach the controller before the pod does). List-then-watch from the list's
+// resourceVersion is how every informer starts, so a pod that succeeds while the cache
+// starts is in the list or arrives as an event: none is missed, and the store holds each
+// pod once, by UID, so none is counted twice. Pods are stripped as the manager's cache
+// strips results pods (podTransform): enough to count attempts and to read results.
 //
 // A LatePods is a manager.Runnable: the caches run under the context Start receives, and
 // one unread for LatePodsIdle is stopped.
