@@ -53,13 +53,14 @@ type Reconciler struct {
 	// or Workload without the scope label on its metadata (resolveLive, workloadLive).
 	APIReader client.Reader
 	// CoveragePods, when set, is the cache of the succeeded pods of the coverage scope
-	// (v1alpha1.ScopeCoverage: their Job's, or the earlier pods of a Job raised to the
-	// results scope after Kueue preempted it), as metadata (relations.PodMetadata), with the
-	// relations.RegisterPodIndexes indexes: all such an account reads of its pods, so the
-	// Pending and Running updates of its pods are never sent to the controller, and their
-	// specs and statuses are never decoded. The manager's cache then holds only the pods of
-	// the results scope, which the releaser follows in every phase. Unset (unit tests),
-	// coverage pods are read from Client like results pods.
+	// (v1alpha1.ScopeCoverage), as metadata (relations.PodMetadata), with the
+	// relations.RegisterPodIndexes indexes: all a coverage account reads of its pods, so
+	// the Pending and Running updates of its pods are never sent to the controller, and
+	// their specs and statuses are never decoded; it also holds the earlier pods of a Job
+	// raised to the results scope after Kueue preempted it (withEarlierScope). The
+	// manager's cache then holds only the pods of the results scope, which the releaser
+	// follows in every phase. Unset (unit tests), coverage pods are read from Client like
+	// results pods.
 	CoveragePods cache.Cache
 	// LatePods, when set, holds the succeeded pods of the Jobs that started before an
 	// account named them, one small cache per such Job; unset, they are listed from
