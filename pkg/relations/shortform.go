@@ -88,15 +88,16 @@ func ShortFormExpired(k kinds.Kind, obj client.Object, ttl time.Duration, now ti
 	return ok && ttl > 0 && !now.Before(ended.Add(ttl))
 }
 
-// ShortFormPending returns the names of the accounts requiring results that a short
-// form declares naming one of the targets refs (of namespace), that do not exist yet and
-// are still waited for (ShortFormWait), and how soon, a second at least, the first of
-// them stops being waited for (a hold for them is looked at again then). It reads, through r, the short form of each target's declaring object (the Job,
-// or the JobSet or TrainJob of a child target). A pod may succeed, and its Job be
-// deleted, before the controller created the account; letting them go then would lose
-// what the account is declared to record, so the pod releaser and the Job recorder hold
-// them for it as for an existing account. None is pending for an expired batch
-// (ShortFormExpired with ttl).
+// ShortFormPending returns the names of the accounts requiring results that a short form
+// declares naming one of the targets refs (of namespace), that do not exist yet and are
+// still waited for (ShortFormWait), and how soon, a second at least, the first of them
+// stops being waited for (a hold for them is looked at again then). It reads, through r,
+// the short form of each target's declaring object (the Job, or the JobSet or TrainJob of
+// a child target). A pod may succeed, and its Job be deleted, before the controller
+// created the account; letting them go then would lose what the account is declared to
+// record, so the pod releaser and the Job recorder hold them for it as for an existing
+// account. None is pending for an expired batch (ShortFormExpired with ttl), nor for an
+// object whose account was created and deleted since (ShortFormCreated).
 func ShortFormPending(ctx context.Context, r client.Reader, namespace string, refs []v1alpha1.TargetRef, ttl time.Duration, now, since time.Time) ([]string, time.Duration, error) {
 	var pending []string
 	var until time.Time
