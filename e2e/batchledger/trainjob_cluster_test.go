@@ -18,6 +18,7 @@ import (
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/internal/testsupport/localcluster"
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -142,6 +143,25 @@ func skipWithoutTrainJobs(t *testing.T, f *framework.Framework) {
 	if _, err := f.Client.RESTMapper().RESTMapping(trainer.GroupVersion.WithKind(trainer.TrainJobKind).GroupKind(), trainer.GroupVersion.Version); err != nil {
 		t.Skipf("the cluster serves no TrainJobs (run Kubeflow Trainer, framework.WithTrainer): %v", err)
 	}
+}
+
+// admittedTwoNodeTrainJob creates, on the h100 queue, the account "llm" requiring the
+// results of shards A and B from indexes 0-1 of TrainJob llm's node Job, waits for the
+// controller to observe it, then creates that TrainJob of 2 nodes and waits for Kueue to
+// admit its Workload.
+func admittedTwoNodeTrainJob(t *testing.T, f *framework.Framework) (*trainer.TrainJob, *kueue.Workload) {
+	t.Helper()
+	h100Queue(f, "8")
+	f.Create(wrappers.MakeBatchAccount("llm", f.Namespace).Shards("A", "B").
+		AssignTrainJob("llm", localcluster.TrainerNodeJob, 0, "0-1", "0-1").RequireResults(seedRule).Obj())
+	waitAccount(t, f, "llm", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool {
+		return len(ba.Status.Conditions) > 0
+	})
+	tj := wrappers.MakeTrainJob("llm", f.Namespace, localcluster.TrainerRuntime).NumNodes(2).Queue("default").GPU(1).Obj()
+	f.Create(tj)
+	wl := trainJobWorkload(t, f, tj)
+	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
+	return tj, wl
 }
 
 // trainJobWorkload waits for the Workload Kueue creates for the TrainJob: the one whose

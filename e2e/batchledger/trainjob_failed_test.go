@@ -15,9 +15,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/e2e/framework"
-	"batchledger.dev/batchledger/internal/testsupport/localcluster"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // TestTrainJobFailedThenJobSetDeleted: a TrainJob of 2 nodes fails (node 1 fails, the
@@ -30,16 +28,7 @@ import (
 func TestTrainJobFailedThenJobSetDeleted(t *testing.T) {
 	f := framework.New(t)
 	skipWithoutTrainJobs(t, f)
-	h100Queue(f, "8")
-	f.Create(wrappers.MakeBatchAccount("llm", f.Namespace).Shards("A", "B").
-		AssignTrainJob("llm", localcluster.TrainerNodeJob, 0, "0-1", "0-1").RequireResults(seedRule).Obj())
-	waitAccount(t, f, "llm", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool {
-		return len(ba.Status.Conditions) > 0
-	})
-	tj := wrappers.MakeTrainJob("llm", f.Namespace, localcluster.TrainerRuntime).NumNodes(2).Queue("default").GPU(1).Obj()
-	f.Create(tj)
-	wl := trainJobWorkload(t, f, tj)
-	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
+	tj, wl := admittedTwoNodeTrainJob(t, f)
 
 	job := childJob(t, f, "llm-node-0", "")
 	framework.RunningPods(t, job, 2)

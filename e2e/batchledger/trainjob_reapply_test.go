@@ -39,16 +39,7 @@ import (
 func TestTrainJobScopeSurvivesTrainerReapplies(t *testing.T) {
 	f := framework.New(t)
 	skipWithoutTrainJobs(t, f)
-	h100Queue(f, "8")
-	f.Create(wrappers.MakeBatchAccount("llm", f.Namespace).Shards("A", "B").
-		AssignTrainJob("llm", localcluster.TrainerNodeJob, 0, "0-1", "0-1").RequireResults(seedRule).Obj())
-	waitAccount(t, f, "llm", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool {
-		return len(ba.Status.Conditions) > 0
-	})
-	tj := wrappers.MakeTrainJob("llm", f.Namespace, localcluster.TrainerRuntime).NumNodes(2).Queue("default").GPU(1).Obj()
-	f.Create(tj)
-	wl := trainJobWorkload(t, f, tj)
-	framework.WaitForWorkloadCondition(t, wl, kueue.WorkloadAdmitted, metav1.ConditionTrue)
+	tj, wl := admittedTwoNodeTrainJob(t, f)
 
 	js := &jobset.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: tj.Name}}
 	f.Get(js)
