@@ -2,12 +2,15 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -26,14 +29,8 @@ func (c resultsPodCache) List(ctx context.Context, list client.ObjectList, opts 
 	if err := c.Client.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	if l, ok := list.(*corev1.PodList); ok {
-		var kept []corev1.Pod
-		for _, p := range l.Items {
-			if p.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeResults {
-				kept = append(kept, p)
-			}
-		}
-		l.Items = kept
+	if _, ok := list.(*corev1.PodList); ok {
+		return keepScope(list, v1alpha1.ScopeResults)
 	}
 	return nil
 }
@@ -49,16 +46,23 @@ func (c coveragePodCache) List(ctx context.Context, list client.ObjectList, opts
 	if err := c.reader.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	if l, ok := list.(*metav1.PartialObjectMetadataList); ok {
-		var kept []metav1.PartialObjectMetadata
-		for _, p := range l.Items {
-			if p.Labels[v1alpha1.LabelScope] == v1alpha1.ScopeCoverage {
-				kept = append(kept, p)
-			}
-		}
-		l.Items = kept
+	if _, ok := list.(*metav1.PartialObjectMetadataList); ok {
+		return keepScope(list, v1alpha1.ScopeCoverage)
 	}
 	return nil
+}
+
+// keepScope keeps in list only the objects labelled with scope, as a cache selecting
+// that scope would hold them.
+func keepScope(list client.ObjectList, scope string) error {
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	kept := slices.DeleteFunc(items, func(o runtime.Object) bool {
+		return o.(client.Object).GetLabels()[v1alpha1.LabelScope] != scope
+	})
+	return apimeta.SetList(list, kept)
 }
 
 // TestPreemptedJobKeepsItsPodsInSight: Kueue preempts a Job by suspending it, and the Job
