@@ -29,8 +29,10 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/controller"
+	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/webhook"
 )
 
@@ -146,7 +148,8 @@ func attribution(ctx context.Context, r client.Reader, job *batchv1.Job) (multik
 // batchledger's scope, or held) as the Job changes (only when what the record says
 // changed), and removes the worker role's
 // finalizer (v1alpha1.WorkerJobFinalizer, JobHolder) once the record holds the Job's last
-// status: it is terminal, or being deleted; never later than MaxHold after its deletion.
+// status: it is terminal, or being deleted with every success of its pods counted
+// (countingSuccess); never later than MaxHold after its deletion.
 type JobRecorder struct {
 	client.Client
 	// MaxHold bounds how long a deleted Job is kept for its record (the pods' MaxHold; 0:
@@ -204,7 +207,15 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	if !holdsJob(&job) {
 		return ctrl.Result{}, recordErr
 	}
-	done := recordErr == nil && (!ok || unrecordable || terminal(&job) || job.DeletionTimestamp != nil)
+	// A Job deleted before it terminated is released once recorded, but not while the Job
+	// controller has yet to count a success of it: gone, the Job would never record it.
+	counting := false
+	if recordErr == nil && ok && !unrecordable {
+		if counting, err = countingSuccess(ctx, r.Client, &job); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	done := recordErr == nil && !counting && (!ok || unrecordable || terminal(&job) || job.DeletionTimestamp != nil)
 	if !done && job.DeletionTimestamp != nil {
 		nsDeleted, err := controller.NamespaceDeleted(ctx, r.Client, job.Namespace)
 		if err != nil {
@@ -223,7 +234,9 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 				}
 			}
 			if left := cmp.Or(r.NamespaceGrace, controller.DefaultNamespaceGrace) - r.now().Sub(from); left > 0 {
-				ctrl.LoggerFrom(ctx).Error(recordErr, "recording a Job in a namespace being deleted")
+				if recordErr != nil {
+					ctrl.LoggerFrom(ctx).Error(recordErr, "recording a Job in a namespace being deleted")
+				}
 				return ctrl.Result{RequeueAfter: left}, nil
 			}
 			ctrl.LoggerFrom(ctx).Info("releasing a deleted Job unrecorded: its namespace is being deleted", "error", recordErr)
@@ -241,6 +254,45 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, recordErr
 	}
 	return ctrl.Result{}, errors.Join(recordErr, releaseJob(ctx, r.Client, &job))
+}
+
+// countingSuccess reports whether the Job controller has yet to count a success of job,
+// deleted before it terminated (as controller.JobRecorder's hold, on the manager): a
+// non-indexed success in uncountedTerminatedPods, or an index pod of it (of the results
+// scope: the pods the worker role caches) Succeeded with the Job controller's tracking
+// finalizer still on and its index not in completedIndexes. The Job controller counts
+// such a pod while the Job exists, being deleted or not, and then writes the Job's
+// status, which wakes the recorder again.
+func countingSuccess(ctx context.Context, c client.Reader, job *batchv1.Job) (bool, error) {
+	if job.DeletionTimestamp == nil || terminal(job) {
+		return false, nil
+	}
+	if u := job.Status.UncountedTerminatedPods; u != nil && len(u.Succeeded) > 0 {
+		return true, nil
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(job.Namespace),
+		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, err
+	}
+	completions := 0
+	if job.Spec.Completions != nil {
+		completions = int(*job.Spec.Completions)
+	}
+	completed, _ := indexset.ParseJobStatus(job.Status.CompletedIndexes, completions)
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+			continue
+		}
+		if owner := relations.ControllingJob(p); owner == nil || owner.UID != job.UID {
+			continue // orphaned: the Job controller never counts it
+		}
+		if idx, ok := relations.SucceededIndexOf(p, job); ok && idx < completions && !completed.Contains(idx) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // record creates or updates job's WorkerJob when what it says changed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -82,6 +84,14 @@ func namespaceDeleted(t time.Time) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Finalizers: []string{"example.com/keep"}, DeletionTimestamp: &metav1.Time{Time: t}}}
 }
 
+// succeededPod is the pod of index idx of child(copyOfJS(), 2), Succeeded, with finalizers
+// (batchv1.JobTrackingFinalizer: the Job controller has yet to count it).
+func succeededPod(idx int, finalizers ...string) *corev1.Pod {
+	job := child(copyOfJS().Obj(), 2).Obj()
+	return wrappers.MakeIndexPod(job, fmt.Sprintf("%s-%d", job.Name, idx), idx).Finalizers(finalizers...).
+		Succeeded(testNow.Add(-2*time.Minute), "{}").Obj()
+}
+
 func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorder, client.Client) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	// Started long before testNow: the grace a start gives is TestJobRecorderNamespaceGrace's.
@@ -92,7 +102,8 @@ func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorde
 // JobSet a dispatched TrainJob renders) is recorded with the manager Workload, its place
 // in the JobSet and its status; a record that says the same is not written again, one
 // that differs is updated; the worker role's finalizer stays while the Job runs and goes
-// once its terminal status or its deletion is recorded, or MaxHold after its deletion
+// once its terminal status or its deletion is recorded (a deleted Job's only once the
+// Job controller counted its pods' successes), or MaxHold after its deletion
 // when the record cannot be written, at once when its namespace is being deleted and
 // the record cannot be created there, and NamespaceGrace after the namespace's deletion
 // started when it cannot be written for another reason (retried meanwhile without the
@@ -147,6 +158,30 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0-3", 4).Complete(testNow).Obj(),
 			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0-3", wantTerminal: "Complete", wantWrites: 1},
 		"deleted by Kueue: recorded, then released": {objs: []client.Object{copyOfJS().Obj()},
+			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantWrites: 1},
+		"deleted, a success the Job controller has yet to count: recorded, held for the count": {
+			objs:       []client.Object{copyOfJS().Obj(), succeededPod(1, batchv1.JobTrackingFinalizer)},
+			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantHeld: true, wantWrites: 1},
+		"deleted, a non-indexed success not counted yet: recorded, held for the count": {objs: []client.Object{copyOfJS().Obj()},
+			job: func() *batchv1.Job {
+				j := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj()
+				j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"p-uid"}}
+				return j
+			}(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantHeld: true, wantWrites: 1},
+		"deleted, its successes counted: recorded, then released": {
+			objs:       []client.Object{copyOfJS().Obj(), succeededPod(2, batchv1.JobTrackingFinalizer), succeededPod(1)},
+			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantWrites: 1},
+		"deleted, a success not counted past MaxHold: released": {
+			objs:       []client.Object{copyOfJS().Obj(), succeededPod(1, batchv1.JobTrackingFinalizer)},
+			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-maxHold - time.Second)).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantWrites: 1},
+		"deleted, a success not counted, namespace being deleted past the grace: released": {
+			objs: []client.Object{copyOfJS().Obj(), succeededPod(1, batchv1.JobTrackingFinalizer),
+				namespaceDeleted(testNow.Add(-controller.DefaultNamespaceGrace - time.Second))},
 			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj(),
 			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantWrites: 1},
 		"deleted, JobSet gone: recorded from the webhook's annotation, then released": {
