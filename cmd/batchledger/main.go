@@ -366,7 +366,7 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics, Ledger: ledger,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold, ShortFormTTL: c.shortFormTTL},
 		&controller.JobRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("batchledger"), Metrics: controller.NewJobRecordMetrics(),
-			ShortFormTTL: c.shortFormTTL, APIs: apis, CoveragePods: coveragePods},
+			ShortFormTTL: c.shortFormTTL, APIs: apis, CoveragePods: coveragePods, LatePods: latePods.SucceededPods},
 	}
 	// The short-form Jobs the scope webhook did not label are not in the cache.
 	setups = append(setups, &controller.ShortFormSweep{API: mgr.GetAPIReader(), Writer: mgr.GetClient(), Interval: c.shortFormSweep, Metrics: metrics})

@@ -36,6 +36,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/release"
 )
@@ -93,6 +94,11 @@ type JobRecorder struct {
 	// holding only the results scope's pods; a Job raised to the results scope after
 	// Kueue preempted it may still have pods of the coverage scope (stampScope).
 	CoveragePods client.Reader
+	// LatePods, when set, reads the succeeded pods of a Job whose template carries no scope
+	// label (Reconciler.LatePods' SucceededPods: it started before an account named it),
+	// which neither the manager's cache nor CoveragePods holds: countingSuccess reads
+	// there the successes the Job controller has yet to count.
+	LatePods func(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error)
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
@@ -400,7 +406,8 @@ func recordsEnd(st *v1alpha1.BatchAccountStatus, job *batchv1.Job) bool {
 
 // countingSuccess reports whether the Job controller has yet to count a success of job,
 // deleted before it terminated: an index pod of it (one a cache holds: the manager's, of
-// the results scope, or CoveragePods, of the coverage scope) Succeeded with the Job
+// the results scope, CoveragePods, of the coverage scope, or LatePods, of a Job without
+// a scope) Succeeded with the Job
 // controller's tracking finalizer still on, its index not in completedIndexes, the Job
 // still its controller. The Job controller counts such a pod while the Job exists, being
 // deleted or not (never one orphaned from it), and an indexed Job's success goes straight
@@ -423,6 +430,15 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 			return false, err
 		}
 		pods.Items = append(pods.Items, relations.SucceededPods(list.Items)...)
+	}
+	// A Job started before its account named it: its pods carry no scope label, and
+	// neither cache holds them. A dispatched Job's pods run on a worker cluster.
+	if r.LatePods != nil && job.Spec.Template.Labels[v1alpha1.LabelScope] == "" && !multikueue.Dispatched(job) {
+		late, err := r.LatePods(ctx, job)
+		if err != nil {
+			return false, err
+		}
+		pods.Items = append(slices.Clip(pods.Items), late...)
 	}
 	completions := 0
 	if job.Spec.Completions != nil {

@@ -90,8 +90,11 @@ func TestJobRecorderReleases(t *testing.T) {
 		objs []client.Object
 		// coveragePods are in the cache of the coverage scope's succeeded pods.
 		coveragePods []client.Object
-		h            hooks
-		apis         *ServedAPIs
+		// latePods are the Job's succeeded pods that neither cache holds (LatePods: its
+		// template carries no scope label).
+		latePods []client.Object
+		h        hooks
+		apis     *ServedAPIs
 
 		wantErr          bool
 		wantFinalizers   []string // nil: the Job is gone
@@ -208,6 +211,23 @@ func TestJobRecorderReleases(t *testing.T) {
 			objs: []client.Object{recordedRunning},
 			coveragePods: []client.Object{
 				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).NoOwner().Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			// It started before its account named it: its pods carry no scope label, so
+			// only its own cache of succeeded pods (LatePods) holds them.
+			name:             "started before its account, deleted before it terminated, an index pod succeeded uncounted: held",
+			job:              jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs:             []client.Object{recordedRunning},
+			latePods:         []client.Object{wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 59 * time.Minute,
+		},
+		{
+			name:        "started before its account, deleted before it terminated, its succeeded index pod counted: released",
+			job:         jobAt(record).Completed("0,1", 2).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs:        []client.Object{recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "j-uid", Found: true, CompletedIndexes: "0,1"})},
+			latePods:    []client.Object{wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-30*time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
 			wantPatches: 1, wantReleased: 1,
 		},
 		{
@@ -346,6 +366,14 @@ func TestJobRecorderReleases(t *testing.T) {
 				started: testNow.Add(-3 * maxHold)}
 			if tc.coveragePods != nil {
 				r.CoveragePods = newFixture(t, hooks{}, tc.coveragePods...).c
+			}
+			if tc.latePods != nil {
+				late := newFixture(t, hooks{}, tc.latePods...).c
+				r.LatePods = func(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
+					var pods corev1.PodList
+					err := late.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)})
+					return pods.Items, err
+				}
 			}
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)})
 			if (err != nil) != tc.wantErr {
