@@ -440,13 +440,25 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 		}
 		pods.Items = append(slices.Clip(pods.Items), late...)
 	}
+	return UncountedSuccess(job, pods.Items), nil
+}
+
+// UncountedSuccess reports whether pods (those of job the caller could read) hold a
+// success the Job controller has yet to count: a non-indexed success in
+// uncountedTerminatedPods, or an index pod job controls that Succeeded with the Job
+// controller's tracking finalizer still on and its index not in completedIndexes. The
+// manager's and the worker role's Job recorders hold a Job being deleted while it does.
+func UncountedSuccess(job *batchv1.Job, pods []corev1.Pod) bool {
+	if u := job.Status.UncountedTerminatedPods; u != nil && len(u.Succeeded) > 0 {
+		return true
+	}
 	completions := 0
 	if job.Spec.Completions != nil {
 		completions = int(*job.Spec.Completions)
 	}
 	completed, _ := indexset.ParseJobStatus(job.Status.CompletedIndexes, completions)
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		if !slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
 			continue
 		}
@@ -457,10 +469,10 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 			continue
 		}
 		if idx, ok := relations.SucceededIndexOf(p, job); ok && idx < completions && !completed.Contains(idx) {
-			return true, nil
+			return true
 		}
 	}
-	return false, nil
+	return false
 }
 
 // jobTerminal is the Job's terminal condition type that is True (Complete, Failed), or "".

@@ -29,10 +29,8 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/controller"
-	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/multikueue"
-	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/webhook"
 )
 
@@ -267,32 +265,12 @@ func countingSuccess(ctx context.Context, c client.Reader, job *batchv1.Job) (bo
 	if job.DeletionTimestamp == nil || terminal(job) {
 		return false, nil
 	}
-	if u := job.Status.UncountedTerminatedPods; u != nil && len(u.Succeeded) > 0 {
-		return true, nil
-	}
 	var pods corev1.PodList
 	if err := c.List(ctx, &pods, client.InNamespace(job.Namespace),
 		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
-	completions := 0
-	if job.Spec.Completions != nil {
-		completions = int(*job.Spec.Completions)
-	}
-	completed, _ := indexset.ParseJobStatus(job.Status.CompletedIndexes, completions)
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
-			continue
-		}
-		if owner := relations.ControllingJob(p); owner == nil || owner.UID != job.UID {
-			continue // orphaned: the Job controller never counts it
-		}
-		if idx, ok := relations.SucceededIndexOf(p, job); ok && idx < completions && !completed.Contains(idx) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return controller.UncountedSuccess(job, pods.Items), nil
 }
 
 // record creates or updates job's WorkerJob when what it says changed.
