@@ -272,6 +272,93 @@ func TestPodsHeldBeforeMarkingAreRecorded(t *testing.T) {
 	}
 }
 
+// TestPodMadeBeforeAFreshInstallDoesNotStand: the legacy window (unmarked pods created
+// before the key Secret's indexPodsSince report results for a day) is for pods an earlier
+// version held. On a fresh install (the Secret created empty, no key in it) there are none:
+// an editor's bare pod that exited 0 with a passing result for shard B before the install,
+// then given Job j's controller ownerReference, completion index 1 and the results scope
+// (nothing refuses that: the pod is unmarked and not held), must not turn j's rejected
+// shard B Accepted. On an upgrade (the Secret holds the earlier version's key) the pods
+// that version held still report their results within the day.
+func TestPodMadeBeforeAFreshInstallDoesNotStand(t *testing.T) {
+	install := testNow.Add(-30 * time.Minute)
+	_, earlierKey, err := ledgerkey.Generate(install.Add(-48 * time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	passingB, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "m-2026-11",
+		Output: "s3://attacker/B", Digest: "sha256:forged", Records: 10, Valid: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failingB, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "m-2026-11",
+		Output: "s3://b/B", Digest: "sha256:B", Records: 10, Valid: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+	// The bare pod, created before the install and re-pointed at j's index 1 since.
+	evil := handMadePod(j, "evil", 1, passingB)
+	evil.CreationTimestamp = metav1.NewTime(install.Add(-time.Hour))
+	for _, tc := range []struct {
+		name         string
+		secretData   map[string][]byte
+		pods         []*corev1.Pod
+		wantAccepted string
+		wantRecorded int32
+	}{{
+		name: "fresh install: the Secret was created empty",
+		pods: []*corev1.Pod{
+			wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-2*time.Minute), report(t, "A")).Obj(),
+			wrappers.MakeIndexPod(j, "j-1", 1).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), failingB).Obj(),
+			evil,
+		},
+		wantAccepted: "False " + v1alpha1.ReasonResultRejected, wantRecorded: 2,
+	}, {
+		name:       "upgrade: the Secret holds the earlier version's key",
+		secretData: map[string][]byte{ledgerkey.DataKey: earlierKey},
+		pods: []*corev1.Pod{
+			wrappers.MakeIndexPod(j, "j-0", 0).NotByJobController().Created(install.Add(-time.Hour)).
+				Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-2*time.Minute), report(t, "A")).Obj(),
+			wrappers.MakeIndexPod(j, "j-1", 1).NotByJobController().Created(install.Add(-time.Hour)).
+				Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), report(t, "B")).Obj(),
+		},
+		wantAccepted: "True Accepted", wantRecorded: 2,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "batchledger-system", Name: ledgerkey.DefaultSecretName}, Data: tc.secretData}
+			objs := []client.Object{accountOfJ().RequireResults("result.valid == result.records").Obj(), j.DeepCopy(), secret}
+			for _, p := range tc.pods {
+				objs = append(objs, p.DeepCopy())
+			}
+			f := newFixture(t, hooks{}, objs...)
+			src := ledgerkey.Source{Reader: f.c, Writer: f.c, Namespace: secret.Namespace, Name: secret.Name, Now: func() time.Time { return install }}
+			// The manager marks from its start on (before its webhooks serve), and loads
+			// the key when it first leads.
+			if _, err := src.MarkSince(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			f.ledger.Source = src
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			ba := f.account(t, "acct")
+			if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted || ba.Status.Results.Recorded != tc.wantRecorded {
+				t.Errorf("Accepted = %q with %d results recorded; want %q with %d", got, ba.Status.Results.Recorded, tc.wantAccepted, tc.wantRecorded)
+			}
+			var chunks v1alpha1.ShardResultsList
+			if err := f.c.List(context.Background(), &chunks); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range account.RecordedInOrder(chunks.Items) {
+				if r.Pod == "evil" {
+					t.Errorf("the bare pod made before the install was recorded as j's index 1: %+v", r)
+				}
+			}
+		})
+	}
+}
+
 // TestUnverifiedPodsLeaveTheirResultsMissing: a Job that ran before any account followed
 // it has pods batchledger did not see the Job controller create; once it terminated,
 // their shards' results are missing (for a repair), not pending forever.

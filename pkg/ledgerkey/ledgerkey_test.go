@@ -190,13 +190,16 @@ func TestLoadOnceUnderConcurrentStarts(t *testing.T) {
 		wantWrites int32
 		wantID     string
 		wantErr    bool
+		// wantSince is the index-pod cutoff written (with wantWrites): none for a Secret
+		// that held no key, since no earlier version held a pod with it.
+		wantSince time.Time
 	}{
-		{name: "missing: created by one replica", wantWrites: 1},
-		{name: "created empty by the install: filled by one replica", secret: &corev1.Secret{ObjectMeta: meta}, wantWrites: 1},
+		{name: "missing: created by one replica", wantWrites: 1, wantSince: MarkedFromTheStart},
+		{name: "created empty by the install: filled by one replica", secret: &corev1.Secret{ObjectMeta: meta}, wantWrites: 1, wantSince: MarkedFromTheStart},
 		{name: "holding a key and its cutoffs: used", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataKey: b,
 			DataLegacyBefore: []byte(now.Format(time.RFC3339)), DataIndexPodsSince: []byte(now.Format(time.RFC3339))}}, wantID: existing.ID()},
 		{name: "holding an earlier version's key: its index-pod cutoff added by one replica", secret: &corev1.Secret{ObjectMeta: meta,
-			Data: map[string][]byte{DataKey: b, DataLegacyBefore: []byte(now.Add(-time.Hour).Format(time.RFC3339))}}, wantID: existing.ID(), wantWrites: 1},
+			Data: map[string][]byte{DataKey: b, DataLegacyBefore: []byte(now.Add(-time.Hour).Format(time.RFC3339))}}, wantID: existing.ID(), wantWrites: 1, wantSince: now},
 		{name: "holding a malformed key: refused", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataKey: []byte("short")}}, wantErr: true},
 	}
 	for _, tc := range cases {
@@ -241,12 +244,12 @@ func TestLoadOnceUnderConcurrentStarts(t *testing.T) {
 				t.Errorf("the malformed key was replaced")
 			}
 			if tc.wantWrites > 0 {
-				if got := string(sec.Data[DataIndexPodsSince]); got != now.Format(time.RFC3339) {
-					t.Errorf("index-pod cutoff %q, want the time a manager that marks pods first loaded the key", got)
+				if got := string(sec.Data[DataIndexPodsSince]); got != tc.wantSince.Format(time.RFC3339) {
+					t.Errorf("index-pod cutoff %q, want %s", got, tc.wantSince.Format(time.RFC3339))
 				}
 				for i := range replicas {
-					if !keys[i].IndexPodsSince.Equal(now) {
-						t.Errorf("replica %d loaded index-pod cutoff %v, want %v", i, keys[i].IndexPodsSince, now)
+					if !keys[i].IndexPodsSince.Equal(tc.wantSince) {
+						t.Errorf("replica %d loaded index-pod cutoff %v, want %v", i, keys[i].IndexPodsSince, tc.wantSince)
 					}
 				}
 			}
@@ -264,7 +267,9 @@ func TestLoadOnceUnderConcurrentStarts(t *testing.T) {
 
 // TestMarkSinceBeforeTheKey: the manager records when it began marking pods before its
 // webhooks serve, in whatever state the Secret is (missing, created empty by the install,
-// holding an earlier version's key, or already saying it); replicas starting together
+// holding an earlier version's key, or already saying it): from the start
+// (MarkedFromTheStart) for a Secret that holds no key yet, since no earlier version held
+// a pod with it, else now; replicas starting together
 // write it once; the key generated later keeps it, and an earlier record is never moved.
 func TestMarkSinceBeforeTheKey(t *testing.T) {
 	meta := metav1.ObjectMeta{Namespace: "batchledger-system", Name: DefaultSecretName}
@@ -279,8 +284,8 @@ func TestMarkSinceBeforeTheKey(t *testing.T) {
 		want       time.Time
 		wantWrites int32
 	}{
-		{name: "missing: created with the cutoff alone", want: now, wantWrites: 1},
-		{name: "created empty by the install", secret: &corev1.Secret{ObjectMeta: meta}, want: now, wantWrites: 1},
+		{name: "missing: created with the cutoff alone", want: MarkedFromTheStart, wantWrites: 1},
+		{name: "created empty by the install", secret: &corev1.Secret{ObjectMeta: meta}, want: MarkedFromTheStart, wantWrites: 1},
 		{name: "an earlier version's key", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataKey: b}}, want: now, wantWrites: 1},
 		{name: "already recorded", secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{DataIndexPodsSince: []byte(earlier.Format(time.RFC3339))}},
 			want: earlier},

@@ -23,9 +23,17 @@ const (
 	DataLegacyBefore = "legacyBefore"
 	// DataIndexPodsSince holds, RFC 3339, when a manager that reads results only from
 	// the pods the Job controller created first loaded the key (Key.IndexPodsSince); the
-	// manager adds it to a Secret of an earlier version.
+	// manager adds it to a Secret of an earlier version, and writes MarkedFromTheStart
+	// into one that holds no key yet.
 	DataIndexPodsSince = "indexPodsSince"
 )
+
+// MarkedFromTheStart is the DataIndexPodsSince of a Secret that held no key when the
+// manager first marked pods: no earlier version ran with it (every release signs, and
+// generates its key the first time it leads), so no unmarked pod is one an earlier
+// version held, whenever it was created. The Unix epoch: a pod made before the install
+// and pointed at a Job afterwards is not taken for a pod held before marking began.
+var MarkedFromTheStart = time.Unix(0, 0).UTC()
 
 // DefaultSecretName is the key Secret's name as config/default renders it (namePrefix
 // batchledger-) and as the Helm chart names it for a release called batchledger.
@@ -119,15 +127,19 @@ func (s Source) Load(ctx context.Context) (*Key, error) {
 // MarkSince records in the Secret, when it does not say it yet, that the manager marks
 // the pods the Job controller creates from now on (DataIndexPodsSince), and returns the
 // time the Secret says. The manager calls it before its webhooks serve, so that an
-// unmarked pod created since was made by someone else. A missing Secret is created with
-// that alone; Load generates the key into it later and keeps it.
+// unmarked pod created since was made by someone else. A Secret with no key yet (missing,
+// or created empty by the install) says MarkedFromTheStart: no earlier version held a pod
+// with it. A missing Secret is created with that alone; Load generates the key into it
+// later and keeps it.
 func (s Source) MarkSince(ctx context.Context) (time.Time, error) {
 	if s.Namespace == "" || s.Name == "" {
 		return time.Time{}, errors.New("the signing key Secret needs a namespace and a name (--namespace, --ledger-key-secret)")
 	}
 	nn := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	for range 5 {
-		now := s.now().UTC().Truncate(time.Second)
+		// Without a key no earlier version ran with the Secret: nothing was held
+		// before marking began (MarkedFromTheStart).
+		now := MarkedFromTheStart
 		stamp := []byte(now.Format(time.RFC3339))
 		var sec corev1.Secret
 		switch err := s.Reader.Get(ctx, nn, &sec); {
@@ -146,6 +158,11 @@ func (s Source) MarkSince(ctx context.Context) (time.Time, error) {
 		}
 		if t, ok, err := stampOf(&sec, DataIndexPodsSince); ok {
 			return t, err
+		}
+		if len(sec.Data[DataKey]) > 0 {
+			// An earlier version's key: the pods it held were created before now.
+			now = s.now().UTC().Truncate(time.Second)
+			stamp = []byte(now.Format(time.RFC3339))
 		}
 		if sec.Data == nil {
 			sec.Data = map[string][]byte{}
@@ -187,7 +204,9 @@ func (s Source) fill(sec *corev1.Secret) (*Key, error) {
 	case ok:
 		k.IndexPodsSince = since
 	default:
-		sec.Data[DataIndexPodsSince] = []byte(t.Format(time.RFC3339))
+		// No key yet, so no earlier version held a pod (MarkedFromTheStart).
+		k.IndexPodsSince = MarkedFromTheStart
+		sec.Data[DataIndexPodsSince] = []byte(MarkedFromTheStart.Format(time.RFC3339))
 	}
 	if sec.Annotations == nil {
 		sec.Annotations = map[string]string{}
