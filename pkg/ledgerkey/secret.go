@@ -139,8 +139,8 @@ func (s Source) MarkSince(ctx context.Context) (time.Time, error) {
 	for range 5 {
 		// Without a key no earlier version ran with the Secret: nothing was held
 		// before marking began (MarkedFromTheStart).
-		now := MarkedFromTheStart
-		stamp := []byte(now.Format(time.RFC3339))
+		since := MarkedFromTheStart
+		stamp := []byte(since.Format(time.RFC3339))
 		var sec corev1.Secret
 		switch err := s.Reader.Get(ctx, nn, &sec); {
 		case apierrors.IsNotFound(err):
@@ -152,7 +152,7 @@ func (s Source) MarkSince(ctx context.Context) (time.Time, error) {
 				}
 				return time.Time{}, fmt.Errorf("creating the signing key Secret %s: %w", nn, err)
 			}
-			return now, nil
+			return since, nil
 		case err != nil:
 			return time.Time{}, fmt.Errorf("reading the signing key Secret %s: %w", nn, err)
 		}
@@ -161,8 +161,8 @@ func (s Source) MarkSince(ctx context.Context) (time.Time, error) {
 		}
 		if len(sec.Data[DataKey]) > 0 {
 			// An earlier version's key: the pods it held were created before now.
-			now = s.now().UTC().Truncate(time.Second)
-			stamp = []byte(now.Format(time.RFC3339))
+			since = s.now().UTC().Truncate(time.Second)
+			stamp = []byte(since.Format(time.RFC3339))
 		}
 		if sec.Data == nil {
 			sec.Data = map[string][]byte{}
@@ -174,7 +174,7 @@ func (s Source) MarkSince(ctx context.Context) (time.Time, error) {
 			}
 			return time.Time{}, fmt.Errorf("writing %s into the signing key Secret %s: %w", DataIndexPodsSince, nn, err)
 		}
-		return now, nil
+		return since, nil
 	}
 	return time.Time{}, fmt.Errorf("the signing key Secret %s kept changing while it was read", nn)
 }
