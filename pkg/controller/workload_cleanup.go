@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,8 +31,8 @@ import (
 // an account that no longer exists. Three paths take it away:
 //   - the other accounts naming the Workload are woken (accountChanges) and republish
 //     without it;
-//   - when no account names the Workload any more, workloadCleanup removes our
-//     conditions from it;
+//   - when no account names the Workload any more (or only Accepted ones that do not
+//     follow its Job: speaksFor), workloadCleanup removes our conditions from it;
 //   - an account being deleted, reconciled while a finalizer keeps it, publishes the
 //     verdict of the others without its own, or removes ours when none is left
 //     (workloadAccounts, planPublish): a publish of it that read it before its deletion
@@ -64,8 +65,9 @@ func (w workloadCleanup) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(accounts) > 0 {
-		// They republish: accountChanges woke them with this request.
+	if slices.ContainsFunc(accounts, func(ba *v1alpha1.BatchAccount) bool { return speaksFor(ba, &wl) }) {
+		// They republish: accountChanges woke them with this request. An Accepted
+		// account that names the Workload's Job but not its identity never does.
 		return ctrl.Result{}, nil
 	}
 	ac := kueueac.Workload(wl.Name, wl.Namespace).WithUID(wl.UID).WithStatus(kueueac.WorkloadStatus())

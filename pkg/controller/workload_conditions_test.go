@@ -642,3 +642,76 @@ func TestJobSetChildNamedByJobNameAwaitsItsJobSet(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptedAccountSpeaksForNoReRunOfItsJob: an Accepted account follows none but the
+// identities on its record, so it speaks for no Workload of a Job re-run under a
+// target's name, not even through another account that follows the re-run. Neither its
+// verdict on the earlier Job nor its name reaches the re-run's Workload: when the
+// re-run's own account is being deleted, the Workload carries none of our conditions
+// (not the Accepted=True of the earlier batch), and once it is gone the cleanup takes
+// its last verdict off instead of waiting for a republish that never comes.
+func TestAcceptedAccountSpeaksForNoReRunOfItsJob(t *testing.T) {
+	rerun := jobJ(v1alpha1.ScopeCoverage).UID("j-again").Obj()
+	accepted := accountOfJ().TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: "j-earlier", Deleted: true, Completions: 2,
+		Required: "0-1", CompletedIndexes: "0,1", Succeeded: 2, Terminal: "Complete",
+		Workload: &v1alpha1.WorkloadObservation{Name: "job-j-earlier", UID: "wl-earlier", Admitted: true}})
+	for _, c := range []struct{ typ, reason string }{
+		{v1alpha1.ConditionAssignmentValid, v1alpha1.ReasonValid}, {v1alpha1.ConditionAdmitted, v1alpha1.ReasonFinished},
+		{v1alpha1.ConditionShardsCovered, v1alpha1.ReasonAllShardsCovered}, {v1alpha1.ConditionTerminated, v1alpha1.ReasonComplete},
+		{v1alpha1.ConditionResultsAccepted, v1alpha1.ReasonResultsNotRequired}, {v1alpha1.ConditionAccepted, v1alpha1.ReasonAccepted},
+	} {
+		accepted.Condition(c.typ, metav1.ConditionTrue, c.reason, "", testNow.Add(-time.Hour))
+	}
+	acct := accepted.Obj()
+	acct.Status.ObservedGeneration = acct.Generation
+	next := func() *wrappers.BatchAccountWrapper {
+		return wrappers.MakeBatchAccount("next", "ns").UID("next-uid").Generation(1).Shards("A", "B").AssignJob("j", "0-1", "A", "B")
+	}
+	deleting := next().Obj()
+	deleting.Finalizers = []string{"test.example/hold"}
+	deleting.DeletionTimestamp = &metav1.Time{Time: testNow}
+	published := func() *kueue.Workload {
+		return workloadOfJ(rerun).UID("wl-again").Condition(metav1.Condition{Type: v1alpha1.WorkloadConditionAccepted, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonShardsMissing, Message: "BatchAccount next: 0/2 shards covered", LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute))}).Obj()
+	}
+	for _, tc := range []struct {
+		name string
+		next *v1alpha1.BatchAccount // nil: gone, the cleanup runs
+		// want is the Workload's Accepted condition as "<status> <reason>" ("": none).
+		want string
+	}{
+		{"the re-run's account judges it alone", next().Obj(), "False ShardsMissing"},
+		{"the re-run's account is being deleted", deleting, ""},
+		{"the re-run's account is gone", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wl := published()
+			objs := []client.Object{acct.DeepCopy(), rerun.DeepCopy(), wl}
+			if tc.next != nil {
+				objs = append(objs, tc.next.DeepCopy())
+			}
+			f := newFixture(t, hooks{}, objs...)
+			var err error
+			if tc.next != nil {
+				_, err = f.reconcile("next")
+			} else {
+				_, err = workloadCleanup{f.reconciler()}.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(wl)})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got kueue.Workload
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &got); err != nil {
+				t.Fatal(err)
+			}
+			if c := conditionOf(got.Status.Conditions, v1alpha1.WorkloadConditionAccepted); c != tc.want {
+				t.Errorf("the re-run's Workload: %s = %q, want %q", v1alpha1.WorkloadConditionAccepted, c, tc.want)
+			}
+			for _, c := range got.Status.Conditions {
+				if v1alpha1.IsWorkloadCondition(c.Type) && strings.Contains(c.Message, "BatchAccount acct") {
+					t.Errorf("the re-run's Workload speaks for the Accepted account: %s=%s: %s", c.Type, c.Status, c.Message)
+				}
+			}
+		})
+	}
+}
