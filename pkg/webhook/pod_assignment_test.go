@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -118,6 +119,15 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 	differs := wrappers.MakeBatchAccount("other", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "2", "D").Obj()
 	deleting := wrappers.MakeBatchAccount("gone", ns).Shards("Q").AssignJob("lone", "0", "Q").Obj()
 	deleting.DeletionTimestamp, deleting.Finalizers = ptr.To(metav1.Now()), []string{"keep"}
+	// An Accepted account follows none but the Jobs on its record: one Accepted on an
+	// earlier Job of the name assigns nothing to a re-run's pods (another batch's).
+	acceptedOn := func(uid types.UID) *v1alpha1.BatchAccount {
+		ba := wrappers.MakeBatchAccount("ij245-2025", ns).Generation(1).Shards("A", "B", "C", "D").Revisions("D-2025", "m-2025").
+			AssignJob("ij245", "0-3", "A", "B", "C", "D").TargetStatus(v1alpha1.TargetStatus{Name: "job/ij245", Job: "ij245", UID: uid}).
+			Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", time.Now()).Obj()
+		ba.Status.ObservedGeneration = 1
+		return ba
+	}
 	withTemplate := pod(job("ij245", 4), 1)
 	withTemplate.Annotations[v1alpha1.AnnotationShard] = "hand-copied"
 
@@ -138,6 +148,10 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 			map[string]string{batchv1.JobCompletionIndexAnnotation: "2"}, "accounts ij245, other assign its Job index differently"},
 		{"one account that maps the index through two targets naming its Job: not told", []client.Object{twice, js}, pod(child(0), 1),
 			map[string]string{batchv1.JobCompletionIndexAnnotation: "1"}, "account twice assigns its Job index through two targets that name its Job"},
+		{"an account Accepted on an earlier Job of the name: the re-run's pod is told its own", []client.Object{ij245, acceptedOn("earlier-uid")},
+			pod(job("ij245", 4), 2), told("2", "C", "D", "m-2026-11", "ij245"), ""},
+		{"an account Accepted on this very Job still counts", []client.Object{ij245, acceptedOn("ij245-uid")}, pod(job("ij245", 4), 2),
+			map[string]string{batchv1.JobCompletionIndexAnnotation: "2"}, "accounts ij245, ij245-2025 assign its Job index differently"},
 		{"an index no account maps", []client.Object{ij245}, pod(job("ij245-repair", 2), 3) /* index beyond the repair */, map[string]string{batchv1.JobCompletionIndexAnnotation: "3"}, ""},
 		{"no account, no short form", nil, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
 		{"an account being deleted tells nothing", []client.Object{deleting}, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
