@@ -255,19 +255,7 @@ func TestPodsHeldBeforeMarkingAreRecorded(t *testing.T) {
 			if _, err := f.reconcile("acct"); err != nil {
 				t.Fatal(err)
 			}
-			ba := f.account(t, "acct")
-			if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted || ba.Status.Results.Recorded != tc.wantRecorded {
-				t.Errorf("Accepted = %q with %d results recorded; want %q with %d", got, ba.Status.Results.Recorded, tc.wantAccepted, tc.wantRecorded)
-			}
-			var chunks v1alpha1.ShardResultsList
-			if err := f.c.List(context.Background(), &chunks); err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range account.RecordedInOrder(chunks.Items) {
-				if r.Pod == "evil" {
-					t.Errorf("the unmarked pod created after marking began was recorded: %+v", r)
-				}
-			}
+			wantVerdictWithoutPod(t, f, tc.wantAccepted, tc.wantRecorded, "evil", "the unmarked pod created after marking began")
 		})
 	}
 }
@@ -342,19 +330,7 @@ func TestPodMadeBeforeAFreshInstallDoesNotStand(t *testing.T) {
 			if _, err := f.reconcile("acct"); err != nil {
 				t.Fatal(err)
 			}
-			ba := f.account(t, "acct")
-			if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted || ba.Status.Results.Recorded != tc.wantRecorded {
-				t.Errorf("Accepted = %q with %d results recorded; want %q with %d", got, ba.Status.Results.Recorded, tc.wantAccepted, tc.wantRecorded)
-			}
-			var chunks v1alpha1.ShardResultsList
-			if err := f.c.List(context.Background(), &chunks); err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range account.RecordedInOrder(chunks.Items) {
-				if r.Pod == "evil" {
-					t.Errorf("the bare pod made before the install was recorded as j's index 1: %+v", r)
-				}
-			}
+			wantVerdictWithoutPod(t, f, tc.wantAccepted, tc.wantRecorded, "evil", "the bare pod made before the install")
 		})
 	}
 }
@@ -425,5 +401,20 @@ func TestOrphanedPodResultRecorded(t *testing.T) {
 	}
 	if fin := release(); slices.Contains(fin, v1alpha1.ResultFinalizer) {
 		t.Errorf("the pod is still held after its result was recorded")
+	}
+}
+
+// wantVerdictWithoutPod checks account acct's Accepted condition and recorded count, and
+// that no chunk records the pod named pod (what, for the error).
+func wantVerdictWithoutPod(t *testing.T, f *fixture, wantAccepted string, wantRecorded int32, pod, what string) {
+	t.Helper()
+	ba := f.account(t, "acct")
+	if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != wantAccepted || ba.Status.Results.Recorded != wantRecorded {
+		t.Errorf("Accepted = %q with %d results recorded; want %q with %d", got, ba.Status.Results.Recorded, wantAccepted, wantRecorded)
+	}
+	for _, r := range account.RecordedInOrder(chunksOf(t, f.c)) {
+		if r.Pod == pod {
+			t.Errorf("%s was recorded: %+v", what, r)
+		}
 	}
 }
