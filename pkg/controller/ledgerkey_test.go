@@ -329,6 +329,94 @@ func TestLegacyUnsignedChunks(t *testing.T) {
 	}
 }
 
+// TestAGeneratedKeyCountsNoUnsignedChunk: the key the manager generates into a Secret that
+// held none counts no unsigned chunk, whenever it was created: no release wrote one. Not
+// when the manager first leads hours after the install created the Secret empty, nor
+// when it was missing, nor when it was deleted and created again: a chunk written around
+// the admission policy and ignored under the former key stays ignored (and reported), and
+// the pod releaser does not trust it either. A key already there keeps its cutoff.
+func TestAGeneratedKeyCountsNoUnsignedChunk(t *testing.T) {
+	j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+	acct := accountOfJ().RequireResults("result.valid == result.records").Obj()
+	meta := metav1.ObjectMeta{Namespace: "batchledger-system", Name: ledgerkey.DefaultSecretName}
+	_, b, err := ledgerkey.Generate(testNow.Add(-3 * time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := func(t time.Time) []byte { return []byte(t.Format(time.RFC3339)) }
+	for _, tc := range []struct {
+		name string
+		// secret is the key Secret when the manager first reads it; recreated, when set,
+		// replaces it (deleted, created again empty by the install) before the reconcile
+		// that is judged, which a new process runs.
+		secret      *corev1.Secret
+		recreated   bool
+		wantCounted bool
+	}{
+		{name: "created empty by the install, first led an hour after the chunk", secret: &corev1.Secret{ObjectMeta: meta}},
+		{name: "marked at the install, first led an hour after the chunk",
+			secret: &corev1.Secret{ObjectMeta: meta, Data: map[string][]byte{ledgerkey.DataIndexPodsSince: stamp(ledgerkey.MarkedFromTheStart)}}},
+		{name: "missing: created by the manager"},
+		{name: "deleted and created again after the chunk was ignored under the former key", secret: &corev1.Secret{ObjectMeta: meta,
+			Data: map[string][]byte{ledgerkey.DataKey: b, ledgerkey.DataLegacyBefore: stamp(testNow.Add(-3 * time.Hour)),
+				ledgerkey.DataIndexPodsSince: stamp(ledgerkey.MarkedFromTheStart)}}, recreated: true},
+		{name: "an earlier key whose cutoff is after the chunk: counted", secret: &corev1.Secret{ObjectMeta: meta,
+			Data: map[string][]byte{ledgerkey.DataKey: b, ledgerkey.DataLegacyBefore: stamp(testNow.Add(-time.Minute)),
+				ledgerkey.DataIndexPodsSince: stamp(testNow.Add(-time.Minute))}}, wantCounted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forged := forgedChunk(acct, chunkName(acct.UID, "0", 0))
+			forged.CreationTimestamp = metav1.NewTime(testNow.Add(-2 * time.Hour))
+			objs := []client.Object{acct, j, forged}
+			if tc.secret != nil {
+				objs = append(objs, tc.secret)
+			}
+			f := newFixture(t, hooks{}, objs...)
+			src := ledgerkey.Source{Reader: f.c, Writer: f.c, Namespace: meta.Namespace, Name: meta.Name, Now: func() time.Time { return testNow }}
+			run := func() *Ledger {
+				t.Helper()
+				r := f.reconciler()
+				r.Ledger = &Ledger{Source: src} // a new process each time
+				if _, err := r.Reconcile(context.Background(), reconcileRequest("acct")); err != nil {
+					t.Fatal(err)
+				}
+				return r.Ledger
+			}
+			if tc.recreated {
+				run()
+				if got := conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAccepted); got == "True Accepted" {
+					t.Fatalf("Accepted under the former key on an unsigned chunk created after its cutoff")
+				}
+				if err := f.c.Delete(context.Background(), tc.secret.DeepCopy()); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: meta.Namespace, Name: meta.Name}}); err != nil {
+					t.Fatal(err)
+				}
+				f.reset()
+			}
+			l := run()
+			got := conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAccepted)
+			if (got == "True Accepted") != tc.wantCounted {
+				t.Errorf("Accepted = %q; counted want %v", got, tc.wantCounted)
+			}
+			if n := f.account(t, "acct").Status.Results.IgnoredChunks; (n == 1) == tc.wantCounted {
+				t.Errorf("status.results.ignoredChunks = %d; counted want %v", n, tc.wantCounted)
+			}
+			if evs := ignoredEvents(f); (len(evs) == 1) == tc.wantCounted {
+				t.Errorf("ignored events %q; counted want %v", evs, tc.wantCounted)
+			}
+			var stored v1alpha1.ShardResults
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(forged), &stored); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := l.ChunkTrusted(context.Background(), &stored); err != nil || ok != tc.wantCounted {
+				t.Errorf("the pod releaser trusts the chunk: %v, %v; counted want %v", ok, err, tc.wantCounted)
+			}
+		})
+	}
+}
+
 // TestVerdictsAreCachedPerResourceVersion: a chunk is verified once per resourceVersion:
 // an unchanged chunk is not hashed again (here: content changed behind the cache's back,
 // under the same resourceVersion, keeps its verdict), a new resourceVersion is.

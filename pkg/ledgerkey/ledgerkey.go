@@ -42,7 +42,8 @@ type Key struct {
 	secret []byte
 	id     string
 	// LegacyBefore is when signing started: an unsigned chunk created before it was
-	// written by an earlier version of the manager (see Verdict).
+	// written by an earlier version of the manager (see Verdict). SignedFromTheStart for
+	// a key the manager generated: it trusts no unsigned chunk.
 	LegacyBefore time.Time
 	// IndexPodsSince is when the manager began reading results only from pods the Job
 	// controller created (the pod webhooks' v1alpha1.AnnotationIndexPod mark): an

@@ -17,9 +17,10 @@ import (
 const (
 	// DataKey holds the signing key, KeyBytes random bytes.
 	DataKey = "key"
-	// DataLegacyBefore holds the legacy cutoff, RFC 3339: when the manager generated the
-	// key. Absent (a key an administrator provided), the Secret's creationTimestamp is the
-	// cutoff.
+	// DataLegacyBefore holds the legacy cutoff, RFC 3339: SignedFromTheStart for a key
+	// the manager generated (earlier versions wrote the time they generated it, which is
+	// read as it is). Absent (a key an administrator provided), the Secret's
+	// creationTimestamp is the cutoff.
 	DataLegacyBefore = "legacyBefore"
 	// DataIndexPodsSince holds, RFC 3339, when a manager that reads results only from
 	// the pods the Job controller created first loaded the key (Key.IndexPodsSince); the
@@ -34,6 +35,14 @@ const (
 // version held, whenever it was created. The Unix epoch: a pod made before the install
 // and pointed at a Job afterwards is not taken for a pod held before marking began.
 var MarkedFromTheStart = time.Unix(0, 0).UTC()
+
+// SignedFromTheStart is the DataLegacyBefore of a key the manager generates: the Secret
+// held no key, so no earlier version recorded a chunk with it (every release signs), and
+// no unsigned chunk is one an earlier version wrote, whenever it was created. The Unix
+// epoch: a chunk written around the admission policy before the manager first leads (the
+// install's empty Secret filled hours later, or a Secret deleted and created again) is
+// not taken for an earlier version's.
+var SignedFromTheStart = time.Unix(0, 0).UTC()
 
 // DefaultSecretName is the key Secret's name as config/default renders it (namePrefix
 // batchledger-) and as the Helm chart names it for a release called batchledger.
@@ -61,9 +70,8 @@ type Source struct {
 // key, so every replica signs with the same one. A key that is present is never
 // replaced: a Secret whose key is malformed is an error to fix, not to overwrite.
 //
-// A generated key's legacy cutoff is the manager's clock when it generates it. Load is
-// called when the manager first needs the key, i.e. once it leads: a manager of an
-// earlier version that did not sign has stopped writing chunks by then.
+// A generated key's legacy cutoff is SignedFromTheStart: it trusts no unsigned chunk,
+// since no manager that wrote chunks ran with a Secret that held no key.
 func (s Source) Load(ctx context.Context) (*Key, error) {
 	if s.Namespace == "" || s.Name == "" {
 		return nil, errors.New("the signing key Secret needs a namespace and a name (--namespace, --ledger-key-secret)")
@@ -188,8 +196,7 @@ func (s Source) now() time.Time {
 
 // fill generates a key into sec, keeping the index-pod cutoff MarkSince wrote.
 func (s Source) fill(sec *corev1.Secret) (*Key, error) {
-	t := s.now().UTC().Truncate(time.Second)
-	k, b, err := Generate(t)
+	k, b, err := Generate(s.now().UTC().Truncate(time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("generating the signing key: %w", err)
 	}
@@ -197,7 +204,12 @@ func (s Source) fill(sec *corev1.Secret) (*Key, error) {
 		sec.Data = map[string][]byte{}
 	}
 	sec.Data[DataKey] = b
-	sec.Data[DataLegacyBefore] = []byte(t.Format(time.RFC3339))
+	// No key yet, so no earlier version recorded a chunk (SignedFromTheStart): not the
+	// time of this first lead, which may be long after the install or come after the
+	// Secret was deleted, when unsigned chunks written around the policy meanwhile
+	// would count.
+	k.LegacyBefore = SignedFromTheStart
+	sec.Data[DataLegacyBefore] = []byte(SignedFromTheStart.Format(time.RFC3339))
 	switch since, ok, err := stampOf(sec, DataIndexPodsSince); {
 	case err != nil:
 		return nil, err
