@@ -334,8 +334,8 @@ func TestMarkSinceBeforeTheKey(t *testing.T) {
 // key no chunk was recorded with it, and the key the manager generates into it trusts no
 // unsigned chunk, however long before its generation the chunk was created (the install's
 // empty Secret filled when the manager first leads, hours later; a Secret deleted and
-// created again). A key already there keeps its cutoff: the one written beside it, or,
-// for a key an administrator provided without one, the Secret's creationTimestamp.
+// created again). A key already there keeps the cutoff written beside it; one provided
+// without a cutoff (no release writes such a key) trusts no unsigned chunk either.
 func TestAGeneratedKeyTrustsNoUnsignedChunk(t *testing.T) {
 	meta := metav1.ObjectMeta{Namespace: "batchledger-system", Name: DefaultSecretName}
 	created := now.Add(-time.Hour) // the unsigned chunk's creationTimestamp
@@ -357,9 +357,9 @@ func TestAGeneratedKeyTrustsNoUnsignedChunk(t *testing.T) {
 			Data: map[string][]byte{DataLegacyBefore: stamp(now), DataIndexPodsSince: stamp(MarkedFromTheStart)}}, want: Unsigned},
 		{name: "an earlier key whose cutoff is after the chunk: kept", secret: &corev1.Secret{ObjectMeta: meta,
 			Data: map[string][]byte{DataKey: b, DataLegacyBefore: stamp(now), DataIndexPodsSince: stamp(now)}}, want: Legacy},
-		{name: "a key provided without a cutoff: its Secret's creation time, as before", secret: &corev1.Secret{
+		{name: "a key provided without a cutoff, in a Secret created after the chunk", secret: &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: meta.Namespace, Name: meta.Name, CreationTimestamp: metav1.NewTime(now)},
-			Data:       map[string][]byte{DataKey: b, DataIndexPodsSince: stamp(now)}}, want: Legacy},
+			Data:       map[string][]byte{DataKey: b, DataIndexPodsSince: stamp(now)}}, want: Unsigned},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var objs []client.Object

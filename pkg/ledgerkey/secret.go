@@ -235,7 +235,9 @@ func keyOf(sec *corev1.Secret) (*Key, error) {
 		return nil, err
 	}
 	if !ok {
-		cutoff = sec.CreationTimestamp.Time
+		// Every key a release generated has its cutoff beside it: one without was put
+		// there by someone else, and no earlier version recorded an unsigned chunk with it.
+		cutoff = SignedFromTheStart
 	}
 	k, err := NewKey(sec.Data[DataKey], cutoff)
 	if err != nil {
