@@ -293,6 +293,14 @@ func (c *config) validate() error {
 	if c.shortFormTTL < 0 {
 		return fmt.Errorf("--short-form-ttl=%s: want 0 (keep) or a positive duration", c.shortFormTTL)
 	}
+	// Both read 0 as their default; a negative one would release every held pod, or
+	// delete every WorkerResult, at once, its result unread.
+	if c.maxResultHold < 0 {
+		return fmt.Errorf("--max-result-hold=%s: want 0 (the default, %s) or a positive duration", c.maxResultHold, controller.DefaultMaxResultHold)
+	}
+	if c.workerResultRetention < 0 {
+		return fmt.Errorf("--worker-result-retention=%s: want 0 (the default, %s) or a positive duration", c.workerResultRetention, workerrole.DefaultRetention)
+	}
 	if c.certDir == "" {
 		// controller-runtime's default; named here because the rotator watches it too.
 		c.certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")

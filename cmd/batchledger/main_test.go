@@ -21,8 +21,9 @@ import (
 )
 
 // TestConfig: the flags parse into the config, --cert-management takes one of its two
-// values, the certificate folder defaults to controller-runtime's, and the manager
-// issues its own certificate only when it serves webhooks.
+// values, a hold or retention is not negative, the certificate folder defaults to
+// controller-runtime's, and the manager issues its own certificate only when it serves
+// webhooks.
 func TestConfig(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -38,6 +39,10 @@ func TestConfig(t *testing.T) {
 		{"unknown certificate management", []string{"--cert-management=vault"}, true, false, ""},
 		{"the worker role", []string{"--role=worker"}, false, false, ""},
 		{"unknown role", []string{"--role=observer"}, true, false, ""},
+		{"no result hold: the default", []string{"--max-result-hold=0"}, false, false, ""},
+		{"a negative result hold", []string{"--max-result-hold=-1h"}, true, false, ""},
+		{"no worker result retention: the default", []string{"--role=worker", "--worker-result-retention=0"}, false, false, ""},
+		{"a negative worker result retention", []string{"--role=worker", "--worker-result-retention=-1s"}, true, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
