@@ -257,7 +257,7 @@ func bindFlags(fs *flag.FlagSet) *config {
 	fs.DurationVar(&c.shortFormTTL, "short-form-ttl", controller.DefaultShortFormTTL,
 		"How long a short-form account whose spec sets no ttlSecondsAfterFinished is kept after its batch finished; 0 keeps it.")
 	fs.DurationVar(&c.apiRecheck, "api-recheck-interval", controller.DefaultAPIRecheck,
-		"How often the leader asks discovery whether an optional API (JobSet, Kueue's Workload) was installed or removed since it started; then it exits, to be started again following it.")
+		"How often the leader asks discovery whether an optional API (JobSet, TrainJob, Kueue's Workload) was installed or removed since it started; then it exits, to be started again following it.")
 	fs.BoolVar(&c.enableWebhooks, "enable-webhooks", true, "Serve the BatchAccount validating webhook.")
 	fs.BoolVar(&c.scopeLiveReads, "scope-live-reads", false,
 		"With more than one replica: the Job and JobSet scope webhook also asks the API server for the accounts its cache has not delivered yet (one metadata-only LIST per new Job no cached account gives the results scope), "+

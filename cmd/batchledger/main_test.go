@@ -108,6 +108,21 @@ func TestAPIWiring(t *testing.T) {
 	}
 }
 
+// TestAPIRecheckHelpNamesEveryOptionalAPI: --api-recheck-interval's help names the kind
+// of every optional API the manager asks about (controller.OptionalAPIs).
+func TestAPIRecheckHelpNamesEveryOptionalAPI(t *testing.T) {
+	fs := flag.NewFlagSet("batchledger", flag.ContinueOnError)
+	bindFlags(fs)
+	usage := fs.Lookup("api-recheck-interval").Usage
+	for _, api := range controller.OptionalAPIs {
+		t.Run(api.GVK.Kind, func(t *testing.T) {
+			if !strings.Contains(usage, api.GVK.Kind) {
+				t.Errorf("--api-recheck-interval's help %q does not name %s", usage, api.GVK.Kind)
+			}
+		})
+	}
+}
+
 // runMainEnv, set in the environment of the test binary, makes it run the manager's main
 // with the value as the stamped version (TestVersionFlag), instead of the tests.
 const runMainEnv = "BATCHLEDGER_TEST_RUN_MAIN_AS_VERSION"
