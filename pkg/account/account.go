@@ -231,6 +231,47 @@ func Final(st *v1alpha1.BatchAccountStatus, generation int64) bool {
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation
 }
 
+// RunRef is what a Job's run is known by to an account: the Job's UID, or the Kueue
+// Workload it runs under (a JobSet's or TrainJob's is its owner's, not a child Job's).
+// The zero RunRef is a Job not created yet, whose UID is not known.
+type RunRef struct {
+	// Job is the UID of the Job.
+	Job types.UID
+	// WorkloadUID and WorkloadName are the Workload's, for a run known by its Workload.
+	WorkloadUID  types.UID
+	WorkloadName string
+}
+
+// Follows reports whether the account ba follows run. An account that is not Final
+// follows every Job its targets name (a re-run before the verdict is a new identity of
+// its target); an Accepted one follows none but the identities on its record
+// (recordStands): a target's current identity or a superseded one in history
+// (OnRecord), or the Workload a target's record names. A Job re-run under a target's name
+// since, or its Workload, is another batch's: the account counts, captures, holds and
+// tells nothing of it, and speaks for nothing there.
+func Follows(ba *v1alpha1.BatchAccount, run RunRef) bool {
+	switch {
+	case !Final(&ba.Status, ba.Generation):
+		return true
+	case run.Job != "":
+		return OnRecord(&ba.Status, run.Job)
+	case run.WorkloadUID == "" && run.WorkloadName == "":
+		return false // a Job being created is on no record
+	}
+	return slices.ContainsFunc(ba.Status.Targets, func(t v1alpha1.TargetStatus) bool {
+		// A record written without the Workload's UID names it by name.
+		w := t.Workload
+		return w != nil && (w.UID != "" && w.UID == run.WorkloadUID || w.UID == "" && w.Name == run.WorkloadName)
+	})
+}
+
+// OnRecord reports whether the Job of UID job is an identity on the record of status st,
+// whatever its verdict: a target's current identity, or a superseded one in history.
+func OnRecord(st *v1alpha1.BatchAccountStatus, job types.UID) bool {
+	return slices.ContainsFunc(st.Targets, func(t v1alpha1.TargetStatus) bool { return t.UID == job }) ||
+		slices.ContainsFunc(st.History, func(h v1alpha1.SupersededIdentity) bool { return h.UID == job })
+}
+
 // recordStands is what the account reads of a target's observation (p is the target's
 // previous status; inHistory is true when a superseded identity of it is in history).
 // Once no owner can create a next identity of the target, a Job of its name that is not

@@ -149,3 +149,55 @@ func TestAcceptedStandsWhenItsRuleNoLongerCompiles(t *testing.T) {
 	}
 	wantCond(t, out.Status, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
 }
+
+// TestFollows: an account that is not Final follows every run of its targets' names; an
+// Accepted one only the identities on its record (its targets' current ones, those in
+// history) and the Workloads its targets' records name (by UID, or by name on a record
+// written without one). A Job or owner being created, whose UID is not known yet, is on
+// no record.
+func TestFollows(t *testing.T) {
+	status := func(judged int64) v1alpha1.BatchAccountStatus {
+		return v1alpha1.BatchAccountStatus{
+			ObservedGeneration: judged,
+			Targets: []v1alpha1.TargetStatus{
+				{Name: "job/j", Job: "j", UID: "j-recorded", Workload: &v1alpha1.WorkloadObservation{Name: "job-j-recorded", UID: "wl-recorded"}},
+				{Name: "job/k", Job: "k", UID: "k-recorded", Workload: &v1alpha1.WorkloadObservation{Name: "job-k-old"}},
+			},
+			History: []v1alpha1.SupersededIdentity{{Target: "job/j", Job: "j", UID: "j-superseded"}},
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue,
+				Reason: v1alpha1.ReasonAccepted, ObservedGeneration: judged}},
+		}
+	}
+	accepted := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: status(1)}
+	changed := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Status: status(1)}
+	notAccepted := accepted.DeepCopy()
+	notAccepted.Status.Conditions[0].Status = metav1.ConditionFalse
+	cases := []struct {
+		name string
+		run  RunRef
+		// want is Follows for the Accepted account; the others follow every run.
+		want bool
+	}{
+		{"the Job on record", RunRef{Job: "j-recorded"}, true},
+		{"a superseded identity in history", RunRef{Job: "j-superseded"}, true},
+		{"a Job re-run under a target's name", RunRef{Job: "j-again"}, false},
+		{"the Workload on record", RunRef{WorkloadUID: "wl-recorded", WorkloadName: "job-j-recorded"}, true},
+		{"a Workload recorded by name alone", RunRef{WorkloadUID: "wl-k-old", WorkloadName: "job-k-old"}, true},
+		{"a re-run's Workload", RunRef{WorkloadUID: "wl-again", WorkloadName: "job-j-again"}, false},
+		{"a Workload of a recorded name under another UID", RunRef{WorkloadUID: "wl-again", WorkloadName: "job-j-recorded"}, false},
+		{"a Job being created", RunRef{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Follows(accepted, tc.run); got != tc.want {
+				t.Errorf("Accepted: Follows(%+v) = %v, want %v", tc.run, got, tc.want)
+			}
+			if !Follows(changed, tc.run) {
+				t.Errorf("its spec changed since the verdict: Follows(%+v) = false, want true", tc.run)
+			}
+			if !Follows(notAccepted, tc.run) {
+				t.Errorf("not Accepted: Follows(%+v) = false, want true", tc.run)
+			}
+		})
+	}
+}

@@ -264,7 +264,7 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 		if len(refs) == 0 || !counting && recordsEnd(&ba.Status, job) {
 			continue
 		}
-		if account.Final(&ba.Status, ba.Generation) && !follows(ba, job.UID) {
+		if !account.Follows(ba, account.RunRef{Job: job.UID}) {
 			// An Accepted account follows none but the identities on its record: a Job
 			// of a target's name since (re-run, or its JobSet applied again) is another
 			// batch's, whose end it never records.
@@ -329,7 +329,7 @@ func (r *JobRecorder) observedBy(ba *v1alpha1.BatchAccount, job *batchv1.Job) []
 // A Job left by an earlier JobSet of the name, or made by a namespace editor with a
 // child's name after the JobSet ended, is followed by no target.
 func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, job *batchv1.Job, refs []v1alpha1.TargetRef) (bool, error) {
-	if follows(ba, job.UID) {
+	if account.OnRecord(&ba.Status, job.UID) {
 		// Unless its owner was deleted and created again since: ba follows the new owner's
 		// children only and never records this one (a JobSet applied again at once), and
 		// held, it would keep the new owner from creating the child of its name.
@@ -354,13 +354,6 @@ func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, j
 		}
 	}
 	return false, nil
-}
-
-// follows reports whether ba followed the Job of uid already: its UID is in ba's targets
-// or history.
-func follows(ba *v1alpha1.BatchAccount, uid types.UID) bool {
-	return slices.ContainsFunc(ba.Status.Targets, func(t v1alpha1.TargetStatus) bool { return t.UID == uid }) ||
-		slices.ContainsFunc(ba.Status.History, func(h v1alpha1.SupersededIdentity) bool { return h.UID == uid })
 }
 
 // recordsEnd reports whether the account status st records job's end: an entry of its

@@ -139,21 +139,13 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 }
 
 // speaksFor reports whether the verdict of ba, an account naming the Workload's owner,
-// is about wl. An Accepted account (account.Final) follows none but the identities on
+// is about wl (account.Follows). An Accepted account follows none but the identities on
 // its record: the Workload of a Job re-run under a target's name, which its record does
 // not name, is another batch's, and the account publishes nothing there
 // (followedWorkloads). Nor may another account's publish, or a cleanup waiting for it to
 // republish, count it there.
 func speaksFor(ba *v1alpha1.BatchAccount, wl *kueue.Workload) bool {
-	if !account.Final(&ba.Status, ba.Generation) {
-		return true
-	}
-	for i := range ba.Status.Targets {
-		if w := ba.Status.Targets[i].Workload; w != nil && (w.UID == wl.UID || w.UID == "" && w.Name == wl.Name) {
-			return true
-		}
-	}
-	return false
+	return account.Follows(ba, account.RunRef{WorkloadUID: wl.UID, WorkloadName: wl.Name})
 }
 
 // VerdictPendingRecheck is how soon an account publishing on a Workload looks again when

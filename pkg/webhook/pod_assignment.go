@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -150,7 +149,11 @@ func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assig
 	jobUID := metav1.GetControllerOfNoCopy(pod).UID
 	var found []Assignment
 	for _, ba := range accounts {
-		if !mayFollow(ba, jobUID) {
+		if !account.Follows(ba, account.RunRef{Job: jobUID}) {
+			// An Accepted account follows none but the Jobs on its record: a Job re-run
+			// under a target's name is another batch's, and its pods are no more told that
+			// account's shards than the account counts them; they would otherwise be told
+			// none whenever the two batches assign the index differently.
 			continue
 		}
 		if a, ok := assignmentOf(ba.Name, pod.Namespace, &ba.Spec, keys, index); ok {
@@ -165,18 +168,6 @@ func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assig
 		found = append(found, a)
 	}
 	return agree(found), true, nil
-}
-
-// mayFollow reports whether ba may follow the Job of UID job. An Accepted account
-// (account.Final) follows none but the Jobs on its record: a Job re-run under a
-// target's name is another batch's, and its pods are no more told that account's
-// shards than the account counts them; they would otherwise be told none whenever
-// the two batches assign the index differently.
-func mayFollow(ba *v1alpha1.BatchAccount, job types.UID) bool {
-	if !account.Final(&ba.Status, ba.Generation) {
-		return true
-	}
-	return slices.ContainsFunc(ba.Status.Targets, func(t v1alpha1.TargetStatus) bool { return t.UID == job })
 }
 
 // assignmentOf maps the identity (any of keys, index) through an account's spec: the one
