@@ -333,7 +333,10 @@ func (r *Reconciler) captureResults(ctx context.Context, ba *v1alpha1.BatchAccou
 			strings.Compare(string(a.pod.UID), string(b.pod.UID)))
 	})
 	for _, src := range sources {
-		if rc.recorded[src.pod.UID] {
+		if rc.recorded[src.pod.UID] || !account.Follows(ba, account.RunRef{Job: src.jobUID}) {
+			// An Accepted account records nothing of a Job re-run under a target's name
+			// since (another batch's), as the pod releaser holds none of its pods for it
+			// (relations.CapturedBy).
 			continue
 		}
 		t := src.target

@@ -576,3 +576,66 @@ func TestFirstSuccessOfAShardStandsAcrossTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestAcceptedAccountCapturesNoReRun: an Accepted account follows none but the
+// identities on its record, so it records no result of a Job re-run under a target's
+// name since (another batch's): recording them, as StaleIdentity, would write its chunks
+// and its status after its verdict, and hold the re-run's pods for it. A pod of the
+// identity on record is still recorded, and an account whose spec changed since its
+// verdict follows the target's name again.
+func TestAcceptedAccountCapturesNoReRun(t *testing.T) {
+	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	rerun := withUID(wrappers.MakeJob("j", "ns").Indexed(1).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Obj(), "j-again")
+	earlier := withUID(wrappers.MakeJob("j", "ns").Indexed(1).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Obj(), "j-earlier")
+	ofRerun := wrappers.MakeIndexPod(rerun, "j-again-0", 0).Succeeded(now, shardAReport(t, "again")).Obj()
+	ofRecord := wrappers.MakeIndexPod(earlier, "j-earlier-0", 0).Succeeded(now.Add(-time.Hour), shardAReport(t, "earlier")).Obj()
+	accepted := func(generation int64) *v1alpha1.BatchAccount {
+		ba := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A").AssignJob("j", "0", "A").RequireResults("").
+			TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: "j-earlier", Deleted: true, Completions: 1, Required: "0",
+				CompletedIndexes: "0", Terminal: "Complete"}).
+			Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", now.Add(-time.Minute)).Obj()
+		ba.Status.ObservedGeneration = 1
+		ba.Generation = generation
+		return ba
+	}
+	cases := []struct {
+		name string
+		ba   *v1alpha1.BatchAccount
+		pods []*corev1.Pod
+		// want are the pods whose results are recorded.
+		want []string
+	}{
+		{"Accepted: the re-run's pod is not recorded", accepted(1), []*corev1.Pod{ofRerun}, nil},
+		{"Accepted: the pod of the identity on record is", accepted(1), []*corev1.Pod{ofRerun, ofRecord}, []string{"j-earlier-0"}},
+		{"its spec changed since: the re-run is followed", accepted(2), []*corev1.Pod{ofRerun}, []string{"j-again-0"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []client.Object{tc.ba, rerun.DeepCopy()}
+			for _, p := range tc.pods {
+				objs = append(objs, p.DeepCopy())
+			}
+			c := fakeClient(t, objs...)
+			results, _ := captureOnce(t, c, tc.ba)
+			var got []string
+			for _, r := range results {
+				got = append(got, r.Pod)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("recorded the results of %v, want %v", got, tc.want)
+			}
+			var recorded []string
+			for _, ch := range chunksOf(t, c) {
+				for _, r := range ch.Results {
+					recorded = append(recorded, r.Pod)
+				}
+				for _, uid := range ch.DroppedPods {
+					recorded = append(recorded, string(uid))
+				}
+			}
+			if !slices.Equal(recorded, tc.want) {
+				t.Errorf("chunks hold %v, want %v", recorded, tc.want)
+			}
+		})
+	}
+}

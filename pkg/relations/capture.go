@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds/all"
 )
@@ -103,9 +104,10 @@ func TargetPods(ctx context.Context, c client.Reader, namespace string, ref v1al
 // CapturedBy returns the names of the live accounts requiring results that record pod's
 // result when it succeeds: none for a pod that reports no result (ReportsResult, given
 // legacyBefore), else those with a target the pod is an index pod of (TargetPodIndex),
-// under the target's current identity or an earlier one. The pod
-// releaser holds a pod while this is not empty, or while an account a short form
-// declares for it is still to come (ShortFormPending).
+// under the target's current identity or an earlier one, and that follow the pod's Job
+// (account.Follows: an Accepted account records nothing of a Job re-run under a target's
+// name since, another batch's). The pod releaser holds a pod while this is not empty, or
+// while an account a short form declares for it is still to come (ShortFormPending).
 func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod, legacyBefore time.Time) ([]string, error) {
 	keys := PodTargets(pod)
 	if len(keys) == 0 || !ReportsResult(pod, legacyBefore) {
@@ -115,9 +117,10 @@ func CapturedBy(ctx context.Context, c client.Reader, pod *corev1.Pod, legacyBef
 	if err != nil {
 		return nil, err
 	}
+	job := IndexPodJob(pod).UID
 	var out []string
 	for _, ba := range accounts {
-		if !ba.Spec.RequiresResults() {
+		if !ba.Spec.RequiresResults() || !account.Follows(ba, account.RunRef{Job: job}) {
 			continue
 		}
 		for _, a := range ba.Spec.AllAssignments() {

@@ -211,6 +211,69 @@ func TestCapturedBy(t *testing.T) {
 	}
 }
 
+// TestCapturedByAcceptedAccount: an Accepted account captures the pods of the identities
+// on its record only (its targets' and those in history): a Job re-run under a target's
+// name since, or a child of a JobSet applied again, is another batch's, whose results it
+// would record as StaleIdentity, and whose pods it would hold for them. An account whose
+// spec changed since its verdict follows its targets' names again.
+func TestCapturedByAcceptedAccount(t *testing.T) {
+	legacyBefore := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	identity := func(name, uid string) *batchv1.Job {
+		j := job(name)
+		j.UID = types.UID(uid)
+		return j
+	}
+	workers := v1alpha1.TargetRef{JobSet: "llm", ReplicatedJob: "workers", JobIndex: ptr.To(int32(0))}
+	recordedChild := namedChild("llm", "workers", 0, 0)
+	againChild := namedChild("llm", "workers", 0, 0)
+	againChild.UID = "llm-again-child-uid"
+	accepted := func(name string, generation int64, assign func(*wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper,
+		target v1alpha1.TargetStatus, history ...v1alpha1.SupersededIdentity) *v1alpha1.BatchAccount {
+		w := assign(wrappers.MakeBatchAccount(name, ns).Generation(1).Shards("A").RequireResults("")).TargetStatus(target).
+			Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", t0)
+		ba := w.Obj()
+		ba.Status.ObservedGeneration = 1
+		ba.Status.History = history
+		ba.Generation = generation
+		return ba
+	}
+	rerunTarget := v1alpha1.TargetStatus{Name: "job/rerun", Job: "rerun", UID: "rerun-recorded"}
+	superseded := v1alpha1.SupersededIdentity{Target: "job/rerun", Job: "rerun", UID: "rerun-superseded"}
+	byName := func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+		return w.AssignJob("rerun", "0", "A")
+	}
+	c := reader(t,
+		accepted("accepted", 1, byName, rerunTarget, superseded),
+		accepted("changed-since", 2, byName, rerunTarget, superseded),
+		accepted("accepted-llm", 1, func(w *wrappers.BatchAccountWrapper) *wrappers.BatchAccountWrapper {
+			return w.AssignJobSet("llm", "workers", 0, "0", "0")
+		}, v1alpha1.TargetStatus{Name: string(workers.Key()), Job: recordedChild.Name, UID: recordedChild.UID}),
+	)
+	cases := []struct {
+		name string
+		pod  *wrappers.PodWrapper
+		want []string
+	}{
+		{"pod of the identity on record", wrappers.MakeIndexPod(identity("rerun", "rerun-recorded"), "p", 0), []string{"accepted", "changed-since"}},
+		{"pod of a superseded identity in history", wrappers.MakeIndexPod(identity("rerun", "rerun-superseded"), "p", 0), []string{"accepted", "changed-since"}},
+		{"pod of a Job re-run under the target's name since", wrappers.MakeIndexPod(identity("rerun", "rerun-again"), "p", 0), []string{"changed-since"}},
+		{"pod of the child on record", wrappers.MakeIndexPod(recordedChild, "p", 0), []string{"accepted-llm"}},
+		{"pod of a child of the JobSet applied again", wrappers.MakeIndexPod(againChild, "p", 0), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := CapturedBy(context.Background(), c, tc.pod.Obj(), legacyBefore)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("CapturedBy (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestWorkloadOfJob: a target's Job's Workload is the newest its Workload owner controls.
 func TestWorkloadOfJob(t *testing.T) {
 	j, ch := job("j"), namedChild("train", "workers", 0, 0)
