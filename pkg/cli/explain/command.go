@@ -52,7 +52,10 @@ resourceVersion, terminal condition and time), the Kueue Workload, the accepted 
 per shard, rejections, superseded identities, and what is still needed for acceptance.
 
 A Workload resolves to its owner Job, JobSet or TrainJob; a Job, JobSet or TrainJob to
-every account that targets it. -o json|yaml|jsonpath|go-template prints an Explanation (apiVersion
+every account that targets it. An Accepted account speaks only for the Jobs on its record:
+for a Job re-run under one of its targets' names, or that Job's Workload, it is left out
+with a warning on stderr, and an object no account follows is an error.
+-o json|yaml|jsonpath|go-template prints an Explanation (apiVersion
 cli.batchledger.dev/v1alpha1), or an ExplanationList when the object concerns several
 accounts.`,
 		Example: `  kubectl batchledger explain account ij245 -n ml-team
@@ -78,9 +81,14 @@ accounts.`,
 			if err != nil {
 				return err
 			}
-			exs, err := Explain(cmd.Context(), c, ns, kind, name, eo.MaxRows)
+			exs, notFollowing, err := explain(cmd.Context(), c, ns, kind, name, eo.MaxRows)
 			if err != nil {
 				return err
+			}
+			// On stderr, so that -o json|yaml stays one object: an account naming the
+			// object is left out, not silently.
+			for _, n := range notFollowing {
+				fmt.Fprintf(o.ErrOut, "Warning: %s\n", n)
 			}
 			if err := writeExplanations(o.Out, exs, p); err != nil {
 				return err

@@ -598,3 +598,62 @@ func TestStillNeededAgreesWithRepair(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainRerunOfAcceptedJob: a Job re-run under the name of an Accepted account's
+// target, and its Workload, are another batch's (account.Follows): explain does not show
+// the account's verdict as theirs, and says which account names them and why it does not
+// speak for them. The identities on record still explain the account.
+func TestExplainRerunOfAcceptedJob(t *testing.T) {
+	s := clitest.SeedSteps()
+	accepted := s.Steps[len(s.Steps)-1]
+	rerun := clitest.SeedJob("j", "uid-rerun", 4).ResourceVersion("9").Obj()
+	rerunWL := wrappers.MakeWorkload("job-j-rerun", ns).UID("wl-rerun").ForJob(rerun).Obj()
+	// An account naming j that has not judged yet follows every Job of the name.
+	pending := wrappers.MakeBatchAccount("ij245-next", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Generation(1).Obj()
+	const notThisRun = `BatchAccount "ij245" names Job "j" but was Accepted on an earlier run of the name (Job uid ` + string(clitest.JobUID) + `): it speaks for nothing of this run`
+	cases := []struct {
+		name     string
+		objs     []client.Object
+		args     []string
+		wantCode int
+		// wantOut is in stdout, wantErr in stderr; notOut must not be in stdout.
+		wantOut, wantErr, notOut string
+	}{
+		{
+			name: "re-run job", objs: []client.Object{accepted.DeepCopy(), rerun.DeepCopy(), rerunWL.DeepCopy()},
+			args: []string{"explain", "job", "j", "--exit-code"}, wantCode: options.ExitError,
+			wantErr: `error: no BatchAccount follows Job "j" (uid uid-rerun): ` + notThisRun, notOut: "ACCEPTED",
+		},
+		{
+			name: "re-run workload", objs: []client.Object{accepted.DeepCopy(), rerun.DeepCopy(), rerunWL.DeepCopy()},
+			args: []string{"explain", "workload", "job-j-rerun", "-o", "json"}, wantCode: options.ExitError,
+			wantErr: `error: no BatchAccount follows Workload "job-j-rerun" (uid wl-rerun): ` + notThisRun, notOut: `"accepted": true`,
+		},
+		{
+			name: "re-run job with an account following it", objs: []client.Object{accepted.DeepCopy(), pending.DeepCopy(), rerun.DeepCopy()},
+			args: []string{"explain", "job", "j"}, wantCode: options.ExitOK,
+			wantOut: "BatchAccount ml-team/ij245-next\n", wantErr: "Warning: " + notThisRun, notOut: "BatchAccount ml-team/ij245\n",
+		},
+		{
+			name: "job on record", objs: []client.Object{accepted.DeepCopy(), s.Job.DeepCopy(), clitest.WorkloadOf(s.Job)},
+			args: []string{"explain", "job", "j", "--exit-code"}, wantCode: options.ExitOK, wantOut: "ACCEPTED (Accepted)",
+		},
+		{
+			name: "workload on record", objs: []client.Object{accepted.DeepCopy(), s.Job.DeepCopy(), clitest.WorkloadOf(s.Job)},
+			args: []string{"explain", "workload", "job-j-3f2c9", "--exit-code"}, wantCode: options.ExitOK, wantOut: "ACCEPTED (Accepted)",
+		},
+		{
+			name: "the account itself", objs: []client.Object{accepted.DeepCopy(), rerun.DeepCopy()},
+			args: []string{"explain", "account", "ij245", "--exit-code"}, wantCode: options.ExitOK, wantOut: "ACCEPTED (Accepted)",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := run(t, clitest.FakeClient(tc.objs...), append(tc.args, "-n", ns)...)
+			if code != tc.wantCode || !strings.Contains(out, tc.wantOut) || !strings.Contains(errOut, tc.wantErr) ||
+				(tc.notOut != "" && strings.Contains(out, tc.notOut)) || (tc.wantErr == "" && errOut != "") {
+				t.Errorf("exit %d, want %d; stderr %q, want %q; stdout (want %q, not %q):\n%s", code, tc.wantCode, errOut, tc.wantErr, tc.wantOut, tc.notOut, out)
+			}
+		})
+	}
+}

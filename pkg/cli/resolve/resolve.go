@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/cli/internal/output"
 	"batchledger.dev/batchledger/pkg/kinds/all"
 	"batchledger.dev/batchledger/pkg/relations"
 )
@@ -72,62 +74,136 @@ func ParseKindName(args []string) (kind, name string, err error) {
 // ResolveAccounts finds the accounts an object concerns: an account itself; for a Kueue
 // Workload, the accounts targeting its owner Job or JobSet; for a Job, the accounts
 // targeting it (by name, or as a JobSet child); for a JobSet, the accounts targeting any
-// of its children. Accounts come sorted by name; none found is an error naming the object.
+// of its children. Of a Job or Workload that exists, only the accounts that follow its
+// run (account.Follows) concern it: an Accepted account names a Job re-run under its
+// target's name but speaks for nothing of it. Accounts come sorted by name; none found is
+// an error naming the object, and saying why an account naming it does not follow it.
 func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name string) ([]v1alpha1.BatchAccount, error) {
+	accts, _, err := Resolve(ctx, c, namespace, kind, name)
+	return accts, err
+}
+
+// Resolve is ResolveAccounts, and says in words of each account that names the object
+// but does not follow its run (account.Follows) why it is left out, for the verbs to
+// warn of.
+func Resolve(ctx context.Context, c client.Client, namespace, kind, name string) (accts []v1alpha1.BatchAccount, notFollowing []string, err error) {
+	named, r, err := namedAccounts(ctx, c, namespace, kind, name)
+	if err != nil || r == nil {
+		return named, nil, err
+	}
+	for i := range named {
+		if account.Follows(&named[i], r.ref) {
+			accts = append(accts, named[i])
+		} else {
+			notFollowing = append(notFollowing, r.notFollowing(&named[i]))
+		}
+	}
+	if len(accts) == 0 {
+		return nil, nil, fmt.Errorf("no BatchAccount follows %s: %s", r.what, strings.Join(notFollowing, "; "))
+	}
+	return accts, notFollowing, nil
+}
+
+// run is the run of an existing Job or Workload that accounts naming it may not follow.
+type run struct {
+	ref account.RunRef
+	// what is the run in words: `Job "j" (uid ...)`.
+	what string
+	// named is what the accounts name: `Job "j"`, `JobSet "train"`.
+	named string
+	// match is how the accounts name it.
+	match func(v1alpha1.TargetRef) bool
+}
+
+// notFollowing says why ba, naming the run's object, does not follow it: it is Accepted
+// on the identities on its record, earlier runs of the name.
+func (r *run) notFollowing(ba *v1alpha1.BatchAccount) string {
+	var uids []string
+	for _, t := range ba.Status.Targets {
+		if ref, ok := v1alpha1.TargetKey(t.Name).Ref(); ok && t.UID != "" && r.match(ref) {
+			uids = append(uids, string(t.UID))
+		}
+	}
+	msg := fmt.Sprintf("BatchAccount %q names %s but was Accepted on an earlier run of the name", ba.Name, r.named)
+	if len(uids) > 0 {
+		msg += fmt.Sprintf(" (%s %s)", output.Plural(len(uids), "Job uid", "Job uids"), strings.Join(uids, ", "))
+	}
+	return msg + ": it speaks for nothing of this run"
+}
+
+// namedAccounts finds the accounts naming the object, and the run of a Job or Workload
+// that exists (nil for other objects, and for a Job not found).
+func namedAccounts(ctx context.Context, c client.Client, namespace, kind, name string) ([]v1alpha1.BatchAccount, *run, error) {
 	switch kind {
 	case KindAccount:
 		var ba v1alpha1.BatchAccount
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
-			return nil, DescribeGetError(err, "BatchAccount", namespace, name)
+			return nil, nil, DescribeGetError(err, "BatchAccount", namespace, name)
 		}
-		return []v1alpha1.BatchAccount{ba}, nil
+		return []v1alpha1.BatchAccount{ba}, nil, nil
 	case KindWorkload:
 		var wl kueue.Workload
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &wl); err != nil {
-			return nil, DescribeGetError(err, "Workload", namespace, name)
+			return nil, nil, DescribeGetError(err, "Workload", namespace, name)
 		}
 		owner := relations.WorkloadOwner(&wl)
 		if owner == nil {
-			return nil, fmt.Errorf("Workload %q in namespace %q is owned by no %s; batchledger accounts only for those", name, namespace, objectKinds())
+			return nil, nil, fmt.Errorf("Workload %q in namespace %q is owned by no %s; batchledger accounts only for those", name, namespace, objectKinds())
 		}
-		accts, err := ResolveAccounts(ctx, c, namespace, all.Kinds.Owning(*owner).Name(), owner.Name)
+		ownerKind := all.Kinds.Owning(*owner).Name()
+		accts, _, err := namedAccounts(ctx, c, namespace, ownerKind, owner.Name)
 		if err != nil {
-			return nil, fmt.Errorf("Workload %q: %w", name, err)
+			return nil, nil, fmt.Errorf("Workload %q: %w", name, err)
 		}
-		return accts, nil
+		// The Workload is the run asked about, whatever Job of its owner's name exists now.
+		return accts, &run{
+			ref:   account.RunRef{WorkloadUID: wl.UID, WorkloadName: wl.Name},
+			what:  fmt.Sprintf("Workload %q (uid %s)", wl.Name, wl.UID),
+			named: fmt.Sprintf("%s %q", owner.Kind, owner.Name),
+			match: func(t v1alpha1.TargetRef) bool { return t.Kind() == ownerKind && t.Owner() == owner.Name },
+		}, nil
 	case KindJob:
 		var job batchv1.Job
 		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &job)
 		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, DescribeGetError(err, "Job", namespace, name)
+			return nil, nil, DescribeGetError(err, "Job", namespace, name)
 		}
 		found := err == nil
-		accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool {
+		match := func(t v1alpha1.TargetRef) bool {
 			return t.Job == name || (found && relations.NamesJob(t, &job))
-		})
+		}
+		accts, err := accountsWhere(ctx, c, namespace, match)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(accts) == 0 {
 			if !found {
-				return nil, fmt.Errorf("Job %q not found in namespace %q, and no BatchAccount there targets it", name, namespace)
+				return nil, nil, fmt.Errorf("Job %q not found in namespace %q, and no BatchAccount there targets it", name, namespace)
 			}
-			return nil, fmt.Errorf("no BatchAccount in namespace %q targets Job %q", namespace, name)
+			return nil, nil, fmt.Errorf("no BatchAccount in namespace %q targets Job %q", namespace, name)
 		}
-		return accts, nil
+		if !found {
+			// A Job deleted is no run: the accounts' records stand for it.
+			return accts, nil, nil
+		}
+		return accts, &run{
+			ref:   account.RunRef{Job: job.UID},
+			what:  fmt.Sprintf("Job %q (uid %s)", name, job.UID),
+			named: fmt.Sprintf("Job %q", name), match: match,
+		}, nil
 	}
 	k := all.Kinds.Named(kind)
 	if k == nil {
-		return nil, fmt.Errorf("unknown kind %q", kind)
+		return nil, nil, fmt.Errorf("unknown kind %q", kind)
 	}
 	accts, err := accountsWhere(ctx, c, namespace, func(t v1alpha1.TargetRef) bool { return t.Kind() == kind && t.Owner() == name })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(accts) == 0 {
-		return nil, fmt.Errorf("no BatchAccount in namespace %q targets %s %q", namespace, k.Object().Kind, name)
+		return nil, nil, fmt.Errorf("no BatchAccount in namespace %q targets %s %q", namespace, k.Object().Kind, name)
 	}
-	return accts, nil
+	return accts, nil, nil
 }
 
 // ownerKind reads a kind of target typed by its name or plural ("trainjob",
