@@ -6,6 +6,7 @@ package watch
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -55,6 +56,9 @@ type watchOptions struct {
 	size func() (width, height int, err error)
 	// observed, when set, is told after each processed watch event (tests wait on it).
 	observed func()
+	// warn, when set, is told of each account naming the object that does not follow its
+	// run (resolve.Resolve), and so is not watched: stderr.
+	warn io.Writer
 }
 
 // NewCommand is `watch KIND NAME`, KIND an account, a Workload or any kind of target.
@@ -103,6 +107,7 @@ a result that can no longer arrive; an invalid mapping); 1 on --timeout.`,
 			if f, ok := o.Out.(*os.File); ok && wo.tty {
 				wo.size = func() (int, int, error) { return term.GetSize(int(f.Fd())) }
 			}
+			wo.warn = o.ErrOut
 			return runWatch(cmd.Context(), c, o.Out, ns, kind, name, wo)
 		},
 	}

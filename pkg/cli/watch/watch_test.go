@@ -542,3 +542,34 @@ func TestWatchChildMayBeRestarted(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchRerunOfAcceptedJob: a Job re-run under the name of an Accepted account's
+// target is another batch's (account.Follows): watch does not end at once on the
+// account's verdict as if the re-run were Accepted, and says why it leaves the account
+// out.
+func TestWatchRerunOfAcceptedJob(t *testing.T) {
+	s := clitest.SeedSteps()
+	rerun := clitest.SeedJob("j", "uid-rerun", 4).ResourceVersion("9").Obj()
+	pending := wrappers.MakeBatchAccount("ij245-next", ns).Shards("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").Generation(1).Obj()
+	const notThisRun = `BatchAccount "ij245" names Job "j" but was Accepted on an earlier run of the name (Job uid ` + string(clitest.JobUID) + `): it speaks for nothing of this run`
+	cases := []struct {
+		name string
+		objs []client.Object
+		// wantOut is in stdout, wantErr in stderr.
+		wantOut, wantErr string
+	}{
+		{name: "only the Accepted account names it", objs: []client.Object{s.Steps[3].DeepCopy(), rerun.DeepCopy()},
+			wantErr: `error: no BatchAccount follows Job "j" (uid uid-rerun): ` + notThisRun},
+		{name: "another account follows it", objs: []client.Object{s.Steps[3].DeepCopy(), pending.DeepCopy(), rerun.DeepCopy()},
+			wantOut: "ml-team/ij245-next", wantErr: "Warning: " + notThisRun},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := run(t, clitest.FakeClient(tc.objs...), "watch", "job", "j", "-n", ns, "--timeout", "50ms")
+			if code != options.ExitError || !strings.Contains(out, tc.wantOut) || !strings.Contains(errOut, tc.wantErr) ||
+				strings.Contains(out, "ml-team/ij245 ") || strings.Contains(out, "Accepted: ") {
+				t.Errorf("exit %d, want %d (not Accepted); stderr %q, want %q; stdout, want %q:\n%s", code, options.ExitError, errOut, tc.wantErr, tc.wantOut, out)
+			}
+		})
+	}
+}

@@ -43,9 +43,14 @@ type watcher struct {
 // runWatch resolves kind/name to accounts and watches them until they are all Accepted
 // (nil), one is blocked (options.ExitNotAccepted) or the timeout passes (options.ExitError).
 func runWatch(ctx context.Context, c client.WithWatch, out io.Writer, ns, kind, name string, wo watchOptions) error {
-	accts, err := resolve.ResolveAccounts(ctx, c, ns, kind, name)
+	accts, notFollowing, err := resolve.Resolve(ctx, c, ns, kind, name)
 	if err != nil {
 		return err
+	}
+	for _, n := range notFollowing {
+		if wo.warn != nil {
+			fmt.Fprintf(wo.warn, "Warning: %s\n", n)
+		}
 	}
 	if wo.width <= 0 {
 		wo.width = output.DefaultWidth
