@@ -74,9 +74,10 @@ func ParseKindName(args []string) (kind, name string, err error) {
 // ResolveAccounts finds the accounts an object concerns: an account itself; for a Kueue
 // Workload, the accounts targeting its owner Job or JobSet; for a Job, the accounts
 // targeting it (by name, or as a JobSet child); for a JobSet, the accounts targeting any
-// of its children. Of a Job or Workload that exists, only the accounts that follow its
-// run (account.Follows) concern it: an Accepted account names a Job re-run under its
-// target's name but speaks for nothing of it. Accounts come sorted by name; none found is
+// of its children. Of a Job, a Workload, or an owner with a Workload that exists, only
+// the accounts that follow its run (account.Follows) concern it: an Accepted account
+// names a Job re-run (or a JobSet applied again) under its target's name but speaks for
+// nothing of it. Accounts come sorted by name; none found is
 // an error naming the object, and saying why an account naming it does not follow it.
 func ResolveAccounts(ctx context.Context, c client.Client, namespace, kind, name string) ([]v1alpha1.BatchAccount, error) {
 	accts, _, err := Resolve(ctx, c, namespace, kind, name)
@@ -104,7 +105,8 @@ func Resolve(ctx context.Context, c client.Client, namespace, kind, name string)
 	return accts, notFollowing, nil
 }
 
-// run is the run of an existing Job or Workload that accounts naming it may not follow.
+// run is the run of an existing Job, Workload or owner that accounts naming it may not
+// follow.
 type run struct {
 	ref account.RunRef
 	// what is the run in words: `Job "j" (uid ...)`.
@@ -131,8 +133,9 @@ func (r *run) notFollowing(ba *v1alpha1.BatchAccount) string {
 	return msg + ": it speaks for nothing of this run"
 }
 
-// namedAccounts finds the accounts naming the object, and the run of a Job or Workload
-// that exists (nil for other objects, and for a Job not found).
+// namedAccounts finds the accounts naming the object, and the run of a Job, a Workload,
+// or an owner's Workload that exists (nil for an account, and for a Job or owner not
+// found).
 func namedAccounts(ctx context.Context, c client.Client, namespace, kind, name string) ([]v1alpha1.BatchAccount, *run, error) {
 	switch kind {
 	case KindAccount:
@@ -203,7 +206,38 @@ func namedAccounts(ctx context.Context, c client.Client, namespace, kind, name s
 	if len(accts) == 0 {
 		return nil, nil, fmt.Errorf("no BatchAccount in namespace %q targets %s %q", namespace, k.Object().Kind, name)
 	}
-	return accts, nil, nil
+	wl, err := ownerWorkload(ctx, c, namespace, k.NewObject(), k.Object().Kind, name)
+	if err != nil || wl == nil {
+		return accts, nil, err
+	}
+	// The owner's run is its Workload: one applied again under the name has another.
+	named := fmt.Sprintf("%s %q", k.Object().Kind, name)
+	return accts, &run{
+		ref:   account.RunRef{WorkloadUID: wl.UID, WorkloadName: wl.Name},
+		what:  fmt.Sprintf("%s (Workload %q, uid %s)", named, wl.Name, wl.UID),
+		named: named,
+		match: func(t v1alpha1.TargetRef) bool { return t.Kind() == kind && t.Owner() == name },
+	}, nil
+}
+
+// ownerWorkload reads into obj the owner (a JobSet, a TrainJob, of kind objKind) named
+// name, and returns its NewestWorkload; nil when the owner or its Workload does not exist, or the cluster
+// serves neither kind (the accounts' records then stand for it).
+func ownerWorkload(ctx context.Context, c client.Client, namespace string, obj client.Object, objKind, name string) (*kueue.Workload, error) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, DescribeGetError(err, objKind, namespace, name)
+	}
+	var wls kueue.WorkloadList
+	if err := c.List(ctx, &wls, client.InNamespace(namespace)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing Workloads in namespace %q: %w", namespace, NotServed(err))
+	}
+	return relations.NewestWorkloadsByOwner(wls.Items)[obj.GetUID()], nil
 }
 
 // ownerKind reads a kind of target typed by its name or plural ("trainjob",
