@@ -281,7 +281,11 @@ func bindFlags(fs *flag.FlagSet) *config {
 	return c
 }
 
-// validate checks the flags that take one of a set of values, and fills the defaults
+// minLoopInterval is the shortest --short-form-sweep-interval and --api-recheck-interval.
+const minLoopInterval = time.Second
+
+// validate checks the flags that take one of a set of values or a bounded number, so
+// that a value the manager would misread is refused at start, and fills the defaults
 // that depend on the environment.
 func (c *config) validate() error {
 	if c.role != roleManager && c.role != roleWorker {
@@ -300,6 +304,27 @@ func (c *config) validate() error {
 	}
 	if c.workerResultRetention < 0 {
 		return fmt.Errorf("--worker-result-retention=%s: want 0 (the default, %s) or a positive duration", c.workerResultRetention, workerrole.DefaultRetention)
+	}
+	// The pacing delays read a negative one as 0, writing every change at once; the
+	// recheck of unfound targets would look again within milliseconds of a new account's
+	// creation, as a pipeline creates it ahead of its Jobs.
+	if c.workloadMessageInterval < 0 {
+		return fmt.Errorf("--workload-message-interval=%s: want 0 (write every change at once) or a positive duration", c.workloadMessageInterval)
+	}
+	if c.waitingStatusDelay < 0 {
+		return fmt.Errorf("--waiting-status-delay=%s: want 0 (write every change at once) or a positive duration", c.waitingStatusDelay)
+	}
+	if c.unfoundRecheck < 0 {
+		return fmt.Errorf("--unfound-target-recheck=%s: want 0 (the default, %s) or a positive duration", c.unfoundRecheck, controller.DefaultUnfoundRecheck)
+	}
+	// Each sweep lists the cluster's Jobs and each recheck asks discovery: a shorter
+	// interval spends the API budget the releases need back to back. A negative sweep
+	// interval would silently sweep only at start.
+	if c.shortFormSweep != 0 && c.shortFormSweep < minLoopInterval {
+		return fmt.Errorf("--short-form-sweep-interval=%s: want 0 (only at start) or at least %s", c.shortFormSweep, minLoopInterval)
+	}
+	if c.apiRecheck != 0 && c.apiRecheck < minLoopInterval {
+		return fmt.Errorf("--api-recheck-interval=%s: want 0 (the default, %s) or at least %s", c.apiRecheck, controller.DefaultAPIRecheck, minLoopInterval)
 	}
 	if c.certDir == "" {
 		// controller-runtime's default; named here because the rotator watches it too.

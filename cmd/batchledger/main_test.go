@@ -21,7 +21,8 @@ import (
 )
 
 // TestConfig: the flags parse into the config, --cert-management takes one of its two
-// values, a hold or retention is not negative, the certificate folder defaults to
+// values, a hold, retention, pacing delay or recheck is not negative, a sweep or API
+// recheck is not back to back, the certificate folder defaults to
 // controller-runtime's, and the manager issues its own certificate only when it serves
 // webhooks.
 func TestConfig(t *testing.T) {
@@ -43,6 +44,19 @@ func TestConfig(t *testing.T) {
 		{"a negative result hold", []string{"--max-result-hold=-1h"}, true, false, ""},
 		{"no worker result retention: the default", []string{"--role=worker", "--worker-result-retention=0"}, false, false, ""},
 		{"a negative worker result retention", []string{"--role=worker", "--worker-result-retention=-1s"}, true, false, ""},
+		{"progress written at once", []string{"--workload-message-interval=0", "--waiting-status-delay=0"}, false, false, ""},
+		{"a negative workload message interval", []string{"--workload-message-interval=-10s"}, true, false, ""},
+		{"a negative waiting status delay", []string{"--waiting-status-delay=-30s"}, true, false, ""},
+		{"no unfound target recheck: the default", []string{"--unfound-target-recheck=0"}, false, false, ""},
+		{"a negative unfound target recheck", []string{"--unfound-target-recheck=-1m"}, true, false, ""},
+		{"short-form sweep only at start", []string{"--short-form-sweep-interval=0"}, false, false, ""},
+		{"a short-form sweep every second", []string{"--short-form-sweep-interval=1s"}, false, false, ""},
+		{"a negative short-form sweep interval", []string{"--short-form-sweep-interval=-10m"}, true, false, ""},
+		{"a short-form sweep every millisecond", []string{"--short-form-sweep-interval=1ms"}, true, false, ""},
+		{"no API recheck interval: the default", []string{"--api-recheck-interval=0"}, false, false, ""},
+		{"an API recheck every 2s", []string{"--api-recheck-interval=2s"}, false, false, ""},
+		{"a negative API recheck interval", []string{"--api-recheck-interval=-30s"}, true, false, ""},
+		{"an API recheck every millisecond", []string{"--api-recheck-interval=1ms"}, true, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
