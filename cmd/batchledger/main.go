@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -325,6 +326,18 @@ func (c *config) validate() error {
 	}
 	if c.apiRecheck != 0 && c.apiRecheck < minLoopInterval {
 		return fmt.Errorf("--api-recheck-interval=%s: want 0 (the default, %s) or at least %s", c.apiRecheck, controller.DefaultAPIRecheck, minLoopInterval)
+	}
+	// client-go reads a QPS of 0 as its own 5 a second, and a negative one, NaN or
+	// infinity as no limit at all; a burst of 0 as 10, and a negative one fails every
+	// request. controller-runtime runs a controller of no workers with one.
+	if !(c.apiQPS > 0 && c.apiQPS <= math.MaxFloat32) {
+		return fmt.Errorf("--kube-api-qps=%g: want a positive number of requests per second", c.apiQPS)
+	}
+	if c.apiBurst < 1 {
+		return fmt.Errorf("--kube-api-burst=%d: want at least 1", c.apiBurst)
+	}
+	if c.accountSyncs < 1 {
+		return fmt.Errorf("--concurrent-account-syncs=%d: want at least 1", c.accountSyncs)
 	}
 	if c.certDir == "" {
 		// controller-runtime's default; named here because the rotator watches it too.

@@ -22,9 +22,9 @@ import (
 
 // TestConfig: the flags parse into the config, --cert-management takes one of its two
 // values, a hold, retention, pacing delay or recheck is not negative, a sweep or API
-// recheck is not back to back, the certificate folder defaults to
-// controller-runtime's, and the manager issues its own certificate only when it serves
-// webhooks.
+// recheck is not back to back, the API budget and the account syncs are positive, the
+// certificate folder defaults to controller-runtime's, and the manager issues its own
+// certificate only when it serves webhooks.
 func TestConfig(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -57,6 +57,17 @@ func TestConfig(t *testing.T) {
 		{"an API recheck every 2s", []string{"--api-recheck-interval=2s"}, false, false, ""},
 		{"a negative API recheck interval", []string{"--api-recheck-interval=-30s"}, true, false, ""},
 		{"an API recheck every millisecond", []string{"--api-recheck-interval=1ms"}, true, false, ""},
+		{"a fractional API budget", []string{"--kube-api-qps=2.5", "--kube-api-burst=1"}, false, false, ""},
+		{"no API QPS", []string{"--kube-api-qps=0"}, true, false, ""},
+		{"a negative API QPS", []string{"--kube-api-qps=-1"}, true, false, ""},
+		{"an API QPS not a number", []string{"--kube-api-qps=NaN"}, true, false, ""},
+		{"an infinite API QPS", []string{"--kube-api-qps=Inf"}, true, false, ""},
+		{"an API QPS beyond float32", []string{"--kube-api-qps=1e39"}, true, false, ""},
+		{"no API burst", []string{"--kube-api-burst=0"}, true, false, ""},
+		{"a negative API burst", []string{"--kube-api-burst=-5"}, true, false, ""},
+		{"one account sync", []string{"--concurrent-account-syncs=1"}, false, false, ""},
+		{"no account syncs", []string{"--concurrent-account-syncs=0"}, true, false, ""},
+		{"negative account syncs", []string{"--concurrent-account-syncs=-2"}, true, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
