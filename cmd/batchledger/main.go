@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -338,6 +339,24 @@ func (c *config) validate() error {
 	}
 	if c.accountSyncs < 1 {
 		return fmt.Errorf("--concurrent-account-syncs=%d: want at least 1", c.accountSyncs)
+	}
+	// client-go refuses these too, but only once the manager runs, its webhook server
+	// already started, and without naming the flags.
+	if c.leaderElect {
+		if c.retryPeriod <= 0 {
+			return fmt.Errorf("--leader-elect-retry-period=%s: want a positive duration", c.retryPeriod)
+		}
+		if float64(c.renewDeadline) <= leaderelection.JitterFactor*float64(c.retryPeriod) {
+			return fmt.Errorf("--leader-elect-renew-deadline=%s: want more than %g × --leader-elect-retry-period (%s)",
+				c.renewDeadline, leaderelection.JitterFactor, c.retryPeriod)
+		}
+		if c.leaseDuration <= c.renewDeadline {
+			return fmt.Errorf("--leader-elect-lease-duration=%s: want more than --leader-elect-renew-deadline (%s)", c.leaseDuration, c.renewDeadline)
+		}
+	}
+	// controller-runtime would serve on 9443 instead of a port of 0 or less.
+	if c.enableWebhooks && (c.webhookPort < 1 || c.webhookPort > 65535) {
+		return fmt.Errorf("--webhook-port=%d: want a TCP port, 1 to 65535", c.webhookPort)
 	}
 	if c.certDir == "" {
 		// controller-runtime's default; named here because the rotator watches it too.

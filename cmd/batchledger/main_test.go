@@ -23,6 +23,7 @@ import (
 // TestConfig: the flags parse into the config, --cert-management takes one of its two
 // values, a hold, retention, pacing delay or recheck is not negative, a sweep or API
 // recheck is not back to back, the API budget and the account syncs are positive, the
+// leader election timing is one client-go accepts, the webhook port is a TCP port, the
 // certificate folder defaults to controller-runtime's, and the manager issues its own
 // certificate only when it serves webhooks.
 func TestConfig(t *testing.T) {
@@ -68,6 +69,16 @@ func TestConfig(t *testing.T) {
 		{"one account sync", []string{"--concurrent-account-syncs=1"}, false, false, ""},
 		{"no account syncs", []string{"--concurrent-account-syncs=0"}, true, false, ""},
 		{"negative account syncs", []string{"--concurrent-account-syncs=-2"}, true, false, ""},
+		{"leader election, the default timing", []string{"--leader-elect"}, false, false, ""},
+		{"leader election, the tests' timing", []string{"--leader-elect", "--leader-elect-lease-duration=8s",
+			"--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s"}, false, false, ""},
+		{"leader election, a lease no longer than the renew deadline", []string{"--leader-elect", "--leader-elect-lease-duration=10s"}, true, false, ""},
+		{"leader election, a renew deadline within 1.2 retry periods", []string{"--leader-elect", "--leader-elect-renew-deadline=2400ms"}, true, false, ""},
+		{"leader election, no retry period", []string{"--leader-elect", "--leader-elect-retry-period=0"}, true, false, ""},
+		{"leader election, a negative lease", []string{"--leader-elect", "--leader-elect-lease-duration=-15s"}, true, false, ""},
+		{"no leader election: its timing unused", []string{"--leader-elect=false", "--leader-elect-lease-duration=0"}, false, false, ""},
+		{"webhook port 0", []string{"--webhook-port=0"}, true, false, ""},
+		{"webhook port 70000", []string{"--webhook-port=70000"}, true, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
