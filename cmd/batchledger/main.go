@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -357,6 +358,11 @@ func (c *config) validate() error {
 	// controller-runtime would serve on 9443 instead of a port of 0 or less.
 	if c.enableWebhooks && (c.webhookPort < 1 || c.webhookPort > 65535) {
 		return fmt.Errorf("--webhook-port=%d: want a TCP port, 1 to 65535", c.webhookPort)
+	}
+	// Without its key the manager could not sign a result or read one recorded: held
+	// pods would wait out --max-result-hold and be released unrecorded.
+	if errs := validation.IsDNS1123Subdomain(c.ledgerKeySecret); c.role == roleManager && len(errs) > 0 {
+		return fmt.Errorf("--ledger-key-secret=%q: want a Secret name: %s", c.ledgerKeySecret, strings.Join(errs, "; "))
 	}
 	if c.certDir == "" {
 		// controller-runtime's default; named here because the rotator watches it too.

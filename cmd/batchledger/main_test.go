@@ -24,7 +24,7 @@ import (
 // values, a hold, retention, pacing delay or recheck is not negative, a sweep or API
 // recheck is not back to back, the API budget and the account syncs are positive, the
 // leader election timing is one client-go accepts, the webhook port is a TCP port, the
-// certificate folder defaults to controller-runtime's, and the manager issues its own
+// manager's key Secret has a name, the certificate folder defaults to controller-runtime's, and the manager issues its own
 // certificate only when it serves webhooks.
 func TestConfig(t *testing.T) {
 	cases := []struct {
@@ -79,6 +79,10 @@ func TestConfig(t *testing.T) {
 		{"no leader election: its timing unused", []string{"--leader-elect=false", "--leader-elect-lease-duration=0"}, false, false, ""},
 		{"webhook port 0", []string{"--webhook-port=0"}, true, false, ""},
 		{"webhook port 70000", []string{"--webhook-port=70000"}, true, false, ""},
+		{"a key Secret of one's own", []string{"--ledger-key-secret=my-key"}, false, false, ""},
+		{"no key Secret", []string{"--ledger-key-secret="}, true, false, ""},
+		{"a key Secret name the API refuses", []string{"--ledger-key-secret=Ledger_Key"}, true, false, ""},
+		{"the worker role reads no key", []string{"--role=worker", "--ledger-key-secret="}, false, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
