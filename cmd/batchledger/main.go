@@ -284,6 +284,10 @@ func bindFlags(fs *flag.FlagSet) *config {
 	return c
 }
 
+// minResultKeep is the shortest --max-result-hold and --worker-result-retention: a
+// result is recorded seconds after its pod succeeded, more under load.
+const minResultKeep = time.Minute
+
 // minLoopInterval is the shortest --short-form-sweep-interval and --api-recheck-interval.
 const minLoopInterval = time.Second
 
@@ -300,13 +304,14 @@ func (c *config) validate() error {
 	if c.shortFormTTL < 0 {
 		return fmt.Errorf("--short-form-ttl=%s: want 0 (keep) or a positive duration", c.shortFormTTL)
 	}
-	// Both read 0 as their default; a negative one would release every held pod, or
-	// delete every WorkerResult, at once, its result unread.
-	if c.maxResultHold < 0 {
-		return fmt.Errorf("--max-result-hold=%s: want 0 (the default, %s) or a positive duration", c.maxResultHold, controller.DefaultMaxResultHold)
+	// Both read 0 as their default; a negative one, or one of a few seconds, would
+	// release every held pod, or delete every WorkerResult, before its result is read;
+	// the worker role also looks again at the WorkerJob of each running Job that often.
+	if c.maxResultHold != 0 && c.maxResultHold < minResultKeep {
+		return fmt.Errorf("--max-result-hold=%s: want 0 (the default, %s) or at least %s", c.maxResultHold, controller.DefaultMaxResultHold, minResultKeep)
 	}
-	if c.workerResultRetention < 0 {
-		return fmt.Errorf("--worker-result-retention=%s: want 0 (the default, %s) or a positive duration", c.workerResultRetention, workerrole.DefaultRetention)
+	if c.workerResultRetention != 0 && c.workerResultRetention < minResultKeep {
+		return fmt.Errorf("--worker-result-retention=%s: want 0 (the default, %s) or at least %s", c.workerResultRetention, workerrole.DefaultRetention, minResultKeep)
 	}
 	// The pacing delays read a negative one as 0, writing every change at once; the
 	// recheck of unfound targets would look again within milliseconds of a new account's

@@ -21,10 +21,11 @@ import (
 )
 
 // TestConfig: the flags parse into the config, --cert-management takes one of its two
-// values, a hold, retention, pacing delay or recheck is not negative, a sweep or API
-// recheck is not back to back, the API budget and the account syncs are positive, the
-// leader election timing is one client-go accepts, the webhook port is a TCP port, the
-// manager's key Secret has a name, the certificate folder defaults to controller-runtime's, and the manager issues its own
+// values, a hold or retention is not negative nor under a minute, a pacing delay or
+// recheck is not negative, a sweep or API recheck is not back to back, the API budget
+// and the account syncs are positive, the leader election timing is one client-go
+// accepts, the webhook port is a TCP port, the manager's key Secret has a name, the
+// certificate folder defaults to controller-runtime's, and the manager issues its own
 // certificate only when it serves webhooks.
 func TestConfig(t *testing.T) {
 	cases := []struct {
@@ -45,6 +46,10 @@ func TestConfig(t *testing.T) {
 		{"a negative result hold", []string{"--max-result-hold=-1h"}, true, false, ""},
 		{"no worker result retention: the default", []string{"--role=worker", "--worker-result-retention=0"}, false, false, ""},
 		{"a negative worker result retention", []string{"--role=worker", "--worker-result-retention=-1s"}, true, false, ""},
+		{"a result hold of a minute", []string{"--max-result-hold=1m"}, false, false, ""},
+		{"a result hold of a second", []string{"--max-result-hold=1s"}, true, false, ""},
+		{"a worker result retention of a minute", []string{"--role=worker", "--worker-result-retention=1m"}, false, false, ""},
+		{"a worker result retention of a millisecond", []string{"--role=worker", "--worker-result-retention=1ms"}, true, false, ""},
 		{"progress written at once", []string{"--workload-message-interval=0", "--waiting-status-delay=0"}, false, false, ""},
 		{"a negative workload message interval", []string{"--workload-message-interval=-10s"}, true, false, ""},
 		{"a negative waiting status delay", []string{"--waiting-status-delay=-30s"}, true, false, ""},
