@@ -322,8 +322,10 @@ func (c *config) validate() error {
 	if c.waitingStatusDelay < 0 {
 		return fmt.Errorf("--waiting-status-delay=%s: want 0 (write every change at once) or a positive duration", c.waitingStatusDelay)
 	}
-	if c.unfoundRecheck < 0 {
-		return fmt.Errorf("--unfound-target-recheck=%s: want 0 (the default, %s) or a positive duration", c.unfoundRecheck, controller.DefaultUnfoundRecheck)
+	// Above the longest recheck it would stretch that bound: one of hours would silently
+	// leave a Job created while the scope webhook failed open unfound that long.
+	if c.unfoundRecheck < 0 || c.unfoundRecheck > controller.MaxUnfoundRecheck {
+		return fmt.Errorf("--unfound-target-recheck=%s: want 0 (the default, %s) or a positive duration up to %s", c.unfoundRecheck, controller.DefaultUnfoundRecheck, controller.MaxUnfoundRecheck)
 	}
 	// Each sweep lists the cluster's Jobs and each recheck asks discovery: a shorter
 	// interval spends the API budget the releases need back to back. A negative sweep

@@ -22,11 +22,12 @@ import (
 
 // TestConfig: the flags parse into the config, --cert-management takes one of its two
 // values, a hold or retention is not negative nor under a minute, a pacing delay or
-// recheck is not negative, a sweep or API recheck is not back to back, the API budget
-// and the account syncs are positive, the leader election timing is one client-go
-// accepts, the webhook port is a TCP port, the manager's key Secret has a name, the
-// certificate folder defaults to controller-runtime's, and the manager issues its own
-// certificate only when it serves webhooks.
+// recheck is not negative (nor an unfound target recheck above 5m), a sweep or API
+// recheck is not back to back, the API budget and the account syncs are positive, the
+// leader election timing is one client-go accepts, the webhook port is a TCP port, the
+// manager's key Secret has a name, the certificate folder defaults to
+// controller-runtime's, and the manager issues its own certificate only when it serves
+// webhooks.
 func TestConfig(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -55,6 +56,8 @@ func TestConfig(t *testing.T) {
 		{"a negative waiting status delay", []string{"--waiting-status-delay=-30s"}, true, false, ""},
 		{"no unfound target recheck: the default", []string{"--unfound-target-recheck=0"}, false, false, ""},
 		{"a negative unfound target recheck", []string{"--unfound-target-recheck=-1m"}, true, false, ""},
+		{"the longest unfound target recheck", []string{"--unfound-target-recheck=5m"}, false, false, ""},
+		{"an unfound target recheck beyond the longest", []string{"--unfound-target-recheck=24h"}, true, false, ""},
 		{"short-form sweep only at start", []string{"--short-form-sweep-interval=0"}, false, false, ""},
 		{"a short-form sweep every second", []string{"--short-form-sweep-interval=1s"}, false, false, ""},
 		{"a negative short-form sweep interval", []string{"--short-form-sweep-interval=-10m"}, true, false, ""},
