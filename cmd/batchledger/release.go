@@ -96,6 +96,16 @@ func runRelease(ctx context.Context, args []string) int {
 		fmt.Fprintf(fs.Output(), "release takes no arguments, got %q\n", fs.Args())
 		return releaseUsage
 	}
+	// A negative wait would silently skip what it protects: the manager's pods stopping,
+	// or the pass that releases pods admitted while API servers still saw the webhook.
+	if cfg.StopTimeout < 0 {
+		fmt.Fprintf(fs.Output(), "--stop-timeout=%s: want 0 (do not wait) or a positive duration\n", cfg.StopTimeout)
+		return releaseUsage
+	}
+	if cfg.RecheckAfter < 0 {
+		fmt.Fprintf(fs.Output(), "--recheck-after=%s: want 0 (no second pass) or a positive duration\n", cfg.RecheckAfter)
+		return releaseUsage
+	}
 	if stopDeploymentFlag != "" {
 		key, err := parseDeployment(stopDeploymentFlag)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -214,8 +216,16 @@ func TestReleaseHeldPodsStillHeld(t *testing.T) {
 	}
 }
 
-// TestRunReleaseUsage refuses contradictory or missing scope flags before it connects.
+// TestRunReleaseUsage refuses contradictory or missing scope flags, and negative waits,
+// before it connects.
 func TestRunReleaseUsage(t *testing.T) {
+	// A run that got past its flags fails to reach this cluster instead of exiting for
+	// want of a kubeconfig.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(unreachableKubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
 	for name, args := range map[string][]string{
 		"namespace and all namespaces":   {"--namespace", "ml-team", "--all-namespaces"},
 		"no namespace, not all of them":  {"--all-namespaces=false"},
@@ -223,6 +233,8 @@ func TestRunReleaseUsage(t *testing.T) {
 		"an unknown flag":                {"--namespaces", "ml-team"},
 		"a Deployment without namespace": {"--stop-deployment", "batchledger-controller-manager"},
 		"an empty webhook configuration": {"--mutating-webhook-configuration", ""},
+		"a negative stop timeout":        {"--stop-deployment", "batchledger-system/batchledger-controller-manager", "--stop-timeout=-2m"},
+		"a negative recheck":             {"--mutating-webhook-configuration", "batchledger-mutating-webhook-configuration", "--recheck-after=-5s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if code := runRelease(context.Background(), args); code != releaseUsage {
@@ -231,3 +243,22 @@ func TestRunReleaseUsage(t *testing.T) {
 		})
 	}
 }
+
+// unreachableKubeconfig names an API server no one listens on.
+const unreachableKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: nowhere
+  cluster:
+    server: https://127.0.0.1:1
+contexts:
+- name: nowhere
+  context:
+    cluster: nowhere
+    user: nobody
+current-context: nowhere
+users:
+- name: nobody
+  user:
+    token: none
+`
