@@ -145,8 +145,9 @@ func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assig
 	if err != nil {
 		return Assignment{}, false, err
 	}
-	// PodTargets found a Job controlling the pod.
-	jobUID := metav1.GetControllerOfNoCopy(pod).UID
+	// PodTargets found the pod's Job (its controller, or for a pod orphaned from it the
+	// Job its index-pod mark names).
+	jobUID := relations.IndexPodJob(pod).UID
 	var found []Assignment
 	for _, ba := range accounts {
 		if !account.Follows(ba, account.RunRef{Job: jobUID}) {

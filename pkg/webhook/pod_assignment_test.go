@@ -171,6 +171,20 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 	}
 }
 
+// TestPodAssignmentOfAnOrphanedIndexPod: a pod orphaned from its Job (no controller
+// reference) whose index-pod mark names the Job is the Job's index pod to PodTargets;
+// its assignment is the Job's, and is read without a controller reference.
+func TestPodAssignmentOfAnOrphanedIndexPod(t *testing.T) {
+	const ns = "ml-team"
+	j := wrappers.MakeJob("ij245", ns).Indexed(4).UID("ij245-uid").Obj()
+	ij245 := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "0-3", "A", "B", "C", "D").Obj()
+	orphan := wrappers.MakeIndexPod(j, "ij245-2", 2).NoOwner().Obj()
+	a, found, err := PodAssignment(context.Background(), indexedReader(t, nil, ij245), orphan)
+	if err != nil || !found || a.Shard != "C" {
+		t.Errorf("PodAssignment = %+v, %v, %v; want shard C, found", a, found, err)
+	}
+}
+
 // TestPodAssignmentAnnotatorFailsOpen: a failed account lookup admits the pod unchanged,
 // with a warning and the unclassified metric.
 func TestPodAssignmentAnnotatorFailsOpen(t *testing.T) {
