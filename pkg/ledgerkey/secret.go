@@ -19,8 +19,7 @@ const (
 	DataKey = "key"
 	// DataLegacyBefore holds the legacy cutoff, RFC 3339: SignedFromTheStart for a key
 	// the manager generated (earlier versions wrote the time they generated it, which is
-	// read as it is). Absent (a key an administrator provided), the Secret's
-	// creationTimestamp is the cutoff.
+	// read as it is). Absent (a key an administrator provided), SignedFromTheStart too.
 	DataLegacyBefore = "legacyBefore"
 	// DataIndexPodsSince holds, RFC 3339, when a manager that reads results only from
 	// the pods the Job controller created first loaded the key (Key.IndexPodsSince); the
