@@ -85,11 +85,7 @@ accounts.`,
 			if err != nil {
 				return err
 			}
-			// On stderr, so that -o json|yaml stays one object: an account naming the
-			// object is left out, not silently.
-			for _, n := range notFollowing {
-				fmt.Fprintf(o.ErrOut, "Warning: %s\n", n)
-			}
+			resolve.WarnNotFollowing(o.ErrOut, notFollowing)
 			if err := writeExplanations(o.Out, exs, p); err != nil {
 				return err
 			}

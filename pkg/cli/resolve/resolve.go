@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -103,6 +104,18 @@ func Resolve(ctx context.Context, c client.Client, namespace, kind, name string)
 		return nil, nil, fmt.Errorf("no BatchAccount follows %s: %s", r.what, strings.Join(notFollowing, "; "))
 	}
 	return accts, notFollowing, nil
+}
+
+// WarnNotFollowing writes to w (the verbs' stderr, so that -o json|yaml stays one
+// object) a warning for each account Resolve left out, so that none is left out
+// silently; nothing when w is nil.
+func WarnNotFollowing(w io.Writer, notFollowing []string) {
+	if w == nil {
+		return
+	}
+	for _, n := range notFollowing {
+		fmt.Fprintf(w, "Warning: %s\n", n)
+	}
 }
 
 // run is the run of an existing Job, Workload or owner that accounts naming it may not

@@ -47,11 +47,7 @@ func runWatch(ctx context.Context, c client.WithWatch, out io.Writer, ns, kind, 
 	if err != nil {
 		return err
 	}
-	for _, n := range notFollowing {
-		if wo.warn != nil {
-			fmt.Fprintf(wo.warn, "Warning: %s\n", n)
-		}
-	}
+	resolve.WarnNotFollowing(wo.warn, notFollowing)
 	if wo.width <= 0 {
 		wo.width = output.DefaultWidth
 	}
