@@ -170,7 +170,7 @@ func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.Resta
 
 // Resolve implements kinds.Kind: the current child of the JobSet the TrainJob renders;
 // none for a TrainJob MultiKueue dispatches, nor of a JobSet Trainer rendered again after
-// Kueue finished the TrainJob's Workload. A JobSet of the TrainJob's name that the
+// the TrainJob ended (its terminal condition, or Kueue's finish of its Workload). A JobSet of the TrainJob's name that the
 // TrainJob (by UID, when it is read) does not control is none of its; while that JobSet
 // is gone, its children left behind are judged by their JobSet's name alone, as a JobSet
 // target's are, and, when the TrainJob is read, by being created while it ran (give or
@@ -198,16 +198,22 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 		if !renders(&js, ref.TrainJob, trainJobUID) {
 			return nil, 0, nil
 		}
-		if trainJobUID != "" && terminal(&tj) == "" {
-			// A JobSet Trainer rendered again after Kueue finished the TrainJob's
-			// Workload (workloadEnd) runs outside any admission: none of its children is
-			// the batch's, which ended. Compared without the skew allowance, and in the
-			// same second too (timestamps have no finer grain; Trainer renders again at
-			// once): the JobSet that ran was made a whole run before the Workload
-			// finished, and before Kueue made the Workload at all.
-			end, err := workloadEnd(ctx, r, &tj)
-			if err != nil {
-				return nil, 0, err
+		if trainJobUID != "" {
+			// A JobSet Trainer rendered again after the TrainJob ended runs outside any
+			// admission: none of its children is the batch's, which ended. The end is
+			// the TrainJob's terminal condition while the cache still shows it (Trainer
+			// takes a failure off in the reconcile that renders the JobSet again, so
+			// the new JobSet and its children may be seen first), else Kueue's finish
+			// of its Workload (workloadEnd). Compared without the skew allowance, and
+			// in the same second too (timestamps have no finer grain; Trainer renders
+			// again at once): the JobSet that ran was made a whole run before it ended,
+			// and before Kueue made the Workload at all.
+			end := terminalCondition(&tj)
+			if end == nil {
+				var err error
+				if end, err = workloadEnd(ctx, r, &tj); err != nil {
+					return nil, 0, err
+				}
 			}
 			if end != nil && !js.CreationTimestamp.Before(&end.LastTransitionTime) {
 				return nil, 0, nil

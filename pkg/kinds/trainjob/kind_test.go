@@ -72,6 +72,7 @@ func TestResolve(t *testing.T) {
 	foreign := wrappers.MakeJobSet("llm", ns).Obj()
 	foreign.UID = "foreign-uid"
 	other := trainJb().UID("other-uid").Obj()
+	failed := trainJb().Condition(trainer.TrainJobFailed, t0).Obj()
 	renderedAt := func(created time.Time) *jobsetapi.JobSet {
 		js := rendered(tj, "js-uid")
 		js.CreationTimestamp = metav1.NewTime(created)
@@ -92,6 +93,13 @@ func TestResolve(t *testing.T) {
 		{"its JobSet rendered again after its Workload finished: no child", []client.Object{tj, renderedAt(t0.Add(time.Second)), node(renderedAt(t0.Add(time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
 		{"its JobSet rendered again in the second its Workload finished: no child", []client.Object{tj, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
 		{"its JobSet rendered before its Workload finished (the cache has yet to see it fail)", []client.Object{tj, renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, "n0"},
+		// Trainer takes the failure off in the same reconcile that renders the JobSet
+		// again: the cache may show the new JobSet (and its child) while the TrainJob is
+		// still Failed, with or without its Workload's end.
+		{"its JobSet rendered again after its failure, the TrainJob still Failed: no child", []client.Object{failed, renderedAt(t0.Add(time.Second)), node(renderedAt(t0.Add(time.Second)), 0, "n1")}, ""},
+		{"its JobSet rendered again in the second it failed, the TrainJob still Failed: no child", []client.Object{failed, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
+		{"the TrainJob Failed, its JobSet that ran still there: the child", []client.Object{failed, renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0")}, "n0"},
+		{"the TrainJob Complete, its JobSet that ran still there: the child", []client.Object{trainJb().Condition(trainer.TrainJobComplete, t0).Obj(), renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0")}, "n0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
