@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestFailedTrainJobKeepsItsRecordWhenRenderedAgain: TrainJob tj failed (its JobSet
+// Failed, node 0 having completed index 0), and its JobSet was deleted. Trainer v2.2
+// takes the failure off the TrainJob in the reconcile that renders the JobSet again,
+// writing the TrainJob's status after the JobSet: the cache may show the new JobSet and
+// its child while the TrainJob still reads Failed. Kueue finished the Workload; the new
+// child never runs. Whichever the cache shows first, the account keeps the failed run's
+// child as the target's record (what it completed stays covered), and follows no child
+// of the JobSet rendered after the end.
+func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
+	failedAt := testNow.Add(-time.Minute)
+	tjGVK := trainer.GroupVersion.WithKind(trainer.TrainJobKind)
+	running := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").NumNodes(2)
+	running.CreationTimestamp = metav1.NewTime(testNow.Add(-3 * time.Hour))
+	tj := running.Obj()
+	failed := tj.DeepCopy()
+	failed.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: "FailedJobs", LastTransitionTime: metav1.NewTime(failedAt)}}
+	rendered := func(uid string, created time.Time) *jobsetapi.JobSet {
+		js := wrappers.MakeJobSet("tj", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("node").Obj()).ControlledBy(tj, tjGVK, uid).Obj()
+		js.CreationTimestamp = metav1.NewTime(created)
+		return js
+	}
+	ran := rendered("js-ran", testNow.Add(-2*time.Hour))
+	ran.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, Reason: "FailedJobs", LastTransitionTime: metav1.NewTime(failedAt)}}
+	child := func(js *jobsetapi.JobSet, uid string, created time.Time) *wrappers.JobWrapper {
+		return wrappers.MakeJob("tj-node-0", "ns").UID(uid).Indexed(2).Created(created).
+			Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+			JobSetChild(js, "node", 0, 0)
+	}
+	ranChild := child(ran, "child-ran", testNow.Add(-2*time.Hour)).Completed("0", 1).Failed("BackoffLimitExceeded", failedAt).Obj()
+	again := rendered("js-again", testNow.Add(-10*time.Second))
+	againChild := child(again, "child-again", testNow.Add(-5*time.Second)).Obj()
+	finishedWL := wrappers.MakeWorkload("trainjob-tj-1a2b3", "ns").UID("wl-uid").ControlledBy(tj, tjGVK).
+		Label(kueueconstants.JobUIDLabel, string(tj.UID)).
+		Condition(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: kueue.WorkloadFinishedReasonFailed, LastTransitionTime: metav1.NewTime(failedAt)}).Obj()
+	cases := []struct {
+		name string
+		// then is what the cache shows once the failed JobSet is gone and Trainer
+		// rendered it again.
+		then []client.Object
+	}{
+		{"the TrainJob still shows the failure", []client.Object{failed, again, againChild, finishedWL}},
+		{"the TrainJob still shows the failure, its Workload not seen finished yet", []client.Object{failed, again, againChild}},
+		{"the failure taken off, the Workload finished", []client.Object{tj, again, againChild, finishedWL}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
+				AssignTrainJob("tj", "node", 0, "0-1", "0-1").Obj()
+			f := newFixture(t, hooks{}, acct, failed, ran, ranChild)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.account(t, "acct").Status.Targets[0]; got.UID != ranChild.UID || got.Terminal != "Failed" {
+				t.Fatalf("first: target %s terminal %q, want the failed run's child", got.UID, got.Terminal)
+			}
+			ctx := context.Background()
+			for _, o := range []client.Object{ranChild, ran, failed} {
+				if err := f.c.Delete(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, o := range tc.then {
+				o = o.DeepCopyObject().(client.Object)
+				o.SetResourceVersion("")
+				if err := f.c.Create(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 2 {
+				if _, err := f.reconcile("acct"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := f.account(t, "acct").Status
+			got := st.Targets[0]
+			if got.UID != ranChild.UID || got.CompletedIndexes != "0" || got.Terminal != "Failed" {
+				t.Errorf("target %s (completed %q, terminal %q), want the failed run's record %s (completed 0, Failed)", got.UID, got.CompletedIndexes, got.Terminal, ranChild.UID)
+			}
+			if len(st.History) != 0 {
+				t.Errorf("history %+v, want none: the JobSet rendered after the end ran nothing of the batch", st.History)
+			}
+			if st.Shards.Covered != 1 {
+				t.Errorf("%d shards covered, want 1 (A, by the failed run's index 0)", st.Shards.Covered)
+			}
+		})
+	}
+}
