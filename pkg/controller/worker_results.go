@@ -131,7 +131,7 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 			return nil, err
 		}
 		for i := range recs {
-			if recs[i].Job != name {
+			if recs[i].Job != name || !fromRecord && finishedBeforeCreated(&recs[i], o.job) {
 				continue
 			}
 			// A Job dispatched itself is the manager's identity; a dispatched JobSet's
@@ -146,6 +146,23 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 		}
 	}
 	return out, nil
+}
+
+// finishedBeforeCreated reports whether rec's pod finished, and rec was written, before
+// job, the manager's dispatched Job, was created (give or take kinds.ClockSkewAllowance:
+// the record's times are the worker's clocks, the creation the manager's). Such a pod
+// ran for an earlier Job of its name whose Workload had the same name (a prebuilt
+// Workload, kueue.x-k8s.io/prebuilt-workload-name, named again for the next run): the
+// worker keeps its records for their retention, and they are no result of job's
+// identity. The record's creation, the worker API server's clock, is asked too: the
+// pod's end is its node's clock, which may lag.
+func finishedBeforeCreated(rec *v1alpha1.WorkerResult, job *batchv1.Job) bool {
+	if job == nil {
+		return false // deleted: its creation is not on record
+	}
+	created := job.CreationTimestamp
+	before := func(t metav1.Time) bool { return t.Add(kinds.ClockSkewAllowance).Before(created.Time) }
+	return !created.IsZero() && before(rec.FinishedAt) && (rec.CreationTimestamp.IsZero() || before(rec.CreationTimestamp))
 }
 
 // observeWorker finds a dispatched JobSet child in the workers' records
@@ -335,7 +352,8 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 			// A copy's child the account superseded is gone (Kueue deleted that copy, or
 			// a restart did): back on its worker before the new copy's children are
 			// recorded, its record must not make it the current attempt again.
-			if !superseded[got[i].JobUID] && !createdAfterItsOwnerEnded(&got[i], ownerEnded, ownerFinished) {
+			if !superseded[got[i].JobUID] && !createdAfterItsOwnerEnded(&got[i], ownerEnded, ownerFinished) &&
+				!createdBeforeItsOwner(&got[i], ownerObj.GetCreationTimestamp()) {
 				recs = append(recs, kinds.RecordedJob{Record: &got[i], Cluster: p[0]})
 			}
 		}
@@ -389,6 +407,16 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 // copies the owner's status from the worker, so both times are the worker's clock's.
 func createdAfterItsOwnerEnded(rec *v1alpha1.WorkerJob, ended time.Time, finished bool) bool {
 	return finished && rec.JobCreated != nil && rec.JobCreated.After(ended.Add(kinds.ClockSkewAllowance))
+}
+
+// createdBeforeItsOwner reports whether rec records a Job created before the manager's
+// owner was (give or take kinds.ClockSkewAllowance: the record's time is the worker's
+// clock, the owner's creation the manager's): a child of an earlier owner of its name
+// whose Workload had the same name (a prebuilt Workload,
+// kueue.x-k8s.io/prebuilt-workload-name, named again for the next run), which the worker
+// keeps for its retention and which ran nothing for this owner.
+func createdBeforeItsOwner(rec *v1alpha1.WorkerJob, ownerCreated metav1.Time) bool {
+	return !ownerCreated.IsZero() && rec.JobCreated != nil && rec.JobCreated.Add(kinds.ClockSkewAllowance).Before(ownerCreated.Time)
 }
 
 // supersededIdentities are the Job UIDs of target key's history, but for the identity its

@@ -1,0 +1,116 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// workerRecordAt is workerRecord of a pod that finished at finished.
+func workerRecordAt(workload string, idx int, msg string, finished time.Time) v1alpha1.WorkerResult {
+	copyOfJ := wrappers.MakeJob("j", "ns").Indexed(2).UID("worker-j-uid").Obj()
+	pod := wrappers.MakeIndexPod(copyOfJ, "j-"+string(rune('0'+idx)), idx).Succeeded(finished, msg).Obj()
+	return *multikueue.NewRecord(pod, workload, "j", idx, finished)
+}
+
+// TestWorkerRecordsOfAnEarlierJobOfTheWorkloadsName: a manager Job names its Workload
+// itself (Kueue's prebuilt Workload, kueue.x-k8s.io/prebuilt-workload-name), and the
+// batch is run again under the same Job and Workload names (the Job deleted and created
+// again, a new identity) on the same worker, within the worker's record retention. The
+// records that worker holds of the earlier run name the same Workload and Job, but their
+// pods finished before this Job existed: they are not its results, and must not stand
+// for its shards once its copy completes their indexes again. Records of pods that
+// finished after the Job was created (give or take the clusters' clock skew) are its own.
+func TestWorkerRecordsOfAnEarlierJobOfTheWorkloadsName(t *testing.T) {
+	msg := func(shard string) string { return reportOf(t, shard) }
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	created := testNow.Add(-2 * time.Hour)
+	for _, tc := range []struct {
+		name     string
+		finished time.Time
+		// written is when the worker's API server created the records (unset when zero).
+		written      time.Time
+		wantAccepted string
+		wantResults  int32
+	}{
+		{name: "its own run's records", finished: testNow.Add(-time.Minute),
+			wantAccepted: "True Accepted", wantResults: 2},
+		{name: "the earlier run's records: not its results", finished: created.Add(-time.Hour),
+			wantAccepted: "False ResultsPending"},
+		{name: "finished just before its creation by the manager's clock: within the clock skew allowance",
+			finished: created.Add(-30 * time.Second), wantAccepted: "True Accepted", wantResults: 2},
+		{name: "the earlier run's records, written before its creation", finished: created.Add(-time.Hour),
+			written: created.Add(-time.Hour), wantAccepted: "False ResultsPending"},
+		{name: "finished by a node's clock far behind, written after its creation: its own",
+			finished: created.Add(-time.Hour), written: testNow.Add(-time.Minute), wantAccepted: "True Accepted", wantResults: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := []v1alpha1.WorkerResult{workerRecordAt("job-j", 0, msg("A"), tc.finished), workerRecordAt("job-j", 1, msg("B"), tc.finished)}
+			for i := range recs {
+				recs[i].CreationTimestamp = metav1.NewTime(tc.written)
+			}
+			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Created(created).
+				Completed("0-1", 2).Complete(testNow).Obj()
+			wl := workloadOfJ(job).DispatchedTo("worker-a").Obj()
+			f := newFixture(t, hooks{}, accountOfJ().Revisions("D", "m").RequireResults("").Obj(), job, wl)
+			r := f.reconciler()
+			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": recs}}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+				t.Fatal(err)
+			}
+			st := f.account(t, "acct").Status
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted {
+				t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, tc.wantAccepted)
+			}
+			if st.Results.Recorded != tc.wantResults {
+				t.Errorf("recorded %d results, want %d", st.Results.Recorded, tc.wantResults)
+			}
+		})
+	}
+}
+
+// TestWorkerJobsOfAnEarlierJobSetOfTheWorkloadsName: as
+// TestWorkerRecordsOfAnEarlierJobOfTheWorkloadsName, for a dispatched JobSet run again
+// under its name and its prebuilt Workload's: the WorkerJobs the worker keeps of the
+// earlier JobSet's children name the same Workload, JobSet and child Jobs, but those
+// Jobs were created before this JobSet existed. They are not its children, and must not
+// cover its targets before its own children are recorded.
+func TestWorkerJobsOfAnEarlierJobSetOfTheWorkloadsName(t *testing.T) {
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+	created := testNow.Add(-2 * time.Hour)
+	for _, tc := range []struct {
+		name         string
+		childCreated time.Time
+		wantFound    bool
+		wantCovered  int32
+	}{
+		{name: "its own child", childCreated: testNow.Add(-time.Hour), wantFound: true, wantCovered: 2},
+		{name: "the earlier JobSet's child: not its own", childCreated: created.Add(-time.Hour)},
+		{name: "created just before it by the manager's clock: within the clock skew allowance",
+			childCreated: created.Add(-30 * time.Second), wantFound: true, wantCovered: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := wrappers.MakeJobSet("js", "ns")
+			js.CreationTimestamp = metav1.NewTime(created)
+			fx := newDispatchedJobSet(t, js, testNow.Add(-time.Hour))
+			child := workerChild("js", 0, 0, "0-1")
+			child.CreationTimestamp = metav1.NewTime(tc.childCreated)
+			st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(child, d)}}}).Status
+			if len(st.Targets) == 0 || st.Targets[0].Found != tc.wantFound || st.Shards.Covered != tc.wantCovered {
+				t.Errorf("targets %+v covering %d shards; want the first found %v, covering %d", st.Targets, st.Shards.Covered, tc.wantFound, tc.wantCovered)
+			}
+		})
+	}
+}
