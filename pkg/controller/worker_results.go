@@ -130,8 +130,12 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 		if err != nil {
 			return nil, err
 		}
+		var ended *metav1.Time
+		if !fromRecord {
+			ended = admissionEnded(ba, t.Key, identity, p, o.workload)
+		}
 		for i := range recs {
-			if recs[i].Job != name || !fromRecord && finishedBeforeCreated(&recs[i], o.job) {
+			if recs[i].Job != name || !fromRecord && (finishedBeforeCreated(&recs[i], o.job) || finishedAfter(&recs[i], ended)) {
 				continue
 			}
 			// A Job dispatched itself is the manager's identity; a dispatched JobSet's
@@ -163,6 +167,44 @@ func finishedBeforeCreated(rec *v1alpha1.WorkerResult, job *batchv1.Job) bool {
 	created := job.CreationTimestamp
 	before := func(t metav1.Time) bool { return t.Add(kinds.ClockSkewAllowance).Before(created.Time) }
 	return !created.IsZero() && before(rec.FinishedAt) && (rec.CreationTimestamp.IsZero() || before(rec.CreationTimestamp))
+}
+
+// admissionEnded is when the identity uid of target key last ran on worker at[0] under
+// the Workload at[1]: the end of its latest admission there as the account recorded it
+// (EvictedAt, first observed). nil while it may still run there: wl, the Workload now,
+// is on that worker, or that admission was not seen to end; nil too when the account
+// left admissions out for size (the latest there may be one of them).
+func admissionEnded(ba *v1alpha1.BatchAccount, key string, uid types.UID, at [2]string, wl *kueue.Workload) *metav1.Time {
+	if wl != nil && multikueue.Cluster(wl) == at[0] && wl.Name == at[1] {
+		return nil
+	}
+	for _, ts := range ba.Status.Targets {
+		if ts.Name != key || ts.UID != uid || ts.AdmissionsDropped > 0 {
+			continue
+		}
+		for i := len(ts.Admissions) - 1; i >= 0; i-- {
+			if a := &ts.Admissions[i]; a.Cluster == at[0] && a.Workload == at[1] {
+				return a.EvictedAt
+			}
+		}
+	}
+	return nil
+}
+
+// finishedAfter reports whether rec's pod finished, and rec was written, after ended,
+// the end of the admission on rec's worker (give or take kinds.ClockSkewAllowance: the
+// record's times are the worker's clocks, ended the manager's). Such a pod ran after
+// MultiKueue took the Workload from that worker (a pod ending late in its termination,
+// or one of a Job of the copy's name a namespace user made there once Kueue deleted the
+// copy): its index, run again on the next worker, is that copy's, and so is its result.
+// The record's creation, the worker API server's clock, is asked too: the pod's end is
+// its node's clock, which may run ahead.
+func finishedAfter(rec *v1alpha1.WorkerResult, ended *metav1.Time) bool {
+	if ended == nil {
+		return false
+	}
+	bound := ended.Add(kinds.ClockSkewAllowance)
+	return rec.FinishedAt.After(bound) && (rec.CreationTimestamp.IsZero() || rec.CreationTimestamp.After(bound))
 }
 
 // observeWorker finds a dispatched JobSet child in the workers' records

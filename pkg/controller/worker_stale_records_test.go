@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -110,6 +113,87 @@ func TestWorkerJobsOfAnEarlierJobSetOfTheWorkloadsName(t *testing.T) {
 				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(child, d)}}}).Status
 			if len(st.Targets) == 0 || st.Targets[0].Found != tc.wantFound || st.Shards.Covered != tc.wantCovered {
 				t.Errorf("targets %+v covering %d shards; want the first found %v, covering %d", st.Targets, st.Shards.Covered, tc.wantFound, tc.wantCovered)
+			}
+		})
+	}
+}
+
+// TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne: a dispatched Job runs on
+// worker-a, is evicted there, and MultiKueue dispatches its Workload to worker-b, where
+// its new copy runs every index again (the manager's Job's status is worker-b's copy's).
+// What worker-a recorded of its admission counts (its pods ran this identity's indexes),
+// but a pod of worker-a that finished after that admission ended (a pod ending late in
+// its termination, or a Job of the copy's name and marks a worker-a namespace user made
+// once Kueue deleted the copy) is not a result of it: it must not stand for the index
+// worker-b's copy completed, where worker-b's own result does. A minute of clock skew is
+// allowed.
+func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
+	msg := func(shard string) string { return reportOf(t, shard) }
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	evicted := testNow.Add(-2 * time.Hour)
+	rec := func(uid string, idx int, shard string, finished time.Time) v1alpha1.WorkerResult {
+		r := workerRecordAt("job-j", idx, msg(shard), finished)
+		r.Name, r.PodUID = uid, types.UID(uid)
+		return r
+	}
+	aBefore := rec("a-0", 0, "A", evicted.Add(-time.Minute))
+	aLate := rec("a-1", 1, "B", evicted.Add(10*time.Minute))
+	aSkewed := rec("a-1", 1, "B", evicted.Add(30*time.Second))
+	b0, b1 := rec("b-0", 0, "A", testNow.Add(-time.Minute)), rec("b-1", 1, "B", testNow.Add(-time.Minute))
+	for _, tc := range []struct {
+		name       string
+		a, b       []v1alpha1.WorkerResult
+		dropped    int32 // admissions left out of the status
+		wantAccept string
+		// want are the recorded results' pods by index, in recording order.
+		want []string
+	}{
+		{name: "worker-a's records of its admission count", a: []v1alpha1.WorkerResult{aBefore}, b: []v1alpha1.WorkerResult{b1},
+			wantAccept: "True Accepted", want: []string{"a-0", "b-1"}},
+		{name: "worker-a's late record does not stand for worker-b's run", a: []v1alpha1.WorkerResult{aBefore, aLate},
+			wantAccept: "False ResultsPending", want: []string{"a-0"}},
+		{name: "worker-a's late record beside worker-b's: worker-b's stands", a: []v1alpha1.WorkerResult{aBefore, aLate},
+			b: []v1alpha1.WorkerResult{b0, b1}, wantAccept: "True Accepted", want: []string{"a-0", "b-0", "b-1"}},
+		{name: "late by less than the clock skew allowance: counts", a: []v1alpha1.WorkerResult{aBefore, aSkewed},
+			wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
+		{name: "admissions left out of the status: worker-a's end unknown, its records count", dropped: 1,
+			a: []v1alpha1.WorkerResult{aBefore, aLate}, wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
+			wl := workloadOfJ(job).DispatchedTo("worker-b").Obj()
+			acct := accountOfJ().Revisions("D", "m").RequireResults("").TargetStatus(v1alpha1.TargetStatus{
+				Name: "job/j", Job: "j", UID: job.UID, Found: true, AdmissionsDropped: tc.dropped,
+				Admissions: []v1alpha1.Admission{
+					{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
+						EvictedAt: &metav1.Time{Time: evicted}, EvictionReason: "Preempted"},
+					{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-b", AdmittedAt: metav1.NewTime(testNow.Add(-time.Hour))}}})
+			f := newFixture(t, hooks{}, acct.Obj(), job, wl)
+			r := f.reconciler()
+			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": tc.a, "worker-b": tc.b}}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+				t.Fatal(err)
+			}
+			st := f.account(t, "acct").Status
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccept {
+				t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, tc.wantAccept)
+			}
+			var chunks v1alpha1.ShardResultsList
+			if err := f.c.List(context.Background(), &chunks); err != nil {
+				t.Fatal(err)
+			}
+			var got []v1alpha1.RecordedResult
+			for _, c := range chunks.Items {
+				got = append(got, c.Results...)
+			}
+			slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
+			var pods []string
+			for _, rr := range got {
+				pods = append(pods, string(rr.PodUID))
+			}
+			if !slices.Equal(pods, tc.want) {
+				t.Errorf("recorded the results of %v, want %v", pods, tc.want)
 			}
 		})
 	}
