@@ -263,7 +263,10 @@ type Cached interface {
 // ClockSkewAllowance is how far a child Job's creation time (the API server's clock) may
 // be after its owner's terminal condition (its controller's clock) and the child still be
 // taken for one the owner created before it ended; and how far before its owner's
-// creation a child may be created by another clock's account.
+// creation a child may be created by another clock's account. It is also how far a
+// MultiKueue worker's record (the worker's clocks) may be before the manager's object was
+// created, or after its admission on that worker ended (the manager's clocks), and still
+// be taken for that object's, that admission's.
 const ClockSkewAllowance = time.Minute
 
 // TrueCondition is the first of conds whose type is one of types and whose status is
