@@ -171,12 +171,20 @@ func finishedBeforeCreated(rec *v1alpha1.WorkerResult, job *batchv1.Job) bool {
 
 // admissionEnded is when the identity uid of target key last ran on worker at[0] under
 // the Workload at[1]: the end of its latest admission there as the account recorded it
-// (EvictedAt, first observed). nil while it may still run there: wl, the Workload now,
-// is on that worker, or that admission was not seen to end; nil too when the account
-// left admissions out for size (the latest there may be one of them).
+// (EvictedAt, first observed), or, when the account has not seen it end yet (the
+// Workload moved while the controller was down), the admission of wl, the Workload now,
+// on another worker, which came after it. nil while it may still run there: wl is on
+// that worker, or that admission was not seen to end; nil too when the account left
+// admissions out for size (the latest there may be one of them).
 func admissionEnded(ba *v1alpha1.BatchAccount, key string, uid types.UID, at [2]string, wl *kueue.Workload) *metav1.Time {
-	if wl != nil && multikueue.Cluster(wl) == at[0] && wl.Name == at[1] {
-		return nil
+	var next *metav1.Time
+	if wl != nil {
+		if multikueue.Cluster(wl) == at[0] && wl.Name == at[1] {
+			return nil
+		}
+		if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadAdmitted); multikueue.Cluster(wl) != "" && c != nil && c.Status == metav1.ConditionTrue {
+			next = &c.LastTransitionTime
+		}
 	}
 	for _, ts := range ba.Status.Targets {
 		if ts.Name != key || ts.UID != uid || ts.AdmissionsDropped > 0 {
@@ -184,7 +192,10 @@ func admissionEnded(ba *v1alpha1.BatchAccount, key string, uid types.UID, at [2]
 		}
 		for i := len(ts.Admissions) - 1; i >= 0; i-- {
 			if a := &ts.Admissions[i]; a.Cluster == at[0] && a.Workload == at[1] {
-				return a.EvictedAt
+				if end := a.EvictedAt; end != nil && (next == nil || !next.Before(end)) {
+					return end
+				}
+				return next
 			}
 		}
 	}

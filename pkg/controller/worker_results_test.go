@@ -98,8 +98,12 @@ func TestResultsReadFromWorkers(t *testing.T) {
 			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-b": {workerRecord("job-j", 0, msg("A")), workerRecord("job-j", 1, msg("B"))}},
 				states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}},
 			wantAccepted: "False ResultsPending"},
+		// worker-b's pod finished before the Workload was admitted on worker-a, an hour
+		// before testNow (TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne: one
+		// that finished after does not count).
 		{name: "evicted from worker-b, then on worker-a: the results recorded on both count", admittedBefore: "worker-b",
-			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-b": {workerRecord("job-j", 0, msg("A"))}, "worker-a": {workerRecord("job-j", 1, msg("B"))}},
+			workers: fakeWorkers{records: map[string][]v1alpha1.WorkerResult{"worker-b": {workerRecordAt("job-j", 0, msg("A"), testNow.Add(-2*time.Hour))},
+				"worker-a": {workerRecord("job-j", 1, msg("B"))}},
 				states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}},
 			wantAccepted: "True Accepted", wantResults: 2, wantClusters: []string{"worker-b", "worker-a"}},
 		{name: "recorded for another Workload: not the account's",

@@ -141,9 +141,13 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 	aSkewed := rec("a-1", 1, "B", evicted.Add(30*time.Second))
 	b0, b1 := rec("b-0", 0, "A", testNow.Add(-time.Minute)), rec("b-1", 1, "B", testNow.Add(-time.Minute))
 	for _, tc := range []struct {
-		name       string
-		a, b       []v1alpha1.WorkerResult
-		dropped    int32 // admissions left out of the status
+		name    string
+		a, b    []v1alpha1.WorkerResult
+		dropped int32 // admissions left out of the status
+		// unseen: the account has not seen the eviction from worker-a nor the admission
+		// on worker-b (the controller was down meanwhile); the Workload was admitted there
+		// an hour before testNow.
+		unseen     bool
 		wantAccept string
 		// want are the recorded results' pods by index, in recording order.
 		want []string
@@ -158,16 +162,24 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 			wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
 		{name: "admissions left out of the status: worker-a's end unknown, its records count", dropped: 1,
 			a: []v1alpha1.WorkerResult{aBefore, aLate}, wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
+		{name: "the move unseen: worker-a's record of before worker-b's admission counts", unseen: true,
+			a: []v1alpha1.WorkerResult{aBefore, rec("a-1", 1, "B", testNow.Add(-90*time.Minute))}, wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
+		{name: "the move unseen: worker-a's record of after worker-b's admission does not stand", unseen: true,
+			a: []v1alpha1.WorkerResult{aBefore, rec("a-1", 1, "B", testNow.Add(-30*time.Minute))}, wantAccept: "False ResultsPending", want: []string{"a-0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
 			wl := workloadOfJ(job).DispatchedTo("worker-b").Obj()
+			admissions := []v1alpha1.Admission{
+				{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
+					EvictedAt: &metav1.Time{Time: evicted}, EvictionReason: "Preempted"},
+				{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-b", AdmittedAt: metav1.NewTime(testNow.Add(-time.Hour))}}
+			if tc.unseen {
+				admissions = admissions[:1]
+				admissions[0].EvictedAt, admissions[0].EvictionReason = nil, ""
+			}
 			acct := accountOfJ().Revisions("D", "m").RequireResults("").TargetStatus(v1alpha1.TargetStatus{
-				Name: "job/j", Job: "j", UID: job.UID, Found: true, AdmissionsDropped: tc.dropped,
-				Admissions: []v1alpha1.Admission{
-					{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
-						EvictedAt: &metav1.Time{Time: evicted}, EvictionReason: "Preempted"},
-					{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-b", AdmittedAt: metav1.NewTime(testNow.Add(-time.Hour))}}})
+				Name: "job/j", Job: "j", UID: job.UID, Found: true, AdmissionsDropped: tc.dropped, Admissions: admissions})
 			f := newFixture(t, hooks{}, acct.Obj(), job, wl)
 			r := f.reconciler()
 			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
