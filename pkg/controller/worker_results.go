@@ -174,8 +174,9 @@ func finishedBeforeCreated(rec *v1alpha1.WorkerResult, job *batchv1.Job) bool {
 // (EvictedAt, first observed), or, when the account has not seen it end yet (the
 // Workload moved while the controller was down), the admission of wl, the Workload now,
 // on another worker, which came after it. nil while it may still run there: wl is on
-// that worker, or that admission was not seen to end; nil too when the account left
-// admissions out for size (the latest there may be one of them).
+// that worker, or that admission was not seen to end and wl runs on no other worker; nil
+// too when the account left admissions out for size (the latest there may be one of
+// them).
 func admissionEnded(ba *v1alpha1.BatchAccount, key string, uid types.UID, at [2]string, wl *kueue.Workload) *metav1.Time {
 	var next *metav1.Time
 	if wl != nil {
