@@ -134,8 +134,9 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 		if !fromRecord {
 			ended = admissionEnded(ba, t.Key, identity, p, o.workload)
 		}
+		grace := terminationGrace(o.job)
 		for i := range recs {
-			if recs[i].Job != name || !fromRecord && (finishedBeforeCreated(&recs[i], o.job) || finishedAfter(&recs[i], ended)) {
+			if recs[i].Job != name || !fromRecord && (finishedBeforeCreated(&recs[i], o.job) || finishedAfter(&recs[i], ended, grace)) {
 				continue
 			}
 			// A Job dispatched itself is the manager's identity; a dispatched JobSet's
@@ -204,18 +205,20 @@ func admissionEnded(ba *v1alpha1.BatchAccount, key string, uid types.UID, at [2]
 }
 
 // finishedAfter reports whether rec's pod finished, and rec was written, after ended,
-// the end of the admission on rec's worker (give or take kinds.ClockSkewAllowance: the
-// record's times are the worker's clocks, ended the manager's). Such a pod ran after
-// MultiKueue took the Workload from that worker (a pod ending late in its termination,
-// or one of a Job of the copy's name a namespace user made there once Kueue deleted the
-// copy): its index, run again on the next worker, is that copy's, and so is its result.
-// The record's creation, the worker API server's clock, is asked too: the pod's end is
-// its node's clock, which may run ahead.
-func finishedAfter(rec *v1alpha1.WorkerResult, ended *metav1.Time) bool {
+// the end of the admission on rec's worker, and grace, its pods' termination grace
+// period, more (give or take kinds.ClockSkewAllowance: the record's times are the
+// worker's clocks, ended the manager's). A pod ending within its grace period was
+// running when MultiKueue took the Workload away, and its result is the identity's as on
+// one cluster; one ending later ran after that (a Job of the copy's name and marks a
+// namespace user made there once Kueue deleted the copy): its index, run again on the
+// next worker, is that copy's, and so is its result. The record's creation, the worker
+// API server's clock, is asked too: the pod's end is its node's clock, which may run
+// ahead.
+func finishedAfter(rec *v1alpha1.WorkerResult, ended *metav1.Time, grace time.Duration) bool {
 	if ended == nil {
 		return false
 	}
-	bound := ended.Add(kinds.ClockSkewAllowance)
+	bound := ended.Add(kinds.ClockSkewAllowance + grace)
 	return rec.FinishedAt.After(bound) && (rec.CreationTimestamp.IsZero() || rec.CreationTimestamp.After(bound))
 }
 
@@ -471,6 +474,17 @@ func createdAfterItsOwnerEnded(rec *v1alpha1.WorkerJob, ended time.Time, finishe
 // keeps for its retention and which ran nothing for this owner.
 func createdBeforeItsOwner(rec *v1alpha1.WorkerJob, ownerCreated metav1.Time) bool {
 	return !ownerCreated.IsZero() && rec.JobCreated != nil && rec.JobCreated.Add(kinds.ClockSkewAllowance).Before(ownerCreated.Time)
+}
+
+// terminationGrace is how long the pods of job, the manager's Job, may take to stop once
+// deleted: its template's termination grace period, Kubernetes' default when it sets
+// none or job is gone.
+func terminationGrace(job *batchv1.Job) time.Duration {
+	s := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if job != nil && job.Spec.Template.Spec.TerminationGracePeriodSeconds != nil {
+		s = *job.Spec.Template.Spec.TerminationGracePeriodSeconds
+	}
+	return time.Duration(s) * time.Second
 }
 
 // supersededIdentities are the Job UIDs of target key's history, but for the identity its

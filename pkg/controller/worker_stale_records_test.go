@@ -10,6 +10,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -143,7 +144,8 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		a, b    []v1alpha1.WorkerResult
-		dropped int32 // admissions left out of the status
+		dropped int32  // admissions left out of the status
+		grace   *int64 // the Job's pods' termination grace period, s
 		// unseen: the account has not seen the eviction from worker-a nor the admission
 		// on worker-b (the controller was down meanwhile); the Workload was admitted there
 		// an hour before testNow.
@@ -160,6 +162,10 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 			b: []v1alpha1.WorkerResult{b0, b1}, wantAccept: "True Accepted", want: []string{"a-0", "b-0", "b-1"}},
 		{name: "late by less than the clock skew allowance: counts", a: []v1alpha1.WorkerResult{aBefore, aSkewed},
 			wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
+		{name: "late within its pods' termination grace period: counts", grace: ptr.To[int64](900),
+			a: []v1alpha1.WorkerResult{aBefore, aLate}, wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
+		{name: "late past its pods' termination grace period: does not stand", grace: ptr.To[int64](300),
+			a: []v1alpha1.WorkerResult{aBefore, aLate}, wantAccept: "False ResultsPending", want: []string{"a-0"}},
 		{name: "admissions left out of the status: worker-a's end unknown, its records count", dropped: 1,
 			a: []v1alpha1.WorkerResult{aBefore, aLate}, wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
 		{name: "the move unseen: worker-a's record of before worker-b's admission counts", unseen: true,
@@ -169,6 +175,7 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
+			job.Spec.Template.Spec.TerminationGracePeriodSeconds = tc.grace
 			wl := workloadOfJ(job).DispatchedTo("worker-b").Obj()
 			admissions := []v1alpha1.Admission{
 				{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
