@@ -199,6 +199,24 @@ func (ts *targetState) settleWorkload(prev *v1alpha1.TargetStatus) {
 	ts.obs.Workload = prev.Workload.DeepCopy()
 }
 
+// atTerminalSize reads a Job whose end is on record (prev, its previous status, recorded
+// its terminal condition) at the size it ended at. The API server lets an Indexed Job's
+// completions change with its parallelism after it finished, but the Job controller acts
+// on no finished Job: its completed and failed indexes stay as they were. Read at a new
+// size, real completions past it would be dropped (and their results with them), or
+// indexes never to run would read as unmapped work, taking back a final verdict.
+func atTerminalSize(prev *v1alpha1.TargetStatus, obs Observation) Observation {
+	j := obs.Job
+	// A record without completions (a status written by hand) knows no size.
+	if j == nil || prev == nil || prev.UID != j.UID || prev.Terminal == "" || prev.NotIndexed || prev.Completions <= 0 || prev.Completions == j.Completions {
+		return obs
+	}
+	ended := *j
+	ended.Completions = prev.Completions
+	obs.Job = &ended
+	return obs
+}
+
 // ownersSeen names the owners (a JobSet, a TrainJob: by target kind and name) of which
 // this account has seen a child: one observed now while its owner is there, or an
 // identity on record or in history (recordStands); or that it saw end without creating a
@@ -343,6 +361,7 @@ func Compute(in Input) Output {
 	prevOf := make([]*v1alpha1.TargetStatus, 0, len(m.Targets))
 	for i, t := range m.Targets {
 		obs := recordStands(t, prevTargets[t.Key], in.Observations[t.Key], final, inHistory[t.Key])
+		obs = atTerminalSize(prevTargets[t.Key], obs)
 		ts := targetStateOf(t, obs)
 		if ts.obs.OwnerEnded == OwnerDeleted && !seenOwners[ownerOf(t.Ref)] && !final {
 			// Nothing says this owner ever existed: an account written before its JobSet
