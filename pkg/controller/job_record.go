@@ -373,24 +373,30 @@ func recordsEnd(st *v1alpha1.BatchAccountStatus, job *batchv1.Job) bool {
 	if job.Spec.Completions != nil {
 		completions = int(*job.Spec.Completions)
 	}
-	completed, _ := indexset.ParseJobStatus(job.Status.CompletedIndexes, completions)
-	matches := func(uid types.UID, term, indexes string, omitted bool) bool {
+	matches := func(uid types.UID, term, indexes string, omitted bool, recorded int32) bool {
 		if uid != job.UID || term != terminal {
 			return false
 		}
 		if omitted {
 			return true // left out for size: the entry stands for the Job's own list
 		}
+		n := completions
+		if term != "" && recorded > 0 {
+			// An end is recorded at the size the Job ended at (account.atTerminalSize):
+			// its completions may change since, which the Job controller ignores.
+			n = int(recorded)
+		}
+		completed, _ := indexset.ParseJobStatus(job.Status.CompletedIndexes, n)
 		have, err := indexset.Parse(indexes)
 		return err == nil && have.Equal(completed)
 	}
 	for _, t := range st.Targets {
-		if matches(t.UID, t.Terminal, t.CompletedIndexes, t.CompletedIndexesOmitted) {
+		if matches(t.UID, t.Terminal, t.CompletedIndexes, t.CompletedIndexesOmitted, t.Completions) {
 			return true
 		}
 	}
 	for _, h := range st.History {
-		if matches(h.UID, h.Terminal, h.CompletedIndexes, h.CompletedIndexesOmitted) {
+		if matches(h.UID, h.Terminal, h.CompletedIndexes, h.CompletedIndexesOmitted, h.Completions) {
 			return true
 		}
 	}

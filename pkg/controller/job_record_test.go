@@ -141,6 +141,16 @@ func TestJobRecorderReleases(t *testing.T) {
 			wantFinalizers: []string{foreground}, wantPatches: 1, wantReleased: 1,
 		},
 		{
+			// The API server lets a finished Indexed Job's completions change with its
+			// parallelism; the Job controller ignores it, and the account keeps the size
+			// the Job ended at (account.atTerminalSize).
+			name: "complete and scaled down since, recorded Complete at the size it ended at: released",
+			job:  complete().Completions(1).Parallelism(1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "j-uid", Found: true, Completions: 2,
+				CompletedIndexes: "0,1", Terminal: "Complete"})},
+			wantFinalizers: []string{foreground}, wantPatches: 1, wantReleased: 1,
+		},
+		{
 			name:             "complete and being deleted, recorded only running: held for the rest of MaxHold",
 			job:              complete().Deleting(deletedAgo(10 * time.Minute)).Obj(),
 			objs:             []client.Object{recordedRunning},
