@@ -14,7 +14,9 @@ import (
 // finished Job: its completed and failed indexes stay what they were when it ended. The
 // account keeps judging the identity at the size it terminated at, so such an edit
 // neither drops real completions (and their accepted results) as indexes past a new end,
-// nor invents unmapped work, nor takes back an Accepted verdict.
+// nor invents unmapped work, nor takes back an Accepted verdict. A Job that completed
+// without a successPolicy says its size itself (it completed exactly the indexes below
+// it), also to an account that first observes it after the edit.
 func TestFinishedJobKeepsItsSize(t *testing.T) {
 	spec := makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").RequireResults("").SpecObj()
 	var results []Result
@@ -30,7 +32,8 @@ func TestFinishedJobKeepsItsSize(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		// ended is the Job as it terminated, edited its Job as observed later.
+		// ended is the Job as it terminated (nil: the account never observed it so),
+		// edited its Job as observed later.
 		ended, edited *wrappers.JobWrapper
 		// covered, completed and failed are the shards covered and the target's indexes
 		// afterwards; accepted the Accepted condition's status and reason.
@@ -48,6 +51,14 @@ func TestFinishedJobKeepsItsSize(t *testing.T) {
 			covered: 4, completed: "0-3", accepted: metav1.ConditionTrue, reason: v1alpha1.ReasonAccepted,
 		},
 		{
+			name: "scaled down after Complete, first observed since", edited: complete(2),
+			covered: 4, completed: "0-3", accepted: metav1.ConditionTrue, reason: v1alpha1.ReasonAccepted,
+		},
+		{
+			name: "scaled up after Complete, first observed since", edited: complete(8),
+			covered: 4, completed: "0-3", accepted: metav1.ConditionTrue, reason: v1alpha1.ReasonAccepted,
+		},
+		{
 			name: "scaled down after it Failed", ended: failed(4), edited: failed(2),
 			covered: 3, completed: "0-2", failed: "3", accepted: metav1.ConditionFalse, reason: v1alpha1.ReasonShardsMissing,
 		},
@@ -57,8 +68,12 @@ func TestFinishedJobKeepsItsSize(t *testing.T) {
 			obs := func(j *wrappers.JobWrapper) map[string]Observation {
 				return map[string]Observation{"job/j": {Job: j.Facts(), PodsListed: true, SuccessfulPods: pods("p", 0, 1, 2, 3)}}
 			}
-			prev := step(t, spec, nil, obs(tc.ended), results...).Status
-			st := step(t, spec, &prev, obs(tc.edited), results...).Status
+			var prev *v1alpha1.BatchAccountStatus
+			if tc.ended != nil {
+				ended := step(t, spec, nil, obs(tc.ended), results...).Status
+				prev = &ended
+			}
+			st := step(t, spec, prev, obs(tc.edited), results...).Status
 			wantCond(t, st, v1alpha1.ConditionAssignmentValid, metav1.ConditionTrue, v1alpha1.ReasonValid, "")
 			wantCond(t, st, v1alpha1.ConditionAccepted, tc.accepted, tc.reason, "")
 			tgt := st.Targets[0]

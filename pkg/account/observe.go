@@ -2,6 +2,7 @@ package account
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,6 +126,9 @@ type jobFacts struct {
 
 func readJob(job *identity.Job) jobFacts {
 	f := jobFacts{indexed: job.Indexed, completions: int(job.Completions)}
+	if n, ok := completedSize(job); ok {
+		f.completions = n
+	}
 	var ign []string
 	f.completed, ign = indexset.ParseJobStatus(job.CompletedIndexes, f.completions)
 	f.ignored = append(f.ignored, prefixAll("completedIndexes: ", ign)...)
@@ -145,6 +149,25 @@ func readJob(job *identity.Job) jobFacts {
 		}
 	}
 	return f
+}
+
+// completedSize is the size an Indexed Job without a successPolicy completed at, when it
+// differs from its completions now: the Job controller records Complete once every index
+// below its completions succeeded, and then exactly those are its completedIndexes. A
+// finished Job's completions may still change with its parallelism (the API server
+// allows it, the Job controller ignores it); read at the new size, the indexes it
+// completed would be dropped, or indexes that will never run required.
+func completedSize(job *identity.Job) (int, bool) {
+	if !job.Indexed || len(job.SuccessRules) > 0 || job.CompletedIndexes == "" || !slices.ContainsFunc(job.Conditions,
+		func(c identity.Condition) bool { return c.Type == identity.ConditionComplete }) {
+		return 0, false
+	}
+	done, _ := indexset.ParseJobStatus(job.CompletedIndexes, indexset.MaxIndex+1)
+	n := done.Count()
+	if n == int(job.Completions) || !done.Equal(indexset.Range(0, n-1)) {
+		return 0, false
+	}
+	return n, true
 }
 
 func prefixAll(p string, ss []string) []string {
