@@ -530,8 +530,16 @@ func shapeProblems(key string, mapped indexset.Set, f *jobFacts) []Problem {
 	var out []Problem
 	if max, ok := mapped.Max(); ok && max >= f.completions {
 		beyond := mapped.Difference(indexset.Range(0, f.completions-1))
+		// An Indexed Job may have one completion, or none (it then runs nothing).
+		span := fmt.Sprintf("indexes 0-%d", f.completions-1)
+		switch f.completions {
+		case 0:
+			span = "no index"
+		case 1:
+			span = "index 0"
+		}
 		out = append(out, problemf(v1alpha1.ReasonIndexOutOfRange,
-			"%s has %d completions (indexes 0-%d) but the mapping assigns indexes %s", name, f.completions, f.completions-1, beyond))
+			"%s has %d %s (%s) but the mapping assigns indexes %s", name, f.completions, plural(f.completions, "completion", "completions"), span, beyond))
 	}
 	if unmapped := f.required.Difference(mapped); !unmapped.IsEmpty() {
 		out = append(out, problemf(v1alpha1.ReasonUnmappedIndexes,

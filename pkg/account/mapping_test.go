@@ -212,6 +212,21 @@ func TestObservationProblems(t *testing.T) {
 			wantText:   "job j has 3 completions (indexes 0-2) but the mapping assigns indexes 3",
 		},
 		{
+			name:       "mapped index beyond one completion",
+			spec:       makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj(),
+			job:        makeJob("j", "u", 1),
+			wantReason: v1alpha1.ReasonIndexOutOfRange,
+			wantText:   "job j has 1 completion (index 0) but the mapping assigns indexes 1",
+		},
+		{
+			// completions: 0 is valid for an Indexed Job, which then runs nothing.
+			name:       "mapped index of a Job of no completions",
+			spec:       makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj(),
+			job:        makeJob("j", "u", 0),
+			wantReason: v1alpha1.ReasonIndexOutOfRange,
+			wantText:   "job j has 0 completions (no index) but the mapping assigns indexes 0,1",
+		},
+		{
 			name:       "non-indexed job",
 			spec:       makeSpec("A").AssignJob("j", "0", "A").SpecObj(),
 			job:        makeJob("j", "u", 1).CompletionMode(batchv1.NonIndexedCompletion),
