@@ -17,6 +17,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
@@ -123,6 +124,23 @@ func TestReconcileWritesStatusOnceThenEmits(t *testing.T) {
 				}
 			},
 			wantCovered: "False ShardsMissing",
+		},
+		{
+			// The API server allows it; the Job controller acts on no finished Job.
+			name:   "a finished Job's completions changed with its parallelism since: nothing it did changed, no write, no event",
+			objs:   []client.Object{accountOfJ().Obj(), complete, workloadOfJ(complete).Obj()},
+			settle: true,
+			change: func(t *testing.T, c client.Client) {
+				var j batchv1.Job
+				if err := c.Get(context.Background(), client.ObjectKeyFromObject(complete), &j); err != nil {
+					t.Fatal(err)
+				}
+				j.Spec.Completions, j.Spec.Parallelism = ptr.To[int32](1), ptr.To[int32](1)
+				if err := c.Update(context.Background(), &j); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantCovered: "True AllShardsCovered",
 		},
 		{
 			name: "the status write conflicts (a stale cache, another replica): no event, retried",
