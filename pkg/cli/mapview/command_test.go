@@ -404,3 +404,45 @@ func TestMapStaleStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestMapResultOfUncompletedIndex: a result reported for an index its Job has not
+// completed (yet) stands for no shard and, unless the account rejects it on its own
+// merits, is no rejection either: the controller leaves its shard missing, and so must
+// the map.
+func TestMapResultOfUncompletedIndex(t *testing.T) {
+	cases := []struct {
+		name  string
+		model string
+		// wantRejected is the status's judgement of the result; wantD the cell of shard D.
+		wantRejected bool
+		wantD        shardState
+	}{
+		{"acceptable result, index not completed: missing", "m-2026-11", false, stateMissing},
+		{"wrong model revision, index not completed: rejected", "m-2026-10", true, stateRejected},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := clitest.SeedSteps()
+			// Step 1: indexes 0-2 completed, the Job still running index 3 (shard D), whose
+			// pod reported its result before the Job controller counted the index.
+			r := s.Chunks[0].Results[3]
+			r.ModelRevision = tc.model
+			chunk := clitest.OwnedChunk(s.Steps[0], []v1alpha1.RecordedResult{r})
+			j := clitest.SeedJob("j", clitest.JobUID, 4).Completed("0-2", 3).ResourceVersion("48213").Obj()
+			ba := clitest.Compute(s.Steps[0], clitest.Time0.Add(time.Minute),
+				map[string]account.Observation{"job/j": {Job: jobkind.Facts(j), Workload: clitest.WorkloadObs(false)}},
+				account.RecordedInOrder([]v1alpha1.ShardResults{*chunk})...)
+			if got := ba.Status.Results.RejectedOrdinals == "3"; got != tc.wantRejected || ba.Status.Shards.MissingOrdinals != "3" {
+				t.Fatalf("fixture: shards %+v, results %+v", ba.Status.Shards, ba.Status.Results)
+			}
+			sm := buildShardMap(ba, []v1alpha1.ShardResults{*chunk})
+			want := []shardState{stateCovered, stateCovered, stateCovered, tc.wantD}
+			for o := range want {
+				if sm.States[o] != want[o] {
+					t.Errorf("shard %s = %s, want %s (status: missing %q, rejected %q)", sm.shardName(o), stateInfo[sm.States[o]].name,
+						stateInfo[want[o]].name, ba.Status.Shards.Missing, ba.Status.Results.RejectedOrdinals)
+				}
+			}
+		})
+	}
+}

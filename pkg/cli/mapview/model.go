@@ -69,7 +69,9 @@ func (g *shardGroup) size() int {
 // results: missing from the status's missing ordinals (or, when the status bounded them,
 // from the targets' completed indexes through the mapping); accepted from the results
 // that stand, by account.StandingResults; rejected where a shard has only results that do
-// not stand; conflict where a later result disagrees with the one that stands.
+// not stand (a result acceptable but for an index its Job has not completed is no
+// rejection: its shard waits); conflict where a later result disagrees with the one that
+// stands.
 func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *shardMap {
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	st := &ba.Status
@@ -190,6 +192,9 @@ func judgeShardResults(ba *v1alpha1.BatchAccount, m *account.Mapping, chunks []v
 			if _, ok := alone[o]; ok && r.Digest != s.Digest {
 				states[o] = stateConflict
 			}
+		case !completedIndex(completed, r.Target, r.Index) && standsUnchecked(ba, m, current, r, o):
+			// Acceptable but for its index, which its Job has not completed (yet): no
+			// rejection, the controller says; its shard waits, as the status has it.
 		default:
 			if states[o] != stateConflict {
 				states[o] = stateRejected
@@ -240,4 +245,18 @@ func (sm *shardMap) shardsPerCell(budget int) int {
 		return 1
 	}
 	return (n + budget - 1) / budget
+}
+
+// completedIndex reports whether target's identity completed index, as far as completed
+// (account.CompletedIndexes) says: a target whose list the status omitted is not checked.
+func completedIndex(completed map[string]indexset.Set, target string, index int) bool {
+	set, known := completed[target]
+	return !known || set.Contains(index)
+}
+
+// standsUnchecked reports whether r alone would stand for shard o were its index not
+// checked against the indexes its Job completed.
+func standsUnchecked(ba *v1alpha1.BatchAccount, m *account.Mapping, current map[string]types.UID, r account.Result, o int) bool {
+	_, ok := account.StandingResults(m, &ba.Spec, current, nil, []account.Result{r})[o]
+	return ok
 }
