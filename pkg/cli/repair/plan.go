@@ -100,11 +100,13 @@ func NewPlan(in Input) (*Plan, error) {
 	switch {
 	case valid == nil:
 		return nil, fmt.Errorf("%s has no status yet: wait for the batchledger controller to observe it", who)
-	case valid.Status != metav1.ConditionTrue:
-		return nil, fmt.Errorf("%s: AssignmentValid is %s (%s): %s; repair needs a valid mapping", who, valid.Status, valid.Reason, valid.Message)
 	case ba.Status.ObservedGeneration != ba.Generation:
+		// Before AssignmentValid: an older generation's verdict on the mapping says
+		// nothing of the spec as it is now (a mapping fixed since).
 		return nil, fmt.Errorf("%s: the status describes spec generation %d but the spec is at generation %d; wait for the controller to observe it",
 			who, ba.Status.ObservedGeneration, ba.Generation)
+	case valid.Status != metav1.ConditionTrue:
+		return nil, fmt.Errorf("%s: AssignmentValid is %s (%s): %s; repair needs a valid mapping", who, valid.Status, valid.Reason, valid.Message)
 	}
 	const whole = "repair needs the whole list: split the batch into smaller accounts, or repair from the Jobs' own status"
 	if ba.Status.Shards.MissingOrdinalsTruncated {

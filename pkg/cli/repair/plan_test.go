@@ -260,6 +260,14 @@ func TestPlanRepairRefuses(t *testing.T) {
 			ba.Generation = 2
 			return Input{Account: ba, Jobs: clitest.JobsByName(j)}
 		}, "the status describes spec generation 1 but the spec is at generation 2"},
+		{"stale status of an invalid mapping, fixed since", func() Input {
+			ba := clitest.FailedAccount()
+			ba.Spec.Assignments[0].Shards = []string{"A", "A", "A", "A"}
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+			ba.Spec.Assignments[0].Shards = []string{"A", "B", "C", "D"}
+			ba.Generation = 2
+			return Input{Account: ba, Jobs: clitest.JobsByName(j)}
+		}, "the status describes spec generation 1 but the spec is at generation 2"},
 		{"no status", func() Input { return Input{Account: clitest.IJ245Account()} }, "has no status yet"},
 		{"original Job gone", func() Input { return Input{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName()} },
 			`Job "j" not found in namespace "ml-team": a repair Job copies its pod template (shards D were assigned to it)`},
