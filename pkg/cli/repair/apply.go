@@ -24,13 +24,14 @@ import (
 // Run plans the repair of account name in namespace from the cluster's state and,
 // unless a client dry run, applies it: it appends the repair entries to the account's
 // spec.repairs under FieldManager with optimistic concurrency (re-reading it on
-// conflict), then creates the repair Jobs (suspended), then unsuspends the Jobs Kueue
-// does not manage. The account names each Job before the Job exists, so that no pod of a
-// repair Job is created before its account assigns it a shard (Kueue may admit a queued
-// Job within milliseconds, and the pod webhook tells each pod its shard from the
-// account). If a Job cannot be created, the Jobs created are deleted and the entries
-// taken out of the account again. A server dry run sends the account change and the
-// creates with dryRun=All and unsuspends nothing.
+// conflict, and refusing when its spec changed since the plan), then creates the repair
+// Jobs (suspended), then unsuspends the Jobs Kueue does not manage. The account names
+// each Job before the Job exists, so that no pod of a repair Job is created before its
+// account assigns it a shard (Kueue may admit a queued Job within milliseconds, and the
+// pod webhook tells each pod its shard from the account). If a Job cannot be created,
+// the Jobs created are deleted and the entries taken out of the account again. A server
+// dry run sends the account change and the creates with dryRun=All and unsuspends
+// nothing.
 func Run(ctx context.Context, c client.Client, namespace, name string, dryRun options.DryRun) (*Plan, error) {
 	var ba v1alpha1.BatchAccount
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &ba); err != nil {
@@ -48,6 +49,11 @@ func Run(ctx context.Context, c client.Client, namespace, name string, dryRun op
 		var cur v1alpha1.BatchAccount
 		if err := c.Get(ctx, client.ObjectKeyFromObject(&ba), &cur); err != nil {
 			return err
+		}
+		if cur.Generation != ba.Generation {
+			// The plan is of the spec read first; one changed since (a repair appended by
+			// hand, a mapping changed) may re-run its shards already.
+			return fmt.Errorf("it changed since repair read it (spec generation %d, now %d): run repair again", ba.Generation, cur.Generation)
 		}
 		base := cur.DeepCopy()
 		for _, r := range plan.Repairs {

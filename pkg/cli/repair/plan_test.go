@@ -611,3 +611,67 @@ func TestPlanRepairKeepsParallelism(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairConflictRereadsTheSpec: when the account changed between repair's read and
+// its patch, the patch is retried on the account read again only if its spec is the one
+// the plan was made from; a spec changed meanwhile (a repair appended by hand, a mapping
+// changed) may already re-run the shards, so repair refuses rather than append to it.
+func TestRepairConflictRereadsTheSpec(t *testing.T) {
+	cases := []struct {
+		name string
+		// meanwhile changes the stored account between repair's read and its patch.
+		meanwhile   func(ba *v1alpha1.BatchAccount)
+		wantCode    int
+		wantErr     string
+		wantRepairs []string
+		wantJob     bool
+	}{
+		{"metadata changed meanwhile", func(ba *v1alpha1.BatchAccount) {
+			ba.Labels = map[string]string{"team": "nlp"}
+		}, options.ExitOK, "", []string{"j-repair-1"}, true},
+		{"a repair appended by hand meanwhile", func(ba *v1alpha1.BatchAccount) {
+			ba.Spec.Repairs = append(ba.Spec.Repairs, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "j-fix"}, Indexes: "0", Shards: []string{"D"}})
+			ba.Generation++ // as the API server does on a spec change
+		}, options.ExitError, "changed since repair read it (spec generation 1, now 2)", []string{"j-fix"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			changed := false
+			c := repairCluster(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if _, ok := obj.(*v1alpha1.BatchAccount); ok && !changed {
+					changed = true
+					var ba v1alpha1.BatchAccount
+					if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &ba); err != nil {
+						return err
+					}
+					tc.meanwhile(&ba)
+					if err := c.Update(ctx, &ba); err != nil {
+						return err
+					}
+					return apierrors.NewConflict(schema.GroupResource{Group: "batchledger.dev", Resource: "batchaccounts"}, obj.GetName(), errors.New("the object has been modified"))
+				}
+				return c.Patch(ctx, obj, patch, opts...)
+			}})
+			_, errOut, code := run(t, c, "repair", "ij245", "-n", ns)
+			if code != tc.wantCode || !strings.Contains(errOut, tc.wantErr) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, tc.wantCode, tc.wantErr)
+			}
+			var ba v1alpha1.BatchAccount
+			if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "ij245"}, &ba); err != nil {
+				t.Fatal(err)
+			}
+			var repairs []string
+			for _, a := range ba.Spec.Repairs {
+				repairs = append(repairs, a.Target.Job)
+			}
+			if !slices.Equal(repairs, tc.wantRepairs) {
+				t.Errorf("spec.repairs names %q, want %q", repairs, tc.wantRepairs)
+			}
+			var job batchv1.Job
+			err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "j-repair-1"}, &job)
+			if created := err == nil; created != tc.wantJob {
+				t.Errorf("repair Job created: %v (%v), want %v", created, err, tc.wantJob)
+			}
+		})
+	}
+}
