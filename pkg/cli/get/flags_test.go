@@ -81,6 +81,10 @@ func TestGetOutputs(t *testing.T) {
 				"a-fresh      <none>          <none>\n" +
 				"ij245        ShardsMissing   nlp\n" +
 				"ij245-done   Accepted        nlp\n"},
+		{"custom columns keep their headers as written, as kubectl's", []string{"get", "-n", ns, "-l", "team", "-o", "custom-columns=name:.metadata.name,Covered:.status.shards.covered"},
+			"name         Covered\n" +
+				"ij245        3\n" +
+				"ij245-done   4\n"},
 		{"yaml of one account", []string{"get", "ij245", "-n", ns, "-o", "yaml"},
 			"apiVersion: batchledger.dev/v1alpha1\nkind: BatchAccount\nmetadata:\n"},
 	}

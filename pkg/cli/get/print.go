@@ -41,6 +41,11 @@ type accountPrinter struct {
 	// tw is the table's tabwriter, kept across prints (it remembers column widths, so
 	// that a watch's rows line up under the header); it is flushed after each print.
 	tw *tabwriter.Writer
+	// headers, for custom columns, is the header line as the user wrote it (kubectl's
+	// custom-columns printer keeps its case; the table printer would upper-case it),
+	// printed once before the first row; nil when the table printer prints headers.
+	headers       []string
+	printedHeader bool
 }
 
 // printer returns the printer of get's -o.
@@ -66,7 +71,12 @@ func (g *Flags) printer(withNamespace bool, now func() time.Time) (*accountPrint
 		}
 		// Custom columns name their own namespace column, as in kubectl.
 		opts.WithNamespace, opts.ShowLabels, opts.ColumnLabels = false, false, nil
-		return &accountPrinter{table: true, printer: printers.NewTablePrinter(opts), toTable: func(accts []v1alpha1.BatchAccount) (*metav1.Table, error) {
+		var headers []string
+		if !opts.NoHeaders {
+			headers = cols.headers
+		}
+		opts.NoHeaders = true
+		return &accountPrinter{table: true, printer: printers.NewTablePrinter(opts), headers: headers, toTable: func(accts []v1alpha1.BatchAccount) (*metav1.Table, error) {
 			return cols.table(accts)
 		}}, nil
 	case format == "custom-columns":
@@ -92,6 +102,10 @@ func (p *accountPrinter) print(w io.Writer, accts []v1alpha1.BatchAccount, singl
 		}
 		if p.tw == nil {
 			p.tw = printers.GetNewTabWriter(w)
+		}
+		if p.headers != nil && !p.printedHeader && len(t.Rows) > 0 {
+			fmt.Fprintln(p.tw, strings.Join(p.headers, "\t"))
+			p.printedHeader = true
 		}
 		if err := p.printer.PrintObj(t, p.tw); err != nil {
 			return err
