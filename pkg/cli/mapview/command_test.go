@@ -443,6 +443,13 @@ func TestMapResultOfUncompletedIndex(t *testing.T) {
 						stateInfo[want[o]].name, ba.Status.Shards.Missing, ba.Status.Results.RejectedOrdinals)
 				}
 			}
+			// A missing shard drawn rejected is still not covered: the counts say what the
+			// status says.
+			var b bytes.Buffer
+			renderMap(&b, sm, mapOptions{width: 80})
+			if title := "BatchAccount ml-team/ij245: 4 shards, 3 covered, 0 accepted, "; !strings.HasPrefix(b.String(), title) || !strings.Contains(b.String(), "(4 shards: 3 covered,") {
+				t.Errorf("want the title to start %q and job j's summary to count 3 covered, as the status does:\n%s", title, b.String())
+			}
 		})
 	}
 }

@@ -41,6 +41,9 @@ type shardMap struct {
 	RequireResults bool
 	// Counts per state over all shards.
 	Counts [numStates]int
+	// Covered counts the shards the status counts covered: not those it lists missing
+	// (a missing shard may be drawn rejected, for a rejected result) nor unknown ones.
+	Covered int
 	// shardName names a shard by ordinal.
 	shardName func(int) string
 	// Stale says, when the status judges an older spec generation, that the states are
@@ -53,8 +56,9 @@ type shardMap struct {
 type shardGroup struct {
 	Name string
 	// Runs are the shard ordinal intervals of the Job's original assignment, in index order.
-	Runs   []indexset.Interval
-	Counts [numStates]int
+	Runs    []indexset.Interval
+	Counts  [numStates]int
+	Covered int
 }
 
 func (g *shardGroup) size() int {
@@ -105,6 +109,7 @@ func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *s
 		}
 	}
 	paint(missing, stateMissing)
+	missing = missing.Intersect(indexset.Range(0, sm.Total-1))
 	// The status names the covered shards whose result was rejected or can no longer
 	// arrive; the recorded results add conflicts (and rejections a bounded list left out).
 	lost, _ := indexset.Parse(st.Results.MissingOrdinals)
@@ -131,11 +136,13 @@ func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *s
 				g.Counts[sm.States[o]]++
 			}
 		}
+		g.Covered = g.size() - indexset.FromIntervals(g.Runs...).Intersect(missing).Count() - g.Counts[stateUnknown]
 		sm.Groups = append(sm.Groups, g)
 	}
 	for _, s := range sm.States {
 		sm.Counts[s]++
 	}
+	sm.Covered = sm.Total - missing.Count() - sm.Counts[stateUnknown]
 	return sm
 }
 

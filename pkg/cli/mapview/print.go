@@ -68,7 +68,7 @@ func renderMap(w io.Writer, sm *shardMap, mo mapOptions) {
 		return stateInfo[s].plain
 	}
 
-	fmt.Fprintf(w, "BatchAccount %s/%s: %d shards, %s\n", sm.Namespace, sm.Name, sm.Total, countsText(sm.Counts, sm.RequireResults))
+	fmt.Fprintf(w, "BatchAccount %s/%s: %d shards, %s\n", sm.Namespace, sm.Name, sm.Total, countsText(sm.Counts, sm.Covered, sm.RequireResults))
 	if sm.Stale != "" {
 		fmt.Fprintf(w, "STALE: %s\n", sm.Stale)
 	}
@@ -143,10 +143,9 @@ func (sm *shardMap) legend(s shardState) string {
 	return stateInfo[s].legend
 }
 
-// countsText says how many shards are in each state that occurs.
-func countsText(counts [numStates]int, requireResults bool) string {
+// countsText says how many shards are covered and in each state that occurs.
+func countsText(counts [numStates]int, covered int, requireResults bool) string {
 	var parts []string
-	covered := counts[stateAccepted] + counts[stateCovered] + counts[stateNoResult] + counts[stateConflict] + counts[stateRejected]
 	parts = append(parts, fmt.Sprintf("%d covered", covered))
 	if requireResults {
 		parts = append(parts, fmt.Sprintf("%d accepted", counts[stateAccepted]+counts[stateConflict]))
@@ -164,5 +163,5 @@ func countsText(counts [numStates]int, requireResults bool) string {
 }
 
 func groupSummary(g *shardGroup, requireResults bool) string {
-	return fmt.Sprintf("(%d shards: %s)", g.size(), countsText(g.Counts, requireResults))
+	return fmt.Sprintf("(%d shards: %s)", g.size(), countsText(g.Counts, g.Covered, requireResults))
 }

@@ -94,7 +94,7 @@ func writeSVG(w io.Writer, sm *shardMap, perCell int) error {
 	if per > 1 {
 		unit = fmt.Sprintf("one cell = %d shards, worst state shown", per)
 	}
-	items = append(items, svgText{X: margin, Y: y, FontFamily: font, FontSize: 12, Text: fmt.Sprintf("%d shards: %s; %s", sm.Total, countsText(sm.Counts, sm.RequireResults), unit)})
+	items = append(items, svgText{X: margin, Y: y, FontFamily: font, FontSize: 12, Text: fmt.Sprintf("%d shards: %s; %s", sm.Total, countsText(sm.Counts, sm.Covered, sm.RequireResults), unit)})
 	if sm.Stale != "" {
 		y += lineGap
 		items = append(items, svgText{X: margin, Y: y, FontFamily: font, FontSize: 12, Weight: "bold", Text: "STALE: " + sm.Stale})
