@@ -104,6 +104,13 @@ func runGet(ctx context.Context, o *options.Options, g *Flags, name string) erro
 		if err != nil {
 			return err
 		}
+		if name != "" {
+			// As kubectl get NAME -w: a name no account has is an error, not a silent
+			// watch for it (a typo would wait forever).
+			if _, err := ListAccounts(ctx, c, ns, name); err != nil {
+				return err
+			}
+		}
 		return watchAccounts(ctx, c, o.Out, p, ns, name, filter, !g.WatchOnly)
 	}
 	c, err := o.Client()

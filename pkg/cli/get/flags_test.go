@@ -264,3 +264,34 @@ func TestGetWithoutTheCRD(t *testing.T) {
 		}
 	}
 }
+
+// TestGetWatchNameNotFound: get NAME -w (or --watch-only) of an account that does not
+// exist fails at once, as kubectl get NAME -w does, rather than watch for nothing.
+func TestGetWatchNameNotFound(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"watch", []string{"get", "nope", "-n", ns, "-w"}},
+		{"watch only", []string{"get", "nope", "-n", ns, "--watch-only", "-o", "name"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
+			out, errOut := &syncBuffer{}, &syncBuffer{}
+			o := options.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut})
+			o.NewClient = func() (client.Client, error) { return getCluster(), nil }
+			cmd := clitest.Root(o, NewCommand)
+			cmd.SetArgs(tc.args)
+			code := options.ExitCodeOf(cmd.ExecuteContext(ctx), errOut)
+			if ctx.Err() != nil {
+				t.Fatalf("still watching after %v; stdout %q", 3*time.Second, out)
+			}
+			if want := `error: BatchAccount "nope" not found in namespace "ml-team"`; code != options.ExitError || !strings.HasPrefix(errOut.String(), want) || out.String() != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)
+			}
+		})
+	}
+}
