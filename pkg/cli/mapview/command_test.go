@@ -453,3 +453,40 @@ func TestMapResultOfUncompletedIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestMapNotJudged: an account the controller has written no status for has no shard
+// state yet: the map draws its shards unknown and says it is not judged, on a terminal
+// and in the SVG, as get (MISSING <not judged>) and explain (coverage unknown) do, rather
+// than call every shard missing (its Jobs may have completed already).
+func TestMapNotJudged(t *testing.T) {
+	const notJudged = "NOT JUDGED: the controller has written no status for this account yet"
+	cases := []struct {
+		name          string
+		ba            *v1alpha1.BatchAccount
+		wantNotJudged bool
+		wantTitle     string
+	}{
+		{"no status", clitest.IJ245Account(), true, "BatchAccount ml-team/ij245: 4 shards, 0 covered, 0 accepted, 4 unknown\n"},
+		{"judged", clitest.SeedSteps().Steps[0], false, "BatchAccount ml-team/ij245: 4 shards, 3 covered, 0 accepted, 1 missing\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := clitest.FakeClient(tc.ba)
+			out, errOut, code := run(t, c, "map", "ij245", "-n", ns, "--width", "80")
+			if code != options.ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			path := filepath.Join(t.TempDir(), "ij245.svg")
+			if _, errOut, code := run(t, c, "map", "ij245", "-n", ns, "--svg", path); code != options.ExitOK {
+				t.Fatalf("--svg: exit %d: %s", code, errOut)
+			}
+			svg, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(out, tc.wantTitle) || strings.Contains(out, notJudged) != tc.wantNotJudged || strings.Contains(string(svg), notJudged) != tc.wantNotJudged {
+				t.Errorf("want the title %q and %q said: %v (in the SVG too):\n%s", tc.wantTitle, notJudged, tc.wantNotJudged, out)
+			}
+		})
+	}
+}

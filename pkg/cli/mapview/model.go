@@ -50,6 +50,9 @@ type shardMap struct {
 	// those it judged: the current spec (a new mapping, a shard population changed) is
 	// not judged yet. Empty when the status is current.
 	Stale string
+	// NotJudged says, when the controller has written no status yet, that no shard's
+	// state is known (all are drawn unknown). Empty once judged.
+	NotJudged string
 }
 
 // shardGroup is one Job's shards, in the order of its completion indexes.
@@ -96,27 +99,31 @@ func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *s
 			}
 		}
 	}
-	missing, _ := indexset.Parse(st.Shards.MissingOrdinals)
+	var missing indexset.Set
 	if len(st.Conditions) == 0 {
-		// Nothing observed yet: every shard is missing.
-		missing = indexset.Range(0, sm.Total-1)
-	}
-	if st.Shards.MissingOrdinalsTruncated {
-		if covered, ok := coveredFromTargets(m, st); ok {
-			missing = indexset.Range(0, sm.Total-1).Difference(covered)
-		} else if last, ok := missing.Max(); ok {
-			paint(indexset.Range(last+1, sm.Total-1), stateUnknown)
+		// Not judged yet: the status says nothing of any shard (its Jobs may have
+		// completed already), so none is called missing.
+		sm.NotJudged = "the controller has written no status for this account yet: no shard's state is known"
+		paint(indexset.Range(0, sm.Total-1), stateUnknown)
+	} else {
+		missing, _ = indexset.Parse(st.Shards.MissingOrdinals)
+		if st.Shards.MissingOrdinalsTruncated {
+			if covered, ok := coveredFromTargets(m, st); ok {
+				missing = indexset.Range(0, sm.Total-1).Difference(covered)
+			} else if last, ok := missing.Max(); ok {
+				paint(indexset.Range(last+1, sm.Total-1), stateUnknown)
+			}
 		}
+		paint(missing, stateMissing)
+		missing = missing.Intersect(indexset.Range(0, sm.Total-1))
+		// The status names the covered shards whose result was rejected or can no longer
+		// arrive; the recorded results add conflicts (and rejections a bounded list left out).
+		lost, _ := indexset.Parse(st.Results.MissingOrdinals)
+		paint(lost, stateNoResult)
+		rejected, _ := indexset.Parse(st.Results.RejectedOrdinals)
+		paint(rejected, stateRejected)
+		judgeShardResults(ba, m, chunks, sm.States)
 	}
-	paint(missing, stateMissing)
-	missing = missing.Intersect(indexset.Range(0, sm.Total-1))
-	// The status names the covered shards whose result was rejected or can no longer
-	// arrive; the recorded results add conflicts (and rejections a bounded list left out).
-	lost, _ := indexset.Parse(st.Results.MissingOrdinals)
-	paint(lost, stateNoResult)
-	rejected, _ := indexset.Parse(st.Results.RejectedOrdinals)
-	paint(rejected, stateRejected)
-	judgeShardResults(ba, m, chunks, sm.States)
 
 	for _, t := range m.Targets {
 		g := shardGroup{Name: v1alpha1.TargetKey(t.Key).Describe()}

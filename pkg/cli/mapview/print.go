@@ -72,6 +72,9 @@ func renderMap(w io.Writer, sm *shardMap, mo mapOptions) {
 	if sm.Stale != "" {
 		fmt.Fprintf(w, "STALE: %s\n", sm.Stale)
 	}
+	if sm.NotJudged != "" {
+		fmt.Fprintf(w, "NOT JUDGED: %s\n", sm.NotJudged)
+	}
 	if per > 1 {
 		fmt.Fprintf(w, "one cell = %d shards, in Job index order; a cell shows the worst state of its shards\n", per)
 	} else {
