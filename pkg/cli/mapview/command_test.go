@@ -490,3 +490,43 @@ func TestMapNotJudged(t *testing.T) {
 		})
 	}
 }
+
+// TestMapInvalidMapping: the cells of an account whose mapping is no partition (a shard
+// assigned twice, others to no index) are drawn by that mapping, so a Job's row may
+// count a shard several times and leave others out; the map says the mapping is invalid,
+// as the verdict (AssignmentInvalid) does, on a terminal and in the SVG.
+func TestMapInvalidMapping(t *testing.T) {
+	const invalid = "INVALID MAPPING: AssignmentValid is False (DuplicateShard): shard A is assigned twice"
+	cases := []struct {
+		name        string
+		shards      []string
+		wantInvalid bool
+	}{
+		{"a shard assigned four times", []string{"A", "A", "A", "A"}, true},
+		{"a partition", []string{"A", "B", "C", "D"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := clitest.FailedJob()
+			ba := clitest.IJ245Account()
+			ba.Spec.Assignments[0].Shards = tc.shards
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(j)}})
+			c := clitest.FakeClient(ba, j)
+			out, errOut, code := run(t, c, "map", "ij245", "-n", ns, "--width", "80")
+			if code != options.ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			path := filepath.Join(t.TempDir(), "ij245.svg")
+			if _, errOut, code := run(t, c, "map", "ij245", "-n", ns, "--svg", path); code != options.ExitOK {
+				t.Fatalf("--svg: exit %d: %s", code, errOut)
+			}
+			svg, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(out, invalid) != tc.wantInvalid || strings.Contains(string(svg), invalid) != tc.wantInvalid {
+				t.Errorf("want %q said: %v (in the SVG too):\n%s", invalid, tc.wantInvalid, out)
+			}
+		})
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -53,6 +55,10 @@ type shardMap struct {
 	// NotJudged says, when the controller has written no status yet, that no shard's
 	// state is known (all are drawn unknown). Empty once judged.
 	NotJudged string
+	// Invalid says, when the status finds the mapping no partition, why: the cells
+	// follow the mapping as it stands (a Job's row may draw a shard twice and leave
+	// others out). Empty for a valid mapping, and for a stale status.
+	Invalid string
 }
 
 // shardGroup is one Job's shards, in the order of its completion indexes.
@@ -87,6 +93,10 @@ func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *s
 	if len(st.Conditions) > 0 && st.ObservedGeneration < ba.Generation {
 		sm.Stale = fmt.Sprintf("the status judges spec generation %d, the spec is at generation %d: the states below are as last judged, not a verdict on the current spec",
 			st.ObservedGeneration, ba.Generation)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAssignmentValid); c != nil && c.Status == metav1.ConditionFalse && sm.Stale == "" {
+		// Of the spec as it is: a stale status's verdict on the mapping is not (STALE says so).
+		sm.Invalid = fmt.Sprintf("AssignmentValid is False (%s): %s", c.Reason, c.Message)
 	}
 	sm.States = make([]shardState, sm.Total)
 	for i := range sm.States {

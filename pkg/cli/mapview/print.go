@@ -75,6 +75,9 @@ func renderMap(w io.Writer, sm *shardMap, mo mapOptions) {
 	if sm.NotJudged != "" {
 		fmt.Fprintf(w, "NOT JUDGED: %s\n", sm.NotJudged)
 	}
+	if sm.Invalid != "" {
+		fmt.Fprintf(w, "INVALID MAPPING: %s\n", sm.Invalid)
+	}
 	if per > 1 {
 		fmt.Fprintf(w, "one cell = %d shards, in Job index order; a cell shows the worst state of its shards\n", per)
 	} else {

@@ -103,6 +103,10 @@ func writeSVG(w io.Writer, sm *shardMap, perCell int) error {
 		y += lineGap
 		items = append(items, svgText{X: margin, Y: y, FontFamily: font, FontSize: 12, Weight: "bold", Text: "NOT JUDGED: " + sm.NotJudged})
 	}
+	if sm.Invalid != "" {
+		y += lineGap
+		items = append(items, svgText{X: margin, Y: y, FontFamily: font, FontSize: 12, Weight: "bold", Text: "INVALID MAPPING: " + sm.Invalid})
+	}
 	y += 8
 	for i := range sm.Groups {
 		g := &sm.Groups[i]
