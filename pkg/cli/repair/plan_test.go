@@ -268,6 +268,16 @@ func TestPlanRepairRefuses(t *testing.T) {
 			ba.Generation = 2
 			return Input{Account: ba, Jobs: clitest.JobsByName(j)}
 		}, "the status describes spec generation 1 but the spec is at generation 2"},
+		{"missing shards truncated", func() Input {
+			ba := clitest.FailedAccount()
+			ba.Status.Shards.MissingOrdinalsTruncated = true
+			return Input{Account: ba, Jobs: clitest.JobsByName(j)}
+		}, "1 shards are missing, more than the status can list (it names only the lowest); repair needs the whole list"},
+		{"results truncated", func() Input {
+			ba := clitest.FailedAccount()
+			ba.Status.Results.OrdinalsTruncated = true
+			return Input{Account: ba, Jobs: clitest.JobsByName(j)}
+		}, "more shards lack an acceptable result than the status can list (it names only the lowest); repair needs the whole list"},
 		{"no status", func() Input { return Input{Account: clitest.IJ245Account()} }, "has no status yet"},
 		{"original Job gone", func() Input { return Input{Account: clitest.FailedAccount(), Jobs: clitest.JobsByName()} },
 			`Job "j" not found in namespace "ml-team": a repair Job copies its pod template (shards D were assigned to it)`},
