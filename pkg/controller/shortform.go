@@ -24,6 +24,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -93,7 +94,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if err == nil {
 		if fixed, acceptance := shortFormDiffs(existing.Namespace, &existing.Spec, &spec); len(fixed)+len(acceptance) > 0 {
-			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s", r.mismatchNote(&existing, fixed, acceptance))
+			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s", r.mismatchNote(&existing, fixed, acceptance, namesDeclaredTargets(&existing.Spec, &spec)))
 			return ctrl.Result{}, nil
 		}
 		if existing.Labels[v1alpha1.LabelShortFormOf] == r.kindName() && madeFor(&existing, obj) {
@@ -186,22 +187,52 @@ func (r *ShortFormReconciler) warn(ctx context.Context, obj client.Object, relat
 
 // mismatchNote is the note of a ShortFormMismatch: which account, whence it came, how it
 // differs (fixed: in fields that may not change; acceptance: in its acceptance, which may),
-// and the way forward.
-func (r *ShortFormReconciler) mismatchNote(existing *v1alpha1.BatchAccount, fixed, acceptance []string) string {
+// whether it accounts for the object at all (names: it names one of the targets the short
+// form declares), and the way forward.
+func (r *ShortFormReconciler) mismatchNote(existing *v1alpha1.BatchAccount, fixed, acceptance []string, names bool) string {
 	origin := "created by hand, not from a short form"
 	if of := existing.Labels[v1alpha1.LabelShortFormOf]; of != "" {
 		origin = "created from the short form of a " + of + " of this name"
 	}
 	kind := r.kindName()
 	way := fmt.Sprintf("delete the BatchAccount (its results go with it) and re-create the %s, or re-create the %s under another name", kind, kind)
-	if existing.Labels[v1alpha1.LabelShortFormOf] != kind {
+	switch {
+	case !names:
+		// Another kind's short form of the name, or an account written for other Jobs:
+		// removing the annotations would leave the batch accounted by no one.
+		way = fmt.Sprintf("give the %s another name", kind)
+	case existing.Labels[v1alpha1.LabelShortFormOf] != kind:
 		way = fmt.Sprintf("give the %s another name, or remove its short-form annotations to be accounted by the existing BatchAccount", kind)
 	}
 	if len(fixed) == 0 {
 		way = "edit the BatchAccount's spec.acceptance (once work was done under it, requireResults may only be turned on), or " + way
 	}
-	return fmt.Sprintf("BatchAccount %s (%s) is not what the short-form annotations declare: %s. It was left unchanged and accounts for this %s; to fix it, %s",
-		existing.Name, origin, strings.Join(append(fixed, acceptance...), "; "), kind, way)
+	standing := fmt.Sprintf("It was left unchanged and accounts for this %s", kind)
+	if !names {
+		standing = fmt.Sprintf("It was left unchanged and does not account for this %s: nothing of its batch is accounted", kind)
+	}
+	return fmt.Sprintf("BatchAccount %s (%s) is not what the short-form annotations declare: %s. %s; to fix it, %s",
+		existing.Name, origin, strings.Join(append(fixed, acceptance...), "; "), standing, way)
+}
+
+// namesDeclaredTargets reports whether an account (have) names any target a short form
+// declares (want): by the same reference, or a child target by its Job's name. One that
+// names none (another kind's short form of the name, an account written for other Jobs)
+// accounts for nothing of the object's batch.
+func namesDeclaredTargets(have, want *v1alpha1.BatchAccountSpec) bool {
+	named := map[v1alpha1.TargetKey]bool{}
+	for _, a := range have.AllAssignments() {
+		named[a.Target.Key()] = true
+	}
+	for _, a := range want.Assignments {
+		if named[a.Target.Key()] {
+			return true
+		}
+		if a.Target.IsChild() && named[v1alpha1.JobTargetKey(jobsetkind.ChildJobName(a.Target.Owner(), a.Target.ReplicatedJob, int(a.Target.Index())))] {
+			return true
+		}
+	}
+	return false
 }
 
 // shortFormDiffs are the fields in which an existing account differs from the spec a

@@ -83,6 +83,8 @@ func TestShortFormReconcile(t *testing.T) {
 		// event's note.
 		wantEvents []string
 		wantNote   []string
+		// wantNotNote are substrings no event's note may say.
+		wantNotNote []string
 	}{
 		"a short form that parses: its account, labelled, and no event": {
 			objs: []client.Object{job(valid...)},
@@ -192,15 +194,31 @@ func TestShortFormReconcile(t *testing.T) {
 		"an account of that name made by hand: a Warning to rename the Job": {
 			objs:       []client.Object{job(valid...), wrappers.MakeBatchAccount("j", "ns").Shards("X").AssignJob("j", "0", "X").Obj()},
 			wantEvents: []string{"Job/j Warning ShortFormMismatch"},
-			wantNote:   []string{"created by hand", "give the Job another name, or remove its short-form annotations"},
+			wantNote:   []string{"created by hand", "accounts for this Job", "give the Job another name, or remove its short-form annotations"},
+		},
+		"an account of that name made by hand for other Jobs: a Warning that this Job is not accounted": {
+			objs:        []client.Object{job(valid...), wrappers.MakeBatchAccount("j", "ns").Shards("X").AssignJob("other", "0", "X").Obj()},
+			wantEvents:  []string{"Job/j Warning ShortFormMismatch"},
+			wantNote:    []string{"created by hand", "does not account for this Job", "give the Job another name"},
+			wantNotNote: []string{"accounts for this Job;", "to be accounted by the existing BatchAccount"},
 		},
 		"a JobSet short form under the name of a Job's account: a Warning": {
 			kind: "JobSet",
 			objs: []client.Object{jobSet(inputRev, "D", modelRev, "m", count, "4", rjAnn, "workers"),
 				wrappers.MakeBatchAccount("train", "ns").Revisions("D", "m").ShardCount("", 4).AssignJobOrdinals("train", "0-3", "0-3").
 					Label(v1alpha1.LabelShortFormOf, "Job").Obj()},
-			wantEvents: []string{"JobSet/train Warning ShortFormMismatch"},
-			wantNote:   []string{"created from the short form of a Job of this name", "give the JobSet another name"},
+			wantEvents:  []string{"JobSet/train Warning ShortFormMismatch"},
+			wantNote:    []string{"created from the short form of a Job of this name", "does not account for this JobSet", "give the JobSet another name"},
+			wantNotNote: []string{"accounts for this JobSet;", "to be accounted by the existing BatchAccount"},
+		},
+		"a Job short form under the name of a JobSet's account: a Warning that the Job is not accounted": {
+			objs: []client.Object{job(inputRev, "D", modelRev, "m", count, "4"),
+				wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").ShardCount("", 4).
+					AssignJobSet("j", "workers", 0, "0,1", "0,1").AssignJobSet("j", "workers", 1, "0,1", "2,3").
+					Label(v1alpha1.LabelShortFormOf, "JobSet").Obj()},
+			wantEvents:  []string{"Job/j Warning ShortFormMismatch"},
+			wantNote:    []string{"created from the short form of a JobSet of this name", "does not account for this Job", "give the Job another name"},
+			wantNotNote: []string{"accounts for this Job;", "to be accounted by the existing BatchAccount"},
 		},
 	}
 	for name, tc := range cases {
@@ -237,6 +255,11 @@ func TestShortFormReconcile(t *testing.T) {
 				for _, w := range tc.wantNote {
 					if !strings.Contains(e.Note, w) {
 						t.Errorf("note %q does not say %q", e.Note, w)
+					}
+				}
+				for _, w := range tc.wantNotNote {
+					if strings.Contains(e.Note, w) {
+						t.Errorf("note %q says %q", e.Note, w)
 					}
 				}
 				if len(e.Note) > maxEventNote {
