@@ -47,8 +47,9 @@ const PodAssignPath = "/mutate--v1-pod-assignment"
 // name its Job (by its name and as a JobSet child): the account lets that identity stand
 // for no shard (DuplicateIndex), and telling the pod one of them would have it do the
 // work of a shard its result cannot cover. When no account names the identity, the
-// short form of the pod's Job (or of its JobSet) is read instead: the controller creates
-// that account, and a pod may be created before it is.
+// short form of the pod's Job (or of its JobSet) is read instead, unless an account of
+// its name stands already (it is not the short form's, or does not follow this run): the
+// controller creates that account, and a pod may be created before it is.
 type PodAssignmentAnnotator struct {
 	// Reader reads BatchAccounts (indexed by relations.IndexAccountTarget), Jobs and
 	// JobSets; the manager's cache.
@@ -196,7 +197,8 @@ func assignmentOf(name, namespace string, spec *v1alpha1.BatchAccountSpec, keys 
 
 // shortFormAssignment is the assignment the short form of the pod's Job, or of the owner
 // of the child target it belongs to (its JobSet, TrainJob), declares; the account the
-// controller creates from it has that object's name.
+// controller creates from it has that object's name. A short form whose name a live
+// account has already declares nothing: that account stands, and is asked first.
 func shortFormAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod, keys []v1alpha1.TargetKey, index int) (Assignment, bool, error) {
 	// PodTargets found a Job controlling the pod.
 	jobName := metav1.GetControllerOfNoCopy(pod).Name
@@ -218,6 +220,18 @@ func shortFormAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod, 
 		spec, err := relations.ShortForm(obj)
 		if err != nil {
 			continue // a short form that does not parse declares no account
+		}
+		// An account of the name that stands already is the one the controller keeps
+		// (it never changes or replaces it), and it did not assign this identity: another
+		// kind's short form of the name, an account written for other Jobs, or one
+		// Accepted on an earlier run. Telling the pod the short form's shard would have
+		// it work for an account that never counts it.
+		var ba v1alpha1.BatchAccount
+		switch err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: obj.GetName()}, &ba); {
+		case err == nil && ba.DeletionTimestamp == nil:
+			continue
+		case err != nil && !apierrors.IsNotFound(err):
+			return Assignment{}, false, err
 		}
 		if a, ok := assignmentOf(obj.GetName(), pod.Namespace, &spec, keys, index); ok {
 			return a, true, nil

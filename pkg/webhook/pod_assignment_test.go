@@ -128,6 +128,19 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 		ba.Status.ObservedGeneration = 1
 		return ba
 	}
+	// The account of the short form's name that stands already: made from the short form
+	// of a JobSet of that name, or Accepted on an earlier Job of the name. Neither assigns
+	// the short-form Job's pods anything, and no other account of the name is coming.
+	shortOfJobSet := wrappers.MakeBatchAccount("short", ns).Revisions("D", "m").ShardCount("", 4).
+		AssignJobSet("short", "w", 0, "0-1", "0-1").AssignJobSet("short", "w", 1, "0-1", "2-3").
+		Label(v1alpha1.LabelShortFormOf, "JobSet").Obj()
+	shortAccepted := wrappers.MakeBatchAccount("short", ns).Generation(1).Revisions("D", "m").Shards("X", "Y", "Z").
+		AssignJobOrdinals("short", "0-2", "0-2").Label(v1alpha1.LabelShortFormOf, "Job").
+		TargetStatus(v1alpha1.TargetStatus{Name: "job/short", Job: "short", UID: "earlier-uid"}).
+		Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", time.Now()).Obj()
+	shortAccepted.Status.ObservedGeneration = 1
+	shortDeleting := shortOfJobSet.DeepCopy()
+	shortDeleting.DeletionTimestamp, shortDeleting.Finalizers = ptr.To(metav1.Now()), []string{"keep"}
 	withTemplate := pod(job("ij245", 4), 1)
 	withTemplate.Annotations[v1alpha1.AnnotationShard] = "hand-copied"
 
@@ -156,6 +169,12 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 		{"no account, no short form", nil, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
 		{"an account being deleted tells nothing", []client.Object{deleting}, pod(job("lone", 1), 0), map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
 		{"short-form Job before its account", []client.Object{shortJob.Obj()}, pod(shortJob, 2), told("2", "Z", "D", "m", "short"), ""},
+		{"short-form Job under the name of a JobSet's short-form account: not told", []client.Object{shortJob.Obj(), shortOfJobSet}, pod(shortJob, 2),
+			map[string]string{batchv1.JobCompletionIndexAnnotation: "2"}, ""},
+		{"short-form Job re-run under the name of its Accepted account: not told", []client.Object{shortJob.Obj(), shortAccepted}, pod(shortJob, 2),
+			map[string]string{batchv1.JobCompletionIndexAnnotation: "2"}, ""},
+		{"short-form Job while an account of its name is being deleted: its own", []client.Object{shortJob.Obj(), shortDeleting}, pod(shortJob, 2),
+			told("2", "Z", "D", "m", "short"), ""},
 		{"short-form JobSet child before its account", []client.Object{shortJS},
 			pod(job(jobsetkind.ChildJobName("sjs", "w", 1), 2).JobSetChild(shortJS, "w", 1, 0), 0), told("0", "p-2", "D", "m", "sjs"), ""},
 		{"a pod no Job controls", []client.Object{ij245}, wrappers.MakePod("bare", ns).Obj(), nil, ""},
