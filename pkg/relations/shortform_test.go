@@ -110,6 +110,10 @@ func TestShortFormInvalid(t *testing.T) {
 			job:  shortFormJob(2, valid(shardsAnn, "A,B", countAnn, "2")...),
 			want: []string{"annotations " + shardsAnn + " and " + countAnn + " both declare the shards"},
 		},
+		"a shard prefix with a shard list, which it would not name": {
+			job:  shortFormJob(2, valid(shardsAnn, "0,1", prefixAnn, "part-")...),
+			want: []string{"annotation " + prefixAnn + " applies only with " + countAnn},
+		},
 		"an empty shard name": {
 			job:  shortFormJob(3, valid(shardsAnn, "A,,B")...),
 			want: []string{"annotation " + shardsAnn + " has an empty shard name at position 2"},

@@ -50,6 +50,12 @@ func Common(ann map[string]string) (v1alpha1.BatchAccountSpec, int, error) {
 		return spec, 0, fmt.Errorf("annotations %s and %s both declare the shards: keep one",
 			v1alpha1.AnnotationShards, v1alpha1.AnnotationShardCount)
 	case names != "":
+		if _, ok := ann[v1alpha1.AnnotationShardPrefix]; ok {
+			// A prefix names only counted shards: ignored, the shards would silently
+			// not be named as their author wrote.
+			return spec, 0, fmt.Errorf("annotation %s applies only with %s; with %s the shards are named as listed: remove one of them",
+				v1alpha1.AnnotationShardPrefix, v1alpha1.AnnotationShardCount, v1alpha1.AnnotationShards)
+		}
 		spec.Shards.Names = strings.Split(names, ",")
 		for i, s := range spec.Shards.Names {
 			if spec.Shards.Names[i] = strings.TrimSpace(s); spec.Shards.Names[i] == "" {
