@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,8 +94,18 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	}
 	if err == nil {
+		judged := r.judgedAnotherRun(&existing, obj)
 		if fixed, acceptance := shortFormDiffs(existing.Namespace, &existing.Spec, &spec); len(fixed)+len(acceptance) > 0 {
-			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s", r.mismatchNote(&existing, fixed, acceptance, namesDeclaredTargets(&existing.Spec, &spec)))
+			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s",
+				r.mismatchNote(&existing, fixed, acceptance, !judged && namesDeclaredTargets(&existing.Spec, &spec)))
+			return ctrl.Result{}, nil
+		}
+		if judged {
+			kind := r.kindName()
+			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormAlreadyAccepted,
+				"BatchAccount %s, of this %s's name, Accepted an earlier run of the name and follows no other: this %s is not accounted. "+
+					"To account it, re-create this %s under another name (or delete the BatchAccount, its verdict and results with it, and change this %s's annotations)",
+				existing.Name, kind, kind, kind, kind)
 			return ctrl.Result{}, nil
 		}
 		if existing.Labels[v1alpha1.LabelShortFormOf] == r.kindName() && madeFor(&existing, obj) {
@@ -140,6 +151,21 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	default:
 		return ctrl.Result{}, err
 	}
+}
+
+// judgedAnotherRun reports whether the account ba, of obj's name, reached its final
+// verdict (account.Final) on an earlier object of the name, so that it follows nothing of
+// obj (account.Follows): for a Job, obj's UID is on no record of it; for a JobSet or
+// TrainJob, whose own UID no record holds, ba was made from its kind's short form before
+// obj was created (madeFor), and so for an earlier object.
+func (r *ShortFormReconciler) judgedAnotherRun(ba *v1alpha1.BatchAccount, obj client.Object) bool {
+	if !account.Final(&ba.Status, ba.Generation) {
+		return false
+	}
+	if _, ok := obj.(*batchv1.Job); ok {
+		return !account.OnRecord(&ba.Status, obj.GetUID())
+	}
+	return ba.Labels[v1alpha1.LabelShortFormOf] == r.kindName() && !madeFor(ba, obj)
 }
 
 // madeFor reports whether an account made from a short form of obj's kind and name may

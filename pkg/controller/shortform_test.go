@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,6 +63,18 @@ func TestShortFormReconcile(t *testing.T) {
 	declared := func() *wrappers.BatchAccountWrapper {
 		return wrappers.MakeBatchAccount("j", "ns").Revisions("D", "m").Shards("A", "B").
 			AssignJobOrdinals("j", "0-1", "0-1").Label(v1alpha1.LabelShortFormOf, "Job")
+	}
+	// acceptedOn is the account job(valid...) declares, Accepted on the Job of uid.
+	// (created before the re-run, as a run of the name before it).
+	acceptedOn := func(uid string) *wrappers.BatchAccountWrapper {
+		return declared().Generation(1).Creation(testNow.Add(-2*time.Hour)).TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: types.UID(uid)}).
+			Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", testNow.Add(-time.Hour))
+	}
+	// rerun is job(kv...) created at testNow, after acceptedOn's account.
+	rerun := func(kv ...string) *batchv1.Job {
+		j := job(kv...)
+		j.UID, j.CreationTimestamp = "rerun-uid", metav1.NewTime(testNow)
+		return j
 	}
 	failCreate := func(err error) hooks {
 		return hooks{create: func(client.Object) error { return err }}
@@ -180,6 +193,34 @@ func TestShortFormReconcile(t *testing.T) {
 			wantNote: []string{`BatchAccount j (created from the short form of a Job of this name)`,
 				`spec.modelRevision is "m-old", the annotations declare "m"`,
 				"left unchanged", "delete the BatchAccount (its results go with it) and re-create the Job, or re-create the Job under another name"},
+		},
+		"the account as declared, written ahead of the Job and Accepted on it: nothing": {
+			objs: []client.Object{rerun(valid...), acceptedOn("rerun-uid").Label(v1alpha1.LabelShortFormOf, "").Obj()},
+		},
+		"a Job re-run under its name after its account was Accepted on the earlier run: a Warning that it is not accounted": {
+			objs:        []client.Object{rerun(valid...), acceptedOn("earlier-uid").Obj()},
+			wantEvents:  []string{"Job/j Warning ShortFormAlreadyAccepted"},
+			wantNote:    []string{"BatchAccount j", "Accepted an earlier run of the name", "this Job is not accounted", "re-create this Job under another name"},
+			wantNotNote: []string{"accounts for this Job"},
+		},
+		"a JobSet applied again under its name after its account was Accepted: a Warning that it is not accounted": {
+			kind: "JobSet",
+			objs: []client.Object{func() client.Object {
+				js := jobSet(inputRev, "D", modelRev, "m", count, "4", rjAnn, "workers")
+				js.CreationTimestamp = metav1.NewTime(testNow)
+				return js
+			}(), wrappers.MakeBatchAccount("train", "ns").Generation(1).Creation(testNow.Add(-2*time.Hour)).Revisions("D", "m").ShardCount("", 4).
+				AssignJobSet("train", "workers", 0, "0,1", "0,1").AssignJobSet("train", "workers", 1, "0,1", "2,3").
+				Label(v1alpha1.LabelShortFormOf, "JobSet").
+				Condition(v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "", testNow.Add(-time.Hour)).Obj()},
+			wantEvents: []string{"JobSet/train Warning ShortFormAlreadyAccepted"},
+			wantNote:   []string{"BatchAccount train", "Accepted an earlier run of the name", "this JobSet is not accounted"},
+		},
+		"a re-run of other revisions after its account was Accepted on the earlier run: the mismatch says it is not accounted": {
+			objs:        []client.Object{rerun(inputRev, "E", modelRev, "m", shards, "A,B"), acceptedOn("earlier-uid").Obj()},
+			wantEvents:  []string{"Job/j Warning ShortFormMismatch"},
+			wantNote:    []string{`spec.inputRevision is "D", the annotations declare "E"`, "does not account for this Job"},
+			wantNotNote: []string{"accounts for this Job;"},
 		},
 		"other shards: a Warning naming shards and assignments": {
 			objs:       []client.Object{job(inputRev, "D", modelRev, "m", shards, "A,B,C"), declared().Obj()},

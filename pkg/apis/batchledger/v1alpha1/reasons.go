@@ -144,6 +144,10 @@ const (
 	// spec is not what the annotations declare. It was left unchanged; the note names the
 	// fields that differ and the way forward.
 	EventReasonShortFormMismatch = "ShortFormMismatch"
+	// EventReasonShortFormAlreadyAccepted: the account of the short form's name is what
+	// the annotations declare, but it reached its final verdict (Accepted) on an earlier
+	// object of the name and follows nothing of this one, which is not accounted.
+	EventReasonShortFormAlreadyAccepted = "ShortFormAlreadyAccepted"
 	// EventReasonLeftResultsScope: a pod batchledger held lost its LabelScope=ScopeResults
 	// label (removed or changed by someone else), which took it out of the controller's
 	// sight; it was released, and its result may not be recorded.
