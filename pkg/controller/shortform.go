@@ -90,7 +90,8 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	case parseErr != nil && apierrors.IsNotFound(err):
 		r.warn(ctx, obj, nil, v1alpha1.EventReasonInvalidShortForm,
-			"no BatchAccount was created (and the pods get no batchledger scope): %s. Fix the annotation; the account is created as soon as the annotations parse", parseErr)
+			// Of the short form only: an account naming the object gives its pods their scope.
+			"the short-form annotations do not parse, so no BatchAccount was created from them and they give the pods no batchledger scope: %s. Fix the annotation; the account is created as soon as the annotations parse", parseErr)
 		return ctrl.Result{}, nil
 	}
 	if err == nil {

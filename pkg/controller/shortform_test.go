@@ -144,6 +144,12 @@ func TestShortFormReconcile(t *testing.T) {
 			wantEvents: []string{"Job/j Warning InvalidShortForm"},
 			wantNote:   []string{"annotation " + shards + `: shard "A" is declared twice`},
 		},
+		"a Job another account names, its short form not parsing: a Warning that does not deny that account's scope": {
+			objs:        []client.Object{job(inputRev, "D", shards, "A,B"), wrappers.MakeBatchAccount("other", "ns").Shards("A").AssignJob("j", "0", "A").Obj()},
+			wantEvents:  []string{"Job/j Warning InvalidShortForm"},
+			wantNote:    []string{"no BatchAccount was created from them", "annotation " + modelRev + " is missing"},
+			wantNotNote: []string{"the pods get no batchledger scope"},
+		},
 		"require-results alone: a Warning, not silence": {
 			objs:       []client.Object{job(require, "true")},
 			wantEvents: []string{"Job/j Warning InvalidShortForm"},
