@@ -447,7 +447,8 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 			ShortFormTTL: c.shortFormTTL, APIs: apis, CoveragePods: coveragePods, LatePods: latePods.SucceededPods},
 	}
 	// The short-form Jobs the scope webhook did not label are not in the cache.
-	setups = append(setups, &controller.ShortFormSweep{API: mgr.GetAPIReader(), Writer: mgr.GetClient(), Interval: c.shortFormSweep, Metrics: metrics})
+	setups = append(setups, &controller.ShortFormSweep{API: mgr.GetAPIReader(), Writer: mgr.GetClient(), Interval: c.shortFormSweep, Metrics: metrics,
+		Recorder: mgr.GetEventRecorder("batchledger")})
 	for _, k := range all.Kinds {
 		setups = append(setups, &controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: k, APIs: apis, TTL: c.shortFormTTL})
 	}

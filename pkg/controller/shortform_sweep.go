@@ -2,15 +2,19 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/relations"
 )
 
@@ -41,7 +45,20 @@ type ShortFormSweep struct {
 	Interval time.Duration
 	// Metrics counts the labelled Jobs (MetricScopeLabels, kind Job).
 	Metrics *Metrics
+	// Recorder emits InvalidShortForm on a Job whose short form does not parse; nil:
+	// none.
+	Recorder events.EventRecorder
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+
+	// swept is when the last sweep that ended without error began; zero before it.
+	swept time.Time
 }
+
+// sweepSlack is how much older than the previous sweep a Job whose short form does not
+// parse may be and still be told so: a Job created while that sweep listed may have been
+// missed by it.
+const sweepSlack = time.Minute
 
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;patch
 
@@ -79,6 +96,7 @@ func (s *ShortFormSweep) Start(ctx context.Context) error {
 // at its creation); one that changed since it was read is left for the account
 // reconcile or the next sweep.
 func (s *ShortFormSweep) Sweep(ctx context.Context) (int, error) {
+	began := s.now()
 	labelled := 0
 	opts := []client.ListOption{client.Limit(shortFormSweepPage)}
 	for {
@@ -101,6 +119,7 @@ func (s *ShortFormSweep) Sweep(ctx context.Context) (int, error) {
 			}
 		}
 		if page.Continue == "" {
+			s.swept = began
 			return labelled, nil
 		}
 		opts = []client.ListOption{client.Limit(shortFormSweepPage), client.Continue(page.Continue)}
@@ -111,6 +130,34 @@ func (s *ShortFormSweep) Sweep(ctx context.Context) (int, error) {
 // webhook did not label it for, on a Job not being deleted.
 func unlabelledShortForm(m metav1.Object) bool {
 	return relations.HasShortForm(m.GetAnnotations()) && m.GetLabels()[v1alpha1.LabelScope] == "" && m.GetDeletionTimestamp() == nil
+}
+
+// tellInvalid emits InvalidShortForm on a running Job whose short form does not parse,
+// once: at the manager's first sweep, or at the first after the Job was created (a Job
+// created within sweepSlack before a sweep began is told by the next one too). The scope
+// webhook's admission warning reaches only a person who ran kubectl, not a Job a
+// controller (a CronJob) created nor one created while the webhook failed open, and the
+// ShortFormReconciler never sees an unlabelled Job.
+func (s *ShortFormSweep) tellInvalid(job *batchv1.Job, invalid error) {
+	if s.Recorder == nil || invalid == nil {
+		return
+	}
+	if _, ended := (jobkind.Kind{}).FinishedAt(job); ended {
+		return
+	}
+	if !s.swept.IsZero() && job.CreationTimestamp.Time.Before(s.swept.Add(-sweepSlack)) {
+		return // told at an earlier sweep
+	}
+	s.Recorder.Eventf(job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonInvalidShortForm, EventActionCreateAccount, "%s",
+		clip(fmt.Sprintf("the short-form annotations do not parse, so no BatchAccount was created from them and they give the pods no batchledger scope: %s. "+
+			"Fix the annotation; the account is created at the manager's next look for short-form Jobs", invalid), maxEventNote))
+}
+
+func (s *ShortFormSweep) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // label reads the Job whole (its short form may depend on its spec) and, when it still
@@ -127,6 +174,7 @@ func (s *ShortFormSweep) label(ctx context.Context, key client.ObjectKey) (bool,
 	scope, invalid := relations.ShortFormScope(&job)
 	if invalid != nil || scope == "" {
 		ctrl.LoggerFrom(ctx).V(1).Info("short-form Job left unlabelled: its short form does not parse", "job", key, "reason", invalid)
+		s.tellInvalid(&job, invalid)
 		return false, nil
 	}
 	base := job.DeepCopy()

@@ -3,12 +3,16 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -136,5 +140,74 @@ func TestShortFormSweepRuns(t *testing.T) {
 	}
 	if !s.NeedLeaderElection() {
 		t.Error("the sweep runs on every replica; want the leader only")
+	}
+}
+
+// TestShortFormSweepTellsInvalid: a running Job whose short form does not parse, which the
+// scope webhook left unlabelled and the ShortFormReconciler never sees, gets a Warning
+// InvalidShortForm naming the annotation to fix, once: at the manager's first sweep, or
+// at the first after it was created. The admission warning reaches no one when a controller
+// (a CronJob) created the Job, or when the webhook failed open.
+func TestShortFormSweepTellsInvalid(t *testing.T) {
+	broken := []string{v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationShards, "A,B"} // no model revision
+	job := func(name string, created time.Time) *wrappers.JobWrapper {
+		return wrappers.MakeJob(name, "ns").Indexed(2).AnnotationPairs(broken...).Created(created)
+	}
+	ended := func(w *wrappers.JobWrapper) *batchv1.Job {
+		j := w.Obj()
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(testNow)}}
+		return j
+	}
+	cases := map[string]struct {
+		objs []client.Object
+		// previous is when the previous sweep began; zero: this is the first.
+		previous time.Time
+		want     []string
+	}{
+		"the first sweep: each running Job told": {
+			objs: []client.Object{job("old", testNow.Add(-24*time.Hour)).Obj(), job("new", testNow.Add(-5*time.Minute)).Obj()},
+			want: []string{"Job/new Warning InvalidShortForm", "Job/old Warning InvalidShortForm"},
+		},
+		"a later sweep: only the Job created since the previous one": {
+			objs:     []client.Object{job("old", testNow.Add(-24*time.Hour)).Obj(), job("new", testNow.Add(-5*time.Minute)).Obj()},
+			previous: testNow.Add(-10 * time.Minute),
+			want:     []string{"Job/new Warning InvalidShortForm"},
+		},
+		"an ended Job: not told": {
+			objs: []client.Object{ended(job("done", testNow.Add(-time.Hour)))},
+		},
+		"a short form that parses: labelled, not told": {
+			objs: []client.Object{wrappers.MakeJob("ok", "ns").Indexed(2).Created(testNow).
+				AnnotationPairs(append(broken, v1alpha1.AnnotationModelRev, "m")...).Obj()},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, tc.objs...)
+			s := &ShortFormSweep{API: f.c, Writer: f.c, Recorder: f, Now: func() time.Time { return testNow }, swept: tc.previous}
+			if _, err := s.Sweep(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range f.events {
+				got = append(got, e.Kind+"/"+e.Name+" "+e.Type+" "+e.Reason)
+				if !strings.Contains(e.Note, "annotation "+v1alpha1.AnnotationModelRev+" is missing") {
+					t.Errorf("note %q does not name the annotation to fix", e.Note)
+				}
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			// A sweep tells each Job once: the next one, an interval later, tells none again.
+			f.events = nil
+			s.Now = func() time.Time { return testNow.Add(DefaultShortFormSweepInterval) }
+			if _, err := s.Sweep(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if len(f.events) != 0 {
+				t.Errorf("the next sweep told again: %+v", f.events)
+			}
+		})
 	}
 }
