@@ -138,6 +138,16 @@ type Mapping struct {
 	Runs    []Run
 	// byShard are the original (non-repair) runs sorted by first shard ordinal.
 	byShard []Run
+	// byTarget are each target's runs, original and repair, sorted by first index: an
+	// identity is looked up by binary search, and a set of indexes is mapped through
+	// its target's runs alone, each run finding its part of the set by binary search. A
+	// pass over every run per identity, and an intersection with the whole set per run,
+	// cost a mapping of many short runs (indexes "0,2,4,…") runs × intervals on every
+	// reconcile.
+	byTarget map[string][]Run
+	// overlapping are the targets with an index in two runs (DuplicateIndex): ShardOf
+	// keeps answering for them as the spec orders the runs.
+	overlapping map[string]bool
 	// Problems found statically, without looking at any Job.
 	Problems []Problem
 	// assignments is len(spec.assignments): entries from there on are spec.repairs.
@@ -202,8 +212,37 @@ func Compile(namespace string, spec *v1alpha1.BatchAccountSpec) *Mapping {
 		}
 	}
 	slices.SortFunc(m.byShard, func(a, b Run) int { return cmp.Compare(a.FirstShard, b.FirstShard) })
+	m.indexTargets()
 	m.checkPartition()
 	return m
+}
+
+// indexTargets fills byTarget and overlapping from Runs.
+func (m *Mapping) indexTargets() {
+	counts := make(map[string]int, len(m.Targets))
+	for _, r := range m.Runs {
+		counts[r.Target]++
+	}
+	m.byTarget = make(map[string][]Run, len(counts))
+	for _, r := range m.Runs {
+		runs, ok := m.byTarget[r.Target]
+		if !ok {
+			runs = make([]Run, 0, counts[r.Target])
+		}
+		m.byTarget[r.Target] = append(runs, r)
+	}
+	for key, runs := range m.byTarget {
+		slices.SortStableFunc(runs, func(a, b Run) int { return cmp.Compare(a.FirstIndex, b.FirstIndex) })
+		for i := 1; i < len(runs); i++ {
+			if runs[i-1].indexes().Last >= runs[i].FirstIndex {
+				if m.overlapping == nil {
+					m.overlapping = map[string]bool{}
+				}
+				m.overlapping[key] = true
+				break
+			}
+		}
+	}
 }
 
 func (m *Mapping) compileShards(p *v1alpha1.ShardPopulation) {
@@ -408,13 +447,17 @@ func (m *Mapping) ShardsOfAny(target string, indexes indexset.Set) indexset.Set 
 // ShardsOf maps a set of a target's indexes onto shard ordinals through the runs
 // (repair runs included when repair is true, original runs otherwise).
 func (m *Mapping) ShardsOf(target string, indexes indexset.Set, repair bool) indexset.Set {
+	if indexes.IsEmpty() {
+		return indexset.Set{}
+	}
+	ivs := indexes.Intervals()
 	var out []indexset.Interval
-	for _, r := range m.Runs {
-		if r.Target != target || r.Repair != repair {
+	for _, r := range m.byTarget[target] {
+		if r.Repair != repair {
 			continue
 		}
-		for _, iv := range indexes.Intersect(indexset.FromIntervals(r.indexes())).Intervals() {
-			shift := r.FirstShard - r.FirstIndex
+		shift := r.FirstShard - r.FirstIndex
+		for _, iv := range overlap(ivs, r.indexes()) {
 			out = append(out, indexset.Interval{First: iv.First + shift, Last: iv.Last + shift})
 		}
 	}
@@ -424,17 +467,29 @@ func (m *Mapping) ShardsOf(target string, indexes indexset.Set, repair bool) ind
 // IndexesOf maps shard ordinals back onto the target's indexes through every run,
 // original and repair: the inverse of ShardsOfAny.
 func (m *Mapping) IndexesOf(target string, shards indexset.Set) indexset.Set {
+	if shards.IsEmpty() {
+		return indexset.Set{}
+	}
+	ivs := shards.Intervals()
 	var out []indexset.Interval
-	for _, r := range m.Runs {
-		if r.Target != target {
-			continue
-		}
-		for _, iv := range shards.Intersect(indexset.FromIntervals(r.shards())).Intervals() {
-			shift := r.FirstIndex - r.FirstShard
+	for _, r := range m.byTarget[target] {
+		shift := r.FirstIndex - r.FirstShard
+		for _, iv := range overlap(ivs, r.shards()) {
 			out = append(out, indexset.Interval{First: iv.First + shift, Last: iv.Last + shift})
 		}
 	}
 	return indexset.FromIntervals(out...)
+}
+
+// overlap is the part of the sorted, disjoint intervals ivs within span, found by binary
+// search: O(log len(ivs)) plus the intervals it returns.
+func overlap(ivs []indexset.Interval, span indexset.Interval) []indexset.Interval {
+	k, _ := slices.BinarySearchFunc(ivs, span.First, func(iv indexset.Interval, i int) int { return cmp.Compare(iv.Last, i) })
+	var out []indexset.Interval
+	for ; k < len(ivs) && ivs[k].First <= span.Last; k++ {
+		out = append(out, indexset.Interval{First: max(ivs[k].First, span.First), Last: min(ivs[k].Last, span.Last)})
+	}
+	return out
 }
 
 // IdentityOf names the original identity assigned shard ordinal o: target key and index.
@@ -450,12 +505,26 @@ func (m *Mapping) IdentityOf(o int) (string, int, bool) {
 	return "", 0, false
 }
 
-// ShardOf returns the shard ordinal a (target, index) identity is assigned, if any.
+// ShardOf returns the shard ordinal a (target, index) identity is assigned, if any. An
+// index two runs of the target assign (DuplicateIndex) gets the first run's shard, in
+// the spec's order.
 func (m *Mapping) ShardOf(target string, index int) (int, bool) {
-	for _, r := range m.Runs {
-		if r.Target == target && index >= r.FirstIndex && index < r.FirstIndex+r.Length {
-			return r.FirstShard + (index - r.FirstIndex), true
+	runs := m.byTarget[target]
+	if m.overlapping[target] {
+		for _, r := range m.Runs {
+			if r.Target == target && index >= r.FirstIndex && index < r.FirstIndex+r.Length {
+				return r.FirstShard + (index - r.FirstIndex), true
+			}
 		}
+		return 0, false
+	}
+	// The last run that starts at or before index is the only one that may hold it.
+	i, found := slices.BinarySearchFunc(runs, index, func(r Run, i int) int { return cmp.Compare(r.FirstIndex, i) })
+	if !found {
+		i--
+	}
+	if i >= 0 && index < runs[i].FirstIndex+runs[i].Length {
+		return runs[i].FirstShard + (index - runs[i].FirstIndex), true
 	}
 	return 0, false
 }
