@@ -51,6 +51,9 @@ func (v BatchAccountValidator) ValidateCreate(ctx context.Context, ba *v1alpha1.
 	if err := validateSpec(ba); err != nil {
 		return nil, err
 	}
+	if err := acceptanceApplies(nil, ba); err != nil {
+		return nil, err
+	}
 	v.Admitted.remember(ctx, ba)
 	return ruleWarnings(nil, ba), nil
 }
@@ -185,6 +188,9 @@ func validateUpdate(old, ba *v1alpha1.BatchAccount, work string, running []v1alp
 	if err := validateSpec(ba); err != nil {
 		return err
 	}
+	if err := acceptanceApplies(old, ba); err != nil {
+		return err
+	}
 	if work == "" {
 		return nil
 	}
@@ -256,6 +262,22 @@ func workedOn(ba *v1alpha1.BatchAccount, ref v1alpha1.TargetRef) bool {
 		}
 	}
 	return false
+}
+
+// acceptanceApplies refuses, as the CRD does, an acceptance rule or resultContainer
+// without requireResults: no result is read or judged then, and the batch would be
+// Accepted on coverage alone while its spec names the criterion its results must meet.
+// The webhook repeats the CRD's rule for an API server still serving an earlier CRD
+// (helm upgrade leaves CRDs as they are), and, as the API server ratchets it, only of an
+// acceptance that is new (old nil: a create) or changed.
+func acceptanceApplies(old, ba *v1alpha1.BatchAccount) error {
+	a := ba.Spec.Acceptance
+	if a == nil || a.RequireResults || a.Rule == "" && a.ResultContainer == "" ||
+		old != nil && equality.Semantic.DeepEqual(old.Spec.Acceptance, a) {
+		return nil
+	}
+	return fmt.Errorf("BatchAccount %s: spec.acceptance: rule and resultContainer apply only with requireResults: true: "+
+		"without it no result is read or judged, and the batch is Accepted on coverage alone", ba.Name)
 }
 
 // resultContainer is the container the spec reads results from ("" for the default).

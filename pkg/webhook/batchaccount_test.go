@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -34,6 +35,13 @@ func TestValidateCreate(t *testing.T) {
 		{"job name no Job can have", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("Train_Job", "0", "A").Obj(), `InvalidTarget: assignments[0].target.job "Train_Job" can name no Job`},
 		{"job name with a slash", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("a/b", "0", "A").Obj(), `InvalidTarget: assignments[0].target.job "a/b" can name no Job`},
 		{"replicatedJob no child Job can have", wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJobSet("train", "Workers!", 0, "0", "0").Obj(), `InvalidTarget: assignments[0].target.replicatedJob "Workers!" can name no child Job`},
+		// The CRD refuses these too; an API server still serving an earlier CRD does not.
+		{"acceptance rule without requireResults", withAcceptance(wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").Obj(),
+			v1alpha1.AcceptanceCriterion{Rule: "result.valid == result.records"}), "rule and resultContainer apply only with requireResults: true"},
+		{"result container without requireResults", withAcceptance(wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").Obj(),
+			v1alpha1.AcceptanceCriterion{ResultContainer: "worker"}), "rule and resultContainer apply only with requireResults: true"},
+		{"no results required, no criterion", withAcceptance(wrappers.MakeBatchAccount("a", "ml").Shards("A").AssignJob("j", "0", "A").Obj(),
+			v1alpha1.AcceptanceCriterion{}), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +54,12 @@ func TestValidateCreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withAcceptance sets ba's spec.acceptance to a.
+func withAcceptance(ba *v1alpha1.BatchAccount, a v1alpha1.AcceptanceCriterion) *v1alpha1.BatchAccount {
+	ba.Spec.Acceptance = &a
+	return ba
 }
 
 // withRepair appends to ba's spec.repairs an entry: Job j-repair-<n> re-runs shard D.
@@ -147,6 +161,17 @@ func TestValidateUpdate(t *testing.T) {
 		{"result container after a result was recorded", withResults(base(), "worker", 1), func(ba *v1alpha1.BatchAccount) { ba.Spec.Acceptance.ResultContainer = "sidecar" },
 			"spec.acceptance.resultContainer cannot change once results were read from it"},
 		{"result container after admission, none recorded", admitted(withResults(base(), "worker", 0)), func(ba *v1alpha1.BatchAccount) { ba.Spec.Acceptance.ResultContainer = "sidecar" }, ""},
+		{"stop requiring results, keeping the rule", withAcceptance(base(), v1alpha1.AcceptanceCriterion{RequireResults: true, Rule: "result.valid > 0"}), stopResults,
+			"rule and resultContainer apply only with requireResults: true"},
+		{"add a rule without requiring results", base(), func(ba *v1alpha1.BatchAccount) {
+			ba.Spec.Acceptance = &v1alpha1.AcceptanceCriterion{Rule: "result.valid > 0"}
+		}, "rule and resultContainer apply only with requireResults: true"},
+		// As the API server ratchets the CRD's rule: an account admitted before it keeps its
+		// unchanged acceptance, and can be edited into a valid one.
+		{"an earlier account's rule without requireResults, left as it was", withAcceptance(base(), v1alpha1.AcceptanceCriterion{Rule: "result.valid > 0"}),
+			func(ba *v1alpha1.BatchAccount) { ba.Spec.TTLSecondsAfterFinished = ptr.To(int32(60)) }, ""},
+		{"an earlier account's rule without requireResults, results now required", withAcceptance(base(), v1alpha1.AcceptanceCriterion{Rule: "result.valid > 0"}),
+			func(ba *v1alpha1.BatchAccount) { ba.Spec.Acceptance.RequireResults = true }, ""},
 		{"invalid update is rejected first", base(), func(ba *v1alpha1.BatchAccount) { ba.Spec.Assignments[0].Shards = []string{"A", "A", "A", "A"} }, "DuplicateShard"},
 	}
 	for _, tc := range cases {
