@@ -2,11 +2,14 @@ package account
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
 // ordinalList writes count numbers first, first+step, ... in the interval format: every
@@ -79,6 +82,50 @@ func TestFragmentedMappingCost(t *testing.T) {
 			}
 			if c := findCond(st, "AssignmentValid"); c == nil || c.Status != tc.wantAssignment {
 				t.Errorf("AssignmentValid = %+v, want %s", c, tc.wantAssignment)
+			}
+		})
+	}
+}
+
+// TestFragmentedRepairsCompileCost: the BatchAccount webhook compiles every spec it is
+// sent, valid or not, and a compilation runs to its end whatever the webhook's timeout.
+// Repairs were checked against the original assignments one run at a time, each against
+// every interval they assign: a spec of ~2.7 MB (under the API server's request limit)
+// whose original assignment leaves every other shard out and whose repairs re-run the
+// others took ~10 s of the webhook server per request, for any user who may create a
+// BatchAccount. The problems found are checked as well.
+func TestFragmentedRepairsCompileCost(t *testing.T) {
+	const n = 200000
+	spread := ordinalList(0, 2, n)
+	indexes := fmt.Sprintf("0-%d", n-1)
+	cases := []struct {
+		name    string
+		repairs string // the shard ordinals the repairs map indexes onto
+		want    []string
+	}{
+		{"repairs of every shard a spread assignment gives", spread,
+			[]string{v1alpha1.ReasonUnassignedShard}},
+		{"repairs of those shards but the last, which is unassigned", ordinalList(0, 2, n-1) + fmt.Sprintf(",%d", 2*n-1),
+			[]string{v1alpha1.ReasonUnassignedShard, v1alpha1.ReasonRepairOfUnassigned}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := makeCompactSpec("s", 2*n).AssignJobOrdinals("a", indexes, spread).SpecObj()
+			spec.Repairs = []v1alpha1.Assignment{{Target: v1alpha1.TargetRef{Job: "r"}, Indexes: indexes, ShardOrdinals: tc.repairs}}
+			start := time.Now()
+			m := Compile("ml-team", spec)
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Errorf("Compile took %v", elapsed)
+			}
+			var got []string
+			for _, p := range m.Problems {
+				got = append(got, p.Reason)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("problems %v, want %v", m.Problems, tc.want)
+			}
+			if len(m.Problems) == 2 && !strings.Contains(m.Problems[1].Message, fmt.Sprintf("repair repairs[0] maps onto s%d,", 2*n-1)) {
+				t.Errorf("message %q, want it to name repairs[0] and s%d", m.Problems[1].Message, 2*n-1)
 			}
 		})
 	}
