@@ -460,7 +460,7 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 	if !c.enableWebhooks {
 		return nil
 	}
-	assign := blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient()}
+	assign := blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient(), Mappings: &blwebhook.MappingCache{}}
 	// The scope webhook also knows the accounts admitted here that the cache has not
 	// delivered yet: a Job applied with its account is stamped at its creation.
 	admitted := &blwebhook.AdmittedAccounts{Reader: mgr.GetClient()}

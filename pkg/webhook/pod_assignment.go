@@ -54,6 +54,8 @@ type PodAssignmentAnnotator struct {
 	// Reader reads BatchAccounts (indexed by relations.IndexAccountTarget), Jobs and
 	// JobSets; the manager's cache.
 	Reader client.Reader
+	// Mappings keeps the accounts' compiled mappings (nil: each pod compiles them).
+	Mappings *MappingCache
 }
 
 var _ admission.Handler = PodAssignmentAnnotator{}
@@ -90,7 +92,7 @@ func (h PodAssignmentAnnotator) annotate(ctx context.Context, meta metav1.Object
 	if pod.Namespace == "" {
 		pod.Namespace = namespace
 	}
-	a, found, err := PodAssignment(ctx, h.Reader, pod)
+	a, found, err := PodAssignment(ctx, h.Reader, h.Mappings, pod)
 	switch {
 	case err != nil:
 		return unclassified(PodAssignPath, err)
@@ -135,8 +137,9 @@ func assignmentPatch(have map[string]string, a Assignment) []jsonpatch.JsonPatch
 // (target, completion index), or its Job's or JobSet's short form when no account
 // assigns it. found is false for a pod no account or short form assigns (or no index
 // pod); a found assignment with an empty Shard means the pod is told none: the accounts
-// disagree, or one assigns the identity through two targets (assignmentOf).
-func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assignment, bool, error) {
+// disagree, or one assigns the identity through two targets (assignmentOf). The
+// accounts' mappings are taken from mappings (nil: compiled here).
+func PodAssignment(ctx context.Context, r client.Reader, mappings *MappingCache, pod *corev1.Pod) (Assignment, bool, error) {
 	keys := relations.PodTargets(pod)
 	if len(keys) == 0 {
 		return Assignment{}, false, nil
@@ -158,7 +161,7 @@ func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assig
 			// none whenever the two batches assign the index differently.
 			continue
 		}
-		if a, ok := assignmentOf(ba.Name, pod.Namespace, &ba.Spec, keys, index); ok {
+		if a, ok := assignmentOf(ba.Name, &ba.Spec, mappings.get(ba), keys, index); ok {
 			found = append(found, a)
 		}
 	}
@@ -172,14 +175,14 @@ func PodAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod) (Assig
 	return agree(found), true, nil
 }
 
-// assignmentOf maps the identity (any of keys, index) through an account's spec: the one
-// mapping rule, account.Compile, so repair assignments count as the originals do. When
+// assignmentOf maps the identity (any of keys, index) through an account's spec, compiled
+// into m: the one mapping rule, account.Compile, so repair assignments count as the
+// originals do. When
 // two of keys map the index (the account names the pod's Job twice, by its name and as
 // a JobSet child), the account lets the identity stand for no shard (DuplicateIndex,
 // found once it observes the Job): the assignment found then has an empty Shard, as
 // for accounts that disagree, and the pod is told none of them.
-func assignmentOf(name, namespace string, spec *v1alpha1.BatchAccountSpec, keys []v1alpha1.TargetKey, index int) (Assignment, bool) {
-	m := account.Compile(namespace, spec)
+func assignmentOf(name string, spec *v1alpha1.BatchAccountSpec, m *account.Mapping, keys []v1alpha1.TargetKey, index int) (Assignment, bool) {
 	var a Assignment
 	found := false
 	for _, k := range keys {
@@ -233,7 +236,7 @@ func shortFormAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod, 
 		case err != nil && !apierrors.IsNotFound(err):
 			return Assignment{}, false, err
 		}
-		if a, ok := assignmentOf(obj.GetName(), pod.Namespace, &spec, keys, index); ok {
+		if a, ok := assignmentOf(obj.GetName(), &spec, account.Compile(pod.Namespace, &spec), keys, index); ok {
 			return a, true, nil
 		}
 	}

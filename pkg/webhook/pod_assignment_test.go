@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -198,7 +199,7 @@ func TestPodAssignmentOfAnOrphanedIndexPod(t *testing.T) {
 	j := wrappers.MakeJob("ij245", ns).Indexed(4).UID("ij245-uid").Obj()
 	ij245 := wrappers.MakeBatchAccount("ij245", ns).Shards("A", "B", "C", "D").AssignJob("ij245", "0-3", "A", "B", "C", "D").Obj()
 	orphan := wrappers.MakeIndexPod(j, "ij245-2", 2).NoOwner().Obj()
-	a, found, err := PodAssignment(context.Background(), indexedReader(t, nil, ij245), orphan)
+	a, found, err := PodAssignment(context.Background(), indexedReader(t, nil, ij245), nil, orphan)
 	if err != nil || !found || a.Shard != "C" {
 		t.Errorf("PodAssignment = %+v, %v, %v; want shard C, found", a, found, err)
 	}
@@ -222,11 +223,11 @@ func TestPodAssignmentAnnotatorFailsOpen(t *testing.T) {
 	}
 }
 
-// BenchmarkPodAssignment is the cost the webhook adds to a pod's creation beyond the
-// cache lookup: the accounts naming its Job are compiled per pod (as the controller
-// compiles them per reconcile), which for explicit shard names is linear in the names;
-// compact populations cost nothing per shard. (The fake client copies objects, which the
-// manager's cache does not, so the lookup is left out.)
+// BenchmarkPodAssignment is the cost of compiling an account the webhook tells pods
+// their shards from (once per spec: MappingCache) and mapping one pod through it: for
+// explicit shard names it is linear in the names; compact populations cost nothing per
+// shard. (The fake client copies objects, which the manager's cache does not, so the
+// lookup is left out.)
 func BenchmarkPodAssignment(b *testing.B) {
 	const n = 10000
 	names := make([]string, n)
@@ -244,7 +245,7 @@ func BenchmarkPodAssignment(b *testing.B) {
 			keys := []v1alpha1.TargetKey{v1alpha1.JobTargetKey("j")}
 			b.ReportAllocs()
 			for b.Loop() {
-				if a, ok := assignmentOf(bc.ba.Name, bc.ba.Namespace, &bc.ba.Spec, keys, 4242); !ok || a.Shard == "" {
+				if a, ok := assignmentOf(bc.ba.Name, &bc.ba.Spec, account.Compile(bc.ba.Namespace, &bc.ba.Spec), keys, 4242); !ok || a.Shard == "" {
 					b.Fatalf("%+v %v", a, ok)
 				}
 			}
