@@ -241,12 +241,20 @@ func ownersSeen(m *Mapping, obs map[string]Observation, prev map[string]*v1alpha
 // ownerOf names a child target's owner across kinds: "jobset/train", "trainjob/llm".
 func ownerOf(ref v1alpha1.TargetRef) string { return ref.Kind() + "/" + ref.Owner() }
 
-// Final reports whether st says Accepted=True of the spec of generation: the verdict is
-// final until the spec changes, and the account follows none but the identities on its
-// record (recordStands).
-func Final(st *v1alpha1.BatchAccountStatus, generation int64) bool {
+// Final reports whether st says Accepted=True of spec, of generation: the verdict is
+// final until the spec changes what judges the batch, and the account follows none but
+// the identities on its record (recordStands). A spec of another generation that judges
+// as the one of the verdict did (st.JudgedSpec: only ttlSecondsAfterFinished changed)
+// keeps it final: a retention setting edited on an Accepted account would otherwise
+// make it follow a Job re-run under a target's name, another batch's, and take its
+// verdict back.
+func Final(st *v1alpha1.BatchAccountStatus, spec *v1alpha1.BatchAccountSpec, generation int64) bool {
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return false
+	}
+	// The digest is computed only for a spec changed since the verdict: rare.
+	return c.ObservedGeneration == generation || st.JudgedSpec != "" && spec != nil && st.JudgedSpec == spec.JudgingDigest()
 }
 
 // RunRef is what a Job's run is known by to an account: the Job's UID, or the Kueue
@@ -269,7 +277,7 @@ type RunRef struct {
 // tells nothing of it, and speaks for nothing there.
 func Follows(ba *v1alpha1.BatchAccount, run RunRef) bool {
 	switch {
-	case !Final(&ba.Status, ba.Generation):
+	case !Final(&ba.Status, &ba.Spec, ba.Generation):
 		return true
 	case run.Job != "":
 		return OnRecord(&ba.Status, run.Job)
@@ -342,7 +350,7 @@ func Compute(in Input) Output {
 	if m == nil {
 		m = Compile(in.Namespace, in.Spec)
 	}
-	st := v1alpha1.BatchAccountStatus{ObservedGeneration: in.Generation, History: slices.Clone(prev.History)}
+	st := v1alpha1.BatchAccountStatus{ObservedGeneration: in.Generation, JudgedSpec: in.Spec.JudgingDigest(), History: slices.Clone(prev.History)}
 	prevTargets := map[string]*v1alpha1.TargetStatus{}
 	for i := range prev.Targets {
 		prevTargets[prev.Targets[i].Name] = &prev.Targets[i]
@@ -353,7 +361,7 @@ func Compute(in Input) Output {
 	}
 
 	seenOwners := ownersSeen(m, in.Observations, prevTargets, inHistory)
-	final := Final(prev, in.Generation)
+	final := Final(prev, in.Spec, in.Generation)
 	problems := slices.Clone(m.Problems)
 	lim := statusLimits(len(m.Targets))
 	states := make([]*targetState, len(m.Targets))

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
@@ -197,6 +198,58 @@ func TestFollows(t *testing.T) {
 			}
 			if !Follows(notAccepted, tc.run) {
 				t.Errorf("not Accepted: Follows(%+v) = false, want true", tc.run)
+			}
+		})
+	}
+}
+
+// TestAcceptedThroughASpecChangeThatJudgesAsBefore: an Accepted batch follows only the
+// identities on its record until its spec changes what judges it. A change of
+// ttlSecondsAfterFinished alone (a retention setting, editable at any time) judges
+// nothing: the verdict stays final, and a Job since re-run under a target's name stays
+// another batch's. Before, any new generation made the account follow the re-run: its
+// verdict fell to ShardsMissing, and it counted the other batch's indexes and results.
+// A change that judges (results now required, a repair appended) takes the verdict up
+// again, as before.
+func TestAcceptedThroughASpecChangeThatJudgesAsBefore(t *testing.T) {
+	base := func() *v1alpha1.BatchAccountSpec { return makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").SpecObj() }
+	done := map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Facts()}}
+	rerun := map[string]Observation{"job/j": {Job: makeJob("j", "uid-again", 2).Completed("0", 1).Facts()}}
+	cases := []struct {
+		name   string
+		change func(*v1alpha1.BatchAccountSpec)
+		// wantUID is the identity job/j follows after the change; wantReason Accepted's.
+		wantUID    types.UID
+		wantReason string
+	}{
+		{"ttlSecondsAfterFinished set", func(s *v1alpha1.BatchAccountSpec) { s.TTLSecondsAfterFinished = ptr.To(int32(3600)) },
+			"uid-j", v1alpha1.ReasonAccepted},
+		{"nothing changed but the generation", func(*v1alpha1.BatchAccountSpec) {}, "uid-j", v1alpha1.ReasonAccepted},
+		{"results now required", func(s *v1alpha1.BatchAccountSpec) { s.Acceptance = &v1alpha1.AcceptanceCriterion{RequireResults: true} },
+			"uid-again", v1alpha1.ReasonShardsMissing},
+		{"a repair appended", func(s *v1alpha1.BatchAccountSpec) {
+			s.Assignments = append(s.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "r"}, Indexes: "0", Shards: []string{"B"}, Repair: true})
+		}, "uid-again", v1alpha1.ReasonShardsMissing},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := base()
+			st := at(spec, nil, 0, done).Status
+			st = at(spec, &st, time.Minute, rerun).Status
+			wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
+			changed := base()
+			tc.change(changed)
+			out := Compute(Input{Namespace: "ml-team", Generation: 2, Spec: changed, Previous: &st, Observations: rerun,
+				Now: metav1.NewTime(time0.Add(time.Hour))})
+			if got := condOf(out.Status, v1alpha1.ConditionAccepted); got.Reason != tc.wantReason {
+				t.Errorf("Accepted %s/%s: %s; want reason %s", got.Status, got.Reason, got.Message, tc.wantReason)
+			}
+			if got := out.Status.Targets[0].UID; got != tc.wantUID {
+				t.Errorf("job/j follows %q, want %q", got, tc.wantUID)
+			}
+			ba := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: *changed, Status: st}
+			if got, want := Follows(ba, RunRef{Job: "uid-again"}), tc.wantUID == "uid-again"; got != want {
+				t.Errorf("Follows(the re-run) = %v before the account judged its new spec, want %v", got, want)
 			}
 		})
 	}

@@ -109,7 +109,7 @@ func TestRecordStandsAgainstAChildGivenDeleted(t *testing.T) {
 			if len(st.History) != 0 {
 				t.Errorf("history %+v, want none", st.History)
 			}
-			if Final(&first, 1) && !Final(&st, 1) {
+			if Final(&first, nil, 1) && !Final(&st, nil, 1) {
 				t.Errorf("the Accepted verdict was taken back: %+v", st.Conditions)
 			}
 		})

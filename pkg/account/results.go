@@ -107,7 +107,7 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 		prev = &v1alpha1.BatchAccountStatus{}
 	}
 	unreadable := in.ResultsUnreadable
-	if unreadable == "" && in.RuleError != "" && Final(prev, in.Generation) {
+	if unreadable == "" && in.RuleError != "" && Final(prev, in.Spec, in.Generation) {
 		// The rule judged every result of an Accepted batch when it still compiled (an
 		// upgrade since broke it): nothing new needs judging, and those verdicts stand.
 		unreadable = "the acceptance rule does not compile in this controller: " + in.RuleError

@@ -160,7 +160,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // TrainJob, whose own UID no record holds, ba was made from its kind's short form before
 // obj was created (madeFor), and so for an earlier object.
 func (r *ShortFormReconciler) judgedAnotherRun(ba *v1alpha1.BatchAccount, obj client.Object) bool {
-	if !account.Final(&ba.Status, ba.Generation) {
+	if !account.Final(&ba.Status, &ba.Spec, ba.Generation) {
 		return false
 	}
 	if _, ok := obj.(*batchv1.Job); ok {

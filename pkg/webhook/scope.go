@@ -240,7 +240,7 @@ func keepJobSetScope(oldRaw []byte, js *jobsetapi.JobSet, meta templateMeta, tmp
 func finalVerdictWarning(kind string, accounts []*v1alpha1.BatchAccount) string {
 	var names []string
 	for _, ba := range accounts {
-		if account.Final(&ba.Status, ba.Generation) {
+		if account.Final(&ba.Status, &ba.Spec, ba.Generation) {
 			names = append(names, ba.Name)
 		}
 	}

@@ -242,6 +242,13 @@ type BatchAccountStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// JudgedSpec identifies the spec this status judged, less what judges nothing
+	// (ttlSecondsAfterFinished): BatchAccountSpec.JudgingDigest. An Accepted verdict stays
+	// final through a change of the spec that leaves it as it was.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	JudgedSpec string `json:"judgedSpec,omitempty"`
+
 	// Targets holds the current identity and observations of each assignment target
 	// (one per target the assignments name, so at most as many as assignments).
 	// +optional

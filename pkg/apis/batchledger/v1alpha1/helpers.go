@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 )
 
@@ -76,6 +77,20 @@ func (j Judging) Digest() string { return j.result }
 // container the spec names, as they always were.
 func (j Judging) Judged(digest string) bool {
 	return digest == "" || digest == j.result || digest == j.rule
+}
+
+// JudgingDigest identifies what in the spec judges the batch: every field but
+// ttlSecondsAfterFinished, which only says how long the account is kept. It is the first
+// 128 bits of the SHA-256 of that part of the spec in JSON, in hex.
+func (s *BatchAccountSpec) JudgingDigest() string {
+	judging := *s
+	judging.TTLSecondsAfterFinished = nil
+	b, err := json.Marshal(&judging)
+	if err != nil {
+		return "" // a spec of strings, numbers and lists always marshals
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // AllAssignments are the spec's assignments followed by its repairs, each of these marked
