@@ -1170,11 +1170,12 @@ func resultsCondition(m *Mapping, spec *v1alpha1.BatchAccountSpec, res resultsSt
 		return cond(t, true, v1alpha1.ReasonResultsNotRequired, "the account requires no shard results (spec.acceptance.requireResults is false)")
 	}
 	if res.unreadable != "" {
-		// A verdict of this generation on the identities the targets still have stands:
-		// every shard it declares had an accepted result. Of another generation (new
-		// shards, a repair) or another identity (a restart's), nothing is known.
+		// A verdict of this generation, or of one that judged as it does (a changed
+		// ttlSecondsAfterFinished), on the identities the targets still have stands:
+		// every shard it declares had an accepted result. Of another spec (new shards, a
+		// repair) or another identity (a restart's), nothing is known.
 		p := res.previous
-		if p != nil && p.Status == metav1.ConditionTrue && p.ObservedGeneration == res.generation && res.judgedOn {
+		if p != nil && p.Status == metav1.ConditionTrue && (p.ObservedGeneration == res.generation || res.sameSpec) && res.judgedOn {
 			return cond(t, true, p.Reason, p.Message)
 		}
 		msg := "results can be neither recorded nor read: " + res.unreadable + "; their pods stay held, at most the maximum hold"

@@ -86,11 +86,14 @@ type resultsState struct {
 	ruleError string
 	// unreadable is Input.ResultsUnreadable: the previous results stand (summary), and
 	// previous is the ResultsAccepted condition they were judged to; judgedOn is whether
-	// every target still has the identity they were judged on (sameIdentities).
+	// every target still has the identity they were judged on (sameIdentities), and
+	// sameSpec whether the spec judges as the one they were judged under did (the
+	// previous status's JudgedSpec: only ttlSecondsAfterFinished changed).
 	unreadable string
 	previous   *metav1.Condition
 	generation int64
 	judgedOn   bool
+	sameSpec   bool
 }
 
 // judgeResults verifies each result against its identity's assignment and the account's
@@ -115,7 +118,7 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 	if in.Spec.RequiresResults() && unreadable != "" {
 		return resultsState{unreadable: unreadable, summary: *prev.Results.DeepCopy(), generation: in.Generation,
 			previous: meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionResultsAccepted),
-			judgedOn: sameIdentities(states, prev)}
+			judgedOn: sameIdentities(states, prev), sameSpec: prev.JudgedSpec != "" && prev.JudgedSpec == in.Spec.JudgingDigest()}
 	}
 	if in.Spec.RequiresResults() && in.RuleError != "" {
 		// Nothing is judged, but the results stay on record: the count keeps the rule

@@ -62,3 +62,45 @@ func TestUnreadableResultsStandOnlyForTheirIdentities(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreadableResultsStandThroughATTLChange: an Accepted batch whose results cannot be
+// read now (the signing key does not load) keeps its verdict through a change of
+// ttlSecondsAfterFinished alone, a spec that judges as the one its results were judged
+// under (status.judgedSpec); a change that judges (a repair appended) leaves its results
+// to be judged again, once they can be read.
+func TestUnreadableResultsStandThroughATTLChange(t *testing.T) {
+	base := func() *v1alpha1.BatchAccountSpec {
+		return makeSpec("A", "B").AssignJob("j", "0-1", "A", "B").RequireResults("").SpecObj()
+	}
+	obs := map[string]Observation{"job/j": {Job: completeJob("j", "uid-j", 2).Facts(), PodsListed: true}}
+	results := []Result{result("job/j", "uid-j", 0, "A"), result("job/j", "uid-j", 1, "B")}
+	cases := []struct {
+		name         string
+		change       func(*v1alpha1.BatchAccountSpec)
+		wantResults  string
+		wantAccepted metav1.ConditionStatus
+	}{
+		{"ttlSecondsAfterFinished set", func(s *v1alpha1.BatchAccountSpec) { s.TTLSecondsAfterFinished = ptrTo(int32(60)) },
+			v1alpha1.ReasonAllResultsAccepted, metav1.ConditionTrue},
+		{"a repair appended", func(s *v1alpha1.BatchAccountSpec) {
+			s.Assignments = append(s.Assignments, v1alpha1.Assignment{Target: v1alpha1.TargetRef{Job: "r"}, Indexes: "0", Shards: []string{"B"}, Repair: true})
+		}, v1alpha1.ReasonResultsPending, metav1.ConditionFalse},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := base()
+			st := at(spec, nil, 0, obs, results...).Status
+			wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
+			changed := base()
+			tc.change(changed)
+			out := Compute(Input{Namespace: "ml-team", Generation: 2, Spec: changed, Previous: &st, Observations: obs,
+				Now: metav1.NewTime(time0.Add(time.Minute)), ResultsUnreadable: "loading the result signing key: secrets is forbidden"})
+			if c := apimeta.FindStatusCondition(out.Status.Conditions, v1alpha1.ConditionResultsAccepted); c.Reason != tc.wantResults {
+				t.Errorf("ResultsAccepted %s/%s (%q), want reason %s", c.Status, c.Reason, c.Message, tc.wantResults)
+			}
+			if c := apimeta.FindStatusCondition(out.Status.Conditions, v1alpha1.ConditionAccepted); c.Status != tc.wantAccepted {
+				t.Errorf("Accepted %s/%s (%q), want %s", c.Status, c.Reason, c.Message, tc.wantAccepted)
+			}
+		})
+	}
+}
