@@ -150,7 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if left, ok := r.expiresIn(&ba, r.now()); ok && left <= 0 {
 		// Judged on the status as written: a batch that finished stays finished until its
 		// spec changes, and the delete is conditional on the version read.
-		return ctrl.Result{}, r.collect(ctx, &ba)
+		return ctrl.Result{}, r.collect(ctx, &ba, "its batch finished longer ago than its TTL")
 	}
 	m := account.Compile(ba.Namespace, &ba.Spec)
 	obs, seen, err := r.observeAccount(ctx, &ba, m)
@@ -183,6 +183,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 		ResultsUnreadable: unreadableWhy,
 	})
+	if gone, err := r.orphanedShortForm(ctx, &ba, &out.Status); err != nil {
+		return ctrl.Result{}, err
+	} else if gone {
+		return ctrl.Result{}, r.collect(ctx, &ba, "its short form's object is gone and it observed nothing of it")
+	}
 	if ba.Spec.RequiresResults() {
 		out.Status.Results.IgnoredChunks = r.ledger().IgnoredChunks(ba.UID)
 	}

@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -11,6 +14,8 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/kinds"
+	"batchledger.dev/batchledger/pkg/kinds/all"
 )
 
 // DefaultShortFormTTL is how long a short-form account is kept after its batch
@@ -121,20 +126,74 @@ func (r *Reconciler) expiresIn(ba *v1alpha1.BatchAccount, now time.Time) (time.D
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=delete
 
-// collect deletes an account whose TTL after its batch finished has passed. The delete
-// is conditional on the UID and resourceVersion read, so an account changed since (a
-// repair appended, which may reopen its verdict) is judged again instead. Its
-// ShardResults are owned by it: the garbage collector deletes them (the ledger policy
-// lets the garbage collector, and only it, delete chunks). A Job still held for the
-// account's record is released by the job-record controller, which holds Jobs only for
-// live accounts.
-func (r *Reconciler) collect(ctx context.Context, ba *v1alpha1.BatchAccount) error {
+// collect deletes an account whose TTL after its batch finished has passed, or a
+// short-form account left with nothing to keep (orphanedShortForm); why says which, for
+// the log. The delete is conditional on the UID and resourceVersion read, so an account
+// changed since (a repair appended, which may reopen its verdict) is judged again
+// instead. Its ShardResults are owned by it: the garbage collector deletes them (the
+// ledger policy lets the garbage collector, and only it, delete chunks). A Job still held
+// for the account's record is released by the job-record controller, which holds Jobs
+// only for live accounts.
+func (r *Reconciler) collect(ctx context.Context, ba *v1alpha1.BatchAccount, why string) error {
 	err := r.Delete(ctx, ba, client.Preconditions{UID: &ba.UID, ResourceVersion: &ba.ResourceVersion},
 		client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	r.Metrics.accountCollected()
-	ctrl.LoggerFrom(ctx).V(1).Info("account deleted: its batch finished longer ago than its TTL")
+	ctrl.LoggerFrom(ctx).V(1).Info("account deleted: " + why)
 	return nil
+}
+
+// orphanedShortForm reports whether ba is a short-form account (v1alpha1.LabelShortFormOf)
+// with nothing to keep: neither its status as written nor st, the one just computed,
+// holds anything of its batch (recordsNothing), and no object of its kind and name exists
+// any more (read from the cache, then, for a Job the cache does not hold, from the API
+// server).
+// Such an account was made for an object deleted before the account observed any target
+// of it (a JobSet or TrainJob deleted while Kueue kept it queued, a Job deleted at once):
+// it can only ever wait for targets that will not come, and its TTL, counted from its
+// batch's end, would never start. An account written by hand (no label) is kept: it may
+// be written ahead of its Jobs. So is a short-form account whose object stands (a Job
+// applied again under the name is followed by it), or whose kind's API is not served.
+func (r *Reconciler) orphanedShortForm(ctx context.Context, ba *v1alpha1.BatchAccount, st *v1alpha1.BatchAccountStatus) (bool, error) {
+	of := ba.Labels[v1alpha1.LabelShortFormOf]
+	if of == "" || ba.DeletionTimestamp != nil || !recordsNothing(&ba.Status) || !recordsNothing(st) {
+		return false, nil
+	}
+	i := slices.IndexFunc(all.Kinds, func(k kinds.Kind) bool { return k.Object().Kind == of })
+	if i < 0 || !r.APIs.ServedKind(all.Kinds[i].Object()) {
+		return false, nil
+	}
+	key := client.ObjectKeyFromObject(ba)
+	readers := []client.Reader{r.Client}
+	if _, job := all.Kinds[i].NewObject().(*batchv1.Job); job && r.APIReader != nil {
+		// The cache holds only the Jobs labelled with a scope. It holds every JobSet and
+		// TrainJob, and saw the object before its account was made from it (the
+		// manager may not get them from the API server).
+		readers = append(readers, r.APIReader)
+	}
+	for _, rd := range readers {
+		switch err := rd.Get(ctx, key, all.Kinds[i].NewObject()); {
+		case err == nil:
+			return false, nil
+		case apimeta.IsNoMatchError(err):
+			return false, nil
+		case !apierrors.IsNotFound(err):
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// recordsNothing reports whether st holds nothing of a batch: no target was ever
+// observed (no identity, no record of a deletion, no owner seen ended), no superseded
+// identity, no coverage and no result.
+func recordsNothing(st *v1alpha1.BatchAccountStatus) bool {
+	for i := range st.Targets {
+		if t := &st.Targets[i]; t.UID != "" || t.Job != "" || t.Deleted || t.Terminal != "" || t.OwnerEndedSeen {
+			return false
+		}
+	}
+	return len(st.History) == 0 && st.HistoryDropped == 0 && st.Shards.Covered == 0 && st.Results.Recorded == 0
 }
