@@ -37,7 +37,8 @@ var blockedReasons = map[string]bool{
 
 // batchFinished reports whether the account's batch reached a final verdict, and when.
 // Final means the status judges the current spec (observedGeneration), every target's
-// Job recorded its terminal condition or was deleted and the batch awaits no termination
+// Job recorded its terminal condition or was deleted, or its owner ended without creating
+// it (TargetStatus.OwnerEndedSeen), and the batch awaits no termination
 // (Terminated is not AwaitingTermination), and Accepted is True or False for
 // a reason of blockedReasons: the verdict can no longer change without a repair. It was
 // reached at the latest of Accepted's last transition and the targets' ends, so that a
@@ -70,6 +71,9 @@ func batchFinished(ba *v1alpha1.BatchAccount) (time.Time, bool) {
 			ended = t.TerminalObservedAt
 		case t.Deleted:
 			ended = t.DeletedAt
+		case t.OwnerEndedSeen:
+			// A child its JobSet (or TrainJob) ended without creating: it never will, so
+			// it ended with its owner, which the verdict followed.
 		default:
 			return time.Time{}, false
 		}

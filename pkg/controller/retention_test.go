@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -138,6 +139,10 @@ func TestBatchFinished(t *testing.T) {
 		{name: "a rule that does not compile keeps its results for a fix",
 			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonRuleInvalid, "", testNow).
 				TargetStatus(ended(testNow)).Obj()},
+		{name: "blocked, a child its JobSet ended without creating: when the verdict was reached",
+			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonShardsMissing, "", testNow).
+				TargetStatus(ended(testNow.Add(-time.Minute))).TargetStatus(v1alpha1.TargetStatus{Name: "k", OwnerEndedSeen: true}).Obj(),
+			wantAt: testNow, finished: true},
 		{name: "a result rejected, every Job ended",
 			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "", testNow).
 				TargetStatus(ended(testNow)).Obj(),
@@ -187,6 +192,64 @@ func TestRetentionWaitsForResultsOfCoveredShards(t *testing.T) {
 			if err := f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{}); apierrors.IsNotFound(err) {
 				t.Fatalf("account deleted with shard A's result never recorded (Accepted %s, ResultsAccepted %s)",
 					conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted), conditionOf(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted))
+			}
+		})
+	}
+}
+
+// TestRetentionOfChildrenNeverCreated: a JobSet that ended without creating the child a
+// target names (it failed first) will never create it; the verdict (blocked, the child's
+// shards missing) is final, so the account's TTL runs from it like any other's. While the
+// JobSet may still create the child (it waits queued), the account is kept.
+func TestRetentionOfChildrenNeverCreated(t *testing.T) {
+	jobSet := func(conditions ...string) *jobset.JobSet {
+		w := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj())
+		for _, c := range conditions {
+			w = w.Condition(c, testNow.Add(-time.Hour))
+		}
+		js := w.Obj()
+		js.UID = "ts-uid"
+		return js
+	}
+	acct := func(ttl int32) *v1alpha1.BatchAccount {
+		return wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 2).TTLSecondsAfterFinished(ttl).
+			AssignJobSet("ts", "workers", 0, "0-1", "0-1").Obj()
+	}
+	cases := []struct {
+		name    string
+		account *v1alpha1.BatchAccount
+		jobSet  *jobset.JobSet
+		// at is how long after the first reconcile (testNow) the measured one runs.
+		at          time.Duration
+		wantDeleted bool
+		wantRequeue time.Duration
+	}{
+		{name: "JobSet failed before creating the child, TTL 0: deleted", account: acct(0), jobSet: jobSet(string(jobset.JobSetFailed)),
+			at: time.Second, wantDeleted: true},
+		{name: "JobSet failed before creating the child, TTL not passed: requeued when it passes", account: acct(3600),
+			jobSet: jobSet(string(jobset.JobSetFailed)), at: 10 * time.Minute, wantRequeue: 50 * time.Minute},
+		{name: "JobSet queued, no child yet, TTL 0: kept", account: acct(0), jobSet: jobSet(), at: time.Hour,
+			wantRequeue: MaxUnfoundRecheck},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, tc.account, tc.jobSet)
+			r := f.reconciler()
+			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}
+			if _, err := r.Reconcile(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+			r.Now = func() time.Time { return testNow.Add(tc.at) }
+			res, err := r.Reconcile(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{})
+			if deleted := apierrors.IsNotFound(err); deleted != tc.wantDeleted {
+				t.Fatalf("deleted = %v (%v), want %v", deleted, err, tc.wantDeleted)
+			}
+			if !tc.wantDeleted && res.RequeueAfter != tc.wantRequeue {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
 			}
 		})
 	}
