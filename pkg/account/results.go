@@ -69,8 +69,8 @@ type resultsState struct {
 	pendingRejections []string
 	// awaitingRejections explain the rejections of the shards in awaiting.
 	awaitingRejections []string
-	// uncompleted are the results that would stand but for their index, which their
-	// identity has not completed, of shards that have no accepted result.
+	// uncompleted are the results, accepted or rejected, of indexes their identity has
+	// not completed, of shards that have no accepted result: they decide nothing yet.
 	uncompleted []string
 	// reported are the ordinals with any result of their current identity.
 	reported indexset.Set
@@ -169,7 +169,7 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 		Difference(rs.accepted).Difference(rs.reported).Difference(indexset.FromIntervals(held...))
 	// A rejected result decides its shard only once no further identity may still report
 	// one, as a missing result does: a repair that may still run may still be accepted.
-	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, in.Results, judging))
+	rs.awaiting = rs.rejected.Intersect(undecided(m, states, current, completed, in.Results, judging))
 	rs.rejected = rs.rejected.Difference(rs.awaiting)
 	for _, rj := range rs.unaccepted {
 		list := &rs.pendingRejections
@@ -227,11 +227,13 @@ func (ts *targetState) mayRun() indexset.Set {
 // maps target keys to their identity's Job UID) may still report one for:
 // targetState.mayReport. A result judged under another rule than the spec's, or read
 // from another container (v1alpha1.Judging.Judged), is no record of its
-// pod, which is judged again while it is held: it reports nothing here.
-func undecided(m *Mapping, states []*targetState, current map[string]types.UID, results []Result, judging v1alpha1.Judging) indexset.Set {
+// pod, which is judged again while it is held: it reports nothing here. Nor does a
+// result of an index its identity has not completed (completed, as in judge): the index
+// may still run again and report one that stands.
+func undecided(m *Mapping, states []*targetState, current map[string]types.UID, completed map[string]indexset.Set, results []Result, judging v1alpha1.Judging) indexset.Set {
 	reported := map[string][]int{}
 	for _, r := range results {
-		if !judging.Judged(r.RuleDigest) {
+		if !judging.Judged(r.RuleDigest) || !completedIndex(completed, r.Target, r.Index) {
 			continue
 		}
 		if uid, ok := current[r.Target]; ok && uid == r.JobUID {
@@ -310,8 +312,9 @@ func CompletedIndexes(st *v1alpha1.BatchAccountStatus) map[string]indexset.Set {
 
 // judge decides which results stand. completed maps target keys to the mapped indexes
 // their current identity completed; a result whose index is not among them stands for
-// no shard (nor is it a rejection: its shard waits). The results of a target completed
-// has no key for are not checked so.
+// no shard, and if rejected does not reject it either (it counts as a rejected result,
+// but its shard waits: the index may run again). The results of a target completed has
+// no key for are not checked so.
 func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging, current map[string]types.UID, completed map[string]indexset.Set, results []Result) resultsState {
 	rs := resultsState{standing: map[int]int{}}
 	digests := map[int]string{}
@@ -329,9 +332,18 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 		if n := len(rs.summary.Rejections); n > maxRejections {
 			rs.summary.Rejections = rs.summary.Rejections[n-maxRejections:]
 		}
-		if ordinal >= 0 {
-			rejected = append(rejected, rejection{ordinal, fmt.Sprintf("%s (%s): %s", m.Shards.Name(ordinal), reason, msg)})
+		if ordinal < 0 {
+			return
 		}
+		rj := rejection{ordinal, fmt.Sprintf("%s (%s): %s", m.Shards.Name(ordinal), reason, msg)}
+		if !completedIndex(completed, r.Target, r.Index) {
+			// Like an accepted result, a rejected one decides its shard only once its
+			// identity completed the index: until then the index may run again (a pod
+			// deleted while terminating) and report a result that stands.
+			uncompleted = append(uncompleted, rj)
+			return
+		}
+		rejected = append(rejected, rj)
 	}
 	for i, r := range results {
 		who := fmt.Sprintf("pod %s (%s index %d)", r.Pod, v1alpha1.TargetKey(r.Target).Describe(), r.Index)
@@ -353,7 +365,11 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 			reject(r, -1, v1alpha1.RejectionStaleIdentity, fmt.Sprintf("%s belongs to Job UID %s, not the target's current identity", who, r.JobUID))
 			continue
 		}
-		reported = append(reported, ordinal)
+		if completedIndex(completed, r.Target, r.Index) {
+			// A result of an index its identity did not complete reports nothing that
+			// decides the shard, accepted or rejected: its result may still be missing.
+			reported = append(reported, ordinal)
+		}
 		switch {
 		case !judging.Judged(r.RuleDigest):
 			// Its verdict, accepted or rejected, was the other rule's, or another
@@ -371,7 +387,6 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 			// Not a result of its identity's completion: the Job controller did not count
 			// the index (yet), so the shard is not covered by it. It reported nothing
 			// that stands, so the shard's result may still be missing.
-			reported = reported[:len(reported)-1]
 			uncompleted = append(uncompleted, rejection{ordinal, fmt.Sprintf("%s (%s)", assignedName, who)})
 		default:
 			if first, ok := digests[ordinal]; ok {

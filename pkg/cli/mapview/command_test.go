@@ -406,9 +406,9 @@ func TestMapStaleStatus(t *testing.T) {
 }
 
 // TestMapResultOfUncompletedIndex: a result reported for an index its Job has not
-// completed (yet) stands for no shard and, unless the account rejects it on its own
-// merits, is no rejection either: the controller leaves its shard missing, and so must
-// the map.
+// completed (yet) decides nothing of its shard, accepted or rejected on its own merits:
+// the index may still run again and report a result that stands. The controller leaves
+// the shard missing, out of status.results.rejectedOrdinals, and so must the map.
 func TestMapResultOfUncompletedIndex(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -418,7 +418,7 @@ func TestMapResultOfUncompletedIndex(t *testing.T) {
 		wantD        shardState
 	}{
 		{"acceptable result, index not completed: missing", "m-2026-11", false, stateMissing},
-		{"wrong model revision, index not completed: rejected", "m-2026-10", true, stateRejected},
+		{"wrong model revision, index not completed: missing", "m-2026-10", false, stateMissing},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -443,8 +443,7 @@ func TestMapResultOfUncompletedIndex(t *testing.T) {
 						stateInfo[want[o]].name, ba.Status.Shards.Missing, ba.Status.Results.RejectedOrdinals)
 				}
 			}
-			// A missing shard drawn rejected is still not covered: the counts say what the
-			// status says.
+			// The counts say what the status says.
 			var b bytes.Buffer
 			renderMap(&b, sm, mapOptions{width: 80})
 			if title := "BatchAccount ml-team/ij245: 4 shards, 3 covered, 0 accepted, "; !strings.HasPrefix(b.String(), title) || !strings.Contains(b.String(), "(4 shards: 3 covered,") {

@@ -216,9 +216,9 @@ func judgeShardResults(ba *v1alpha1.BatchAccount, m *account.Mapping, chunks []v
 			if _, ok := alone[o]; ok && r.Digest != s.Digest {
 				states[o] = stateConflict
 			}
-		case !completedIndex(completed, r.Target, r.Index) && standsUnchecked(ba, m, current, r, o):
-			// Acceptable but for its index, which its Job has not completed (yet): no
-			// rejection, the controller says; its shard waits, as the status has it.
+		case !completedIndex(completed, r.Target, r.Index):
+			// Its Job has not completed the index (yet): accepted or rejected, the result
+			// decides nothing, the controller says; its shard waits, as the status has it.
 		default:
 			if states[o] != stateConflict {
 				states[o] = stateRejected
@@ -276,11 +276,4 @@ func (sm *shardMap) shardsPerCell(budget int) int {
 func completedIndex(completed map[string]indexset.Set, target string, index int) bool {
 	set, known := completed[target]
 	return !known || set.Contains(index)
-}
-
-// standsUnchecked reports whether r alone would stand for shard o were its index not
-// checked against the indexes its Job completed.
-func standsUnchecked(ba *v1alpha1.BatchAccount, m *account.Mapping, current map[string]types.UID, r account.Result, o int) bool {
-	_, ok := account.StandingResults(m, &ba.Spec, current, nil, []account.Result{r})[o]
-	return ok
 }
