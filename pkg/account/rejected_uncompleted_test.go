@@ -121,3 +121,42 @@ func TestRejectedResultOfAnIndexNotCompleted(t *testing.T) {
 		})
 	}
 }
+
+// TestRejectedResultOfASharedIdentity: the result of a completion identity two targets
+// reach (one Job by its name and as its JobSet's child) is rejected by the mapping
+// (DuplicateIndex), not for want of a completed index: the Job counted the index, the
+// account only takes it for neither target. The rejection decides its shard, as before
+// a rejected result of an uncounted index was made to wait: its message may not say the
+// identity did not complete the index.
+func TestRejectedResultOfASharedIdentity(t *testing.T) {
+	child := makeJob("tw-w-0", "uid-tw-w-0", 1).Completed("0", 1).Complete(jobCondAt)
+	running := makeJob("tw-w-0", "uid-tw-w-0", 1)
+	spec := makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(0)).RequireResults("").SpecObj()
+	dup := "A (DuplicateIndex): pod tw-w-0-0 (job tw-w-0 index 0): its completion identity (Job UID uid-tw-w-0, index 0) is assigned by two targets (AssignmentValid DuplicateIndex): it stands for no shard"
+	cases := []struct {
+		name         string
+		job          *Observation
+		wantRejected string
+		wantMessage  string
+	}{
+		{
+			name:         "the Job completed the shared index",
+			job:          &Observation{Job: child.Facts(), PodsListed: true},
+			wantRejected: "0", wantMessage: "0/2 shard results accepted; rejected: " + dup,
+		},
+		{
+			name:         "the Job still runs the shared index",
+			job:          &Observation{Job: running.Facts(), PodsListed: true},
+			wantRejected: "0", wantMessage: "0/2 shard results accepted; rejected: " + dup,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := at(spec, nil, 0, map[string]Observation{byName: *tc.job, asChild: *tc.job}, result(byName, "uid-tw-w-0", 0, "A")).Status
+			if st.Results.RejectedOrdinals != tc.wantRejected {
+				t.Errorf("results rejectedOrdinals %q, want %q", st.Results.RejectedOrdinals, tc.wantRejected)
+			}
+			wantCond(t, st, v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, tc.wantMessage)
+		})
+	}
+}

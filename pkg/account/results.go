@@ -233,7 +233,7 @@ func (ts *targetState) mayRun() indexset.Set {
 func undecided(m *Mapping, states []*targetState, current map[string]types.UID, completed map[string]indexset.Set, results []Result, judging v1alpha1.Judging) indexset.Set {
 	reported := map[string][]int{}
 	for _, r := range results {
-		if !judging.Judged(r.RuleDigest) || !completedIndex(completed, r.Target, r.Index) {
+		if !judging.Judged(r.RuleDigest) || !decides(completed, r) {
 			continue
 		}
 		if uid, ok := current[r.Target]; ok && uid == r.JobUID {
@@ -336,7 +336,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 			return
 		}
 		rj := rejection{ordinal, fmt.Sprintf("%s (%s): %s", m.Shards.Name(ordinal), reason, msg)}
-		if !completedIndex(completed, r.Target, r.Index) {
+		if !decides(completed, r) {
 			// Like an accepted result, a rejected one decides its shard only once its
 			// identity completed the index: until then the index may run again (a pod
 			// deleted while terminating) and report a result that stands.
@@ -365,7 +365,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 			reject(r, -1, v1alpha1.RejectionStaleIdentity, fmt.Sprintf("%s belongs to Job UID %s, not the target's current identity", who, r.JobUID))
 			continue
 		}
-		if completedIndex(completed, r.Target, r.Index) {
+		if decides(completed, r) {
 			// A result of an index its identity did not complete reports nothing that
 			// decides the shard, accepted or rejected: its result may still be missing.
 			reported = append(reported, ordinal)
@@ -458,6 +458,14 @@ func RecordedInOrder(chunks []v1alpha1.ShardResults) []Result {
 		out[i] = FromRecorded(r)
 	}
 	return out
+}
+
+// decides reports whether r, a result of its target's current identity, may decide its
+// shard, accepted or rejected: its identity completed the index (completedIndex), or it
+// is of an identity two targets share (DuplicateIndex), which the mapping decided: the
+// account took that identity's coverage out of completed though the Job counted it.
+func decides(completed map[string]indexset.Set, r Result) bool {
+	return r.RejectReason == v1alpha1.RejectionDuplicateIndex || completedIndex(completed, r.Target, r.Index)
 }
 
 // completedIndex reports whether target's identity completed index, as far as completed
