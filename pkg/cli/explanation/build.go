@@ -489,11 +489,25 @@ func explainResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets Obser
 	// A status not yet judged against the spec may name ordinals the spec no longer
 	// declares: they name no shard.
 	declared := indexset.Range(0, m.Shards.Count()-1)
-	if set, err := indexset.Parse(sr.MissingOrdinals); err == nil && !set.Intersect(declared).IsEmpty() {
-		re.MissingShards = m.Shards.Describe(set.Intersect(declared), 8)
+	// With OrdinalsTruncated the lists name only the lowest ordinals: results.missing
+	// still counts them all; the rejected shards have no count, and their list was cut
+	// unless the missing one is whole.
+	missingWhole := true
+	if set, err := indexset.Parse(sr.MissingOrdinals); err == nil {
+		missingWhole = !sr.OrdinalsTruncated || set.Count() >= int(sr.Missing)
+		if !set.Intersect(declared).IsEmpty() {
+			re.MissingShards = describeCut(m, set.Intersect(declared), int(sr.Missing), "")
+		}
 	}
 	if set, err := indexset.Parse(sr.RejectedOrdinals); err == nil && !set.Intersect(declared).IsEmpty() {
-		re.RejectedShards = m.Shards.Describe(set.Intersect(declared), 8)
+		cut := ""
+		switch {
+		case sr.OrdinalsTruncated && missingWhole:
+			cut = "and more the status does not list"
+		case sr.OrdinalsTruncated:
+			cut = "and maybe more the status does not list"
+		}
+		re.RejectedShards = describeCut(m, set.Intersect(declared), -1, cut)
 	}
 	if a := ba.Spec.Acceptance; a != nil {
 		re.Required, re.Rule = a.RequireResults, a.Rule
@@ -553,4 +567,26 @@ func podScope(scope string) string {
 		return "coverage: pods are counted, never held"
 	}
 	return "none: the Job started before an account named it, so its pods are not held; results are read only while its pods exist"
+}
+
+// describeCut names the shards of a status list compactly, as Shards.Describe does with
+// 8 runs, but counts "+N more" from whole, the number the list stands for, when it is
+// above the listed count (the list was cut to its lowest ordinals), and adds cut (what
+// the list may leave out, "" for nothing) to it.
+func describeCut(m *account.Mapping, listed indexset.Set, whole int, cut string) string {
+	head := listed
+	if ivs := listed.Intervals(); len(ivs) > 8 {
+		head = indexset.FromIntervals(ivs[:8]...)
+	}
+	desc := m.Shards.Describe(head, 8)
+	more := max(listed.Count(), whole) - head.Count()
+	switch {
+	case more > 0 && cut != "":
+		desc += fmt.Sprintf(", … (+%d more, %s)", more, cut)
+	case more > 0:
+		desc += fmt.Sprintf(", … (+%d more)", more)
+	case cut != "":
+		desc += ", … (" + cut + ")"
+	}
+	return desc
 }

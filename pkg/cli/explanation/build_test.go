@@ -319,3 +319,51 @@ func TestChildOwnerAdvice(t *testing.T) {
 		t.Errorf("sortedKinds = %v, want the API's order %v, then the others", got, api)
 	}
 }
+
+// TestExplainTruncatedResultOrdinals: status.results lists only the lowest missing and
+// rejected ordinals when OrdinalsTruncated, while results.missing stays the whole count.
+// The shards explain names must not pass for all of them: "+N more" counts from the
+// whole, and a rejected list the status may have cut says so.
+func TestExplainTruncatedResultOrdinals(t *testing.T) {
+	evens := func(n int) string {
+		var o []int
+		for i := range n {
+			o = append(o, 2*i)
+		}
+		return indexset.Of(o...).String()
+	}
+	cases := []struct {
+		name                 string
+		missing              int32
+		missingOrds, rejOrds string
+		truncated            bool
+		wantMissing, wantRej string
+	}{
+		{
+			name: "missing list truncated: the whole count", missing: 40, missingOrds: evens(10), truncated: true,
+			wantMissing: "s0, s2, s4, s6, s8, s10, s12, s14, … (+32 more)",
+		},
+		{
+			name: "rejected list truncated: said so", missing: 0, rejOrds: evens(10), truncated: true,
+			wantRej: "s0, s2, s4, s6, s8, s10, s12, s14, … (+2 more, and more the status does not list)",
+		},
+		{
+			name: "whole lists, as before", missing: 10, missingOrds: evens(10), rejOrds: "1,3",
+			wantMissing: "s0, s2, s4, s6, s8, s10, s12, s14, … (+2 more)", wantRej: "s1, s3",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("train", clitest.Namespace).ShardCount("s", 100).
+				AssignJobOrdinals("train-workers-0", "0-99", "0-99").RequireResults(clitest.SeedRule).Generation(1).Obj()
+			j := clitest.SeedJob("train-workers-0", "uid-w0", 100).Completed("0-99", 100).ResourceVersion("9").Complete(clitest.CompleteT.Time).Obj()
+			ba = clitest.Compute(ba, clitest.CompleteT.Time, map[string]account.Observation{"job/train-workers-0": {Job: jobkind.Facts(j), PodsListed: true}})
+			ba.Status.Results.Missing, ba.Status.Results.MissingOrdinals = tc.missing, tc.missingOrds
+			ba.Status.Results.RejectedOrdinals, ba.Status.Results.OrdinalsTruncated = tc.rejOrds, tc.truncated
+			r := BuildExplanation(ba, nil, 0).Results
+			if r.MissingShards != tc.wantMissing || r.RejectedShards != tc.wantRej {
+				t.Errorf("missing shards %q rejected shards %q, want %q and %q", r.MissingShards, r.RejectedShards, tc.wantMissing, tc.wantRej)
+			}
+		})
+	}
+}
