@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/certs"
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/kinds/all"
@@ -460,7 +461,7 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 	if !c.enableWebhooks {
 		return nil
 	}
-	assign := blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient(), Mappings: &blwebhook.MappingCache{}}
+	assign := blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient(), Mappings: &account.MappingCache{}}
 	// The scope webhook also knows the accounts admitted here that the cache has not
 	// delivered yet: a Job applied with its account is stamped at its creation.
 	admitted := &blwebhook.AdmittedAccounts{Reader: mgr.GetClient()}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -62,15 +63,16 @@ func TestPodAssignmentCompilesEachSpecOnce(t *testing.T) {
 		pods     int
 		podIndex func(k int) int // the index of the k-th pod
 		want     func(k int) string
+		compiles int64 // the mappings compiled so far
 	}{
 		{"40 pods of a mapping spread over 200,000 runs", spread(1, 0), 40,
-			func(k int) int { return 2 * k }, func(k int) string { return fmt.Sprintf("s%d", k) }},
+			func(k int) int { return 2 * k }, func(k int) string { return fmt.Sprintf("s%d", k) }, 1},
 		{"the same account respecified onto the odd indexes", spread(2, 1), 40,
-			func(k int) int { return 2*k + 1 }, func(k int) string { return fmt.Sprintf("s%d", k) }},
+			func(k int) int { return 2*k + 1 }, func(k int) string { return fmt.Sprintf("s%d", k) }, 2},
 		{"its even indexes, no longer assigned", spread(2, 1), 1,
-			func(k int) int { return 2 * k }, func(int) string { return "" }},
+			func(k int) int { return 2 * k }, func(int) string { return "" }, 2},
 	}
-	h := PodAssignmentAnnotator{Mappings: &MappingCache{}}
+	h := PodAssignmentAnnotator{Mappings: &account.MappingCache{}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h.Reader = accountsReader{[]v1alpha1.BatchAccount{tc.account}}
@@ -85,43 +87,8 @@ func TestPodAssignmentCompilesEachSpecOnce(t *testing.T) {
 			if elapsed := time.Since(start); elapsed > 5*time.Second {
 				t.Errorf("%d pods took %v", tc.pods, elapsed)
 			}
-		})
-	}
-}
-
-// TestMappingCacheBound: the cache holds at most its limit of runs, dropping the least
-// recently used spec first; a spec larger than the limit is compiled, not kept.
-func TestMappingCacheBound(t *testing.T) {
-	// account is an account of one Job whose mapping is runs runs long.
-	account := func(uid string, runs int) *v1alpha1.BatchAccount {
-		return wrappers.MakeBatchAccount(uid, "ml-team").UID(uid).Generation(1).ShardCount("s", int32(runs)).
-			AssignJobOrdinals("j", spreadOrdinals(0, runs), fmt.Sprintf("0-%d", runs-1)).Obj()
-	}
-	a, b, c, big := account("a", 2), account("b", 2), account("c", 2), account("big", 7)
-	cases := []struct {
-		name string
-		get  []*v1alpha1.BatchAccount
-		want []string // the UIDs kept, most recently used first
-	}{
-		{"within the limit", []*v1alpha1.BatchAccount{a, b}, []string{"b", "a"}},
-		{"past it, the least recently used goes", []*v1alpha1.BatchAccount{a, b, c}, []string{"c", "b"}},
-		{"a spec used again is kept", []*v1alpha1.BatchAccount{a, b, a, c}, []string{"c", "a"}},
-		{"a spec larger than the limit is not kept", []*v1alpha1.BatchAccount{a, big}, nil},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cache := &MappingCache{limit: 5}
-			for _, ba := range tc.get {
-				if m := cache.get(ba); len(m.Runs) != int(*ba.Spec.Shards.Count) {
-					t.Fatalf("%s: %d runs, want %d", ba.UID, len(m.Runs), *ba.Spec.Shards.Count)
-				}
-			}
-			var got []string
-			for el := cache.order.Front(); el != nil; el = el.Next() {
-				got = append(got, string(el.Value.(*mappingEntry).key.uid))
-			}
-			if strings.Join(got, ",") != strings.Join(tc.want, ",") || len(cache.entries) != len(got) {
-				t.Errorf("kept %v (%d entries, %d runs), want %v", got, len(cache.entries), cache.runs, tc.want)
+			if got := h.Mappings.Compiles(); got != tc.compiles {
+				t.Errorf("%d mappings compiled so far, want %d", got, tc.compiles)
 			}
 		})
 	}

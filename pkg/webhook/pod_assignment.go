@@ -55,7 +55,7 @@ type PodAssignmentAnnotator struct {
 	// JobSets; the manager's cache.
 	Reader client.Reader
 	// Mappings keeps the accounts' compiled mappings (nil: each pod compiles them).
-	Mappings *MappingCache
+	Mappings *account.MappingCache
 }
 
 var _ admission.Handler = PodAssignmentAnnotator{}
@@ -139,7 +139,7 @@ func assignmentPatch(have map[string]string, a Assignment) []jsonpatch.JsonPatch
 // pod); a found assignment with an empty Shard means the pod is told none: the accounts
 // disagree, or one assigns the identity through two targets (assignmentOf). The
 // accounts' mappings are taken from mappings (nil: compiled here).
-func PodAssignment(ctx context.Context, r client.Reader, mappings *MappingCache, pod *corev1.Pod) (Assignment, bool, error) {
+func PodAssignment(ctx context.Context, r client.Reader, mappings *account.MappingCache, pod *corev1.Pod) (Assignment, bool, error) {
 	keys := relations.PodTargets(pod)
 	if len(keys) == 0 {
 		return Assignment{}, false, nil
@@ -161,7 +161,7 @@ func PodAssignment(ctx context.Context, r client.Reader, mappings *MappingCache,
 			// none whenever the two batches assign the index differently.
 			continue
 		}
-		if a, ok := assignmentOf(ba.Name, &ba.Spec, mappings.get(ba), keys, index); ok {
+		if a, ok := assignmentOf(ba.Name, &ba.Spec, mappings.Get(ba), keys, index); ok {
 			found = append(found, a)
 		}
 	}

@@ -224,7 +224,7 @@ func TestPodAssignmentAnnotatorFailsOpen(t *testing.T) {
 }
 
 // BenchmarkPodAssignment is the cost of compiling an account the webhook tells pods
-// their shards from (once per spec: MappingCache) and mapping one pod through it: for
+// their shards from (once per spec: account.MappingCache) and mapping one pod through it: for
 // explicit shard names it is linear in the names; compact populations cost nothing per
 // shard. (The fake client copies objects, which the manager's cache does not, so the
 // lookup is left out.)

@@ -1,0 +1,48 @@
+package account
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestMappingCacheBound: the cache holds at most its limit of runs, dropping the least
+// recently used spec first; a spec larger than the limit is compiled, not kept.
+func TestMappingCacheBound(t *testing.T) {
+	// account is an account of one Job whose mapping is runs runs long.
+	accountOf := func(uid string, runs int) *v1alpha1.BatchAccount {
+		return wrappers.MakeBatchAccount(uid, "ml-team").UID(uid).Generation(1).ShardCount("s", int32(runs)).
+			AssignJobOrdinals("j", ordinalList(0, 2, runs), fmt.Sprintf("0-%d", runs-1)).Obj()
+	}
+	a, b, c, big := accountOf("a", 2), accountOf("b", 2), accountOf("c", 2), accountOf("big", 7)
+	cases := []struct {
+		name string
+		get  []*v1alpha1.BatchAccount
+		want []string // the UIDs kept, most recently used first
+	}{
+		{"within the limit", []*v1alpha1.BatchAccount{a, b}, []string{"b", "a"}},
+		{"past it, the least recently used goes", []*v1alpha1.BatchAccount{a, b, c}, []string{"c", "b"}},
+		{"a spec used again is kept", []*v1alpha1.BatchAccount{a, b, a, c}, []string{"c", "a"}},
+		{"a spec larger than the limit is not kept", []*v1alpha1.BatchAccount{a, big}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := &MappingCache{limit: 5}
+			for _, ba := range tc.get {
+				if m := cache.Get(ba); len(m.Runs) != int(*ba.Spec.Shards.Count) {
+					t.Fatalf("%s: %d runs, want %d", ba.UID, len(m.Runs), *ba.Spec.Shards.Count)
+				}
+			}
+			var got []string
+			for el := cache.order.Front(); el != nil; el = el.Next() {
+				got = append(got, string(el.Value.(*mappingEntry).key.uid))
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") || len(cache.entries) != len(got) {
+				t.Errorf("kept %v (%d entries, %d runs), want %v", got, len(cache.entries), cache.runs, tc.want)
+			}
+		})
+	}
+}
