@@ -214,6 +214,9 @@ type config struct {
 	workerResults bool
 	// printVersion: print the build (pkg/version) and exit, touching no cluster.
 	printVersion bool
+	// mappings are the compiled mappings the account reconciler and the pod webhooks
+	// share: each spec is compiled once in the process.
+	mappings account.MappingCache
 }
 
 // bindFlags registers the manager's flags on fs and returns the config they fill.
@@ -440,7 +443,7 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 			Metrics:  metrics, Criteria: acceptance.NewCache(acceptance.DefaultCacheSize),
 			MaxConcurrentReconciles: c.accountSyncs, WorkloadMessageInterval: c.workloadMessageInterval,
 			WaitingStatusDelay: c.waitingStatusDelay, UnfoundRecheck: c.unfoundRecheck, APIs: apis, Ledger: ledger, ShortFormTTL: c.shortFormTTL,
-			WorkerResults: workerResults,
+			WorkerResults: workerResults, Mappings: &c.mappings,
 		},
 		&controller.PodReleaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: metrics, Ledger: ledger,
 			Recorder: mgr.GetEventRecorder("batchledger"), MaxHold: c.maxResultHold, ShortFormTTL: c.shortFormTTL},
@@ -461,7 +464,7 @@ func (c *config) webhooks(mgr ctrl.Manager) []setup {
 	if !c.enableWebhooks {
 		return nil
 	}
-	assign := blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient(), Mappings: &account.MappingCache{}}
+	assign := blwebhook.PodAssignmentAnnotator{Reader: mgr.GetClient(), Mappings: &c.mappings}
 	// The scope webhook also knows the accounts admitted here that the cache has not
 	// delivered yet: a Job applied with its account is stamped at its creation.
 	admitted := &blwebhook.AdmittedAccounts{Reader: mgr.GetClient()}

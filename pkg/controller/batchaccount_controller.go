@@ -105,6 +105,9 @@ type Reconciler struct {
 	// WorkerResults, on a MultiKueue manager given worker kubeconfigs, reads the results
 	// the worker role recorded on worker clusters; nil reads none.
 	WorkerResults WorkerResults
+	// Mappings keeps the accounts' compiled mappings, one per spec, which every
+	// reconcile of the spec reads (nil: each reconcile compiles its account's).
+	Mappings *account.MappingCache
 
 	deletedJobs    deletedJobs
 	workloadMisses liveMisses
@@ -152,7 +155,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// spec changes, and the delete is conditional on the version read.
 		return ctrl.Result{}, r.collect(ctx, &ba, "its batch finished longer ago than its TTL")
 	}
-	m := account.Compile(ba.Namespace, &ba.Spec)
+	m := r.Mappings.Get(&ba)
 	obs, seen, err := r.observeAccount(ctx, &ba, m)
 	if err != nil {
 		return ctrl.Result{}, err
