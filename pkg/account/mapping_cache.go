@@ -11,9 +11,10 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 )
 
-// mappingCacheRuns bounds the runs (Run) the cached mappings hold together: a few
-// hundred bytes each with their indexes, so ~100 MiB at most, room for the largest spec
-// the API server stores.
+// mappingCacheRuns bounds the runs (Run) and declared shard names the cached mappings
+// hold together: a few hundred bytes each with their indexes (a name with its entry in
+// the ordinal map), so ~100 MiB at most, room for the largest spec the API server
+// stores.
 const mappingCacheRuns = 1 << 19
 
 // mappingKey is a spec: an account's UID and the generation of its spec.
@@ -28,14 +29,15 @@ type mappingEntry struct {
 	key  mappingKey
 	once sync.Once
 	m    *Mapping
-	// runs is the size the cache counts for the entry, once compiled (0 before).
+	// runs is the size the cache counts for the entry, once compiled (0 before):
+	// mappingSize.
 	runs int
 }
 
 // MappingCache keeps compiled mappings by spec, the least recently used dropped past
-// mappingCacheRuns, for the pod webhooks and the account reconciler alike. A mapping
-// that spreads its indexes over many runs takes a fraction of a second to compile for a
-// spec of a megabyte: compiled per pod, a batch of 100,000 such pods cost the webhook
+// mappingCacheRuns (runs and shard names), for the pod webhooks and the account
+// reconciler alike. A mapping that spreads its indexes over many runs takes a fraction
+// of a second to compile for a spec of a megabyte: compiled per pod, a batch of 100,000 such pods cost the webhook
 // server hours of CPU and queued pods past the webhook's timeout, and compiled per
 // reconcile, every Job status change of the batch cost a reconcile worker as much. A
 // spec never changes under its UID and generation, so an entry needs no invalidation.
@@ -43,14 +45,14 @@ type mappingEntry struct {
 // returns are shared between its callers: they are only read.
 //
 // The LRU is ours rather than k8s.io/utils/lru's: that one bounds the number of
-// entries, while a mapping's cost is its runs (one account may hold as many as
+// entries, while a mapping's cost is its runs and names (one account may hold as many as
 // thousands of others together), and its lock cannot cover the weight kept beside it.
 type MappingCache struct {
-	// limit bounds the runs held (0: mappingCacheRuns).
+	// limit bounds the runs and shard names held (0: mappingCacheRuns).
 	limit    int
 	compiles atomic.Int64
 	mu       sync.Mutex
-	runs     int
+	runs     int         // the sizes of the entries held (mappingSize)
 	order    *clist.List // of *mappingEntry, most recently used first
 	entries  map[mappingKey]*clist.Element
 }
@@ -94,13 +96,20 @@ func (c *MappingCache) Get(ba *v1alpha1.BatchAccount) *Mapping {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.runs == 0 && c.entries[key] == el {
-		e.runs = max(1, len(e.m.Runs))
+		e.runs = mappingSize(e.m)
 		c.runs += e.runs
 		for c.runs > cmp.Or(c.limit, mappingCacheRuns) {
 			c.remove(c.order.Back())
 		}
 	}
 	return e.m
+}
+
+// mappingSize is what the cache counts for m: its runs and its declared shard names.
+// A spec may declare 100,000 names and map them in one run; counted by its runs alone,
+// thousands of such mappings were kept, gigabytes past mappingCacheRuns.
+func mappingSize(m *Mapping) int {
+	return max(1, len(m.Runs)+len(m.Shards.names))
 }
 
 // compile compiles ba's spec, counted.

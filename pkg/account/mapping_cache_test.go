@@ -9,8 +9,11 @@ import (
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
-// TestMappingCacheBound: the cache holds at most its limit of runs, dropping the least
-// recently used spec first; a spec larger than the limit is compiled, not kept.
+// TestMappingCacheBound: the cache holds at most its limit of runs and declared shard
+// names, dropping the least recently used spec first; a spec larger than the limit is
+// compiled, not kept. A spec of many names mapped by one run holds a name and an entry
+// of its ordinal map per shard: counted as one run, specs of 100,000 names each were
+// kept by the thousand, gigabytes past the bound.
 func TestMappingCacheBound(t *testing.T) {
 	// account is an account of one Job whose mapping is runs runs long.
 	accountOf := func(uid string, runs int) *v1alpha1.BatchAccount {
@@ -18,6 +21,8 @@ func TestMappingCacheBound(t *testing.T) {
 			AssignJobOrdinals("j", ordinalList(0, 2, runs), fmt.Sprintf("0-%d", runs-1)).Obj()
 	}
 	a, b, c, big := accountOf("a", 2), accountOf("b", 2), accountOf("c", 2), accountOf("big", 7)
+	names := []string{"A", "B", "C", "D", "E", "F", "G"}
+	named := wrappers.MakeBatchAccount("named", "ml-team").UID("named").Generation(1).Shards(names...).AssignJob("j", "0-6", names...).Obj()
 	cases := []struct {
 		name string
 		get  []*v1alpha1.BatchAccount
@@ -27,13 +32,14 @@ func TestMappingCacheBound(t *testing.T) {
 		{"past it, the least recently used goes", []*v1alpha1.BatchAccount{a, b, c}, []string{"c", "b"}},
 		{"a spec used again is kept", []*v1alpha1.BatchAccount{a, b, a, c}, []string{"c", "a"}},
 		{"a spec larger than the limit is not kept", []*v1alpha1.BatchAccount{a, big}, nil},
+		{"a spec of more shard names than the limit, in one run, is not kept", []*v1alpha1.BatchAccount{a, named}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cache := &MappingCache{limit: 5}
 			for _, ba := range tc.get {
-				if m := cache.Get(ba); len(m.Runs) != int(*ba.Spec.Shards.Count) {
-					t.Fatalf("%s: %d runs, want %d", ba.UID, len(m.Runs), *ba.Spec.Shards.Count)
+				if m := cache.Get(ba); len(m.Problems) > 0 || m.Shards.Count() == 0 {
+					t.Fatalf("%s: %d shards, problems %v", ba.UID, m.Shards.Count(), m.Problems)
 				}
 			}
 			var got []string
@@ -41,7 +47,7 @@ func TestMappingCacheBound(t *testing.T) {
 				got = append(got, string(el.Value.(*mappingEntry).key.uid))
 			}
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") || len(cache.entries) != len(got) {
-				t.Errorf("kept %v (%d entries, %d runs), want %v", got, len(cache.entries), cache.runs, tc.want)
+				t.Errorf("kept %v (%d entries, size %d), want %v", got, len(cache.entries), cache.runs, tc.want)
 			}
 		})
 	}
