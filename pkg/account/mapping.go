@@ -163,7 +163,9 @@ func (m *Mapping) entryName(e int) string {
 	return fmt.Sprintf("assignments[%d]", e)
 }
 
-// Compile checks the spec of an account in namespace and compiles it into runs.
+// Compile checks the spec of an account in namespace and compiles it into runs. The
+// Mapping keeps no reference into spec: a cached one (MappingCache) is read by goroutines
+// that never saw the object it came from, which its reader may go on writing.
 func Compile(namespace string, spec *v1alpha1.BatchAccountSpec) *Mapping {
 	m := &Mapping{assignments: len(spec.Assignments)}
 	m.compileShards(&spec.Shards)
@@ -195,7 +197,7 @@ func Compile(namespace string, spec *v1alpha1.BatchAccountSpec) *Mapping {
 		if !seen {
 			ti = len(m.Targets)
 			targets[key] = ti
-			m.Targets = append(m.Targets, Target{Key: key, Ref: a.Target})
+			m.Targets = append(m.Targets, Target{Key: key, Ref: *a.Target.DeepCopy()})
 			targetIndexes = append(targetIndexes, nil)
 		}
 		m.Runs = append(m.Runs, runs...)
@@ -248,7 +250,7 @@ func (m *Mapping) indexTargets() {
 func (m *Mapping) compileShards(p *v1alpha1.ShardPopulation) {
 	switch {
 	case len(p.Names) > 0:
-		m.Shards.names = p.Names
+		m.Shards.names = slices.Clone(p.Names)
 		m.Shards.count = len(p.Names)
 		m.Shards.ordinal = make(map[string]int, len(p.Names))
 		for i, n := range p.Names {

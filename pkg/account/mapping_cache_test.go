@@ -52,3 +52,40 @@ func TestMappingCacheBound(t *testing.T) {
 		})
 	}
 }
+
+// TestMappingCacheOwnsItsMappings: a cached mapping is read by every caller of its spec,
+// the pod webhooks' and the reconciler's goroutines, long after the object it was
+// compiled from. It must hold nothing of that object: a caller's copy written over (as a
+// client decoding an update's answer into it does) would otherwise change the shard
+// names, or the target, every other caller reads, and race with them.
+func TestMappingCacheOwnsItsMappings(t *testing.T) {
+	accountOf := func() *v1alpha1.BatchAccount {
+		return wrappers.MakeBatchAccount("acct", "ml-team").UID("acct-uid").Generation(1).Shards("A", "B").
+			AssignJobSet("js", "workers", 1, "0-1", "0-1").Obj()
+	}
+	cases := []struct {
+		name      string
+		overwrite func(ba *v1alpha1.BatchAccount)
+	}{
+		{"a shard name", func(ba *v1alpha1.BatchAccount) { ba.Spec.Shards.Names[0] = "Z" }},
+		{"a target's jobIndex", func(ba *v1alpha1.BatchAccount) { *ba.Spec.Assignments[0].Target.JobIndex = 7 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := &MappingCache{}
+			first := accountOf()
+			cache.Get(first)
+			tc.overwrite(first)
+			m := cache.Get(accountOf())
+			if got := m.Shards.Name(0); got != "A" {
+				t.Errorf("shard 0 is %q, want A", got)
+			}
+			if got := m.Targets[0].Ref.Index(); got != 1 {
+				t.Errorf("the target's jobIndex is %d, want 1", got)
+			}
+			if cache.Compiles() != 1 {
+				t.Errorf("%d compilations, want 1", cache.Compiles())
+			}
+		})
+	}
+}
