@@ -228,8 +228,8 @@ func (ts *targetState) mayRun() indexset.Set {
 // targetState.mayReport. A result judged under another rule than the spec's, or read
 // from another container (v1alpha1.Judging.Judged), is no record of its
 // pod, which is judged again while it is held: it reports nothing here. Nor does a
-// result of an index its identity has not completed (completed, as in judge): the index
-// may still run again and report one that stands.
+// result of an index its identity has not completed (completed, as in judge; decides):
+// the index may still run again and report one that stands.
 func undecided(m *Mapping, states []*targetState, current map[string]types.UID, completed map[string]indexset.Set, results []Result, judging v1alpha1.Judging) indexset.Set {
 	reported := map[string][]int{}
 	for _, r := range results {
@@ -313,8 +313,9 @@ func CompletedIndexes(st *v1alpha1.BatchAccountStatus) map[string]indexset.Set {
 // judge decides which results stand. completed maps target keys to the mapped indexes
 // their current identity completed; a result whose index is not among them stands for
 // no shard, and if rejected does not reject it either (it counts as a rejected result,
-// but its shard waits: the index may run again). The results of a target completed has
-// no key for are not checked so.
+// but its shard waits: the index may run again), but for a DuplicateIndex rejection,
+// which decides its shard whatever the count (decides). The results of a target
+// completed has no key for are not checked so.
 func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging, current map[string]types.UID, completed map[string]indexset.Set, results []Result) resultsState {
 	rs := resultsState{standing: map[int]int{}}
 	digests := map[int]string{}
