@@ -82,7 +82,7 @@ func (g *shardGroup) size() int {
 // results: missing from the status's missing ordinals (or, when the status bounded them,
 // from the targets' completed indexes through the mapping); accepted from the results
 // that stand, by account.StandingResults; rejected where a shard has only results that do
-// not stand (a result acceptable but for an index its Job has not completed is no
+// not stand (a result, acceptable or not, of an index its Job has not completed is no
 // rejection: its shard waits); conflict where a later result disagrees with the one that
 // stands.
 func buildShardMap(ba *v1alpha1.BatchAccount, chunks []v1alpha1.ShardResults) *shardMap {
