@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -28,7 +29,9 @@ import (
 // alone would record as StaleIdentity rejections. The account keeps its verdict and its
 // record of the first Job; it records nothing of the re-run, holds none of its pods past
 // their end, puts no Accepted verdict on its Workload, and the plugin's `explain job j`
-// and `explain workload` refuse to present the earlier verdict as the re-run's.
+// and `explain workload` refuse to present the earlier verdict as the re-run's. All of
+// that still holds once the account's ttlSecondsAfterFinished is changed, which judges
+// nothing.
 func TestAcceptedAccountIgnoresJobRerun(t *testing.T) {
 	f := framework.New(t)
 	resultsJob(t, f, "ij245", "A", "B")
@@ -78,32 +81,51 @@ func TestAcceptedAccountIgnoresJobRerun(t *testing.T) {
 
 	// Nothing announces "the account ignored the re-run": watch for a while that none of
 	// the account's record, results or the re-run Workload's verdict moves.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ba := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Name: "ij245", Namespace: f.Namespace}}
-		f.Get(ba)
-		if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted); !ok {
-			t.Fatalf("account no longer Accepted after the re-run: %s", s)
+	steady := func(after string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ba := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Name: "ij245", Namespace: f.Namespace}}
+			f.Get(ba)
+			if ok, s := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted); !ok {
+				t.Fatalf("account no longer Accepted %s: %s", after, s)
+			}
+			if tg := target(ba, "job/j"); tg == nil || tg.UID != first.UID {
+				t.Fatalf("%s, target job/j %+v; want the first Job %s on record", after, tg, first.UID)
+			}
+			if ba.Status.Results.Recorded != accepted.Status.Results.Recorded || ba.Status.Results.Rejected != 0 || ba.Status.Results.Conflicts != 0 {
+				t.Fatalf("results %+v %s; want %+v unchanged", ba.Status.Results, after, accepted.Status.Results)
+			}
+			if uids := recordedJobUIDs(t, f, "ij245"); slices.Contains(uids, rerun.UID) {
+				t.Fatalf("%s, ShardResults of ij245 record the re-run %s: %v", after, rerun.UID, uids)
+			}
+			wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: rerunWL.Name, Namespace: f.Namespace}}
+			f.Get(wl)
+			if c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
+				t.Fatalf("%s, re-run's Workload %s carries %s=True: %q", after, wl.Name, c.Type, c.Message)
+			}
+			if time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
-		if tg := target(ba, "job/j"); tg == nil || tg.UID != first.UID {
-			t.Fatalf("target job/j %+v; want the first Job %s on record", tg, first.UID)
-		}
-		if ba.Status.Results.Recorded != accepted.Status.Results.Recorded || ba.Status.Results.Rejected != 0 || ba.Status.Results.Conflicts != 0 {
-			t.Fatalf("results %+v after the re-run; want %+v unchanged", ba.Status.Results, accepted.Status.Results)
-		}
-		if uids := recordedJobUIDs(t, f, "ij245"); slices.Contains(uids, rerun.UID) {
-			t.Fatalf("ShardResults of ij245 record the re-run %s: %v", rerun.UID, uids)
-		}
-		wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: rerunWL.Name, Namespace: f.Namespace}}
-		f.Get(wl)
-		if c := apimeta.FindStatusCondition(wl.Status.Conditions, v1alpha1.WorkloadConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
-			t.Fatalf("re-run's Workload %s carries %s=True: %q", wl.Name, c.Type, c.Message)
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
 	}
+	steady("after the re-run")
+
+	// A change of the spec that judges nothing (how long the account is kept) leaves the
+	// verdict final: the account still follows only the Job on its record.
+	ba := &v1alpha1.BatchAccount{ObjectMeta: metav1.ObjectMeta{Name: "ij245", Namespace: f.Namespace}}
+	f.Get(ba)
+	base := ba.DeepCopy()
+	ba.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600)
+	if err := f.Client.Patch(f.Ctx, ba, client.MergeFrom(base)); err != nil {
+		t.Fatalf("set ttlSecondsAfterFinished on ij245: %v", err)
+	}
+	waitAccount(t, f, "ij245", "its new generation judged", func(ba *v1alpha1.BatchAccount) bool {
+		c := apimeta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionAccepted)
+		return ba.Status.ObservedGeneration == ba.Generation && c != nil && c.ObservedGeneration == ba.Generation
+	})
+	steady("after a change of its ttlSecondsAfterFinished")
 
 	// explain resolves the Job and its Workload to the re-run, which no account follows:
 	// an error (exit 1), never ACCEPTED (exit 0) on the earlier batch's verdict.
