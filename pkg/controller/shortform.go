@@ -91,7 +91,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	case parseErr != nil && apierrors.IsNotFound(err):
 		r.warn(ctx, obj, nil, v1alpha1.EventReasonInvalidShortForm,
 			// Of the short form only: an account naming the object gives its pods their scope.
-			"the short-form annotations do not parse, so no BatchAccount was created from them and they give the pods no batchledger scope: %s. Fix the annotation; the account is created as soon as the annotations parse", parseErr)
+			"%s", invalidShortFormNote(parseErr, "as soon as the annotations parse"))
 		return ctrl.Result{}, nil
 	}
 	if err == nil {
@@ -373,4 +373,12 @@ func shortFormChanges() predicate.Predicate {
 		return relations.HasShortForm(o.GetAnnotations())
 	})
 	return predicate.And(hasShortForm, predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))
+}
+
+// invalidShortFormNote is the note of InvalidShortForm on an object whose short form does
+// not parse (invalid says why) and of whose name no account stands; when says when the
+// account is created once the annotations are fixed.
+func invalidShortFormNote(invalid error, when string) string {
+	return fmt.Sprintf("the short-form annotations do not parse, so no BatchAccount was created from them and they give the pods no batchledger scope: %s. "+
+		"Fix the annotation; the account is created %s", invalid, when)
 }

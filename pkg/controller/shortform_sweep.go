@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -149,8 +148,7 @@ func (s *ShortFormSweep) tellInvalid(job *batchv1.Job, invalid error) {
 		return // told at an earlier sweep
 	}
 	s.Recorder.Eventf(job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonInvalidShortForm, EventActionCreateAccount, "%s",
-		clip(fmt.Sprintf("the short-form annotations do not parse, so no BatchAccount was created from them and they give the pods no batchledger scope: %s. "+
-			"Fix the annotation; the account is created at the manager's next look for short-form Jobs", invalid), maxEventNote))
+		clip(invalidShortFormNote(invalid, "at the manager's next look for short-form Jobs"), maxEventNote))
 }
 
 func (s *ShortFormSweep) now() time.Time {
