@@ -384,7 +384,7 @@ func judge(m *Mapping, spec *v1alpha1.BatchAccountSpec, judging v1alpha1.Judging
 			reject(r, ordinal, v1alpha1.RejectionRevisionMismatch, fmt.Sprintf("shard %s result of %s has inputRevision %q, the account requires %q", assignedName, who, r.InputRevision, spec.InputRevision))
 		case r.ModelRevision != spec.ModelRevision:
 			reject(r, ordinal, v1alpha1.RejectionRevisionMismatch, fmt.Sprintf("shard %s result of %s has modelRevision %q, the account requires %q", assignedName, who, r.ModelRevision, spec.ModelRevision))
-		case !completedIndex(completed, r.Target, r.Index):
+		case !CompletedIndex(completed, r.Target, r.Index):
 			// Not a result of its identity's completion: the Job controller did not count
 			// the index (yet), so the shard is not covered by it. It reported nothing
 			// that stands, so the shard's result may still be missing.
@@ -462,16 +462,17 @@ func RecordedInOrder(chunks []v1alpha1.ShardResults) []Result {
 }
 
 // decides reports whether r, a result of its target's current identity, may decide its
-// shard, accepted or rejected: its identity completed the index (completedIndex), or it
+// shard, accepted or rejected: its identity completed the index (CompletedIndex), or it
 // is of an identity two targets share (DuplicateIndex), which the mapping decided: the
 // account took that identity's coverage out of completed though the Job counted it.
 func decides(completed map[string]indexset.Set, r Result) bool {
-	return r.RejectReason == v1alpha1.RejectionDuplicateIndex || completedIndex(completed, r.Target, r.Index)
+	return r.RejectReason == v1alpha1.RejectionDuplicateIndex || CompletedIndex(completed, r.Target, r.Index)
 }
 
-// completedIndex reports whether target's identity completed index, as far as completed
-// says: a target it has no key for is not checked.
-func completedIndex(completed map[string]indexset.Set, target string, index int) bool {
+// CompletedIndex reports whether target's identity completed index, as far as completed
+// (CompletedIndexes, or judge's own) says: a target it has no key for (one whose list a
+// status omitted) is not checked.
+func CompletedIndex(completed map[string]indexset.Set, target string, index int) bool {
 	set, known := completed[target]
 	return !known || set.Contains(index)
 }

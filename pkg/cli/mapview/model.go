@@ -216,7 +216,7 @@ func judgeShardResults(ba *v1alpha1.BatchAccount, m *account.Mapping, chunks []v
 			if _, ok := alone[o]; ok && r.Digest != s.Digest {
 				states[o] = stateConflict
 			}
-		case !completedIndex(completed, r.Target, r.Index):
+		case !account.CompletedIndex(completed, r.Target, r.Index):
 			// Its Job has not completed the index (yet): accepted or rejected, the result
 			// decides nothing, the controller says; its shard waits, as the status has it.
 		default:
@@ -269,11 +269,4 @@ func (sm *shardMap) shardsPerCell(budget int) int {
 		return 1
 	}
 	return (n + budget - 1) / budget
-}
-
-// completedIndex reports whether target's identity completed index, as far as completed
-// (account.CompletedIndexes) says: a target whose list the status omitted is not checked.
-func completedIndex(completed map[string]indexset.Set, target string, index int) bool {
-	set, known := completed[target]
-	return !known || set.Contains(index)
 }
