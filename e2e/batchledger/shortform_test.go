@@ -1,12 +1,14 @@
 package batchledger
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,6 +49,64 @@ func TestShortFormJob(t *testing.T) {
 	if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted); !ok || ba.Status.Shards.Covered != 2 {
 		t.Errorf("after the Job was deleted: %s, %d/2 covered", state, ba.Status.Shards.Covered)
 	}
+}
+
+// TestShortFormJobRunAgainIsAccountedOnceItsOldAccountIsDeleted: a short-form Job run
+// again under its name after its account was Accepted is not accounted by that account
+// (a Warning ShortFormAlreadyAccepted says so); deleting the old account creates the
+// account anew for the new run at once, not at the Job's next change, and the new run
+// reaches its own verdict.
+func TestShortFormJobRunAgainIsAccountedOnceItsOldAccountIsDeleted(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	shortJob := func() *batchv1.Job {
+		return wrappers.MakeJob("again", f.Namespace).Indexed(2).Parallelism(2).Queue("default").GPU(1).
+			AnnotationPairs(v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m-2026-11",
+				v1alpha1.AnnotationShards, "A,B").Obj()
+	}
+	first := shortJob()
+	f.Create(first)
+	framework.RunningPods(t, first, 2)
+	framework.FinishIndexPod(t, first, 0, 0, "")
+	framework.FinishIndexPod(t, first, 1, 0, "")
+	waitAccountCondition(t, f, "again", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
+	deleteJobAndWait(t, f, first)
+
+	rerun := shortJob()
+	f.Create(rerun)
+	framework.Eventually(t, framework.DefaultTimeout, "a Warning "+v1alpha1.EventReasonShortFormAlreadyAccepted+" on the re-run", func() (bool, string, error) {
+		var evs eventsv1.EventList
+		if err := f.Client.List(f.Ctx, &evs, client.InNamespace(f.Namespace)); err != nil {
+			return false, "", err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.UID == rerun.UID && e.Reason == v1alpha1.EventReasonShortFormAlreadyAccepted {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d events in the namespace", len(evs.Items)), nil
+	})
+	old := &v1alpha1.BatchAccount{}
+	if err := f.Client.Get(f.Ctx, client.ObjectKey{Namespace: f.Namespace, Name: "again"}, old); err != nil {
+		t.Fatal(err)
+	}
+	if tg := target(old, "job/again"); tg == nil || tg.UID != first.UID {
+		t.Fatalf("the Accepted account's record = %+v; want the first run's UID %s", tg, first.UID)
+	}
+	if err := f.Client.Delete(f.Ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	ba := waitAccount(t, f, "again", "an account created anew, following the re-run", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "job/again")
+		return ba.UID != old.UID && tg != nil && tg.Found && tg.UID == rerun.UID
+	})
+	if ba.Labels[v1alpha1.LabelShortFormOf] != "Job" {
+		t.Errorf("account labels %v; want the short form's", ba.Labels)
+	}
+	framework.RunningPods(t, rerun, 2)
+	framework.FinishIndexPod(t, rerun, 0, 0, "")
+	framework.FinishIndexPod(t, rerun, 1, 0, "")
+	waitAccountCondition(t, f, "again", v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 }
 
 // TestShortFormJobCreatedWhileTheWebhookFailedOpenIsAccounted: a short-form Job created

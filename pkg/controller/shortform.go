@@ -20,6 +20,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -105,7 +107,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			kind := r.kindName()
 			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormAlreadyAccepted,
 				"BatchAccount %s, of this %s's name, Accepted an earlier run of the name and follows no other: this %s is not accounted. "+
-					"To account it, re-create this %s under another name (or delete the BatchAccount, its verdict and results with it, and change this %s's annotations)",
+					"To account it, re-create this %s under another name, or delete the BatchAccount (its verdict and results go with it): an account is then created for this %s",
 				existing.Name, kind, kind, kind, kind)
 			return ctrl.Result{}, nil
 		}
@@ -361,8 +363,22 @@ func (r *ShortFormReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(r.Kind.NewObject(), builder.WithPredicates(shortFormChanges())).
+		// An account's deletion wakes the object of its name: one that got
+		// ShortFormAlreadyAccepted or ShortFormMismatch while it stood gets its own now,
+		// not at its next change or the manager's next start.
+		Watches(&v1alpha1.BatchAccount{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(accountDeletions())).
 		Named("shortform-" + r.Kind.Name()).
 		Complete(r)
+}
+
+// accountDeletions passes only the deletion of a BatchAccount.
+func accountDeletions() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // shortFormChanges passes a Job or JobSet carrying a short form when it is created and

@@ -347,7 +347,9 @@ var errRuleDoesNotCompile = errors.New(`admission webhook "vbatchaccount.batchle
 
 // TestShortFormWatch: the reconciler wakes for a Job or JobSet with a short form when it
 // is created and when its annotations or spec change (fixing an annotation is the way
-// forward from a Warning), not for its status, nor for objects without a short form.
+// forward from a Warning), not for its status, nor for objects without a short form; and
+// for the object of an account's name when that account is deleted (the way forward from
+// ShortFormAlreadyAccepted and ShortFormMismatch), not when one is created or changes.
 func TestShortFormWatch(t *testing.T) {
 	sf := wrappers.MakeJob("j", "ns").Annotation(v1alpha1.AnnotationInputRev, "D").Generation(1).Obj()
 	fixed := sf.DeepCopy()
@@ -356,6 +358,10 @@ func TestShortFormWatch(t *testing.T) {
 	progressed.Status.Active = 2
 	plain := wrappers.MakeJob("j", "ns").Generation(1).Obj()
 	p := shortFormChanges()
+	ba := wrappers.MakeBatchAccount("j", "ns").Label(v1alpha1.LabelShortFormOf, "Job").Obj()
+	judged := ba.DeepCopy()
+	judged.Status.ObservedGeneration = 1
+	deleted := accountDeletions()
 	for name, tc := range map[string]struct {
 		got, want bool
 	}{
@@ -365,6 +371,10 @@ func TestShortFormWatch(t *testing.T) {
 		"status only":                     {p.Update(event.UpdateEvent{ObjectOld: sf, ObjectNew: progressed}), false},
 		"the short form removed":          {p.Update(event.UpdateEvent{ObjectOld: sf, ObjectNew: plain}), false},
 		"a short form added to a new Job": {p.Update(event.UpdateEvent{ObjectOld: plain, ObjectNew: sf}), true},
+		"an account deleted":              {deleted.Delete(event.DeleteEvent{Object: ba}), true},
+		"an account created":              {deleted.Create(event.CreateEvent{Object: ba}), false},
+		"an account's status written":     {deleted.Update(event.UpdateEvent{ObjectOld: ba, ObjectNew: judged}), false},
+		"an account, generic":             {deleted.Generic(event.GenericEvent{Object: ba}), false},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: reconciled %v, want %v", name, tc.got, tc.want)
