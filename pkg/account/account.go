@@ -45,8 +45,8 @@ type Input struct {
 	Generation int64
 	Spec       *v1alpha1.BatchAccountSpec
 	// Mapping is Spec compiled (Compile(Namespace, Spec)) when the caller has it already,
-	// as the reconciler does to observe the targets; nil compiles it here. It is only
-	// read.
+	// as the reconciler does to observe the targets; nil compiles it here. The spec's
+	// JudgingDigest is taken from it too. It is only read.
 	Mapping *Mapping
 	// Previous is the account's last written status: the durable memory of identities,
 	// attempts and condition transition times.
@@ -249,12 +249,23 @@ func ownerOf(ref v1alpha1.TargetRef) string { return ref.Kind() + "/" + ref.Owne
 // make it follow a Job re-run under a target's name, another batch's, and take its
 // verdict back.
 func Final(st *v1alpha1.BatchAccountStatus, spec *v1alpha1.BatchAccountSpec, generation int64) bool {
+	return finalUnder(st, generation, func() string {
+		if spec == nil {
+			return ""
+		}
+		return spec.JudgingDigest()
+	})
+}
+
+// finalUnder is Final of the spec of generation whose JudgingDigest digest returns:
+// Compute has it from the mapping, others compute it.
+func finalUnder(st *v1alpha1.BatchAccountStatus, generation int64, digest func() string) bool {
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted)
 	if c == nil || c.Status != metav1.ConditionTrue {
 		return false
 	}
-	// The digest is computed only for a spec changed since the verdict: rare.
-	return c.ObservedGeneration == generation || st.JudgedSpec != "" && spec != nil && st.JudgedSpec == spec.JudgingDigest()
+	// The digest is asked for only for a spec changed since the verdict: rare.
+	return c.ObservedGeneration == generation || st.JudgedSpec != "" && st.JudgedSpec == digest()
 }
 
 // RunRef is what a Job's run is known by to an account: the Job's UID, or the Kueue
@@ -350,7 +361,7 @@ func Compute(in Input) Output {
 	if m == nil {
 		m = Compile(in.Namespace, in.Spec)
 	}
-	st := v1alpha1.BatchAccountStatus{ObservedGeneration: in.Generation, JudgedSpec: in.Spec.JudgingDigest(), History: slices.Clone(prev.History)}
+	st := v1alpha1.BatchAccountStatus{ObservedGeneration: in.Generation, JudgedSpec: m.JudgingDigest(), History: slices.Clone(prev.History)}
 	prevTargets := map[string]*v1alpha1.TargetStatus{}
 	for i := range prev.Targets {
 		prevTargets[prev.Targets[i].Name] = &prev.Targets[i]
@@ -361,7 +372,7 @@ func Compute(in Input) Output {
 	}
 
 	seenOwners := ownersSeen(m, in.Observations, prevTargets, inHistory)
-	final := Final(prev, in.Spec, in.Generation)
+	final := finalUnder(prev, in.Generation, m.JudgingDigest)
 	problems := slices.Clone(m.Problems)
 	lim := statusLimits(len(m.Targets))
 	states := make([]*targetState, len(m.Targets))

@@ -152,7 +152,14 @@ type Mapping struct {
 	Problems []Problem
 	// assignments is len(spec.assignments): entries from there on are spec.repairs.
 	assignments int
+	// judging is the spec's JudgingDigest: a JSON encoding and a hash of the whole
+	// spec, milliseconds for a large one, taken once with the mapping rather than on
+	// every reconcile of the same spec.
+	judging string
 }
+
+// JudgingDigest is the JudgingDigest of the spec the mapping was compiled from.
+func (m *Mapping) JudgingDigest() string { return m.judging }
 
 // entryName names the entry of spec.AllAssignments() at position e as the spec spells
 // it: "assignments[2]", or "repairs[0]" for an entry of spec.repairs.
@@ -167,7 +174,7 @@ func (m *Mapping) entryName(e int) string {
 // Mapping keeps no reference into spec: a cached one (MappingCache) is read by goroutines
 // that never saw the object it came from, which its reader may go on writing.
 func Compile(namespace string, spec *v1alpha1.BatchAccountSpec) *Mapping {
-	m := &Mapping{assignments: len(spec.Assignments)}
+	m := &Mapping{assignments: len(spec.Assignments), judging: spec.JudgingDigest()}
 	m.compileShards(&spec.Shards)
 	targets := map[string]int{}
 	var targetIndexes [][]indexset.Interval

@@ -110,7 +110,7 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 		prev = &v1alpha1.BatchAccountStatus{}
 	}
 	unreadable := in.ResultsUnreadable
-	if unreadable == "" && in.RuleError != "" && Final(prev, in.Spec, in.Generation) {
+	if unreadable == "" && in.RuleError != "" && finalUnder(prev, in.Generation, m.JudgingDigest) {
 		// The rule judged every result of an Accepted batch when it still compiled (an
 		// upgrade since broke it): nothing new needs judging, and those verdicts stand.
 		unreadable = "the acceptance rule does not compile in this controller: " + in.RuleError
@@ -118,7 +118,7 @@ func judgeResults(m *Mapping, states []*targetState, mayCover indexset.Set, in I
 	if in.Spec.RequiresResults() && unreadable != "" {
 		return resultsState{unreadable: unreadable, summary: *prev.Results.DeepCopy(), generation: in.Generation,
 			previous: meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionResultsAccepted),
-			judgedOn: sameIdentities(states, prev), sameSpec: prev.JudgedSpec != "" && prev.JudgedSpec == in.Spec.JudgingDigest()}
+			judgedOn: sameIdentities(states, prev), sameSpec: prev.JudgedSpec != "" && prev.JudgedSpec == m.JudgingDigest()}
 	}
 	if in.Spec.RequiresResults() && in.RuleError != "" {
 		// Nothing is judged, but the results stay on record: the count keeps the rule
