@@ -454,7 +454,8 @@ func controllers(mgr ctrl.Manager, c *config, coveragePods cache.Cache, latePods
 	setups = append(setups, &controller.ShortFormSweep{API: mgr.GetAPIReader(), Writer: mgr.GetClient(), Interval: c.shortFormSweep, Metrics: metrics,
 		Recorder: mgr.GetEventRecorder("batchledger")})
 	for _, k := range all.Kinds {
-		setups = append(setups, &controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: k, APIs: apis, TTL: c.shortFormTTL})
+		setups = append(setups, &controller.ShortFormReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("batchledger"), Kind: k, APIs: apis, TTL: c.shortFormTTL,
+			Mappings: &c.mappings})
 	}
 	return setups
 }

@@ -35,8 +35,8 @@ type mappingEntry struct {
 }
 
 // MappingCache keeps compiled mappings by spec, the least recently used dropped past
-// mappingCacheRuns (runs and shard names), for the pod webhooks and the account
-// reconciler alike. A mapping that spreads its indexes over many runs takes a fraction
+// mappingCacheRuns (runs and shard names), for the pod webhooks, the account
+// reconciler and the short-form reconcilers alike. A mapping that spreads its indexes over many runs takes a fraction
 // of a second to compile for a spec of a megabyte: compiled per pod, a batch of 100,000 such pods cost the webhook
 // server hours of CPU and queued pods past the webhook's timeout, and compiled per
 // reconcile, every Job status change of the batch cost a reconcile worker as much. A

@@ -60,6 +60,9 @@ type ShortFormReconciler struct {
 	TTL time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+	// Mappings keeps the accounts' compiled mappings (Reconciler.Mappings): an existing
+	// account compared with the short form is not compiled again (nil: it is, each time).
+	Mappings *account.MappingCache
 }
 
 // +kubebuilder:rbac:groups=batchledger.dev,resources=batchaccounts,verbs=list;watch;create
@@ -98,7 +101,7 @@ func (r *ShortFormReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if err == nil {
 		judged := r.judgedAnotherRun(&existing, obj)
-		if fixed, acceptance := shortFormDiffs(existing.Namespace, &existing.Spec, &spec); len(fixed)+len(acceptance) > 0 {
+		if fixed, acceptance := shortFormDiffs(r.Mappings, &existing, &spec); len(fixed)+len(acceptance) > 0 {
 			r.warn(ctx, obj, &existing, v1alpha1.EventReasonShortFormMismatch, "%s",
 				r.mismatchNote(&existing, fixed, acceptance, !judged && namesDeclaredTargets(&existing.Spec, &spec)))
 			return ctrl.Result{}, nil
@@ -272,15 +275,16 @@ func namesDeclaredTargets(have, want *v1alpha1.BatchAccountSpec) bool {
 // by how they are written: an account written by hand may say by name or by range what
 // the short form says by ordinal or by list. Repair assignments appended since (kubectl
 // batchledger repair) and the result container, which a short form cannot declare, are
-// no difference.
-func shortFormDiffs(namespace string, have, want *v1alpha1.BatchAccountSpec) (fixed, acceptance []string) {
+// no difference. The existing account's mapping is taken from mappings (nil: compiled).
+func shortFormDiffs(mappings *account.MappingCache, existing *v1alpha1.BatchAccount, want *v1alpha1.BatchAccountSpec) (fixed, acceptance []string) {
+	have := &existing.Spec
 	if have.InputRevision != want.InputRevision {
 		fixed = append(fixed, fmt.Sprintf("spec.inputRevision is %q, the annotations declare %q", have.InputRevision, want.InputRevision))
 	}
 	if have.ModelRevision != want.ModelRevision {
 		fixed = append(fixed, fmt.Sprintf("spec.modelRevision is %q, the annotations declare %q", have.ModelRevision, want.ModelRevision))
 	}
-	hm, wm := account.Compile(namespace, have), account.Compile(namespace, want)
+	hm, wm := mappings.Get(existing), account.Compile(existing.Namespace, want)
 	if !sameShards(have, want, hm, wm) {
 		fixed = append(fixed, fmt.Sprintf("spec.shards is %s, the annotations declare %s", describeShards(have.Shards), describeShards(want.Shards)))
 	}

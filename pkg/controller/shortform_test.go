@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/kinds"
 	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
@@ -406,6 +407,44 @@ func TestShortFormThatNoLongerParsesKeepsItsAccount(t *testing.T) {
 	}
 	if !said {
 		t.Errorf("no Warning says the annotations no longer parse and the account stands: %+v", f.events)
+	}
+}
+
+// TestShortFormComparesThroughTheMappingCache: an existing account compared with the
+// short form that names it is compiled once per spec, through the mappings the account
+// reconciler keeps, however often its Job's annotations or spec change; the comparison
+// says what it said compiling the account each time.
+func TestShortFormComparesThroughTheMappingCache(t *testing.T) {
+	j := wrappers.MakeJob("j", "ns").Indexed(2).AnnotationPairs(
+		v1alpha1.AnnotationInputRev, "D", v1alpha1.AnnotationModelRev, "m", v1alpha1.AnnotationShards, "A,B").Obj()
+	accountOf := func(modelRev string) *v1alpha1.BatchAccount {
+		return wrappers.MakeBatchAccount("j", "ns").UID("acc-uid").Generation(1).Revisions("D", modelRev).Shards("A", "B").
+			AssignJobOrdinals("j", "0-1", "0-1").Obj()
+	}
+	for name, tc := range map[string]struct {
+		existing   *v1alpha1.BatchAccount
+		wantEvents int
+	}{
+		"the account as declared":                  {existing: accountOf("m")},
+		"an account of other revisions: a Warning": {existing: accountOf("m-old"), wantEvents: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, hooks{}, j, tc.existing)
+			mappings := &account.MappingCache{}
+			r := &ShortFormReconciler{Client: f.c, Recorder: f, Kind: jobkind.Kind{}, Mappings: mappings}
+			const looks = 3
+			for range looks {
+				if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(j)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := mappings.Compiles(); got != 1 {
+				t.Errorf("the existing account compiled %d times in %d looks, want once", got, looks)
+			}
+			if got := len(f.events); got != tc.wantEvents*looks {
+				t.Errorf("%d events in %d looks, want %d: %+v", got, looks, tc.wantEvents*looks, f.events)
+			}
+		})
 	}
 }
 
