@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,24 +35,87 @@ type dispatchedJobSet struct {
 func newDispatchedJobSet(t *testing.T, js *wrappers.JobSetWrapper, admitted time.Time) *dispatchedJobSet {
 	t.Helper()
 	d := &dispatchedJobSet{js: js.ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).Obj()}
-	d.js.UID, d.js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-	d.wl = wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(d.js).Admitted("gpu", admitted).DispatchedTo("worker-a").Obj()
-	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
-		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-	d.f = newFixture(t, hooks{}, d.js, d.wl, acct.Obj())
+	d.wl = dispatchedToWorkerA(d.js, admitted).Obj()
+	d.f = newFixture(t, hooks{}, d.js, d.wl, jobSetAccount().Obj())
 	d.r = d.f.reconciler()
 	return d
+}
+
+// jobSetAccount is account acct mapping the indexes 0-1 of JobSet js's workers[0] onto
+// shards A, B and those of workers[1] onto C, D.
+func jobSetAccount() *wrappers.BatchAccountWrapper {
+	return wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
+		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+}
+
+// dispatchedToWorkerA makes js JobSet js-uid, managed by MultiKueue, and returns its
+// Workload jobset-js, admitted at admitted and dispatched to worker-a.
+func dispatchedToWorkerA(js *jobsetapi.JobSet, admitted time.Time) *wrappers.WorkloadWrapper {
+	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+	return wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", admitted).DispatchedTo("worker-a")
+}
+
+// dispatchedTrainJob is TrainJob tj, Complete at testNow, managed by MultiKueue, and its
+// Workload trainjob-tj, admitted an hour before testNow and dispatched to worker-a.
+func dispatchedTrainJob() (*trainer.TrainJob, *kueue.Workload) {
+	tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
+	tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
+	wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+		Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+	return tj, wl
+}
+
+// endJobSet gives js the condition typ (JobSetCompleted, JobSetFailed) at testNow, as
+// Kueue copies the worker's JobSet's end back.
+func endJobSet(js *jobsetapi.JobSet, typ jobsetapi.JobSetConditionType, reason string) {
+	js.Status.Conditions = []metav1.Condition{{Type: string(typ), Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(testNow)}}
+}
+
+// reconcileWorkers reconciles acct with r reading the worker records w tells, and
+// returns acct as written.
+func (f *fixture) reconcileWorkers(t *testing.T, r *Reconciler, w WorkerResults) *v1alpha1.BatchAccount {
+	t.Helper()
+	r.WorkerResults = w
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
+		t.Fatal(err)
+	}
+	return f.account(t, "acct")
+}
+
+// wantAccepted fails t unless st's Accepted condition is want ("True Accepted"), saying
+// what ResultsAccepted says.
+func wantAccepted(t *testing.T, st v1alpha1.BatchAccountStatus, want string) {
+	t.Helper()
+	if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != want {
+		t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, want)
+	}
+}
+
+// recordedResults are the results recorded in the chunks the fake API server holds,
+// chunk by chunk.
+func recordedResults(t *testing.T, c client.Client) []v1alpha1.RecordedResult {
+	t.Helper()
+	var got []v1alpha1.RecordedResult
+	for _, ch := range chunksOf(t, c) {
+		got = append(got, ch.Results...)
+	}
+	return got
+}
+
+// workerRecordAt is the WorkerResult the worker role writes, for the manager Workload
+// workload, of the pod of index idx of worker-a's copy of Job j, finished at finished
+// with the termination message msg.
+func workerRecordAt(workload string, idx int, msg string, finished time.Time) v1alpha1.WorkerResult {
+	copyOfJ := wrappers.MakeJob("j", "ns").Indexed(2).UID("worker-j-uid").Obj()
+	pod := wrappers.MakeIndexPod(copyOfJ, "j-"+string(rune('0'+idx)), idx).Succeeded(finished, msg).Obj()
+	return *multikueue.NewRecord(pod, workload, "j", idx, finished)
 }
 
 // reconcile reconciles acct reading the worker records w tells, and returns acct as
 // written.
 func (d *dispatchedJobSet) reconcile(t *testing.T, w fakeWorkers) *v1alpha1.BatchAccount {
 	t.Helper()
-	d.r.WorkerResults = w
-	if _, err := d.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-		t.Fatal(err)
-	}
-	return d.f.account(t, "acct")
+	return d.f.reconcileWorkers(t, d.r, w)
 }
 
 // end gives the JobSet the condition typ (JobSetCompleted, JobSetFailed), as Kueue copies
@@ -60,7 +125,7 @@ func (d *dispatchedJobSet) end(t *testing.T, typ jobsetapi.JobSetConditionType, 
 	if err := d.f.c.Get(context.Background(), client.ObjectKeyFromObject(d.js), d.js); err != nil {
 		t.Fatal(err)
 	}
-	d.js.Status.Conditions = []metav1.Condition{{Type: string(typ), Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(testNow)}}
+	endJobSet(d.js, typ, reason)
 	if err := d.f.c.Update(context.Background(), d.js); err != nil {
 		t.Fatal(err)
 	}

@@ -60,18 +60,14 @@ func childResults(t *testing.T, job *batchv1.Job, workload string, shards ...str
 // and acct with shards assigned to indexes 0-1 of its first child.
 func dispatchedOwner(trainJob, running bool, acct *wrappers.BatchAccountWrapper) (client.Object, *kueue.Workload, multikueue.Dispatch, *wrappers.BatchAccountWrapper) {
 	if trainJob {
-		tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
-		tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-		wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-			Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+		tj, wl := dispatchedTrainJob()
 		return tj, wl, multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}, acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
 	}
 	js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
-	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
+	wl := dispatchedToWorkerA(js, testNow.Add(-time.Hour)).Obj()
 	if !running {
-		js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
+		endJobSet(js, jobsetapi.JobSetCompleted, "Completed")
 	}
-	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
 	return js, wl, multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}, acct.AssignJobSet("js", "workers", 0, "0-1", "0-1")
 }
 
@@ -137,32 +133,23 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("")
 			var objs []client.Object
 			if tc.trainJob {
-				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
-				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-				wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				tj, wl := dispatchedTrainJob()
 				acct = acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1").AssignTrainJob("tj", "workers", 1, "0-1", "2-3")
 				objs = append(objs, tj, wl)
 			} else {
 				js := wrappers.MakeJobSet("js", "ns").Obj()
-				js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-				js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
-				wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-				acct = acct.AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
+				wl := dispatchedToWorkerA(js, testNow.Add(-time.Hour)).Obj()
+				endJobSet(js, jobsetapi.JobSetCompleted, "Completed")
+				acct = jobSetAccount().RequireResults("")
 				objs = append(objs, js, wl)
 			}
 			f := newFixture(t, hooks{}, append(objs, acct.Obj())...)
-			r := f.reconciler()
-			r.WorkerResults = tc.workers
-			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-				t.Fatal(err)
-			}
+			st := f.reconcileWorkers(t, f.reconciler(), tc.workers).Status
 			for _, w := range append(f.writesOf("patch"), f.writesOf("update")...) {
 				if strings.HasPrefix(w, "Job/") {
 					t.Errorf("wrote %s: no Job of a dispatched JobSet exists on the manager", w)
 				}
 			}
-			st := f.account(t, "acct").Status
 			var uids []types.UID
 			for _, ts := range st.Targets {
 				if ts.Found != tc.wantFound {
@@ -188,14 +175,7 @@ func TestDispatchedJobSetChildrenFromWorkerRecords(t *testing.T) {
 			if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted); c == nil || !strings.Contains(c.Message, tc.wantMessage) {
 				t.Errorf("ResultsAccepted %+v, want its message to say %q", c, tc.wantMessage)
 			}
-			var chunks v1alpha1.ShardResultsList
-			if err := f.c.List(context.Background(), &chunks); err != nil {
-				t.Fatal(err)
-			}
-			var got []v1alpha1.RecordedResult
-			for _, c := range chunks.Items {
-				got = append(got, c.Results...)
-			}
+			got := recordedResults(t, f.c)
 			if len(got) != tc.wantResults {
 				t.Fatalf("recorded %d results, want %d: %+v", len(got), tc.wantResults, got)
 			}
@@ -229,18 +209,10 @@ func TestRedispatchToTheSameWorkerFollowsTheNewCopy(t *testing.T) {
 		jobs:    map[string][]v1alpha1.WorkerJob{"worker-a": recs},
 		records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, newC0, "jobset-js", "A", "B"), childResults(t, newC1, "jobset-js", "C", "D")...)}}
 	js := wrappers.MakeJobSet("js", "ns").Obj()
-	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-	js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
-	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("").
-		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-	f := newFixture(t, hooks{}, js, wl, acct.Obj())
-	r := f.reconciler()
-	r.WorkerResults = workers
-	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-		t.Fatal(err)
-	}
-	st := f.account(t, "acct").Status
+	wl := dispatchedToWorkerA(js, testNow.Add(-time.Hour)).Obj()
+	endJobSet(js, jobsetapi.JobSetCompleted, "Completed")
+	f := newFixture(t, hooks{}, js, wl, jobSetAccount().RequireResults("").Obj())
+	st := f.reconcileWorkers(t, f.reconciler(), workers).Status
 	var uids []types.UID
 	for _, ts := range st.Targets {
 		uids = append(uids, ts.UID)
@@ -279,18 +251,12 @@ func TestRedispatchBackToTheFirstWorkerFollowsItsNewCopy(t *testing.T) {
 		},
 		records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, a2c0, "jobset-js", "A", "B"), childResults(t, a2c1, "jobset-js", "C", "D")...)}}
 	js := wrappers.MakeJobSet("js", "ns").Obj()
-	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-3*time.Hour)).DispatchedTo("worker-a").Obj()
-	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("").
-		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-	f := newFixture(t, hooks{}, js, wl, acct.Obj())
+	wl := dispatchedToWorkerA(js, testNow.Add(-3*time.Hour)).Obj()
+	f := newFixture(t, hooks{}, js, wl, jobSetAccount().RequireResults("").Obj())
 	r := f.reconciler()
-	r.WorkerResults = workers
 	reconcile := func() {
 		t.Helper()
-		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-			t.Fatal(err)
-		}
+		f.reconcileWorkers(t, r, workers)
 	}
 	dispatchTo := func(cluster string) {
 		t.Helper()
@@ -352,12 +318,9 @@ func TestRecreatedDispatchedTrainJobIsNotCoveredByItsPredecessor(t *testing.T) {
 		AssignTrainJob("tj", "workers", 0, "0-1", "0-1").AssignTrainJob("tj", "workers", 1, "0-1", "2-3")
 	f := newFixture(t, hooks{}, oldTJ, oldWL, acct.Obj())
 	r := f.reconciler()
-	r.WorkerResults = workers
 	reconcile := func() {
 		t.Helper()
-		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-			t.Fatal(err)
-		}
+		f.reconcileWorkers(t, r, workers)
 	}
 	reconcile()
 	if got := conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAccepted); got != "True Accepted" {
@@ -448,9 +411,8 @@ func TestDispatchedChildOnAnUnreadWorkerIsPending(t *testing.T) {
 	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
 	c0 := workerChild("js", 0, 0, "0-1")
 	js := wrappers.MakeJobSet("js", "ns").Obj()
-	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-	js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
-	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Finished(testNow).Obj()
+	wl := dispatchedToWorkerA(js, testNow.Add(-time.Hour)).Finished(testNow).Obj()
+	endJobSet(js, jobsetapi.JobSetCompleted, "Completed")
 	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
 		AssignJobSet("js", "workers", 0, "0-1", "0-1")
 	unreachable := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true,
@@ -527,19 +489,12 @@ func TestDispatchedFailedChildWaitsForItsJobSet(t *testing.T) {
 	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
 		jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}}
 	js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).MaxRestarts(3).Obj()
-	js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-	wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
-		AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-	f := newFixture(t, hooks{}, js, wl, acct.Obj())
+	wl := dispatchedToWorkerA(js, testNow.Add(-time.Hour)).Obj()
+	f := newFixture(t, hooks{}, js, wl, jobSetAccount().Obj())
 	r := f.reconciler()
-	r.WorkerResults = workers
 	terminated := func() *metav1.Condition {
 		t.Helper()
-		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-			t.Fatal(err)
-		}
-		return apimeta.FindStatusCondition(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionTerminated)
+		return apimeta.FindStatusCondition(f.reconcileWorkers(t, r, workers).Status.Conditions, v1alpha1.ConditionTerminated)
 	}
 	if c := terminated(); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonAwaitingTermination {
 		t.Fatalf("Terminated while the dispatched JobSet may restart its failed child = %+v; want False/%s", c, v1alpha1.ReasonAwaitingTermination)
@@ -548,7 +503,7 @@ func TestDispatchedFailedChildWaitsForItsJobSet(t *testing.T) {
 	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(js), js); err != nil {
 		t.Fatal(err)
 	}
-	js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, Reason: "ReachedMaxRestarts", LastTransitionTime: metav1.NewTime(testNow)}}
+	endJobSet(js, jobsetapi.JobSetFailed, "ReachedMaxRestarts")
 	if err := f.c.Update(context.Background(), js); err != nil {
 		t.Fatal(err)
 	}
@@ -586,36 +541,13 @@ func TestDispatchedChildCopiedOutsideTheResultsScope(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").RequireResults("")
-			var objs []client.Object
-			owner, d := "js", multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-			if tc.trainJob {
-				owner, d = "tj", multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
-				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
-				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-				wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-				acct = acct.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
-				objs = append(objs, tj, wl)
-			} else {
-				js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Obj()).Obj()
-				js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
-				if tc.completed == "0-1" {
-					js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetCompleted), Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: metav1.NewTime(testNow)}}
-				}
-				wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-				acct = acct.AssignJobSet("js", "workers", 0, "0-1", "0-1")
-				objs = append(objs, js, wl)
-			}
-			child := workerChild(owner, 0, 0, tc.completed)
+			// The JobSet ends once its child completed both indexes (the TrainJob is Complete).
+			owner, wl, d, acct := dispatchedOwner(tc.trainJob, tc.completed != "0-1", acct)
+			child := workerChild(d.JobSet, 0, 0, tc.completed)
 			child.Spec.Template.Labels[v1alpha1.LabelScope] = tc.scope
-			f := newFixture(t, hooks{}, append(objs, acct.Obj())...)
-			r := f.reconciler()
-			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
-				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(child, d)}}}
-			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-				t.Fatal(err)
-			}
-			st := f.account(t, "acct").Status
+			f := newFixture(t, hooks{}, owner, wl, acct.Obj())
+			st := f.reconcileWorkers(t, f.reconciler(), fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(child, d)}}}).Status
 			if len(st.Targets) != 1 || !st.Targets[0].Found || st.Targets[0].UID != child.UID {
 				t.Fatalf("targets %+v, want the worker child %s found", st.Targets, child.UID)
 			}

@@ -50,9 +50,7 @@ func (f fakeWorkers) Events() <-chan event.GenericEvent { return nil }
 // workerRecord is the WorkerResult a worker's capture writes for index idx of Job j's
 // copy, dispatched for the manager Workload workload.
 func workerRecord(workload string, idx int, msg string) v1alpha1.WorkerResult {
-	copyOfJ := wrappers.MakeJob("j", "ns").Indexed(2).UID("worker-j-uid").Obj()
-	pod := wrappers.MakeIndexPod(copyOfJ, "j-"+string(rune('0'+idx)), idx).Succeeded(testNow.Add(-time.Minute), msg).Obj()
-	return *multikueue.NewRecord(pod, workload, "j", idx, testNow.Add(-time.Minute))
+	return workerRecordAt(workload, idx, msg, testNow.Add(-time.Minute))
 }
 
 // TestResultsReadFromWorkers: a results account of a Job dispatched to worker-a records

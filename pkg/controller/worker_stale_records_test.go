@@ -2,29 +2,18 @@ package controller
 
 import (
 	"cmp"
-	"context"
 	"slices"
 	"testing"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
-
-// workerRecordAt is workerRecord of a pod that finished at finished.
-func workerRecordAt(workload string, idx int, msg string, finished time.Time) v1alpha1.WorkerResult {
-	copyOfJ := wrappers.MakeJob("j", "ns").Indexed(2).UID("worker-j-uid").Obj()
-	pod := wrappers.MakeIndexPod(copyOfJ, "j-"+string(rune('0'+idx)), idx).Succeeded(finished, msg).Obj()
-	return *multikueue.NewRecord(pod, workload, "j", idx, finished)
-}
 
 // TestWorkerRecordsOfAnEarlierJobOfTheWorkloadsName: a manager Job names its Workload
 // itself (Kueue's prebuilt Workload, kueue.x-k8s.io/prebuilt-workload-name), and the
@@ -66,16 +55,9 @@ func TestWorkerRecordsOfAnEarlierJobOfTheWorkloadsName(t *testing.T) {
 				Completed("0-1", 2).Complete(testNow).Obj()
 			wl := workloadOfJ(job).DispatchedTo("worker-a").Obj()
 			f := newFixture(t, hooks{}, accountOfJ().Revisions("D", "m").RequireResults("").Obj(), job, wl)
-			r := f.reconciler()
-			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
-				records: map[string][]v1alpha1.WorkerResult{"worker-a": recs}}
-			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-				t.Fatal(err)
-			}
-			st := f.account(t, "acct").Status
-			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted {
-				t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, tc.wantAccepted)
-			}
+			st := f.reconcileWorkers(t, f.reconciler(), fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": recs}}).Status
+			wantAccepted(t, st, tc.wantAccepted)
 			if st.Results.Recorded != tc.wantResults {
 				t.Errorf("recorded %d results, want %d", st.Results.Recorded, tc.wantResults)
 			}
@@ -188,24 +170,10 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 			acct := accountOfJ().Revisions("D", "m").RequireResults("").TargetStatus(v1alpha1.TargetStatus{
 				Name: "job/j", Job: "j", UID: job.UID, Found: true, AdmissionsDropped: tc.dropped, Admissions: admissions})
 			f := newFixture(t, hooks{}, acct.Obj(), job, wl)
-			r := f.reconciler()
-			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
-				records: map[string][]v1alpha1.WorkerResult{"worker-a": tc.a, "worker-b": tc.b}}
-			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-				t.Fatal(err)
-			}
-			st := f.account(t, "acct").Status
-			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccept {
-				t.Errorf("Accepted = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, tc.wantAccept)
-			}
-			var chunks v1alpha1.ShardResultsList
-			if err := f.c.List(context.Background(), &chunks); err != nil {
-				t.Fatal(err)
-			}
-			var got []v1alpha1.RecordedResult
-			for _, c := range chunks.Items {
-				got = append(got, c.Results...)
-			}
+			st := f.reconcileWorkers(t, f.reconciler(), fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": tc.a, "worker-b": tc.b}}).Status
+			wantAccepted(t, st, tc.wantAccept)
+			got := recordedResults(t, f.c)
 			slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
 			var pods []string
 			for _, rr := range got {
