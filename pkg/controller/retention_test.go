@@ -63,23 +63,7 @@ func TestRetention(t *testing.T) {
 			m := newMetrics(prometheus.NewRegistry())
 			r := f.reconciler()
 			r.ShortFormTTL, r.Metrics = tc.shortFormTTL, m
-			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}
-			// The first reconcile, at testNow, writes the verdict.
-			if _, err := r.Reconcile(context.Background(), req); err != nil {
-				t.Fatal(err)
-			}
-			r.Now = func() time.Time { return testNow.Add(tc.at) }
-			res, err := r.Reconcile(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{})
-			if deleted := apierrors.IsNotFound(err); deleted != tc.wantDeleted {
-				t.Fatalf("deleted = %v (%v), want %v", deleted, err, tc.wantDeleted)
-			}
-			if !tc.wantDeleted && res.RequeueAfter != tc.wantRequeue {
-				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
-			}
+			wantRetention(t, f, r, tc.at, tc.wantDeleted, tc.wantRequeue)
 			wantCollected := 0.0
 			if tc.wantDeleted {
 				wantCollected = 1
@@ -234,23 +218,29 @@ func TestRetentionOfChildrenNeverCreated(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, hooks{}, tc.account, tc.jobSet)
-			r := f.reconciler()
-			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}
-			if _, err := r.Reconcile(context.Background(), req); err != nil {
-				t.Fatal(err)
-			}
-			r.Now = func() time.Time { return testNow.Add(tc.at) }
-			res, err := r.Reconcile(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{})
-			if deleted := apierrors.IsNotFound(err); deleted != tc.wantDeleted {
-				t.Fatalf("deleted = %v (%v), want %v", deleted, err, tc.wantDeleted)
-			}
-			if !tc.wantDeleted && res.RequeueAfter != tc.wantRequeue {
-				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
-			}
+			wantRetention(t, f, f.reconciler(), tc.at, tc.wantDeleted, tc.wantRequeue)
 		})
+	}
+}
+
+// wantRetention reconciles acct with r at testNow, which writes its verdict, and again at
+// later: acct is then deleted if wantDeleted, else kept and requeued after wantRequeue.
+func wantRetention(t *testing.T, f *fixture, r *Reconciler, later time.Duration, wantDeleted bool, wantRequeue time.Duration) {
+	t.Helper()
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	r.Now = func() time.Time { return testNow.Add(later) }
+	res, err := r.Reconcile(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{})
+	if deleted := apierrors.IsNotFound(err); deleted != wantDeleted {
+		t.Fatalf("deleted = %v (%v), want %v", deleted, err, wantDeleted)
+	}
+	if !wantDeleted && res.RequeueAfter != wantRequeue {
+		t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, wantRequeue)
 	}
 }
