@@ -250,25 +250,25 @@ func TestSetupFollowsServedAPIs(t *testing.T) {
 		{name: "everything served", want: map[string][]string{
 			AccountControllerName:         append(slices.Clone(accountWatches), "JobSet", "TrainJob", "Workload"),
 			WorkloadCleanupControllerName: {"BatchAccount", "Workload"},
-			"shortform-job":               {"Job"},
-			"shortform-jobset":            {"JobSet"},
-			"shortform-trainjob":          {"TrainJob"},
+			"shortform-job":               {"BatchAccount", "Job"},
+			"shortform-jobset":            {"BatchAccount", "JobSet"},
+			"shortform-trainjob":          {"BatchAccount", "TrainJob"},
 		}},
 		{name: "no JobSet", notServed: []OptionalAPI{APIJobSet}, want: map[string][]string{
 			AccountControllerName:         append(slices.Clone(accountWatches), "TrainJob", "Workload"),
 			WorkloadCleanupControllerName: {"BatchAccount", "Workload"},
-			"shortform-job":               {"Job"},
-			"shortform-trainjob":          {"TrainJob"},
+			"shortform-job":               {"BatchAccount", "Job"},
+			"shortform-trainjob":          {"BatchAccount", "TrainJob"},
 		}},
 		{name: "no Trainer", notServed: []OptionalAPI{APITrainJob}, want: map[string][]string{
 			AccountControllerName:         append(slices.Clone(accountWatches), "JobSet", "Workload"),
 			WorkloadCleanupControllerName: {"BatchAccount", "Workload"},
-			"shortform-job":               {"Job"},
-			"shortform-jobset":            {"JobSet"},
+			"shortform-job":               {"BatchAccount", "Job"},
+			"shortform-jobset":            {"BatchAccount", "JobSet"},
 		}},
 		{name: "no JobSet, no Trainer, no Kueue", notServed: []OptionalAPI{APIJobSet, APITrainJob, APIWorkload}, want: map[string][]string{
 			AccountControllerName: accountWatches,
-			"shortform-job":       {"Job"},
+			"shortform-job":       {"BatchAccount", "Job"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
