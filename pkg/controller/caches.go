@@ -124,12 +124,14 @@ func podTransform(obj any) (any, error) {
 // jobTransform strips a cached Job to what the controllers read: its metadata, its spec
 // but for the pod spec of its template (the template's labels and annotations carry the
 // opt-in scope), and its status. Each reconcile copies its targets' Jobs out of the cache: a pod spec (images,
-// environment, volumes) is most of a Job and no controller reads it. A patch answers with
-// the whole Job; that copy is the caller's, never the cache's.
+// environment, volumes) is most of a Job and no controller reads it, but for the pods'
+// termination grace period (terminationGrace: a dispatched Job's pod ending within it
+// after an eviction still ran the index). A patch answers with the whole Job; that copy
+// is the caller's, never the cache's.
 func jobTransform(obj any) (any, error) {
 	if j, ok := obj.(*batchv1.Job); ok {
 		j.ManagedFields = nil
-		j.Spec.Template.Spec = corev1.PodSpec{}
+		j.Spec.Template.Spec = corev1.PodSpec{TerminationGracePeriodSeconds: j.Spec.Template.Spec.TerminationGracePeriodSeconds}
 	}
 	return obj, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -158,6 +159,12 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
 			job.Spec.Template.Spec.TerminationGracePeriodSeconds = tc.grace
+			// As the manager's cache holds it: the reconciler reads the Job from there.
+			cached, err := jobTransform(job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job = cached.(*batchv1.Job)
 			wl := workloadOfJ(job).DispatchedTo("worker-b").Obj()
 			admissions := []v1alpha1.Admission{
 				{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
