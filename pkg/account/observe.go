@@ -69,6 +69,11 @@ type Observation struct {
 	// SuccessfulPods are the successful pods of the Job seen now (the Job controller may
 	// delete repeats of an index, so the account keeps a ledger of what it saw).
 	SuccessfulPods []PodAttempt
+	// Unfinished are the completion indexes of the Job's pods seen now that have not
+	// finished (pending, running, terminating) and report a result: a pod of an index
+	// the Job completed may still show unfinished where the Job's status already counts
+	// it (the controller's pod cache lags its Job cache), and its result is to come.
+	Unfinished []int
 	// Workload is the Kueue Workload the target runs under, if known.
 	Workload *v1alpha1.WorkloadObservation
 	// PodsListed is true when SuccessfulPods is every successful pod of the Job that

@@ -269,7 +269,8 @@ func (ts *targetState) mayReport(reported indexset.Set) indexset.Set {
 
 // reportingIndexes are the mapped indexes of the target that a listed successful pod
 // with a result stands for: the pod is held until its result is recorded, so the result
-// may still come.
+// may still come. So may the result of a listed unfinished pod of an index the identity
+// completed (Observation.Unfinished): the Job controller counted it succeeded.
 func (ts *targetState) reportingIndexes() indexset.Set {
 	var out []int
 	for _, p := range ts.obs.SuccessfulPods {
@@ -277,7 +278,7 @@ func (ts *targetState) reportingIndexes() indexset.Set {
 			out = append(out, p.Index)
 		}
 	}
-	return indexset.Of(out...)
+	return indexset.Of(out...).Union(indexset.Of(ts.obs.Unfinished...).Intersect(ts.covered))
 }
 
 // StandingResults returns, per shard ordinal, the result that stands for the shard: the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -205,8 +206,29 @@ func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, 
 			a := &o.obs.SuccessfulPods[i]
 			a.NoResult = !relations.ReportsResult(byUID[a.UID], legacyBefore)
 		}
+		o.obs.Unfinished = unfinishedIndexes(job, pods.Items, legacyBefore)
 	}
 	return o, r.observeWorkload(ctx, &o, t.Ref, job, results)
+}
+
+// unfinishedIndexes are the completion indexes of job's pods among pods (relations.IndexOf)
+// that have not finished, are held for their result and report one
+// (relations.ReportsResult, given legacyBefore): the Job's status may count such a pod's
+// success before the pod cache shows it, and its result is still to be captured. A pod
+// the releaser let go (MaxHold after its deletion: its kubelet is silent) is waited for
+// no more.
+func unfinishedIndexes(job *batchv1.Job, pods []corev1.Pod, legacyBefore time.Time) []int {
+	var out []int
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !held(p) {
+			continue
+		}
+		if idx, ok := relations.IndexOf(p, job); ok && relations.ReportsResult(p, legacyBefore) {
+			out = append(out, idx)
+		}
+	}
+	return out
 }
 
 // withEarlierScope appends to pods, the pods of job the manager's cache holds (those of
