@@ -457,7 +457,7 @@ func Compute(in Input) Output {
 	st.Results = res.summary
 	boundRejections(&st.Results)
 	st.Shards.Progress = progress(st.Shards, in.Spec.RequiresResults())
-	fitIndexLists(&st, indexBudget(&st, lim))
+	fitIndexLists(&st, indexBudget(&st, lim), unmappedByPolicy(states))
 	// Only now, with the lists as they will be written, can a target be compared with
 	// its previous status: an unchanged target keeps its observation point.
 	for i := range st.Targets {
@@ -486,6 +486,18 @@ func Compute(in Input) Output {
 	}
 	out.Status = st
 	out.AheadOfJobs = aheadOfJobs(prev, &st, states)
+	return out
+}
+
+// unmappedByPolicy marks, by position, the targets with required indexes a successPolicy
+// chose that the mapping does not all assign (shapeProblems' UnmappedIndexes): nothing
+// but the status's list of them says so once the Job is deleted (fitIndexLists).
+func unmappedByPolicy(states []*targetState) []bool {
+	out := make([]bool, len(states))
+	for i, ts := range states {
+		f := &ts.facts
+		out[i] = (ts.found || ts.deleted) && f.indexed && f.successPolicy != "" && !f.required.Difference(ts.mapped).IsEmpty()
+	}
 	return out
 }
 

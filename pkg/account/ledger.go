@@ -176,7 +176,8 @@ func (ts *targetState) fromRecord(rec *v1alpha1.TargetStatus) {
 		f.required = indexset.Range(0, f.completions-1)
 	}
 	// A record of a status that omitted a successPolicy's required indexes leaves them
-	// unchecked: the policy's population is not kept anywhere else.
+	// unchecked: the policy's population is not kept anywhere else. The status omits
+	// them early only when the mapping assigned them all (fitIndexLists).
 	ts.problems = shapeProblems(ts.key, ts.mapped, f)
 	if f.indexed {
 		ts.covered = f.completed.Intersect(ts.mapped)
@@ -306,13 +307,20 @@ const IndexListBudget = 768 << 10
 // out the targets' failed, repeated and required indexes and last the completed indexes
 // of the records coverage still reads: the deleted records', the terminated targets'
 // (each is its record once its Job is deleted, and a verdict reached on it must stand
-// then) and the identities a restart in progress superseded (pendingHistory).
-// Everything left out is flagged.
+// then) and the identities a restart in progress superseded (pendingHistory); after
+// them, the required indexes of the targets keepRequired marks (by position in
+// st.Targets). Everything left out is flagged.
+//
+// keepRequired marks the targets whose required indexes a successPolicy chose and the
+// mapping does not all assign (UnmappedIndexes). Once its Job is deleted, a record
+// whose policy's required indexes were left out reads none unassigned (fromRecord):
+// true of a mapping that assigned them all (a mapping only grows once work was done),
+// false of these, whose deletion alone would turn the account valid, and Accepted.
 //
 // The order makes the result a fixed point of Compute: what is left out of a list
 // carried over from the previous status (history, admissions, records) stays out, and
 // it goes first, so recomputing from the written status makes the same choices.
-func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int) {
+func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keepRequired []bool) {
 	size := indexListBytes(st)
 	over := func() bool { return size > budget }
 	if !over() {
@@ -361,20 +369,25 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int) {
 		truncate(&st.Results.MissingOrdinals, budget/16, &st.Results.OrdinalsTruncated)
 		truncate(&st.Results.RejectedOrdinals, budget/16, &st.Results.OrdinalsTruncated)
 	}
+	// omit leaves out the index list s of target t, called name.
+	omit := func(t *v1alpha1.TargetStatus, name string, s *string) {
+		if *s == "" {
+			return
+		}
+		size -= len(*s)
+		*s = ""
+		if !slices.Contains(t.IndexesOmitted, name) {
+			t.IndexesOmitted = append(t.IndexesOmitted, name)
+		}
+	}
+	kept := func(i int) bool { return i < len(keepRequired) && keepRequired[i] }
 	if over() {
 		for i := range st.Targets {
 			t := &st.Targets[i]
-			for _, l := range []struct {
-				name string
-				s    *string
-			}{{"failedIndexes", &t.FailedIndexes}, {"repeatedIndexes", &t.RepeatedIndexes}, {"required", &t.Required}} {
-				if *l.s != "" {
-					size -= len(*l.s)
-					*l.s = ""
-					if !slices.Contains(t.IndexesOmitted, l.name) {
-						t.IndexesOmitted = append(t.IndexesOmitted, l.name)
-					}
-				}
+			omit(t, "failedIndexes", &t.FailedIndexes)
+			omit(t, "repeatedIndexes", &t.RepeatedIndexes)
+			if !kept(i) {
+				omit(t, "required", &t.Required)
 			}
 		}
 	}
@@ -394,6 +407,13 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int) {
 				t.CompletedIndexes, t.CompletedIndexesOmitted = "", true
 			}
 		}
+	}
+	for i := range st.Targets {
+		if !over() {
+			break
+		}
+		t := &st.Targets[i]
+		omit(t, "required", &t.Required)
 	}
 }
 
