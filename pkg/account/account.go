@@ -457,7 +457,7 @@ func Compute(in Input) Output {
 	st.Results = res.summary
 	boundRejections(&st.Results)
 	st.Shards.Progress = progress(st.Shards, in.Spec.RequiresResults())
-	fitIndexLists(&st, indexBudget(&st, lim), unmappedByPolicy(states))
+	fitIndexLists(&st, indexBudget(&st, lim), requiredNeeded(states))
 	// Only now, with the lists as they will be written, can a target be compared with
 	// its previous status: an unchanged target keeps its observation point.
 	for i := range st.Targets {
@@ -489,14 +489,24 @@ func Compute(in Input) Output {
 	return out
 }
 
-// unmappedByPolicy marks, by position, the targets with required indexes a successPolicy
-// chose that the mapping does not all assign (shapeProblems' UnmappedIndexes): nothing
-// but the status's list of them says so once the Job is deleted (fitIndexLists).
-func unmappedByPolicy(states []*targetState) []bool {
+// requiredNeeded marks, by position, the targets whose required indexes the mapping is
+// checked against differently once they are left out of the status (fitIndexLists): a
+// record reads back every index below its completions for a Job without a
+// successPolicy, and none for one with a policy (fromRecord). For those, nothing but the
+// status's list says that the mapping leaves a required index unassigned
+// (UnmappedIndexes) once the Job is deleted.
+func requiredNeeded(states []*targetState) []bool {
 	out := make([]bool, len(states))
 	for i, ts := range states {
 		f := &ts.facts
-		out[i] = (ts.found || ts.deleted) && f.indexed && f.successPolicy != "" && !f.required.Difference(ts.mapped).IsEmpty()
+		if !(ts.found || ts.deleted) || !f.indexed {
+			continue
+		}
+		var back indexset.Set
+		if f.successPolicy == "" && f.completions > 0 {
+			back = indexset.Range(0, f.completions-1)
+		}
+		out[i] = !back.Difference(ts.mapped).Equal(f.required.Difference(ts.mapped))
 	}
 	return out
 }
@@ -605,7 +615,8 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 		superseded = &v1alpha1.SupersededIdentity{
 			Target: ts.key, Job: prev.Job, UID: prev.UID, RestartAttempt: prev.RestartAttempt,
 			Completions: prev.Completions, CompletedIndexes: prev.CompletedIndexes, CompletedIndexesOmitted: prev.CompletedIndexesOmitted,
-			Terminal: prev.Terminal, SupersededAt: now,
+			Terminal: prev.Terminal, NotIndexed: prev.NotIndexed, Required: prev.Required,
+			RequiredOmitted: slices.Contains(prev.IndexesOmitted, "required"), SupersededAt: now,
 		}
 		prev = nil // a new identity starts with no attempts of its own
 	}

@@ -86,9 +86,13 @@ func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentit
 				completions = int32(max + 1)
 			}
 		}
+		// Its shape too, which the mapping onto it is checked against (fromRecord): an
+		// entry that does not keep its required indexes (left out for size, or written
+		// before they were kept) has them unchecked, as before.
 		return &v1alpha1.TargetStatus{
 			Name: h.Target, Job: h.Job, UID: h.UID, RestartAttempt: h.RestartAttempt, Completions: completions,
 			CompletedIndexes: h.CompletedIndexes, CompletedIndexesOmitted: h.CompletedIndexesOmitted,
+			NotIndexed: h.NotIndexed, Required: h.Required,
 			Deleted: true, DeletedAt: h.SupersededAt.DeepCopy(),
 		}, i
 	}
@@ -300,22 +304,24 @@ const IndexListBudget = 768 << 10
 
 // fitIndexLists keeps st's index lists within budget (indexBudget, at most
 // IndexListBudget). It leaves out, while the lists are too long and in this order:
-// history's completed indexes (oldest first) of the identities no target needs any more,
-// the admissions' completed indexes, the completed indexes of found targets that have
-// not terminated (copies of the Jobs' own status, read again from the Jobs), then
-// truncates the missing shard and result ordinals to their lowest intervals, then leaves
-// out the targets' failed, repeated and required indexes and last the completed indexes
-// of the records coverage still reads: the deleted records', the terminated targets'
-// (each is its record once its Job is deleted, and a verdict reached on it must stand
-// then) and the identities a restart in progress superseded (pendingHistory); after
-// them, the required indexes of the targets keepRequired marks (by position in
-// st.Targets). Everything left out is flagged.
+// history's completed and required indexes (oldest first) of the identities no target
+// needs any more, the admissions' completed indexes, the completed indexes of found
+// targets that have not terminated (copies of the Jobs' own status, read again from the
+// Jobs), then truncates the missing shard and result ordinals to their lowest intervals,
+// then leaves out the targets' failed, repeated and required indexes and last the
+// completed indexes of the records coverage still reads: the deleted records', the
+// terminated targets' (each is its record once its Job is deleted, and a verdict reached
+// on it must stand then) and the identities a restart in progress superseded
+// (pendingHistory); after them, the required indexes of the targets keepRequired marks
+// (by position in st.Targets), and those of the superseded identities still needed.
+// Everything left out is flagged.
 //
-// keepRequired marks the targets whose required indexes a successPolicy chose and the
-// mapping does not all assign (UnmappedIndexes). Once its Job is deleted, a record
-// whose policy's required indexes were left out reads none unassigned (fromRecord):
-// true of a mapping that assigned them all (a mapping only grows once work was done),
-// false of these, whose deletion alone would turn the account valid, and Accepted.
+// keepRequired marks the targets whose record, once their Job is deleted, would judge
+// the mapping otherwise without its list of required indexes (requiredNeeded): a
+// successPolicy's indexes the mapping does not all assign (UnmappedIndexes), which the
+// record would read as none, so that the deletion alone would turn the account valid,
+// and Accepted. The required indexes of the superseded identities a target still needs
+// (pendingHistory) are left out with them, for the same reason (endedRecord).
 //
 // The order makes the result a fixed point of Compute: what is left out of a list
 // carried over from the previous status (history, admissions, records) stays out, and
@@ -327,13 +333,23 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keepRequired []b
 		return
 	}
 	pending := pendingHistory(st)
+	// omitRequired leaves out a superseded identity's required indexes.
+	omitRequired := func(h *v1alpha1.SupersededIdentity) {
+		if h.Required != "" {
+			size -= len(h.Required)
+			h.Required, h.RequiredOmitted = "", true
+		}
+	}
 	for i := range st.History {
 		if !over() {
 			break
 		}
-		if h := &st.History[i]; h.CompletedIndexes != "" && !pending[i] {
-			size -= len(h.CompletedIndexes)
-			h.CompletedIndexes, h.CompletedIndexesOmitted = "", true
+		if h := &st.History[i]; !pending[i] {
+			if h.CompletedIndexes != "" {
+				size -= len(h.CompletedIndexes)
+				h.CompletedIndexes, h.CompletedIndexesOmitted = "", true
+			}
+			omitRequired(h)
 		}
 	}
 	if over() {
@@ -415,13 +431,19 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keepRequired []b
 		t := &st.Targets[i]
 		omit(t, "required", &t.Required)
 	}
+	for i := range st.History {
+		if !over() {
+			break
+		}
+		omitRequired(&st.History[i])
+	}
 }
 
 // indexListBytes is the length of every index string of st.
 func indexListBytes(st *v1alpha1.BatchAccountStatus) int {
 	n := len(st.Shards.MissingOrdinals) + len(st.Results.MissingOrdinals) + len(st.Results.RejectedOrdinals)
 	for i := range st.History {
-		n += len(st.History[i].CompletedIndexes)
+		n += len(st.History[i].CompletedIndexes) + len(st.History[i].Required)
 	}
 	for i := range st.Targets {
 		t := &st.Targets[i]
@@ -742,6 +764,7 @@ func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits) int {
 	}
 	const (
 		completedCost = len(`,"completedIndexesOmitted":true`)
+		requiredCost  = len(`,"requiredOmitted":true`)
 		truncatedCost = len(`,"missingOrdinals":""`) + len(`,"missingOrdinalsTruncated":true`)
 	)
 	keep(&st.Shards.MissingOrdinals, &st.Shards.MissingOrdinalsTruncated, truncatedCost)
@@ -749,6 +772,7 @@ func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits) int {
 	keep(&st.Results.RejectedOrdinals, nil, truncatedCost)
 	for i := range st.History {
 		keep(&st.History[i].CompletedIndexes, &st.History[i].CompletedIndexesOmitted, completedCost)
+		keep(&st.History[i].Required, &st.History[i].RequiredOmitted, requiredCost)
 	}
 	for i := range st.Targets {
 		t := &st.Targets[i]

@@ -3,11 +3,14 @@ package account
 import (
 	"strings"
 	"testing"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // TestChildDeletedWhenItsOwnerEnded: a child target given as a Job deleted
@@ -112,6 +115,60 @@ func TestRecordStandsAgainstAChildGivenDeleted(t *testing.T) {
 			if Final(&first, nil, 1) && !Final(&st, nil, 1) {
 				t.Errorf("the Accepted verdict was taken back: %+v", st.Conditions)
 			}
+		})
+	}
+}
+
+// TestEndedRecordKeepsItsShape: a JobSet child deleted while its JobSet runs is taken for
+// a restart in progress and superseded into history; if the JobSet then ends instead of
+// recreating it (a failure past its restarts, seen after the child's deletion), that
+// identity is the target's record again. The mapping onto it is judged as it was on the
+// Job, whichever the account saw first: a required index it leaves unassigned, or a Job
+// that is not Indexed, keeps it invalid, and the record's coverage does not make it
+// Accepted.
+func TestEndedRecordKeepsItsShape(t *testing.T) {
+	key := "jobset/ts/w/0"
+	spec := func(indexes string) *v1alpha1.BatchAccountSpec {
+		return makeCompactSpec("s", 4).AssignJobSet("ts", "w", 0, indexes, "0-3").SpecObj()
+	}
+	cases := []struct {
+		name      string
+		spec      *v1alpha1.BatchAccountSpec
+		child     *wrappers.JobWrapper
+		valid     metav1.ConditionStatus
+		validWhy  string
+		accepted  metav1.ConditionStatus
+		acceptWhy string
+	}{
+		{"a required index unassigned", spec("0-3"), makeJob("ts-w-0", "uid-x", 8).Completed("0-3", 4),
+			metav1.ConditionFalse, v1alpha1.ReasonUnmappedIndexes, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
+		{"a child that is not Indexed", spec("0-3"), makeJob("ts-w-0", "uid-x", 4).CompletionMode(batchv1.NonIndexedCompletion),
+			metav1.ConditionFalse, v1alpha1.ReasonNotIndexed, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
+		{"its successPolicy's indexes assigned", spec("0-3"),
+			makeJob("ts-w-0", "uid-x", 8).SuccessPolicy(wrappers.SucceededIndexes("0-3")).Completed("0-3", 4),
+			metav1.ConditionTrue, v1alpha1.ReasonValid, metav1.ConditionTrue, v1alpha1.ReasonAccepted},
+		{"every required index assigned, half covered", makeCompactSpec("s", 8).AssignJobSet("ts", "w", 0, "0-7", "0-7").SpecObj(),
+			makeJob("ts-w-0", "uid-x", 8).Completed("0-3", 4),
+			metav1.ConditionTrue, v1alpha1.ReasonValid, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			running := map[string]Observation{key: {Job: tc.child.Facts(), ChildOwner: OwnerRunning}}
+			st := at(tc.spec, nil, 0, running).Status
+			wantCond(t, st, v1alpha1.ConditionAssignmentValid, tc.valid, tc.validWhy, "")
+			// The child is gone, its JobSet not ended yet: a restart in progress.
+			st = at(tc.spec, &st, time.Minute, map[string]Observation{key: {ChildOwner: OwnerRunning}}).Status
+			if len(st.History) != 1 {
+				t.Fatalf("history = %+v; want the child superseded", st.History)
+			}
+			ended := map[string]Observation{key: {OwnerEnded: "Failed", ChildOwner: "Failed"}}
+			st = at(tc.spec, &st, 2*time.Minute, ended).Status
+			if len(st.History) != 0 || st.Targets[0].UID != "uid-x" {
+				t.Fatalf("target = %+v, history = %+v; want the child's record back", st.Targets[0], st.History)
+			}
+			wantCond(t, st, v1alpha1.ConditionAssignmentValid, tc.valid, tc.validWhy, "")
+			wantCond(t, st, v1alpha1.ConditionAccepted, tc.accepted, tc.acceptWhy, "")
+			wantFixedPoint(t, tc.spec, st, 3*time.Minute, ended)
 		})
 	}
 }

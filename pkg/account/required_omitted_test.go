@@ -54,3 +54,50 @@ func TestDeletionKeepsAPolicysUnassignedIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryRequiredWithinBudget: a superseded identity's required indexes count in the
+// index budget. Those of an identity no target needs go with its completed indexes,
+// first; those of the one a restart in progress still needs (its record again if its
+// JobSet ends) go last, after every target's lists.
+func TestHistoryRequiredWithinBudget(t *testing.T) {
+	policy := "0,2,4,6,8,10,12,14" // a successPolicy's population: 18 bytes
+	status := func() v1alpha1.BatchAccountStatus {
+		return v1alpha1.BatchAccountStatus{
+			Targets: []v1alpha1.TargetStatus{
+				{Name: "jobset/ts/w/0"}, // no identity: a restart in progress
+				{Name: "job/j", UID: "uid-j", Completions: 16, CompletedIndexes: "0-9", Required: "0-15", Terminal: TerminalComplete},
+			},
+			History: []v1alpha1.SupersededIdentity{
+				{Target: "jobset/ts/w/0", UID: "uid-old", Completions: 16, CompletedIndexes: "1,3", Required: policy},
+				{Target: "jobset/ts/w/0", UID: "uid-new", Completions: 16, CompletedIndexes: "5,7", Required: policy},
+			},
+		}
+	}
+	cases := []struct {
+		name   string
+		budget int
+		// want: the required indexes history keeps, oldest first.
+		want []string
+	}{
+		{"all fit", 100, []string{policy, policy}},
+		{"the unneeded identity's go first", 45, []string{"", policy}},
+		{"the needed identity's go last", 10, []string{"", ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := status()
+			fitIndexLists(&st, tc.budget, nil)
+			for i, h := range st.History {
+				if h.Required != tc.want[i] || h.RequiredOmitted != (tc.want[i] == "") {
+					t.Errorf("history[%d] required = %q (omitted %t); want %q", i, h.Required, h.RequiredOmitted, tc.want[i])
+				}
+			}
+			if n := indexListBytes(&st); n > tc.budget && tc.want[1] == "" {
+				t.Errorf("index lists take %d bytes, over the budget of %d", n, tc.budget)
+			}
+			if tc.want[1] == "" && st.Targets[1].CompletedIndexes != "" {
+				t.Errorf("the needed identity's required indexes were left out before a record's completed ones")
+			}
+		})
+	}
+}

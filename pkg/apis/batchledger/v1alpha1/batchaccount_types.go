@@ -598,6 +598,20 @@ type SupersededIdentity struct {
 	// Terminal is the superseded identity's terminal condition, if it had one.
 	// +optional
 	Terminal string `json:"terminal,omitempty"`
+	// NotIndexed is true when the superseded Job was not an Indexed Job: the mapping
+	// onto it is invalid, also once it is the target's record again (a JobSet that
+	// ended instead of recreating the child).
+	// +optional
+	NotIndexed bool `json:"notIndexed,omitempty"`
+	// Required is the index population the superseded Job's own criterion required,
+	// interval format: what the mapping must assign (UnmappedIndexes), also once it is
+	// the target's record again. Empty for an identity superseded before it was kept.
+	// +optional
+	Required string `json:"required,omitempty"`
+	// RequiredOmitted is true when Required was left out to keep the status within its
+	// index budget: the required indexes are then not checked.
+	// +optional
+	RequiredOmitted bool `json:"requiredOmitted,omitempty"`
 	// SupersededAt is when the replacement was observed.
 	SupersededAt metav1.Time `json:"supersededAt"`
 }
