@@ -612,11 +612,17 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 	}
 	var superseded *v1alpha1.SupersededIdentity
 	if prev != nil && prev.UID != "" && prev.UID != uid {
+		// The required indexes of a Job without a successPolicy, left out for size, are
+		// every index below its completions (fromRecord): history keeps them so, not the
+		// policy's of another Job that a record made back from it cannot tell apart.
+		required, omitted := prev.Required, slices.Contains(prev.IndexesOmitted, "required")
+		if omitted && prev.SuccessPolicy == "" && prev.Completions > 0 {
+			required, omitted = indexset.Range(0, int(prev.Completions)-1).String(), false
+		}
 		superseded = &v1alpha1.SupersededIdentity{
 			Target: ts.key, Job: prev.Job, UID: prev.UID, RestartAttempt: prev.RestartAttempt,
 			Completions: prev.Completions, CompletedIndexes: prev.CompletedIndexes, CompletedIndexesOmitted: prev.CompletedIndexesOmitted,
-			Terminal: prev.Terminal, NotIndexed: prev.NotIndexed, Required: prev.Required,
-			RequiredOmitted: slices.Contains(prev.IndexesOmitted, "required"), SupersededAt: now,
+			Terminal: prev.Terminal, NotIndexed: prev.NotIndexed, Required: required, RequiredOmitted: omitted, SupersededAt: now,
 		}
 		prev = nil // a new identity starts with no attempts of its own
 	}

@@ -1,6 +1,7 @@
 package account
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,30 +133,43 @@ func TestEndedRecordKeepsItsShape(t *testing.T) {
 		return makeCompactSpec("s", 4).AssignJobSet("ts", "w", 0, indexes, "0-3").SpecObj()
 	}
 	cases := []struct {
-		name      string
-		spec      *v1alpha1.BatchAccountSpec
-		child     *wrappers.JobWrapper
-		valid     metav1.ConditionStatus
-		validWhy  string
-		accepted  metav1.ConditionStatus
-		acceptWhy string
+		name  string
+		spec  *v1alpha1.BatchAccountSpec
+		child *wrappers.JobWrapper
+		// indexLists, when set, is the index list budget while the child runs: its lists
+		// left out for size before it is superseded.
+		indexLists int
+		valid      metav1.ConditionStatus
+		validWhy   string
+		accepted   metav1.ConditionStatus
+		acceptWhy  string
 	}{
-		{"a required index unassigned", spec("0-3"), makeJob("ts-w-0", "uid-x", 8).Completed("0-3", 4),
+		{"a required index unassigned", spec("0-3"), makeJob("ts-w-0", "uid-x", 8).Completed("0-3", 4), 0,
 			metav1.ConditionFalse, v1alpha1.ReasonUnmappedIndexes, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
-		{"a child that is not Indexed", spec("0-3"), makeJob("ts-w-0", "uid-x", 4).CompletionMode(batchv1.NonIndexedCompletion),
+		{"a required index unassigned, its lists left out", spec("0-3"), makeJob("ts-w-0", "uid-x", 8).Completed("0-3", 4), 2,
+			metav1.ConditionFalse, v1alpha1.ReasonUnmappedIndexes, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
+		{"a child that is not Indexed", spec("0-3"), makeJob("ts-w-0", "uid-x", 4).CompletionMode(batchv1.NonIndexedCompletion), 0,
 			metav1.ConditionFalse, v1alpha1.ReasonNotIndexed, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
 		{"its successPolicy's indexes assigned", spec("0-3"),
-			makeJob("ts-w-0", "uid-x", 8).SuccessPolicy(wrappers.SucceededIndexes("0-3")).Completed("0-3", 4),
+			makeJob("ts-w-0", "uid-x", 8).SuccessPolicy(wrappers.SucceededIndexes("0-3")).Completed("0-3", 4), 0,
 			metav1.ConditionTrue, v1alpha1.ReasonValid, metav1.ConditionTrue, v1alpha1.ReasonAccepted},
 		{"every required index assigned, half covered", makeCompactSpec("s", 8).AssignJobSet("ts", "w", 0, "0-7", "0-7").SpecObj(),
-			makeJob("ts-w-0", "uid-x", 8).Completed("0-3", 4),
+			makeJob("ts-w-0", "uid-x", 8).Completed("0-3", 4), 0,
 			metav1.ConditionTrue, v1alpha1.ReasonValid, metav1.ConditionFalse, v1alpha1.ReasonTargetDeleted},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			running := map[string]Observation{key: {Job: tc.child.Facts(), ChildOwner: OwnerRunning}}
+			saved := statusLimits
+			if tc.indexLists > 0 {
+				statusLimits = func(n int) limits { l := limitsFor(n); l.indexLists = tc.indexLists; return l }
+			}
 			st := at(tc.spec, nil, 0, running).Status
+			statusLimits = saved
 			wantCond(t, st, v1alpha1.ConditionAssignmentValid, tc.valid, tc.validWhy, "")
+			if tc.indexLists > 0 && !slices.Contains(st.Targets[0].IndexesOmitted, "required") {
+				t.Fatalf("required indexes kept (%q): the case needs them left out", st.Targets[0].Required)
+			}
 			// The child is gone, its JobSet not ended yet: a restart in progress.
 			st = at(tc.spec, &st, time.Minute, map[string]Observation{key: {ChildOwner: OwnerRunning}}).Status
 			if len(st.History) != 1 {
