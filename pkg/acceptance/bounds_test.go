@@ -4,22 +4,38 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/common/types"
 
 	"batchledger.dev/batchledger/pkg/result"
 )
 
-// TestRuleLengthBound: a rule of exactly MaxRuleLength bytes compiles; one byte more is
+// TestRuleLengthBound: a rule of exactly MaxRuleLength characters compiles, however many
+// bytes they take (the CRD's MaxLength counts characters too); one character more is
 // refused, saying how long it is.
 func TestRuleLengthBound(t *testing.T) {
-	atLimit := strings.Repeat(" ", MaxRuleLength-len(seedRule)) + seedRule
-	if _, err := Compile(atLimit); err != nil {
-		t.Errorf("a rule of %d bytes: %v", len(atLimit), err)
+	// A string literal of multi-byte characters: 3 bytes each in UTF-8.
+	multiByte := func(n int) string { return `result.shard != "` + strings.Repeat("€", n) + `"` }
+	cases := map[string]struct {
+		rule    string
+		wantErr string
+	}{
+		"spaces, at the limit":     {rule: strings.Repeat(" ", MaxRuleLength-len(seedRule)) + seedRule},
+		"spaces, one over":         {rule: strings.Repeat(" ", MaxRuleLength-len(seedRule)+1) + seedRule, wantErr: "acceptance rule is 4097 characters, longer than the 4096 allowed"},
+		"multi-byte, at the limit": {rule: multiByte(MaxRuleLength - len(multiByte(0)))},
+		"multi-byte, one over":     {rule: multiByte(MaxRuleLength - len(multiByte(0)) + 1), wantErr: "acceptance rule is 4097 characters, longer than the 4096 allowed"},
 	}
-	_, err := Compile(" " + atLimit)
-	if want := "acceptance rule is 4097 bytes, longer than the 4096 allowed"; err == nil || err.Error() != want {
-		t.Errorf("a rule of %d bytes: %v; want %q", len(atLimit)+1, err, want)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Compile(tc.rule)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("a rule of %d characters (%d bytes): %v", utf8.RuneCountInString(tc.rule), len(tc.rule), err)
+			case tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr):
+				t.Errorf("a rule of %d characters: %v; want %q", utf8.RuneCountInString(tc.rule), err, tc.wantErr)
+			}
+		})
 	}
 }
 

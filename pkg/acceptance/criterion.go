@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -22,8 +23,9 @@ import (
 // exceeds it and evaluation stops when it is reached.
 const CostLimit = 100_000
 
-// MaxRuleLength is the longest rule accepted, the same as the CRD's MaxLength on
-// spec.acceptance.rule, so that a rule admitted by the API server also compiles here.
+// MaxRuleLength is the longest rule accepted, in characters (Unicode code points, as the
+// CRD's MaxLength on spec.acceptance.rule and CEL's parser count them), so that a rule
+// admitted by the API server also compiles here.
 const MaxRuleLength = 4096
 
 // resultTypeName is the CEL type of the `result` variable. A declared object type,
@@ -133,8 +135,8 @@ func compile(rule string, limit uint64, checkEstimate bool) (*Criterion, error) 
 	if strings.TrimSpace(rule) == "" {
 		return &Criterion{rule: rule}, nil
 	}
-	if len(rule) > MaxRuleLength {
-		return nil, fmt.Errorf("acceptance rule is %d bytes, longer than the %d allowed", len(rule), MaxRuleLength)
+	if n := utf8.RuneCountInString(rule); n > MaxRuleLength {
+		return nil, fmt.Errorf("acceptance rule is %d characters, longer than the %d allowed", n, MaxRuleLength)
 	}
 	e, err := env()
 	if err != nil {
