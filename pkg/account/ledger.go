@@ -38,9 +38,10 @@ const (
 // (Observation.OwnerEnded), which recreates nothing. So is the child a Job target names
 // by its Job name, while its owner is known to run (Observation.ChildOwner; restarting
 // reports its end). A child that terminated keeps its record (a JobSet deleted by its
-// TTL, or a cascade).
+// TTL, or a cascade), but for one a MultiKueue re-dispatch superseded
+// (Observation.Redispatched).
 func keepsRecord(t Target, prev *v1alpha1.TargetStatus, obs Observation) bool {
-	if prev == nil || prev.UID == "" {
+	if prev == nil || prev.UID == "" || obs.Redispatched {
 		return false
 	}
 	if prev.Deleted || !restarting(t, obs) {

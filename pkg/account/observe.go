@@ -62,6 +62,13 @@ type Observation struct {
 	// its children (Compute keeps the record); a child that Failed while its owner runs
 	// may be restarted, so the account waits for the owner's decision.
 	ChildOwner string
+	// Redispatched, for a child target of an owner MultiKueue dispatches that is not
+	// found, says that its previous identity ran in a worker's copy of the owner that
+	// Kueue deleted when it dispatched the Workload to another worker, whose records are
+	// not read: that worker's copy runs the child again, so the identity is superseded
+	// (as it is once that worker's child is recorded), whatever it completed, not kept
+	// as the target's record.
+	Redispatched bool
 	// APINotServed, for a target that is not found, names the API its kind needs that
 	// the cluster does not serve ("jobset.x-k8s.io/v1alpha2 JobSet"): the target cannot
 	// exist until that API is installed. Empty when the API is served.

@@ -424,6 +424,20 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		last = admitted[n-1]
 	}
 	rec := kinds.Recorded(k, t.Ref, recs)
+	if rec != nil && last[0] != "" && rec.Cluster != last[0] {
+		// The record is of a copy on a worker the Workload ran on before: Kueue deleted
+		// that copy when it dispatched the Workload to last[0], whose copy runs the child
+		// again. While last[0]'s records are not read, nothing says what its child did:
+		// the target waits on it (unreadWorker), as when no worker is read, rather than
+		// stand for that run with the old copy's child (and its end, the JobSet's).
+		unread, err := r.workerUnread(ctx, ba.Namespace, last)
+		if err != nil {
+			return err
+		}
+		if unread {
+			rec = nil
+		}
+	}
 	read := rec != nil
 	if rec == nil {
 		if err := r.unreadWorker(ctx, ba.Namespace, last, d.workload, o); err != nil || o.obs.WorkerProblem == "" {
@@ -433,6 +447,7 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		// is gone): that is no news of the child, and no restart superseded it. The
 		// identity the account last observed stands as it was observed.
 		if rec = lastObserved(ba, t, last[0]); rec == nil {
+			o.obs.Redispatched = ranElsewhere(ba, t.Key, last[0])
 			return nil
 		}
 	}
@@ -562,6 +577,18 @@ func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *
 	return &kinds.RecordedJob{Record: rec, Cluster: cluster}
 }
 
+// ranElsewhere reports whether the identity target key's status holds was last seen
+// running on another worker than cluster: a copy Kueue deleted when it dispatched the
+// Workload to cluster.
+func ranElsewhere(ba *v1alpha1.BatchAccount, key, cluster string) bool {
+	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == key })
+	if i < 0 || ba.Status.Targets[i].UID == "" {
+		return false
+	}
+	ranOn := observedCluster(&ba.Status.Targets[i])
+	return ranOn != "" && ranOn != cluster
+}
+
 // observedCluster is the worker s's identity was last seen running on: its newest
 // admission's, else its Workload's as last observed (admissions may all be left out for
 // the account's size); "" when the status never saw one.
@@ -604,6 +631,16 @@ func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, at [2]s
 	o.obs.ResultsOnWorker, o.obs.WorkerProblem = true, problem
 	o.obs.OwnerEnded = ""
 	return nil
+}
+
+// workerUnread reports whether the records of worker at[0] for the Workload at[1] are
+// not read now (unreadWorker's problem).
+func (r *Reconciler) workerUnread(ctx context.Context, namespace string, at [2]string) (bool, error) {
+	if r.WorkerResults == nil {
+		return true, nil
+	}
+	_, state, err := r.WorkerResults.Jobs(ctx, at[0], namespace, at[1])
+	return err == nil && state.Problem(at[0]) != "", err
 }
 
 // noWorkerReader is the worker problem of a dispatched JobSet's (or TrainJob's) child on
