@@ -396,15 +396,19 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	}
 	superseded := supersededIdentities(ba, t.Key, d.workload)
 	var recs []kinds.RecordedJob
+	// unread are the workers whose records are not read now: what the manager holds of
+	// one it read before and cannot reach is as it last read it.
+	unread := map[string]bool{}
 	admitted := workerAdmissions(ba, t.Key, "", d.workload, ownerCreated)
 	for _, p := range admitted {
 		if r.WorkerResults == nil {
 			break
 		}
-		got, _, err := r.WorkerResults.Jobs(ctx, p[0], ba.Namespace, p[1])
+		got, state, err := r.WorkerResults.Jobs(ctx, p[0], ba.Namespace, p[1])
 		if err != nil {
 			return err
 		}
+		unread[p[0]] = state.Problem(p[0]) != ""
 		for i := range got {
 			// A copy's child the account superseded is gone (Kueue deleted that copy, or
 			// a restart did): back on its worker before the new copy's children are
@@ -430,15 +434,13 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		// again. While last[0]'s records are not read, nothing says what its child did:
 		// the target waits on it (unreadWorker), as when no worker is read, rather than
 		// stand for that run with the old copy's child (and its end, the JobSet's).
-		unread, err := r.workerUnread(ctx, ba.Namespace, last)
-		if err != nil {
-			return err
-		}
-		if unread {
+		if unread[last[0]] {
 			rec = nil
 		}
 	}
-	read := rec != nil
+	// A record of a worker not read now (not reachable) is as the manager last read it:
+	// no news of the child, which may have completed there since (as lastObserved).
+	read := rec != nil && !unread[rec.Cluster]
 	if rec == nil {
 		if err := r.unreadWorker(ctx, ba.Namespace, last, d.workload, o); err != nil || o.obs.WorkerProblem == "" {
 			return err
@@ -631,16 +633,6 @@ func (r *Reconciler) unreadWorker(ctx context.Context, namespace string, at [2]s
 	o.obs.ResultsOnWorker, o.obs.WorkerProblem = true, problem
 	o.obs.OwnerEnded = ""
 	return nil
-}
-
-// workerUnread reports whether the records of worker at[0] for the Workload at[1] are
-// not read now (unreadWorker's problem).
-func (r *Reconciler) workerUnread(ctx context.Context, namespace string, at [2]string) (bool, error) {
-	if r.WorkerResults == nil {
-		return true, nil
-	}
-	_, state, err := r.WorkerResults.Jobs(ctx, at[0], namespace, at[1])
-	return err == nil && state.Problem(at[0]) != "", err
 }
 
 // noWorkerReader is the worker problem of a dispatched JobSet's (or TrainJob's) child on
