@@ -64,10 +64,11 @@ type Observation struct {
 	ChildOwner string
 	// Redispatched, for a child target of an owner MultiKueue dispatches that is not
 	// found, says that its previous identity ran in a worker's copy of the owner that
-	// Kueue deleted when it dispatched the Workload to another worker, whose records are
-	// not read: that worker's copy runs the child again, so the identity is superseded
-	// (as it is once that worker's child is recorded), whatever it completed, not kept
-	// as the target's record.
+	// Kueue deleted since (it dispatched the Workload to another worker, or evicted it
+	// and admitted it again), while the records of the worker it runs on now are not
+	// read: the new copy runs the child again, so the identity is superseded (as it is
+	// once the new copy's child is recorded), whatever it completed, not kept as the
+	// target's record.
 	Redispatched bool
 	// APINotServed, for a target that is not found, names the API its kind needs that
 	// the cluster does not serve ("jobset.x-k8s.io/v1alpha2 JobSet"): the target cannot

@@ -427,7 +427,14 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	} else if n := len(admitted); n > 0 {
 		last = admitted[n-1]
 	}
+	admittedNow := currentAdmission(d.workload, last[0])
 	rec := kinds.Recorded(k, t.Ref, recs)
+	if rec != nil && unread[rec.Cluster] && createdBeforeAdmission(rec.Record, admittedNow) {
+		// As the manager last read a worker it cannot reach now, of a copy the Workload's
+		// current admission replaced (Kueue deleted it at the eviction): no child of the
+		// run going on there.
+		rec = nil
+	}
 	if rec != nil && last[0] != "" && rec.Cluster != last[0] {
 		// The record is of a copy on a worker the Workload ran on before: Kueue deleted
 		// that copy when it dispatched the Workload to last[0], whose copy runs the child
@@ -448,8 +455,8 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		// The worker's records are not read now (the manager restarted, its kubeconfig
 		// is gone): that is no news of the child, and no restart superseded it. The
 		// identity the account last observed stands as it was observed.
-		if rec = lastObserved(ba, t, last[0]); rec == nil {
-			o.obs.Redispatched = ranElsewhere(ba, t.Key, last[0])
+		if rec = lastObserved(ba, t, last[0], admittedNow); rec == nil {
+			o.obs.Redispatched = copyReplaced(ba, t.Key, last[0], admittedNow)
 			return nil
 		}
 	}
@@ -550,11 +557,12 @@ func supersededDuringAdmission(h *v1alpha1.SupersededIdentity, wl *kueue.Workloa
 // makes the Job back). nil when the status holds no such identity, holds it as deleted,
 // or left its completed indexes out for size (they cannot be made back). Failed indexes
 // left out for size are not made back either: the record gives none, and the account
-// keeps them left out rather than read as none. nil too when the Workload now runs on
-// another worker than the one the status last saw the identity on: MultiKueue re-dispatched
-// it, the copy that ran the identity is gone, and the child to come on the new worker is
-// another identity; the old one is superseded, as it is once the new worker is read.
-func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *kinds.RecordedJob {
+// keeps them left out rather than read as none. nil too when the copy that ran the
+// identity is gone (replacedCopy: the Workload now runs on another worker than the one
+// the status last saw the identity on, or was admitted again since): the child to come
+// in the new copy is another identity; the old one is superseded, as it is once the
+// worker is read.
+func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string, admittedNow *metav1.Time) *kinds.RecordedJob {
 	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == t.Key })
 	if i < 0 {
 		return nil
@@ -563,7 +571,7 @@ func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *
 	if s.UID == "" || s.Deleted || !s.Found || s.CompletedIndexesOmitted {
 		return nil
 	}
-	if ranOn := observedCluster(s); ranOn != "" && ranOn != cluster {
+	if replacedCopy(s, cluster, admittedNow) {
 		return nil
 	}
 	rec := &v1alpha1.WorkerJob{
@@ -579,16 +587,51 @@ func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string) *
 	return &kinds.RecordedJob{Record: rec, Cluster: cluster}
 }
 
-// ranElsewhere reports whether the identity target key's status holds was last seen
-// running on another worker than cluster: a copy Kueue deleted when it dispatched the
-// Workload to cluster.
-func ranElsewhere(ba *v1alpha1.BatchAccount, key, cluster string) bool {
+// copyReplaced reports whether the identity target key's status holds ran in a copy
+// Kueue deleted since (replacedCopy).
+func copyReplaced(ba *v1alpha1.BatchAccount, key, cluster string, admittedNow *metav1.Time) bool {
 	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == key })
-	if i < 0 || ba.Status.Targets[i].UID == "" {
+	return i >= 0 && ba.Status.Targets[i].UID != "" && replacedCopy(&ba.Status.Targets[i], cluster, admittedNow)
+}
+
+// replacedCopy reports whether s's identity ran in a worker's copy of its owner that is
+// gone now that the Workload runs on cluster under its admission of admittedNow (nil:
+// not admitted now): it was last seen running on another worker (Kueue deleted that
+// copy when it dispatched the Workload away), or in an admission that ended before the
+// current one began (Kueue deletes the copy at an eviction, and the next admission makes
+// a new one, on the same worker too): its end was observed, or it was first observed
+// before the current admission began (give or take kinds.ClockSkewAllowance: the
+// observation is batchledger's clock, the admission Kueue's).
+func replacedCopy(s *v1alpha1.TargetStatus, cluster string, admittedNow *metav1.Time) bool {
+	if ranOn := observedCluster(s); ranOn != "" && ranOn != cluster {
+		return true
+	}
+	n := len(s.Admissions)
+	if admittedNow == nil || n == 0 {
 		return false
 	}
-	ranOn := observedCluster(&ba.Status.Targets[i])
-	return ranOn != "" && ranOn != cluster
+	last := &s.Admissions[n-1]
+	return last.EvictedAt != nil || last.AdmittedAt.Add(kinds.ClockSkewAllowance).Before(admittedNow.Time)
+}
+
+// currentAdmission is when wl's current admission began (its Admitted condition), when
+// it runs on worker cluster; nil otherwise.
+func currentAdmission(wl *kueue.Workload, cluster string) *metav1.Time {
+	if wl == nil || cluster == "" || multikueue.Cluster(wl) != cluster {
+		return nil
+	}
+	c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadAdmitted)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return nil
+	}
+	return &c.LastTransitionTime
+}
+
+// createdBeforeAdmission reports whether rec records a Job created before the admission
+// that began at admittedNow (give or take kinds.ClockSkewAllowance: the record's time is
+// the worker's clock): a child of a copy an earlier admission made.
+func createdBeforeAdmission(rec *v1alpha1.WorkerJob, admittedNow *metav1.Time) bool {
+	return admittedNow != nil && rec.JobCreated != nil && rec.JobCreated.Add(kinds.ClockSkewAllowance).Before(admittedNow.Time)
 }
 
 // observedCluster is the worker s's identity was last seen running on: its newest
