@@ -555,7 +555,8 @@ func supersededDuringAdmission(h *v1alpha1.SupersededIdentity, wl *kueue.Workloa
 // lastObserved is the record of the child Job the account's status last observed for a
 // dispatched target t, on worker cluster: its status as a WorkerJob (multikueue.RecordJob
 // makes the Job back). nil when the status holds no such identity, holds it as deleted,
-// or left its completed indexes out for size (they cannot be made back). Failed indexes
+// or left its completed indexes out for size, or the Job has a successPolicy (neither
+// can be made back: the status holds the policy in words). Failed indexes
 // left out for size are not made back either: the record gives none, and the account
 // keeps them left out rather than read as none. nil too when the copy that ran the
 // identity is gone (replacedCopy: the Workload now runs on another worker than the one
@@ -568,7 +569,7 @@ func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string, a
 		return nil
 	}
 	s := &ba.Status.Targets[i]
-	if s.UID == "" || s.Deleted || !s.Found || s.CompletedIndexesOmitted {
+	if s.UID == "" || s.Deleted || !s.Found || s.CompletedIndexesOmitted || s.SuccessPolicy != "" {
 		return nil
 	}
 	if replacedCopy(s, cluster, admittedNow) {

@@ -42,6 +42,12 @@ func NewJobRecord(job *batchv1.Job, d Dispatch) *v1alpha1.WorkerJob {
 		CompletedIndexes: job.Status.CompletedIndexes,
 		FailedIndexes:    job.Status.FailedIndexes,
 	}
+	if sp := job.Spec.SuccessPolicy; sp != nil {
+		// Copied: job may be the cache's own.
+		for _, r := range sp.DeepCopy().Rules {
+			rec.SuccessRules = append(rec.SuccessRules, v1alpha1.WorkerJobSuccessRule{SucceededIndexes: r.SucceededIndexes, SucceededCount: r.SucceededCount})
+		}
+	}
 	if t := job.CreationTimestamp; !t.IsZero() {
 		rec.JobCreated = &t
 	}
@@ -106,6 +112,14 @@ func RecordJob(rec *v1alpha1.WorkerJob, owner *metav1.OwnerReference) *batchv1.J
 			CompletionMode: ptr.To(batchv1.IndexedCompletion),
 		},
 		Status: batchv1.JobStatus{CompletedIndexes: rec.CompletedIndexes, FailedIndexes: rec.FailedIndexes, Succeeded: rec.Succeeded},
+	}
+	if len(rec.SuccessRules) > 0 {
+		job.Spec.SuccessPolicy = &batchv1.SuccessPolicy{}
+		for i := range rec.SuccessRules {
+			r := rec.SuccessRules[i].DeepCopy()
+			job.Spec.SuccessPolicy.Rules = append(job.Spec.SuccessPolicy.Rules,
+				batchv1.SuccessPolicyRule{SucceededIndexes: r.SucceededIndexes, SucceededCount: r.SucceededCount})
+		}
 	}
 	if rec.Scope != "" {
 		job.Spec.Template.Labels = map[string]string{v1alpha1.LabelScope: rec.Scope}

@@ -70,6 +70,13 @@ type WorkerJob struct {
 	// Completions is the Job's spec.completions.
 	// +optional
 	Completions *int32 `json:"completions,omitempty"`
+	// SuccessRules are the rules of the Job's spec.successPolicy: a Job that meets one is
+	// Complete with only the indexes its completedIndexes lists, not every index. Unset
+	// in records of an earlier version, which read as a Job without a successPolicy.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	SuccessRules []WorkerJobSuccessRule `json:"successRules,omitempty"`
 	// Scope is the batchledger.dev/scope label of the Job's pod template (the manager
 	// stamped it on the JobSet's templates).
 	// +optional
@@ -99,6 +106,16 @@ type WorkerJob struct {
 	// the record's creation, TerminalAt and DeletedAt.
 	// +optional
 	DeletedAt *metav1.Time `json:"deletedAt,omitempty"`
+}
+
+// WorkerJobSuccessRule is one rule of a Job's spec.successPolicy, as batch/v1 has it.
+type WorkerJobSuccessRule struct {
+	// SucceededIndexes is the rule's succeededIndexes.
+	// +optional
+	SucceededIndexes *string `json:"succeededIndexes,omitempty"`
+	// SucceededCount is the rule's succeededCount.
+	// +optional
+	SucceededCount *int32 `json:"succeededCount,omitempty"`
 }
 
 // WorkerJobList is a list of WorkerJob.
