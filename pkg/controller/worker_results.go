@@ -578,7 +578,7 @@ func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string, a
 	rec := &v1alpha1.WorkerJob{
 		ObjectMeta: metav1.ObjectMeta{Name: string(s.UID), Namespace: ba.Namespace, ResourceVersion: s.ObservedResourceVersion},
 		JobSet:     t.Ref.Owner(), TrainJob: t.Ref.TrainJob, ReplicatedJob: t.Ref.ReplicatedJob, JobIndex: t.Ref.Index(),
-		RestartAttempt: s.RestartAttempt, Job: s.Job, JobUID: s.UID, Completions: ptr.To(s.Completions), Scope: s.PodScope,
+		RestartAttempt: s.RestartAttempt, Job: s.Job, JobUID: s.UID, Completions: ptr.To(s.Completions), NotIndexed: s.NotIndexed, Scope: s.PodScope,
 		Succeeded: s.Succeeded, CompletedIndexes: s.CompletedIndexes,
 		Terminal: s.Terminal, TerminalReason: s.TerminalReason, TerminalAt: s.TerminalObservedAt,
 	}

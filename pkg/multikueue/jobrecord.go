@@ -42,6 +42,8 @@ func NewJobRecord(job *batchv1.Job, d Dispatch) *v1alpha1.WorkerJob {
 		CompletedIndexes: job.Status.CompletedIndexes,
 		FailedIndexes:    job.Status.FailedIndexes,
 	}
+	// As the account reads a Job: an unset completionMode is NonIndexed.
+	rec.NotIndexed = ptr.Deref(job.Spec.CompletionMode, batchv1.NonIndexedCompletion) != batchv1.IndexedCompletion
 	if sp := job.Spec.SuccessPolicy; sp != nil {
 		// Copied: job may be the cache's own.
 		for _, r := range sp.DeepCopy().Rules {
@@ -94,8 +96,9 @@ func FromRecord(job metav1.Object) bool {
 // dispatched by MultiKueue (spec.managedBy ManagedBy, so no pod of it is looked for on
 // the manager), named and identified as the worker's Job (its UID is the identity), in
 // namespace, labelled as JobSet labels its children, controlled by owner (the manager's
-// JobSet, when it has one: Kueue's Workload of a JobSet is its owner's), with the status
-// the record holds.
+// JobSet, when it has one: Kueue's Workload of a JobSet is its owner's), with the
+// completion mode (Indexed when the record does not say, as an earlier worker role's
+// does not) and status the record holds.
 func RecordJob(rec *v1alpha1.WorkerJob, owner *metav1.OwnerReference) *batchv1.Job {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: rec.Job, Namespace: rec.Namespace, UID: rec.JobUID, ResourceVersion: rec.ResourceVersion,
@@ -112,6 +115,9 @@ func RecordJob(rec *v1alpha1.WorkerJob, owner *metav1.OwnerReference) *batchv1.J
 			CompletionMode: ptr.To(batchv1.IndexedCompletion),
 		},
 		Status: batchv1.JobStatus{CompletedIndexes: rec.CompletedIndexes, FailedIndexes: rec.FailedIndexes, Succeeded: rec.Succeeded},
+	}
+	if rec.NotIndexed {
+		job.Spec.CompletionMode = ptr.To(batchv1.NonIndexedCompletion)
 	}
 	if len(rec.SuccessRules) > 0 {
 		job.Spec.SuccessPolicy = &batchv1.SuccessPolicy{}

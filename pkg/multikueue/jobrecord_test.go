@@ -17,10 +17,10 @@ import (
 
 // TestJobRecordRoundTrip: the WorkerJob of a worker's child Job says where it stands in
 // its JobSet and its status; the Job the manager makes of the record has the child's
-// identity, the facts an account reads of the child (completions, indexes, terminal
-// condition, scope), is dispatched by MultiKueue (no pod of it is looked for), and is
-// controlled by the owner given; two records say the same only when no recorded field
-// differs.
+// identity, the facts an account reads of the child (completions, completion mode,
+// indexes, terminal condition, scope), is dispatched by MultiKueue (no pod of it is
+// looked for), and is controlled by the owner given; two records say the same only when
+// no recorded field differs.
 func TestJobRecordRoundTrip(t *testing.T) {
 	at := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
 	js := wrappers.MakeJobSet("js", "ns").Obj()
@@ -36,6 +36,8 @@ func TestJobRecordRoundTrip(t *testing.T) {
 		"running":  {job: base().Completed("0,2", 2).FailedIndexes("1").Obj()},
 		"complete": {job: base().Completed("0-3", 4).Complete(at).Obj(), terminal: "Complete"},
 		"failed":   {job: base().Completed("0", 1).Failed("BackoffLimitExceeded", at).Obj(), terminal: "Failed"},
+		// JobSet allows a template of completionMode NonIndexed.
+		"NonIndexed, complete": {job: base().CompletionMode(batchv1.NonIndexedCompletion).Completed("", 4).Complete(at).Obj(), terminal: "Complete"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}
@@ -48,7 +50,7 @@ func TestJobRecordRoundTrip(t *testing.T) {
 			owner := metav1.OwnerReference{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: "js", UID: "manager-js-uid", Controller: ptr.To(true)}
 			job := RecordJob(rec, &owner)
 			want, got := jobkind.Facts(tc.job), jobkind.Facts(job)
-			if got.UID != want.UID || got.Name != want.Name || got.Completions != want.Completions || !got.Indexed ||
+			if got.UID != want.UID || got.Name != want.Name || got.Completions != want.Completions || got.Indexed != want.Indexed ||
 				got.CompletedIndexes != want.CompletedIndexes || ptr.Deref(got.FailedIndexes, "") != ptr.Deref(want.FailedIndexes, "") ||
 				got.Succeeded != want.Succeeded || got.PodScope != want.PodScope || !terminalKept(got.Conditions, want.Conditions) {
 				t.Errorf("facts of the recorded Job %+v, want those of the child %+v", got, want)

@@ -77,6 +77,12 @@ type WorkerJob struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
 	SuccessRules []WorkerJobSuccessRule `json:"successRules,omitempty"`
+	// NotIndexed is true when the Job is not an Indexed Job (its completionMode is
+	// NonIndexed, which a JobSet's template may set): its pods have no completion index,
+	// and the mapping onto it is invalid. Unset in records of an earlier version, which
+	// read as an Indexed Job.
+	// +optional
+	NotIndexed bool `json:"notIndexed,omitempty"`
 	// Scope is the batchledger.dev/scope label of the Job's pod template (the manager
 	// stamped it on the JobSet's templates).
 	// +optional
