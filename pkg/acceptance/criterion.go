@@ -4,8 +4,8 @@ import (
 	"container/list"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
