@@ -39,9 +39,9 @@ import (
 )
 
 // DefaultMaxResultHold is how long a pod is held for its result at most: a succeeded
-// pod after it finished (on the manager, after the releaser's start when that is later:
-// holdLeft), a pod deleted before it finished after its deletion. Past it the pod is
-// released unrecorded (with a Warning event and a metric), so that an account whose
+// pod after it finished (or after the releaser's start when that is later: holdLeft),
+// a pod deleted before it finished after its deletion. Past it the pod is released
+// unrecorded (with a Warning event and a metric), so that an account whose
 // reconcile keeps failing, or a pod whose node stopped answering, never strands pods, nor
 // the namespace they are in.
 const DefaultMaxResultHold = 24 * time.Hour
@@ -60,8 +60,8 @@ const DefaultNamespaceGrace = 5 * time.Second
 // or it failed (no result to read), or no such account captures it. A pod being deleted
 // is held until it finishes, since it may still succeed during its graceful termination
 // and be counted by the Job controller. Pods are held only while a result would otherwise
-// be lost, at most MaxHold after they finished or, without Recorders, after the releaser
-// started when that is later (holdLeft), MaxHold after their deletion when they never
+// be lost, at most MaxHold after they finished or, when later, after the releaser
+// started (holdLeft), MaxHold after their deletion when they never
 // finished, and at most
 // NamespaceGrace once their namespace is being deleted.
 //
@@ -78,9 +78,9 @@ type PodReleaser struct {
 	APIReader client.Reader
 	Metrics   *Metrics
 	Recorder  events.EventRecorder
-	// MaxHold bounds how long a pod is held for its result, from its finish or, without
-	// Recorders, the releaser's start when later (holdLeft), and a pod deleted before it
-	// finished from its deletion (0: DefaultMaxResultHold).
+	// MaxHold bounds how long a pod is held for its result, from its finish or the
+	// releaser's start when later (holdLeft), and a pod deleted before it finished from
+	// its deletion (0: DefaultMaxResultHold).
 	MaxHold time.Duration
 	// Ledger tells the chunks the manager recorded (signed) from any other: only those
 	// record a pod, so a forged chunk naming a held pod never lets it go. The manager
@@ -274,11 +274,12 @@ func (r *PodReleaser) judgeHeld(ctx context.Context, pod *corev1.Pod, accounts [
 // none): MaxHold from since (its finish) or, when later, from the releaser's start. A pod that finished while no releaser ran is what the hold is
 // for, and the account reconciler captures results apart from the releaser: a leader
 // back after an outage longer than MaxHold gives capture MaxHold to record the pod
-// rather than racing it to release the pod. Where Recorders record (the worker role's
-// Capture), the record is written in the same reconcile before the releaser judges, so
-// there is no race and MaxHold counts from since alone.
+// rather than racing it to release the pod. So for the worker role's Capture
+// (Recorders), which writes the record just before the releaser judges: the releaser
+// reads it back from the cache, which does not show it yet, and a write that fails
+// once must be tried again, not end the hold.
 func (r *PodReleaser) holdLeft(since time.Time) time.Duration {
-	if r.Recorders == nil && r.started.After(since) {
+	if r.started.After(since) {
 		since = r.started
 	}
 	return cmp.Or(r.MaxHold, DefaultMaxResultHold) - r.now().Sub(since)

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +45,15 @@ func heldPod(job *batchv1.Job) *wrappers.PodWrapper {
 		p = p.Annotation(v1alpha1.AnnotationWorkload, wl)
 	}
 	return p
+}
+
+// runningSince makes r a releaser that started at t (its first reconcile): one running
+// since before the pods it judges finished, which MaxHold then counts from their finish.
+func runningSince(r *controller.PodReleaser, t time.Time) {
+	now := r.Now
+	r.Now = func() time.Time { return t }
+	_, _ = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "none"}})
+	r.Now = now
 }
 
 func newCapture(objs []client.Object, funcs interceptor.Funcs) (*Capture, client.Client) {
@@ -90,6 +102,7 @@ func TestCaptureRecordsThenReleases(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, cl := newCapture(append(tc.objs, tc.pod), tc.funcs)
+			runningSince(c.Releaser, testNow.Add(-2*maxHold))
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.pod)}
 			_, err := c.Reconcile(context.Background(), req)
 			if (err != nil) != tc.wantErr {
@@ -124,8 +137,8 @@ func TestCaptureRecordsThenReleases(t *testing.T) {
 }
 
 // TestHoldNeverOutlivesMaxHold: a succeeded pod whose record never appears is held for
-// the rest of MaxHold after it finished, then released: the releaser's rules, not the
-// manager's reach, bound the hold.
+// the rest of MaxHold after it finished (the worker role running since before),
+// then released: the releaser's rules, not the manager's reach, bound the hold.
 func TestHoldNeverOutlivesMaxHold(t *testing.T) {
 	for name, tc := range map[string]struct {
 		finished     time.Time
@@ -138,6 +151,7 @@ func TestHoldNeverOutlivesMaxHold(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			pod := heldPod(copyOfJ().Obj()).Succeeded(tc.finished, "").Obj()
 			c, cl := newCapture([]client.Object{copyOfJ().Obj(), pod}, interceptor.Funcs{})
+			runningSince(c.Releaser, testNow.Add(-2*maxHold))
 			// The releaser alone: the capture never recorded the pod.
 			res, err := c.Releaser.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)})
 			if err != nil {
@@ -277,6 +291,109 @@ func TestExpire(t *testing.T) {
 			err = cl.Get(context.Background(), client.ObjectKeyFromObject(rec), &v1alpha1.WorkerResult{})
 			if deleted := err != nil; deleted != tc.wantDeleted {
 				t.Errorf("deleted = %v (requeue after %s), want %v", deleted, res.RequeueAfter, tc.wantDeleted)
+			}
+		})
+	}
+}
+
+// TestCaptureBackFromAnOutageLongerThanMaxHold: the worker role back after an outage
+// longer than MaxHold finds pods that succeeded meanwhile, still held. Each is held for
+// MaxHold from the worker role's start, as on the manager: the releaser reads the record
+// the capture has just created through the cache, which does not show it yet (counted
+// from the pod's finish alone, a pod recorded on the worker role's return was released
+// with a Warning that its result was never recorded), and a record refused once on
+// return is tried again rather than its pod released and its result lost. A record
+// never written is still let go MaxHold after the start.
+func TestCaptureBackFromAnOutageLongerThanMaxHold(t *testing.T) {
+	ok := `{"version":"batchledger.dev/v1","shard":"s3"}`
+	finished := testNow.Add(-maxHold - time.Hour)
+	// cacheLags hides the records from reads, as the cache does right after a create.
+	cacheLags := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*v1alpha1.WorkerResult); ok {
+			return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("workerresults").GroupResource(), key.Name)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}
+	refusedOnce := func() interceptor.Funcs {
+		refused := false
+		return interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*v1alpha1.WorkerResult); ok && !refused {
+				refused = true
+				return apierrors.NewTimeoutError("etcd timed out", 1)
+			}
+			return c.Create(ctx, obj, opts...)
+		}}
+	}
+	refused := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*v1alpha1.WorkerResult); ok {
+			return errors.New("refused")
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	for name, tc := range map[string]struct {
+		funcs interceptor.Funcs
+		// later is when the second reconcile runs, after the start at testNow.
+		later            time.Duration
+		wantHeldFirst    bool
+		wantErrFirst     bool
+		wantReleasedLast bool
+		wantRecorded     bool
+		wantWarning      bool
+	}{
+		"recorded on return, the cache not showing it yet": {funcs: cacheLags, wantHeldFirst: true,
+			later: time.Second, wantReleasedLast: true, wantRecorded: true},
+		"record refused once on return": {funcs: refusedOnce(), wantHeldFirst: true, wantErrFirst: true,
+			later: time.Second, wantReleasedLast: true, wantRecorded: true},
+		"record never written: released MaxHold after the start": {funcs: refused, wantHeldFirst: true, wantErrFirst: true,
+			later: maxHold + time.Second, wantReleasedLast: true, wantWarning: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := heldPod(copyOfJ().Obj()).Succeeded(finished, ok).Obj()
+			base := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(copyOfJ().Obj(), pod).Build()
+			now := testNow
+			clock := func() time.Time { return now }
+			recorder := events.NewFakeRecorder(10)
+			first := interceptor.NewClient(base, tc.funcs)
+			c := &Capture{Client: first, Now: clock, Releaser: &controller.PodReleaser{Client: first, Recorders: Recorders{first},
+				MaxHold: maxHold, Now: clock, Recorder: recorder}}
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}
+			held := func() bool {
+				var got corev1.Pod
+				if err := base.Get(context.Background(), req.NamespacedName, &got); err != nil {
+					t.Fatal(err)
+				}
+				return slices.Contains(got.Finalizers, v1alpha1.ResultFinalizer)
+			}
+			if _, err := c.Reconcile(context.Background(), req); (err != nil) != tc.wantErrFirst {
+				t.Fatalf("first Reconcile error = %v, want error %v", err, tc.wantErrFirst)
+			}
+			if h := held(); h != tc.wantHeldFirst {
+				t.Errorf("held on return = %v, want %v", h, tc.wantHeldFirst)
+			}
+			// The cache catches up (the record's event wakes the pod), or the retry
+			// comes; the same releaser, started at testNow.
+			now = testNow.Add(tc.later)
+			again := interceptor.NewClient(base, interceptor.Funcs{Create: tc.funcs.Create})
+			c.Client, c.Releaser.Client, c.Releaser.Recorders = again, again, Recorders{again}
+			_, _ = c.Reconcile(context.Background(), req)
+			if released := !held(); released != tc.wantReleasedLast {
+				t.Errorf("released = %v, want %v", released, tc.wantReleasedLast)
+			}
+			var recs v1alpha1.WorkerResultList
+			if err := base.List(context.Background(), &recs); err != nil {
+				t.Fatal(err)
+			}
+			if recorded := len(recs.Items) == 1; recorded != tc.wantRecorded {
+				t.Errorf("recorded = %v (%d records), want %v", recorded, len(recs.Items), tc.wantRecorded)
+			}
+			warned := false
+			for len(recorder.Events) > 0 {
+				if e := <-recorder.Events; strings.Contains(e, v1alpha1.EventReasonResultNotRecorded) {
+					warned = true
+				}
+			}
+			if warned != tc.wantWarning {
+				t.Errorf("warned that the result was not recorded = %v, want %v", warned, tc.wantWarning)
 			}
 		})
 	}
