@@ -147,10 +147,12 @@ func attribution(ctx context.Context, r client.Reader, job *batchv1.Job) (multik
 // changed), and removes the worker role's
 // finalizer (v1alpha1.WorkerJobFinalizer, JobHolder) once the record holds the Job's last
 // status: it is terminal, or being deleted with every success of its pods counted
-// (countingSuccess); never later than MaxHold after its deletion.
+// (countingSuccess); never later than MaxHold after its deletion (or the recorder's
+// start, when later).
 type JobRecorder struct {
 	client.Client
-	// MaxHold bounds how long a deleted Job is kept for its record (the pods' MaxHold; 0:
+	// MaxHold bounds how long a deleted Job is kept for its record, from its deletion or
+	// the recorder's start when later (the pods' MaxHold; 0:
 	// controller.DefaultMaxResultHold, as for the pods, never no hold at all).
 	MaxHold time.Duration
 	// NamespaceGrace bounds, once its namespace is being deleted, how long a deleted Job
@@ -161,10 +163,10 @@ type JobRecorder struct {
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
-	// started is when the recorder first reconciled: in a namespace being deleted a
-	// record is given NamespaceGrace from then too, as the pods' releaser gives it, so
-	// that the worker role back from an outage does not let go at once what it could
-	// still record.
+	// started is when the recorder first reconciled: a record is given MaxHold, and in
+	// a namespace being deleted NamespaceGrace, from then too, as the pods' releaser
+	// gives them, so that the worker role back from an outage does not let go at once
+	// what it could still record.
 	started   time.Time
 	startOnce sync.Once
 }
@@ -239,8 +241,15 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			}
 			ctrl.LoggerFrom(ctx).Info("releasing a deleted Job unrecorded: its namespace is being deleted", "error", recordErr)
 		} else {
-			// A record that cannot be written holds a deleted Job no longer than MaxHold.
-			left := cmp.Or(r.MaxHold, controller.DefaultMaxResultHold) - r.now().Sub(job.DeletionTimestamp.Time)
+			// A record that cannot be written holds a deleted Job no longer than MaxHold
+			// from its deletion or, when later, the recorder's start: a Job deleted while
+			// the worker role was down longer is what the hold is for, and a record that
+			// fails once as it comes back is tried again, as the manager's Jobs are.
+			from := job.DeletionTimestamp.Time
+			if r.started.After(from) {
+				from = r.started
+			}
+			left := cmp.Or(r.MaxHold, controller.DefaultMaxResultHold) - r.now().Sub(from)
 			if left > 0 {
 				return ctrl.Result{RequeueAfter: left}, recordErr
 			}

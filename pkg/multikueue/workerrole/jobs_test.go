@@ -316,6 +316,7 @@ func TestJobRecorderMaxHoldUnsetIsTheDefault(t *testing.T) {
 			job := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Deleting(testNow.Add(-tc.deleted)).Obj()
 			r, c := newJobRecorder(refuse, copyOfJS().Obj(), job)
 			r.MaxHold = 0
+			r.started = testNow.Add(-2 * controller.DefaultMaxResultHold) // running since before the deletion
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)})
 			if err == nil {
 				t.Fatal("Reconcile error = nil, want the refused record's")
@@ -327,6 +328,54 @@ func TestJobRecorderMaxHoldUnsetIsTheDefault(t *testing.T) {
 			err = c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
 			if held := err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer); held != tc.wantHeld {
 				t.Errorf("held = %v, want %v", held, tc.wantHeld)
+			}
+		})
+	}
+}
+
+// TestJobRecorderBackFromAnOutageLongerThanMaxHold: a held Job deleted while the worker
+// role was down longer than MaxHold (a JobSet that finished, which Kueue deleted) is held
+// MaxHold from the recorder's start when that is later, as the manager holds its Jobs:
+// a record that fails once as the worker role comes back is tried again, rather than
+// the Job let go with its last status unrecorded. A recorder running since before the
+// deletion still lets it go MaxHold after it.
+func TestJobRecorderBackFromAnOutageLongerThanMaxHold(t *testing.T) {
+	refuse := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*v1alpha1.WorkerJob); ok {
+			return apierrors.NewTimeoutError("etcd timed out", 1)
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	for _, tc := range []struct {
+		name string
+		// deleted and started are how long before testNow the Job was deleted and the
+		// recorder started.
+		deleted, started time.Duration
+		wantRequeueAfter time.Duration // 0: released
+	}{
+		{name: "deleted during an outage past MaxHold, the recorder just back: held for MaxHold",
+			deleted: 2 * maxHold, wantRequeueAfter: maxHold},
+		{name: "deleted during an outage, the recorder back a minute ago: held for the rest",
+			deleted: 2 * maxHold, started: time.Minute, wantRequeueAfter: maxHold - time.Minute},
+		{name: "deleted past MaxHold, the recorder running since before: released",
+			deleted: maxHold + time.Second, started: 2 * maxHold},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Annotation(v1alpha1.AnnotationWorkload, "jobset-js-f2331").
+				Completed("0-3", 4).Deleting(testNow.Add(-tc.deleted)).Obj()
+			r, c := newJobRecorder(refuse, job)
+			r.started = testNow.Add(-tc.started)
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)})
+			if err == nil {
+				t.Error("Reconcile error = nil, want the refused record's")
+			}
+			if res.RequeueAfter != tc.wantRequeueAfter {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
+			}
+			var got batchv1.Job
+			err = c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
+			if held, want := err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer), tc.wantRequeueAfter > 0; held != want {
+				t.Errorf("held = %v, want %v", held, want)
 			}
 		})
 	}
