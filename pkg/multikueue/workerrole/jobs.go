@@ -288,7 +288,11 @@ func (r *JobRecorder) record(ctx context.Context, job *batchv1.Job, d multikueue
 	var have v1alpha1.WorkerJob
 	switch err := r.Get(ctx, client.ObjectKeyFromObject(want), &have); {
 	case apierrors.IsNotFound(err):
-		return client.IgnoreAlreadyExists(r.Create(ctx, want))
+		// AlreadyExists is an error: the record was created so shortly before (the Job's
+		// previous change) that the cache does not show it yet, and it may say less than
+		// want. Taken for written, a Job that ended meanwhile would be let go with its
+		// end never recorded; retried, the cache shows the record to update.
+		return r.Create(ctx, want)
 	case err != nil:
 		return err
 	case multikueue.SameJobRecord(&have, want):

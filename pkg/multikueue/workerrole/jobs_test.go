@@ -132,6 +132,14 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 			return c.Create(ctx, obj, opts...)
 		},
 	}
+	// cacheLags hides the records from reads, as the cache does right after the record
+	// was created.
+	cacheLags := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*v1alpha1.WorkerJob); ok {
+			return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("workerjobs").GroupResource(), key.Name)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}
 	running := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2)
 	stale := multikueue.NewJobRecord(child(copyOfJS().Obj(), 2).Completed("0", 1).Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})
 	otherJS := copyOfJS().Obj()
@@ -154,6 +162,10 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 		"record up to date is not written": {objs: []client.Object{copyOfJS().Obj(),
 			multikueue.NewJobRecord(running.Obj(), multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"})}, job: running.Obj(),
 			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0,2", wantHeld: true},
+		"complete, its record created just before and not in the cache yet: held, retried": {objs: []client.Object{copyOfJS().Obj(), stale},
+			funcs:      cacheLags,
+			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0-3", 4).Complete(testNow).Obj(),
+			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0", wantHeld: true, wantErr: true},
 		"complete: recorded, then released": {objs: []client.Object{copyOfJS().Obj()},
 			job:        child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0-3", 4).Complete(testNow).Obj(),
 			wantRecord: &multikueue.Dispatch{Workload: "jobset-js-f2331", JobSet: "js"}, wantIndexes: "0-3", wantTerminal: "Complete", wantWrites: 1},
