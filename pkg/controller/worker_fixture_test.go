@@ -6,8 +6,10 @@ import (
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +65,64 @@ func dispatchedTrainJob() (*trainer.TrainJob, *kueue.Workload) {
 	wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
 		Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
 	return tj, wl
+}
+
+// workerRead is the state of a worker whose records the manager reads.
+var workerRead = multikueue.WorkerState{Configured: true, Synced: true}
+
+// jobSetDispatch is what the worker role records of a child of JobSet js's copy,
+// dispatched for the manager Workload jobset-js.
+var jobSetDispatch = multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
+
+// jobSetRecords are the WorkerJobs the worker role writes of the children jobs of JobSet
+// js's copy.
+func jobSetRecords(jobs ...*batchv1.Job) []v1alpha1.WorkerJob {
+	recs := make([]v1alpha1.WorkerJob, 0, len(jobs))
+	for _, j := range jobs {
+		recs = append(recs, *multikueue.NewJobRecord(j, jobSetDispatch))
+	}
+	return recs
+}
+
+// readWorkerA is worker-a read, holding the records recs.
+func readWorkerA(recs ...v1alpha1.WorkerJob) fakeWorkers {
+	return fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": workerRead}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": recs}}
+}
+
+// completedChild is child idx of JobSet js's copy, Complete, of UID uid, created at
+// created (left unset when zero).
+func completedChild(idx int, uid string, created time.Time) *batchv1.Job {
+	j := workerChild("js", idx, 0, "0-1")
+	j.UID = types.UID(uid)
+	if !created.IsZero() {
+		j.CreationTimestamp = metav1.NewTime(created)
+	}
+	return j
+}
+
+// targetUIDs are the identities of st's targets, in order.
+func targetUIDs(st v1alpha1.BatchAccountStatus) []types.UID {
+	var uids []types.UID
+	for _, ts := range st.Targets {
+		uids = append(uids, ts.UID)
+	}
+	return uids
+}
+
+// followRunningChild builds the fixture of JobSet js (successPolicy All) whose child
+// workers[0] completed on worker-a and workers[1] runs there, index 0 done; reconciles
+// it with worker-a read and fails t unless the running child is the target's, 3 shards
+// covered. It returns the fixture, the running child, worker-a read and the status.
+func followRunningChild(t *testing.T) (*dispatchedJobSet, *batchv1.Job, fakeWorkers, v1alpha1.BatchAccountStatus) {
+	t.Helper()
+	c1 := workerChild("js", 1, 0, "0")
+	read := readWorkerA(jobSetRecords(workerChild("js", 0, 0, "0-1"), c1)...)
+	fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns").SuccessPolicy(jobsetapi.OperatorAll), testNow.Add(-time.Hour))
+	before := fx.reconcile(t, read).Status
+	if before.Targets[1].UID != c1.UID || before.Shards.Covered != 3 {
+		t.Fatalf("before: target %s uid %s, covered %d; want %s, 3", before.Targets[1].Name, before.Targets[1].UID, before.Shards.Covered, c1.UID)
+	}
+	return fx, c1, read, before
 }
 
 // endJobSet gives js the condition typ (JobSetCompleted, JobSetFailed) at testNow, as

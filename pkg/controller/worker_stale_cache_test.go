@@ -7,9 +7,7 @@ import (
 
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
-	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
-	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // TestDispatchedChildOfAnUnreachableWorkerIsNotTakenForDeleted: a child of a dispatched
@@ -20,11 +18,6 @@ import (
 // records are not read at all (TestRunningDispatchedChildKeptWhileItsWorkerIsUnread). It
 // is not taken for a child deleted before it terminated: it stays as last observed.
 func TestDispatchedChildOfAnUnreachableWorkerIsNotTakenForDeleted(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-	c0 := workerChild("js", 0, 0, "0-1")
-	c1 := workerChild("js", 1, 0, "0")
-	jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}
 	for _, tc := range []struct {
 		name  string
 		state multikueue.WorkerState
@@ -33,14 +26,10 @@ func TestDispatchedChildOfAnUnreachableWorkerIsNotTakenForDeleted(t *testing.T) 
 			UnreachableSince: testNow.Add(-time.Minute), Err: "Unauthorized"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns").SuccessPolicy(jobsetapi.OperatorAll), testNow.Add(-time.Hour))
-			before := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs}).Status
-			if before.Targets[1].UID != c1.UID || before.Shards.Covered != 3 {
-				t.Fatalf("before: target %s uid %s, covered %d; want %s, 3", before.Targets[1].Name, before.Targets[1].UID, before.Shards.Covered, c1.UID)
-			}
+			fx, c1, read, _ := followRunningChild(t)
 			fx.end(t, jobsetapi.JobSetCompleted, "AllJobsCompleted")
 			// The registry gives the records its cache holds, with the worker's state.
-			st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": tc.state}, jobs: jobs}).Status
+			st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": tc.state}, jobs: read.jobs}).Status
 			for _, c := range st.Conditions {
 				for _, lie := range []string{"never created", "deleted before", "re-run"} {
 					if strings.Contains(c.Message, lie) {

@@ -21,11 +21,6 @@ import (
 // target's, with its coverage and admissions, and no history entry is made of it; once
 // the records are read again nothing changed.
 func TestRunningDispatchedChildKeptWhileItsWorkerIsUnread(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-	c0 := workerChild("js", 0, 0, "0-1")
-	c1 := workerChild("js", 1, 0, "0")
-	jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}
 	for _, tc := range []struct {
 		name  string
 		state multikueue.WorkerState
@@ -38,12 +33,7 @@ func TestRunningDispatchedChildKeptWhileItsWorkerIsUnread(t *testing.T) {
 		{name: "worker-a's records not read yet, the JobSet ended meanwhile", state: multikueue.WorkerState{Configured: true}, ended: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns").SuccessPolicy(jobsetapi.OperatorAll), testNow.Add(-time.Hour))
-			read := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs}
-			before := fx.reconcile(t, read).Status
-			if before.Targets[1].UID != c1.UID || before.Shards.Covered != 3 {
-				t.Fatalf("before: target %s uid %s, covered %d; want %s, 3", before.Targets[1].Name, before.Targets[1].UID, before.Shards.Covered, c1.UID)
-			}
+			fx, c1, read, before := followRunningChild(t)
 			if tc.ended {
 				fx.end(t, jobsetapi.JobSetCompleted, "AllJobsCompleted")
 			}
