@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,16 +26,8 @@ import (
 // the run that ended, and the account is not Accepted on them. Once worker-a is read, the
 // new copy's children are followed.
 func TestReadmissionToAnUnreadWorkerSupersedesTheOldCopy(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-	rec := func(j *batchv1.Job, uid string, created time.Time) v1alpha1.WorkerJob {
-		j.UID, j.CreationTimestamp = types.UID(uid), metav1.NewTime(created)
-		return *multikueue.NewJobRecord(j, d)
-	}
-	a1 := []v1alpha1.WorkerJob{rec(workerChild("js", 0, 0, "0-1"), "a1-c0", testNow.Add(-3*time.Hour)),
-		rec(workerChild("js", 1, 0, "0-1"), "a1-c1", testNow.Add(-3*time.Hour))}
-	a2 := []v1alpha1.WorkerJob{rec(workerChild("js", 0, 0, "0-1"), "a2-c0", testNow.Add(-time.Hour)),
-		rec(workerChild("js", 1, 0, "0-1"), "a2-c1", testNow.Add(-time.Hour))}
+	a1 := jobSetRecords(completedChild(0, "a1-c0", testNow.Add(-3*time.Hour)), completedChild(1, "a1-c1", testNow.Add(-3*time.Hour)))
+	a2 := jobSetRecords(completedChild(0, "a2-c0", testNow.Add(-time.Hour)), completedChild(1, "a2-c1", testNow.Add(-time.Hour)))
 	unreachable := multikueue.WorkerState{Configured: true, Synced: true, UnreachableSince: testNow.Add(-2 * time.Hour), Err: "Unauthorized"}
 	for _, tc := range []struct {
 		name string
@@ -53,12 +44,9 @@ func TestReadmissionToAnUnreadWorkerSupersedesTheOldCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-3*time.Hour))
-			read := func(recs ...v1alpha1.WorkerJob) fakeWorkers {
-				return fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": recs}}
-			}
 			at := func(d time.Duration) { fx.r.Now = func() time.Time { return testNow.Add(d) } }
 			at(-170 * time.Minute)
-			if st := fx.reconcile(t, read(a1...)).Status; st.Shards.Covered != 4 || conditionOf(st.Conditions, v1alpha1.ConditionAccepted) == "True Accepted" {
+			if st := fx.reconcile(t, readWorkerA(a1...)).Status; st.Shards.Covered != 4 || conditionOf(st.Conditions, v1alpha1.ConditionAccepted) == "True Accepted" {
 				t.Fatalf("on worker-a, the JobSet running: covered %d, %s; want 4, not Accepted", st.Shards.Covered, conditionOf(st.Conditions, v1alpha1.ConditionAccepted))
 			}
 			if tc.evictionSeen {
@@ -69,7 +57,7 @@ func TestReadmissionToAnUnreadWorkerSupersedesTheOldCopy(t *testing.T) {
 					apimeta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionFalse, Reason: "NoReservation", LastTransitionTime: at})
 				})
 				at(-110 * time.Minute)
-				fx.reconcile(t, read(a1...))
+				fx.reconcile(t, readWorkerA(a1...))
 			}
 			fx.updateWorkload(t, func(w *kueue.Workload) {
 				at := metav1.NewTime(testNow.Add(-90 * time.Minute))
@@ -87,18 +75,12 @@ func TestReadmissionToAnUnreadWorkerSupersedesTheOldCopy(t *testing.T) {
 			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got == "True Accepted" {
 				t.Errorf("Accepted on the old copy's children while worker-a's new copy, unread, ran the JobSet that ended (covered %d)", st.Shards.Covered)
 			}
-			var uids []types.UID
-			for _, ts := range st.Targets {
-				uids = append(uids, ts.UID)
-			}
+			uids := targetUIDs(st)
 			if slices.Contains(uids, "a1-c0") || slices.Contains(uids, "a1-c1") {
 				t.Errorf("identities %v; want none of the old copy's", uids)
 			}
-			st = fx.reconcile(t, read(slices.Concat(a1, a2)...)).Status
-			uids = nil
-			for _, ts := range st.Targets {
-				uids = append(uids, ts.UID)
-			}
+			st = fx.reconcile(t, readWorkerA(slices.Concat(a1, a2)...)).Status
+			uids = targetUIDs(st)
 			if !slices.Equal(uids, []types.UID{"a2-c0", "a2-c1"}) || conditionOf(st.Conditions, v1alpha1.ConditionAccepted) != "True Accepted" {
 				t.Errorf("once worker-a is read: identities %v, %s; want [a2-c0 a2-c1], Accepted", uids, conditionOf(st.Conditions, v1alpha1.ConditionAccepted))
 			}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -25,13 +24,7 @@ import (
 // not read either (TestRedispatchToAnUnreadWorkerSupersedesTheOldCopy): worker-a's
 // children do not stand for the run that ended, and the account is not Accepted on them.
 func TestRedispatchFromAReadWorkerToAnUnreadOneWaits(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-	rec := func(j *batchv1.Job, uid string) v1alpha1.WorkerJob {
-		j.UID = types.UID(uid)
-		return *multikueue.NewJobRecord(j, d)
-	}
-	a := []v1alpha1.WorkerJob{rec(workerChild("js", 0, 0, "0-1"), "a-c0"), rec(workerChild("js", 1, 0, "0-1"), "a-c1")}
+	a := jobSetRecords(completedChild(0, "a-c0", time.Time{}), completedChild(1, "a-c1", time.Time{}))
 	for _, tc := range []struct {
 		name string
 		b    multikueue.WorkerState
@@ -45,7 +38,7 @@ func TestRedispatchFromAReadWorkerToAnUnreadOneWaits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-time.Hour))
-			workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": a}}
+			workers := readWorkerA(a...)
 			if st := fx.reconcile(t, workers).Status; st.Shards.Covered != 4 || conditionOf(st.Conditions, v1alpha1.ConditionAccepted) == "True Accepted" {
 				t.Fatalf("on worker-a, the JobSet running: covered %d, %s; want 4, not Accepted", st.Shards.Covered, conditionOf(st.Conditions, v1alpha1.ConditionAccepted))
 			}
@@ -56,10 +49,7 @@ func TestRedispatchFromAReadWorkerToAnUnreadOneWaits(t *testing.T) {
 				workers = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": tc.b, "worker-b": tc.b}}
 			}
 			st := fx.reconcile(t, workers).Status
-			var uids []types.UID
-			for _, ts := range st.Targets {
-				uids = append(uids, ts.UID)
-			}
+			uids := targetUIDs(st)
 			if !slices.Equal(uids, []types.UID{"", ""}) {
 				t.Errorf("identities on worker-b, unread, %v; want none: worker-a's copy is gone", uids)
 			}
@@ -67,13 +57,10 @@ func TestRedispatchFromAReadWorkerToAnUnreadOneWaits(t *testing.T) {
 				t.Errorf("Accepted on worker-a's children while the JobSet ran again and ended on worker-b, unread (covered %d)", st.Shards.Covered)
 			}
 			// Once worker-b is read, its children are the targets'.
-			b := []v1alpha1.WorkerJob{rec(workerChild("js", 0, 0, "0-1"), "b-c0"), rec(workerChild("js", 1, 0, "0-1"), "b-c1")}
-			st = fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
+			b := jobSetRecords(completedChild(0, "b-c0", time.Time{}), completedChild(1, "b-c1", time.Time{}))
+			st = fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": workerRead, "worker-b": workerRead},
 				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": a, "worker-b": b}}).Status
-			uids = nil
-			for _, ts := range st.Targets {
-				uids = append(uids, ts.UID)
-			}
+			uids = targetUIDs(st)
 			if !slices.Equal(uids, []types.UID{"b-c0", "b-c1"}) || st.Shards.Covered != 4 || len(st.History) != 2 ||
 				conditionOf(st.Conditions, v1alpha1.ConditionAccepted) != "True Accepted" {
 				t.Errorf("once worker-b is read: identities %v covering %d, history %d, %s; want [b-c0 b-c1] covering 4, history 2, Accepted",
