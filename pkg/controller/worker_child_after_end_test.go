@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -10,13 +9,9 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -28,8 +23,6 @@ import (
 // record of a Job created after the end (give or take kinds.ClockSkewAllowance) is not the
 // target's, which stays the real, failed child, and the batch is not Accepted.
 func TestDispatchedChildMadeAfterItsJobSetEndedNotFollowed(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
 	ended := testNow.Add(-30 * time.Minute)
 	real := wrappers.MakeJob("js-workers-0", "ns").UID("worker-c0-a0-uid").Indexed(2).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
 		JobSetChild(wrappers.MakeJobSet("js", "ns").Obj(), "workers", 0, 0).Completed("0", 1).Failed("BackoffLimitExceeded", ended).Obj()
@@ -50,21 +43,11 @@ func TestDispatchedChildMadeAfterItsJobSetEndedNotFollowed(t *testing.T) {
 		{"made within the clock skew allowance of the end: followed", forgedAt(ended.Add(30*time.Second), "late-uid"), "late-uid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
-				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(real, d), *multikueue.NewJobRecord(tc.child0, d), *multikueue.NewJobRecord(c1, d)}}}
 			js := wrappers.MakeJobSet("js", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Obj()).Obj()
-			js.UID, js.Spec.ManagedBy = "js-uid", ptr.To(multikueue.ManagedBy)
 			js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, Reason: "FailedJobs", LastTransitionTime: metav1.NewTime(ended)}}
-			wl := wrappers.MakeWorkload("jobset-js", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").
-				AssignJobSet("js", "workers", 0, "0-1", "0-1").AssignJobSet("js", "workers", 1, "0-1", "2-3")
-			f := newFixture(t, hooks{}, js, wl, acct.Obj())
-			r := f.reconciler()
-			r.WorkerResults = workers
-			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}); err != nil {
-				t.Fatal(err)
-			}
-			st := f.account(t, "acct").Status
+			wl := dispatchedToWorkerA(js, testNow.Add(-time.Hour)).Obj()
+			f := newFixture(t, hooks{}, js, wl, jobSetAccount().Obj())
+			st := f.reconcileWorkers(t, f.reconciler(), readWorkerA(jobSetRecords(real, tc.child0, c1)...)).Status
 			i := slices.IndexFunc(st.Targets, func(ts v1alpha1.TargetStatus) bool { return ts.Name == "jobset/js/workers/0" })
 			if i < 0 || st.Targets[i].UID != tc.wantUID {
 				t.Fatalf("targets = %+v; want child 0 followed as %s", st.Targets, tc.wantUID)

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -25,12 +23,8 @@ import (
 // repaired, never "not terminated" for as long as the record lives. While the JobSet
 // runs, the child is followed as found.
 func TestDispatchedChildCutShortByItsJobSetsEnd(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
 	c0 := workerChild("js", 0, 0, "0-1")
 	c1 := workerChild("js", 1, 0, "0")
-	workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok},
-		jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}}
 	cases := []struct {
 		name string
 		// seenRunning: the account observed the child while its JobSet ran first.
@@ -63,7 +57,7 @@ func TestDispatchedChildCutShortByItsJobSetsEnd(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns").SuccessPolicy(jobsetapi.OperatorAny, "workers"), testNow.Add(-time.Hour))
-			w := fakeWorkers{states: workers.states, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": slices.Clone(workers.jobs["worker-a"])}}
+			w := readWorkerA(jobSetRecords(c0, c1)...)
 			if tc.seenRunning {
 				fx.reconcile(t, w)
 			}
@@ -72,8 +66,7 @@ func TestDispatchedChildCutShortByItsJobSetsEnd(t *testing.T) {
 			}
 			before := fx.reconcile(t, w)
 			if tc.then != nil {
-				w = fakeWorkers{states: workers.states, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": {
-					*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(tc.then, d)}}}
+				w = readWorkerA(jobSetRecords(c0, tc.then)...)
 				before = fx.reconcile(t, w)
 			}
 			after := fx.reconcile(t, w)

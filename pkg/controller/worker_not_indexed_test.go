@@ -20,9 +20,7 @@ import (
 // status. An Indexed child reads as before, and so does the record of an earlier worker
 // role, which does not say (as an Indexed Job).
 func TestDispatchedChildNotIndexed(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
 	unread := multikueue.WorkerState{Configured: true, UnreachableSince: testNow.Add(-time.Minute), Err: "connection refused"}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
 	js := wrappers.MakeJobSet("js", "ns").Obj()
 	js.UID = "worker-js-uid"
 	notIndexed := wrappers.MakeJob("js-workers-1", "ns").UID("worker-c1-a0-uid").Completions(2).Parallelism(2).
@@ -41,16 +39,15 @@ func TestDispatchedChildNotIndexed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-time.Hour))
-			rec := multikueue.NewJobRecord(tc.child, d)
+			read := readWorkerA(jobSetRecords(workerChild("js", 0, 0, "0-1"), tc.child)...)
 			if tc.earlier {
-				rec.NotIndexed = false
+				read.jobs["worker-a"][1].NotIndexed = false
 			}
-			jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(workerChild("js", 0, 0, "0-1"), d), *rec}}
 			for _, step := range []struct {
 				name    string
 				workers fakeWorkers
 			}{
-				{name: "worker-a read", workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs}},
+				{name: "worker-a read", workers: read},
 				{name: "worker-a not read since", workers: fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": unread}}},
 			} {
 				st := fx.reconcile(t, step.workers).Status

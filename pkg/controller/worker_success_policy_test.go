@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -21,8 +20,6 @@ import (
 // the mapping assigns index 1 beyond (IndexOutOfRange, which says the mapping is wrong
 // and finishes the account). A child without one reads as before.
 func TestDispatchedChildWithASuccessPolicy(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
 	byPolicy := workerChild("js", 1, 0, "0")
 	byPolicy.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0")}}}
 	byPolicy.Status.Conditions = wrappers.MakeJob("x", "ns").Complete(testNow.Add(-time.Minute)).Obj().Status.Conditions
@@ -39,8 +36,7 @@ func TestDispatchedChildWithASuccessPolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-time.Hour))
-			jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(workerChild("js", 0, 0, "0-1"), d), *multikueue.NewJobRecord(tc.child, d)}}
-			st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs}).Status
+			st := fx.reconcile(t, readWorkerA(jobSetRecords(workerChild("js", 0, 0, "0-1"), tc.child)...)).Status
 			if got := conditionOf(st.Conditions, v1alpha1.ConditionAssignmentValid); got != tc.wantValid {
 				t.Errorf("AssignmentValid = %q (%s), want %q", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAssignmentValid).Message, tc.wantValid)
 			}
