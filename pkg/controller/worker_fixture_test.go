@@ -92,7 +92,12 @@ func readWorkerA(recs ...v1alpha1.WorkerJob) fakeWorkers {
 // completedChild is child idx of JobSet js's copy, Complete, of UID uid, created at
 // created (left unset when zero).
 func completedChild(idx int, uid string, created time.Time) *batchv1.Job {
-	j := workerChild("js", idx, 0, "0-1")
+	return childAt(workerChild("js", idx, 0, "0-1"), uid, created)
+}
+
+// childAt gives the worker child Job j the UID uid and, unless zero, the creation time
+// created, as a copy of its own makes it.
+func childAt(j *batchv1.Job, uid string, created time.Time) *batchv1.Job {
 	j.UID = types.UID(uid)
 	if !created.IsZero() {
 		j.CreationTimestamp = metav1.NewTime(created)

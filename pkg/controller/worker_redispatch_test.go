@@ -23,20 +23,10 @@ import (
 // never becomes the target's again, with its old coverage counted as the current
 // attempt's. Once the new copy's children are recorded, they are followed.
 func TestRedispatchBackNeverRevivesASupersededCopy(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-	created := func(j *batchv1.Job, uid string, at time.Time) *batchv1.Job {
-		j.UID = types.UID(uid)
-		j.CreationTimestamp = metav1.NewTime(at)
-		return j
-	}
-	rec := func(j *batchv1.Job) v1alpha1.WorkerJob { return *multikueue.NewJobRecord(j, d) }
-	a1 := []v1alpha1.WorkerJob{rec(created(workerChild("js", 0, 0, "0-1"), "a1-c0", testNow.Add(-3*time.Hour))),
-		rec(created(workerChild("js", 1, 0, "0-1"), "a1-c1", testNow.Add(-3*time.Hour)))}
-	b1 := []v1alpha1.WorkerJob{rec(created(workerChild("js", 0, 0, "0"), "b1-c0", testNow.Add(-2*time.Hour))),
-		rec(created(workerChild("js", 1, 0, ""), "b1-c1", testNow.Add(-2*time.Hour)))}
-	a2 := []v1alpha1.WorkerJob{rec(created(workerChild("js", 0, 0, "0-1"), "a2-c0", testNow.Add(-time.Hour))),
-		rec(created(workerChild("js", 1, 0, "0-1"), "a2-c1", testNow.Add(-time.Hour)))}
+	a1 := jobSetRecords(completedChild(0, "a1-c0", testNow.Add(-3*time.Hour)), completedChild(1, "a1-c1", testNow.Add(-3*time.Hour)))
+	b1 := jobSetRecords(childAt(workerChild("js", 0, 0, "0"), "b1-c0", testNow.Add(-2*time.Hour)),
+		childAt(workerChild("js", 1, 0, ""), "b1-c1", testNow.Add(-2*time.Hour)))
+	a2 := jobSetRecords(completedChild(0, "a2-c0", testNow.Add(-time.Hour)), completedChild(1, "a2-c1", testNow.Add(-time.Hour)))
 	fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-3*time.Hour))
 	steps := []struct {
 		name     string
@@ -54,11 +44,8 @@ func TestRedispatchBackNeverRevivesASupersededCopy(t *testing.T) {
 	}
 	for _, s := range steps {
 		fx.updateWorkload(t, func(w *kueue.Workload) { w.Status.ClusterName = ptr.To(s.cluster) })
-		st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok}, jobs: s.records}).Status
-		var uids []types.UID
-		for _, ts := range st.Targets {
-			uids = append(uids, ts.UID)
-		}
+		st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": workerRead, "worker-b": workerRead}, jobs: s.records}).Status
+		uids := targetUIDs(st)
 		if !slices.Equal(uids, s.wantUIDs) || st.Shards.Covered != s.covered {
 			t.Errorf("%s: identities %v covering %d shards; want %v covering %d", s.name, uids, st.Shards.Covered, s.wantUIDs, s.covered)
 		}
@@ -72,10 +59,7 @@ func TestRedispatchBackNeverRevivesASupersededCopy(t *testing.T) {
 // replaced it, in the same admission: when its record is back, it is the target's again,
 // with what it completed since; a copy of an earlier admission stays superseded.
 func TestChildWhoseRecordCameBackIsFollowed(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-	rec := func(j *batchv1.Job) v1alpha1.WorkerJob { return *multikueue.NewJobRecord(j, d) }
-	c0 := rec(workerChild("js", 0, 0, "0-1"))
+	c0 := workerChild("js", 0, 0, "0-1")
 	c1 := workerChild("js", 1, 0, "0")
 	cases := []struct {
 		name string
@@ -91,11 +75,11 @@ func TestChildWhoseRecordCameBackIsFollowed(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-3*time.Hour))
-			reconcile := func(records ...v1alpha1.WorkerJob) *v1alpha1.BatchAccount {
+			reconcile := func(children ...*batchv1.Job) *v1alpha1.BatchAccount {
 				t.Helper()
-				return fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": records}})
+				return fx.reconcile(t, readWorkerA(jobSetRecords(children...)...))
 			}
-			reconcile(c0, rec(c1))
+			reconcile(c0, c1)
 			// c1's record expired
 			if st := reconcile(c0).Status; st.Targets[1].UID != "" || len(st.History) != 1 {
 				t.Fatalf("after the record expired: target %s, history %+v", st.Targets[1].UID, st.History)
@@ -108,7 +92,7 @@ func TestChildWhoseRecordCameBackIsFollowed(t *testing.T) {
 				})
 			}
 			// Written again on the Job's next change.
-			st := reconcile(c0, rec(workerChild("js", 1, 0, "0-1"))).Status
+			st := reconcile(c0, workerChild("js", 1, 0, "0-1")).Status
 			if got := st.Targets[1].UID; got != tc.wantUID || st.Shards.Covered != tc.covered {
 				t.Errorf("target follows %q covering %d shards; want %q covering %d", got, st.Shards.Covered, tc.wantUID, tc.covered)
 			}
@@ -123,14 +107,8 @@ func TestChildWhoseRecordCameBackIsFollowed(t *testing.T) {
 // supersedes them, the targets pending on worker-b. Once worker-b's copy records its
 // children, they are followed. A JobSet still on worker-a keeps its children as observed.
 func TestRedispatchToAnUnreadWorkerSupersedesTheOldCopy(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-	rec := func(j *batchv1.Job, uid string) v1alpha1.WorkerJob {
-		j.UID = types.UID(uid)
-		return *multikueue.NewJobRecord(j, d)
-	}
-	a := []v1alpha1.WorkerJob{rec(workerChild("js", 0, 0, "0"), "a-c0"), rec(workerChild("js", 1, 0, "0"), "a-c1")}
-	b := []v1alpha1.WorkerJob{rec(workerChild("js", 0, 0, "0-1"), "b-c0"), rec(workerChild("js", 1, 0, "0-1"), "b-c1")}
+	a := jobSetRecords(childAt(workerChild("js", 0, 0, "0"), "a-c0", time.Time{}), childAt(workerChild("js", 1, 0, "0"), "a-c1", time.Time{}))
+	b := jobSetRecords(completedChild(0, "b-c0", time.Time{}), completedChild(1, "b-c1", time.Time{}))
 	for _, tc := range []struct {
 		name    string
 		cluster string // where the Workload runs while the workers are unread
@@ -147,7 +125,7 @@ func TestRedispatchToAnUnreadWorkerSupersedesTheOldCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-time.Hour))
-			fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: map[string][]v1alpha1.WorkerJob{"worker-a": a}})
+			fx.reconcile(t, readWorkerA(a...))
 			fx.updateWorkload(t, func(w *kueue.Workload) { w.Status.ClusterName = ptr.To(tc.cluster) })
 			st := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": tc.unread, "worker-b": tc.unread}}).Status
 			var uids []types.UID
@@ -172,12 +150,9 @@ func TestRedispatchToAnUnreadWorkerSupersedesTheOldCopy(t *testing.T) {
 			if !slices.Equal(superseded, []types.UID{"a-c0", "a-c1"}) {
 				t.Errorf("history %v; want worker-a's children a-c0, a-c1", superseded)
 			}
-			st = fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
+			st = fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": workerRead, "worker-b": workerRead},
 				jobs: map[string][]v1alpha1.WorkerJob{"worker-a": a, "worker-b": b}}).Status
-			uids = nil
-			for _, ts := range st.Targets {
-				uids = append(uids, ts.UID)
-			}
+			uids = targetUIDs(st)
 			if !slices.Equal(uids, []types.UID{"b-c0", "b-c1"}) || st.Shards.Covered != 4 || len(st.History) != 2 {
 				t.Errorf("once worker-b is read: identities %v covering %d, history %d; want [b-c0 b-c1] covering 4, history 2",
 					uids, st.Shards.Covered, len(st.History))
