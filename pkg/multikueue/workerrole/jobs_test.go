@@ -92,6 +92,24 @@ func succeededPod(idx int, finalizers ...string) *corev1.Pod {
 		Succeeded(testNow.Add(-2*time.Minute), "{}").Obj()
 }
 
+// refuseWorkerJobs fails every WorkerJob's creation with err, as an API server that
+// cannot take the record; it creates the rest.
+func refuseWorkerJobs(err error) interceptor.Funcs {
+	return interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*v1alpha1.WorkerJob); ok {
+			return err
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+}
+
+// heldJob says whether job is still there, held by the worker role's finalizer.
+func heldJob(c client.Client, job *batchv1.Job) bool {
+	var got batchv1.Job
+	err := c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
+	return err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer)
+}
+
 func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorder, client.Client) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
 	// Started long before testNow: the grace a start gives is TestJobRecorderNamespaceGrace's.
@@ -110,14 +128,7 @@ func newJobRecorder(funcs interceptor.Funcs, objs ...client.Object) (*JobRecorde
 // queue's backoff); a child of a JobSet MultiKueue did not dispatch, or
 // of another JobSet of the same name (UID), is not recorded and not held.
 func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
-	refuse := interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if _, ok := obj.(*v1alpha1.WorkerJob); ok {
-				return errors.New("refused")
-			}
-			return c.Create(ctx, obj, opts...)
-		},
-	}
+	refuse := refuseWorkerJobs(errors.New("refused"))
 	// terminating refuses a new record as the API server does in a namespace being
 	// deleted (NamespaceLifecycle), which deletes the records there too.
 	terminating := interceptor.Funcs{
@@ -294,10 +305,7 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 			if writes != tc.wantWrites {
 				t.Errorf("%d record writes, want %d", writes, tc.wantWrites)
 			}
-			var job batchv1.Job
-			err = c.Get(context.Background(), client.ObjectKeyFromObject(tc.job), &job)
-			held := err == nil && slices.Contains(job.Finalizers, v1alpha1.WorkerJobFinalizer)
-			if held != tc.wantHeld {
+			if held := heldJob(c, tc.job); held != tc.wantHeld {
 				t.Errorf("held = %v, want %v", held, tc.wantHeld)
 			}
 		})
@@ -309,12 +317,7 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 // the pods' default, controller.DefaultMaxResultHold, as the releaser it shares the flag
 // with does: never releasing it unrecorded at once.
 func TestJobRecorderMaxHoldUnsetIsTheDefault(t *testing.T) {
-	refuse := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-		if _, ok := obj.(*v1alpha1.WorkerJob); ok {
-			return errors.New("refused")
-		}
-		return c.Create(ctx, obj, opts...)
-	}}
+	refuse := refuseWorkerJobs(errors.New("refused"))
 	for name, tc := range map[string]struct {
 		deleted          time.Duration // before testNow
 		wantHeld         bool
@@ -336,9 +339,7 @@ func TestJobRecorderMaxHoldUnsetIsTheDefault(t *testing.T) {
 			if res.RequeueAfter != tc.wantRequeueAfter {
 				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
 			}
-			var got batchv1.Job
-			err = c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
-			if held := err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer); held != tc.wantHeld {
+			if held := heldJob(c, job); held != tc.wantHeld {
 				t.Errorf("held = %v, want %v", held, tc.wantHeld)
 			}
 		})
@@ -352,12 +353,7 @@ func TestJobRecorderMaxHoldUnsetIsTheDefault(t *testing.T) {
 // the Job let go with its last status unrecorded. A recorder running since before the
 // deletion still lets it go MaxHold after it.
 func TestJobRecorderBackFromAnOutageLongerThanMaxHold(t *testing.T) {
-	refuse := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-		if _, ok := obj.(*v1alpha1.WorkerJob); ok {
-			return apierrors.NewTimeoutError("etcd timed out", 1)
-		}
-		return c.Create(ctx, obj, opts...)
-	}}
+	refuse := refuseWorkerJobs(apierrors.NewTimeoutError("etcd timed out", 1))
 	for _, tc := range []struct {
 		name string
 		// deleted and started are how long before testNow the Job was deleted and the
@@ -384,9 +380,7 @@ func TestJobRecorderBackFromAnOutageLongerThanMaxHold(t *testing.T) {
 			if res.RequeueAfter != tc.wantRequeueAfter {
 				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
 			}
-			var got batchv1.Job
-			err = c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
-			if held, want := err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer), tc.wantRequeueAfter > 0; held != want {
+			if held, want := heldJob(c, job), tc.wantRequeueAfter > 0; held != want {
 				t.Errorf("held = %v, want %v", held, want)
 			}
 		})
@@ -399,12 +393,7 @@ func TestJobRecorderBackFromAnOutageLongerThanMaxHold(t *testing.T) {
 // controller reaches late, or one the worker role finds held as it comes back from an
 // outage, gets its grace to be recorded rather than a single try.
 func TestJobRecorderNamespaceGrace(t *testing.T) {
-	refuse := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-		if _, ok := obj.(*v1alpha1.WorkerJob); ok {
-			return errors.New("refused")
-		}
-		return c.Create(ctx, obj, opts...)
-	}}
+	refuse := refuseWorkerJobs(errors.New("refused"))
 	grace := controller.DefaultNamespaceGrace
 	for _, tc := range []struct {
 		name string
@@ -433,9 +422,7 @@ func TestJobRecorderNamespaceGrace(t *testing.T) {
 			if res.RequeueAfter != tc.wantRequeueAfter {
 				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
 			}
-			var got batchv1.Job
-			err = c.Get(context.Background(), client.ObjectKeyFromObject(job), &got)
-			if held, want := err == nil && slices.Contains(got.Finalizers, v1alpha1.WorkerJobFinalizer), tc.wantRequeueAfter > 0; held != want {
+			if held, want := heldJob(c, job), tc.wantRequeueAfter > 0; held != want {
 				t.Errorf("held = %v, want %v", held, want)
 			}
 		})
