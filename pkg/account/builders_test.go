@@ -2,6 +2,7 @@ package account
 
 import (
 	"fmt"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -46,4 +47,13 @@ func result(target, uid string, index int, shard string) Result {
 		Pod: fmt.Sprintf("%s-%d", target[4:], index), PodUID: types.UID(fmt.Sprintf("pod-%d", index)),
 		Shard: shard, InputRevision: "D", ModelRevision: "m-2026-11", Digest: "sha256:" + shard,
 	}
+}
+
+// roomForIndexLists gives the status room for lists index lists (limits.indexLists)
+// while t runs, as a status too large for them has.
+func roomForIndexLists(t *testing.T, lists int) {
+	t.Helper()
+	saved := statusLimits
+	statusLimits = func(n int) limits { l := limitsFor(n); l.indexLists = lists; return l }
+	t.Cleanup(func() { statusLimits = saved })
 }

@@ -16,10 +16,8 @@ import (
 // once the Job is deleted (its TTL), so they go with the records', never before: a
 // verdict reached on them stands after the deletion.
 func TestAcceptedStandsWhenATerminatedJobsListWasLeftOut(t *testing.T) {
-	saved := statusLimits
 	// Room for the terminated Jobs' completed indexes, not for their failed and required ones.
-	statusLimits = func(n int) limits { l := limitsFor(n); l.indexLists = 12; return l }
-	t.Cleanup(func() { statusLimits = saved })
+	roomForIndexLists(t, 12)
 	eight := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
 	spec := makeSpec(eight...).AssignJob("j", "0-7", eight...).Repair("r", "0-3", "B", "D", "F", "H").SpecObj()
 	failed := makeJob("j", "uid-j", 8).Completed("0,2,4,6", 4).FailedIndexes("1,3,5,7").Failed("FailedIndexes", jobCondAt)

@@ -18,10 +18,8 @@ import (
 // must not turn the account valid, and Accepted; one whose mapping assigns them all
 // stays Accepted.
 func TestDeletionKeepsAPolicysUnassignedIndex(t *testing.T) {
-	saved := statusLimits
 	// Room for one of the Job's two index lists (completed "0-3", required "0-3").
-	statusLimits = func(n int) limits { l := limitsFor(n); l.indexLists = 3; return l }
-	t.Cleanup(func() { statusLimits = saved })
+	roomForIndexLists(t, 3)
 	j := makeJob("j", "uid-j", 8).SuccessPolicy(wrappers.SucceededIndexes("0-3")).Completed("0-3", 4).
 		Condition("SuccessCriteriaMet", "SuccessPolicy", jobCondAt).Complete(jobCondAt)
 	cases := []struct {
