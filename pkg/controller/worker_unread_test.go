@@ -74,13 +74,9 @@ func TestRunningDispatchedChildKeptWhileItsWorkerIsUnread(t *testing.T) {
 // size (the worker's record holds them, the status does not): they stay left out, and
 // do not read as none.
 func TestDispatchedChildKeepsItsIndexListsWhileItsWorkerIsUnread(t *testing.T) {
-	ok := multikueue.WorkerState{Configured: true, Synced: true}
-	d := multikueue.Dispatch{Workload: "jobset-js", JobSet: "js"}
-	c0 := workerChild("js", 0, 0, "0-1")
 	c1 := wrappers.MakeJob("js-workers-1", "ns").UID("worker-c1-a0-uid").Indexed(2).BackoffLimitPerIndex(0).
 		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).JobSetChild(wrappers.MakeJobSet("js", "ns").Obj(), "workers", 1, 0).
 		Completed("0", 1).FailedIndexes("1").Failed("FailedIndexes", testNow.Add(-time.Minute)).Obj()
-	jobs := map[string][]v1alpha1.WorkerJob{"worker-a": {*multikueue.NewJobRecord(c0, d), *multikueue.NewJobRecord(c1, d)}}
 	for _, tc := range []struct {
 		name string
 		// omit, when set, leaves these index lists of the child out of the status, as
@@ -93,7 +89,7 @@ func TestDispatchedChildKeepsItsIndexListsWhileItsWorkerIsUnread(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newDispatchedJobSet(t, wrappers.MakeJobSet("js", "ns"), testNow.Add(-time.Hour))
-			ba := fx.reconcile(t, fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok}, jobs: jobs})
+			ba := fx.reconcile(t, readWorkerA(jobSetRecords(workerChild("js", 0, 0, "0-1"), c1)...))
 			if got := ba.Status.Targets[1]; got.UID != c1.UID || got.FailedIndexes != "1" {
 				t.Fatalf("read: target %s uid %s failed %q; want %s, 1", got.Name, got.UID, got.FailedIndexes, c1.UID)
 			}
