@@ -502,10 +502,7 @@ func requiredNeeded(states []*targetState) []bool {
 		if !(ts.found || ts.deleted) || !f.indexed {
 			continue
 		}
-		var back indexset.Set
-		if f.successPolicy == "" && f.completions > 0 {
-			back = indexset.Range(0, f.completions-1)
-		}
+		back := requiredReadBack(f.successPolicy, f.completions)
 		out[i] = !back.Difference(ts.mapped).Equal(f.required.Difference(ts.mapped))
 	}
 	return out
@@ -616,8 +613,8 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 		// every index below its completions (fromRecord): history keeps them so, not the
 		// policy's of another Job that a record made back from it cannot tell apart.
 		required, omitted := prev.Required, slices.Contains(prev.IndexesOmitted, "required")
-		if omitted && prev.SuccessPolicy == "" && prev.Completions > 0 {
-			required, omitted = indexset.Range(0, int(prev.Completions)-1).String(), false
+		if back := requiredReadBack(prev.SuccessPolicy, int(prev.Completions)); omitted && !back.IsEmpty() {
+			required, omitted = back.String(), false
 		}
 		superseded = &v1alpha1.SupersededIdentity{
 			Target: ts.key, Job: prev.Job, UID: prev.UID, RestartAttempt: prev.RestartAttempt,

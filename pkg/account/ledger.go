@@ -177,8 +177,8 @@ func (ts *targetState) fromRecord(rec *v1alpha1.TargetStatus) {
 	switch {
 	case !slices.Contains(rec.IndexesOmitted, "required"):
 		f.required, _ = indexset.ParseJobStatus(rec.Required, f.completions)
-	case rec.SuccessPolicy == "":
-		f.required = indexset.Range(0, f.completions-1)
+	default:
+		f.required = requiredReadBack(rec.SuccessPolicy, f.completions)
 	}
 	// A record of a status that omitted a successPolicy's required indexes leaves them
 	// unchecked: the policy's population is not kept anywhere else. The status omits
@@ -302,6 +302,16 @@ func boundAdmissions(adm []v1alpha1.Admission, dropped int32, limit int) ([]v1al
 // account of a million shards with scattered gaps would otherwise exceed the API
 // server's object size limit (etcd's 1.5 MiB by default) and never be written.
 const IndexListBudget = 768 << 10
+
+// requiredReadBack is the required population a record reads back when its status left
+// the list out: every index below completions for a Job without a successPolicy, none
+// for one with a policy (its population is kept nowhere else).
+func requiredReadBack(successPolicy string, completions int) indexset.Set {
+	if successPolicy != "" {
+		return indexset.Set{}
+	}
+	return indexset.Range(0, completions-1)
+}
 
 // fitIndexLists keeps st's index lists within budget (indexBudget, at most
 // IndexListBudget). It leaves out, while the lists are too long and in this order:
