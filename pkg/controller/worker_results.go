@@ -74,7 +74,7 @@ func workerAdmissions(ba *v1alpha1.BatchAccount, key string, uid types.UID, wl *
 			return
 		case uid == "" && wl != nil && workload != wl.Name:
 			return
-		case uid == "" && wl == nil && (ownerCreated == nil || admitted == nil || admitted.Add(kinds.ClockSkewAllowance).Before(ownerCreated.Time)):
+		case uid == "" && wl == nil && (ownerCreated == nil || admitted == nil || kinds.BeforeBeyondSkew(admitted.Time, ownerCreated.Time)):
 			return
 		}
 		// The latest admission to a worker places it: after A, B and A again, A's
@@ -166,7 +166,7 @@ func finishedBeforeCreated(rec *v1alpha1.WorkerResult, job *batchv1.Job) bool {
 		return false // deleted: its creation is not on record
 	}
 	created := job.CreationTimestamp
-	before := func(t metav1.Time) bool { return t.Add(kinds.ClockSkewAllowance).Before(created.Time) }
+	before := func(t metav1.Time) bool { return kinds.BeforeBeyondSkew(t.Time, created.Time) }
 	return !created.IsZero() && before(rec.FinishedAt) && (rec.CreationTimestamp.IsZero() || before(rec.CreationTimestamp))
 }
 
@@ -414,7 +414,7 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 			// a restart did): back on its worker before the new copy's children are
 			// recorded, its record must not make it the current attempt again.
 			if !superseded[got[i].JobUID] && !createdAfterItsOwnerEnded(&got[i], ownerEnded, ownerFinished) &&
-				!createdBeforeItsOwner(&got[i], ownerObj.GetCreationTimestamp()) {
+				!createdBefore(&got[i], ownerObj.GetCreationTimestamp().Time) {
 				recs = append(recs, kinds.RecordedJob{Record: &got[i], Cluster: p[0]})
 			}
 		}
@@ -429,7 +429,7 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 	}
 	admittedNow := currentAdmission(d.workload, last[0])
 	rec := kinds.Recorded(k, t.Ref, recs)
-	if rec != nil && unread[rec.Cluster] && createdBeforeAdmission(rec.Record, admittedNow) {
+	if rec != nil && unread[rec.Cluster] && createdBefore(rec.Record, ptr.Deref(admittedNow, metav1.Time{}).Time) {
 		// As the manager last read a worker it cannot reach now, of a copy the Workload's
 		// current admission replaced (Kueue deleted it at the eviction): no child of the
 		// run going on there.
@@ -455,8 +455,9 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		// The worker's records are not read now (the manager restarted, its kubeconfig
 		// is gone): that is no news of the child, and no restart superseded it. The
 		// identity the account last observed stands as it was observed.
-		if rec = lastObserved(ba, t, last[0], admittedNow); rec == nil {
-			o.obs.Redispatched = copyReplaced(ba, t.Key, last[0], admittedNow)
+		var replaced bool
+		if rec, replaced = lastObserved(ba, t, last[0], admittedNow); rec == nil {
+			o.obs.Redispatched = replaced
 			return nil
 		}
 	}
@@ -487,17 +488,18 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 // name, labels and owner once the child is gone, which the worker role records. MultiKueue
 // copies the owner's status from the worker, so both times are the worker's clock's.
 func createdAfterItsOwnerEnded(rec *v1alpha1.WorkerJob, ended time.Time, finished bool) bool {
-	return finished && rec.JobCreated != nil && rec.JobCreated.After(ended.Add(kinds.ClockSkewAllowance))
+	return finished && rec.JobCreated != nil && kinds.AfterBeyondSkew(rec.JobCreated.Time, ended)
 }
 
-// createdBeforeItsOwner reports whether rec records a Job created before the manager's
-// owner was (give or take kinds.ClockSkewAllowance: the record's time is the worker's
-// clock, the owner's creation the manager's): a child of an earlier owner of its name
-// whose Workload had the same name (a prebuilt Workload,
+// createdBefore reports whether rec records a Job created before t (zero: never), give or
+// take kinds.ClockSkewAllowance: the record's time is the worker's clock, t the
+// manager's. Before the manager's owner was created, the Job is a child of an earlier
+// owner of its name whose Workload had the same name (a prebuilt Workload,
 // kueue.x-k8s.io/prebuilt-workload-name, named again for the next run), which the worker
-// keeps for its retention and which ran nothing for this owner.
-func createdBeforeItsOwner(rec *v1alpha1.WorkerJob, ownerCreated metav1.Time) bool {
-	return !ownerCreated.IsZero() && rec.JobCreated != nil && rec.JobCreated.Add(kinds.ClockSkewAllowance).Before(ownerCreated.Time)
+// keeps for its retention and which ran nothing for this owner; before the Workload's
+// current admission began, it is a child of a copy an earlier admission made.
+func createdBefore(rec *v1alpha1.WorkerJob, t time.Time) bool {
+	return !t.IsZero() && rec.JobCreated != nil && kinds.BeforeBeyondSkew(rec.JobCreated.Time, t)
 }
 
 // terminationGrace is how long the pods of job, the manager's Job, may take to stop once
@@ -562,20 +564,20 @@ func supersededDuringAdmission(h *v1alpha1.SupersededIdentity, wl *kueue.Workloa
 // identity is gone (replacedCopy: the Workload now runs on another worker than the one
 // the status last saw the identity on, or was admitted again since): the child to come
 // in the new copy is another identity; the old one is superseded, as it is once the
-// worker is read.
-func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string, admittedNow *metav1.Time) *kinds.RecordedJob {
+// worker is read; replaced says so then.
+func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string, admittedNow *metav1.Time) (rec *kinds.RecordedJob, replaced bool) {
 	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == t.Key })
-	if i < 0 {
-		return nil
+	if i < 0 || ba.Status.Targets[i].UID == "" {
+		return nil, false
 	}
 	s := &ba.Status.Targets[i]
-	if s.UID == "" || s.Deleted || !s.Found || s.CompletedIndexesOmitted || s.SuccessPolicy != "" {
-		return nil
-	}
 	if replacedCopy(s, cluster, admittedNow) {
-		return nil
+		return nil, true
 	}
-	rec := &v1alpha1.WorkerJob{
+	if s.Deleted || !s.Found || s.CompletedIndexesOmitted || s.SuccessPolicy != "" {
+		return nil, false
+	}
+	job := &v1alpha1.WorkerJob{
 		ObjectMeta: metav1.ObjectMeta{Name: string(s.UID), Namespace: ba.Namespace, ResourceVersion: s.ObservedResourceVersion},
 		JobSet:     t.Ref.Owner(), TrainJob: t.Ref.TrainJob, ReplicatedJob: t.Ref.ReplicatedJob, JobIndex: t.Ref.Index(),
 		RestartAttempt: s.RestartAttempt, Job: s.Job, JobUID: s.UID, Completions: ptr.To(s.Completions), NotIndexed: s.NotIndexed, Scope: s.PodScope,
@@ -583,16 +585,9 @@ func lastObserved(ba *v1alpha1.BatchAccount, t account.Target, cluster string, a
 		Terminal: s.Terminal, TerminalReason: s.TerminalReason, TerminalAt: s.TerminalObservedAt,
 	}
 	if s.FailedIndexes != "" {
-		rec.FailedIndexes = ptr.To(s.FailedIndexes)
+		job.FailedIndexes = ptr.To(s.FailedIndexes)
 	}
-	return &kinds.RecordedJob{Record: rec, Cluster: cluster}
-}
-
-// copyReplaced reports whether the identity target key's status holds ran in a copy
-// Kueue deleted since (replacedCopy).
-func copyReplaced(ba *v1alpha1.BatchAccount, key, cluster string, admittedNow *metav1.Time) bool {
-	i := slices.IndexFunc(ba.Status.Targets, func(s v1alpha1.TargetStatus) bool { return s.Name == key })
-	return i >= 0 && ba.Status.Targets[i].UID != "" && replacedCopy(&ba.Status.Targets[i], cluster, admittedNow)
+	return &kinds.RecordedJob{Record: job, Cluster: cluster}, false
 }
 
 // replacedCopy reports whether s's identity ran in a worker's copy of its owner that is
@@ -612,7 +607,7 @@ func replacedCopy(s *v1alpha1.TargetStatus, cluster string, admittedNow *metav1.
 		return false
 	}
 	last := &s.Admissions[n-1]
-	return last.EvictedAt != nil || last.AdmittedAt.Add(kinds.ClockSkewAllowance).Before(admittedNow.Time)
+	return last.EvictedAt != nil || kinds.BeforeBeyondSkew(last.AdmittedAt.Time, admittedNow.Time)
 }
 
 // currentAdmission is when wl's current admission began (its Admitted condition), when
@@ -626,13 +621,6 @@ func currentAdmission(wl *kueue.Workload, cluster string) *metav1.Time {
 		return nil
 	}
 	return &c.LastTransitionTime
-}
-
-// createdBeforeAdmission reports whether rec records a Job created before the admission
-// that began at admittedNow (give or take kinds.ClockSkewAllowance: the record's time is
-// the worker's clock): a child of a copy an earlier admission made.
-func createdBeforeAdmission(rec *v1alpha1.WorkerJob, admittedNow *metav1.Time) bool {
-	return admittedNow != nil && rec.JobCreated != nil && rec.JobCreated.Add(kinds.ClockSkewAllowance).Before(admittedNow.Time)
 }
 
 // observedCluster is the worker s's identity was last seen running on: its newest

@@ -269,6 +269,13 @@ type Cached interface {
 // be taken for that object's, that admission's.
 const ClockSkewAllowance = time.Minute
 
+// BeforeBeyondSkew reports whether t is before u by more than ClockSkewAllowance: read on
+// two clocks, t is before u however far apart the clocks are allowed to be.
+func BeforeBeyondSkew(t, u time.Time) bool { return t.Add(ClockSkewAllowance).Before(u) }
+
+// AfterBeyondSkew reports whether t is after u by more than ClockSkewAllowance.
+func AfterBeyondSkew(t, u time.Time) bool { return t.After(u.Add(ClockSkewAllowance)) }
+
 // TrueCondition is the first of conds whose type is one of types and whose status is
 // True: an owner's terminal condition (JobSet Completed or Failed, TrainJob Complete or
 // Failed), its type for Owner.Terminal and its transition time for FinishedAt. nil when

@@ -466,7 +466,7 @@ func CurrentChild(jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet
 	liveAttempt, heldAttempt := int32(-1), int32(-1)
 	for i := range jobs {
 		j := &jobs[i]
-		if !IsChildOf(jobSet, ref, j, jobSetUID) || ended != nil && j.CreationTimestamp.After(ended.LastTransitionTime.Add(kinds.ClockSkewAllowance)) ||
+		if !IsChildOf(jobSet, ref, j, jobSetUID) || ended != nil && kinds.AfterBeyondSkew(j.CreationTimestamp.Time, ended.LastTransitionTime.Time) ||
 			deleted != nil && j.CreationTimestamp.After(deleted.Time) {
 			continue
 		}
