@@ -60,15 +60,21 @@ type WorkerResult struct {
 	// +optional
 	DefaultContainer string `json:"defaultContainer,omitempty"`
 	// Containers are the pod's containers in spec order (native sidecars after them),
-	// each with its termination message as result capture reads it.
+	// each with its termination message as result capture reads it: all of them, since
+	// the account's resultContainer, which the worker does not know, may name any.
+	// The list has no count bound, as a pod's containers have none: a bound would refuse
+	// the record of a pod the manager would judge on its own cluster. Its size follows
+	// the pod's: per container it holds a name (a DNS label) and a flag, less than the
+	// pod's spec and status hold, and the kubelet shares 12 KiB of termination messages
+	// among all of a pod's containers, so a record fits where its pod did.
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
 	Containers []ContainerMessage `json:"containers"`
 }
 
 // ContainerMessage is a container of a worker's pod and its termination message.
 type ContainerMessage struct {
-	// Name of the container.
+	// Name of the container: a DNS label, as Kubernetes validates a container's name.
+	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
 	// Message is its termination message; empty when it wrote none.
 	// +optional
