@@ -17,7 +17,8 @@ func RecordName(pod *corev1.Pod) string { return string(pod.UID) }
 // NewRecord is the WorkerResult of a succeeded pod of the worker's copy of a Job that
 // MultiKueue dispatched for the manager's Workload workload, with completion index
 // index, finished at finished. It keeps every container's termination message as
-// acceptance.MessageOf reads it, and the annotations that name the result container:
+// acceptance.MessageOf reads it, the names of the init containers that report none,
+// and the annotations that name the result container:
 // the manager judges the result under its account's rule (RecordPod), as result capture
 // judges a pod of its own cluster.
 func NewRecord(pod *corev1.Pod, workload, job string, index int, finished time.Time) *v1alpha1.WorkerResult {
@@ -40,16 +41,22 @@ func NewRecord(pod *corev1.Pod, workload, job string, index int, finished time.T
 		add(c.Name, false)
 	}
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; acceptance.NativeSidecar(c) {
+		c := &pod.Spec.InitContainers[i]
+		if acceptance.NativeSidecar(c) {
 			add(c.Name, true)
+			continue
 		}
+		// Its name only: named for the result, it reports none, as on the manager's
+		// cluster, rather than being a container the pod lacks.
+		rec.Containers = append(rec.Containers, v1alpha1.ContainerMessage{Name: c.Name, Init: true})
 	}
 	return rec
 }
 
 // RecordPod is the succeeded pod a WorkerResult records, as much of it as
 // acceptance.FromPod reads: its name and UID, the annotations that name its result
-// container, its containers in spec order and their termination messages.
+// container, its containers in spec order and their termination messages, its init
+// containers.
 func RecordPod(rec *v1alpha1.WorkerResult) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: rec.Pod, Namespace: rec.Namespace, UID: rec.PodUID, Annotations: map[string]string{}},
@@ -65,8 +72,13 @@ func RecordPod(rec *v1alpha1.WorkerResult) *corev1.Pod {
 	for _, c := range rec.Containers {
 		status := corev1.ContainerStatus{Name: c.Name, State: corev1.ContainerState{
 			Terminated: &corev1.ContainerStateTerminated{Message: c.Message, FinishedAt: rec.FinishedAt}}}
-		if c.Sidecar {
+		switch {
+		case c.Sidecar:
 			pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: c.Name, RestartPolicy: &always})
+			pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses, status)
+			continue
+		case c.Init:
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: c.Name})
 			pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses, status)
 			continue
 		}

@@ -42,6 +42,15 @@ func TestRecordJudgedAsThePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// withInit adds a run-to-completion init container that wrote msg: it ends before
+	// the pod's work begins, so it reports no result, even when the account names it.
+	withInit := func(w *wrappers.PodWrapper, msg string) *corev1.Pod {
+		pod := w.Obj()
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: "fetch", Image: "fetch"})
+		pod.Status.InitContainerStatuses = append(pod.Status.InitContainerStatuses,
+			corev1.ContainerStatus{Name: "fetch", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}})
+		return pod
+	}
 	for name, tc := range map[string]struct {
 		pod             *corev1.Pod
 		resultContainer string
@@ -55,6 +64,12 @@ func TestRecordJudgedAsThePod(t *testing.T) {
 			Succeeded(at, "").ContainerStatuses(proxyStatus(ok), workerStatus("x")).Obj(), resultContainer: "worker"},
 		"default container": {pod: wrappers.MakeIndexPod(job, "p", 3).Sidecar("proxy").Annotation(acceptance.DefaultContainerAnnotation, "proxy").
 			Succeeded(at, "").ContainerStatuses(proxyStatus(ok), workerStatus("x")).Obj()},
+		"account names an init container": {pod: withInit(wrappers.MakeIndexPod(job, "p", 3).Succeeded(at, ok), ok), resultContainer: "fetch"},
+		"pod annotation names an init container": {pod: withInit(wrappers.MakeIndexPod(job, "p", 3).
+			Annotation(v1alpha1.AnnotationResultContainer, "fetch").Succeeded(at, ok), ok)},
+		"default container is an init container": {pod: withInit(wrappers.MakeIndexPod(job, "p", 3).
+			Annotation(acceptance.DefaultContainerAnnotation, "fetch").Succeeded(at, ok), "")},
+		"an init container beside the worker": {pod: withInit(wrappers.MakeIndexPod(job, "p", 3).Succeeded(at, ok), ok)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := NewRecord(tc.pod, "job-j-d41e5", "j", 3, at)
@@ -65,6 +80,16 @@ func TestRecordJudgedAsThePod(t *testing.T) {
 			got := acceptance.FromPod("job/j", "manager-uid", 3, RecordPod(rec), tc.resultContainer, crit)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("judged from the record:\n%+v\nfrom the pod:\n%+v", got, want)
+			}
+			// An API server with an earlier CRD prunes the init flag, and an earlier
+			// manager ignores it: an init container is then a regular one without a
+			// message, judged the same.
+			pruned := rec.DeepCopy()
+			for i := range pruned.Containers {
+				pruned.Containers[i].Init = false
+			}
+			if got := acceptance.FromPod("job/j", "manager-uid", 3, RecordPod(pruned), tc.resultContainer, crit); !reflect.DeepEqual(got, want) {
+				t.Errorf("judged from the record without init flags:\n%+v\nfrom the pod:\n%+v", got, want)
 			}
 		})
 	}

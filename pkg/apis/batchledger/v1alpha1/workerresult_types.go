@@ -59,14 +59,15 @@ type WorkerResult struct {
 	// the manager's cluster, which container reports the result.
 	// +optional
 	DefaultContainer string `json:"defaultContainer,omitempty"`
-	// Containers are the pod's containers in spec order (native sidecars after them),
-	// each with its termination message as result capture reads it: all of them, since
-	// the account's resultContainer, which the worker does not know, may name any.
-	// The list has no count bound, as a pod's containers have none: a bound would refuse
-	// the record of a pod the manager would judge on its own cluster. Its size follows
-	// the pod's: per container it holds a name (a DNS label) and a flag, less than the
-	// pod's spec and status hold, and the kubelet shares 12 KiB of termination messages
-	// among all of a pod's containers, so a record fits where its pod did.
+	// Containers are the pod's containers in spec order, then its init containers in
+	// theirs, each with its termination message as result capture reads it: all of
+	// them, since the account's resultContainer, which the worker does not know, may
+	// name any. The list has no count bound, as a pod's containers have none: a bound
+	// would refuse the record of a pod the manager would judge on its own cluster. Its
+	// size follows the pod's: per container it holds a name (a DNS label) and flags,
+	// less than the pod's spec and status hold, and the kubelet shares 12 KiB of
+	// termination messages among all of a pod's containers, so a record fits where its
+	// pod did.
 	// +listType=atomic
 	Containers []ContainerMessage `json:"containers"`
 }
@@ -83,6 +84,12 @@ type ContainerMessage struct {
 	// Sidecar is true for a native sidecar (an init container restarted Always).
 	// +optional
 	Sidecar bool `json:"sidecar,omitempty"`
+	// Init is true for an init container that runs to completion before the pod's
+	// work begins: it reports no result, so its message is not kept. It is recorded
+	// because an account may name it, and result capture answers differently for a
+	// container the pod lacks.
+	// +optional
+	Init bool `json:"init,omitempty"`
 }
 
 // WorkerResultList is a list of WorkerResult.
