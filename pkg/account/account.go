@@ -440,6 +440,9 @@ func Compute(in Input) Output {
 	valid := len(problems) == 0
 
 	cov := coverage(m, states)
+	if final {
+		cov.coveredAsJudged(m, states)
+	}
 	st.Shards = v1alpha1.ShardSummary{
 		Total:           int32(m.Shards.Count()),
 		Covered:         int32(cov.covered.Count()),
@@ -887,6 +890,22 @@ func coverage(m *Mapping, states []*targetState) coverageState {
 		return len(c.coveredBy) < maxCoveredBy
 	})
 	return c
+}
+
+// coveredAsJudged counts as covered, for an Accepted batch, the missing shards of the
+// records whose completed indexes the status left out for size (coverageLost). The
+// verdict found every shard covered by the identities on its record, which it follows
+// alone since (recordStands), and their coverage cannot shrink: a shard missing now is
+// one a lost list covered. Deleting a Job changes no verdict, the status's size neither.
+func (c *coverageState) coveredAsJudged(m *Mapping, states []*targetState) {
+	var lost []indexset.Interval
+	for _, ts := range states {
+		if ts.coverageLost {
+			lost = append(lost, m.ShardsOfAny(ts.key, ts.mapped).Intervals()...)
+		}
+	}
+	back := c.missing.Intersect(indexset.FromIntervals(lost...))
+	c.covered, c.missing = c.covered.Union(back), c.missing.Difference(back)
 }
 
 // describeMissing says which identities each missing shard waits for: its original one,

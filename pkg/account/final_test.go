@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -40,6 +41,56 @@ func TestAcceptedStandsWhenATerminatedJobsListWasLeftOut(t *testing.T) {
 			for _, c := range gone.Changed {
 				t.Errorf("deletion changed %s to %s/%s: %s", c.Type, c.Status, c.Reason, c.Message)
 			}
+		})
+	}
+}
+
+// TestAcceptedStandsWhenNoRoomKeptATerminatedJobsList: a status so large that even the
+// terminated Jobs' completed indexes are left out keeps no list a record could read its
+// coverage back from (a Failed Job, or one Complete by its successPolicy). An Accepted
+// verdict stands on the identities on its record all the same: deleting such a Job (its
+// TTL) changes nothing, whichever of them is deleted.
+func TestAcceptedStandsWhenNoRoomKeptATerminatedJobsList(t *testing.T) {
+	// Room for no index list at all.
+	roomForIndexLists(t, 2)
+	eight := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
+	repaired := makeSpec(eight...).AssignJob("j", "0-7", eight...).Repair("r", "0-3", "B", "D", "F", "H").RequireResults("").SpecObj()
+	failed := makeJob("j", "uid-j", 8).Completed("0,2,4,6", 4).FailedIndexes("1,3,5,7").Failed("FailedIndexes", jobCondAt)
+	repair := makeJob("r", "uid-r", 4).Completed("0-3", 4).Complete(jobCondAt)
+	var repairedResults []Result
+	for i, s := range eight {
+		if i%2 == 0 {
+			repairedResults = append(repairedResults, result("job/j", "uid-j", i, s))
+		} else {
+			repairedResults = append(repairedResults, result("job/r", "uid-r", i/2, s))
+		}
+	}
+	byPolicy := makeSpec("A", "B", "C", "D").AssignJob("p", "0-3", "A", "B", "C", "D").SpecObj()
+	policy := makeJob("p", "uid-p", 4).SuccessPolicy(batchv1.SuccessPolicyRule{SucceededCount: ptr.To[int32](4)}).
+		Completed("0-3", 4).Complete(jobCondAt)
+	both := map[string]Observation{"job/j": {Job: failed.Facts(), PodsListed: true}, "job/r": {Job: repair.Facts(), PodsListed: true}}
+	cases := []struct {
+		name    string
+		spec    *v1alpha1.BatchAccountSpec
+		results []Result
+		before  map[string]Observation
+		after   map[string]Observation
+	}{
+		{"the failed Job is deleted", repaired, repairedResults, both, map[string]Observation{"job/r": {Job: repair.Facts(), PodsListed: true}}},
+		{"both are deleted", repaired, repairedResults, both, map[string]Observation{}},
+		{"a Job Complete by its successPolicy is deleted", byPolicy, nil, map[string]Observation{"job/p": {Job: policy.Facts()}}, map[string]Observation{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := at(tc.spec, nil, 0, tc.before, tc.results...).Status
+			wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
+			gone := at(tc.spec, &st, time.Minute, tc.after, tc.results...)
+			wantCond(t, gone.Status, v1alpha1.ConditionShardsCovered, metav1.ConditionTrue, v1alpha1.ReasonAllShardsCovered, "")
+			wantCond(t, gone.Status, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
+			for _, c := range gone.Changed {
+				t.Errorf("deletion changed %s to %s/%s: %s", c.Type, c.Status, c.Reason, c.Message)
+			}
+			wantFixedPoint(t, tc.spec, gone.Status, 2*time.Minute, tc.after, tc.results...)
 		})
 	}
 }
