@@ -642,6 +642,7 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 	s.Completions = int32(f.completions)
 	s.NotIndexed = !f.indexed
 	s.PodScope = job.PodScope
+	s.TerminationGracePeriodSeconds = job.TerminationGracePeriodSeconds
 	s.SuccessPolicy = clipMessage(f.successPolicy, maxSuccessPolicy)
 	s.Required = f.required.String()
 	s.CompletedIndexes = f.completed.String()

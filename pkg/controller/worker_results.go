@@ -114,13 +114,19 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 	}
 	var name string
 	var identity types.UID
+	var grace time.Duration
 	// A dispatched JobSet's child is the worker's identity: each record names its own.
 	fromRecord := o.recordedOn != ""
 	switch d, deleted := deletedDispatch(ba, t, o); {
 	case multikueue.Dispatched(o.job):
 		name, identity = o.job.Name, admissionIdentity(o)
+		grace = terminationGrace(o.job.Spec.Template.Spec.TerminationGracePeriodSeconds)
 	case deleted:
 		name, identity, fromRecord = d.Job, d.UID, t.Ref.IsChild()
+		// The Job is gone: its record keeps the grace period. Only batchledger writes the
+		// status, and it read the period from a Job's pod template, which Kubernetes lets
+		// nobody change: no namespace user can lengthen the bound after the fact.
+		grace = terminationGrace(d.TerminationGracePeriodSeconds)
 	default:
 		return nil, nil
 	}
@@ -134,7 +140,6 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 		if !fromRecord {
 			ended = admissionEnded(ba, t.Key, identity, p, o.workload)
 		}
-		grace := terminationGrace(o.job)
 		for i := range recs {
 			if recs[i].Job != name || !fromRecord && (finishedBeforeCreated(&recs[i], o.job) || finishedAfter(&recs[i], ended, grace)) {
 				continue
@@ -502,15 +507,11 @@ func createdBefore(rec *v1alpha1.WorkerJob, t time.Time) bool {
 	return !t.IsZero() && rec.JobCreated != nil && kinds.BeforeBeyondSkew(rec.JobCreated.Time, t)
 }
 
-// terminationGrace is how long the pods of job, the manager's Job, may take to stop once
-// deleted: its template's termination grace period, Kubernetes' default when it sets
-// none or job is gone.
-func terminationGrace(job *batchv1.Job) time.Duration {
-	s := int64(corev1.DefaultTerminationGracePeriodSeconds)
-	if job != nil && job.Spec.Template.Spec.TerminationGracePeriodSeconds != nil {
-		s = *job.Spec.Template.Spec.TerminationGracePeriodSeconds
-	}
-	return time.Duration(s) * time.Second
+// terminationGrace is how long the pods of the manager's Job may take to stop once
+// deleted: seconds, its template's termination grace period (as the Job has it, or as
+// the target's status recorded it once the Job is gone), Kubernetes' default when nil.
+func terminationGrace(seconds *int64) time.Duration {
+	return time.Duration(ptr.Deref(seconds, corev1.DefaultTerminationGracePeriodSeconds)) * time.Second
 }
 
 // supersededIdentities are the Job UIDs of target key's history, but for the identity its

@@ -2,14 +2,18 @@ package controller
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
@@ -180,6 +184,99 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 			st := f.reconcileWorkers(t, f.reconciler(), fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
 				records: map[string][]v1alpha1.WorkerResult{"worker-a": tc.a, "worker-b": tc.b}}).Status
 			wantAccepted(t, st, tc.wantAccept)
+			got := recordedResults(t, f.c)
+			slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
+			var pods []string
+			for _, rr := range got {
+				pods = append(pods, string(rr.PodUID))
+			}
+			if !slices.Equal(pods, tc.want) {
+				t.Errorf("recorded the results of %v, want %v", pods, tc.want)
+			}
+		})
+	}
+}
+
+// TestLateRecordOfADeletedJobWithinItsGrace: as
+// TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne, the dispatched Job was evicted
+// from worker-a and moved to worker-b, but worker-a's pod of index 1, still in its
+// termination when the admission ended, finished within its template's termination
+// grace period, and worker-a's capture of it lagged until the manager's Job (and its
+// Workload) were deleted. The grace period the status recorded of the identity while its
+// Job existed still bounds how late worker-a's record may be: the Job is not there to
+// read it from, and Kubernetes' default of 30 s would drop the result. A status written
+// before the grace period was recorded reads as Kubernetes' default.
+func TestLateRecordOfADeletedJobWithinItsGrace(t *testing.T) {
+	msg := func(shard string) string { return reportOf(t, shard) }
+	ok := multikueue.WorkerState{Configured: true, Synced: true}
+	evicted := testNow.Add(-2 * time.Hour)
+	rec := func(uid string, idx int, shard string, finished time.Time) v1alpha1.WorkerResult {
+		r := workerRecordAt("job-j", idx, msg(shard), finished)
+		r.Name, r.PodUID = uid, types.UID(uid)
+		return r
+	}
+	aBefore := rec("a-0", 0, "A", evicted.Add(-time.Minute))
+	for _, tc := range []struct {
+		name  string
+		grace *int64 // the Job's pods' termination grace period, s
+		// late is how long after the eviction worker-a's pod of index 1 finished.
+		late time.Duration
+		// unrecorded clears the grace period from the status before the Job's deletion
+		// (as a status an earlier version wrote).
+		unrecorded   bool
+		wantRecorded *int64 // the grace period the status holds of the identity
+		wantAccepted bool
+		want         []string // the recorded results' pods, in recording order
+	}{
+		{name: "within a grace period of 300 s: counts", grace: ptr.To[int64](300), late: 100 * time.Second,
+			wantRecorded: ptr.To[int64](300), wantAccepted: true, want: []string{"a-0", "a-1"}},
+		{name: "past a grace period of 300 s: does not stand", grace: ptr.To[int64](300), late: 10 * time.Minute,
+			wantRecorded: ptr.To[int64](300), want: []string{"a-0"}},
+		{name: "Kubernetes' default grace period: not recorded, 100 s late does not stand", grace: ptr.To[int64](30),
+			late: 100 * time.Second, want: []string{"a-0"}},
+		{name: "no grace period in the template: 100 s late does not stand", late: 100 * time.Second, want: []string{"a-0"}},
+		{name: "a status without the grace period reads as Kubernetes' default", grace: ptr.To[int64](300), late: 100 * time.Second,
+			unrecorded: true, wantRecorded: ptr.To[int64](300), want: []string{"a-0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
+			job.Spec.Template.Spec.TerminationGracePeriodSeconds = tc.grace
+			// As the manager's cache holds it: the reconciler reads the Job from there.
+			cached, err := jobTransform(job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job = cached.(*batchv1.Job)
+			wl := workloadOfJ(job).DispatchedTo("worker-b").Obj()
+			acct := accountOfJ().Revisions("D", "m").RequireResults("").TargetStatus(v1alpha1.TargetStatus{
+				Name: "job/j", Job: "j", UID: job.UID, Found: true, Admissions: []v1alpha1.Admission{
+					{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
+						EvictedAt: &metav1.Time{Time: evicted}, EvictionReason: "Preempted"},
+					{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-b", AdmittedAt: metav1.NewTime(testNow.Add(-time.Hour))}}})
+			f := newFixture(t, hooks{}, acct.Obj(), job, wl)
+			r := f.reconciler()
+			workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
+				records: map[string][]v1alpha1.WorkerResult{"worker-a": {aBefore}}}
+			ba := f.reconcileWorkers(t, r, workers)
+			if got := ba.Status.Targets[0].TerminationGracePeriodSeconds; !equality.Semantic.DeepEqual(got, tc.wantRecorded) {
+				t.Errorf("the status records a grace period of %v s, want %v", ptr.Deref(got, -1), ptr.Deref(tc.wantRecorded, -1))
+			}
+			if tc.unrecorded {
+				ba.Status.Targets[0].TerminationGracePeriodSeconds = nil
+				if err := f.c.Status().Update(context.Background(), ba); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, o := range []client.Object{job, wl} {
+				if err := f.c.Delete(context.Background(), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			workers.records = map[string][]v1alpha1.WorkerResult{"worker-a": {aBefore, rec("a-1", 1, "B", evicted.Add(tc.late))}}
+			st := f.reconcileWorkers(t, r, workers).Status
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted) == "True Accepted"; got != tc.wantAccepted {
+				t.Errorf("Accepted = %v (%s), want %v", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, tc.wantAccepted)
+			}
 			got := recordedResults(t, f.c)
 			slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
 			var pods []string

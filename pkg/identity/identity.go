@@ -28,6 +28,9 @@ type Job struct {
 	ResourceVersion string
 	// PodScope is batchledger's opt-in scope label on the Job's pod template ("" none).
 	PodScope string
+	// TerminationGracePeriodSeconds is the termination grace period of the Job's pods
+	// when it is not Kubernetes' default (nil: the default, 30 s).
+	TerminationGracePeriodSeconds *int64
 	// Indexed is true for a Job whose pods carry completion indexes.
 	Indexed bool
 	// Completions is the number of completion indexes (0..Completions-1).

@@ -7,6 +7,7 @@ package job
 import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/identity"
@@ -27,6 +28,11 @@ func Facts(job *batchv1.Job) *identity.Job {
 		FailedIndexes:    job.Status.FailedIndexes,
 		Succeeded:        job.Status.Succeeded,
 		StartTime:        job.Status.StartTime,
+	}
+	if g := job.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil && *g != corev1.DefaultTerminationGracePeriodSeconds {
+		// Kept only when not the default, which the API server sets on every Job's
+		// template: the account's status records it of each target.
+		f.TerminationGracePeriodSeconds = ptr.To(*g)
 	}
 	if job.Spec.Completions != nil {
 		f.Completions = *job.Spec.Completions

@@ -347,6 +347,14 @@ type TargetStatus struct {
 	// +optional
 	PodScope string `json:"podScope,omitempty"`
 
+	// TerminationGracePeriodSeconds is the termination grace period of the Job's pod
+	// template, when it is not Kubernetes' default (30, which unset stands for). A
+	// MultiKueue worker's pod that ended within it after the Job's admission there ended
+	// was still running that admission, and its result is the identity's: the record
+	// keeps this bound once the Job is deleted.
+	// +optional
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
 	// SuccessPolicy describes the Job's own success criterion in words; empty means
 	// every index 0..completions-1 must succeed.
 	// +optional

@@ -468,6 +468,11 @@ func (in *TargetStatus) DeepCopyInto(out *TargetStatus) {
 		in, out := &in.DeletedAt, &out.DeletedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.TerminationGracePeriodSeconds != nil {
+		in, out := &in.TerminationGracePeriodSeconds, &out.TerminationGracePeriodSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	if in.IndexesOmitted != nil {
 		in, out := &in.IndexesOmitted, &out.IndexesOmitted
 		*out = make([]string, len(*in))
