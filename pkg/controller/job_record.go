@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -86,18 +87,22 @@ type JobRecorder struct {
 	// Job.
 	APIs *ServedAPIs
 	// APIReader reads a held Job that left the cache (nil: none is read): one whose
-	// scope label was taken off, which nothing would otherwise ever release.
+	// scope label was taken off, which nothing would otherwise ever release. It also
+	// reads the pods of a Job deleted before it terminated (trackedPods): no cache
+	// holds the running pods of the coverage scope, and a cache may lag the count.
 	APIReader client.Reader
 	// CoveragePods, when set, is the cache of the coverage scope's succeeded pods
 	// (Reconciler.CoveragePods): a scoped Job's coverage-scope successes the Job
-	// controller has yet to count are read there (countingSuccess), the manager's cache
+	// controller has yet to count are read there without an APIReader
+	// (uncountedSuccessInCaches), the manager's cache
 	// holding only the results scope's pods; a Job raised to the results scope after
 	// Kueue preempted it may still have pods of the coverage scope (stampScope).
 	CoveragePods client.Reader
 	// LatePods, when set, reads the succeeded pods of a Job whose template carries no scope
 	// label (Reconciler.LatePods' SucceededPods: it started before an account named it),
-	// which neither the manager's cache nor CoveragePods holds: countingSuccess reads
-	// there the successes the Job controller has yet to count.
+	// which neither the manager's cache nor CoveragePods holds: without an APIReader,
+	// uncountedSuccessInCaches reads there the successes the Job controller has yet to
+	// count.
 	LatePods func(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error)
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
@@ -186,17 +191,43 @@ func (r *JobRecorder) holdLeft(job *batchv1.Job) time.Duration {
 // releaseRecord removes the record finalizer from job, reporting whether it did (false
 // for a Job that carries none, or is gone). A rejected test (the finalizers changed since
 // the copy read: the garbage collector's foregroundDeletion leaving) returns the error:
-// the retry reads again.
+// the retry reads again. A Job deleted before it terminated is released only as read
+// (unchangedSince): the copy may predate the Job controller's last count, written before
+// it took the tracking finalizers off that countingSuccess found gone.
 func (r *JobRecorder) releaseRecord(ctx context.Context, job *batchv1.Job) (bool, error) {
 	patch, ok := release.RemovalPatch(job, v1alpha1.RecordFinalizer)
 	if !ok {
 		return false, nil
+	}
+	if job.DeletionTimestamp != nil && jobTerminal(job) == "" {
+		var err error
+		if patch, err = unchangedSince(patch, job); err != nil {
+			return false, err
+		}
 	}
 	if err := r.Patch(ctx, job, patch); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	r.Metrics.released()
 	return true, nil
+}
+
+// unchangedSince is the JSON patch p of obj, applied only while obj's resourceVersion is
+// still the one read: a test of it comes first.
+func unchangedSince(p client.Patch, obj client.Object) (client.Patch, error) {
+	data, err := p.Data(obj)
+	if err != nil {
+		return nil, err
+	}
+	var ops []map[string]any
+	if err := json.Unmarshal(data, &ops); err != nil {
+		return nil, err
+	}
+	ops = append([]map[string]any{{"op": "test", "path": "/metadata/resourceVersion", "value": obj.GetResourceVersion()}}, ops...)
+	if data, err = json.Marshal(ops); err != nil {
+		return nil, err
+	}
+	return client.RawPatch(types.JSONPatchType, data), nil
 }
 
 // releaseOutOfScope looks at the Job key names when it left the cache still held: its
@@ -246,7 +277,8 @@ func (r *JobRecorder) releaseOutOfScope(ctx context.Context, key client.ObjectKe
 // pendingAccounts are the names of the live accounts naming job that have not recorded
 // its end (recordsEnd), and of those a short form declares for it that are still to
 // come (relations.ShortFormPending; none in a namespace being deleted), with how soon
-// the first of these stops being waited for (0: none is waited for). For a Job being deleted, an account counts only if
+// the first of these stops being waited for, or the Job's pods are to be read again
+// (countingSuccess; 0: neither). For a Job being deleted, an account counts only if
 // it observes the Job (observes): holding a Job for a record never written serves no
 // one.
 func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]string, time.Duration, error) {
@@ -254,7 +286,7 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 	if err != nil {
 		return nil, 0, err
 	}
-	counting, err := r.countingSuccess(ctx, job)
+	counting, countRecheck, err := r.countingSuccess(ctx, job)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -290,13 +322,13 @@ func (r *JobRecorder) pendingAccounts(ctx context.Context, job *batchv1.Job) ([]
 	// one a short form declares is not coming, and waiting ShortFormWait for it would
 	// keep the namespace.
 	if nsDeleted, err := NamespaceDeleted(ctx, r.Client, job.Namespace); err != nil || nsDeleted != nil {
-		return pending, 0, err
+		return pending, countRecheck, err
 	}
 	declared, recheck, err := relations.ShortFormPending(ctx, r.Client, job.Namespace, relations.JobTargets(job), r.ShortFormTTL, r.now(), r.started)
 	if err != nil {
 		return nil, 0, err
 	}
-	return append(pending, declared...), recheck, nil
+	return append(pending, declared...), soonest(recheck, countRecheck), nil
 }
 
 // observedBy are the targets of ba's assignments that name job (relations.NamesJob) in
@@ -403,19 +435,82 @@ func recordsEnd(st *v1alpha1.BatchAccountStatus, job *batchv1.Job) bool {
 	return false
 }
 
-// countingSuccess reports whether the Job controller has yet to count a success of job,
-// deleted before it terminated: an index pod of it (one a cache holds: the manager's, of
-// the results scope, CoveragePods, of the coverage scope, or LatePods, of a Job without
-// a scope) Succeeded with the Job
-// controller's tracking finalizer still on, its index not in completedIndexes, the Job
-// still its controller. The Job controller counts such a pod while the Job exists, being
-// deleted or not (never one orphaned from it), and an indexed Job's success goes straight
-// into completedIndexes, never through uncountedTerminatedPods: released now, the Job
-// would be gone before that count, and the index lost to its record.
-func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bool, error) {
+// trackingRecheck is how soon a Job deleted before it terminated is looked at again
+// while pods of it carry the Job controller's tracking finalizer: the Job controller
+// takes it off a running pod without writing the Job, so no event says it did.
+const trackingRecheck = 5 * time.Second
+
+// countingSuccess reports whether the Job controller may still count a success of job,
+// deleted before it terminated, and how soon to look again (0: on the Job's next change).
+// The Job controller counts a pod of a Job being deleted while it exists, but only one
+// that carries its tracking finalizer, and the first sync that sees the deletion takes
+// that finalizer off every pod of the Job, running or not (canRemoveFinalizer), after
+// writing the successes among them to completedIndexes. Once no pod the Job controls
+// carries it, completedIndexes is final: a pod succeeding later is never counted,
+// held Job or not. Released before, the Job could be gone before that sync, and the
+// index of a pod that succeeded a moment earlier lost to its record, whatever a pod cache
+// showed of the pod (still running, or nothing: the coverage scope's cache holds only
+// succeeded pods). Running pods keep nothing held for long: the finalizer comes off
+// without their end, under background deletion too.
+//
+// With an APIReader, and for a Job the Job controller manages, the pods are read from
+// the API server (trackedPods). Without one, only the successes a cache shows are waited
+// for (uncountedSuccessInCaches).
+func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bool, time.Duration, error) {
 	if job.DeletionTimestamp == nil || jobTerminal(job) != "" {
-		return false, nil // running: nothing ends yet; terminated: the Job controller counts no more
+		return false, 0, nil // running: nothing ends yet; terminated: the Job controller counts no more
 	}
+	if r.APIReader != nil && countedByJobController(job) {
+		tracked, err := r.trackedPods(ctx, job)
+		if err != nil || tracked {
+			return tracked, trackingRecheck, err
+		}
+		// A non-indexed success not yet in the counters: their write wakes the recorder.
+		return UncountedSuccess(job, nil), 0, nil
+	}
+	counting, err := r.uncountedSuccessInCaches(ctx, job)
+	return counting, 0, err
+}
+
+// countedByJobController reports whether the built-in Job controller counts job's pods:
+// not one another controller manages (a Job MultiKueue dispatched runs on a worker).
+func countedByJobController(job *batchv1.Job) bool {
+	return job.Spec.ManagedBy == nil || *job.Spec.ManagedBy == batchv1.JobControllerName
+}
+
+// trackedPods reports whether a pod job controls still carries the Job controller's
+// tracking finalizer, read from the API server (their metadata alone, selected as the
+// Job controller selects them). An orphan (a deletion with propagationPolicy Orphan)
+// does not count: a Job being deleted adopts no pod, and the Job controller takes an
+// orphan's finalizer off uncounted.
+func (r *JobRecorder) trackedPods(ctx context.Context, job *batchv1.Job) (bool, error) {
+	selector := labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(job.UID)})
+	if job.Spec.Selector != nil {
+		var err error
+		if selector, err = metav1.LabelSelectorAsSelector(job.Spec.Selector); err != nil {
+			return false, err
+		}
+	}
+	list := relations.PodMetadataList()
+	if err := r.APIReader.List(ctx, list, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return false, err
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if owner := metav1.GetControllerOf(p); owner != nil && owner.UID == job.UID && slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// uncountedSuccessInCaches reports whether an index pod of job a cache holds (the
+// manager's, of the results scope, CoveragePods, of the coverage scope, or LatePods, of
+// a Job without a scope) Succeeded with the Job controller's tracking finalizer still
+// on, its index not in completedIndexes, the Job still its controller (UncountedSuccess).
+// An indexed Job's success goes straight into completedIndexes, never through
+// uncountedTerminatedPods. It misses a success the caches do not show yet.
+func (r *JobRecorder) uncountedSuccessInCaches(ctx context.Context, job *batchv1.Job) (bool, error) {
 	ofJob := client.MatchingFields{relations.IndexOwnerUID: string(job.UID)}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), ofJob, client.UnsafeDisableDeepCopy); err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
@@ -46,7 +47,9 @@ func jobAt(fin ...string) *wrappers.JobWrapper {
 // before it terminated what it completed), when no live account names it in a way it
 // observes (a JobSet child whose API is not served, or of an earlier JobSet), and at the
 // latest MaxHold after its deletion started, with a Warning; until then the Job is held,
-// requeued for the rest of MaxHold while it is being deleted.
+// requeued for the rest of MaxHold while it is being deleted, or read again soon while
+// the Job controller still tracks a pod of a Job deleted before it terminated (it may
+// still count it; once it took the finalizer off, never).
 func TestJobRecorderReleases(t *testing.T) {
 	const maxHold = time.Hour
 	deletedAgo := func(d time.Duration) time.Time { return testNow.Add(-d) }
@@ -93,8 +96,11 @@ func TestJobRecorderReleases(t *testing.T) {
 		// latePods are the Job's succeeded pods that neither cache holds (LatePods: its
 		// template carries no scope label).
 		latePods []client.Object
-		h        hooks
-		apis     *ServedAPIs
+		// apiPods, when set, are the Job's pods as the API server holds them (APIReader:
+		// the Job controller's tracking finalizers are read there).
+		apiPods []client.Object
+		h       hooks
+		apis    *ServedAPIs
 
 		wantErr          bool
 		wantFinalizers   []string // nil: the Job is gone
@@ -249,6 +255,47 @@ func TestJobRecorderReleases(t *testing.T) {
 			wantPatches: 1, wantReleased: 1,
 		},
 		{
+			// The pod succeeded a moment ago; the cache still shows it running. The Job
+			// controller counts it in the sync that takes the tracking finalizers off.
+			name: "deleted before it terminated, an index pod succeeded that the cache shows running: held, read again soon",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning,
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			apiPods: []client.Object{
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: trackingRecheck,
+		},
+		{
+			// No cache holds a coverage pod that has not succeeded: the pod may succeed
+			// before the Job controller's next sync, which would count it.
+			name: "coverage scope, deleted before it terminated, a running pod the Job controller still tracks: held, read again soon",
+			job:  jobAt(record).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning},
+			apiPods: []client.Object{
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: trackingRecheck,
+		},
+		{
+			// Background deletion: the pod runs on until the Job is gone, but the Job
+			// controller took its tracking finalizer off and will never count it.
+			name: "deleted before it terminated, its running pod no longer tracked: released",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning},
+			apiPods: []client.Object{
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Phase(corev1.PodRunning).Obj()},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name: "deleted orphaning its pods before it terminated, an orphan still tracked: released",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning},
+			apiPods: []client.Object{
+				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).NoOwner().Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer).Obj()},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
 			name:             "deleted before it terminated, a success still uncounted: held",
 			job:              uncounted(jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj()),
 			objs:             []client.Object{recordedRunning},
@@ -377,6 +424,9 @@ func TestJobRecorderReleases(t *testing.T) {
 			if tc.coveragePods != nil {
 				r.CoveragePods = newFixture(t, hooks{}, tc.coveragePods...).c
 			}
+			if tc.apiPods != nil {
+				r.APIReader = newFixture(t, hooks{}, tc.apiPods...).c
+			}
 			if tc.latePods != nil {
 				late := newFixture(t, hooks{}, tc.latePods...).c
 				r.LatePods = func(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
@@ -427,6 +477,47 @@ func TestJobRecorderReleases(t *testing.T) {
 func uncounted(job *batchv1.Job) *batchv1.Job {
 	job.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"pod-uid"}}
 	return job
+}
+
+// TestJobRecorderReleasesOnlyTheStateRecorded: the Job controller counts a last index of a
+// Job deleted before it terminated, then takes its pods' tracking finalizers off, right
+// after the recorder read the Job from its cache. The pods say nothing is left to count,
+// the stale copy says the account recorded everything: releasing it would let the Job go
+// with index 1 never recorded. The release tests the resourceVersion read, fails, and
+// the Job stays held for the retry.
+func TestJobRecorderReleasesOnlyTheStateRecorded(t *testing.T) {
+	job := jobAt(record).Completed("0", 1).Deleting(testNow.Add(-time.Minute)).Obj()
+	f := newFixture(t, hooks{}, job, recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "j-uid", Found: true, CompletedIndexes: "0"}))
+	counted := false
+	stale := interceptor.NewClient(f.c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil || counted {
+				return err
+			}
+			if _, ok := obj.(*batchv1.Job); !ok {
+				return nil
+			}
+			counted = true
+			var now batchv1.Job
+			if err := c.Get(ctx, key, &now); err != nil {
+				return err
+			}
+			now.Status.CompletedIndexes, now.Status.Succeeded = "0,1", 2
+			return c.Update(ctx, &now)
+		},
+	})
+	r := &JobRecorder{Client: stale, APIReader: newFixture(t, hooks{}).c, MaxHold: time.Hour,
+		Now: func() time.Time { return testNow }, started: testNow.Add(-time.Hour)}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err == nil {
+		t.Errorf("released from a copy older than the Job controller's last count; want the release refused and retried")
+	}
+	var got batchv1.Job
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(job), &got); err != nil {
+		t.Fatalf("the Job is gone (%v): index 1 never recorded", err)
+	}
+	if !slices.Equal(got.Finalizers, []string{record}) {
+		t.Errorf("finalizers %v, want [%s]", got.Finalizers, record)
+	}
 }
 
 // TestJobRecorderHolds: Hold adds the record finalizer, keeping the others, to a Job a live
