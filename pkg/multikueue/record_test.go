@@ -3,8 +3,6 @@ package multikueue
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,16 +10,14 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/acceptance"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/crdschema"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -95,36 +91,6 @@ func TestRecordJudgedAsThePod(t *testing.T) {
 	}
 }
 
-// workerResultSchema validates an object as the API server validates a WorkerResult
-// against the CRD's OpenAPI schema (config/crd, which the chart copies).
-func workerResultSchema(t *testing.T) func(obj map[string]any) field.ErrorList {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "batchledger.dev_workerresults.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(b, &crd); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range crd.Spec.Versions {
-		if v.Name != v1alpha1.GroupVersion.Version {
-			continue
-		}
-		var internal apiextensions.JSONSchemaProps
-		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
-			t.Fatal(err)
-		}
-		sv, _, err := validation.NewSchemaValidator(&internal)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return func(obj map[string]any) field.ErrorList { return validation.ValidateCustomResource(nil, obj, sv) }
-	}
-	t.Fatalf("the CRD has no version %s", v1alpha1.GroupVersion.Version)
-	return nil
-}
-
 // manyContainers is a succeeded pod of job with containers regular containers and
 // sidecars native sidecars, each named by a label of nameLen characters: the first and
 // the last report ok, the others a message of msgLen bytes.
@@ -162,7 +128,8 @@ func TestRecordOfManyContainers(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	job := wrappers.MakeJob("j", "ns").Obj()
 	ok := `{"version":"batchledger.dev/v1","shard":"shard-3","inputRevision":"in","modelRevision":"m","records":5,"valid":5}`
-	validate := workerResultSchema(t)
+	sv := crdschema.Validator(t, "batchledger.dev_workerresults.yaml")
+	validate := func(obj map[string]any) field.ErrorList { return validation.ValidateCustomResource(nil, obj, sv) }
 	for name, tc := range map[string]struct {
 		containers, sidecars, nameLen, msgLen int
 	}{

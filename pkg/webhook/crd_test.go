@@ -18,32 +18,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/testing/crdschema"
 )
 
 // crdSchema is the BatchAccount CRD's schema of the served version, in the API server's
 // internal form.
 func crdSchema(t *testing.T) *apiextensions.JSONSchemaProps {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "batchledger.dev_batchaccounts.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.UnmarshalStrict(b, &crd); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range crd.Spec.Versions {
-		if v.Name != v1alpha1.GroupVersion.Version {
-			continue
-		}
-		var internal apiextensions.JSONSchemaProps
-		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
-			t.Fatal(err)
-		}
-		return &internal
-	}
-	t.Fatalf("the CRD has no version %s", v1alpha1.GroupVersion.Version)
-	return nil
+	return crdschema.Schema(t, "batchledger.dev_batchaccounts.yaml")
 }
 
 // crdErrors validates the creation of the object obj as the API server does, against the

@@ -23,6 +23,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/crdschema"
 	"batchledger.dev/batchledger/pkg/worker"
 )
 
@@ -82,11 +83,7 @@ func stripComments(doc string) string {
 // API server does.
 func crdValidator(t *testing.T) validation.SchemaValidator {
 	t.Helper()
-	sv, _, err := validation.NewSchemaValidator(crdSchema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sv
+	return crdschema.Validator(t, "batchledger.dev_batchaccounts.yaml")
 }
 
 // TestExamplesPassValidation: every BatchAccount of examples/ passes the CRD's schema,
