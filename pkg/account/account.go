@@ -460,7 +460,8 @@ func Compute(in Input) Output {
 	st.Results = res.summary
 	boundRejections(&st.Results)
 	st.Shards.Progress = progress(st.Shards, in.Spec.RequiresResults())
-	fitIndexLists(&st, indexBudget(&st, lim), requiredNeeded(states))
+	keepRequired := requiredNeeded(states)
+	fitIndexLists(&st, indexBudget(&st, lim, keepRequired), keepRequired)
 	// Only now, with the lists as they will be written, can a target be compared with
 	// its previous status: an unchanged target keeps its observation point.
 	for i := range st.Targets {

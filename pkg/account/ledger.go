@@ -182,8 +182,17 @@ func (ts *targetState) fromRecord(rec *v1alpha1.TargetStatus) {
 	}
 	// A record of a status that omitted a successPolicy's required indexes leaves them
 	// unchecked: the policy's population is not kept anywhere else. The status omits
-	// them early only when the mapping assigned them all (fitIndexLists).
+	// them early only when the mapping assigned them all (fitIndexLists); when it had to
+	// omit them while the mapping left some unassigned, it says so (RequiredUnmapped),
+	// and that stands until the mapping assigns every index the Job has.
 	ts.problems = shapeProblems(ts.key, ts.mapped, f)
+	if rec.RequiredUnmapped && f.indexed && f.required.Difference(ts.mapped).IsEmpty() &&
+		(f.completions <= 0 || !indexset.Range(0, f.completions-1).Difference(ts.mapped).IsEmpty()) {
+		ts.problems = append(ts.problems, problemf(v1alpha1.ReasonUnmappedIndexes,
+			"%s requires indexes the mapping assigned no shard to when the Job was last observed "+
+				"(its required indexes were left out of the status for size): their work would be unaccounted",
+			v1alpha1.TargetKey(ts.key).Describe()))
+	}
 	if f.indexed {
 		ts.covered = f.completed.Intersect(ts.mapped)
 	}
@@ -325,7 +334,8 @@ func requiredReadBack(successPolicy string, completions int) indexset.Set {
 // on it must stand then) and the identities a restart in progress superseded
 // (pendingHistory); after them, the required indexes of the targets keepRequired marks
 // (by position in st.Targets), and those of the superseded identities still needed.
-// Everything left out is flagged.
+// Everything left out is flagged; a marked target whose required indexes are left out
+// is also flagged RequiredUnmapped, which its record reads back in their place.
 //
 // keepRequired marks the targets whose record, once their Job is deleted, would judge
 // the mapping otherwise without its list of required indexes (requiredNeeded): a
@@ -440,6 +450,9 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keepRequired []b
 			break
 		}
 		t := &st.Targets[i]
+		if t.Required != "" && kept(i) {
+			t.RequiredUnmapped = true
+		}
 		omit(t, "required", &t.Required)
 	}
 	for i := range st.History {
@@ -747,8 +760,10 @@ const conditionsReserve = 8 * (MaxConditionMessage + 512)
 // status holds, at most IndexListBudget. Everything else is measured with every index
 // list and every flag saying one was left out cleared, and the keys and flags those
 // lists may cost are reserved, so the budget does not depend on which lists are left
-// out: recomputing from a written status makes the same choices.
-func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits) int {
+// out: recomputing from a written status makes the same choices. keepRequired is
+// fitIndexLists': a marked target's required indexes may be left out flagged
+// RequiredUnmapped.
+func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits, keepRequired []bool) int {
 	type saved struct {
 		s    *string
 		flag *bool
@@ -757,6 +772,7 @@ func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits) int {
 	}
 	var lists []saved
 	var omitted [][]string
+	var unmapped []*bool
 	reserve := 0
 	// keep clears a list and its flag, and reserves what either costs at most beside the
 	// list's bytes: its key when kept, its flag (or its name in indexesOmitted) when left
@@ -788,6 +804,14 @@ func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits) int {
 	for i := range st.Targets {
 		t := &st.Targets[i]
 		keep(&t.CompletedIndexes, &t.CompletedIndexesOmitted, completedCost)
+		// Measured before keep clears Required below.
+		if t.RequiredUnmapped || t.Required != "" && i < len(keepRequired) && keepRequired[i] {
+			reserve += len(`,"requiredUnmapped":true`)
+		}
+		if t.RequiredUnmapped {
+			unmapped = append(unmapped, &t.RequiredUnmapped)
+			t.RequiredUnmapped = false
+		}
 		any := len(t.IndexesOmitted) > 0
 		for _, l := range []struct {
 			name string
@@ -817,6 +841,9 @@ func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits) int {
 	}
 	for i := range st.Targets {
 		st.Targets[i].IndexesOmitted = omitted[i]
+	}
+	for _, flag := range unmapped {
+		*flag = true
 	}
 	if err != nil {
 		return lim.indexLists

@@ -1,6 +1,7 @@
 package account
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -16,39 +17,101 @@ import (
 // status too large for its index lists leaves them out only when the mapping assigns
 // them all: the deletion of a Job whose policy requires an index no shard is assigned
 // must not turn the account valid, and Accepted; one whose mapping assigns them all
-// stays Accepted.
+// stays Accepted. With no room for either list, the required one is left out all the
+// same, and its record keeps the unassigned index a problem.
 func TestDeletionKeepsAPolicysUnassignedIndex(t *testing.T) {
-	// Room for one of the Job's two index lists (completed "0-3", required "0-3").
-	roomForIndexLists(t, 3)
 	j := makeJob("j", "uid-j", 8).SuccessPolicy(wrappers.SucceededIndexes("0-3")).Completed("0-3", 4).
 		Condition("SuccessCriteriaMet", "SuccessPolicy", jobCondAt).Complete(jobCondAt)
+	unassigned := func() *wrappers.BatchAccountWrapper {
+		return makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C")
+	}
+	assigned := func() *wrappers.BatchAccountWrapper {
+		return makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D")
+	}
+	// A repair Job covers the shards once j's completed indexes are lost with it: only
+	// the mapping's validity then stands between the account and Accepted.
+	repaired := func(a *wrappers.BatchAccountWrapper, indexes string, shards ...string) *v1alpha1.BatchAccountSpec {
+		return a.Repair("r", indexes, shards...).SpecObj()
+	}
+	repair := func(completions int32) map[string]Observation {
+		return map[string]Observation{"job/r": {Job: completeJob("r", "uid-r", completions).Facts()}}
+	}
 	cases := []struct {
-		name         string
-		spec         *v1alpha1.BatchAccountSpec
+		name string
+		// room is the index list bytes the status has: 3 for one of the Job's two lists
+		// (completed "0-3", required "0-3"), 2 for neither.
+		room int
+		spec *v1alpha1.BatchAccountSpec
+		// others are the Jobs that stay: the repair, when the spec has one.
+		others       map[string]Observation
 		valid        metav1.ConditionStatus
 		validReason  string
 		accepted     metav1.ConditionStatus
 		acceptReason string
 	}{
-		{"a required index unassigned", makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").SpecObj(),
+		{"a required index unassigned", 3, unassigned().SpecObj(), nil,
 			metav1.ConditionFalse, v1alpha1.ReasonUnmappedIndexes, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
-		{"every required index assigned", makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").SpecObj(),
+		{"every required index assigned", 3, assigned().SpecObj(), nil,
+			metav1.ConditionTrue, v1alpha1.ReasonValid, metav1.ConditionTrue, v1alpha1.ReasonAccepted},
+		{"no room, a required index unassigned", 2, repaired(unassigned(), "0-2", "A", "B", "C"), repair(3),
+			metav1.ConditionFalse, v1alpha1.ReasonUnmappedIndexes, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
+		{"no room, every required index assigned", 2, repaired(assigned(), "0-3", "A", "B", "C", "D"), repair(4),
 			metav1.ConditionTrue, v1alpha1.ReasonValid, metav1.ConditionTrue, v1alpha1.ReasonAccepted},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			roomForIndexLists(t, tc.room)
 			obs := map[string]Observation{"job/j": {Job: j.Facts()}}
+			maps.Copy(obs, tc.others)
 			st := at(tc.spec, nil, 0, obs).Status
-			if tc.valid == metav1.ConditionTrue && !slices.Contains(st.Targets[0].IndexesOmitted, "required") {
+			if (tc.valid == metav1.ConditionTrue || tc.room < 3) && !slices.Contains(st.Targets[0].IndexesOmitted, "required") {
 				t.Fatalf("required indexes kept (%q): the case needs them left out", st.Targets[0].Required)
 			}
 			wantFixedPoint(t, tc.spec, st, 0, obs)
-			for i, step := range []map[string]Observation{obs, {}} {
+			for i, step := range []map[string]Observation{obs, tc.others} {
 				st = at(tc.spec, &st, time.Duration(i+1)*time.Minute, step).Status
 				wantCond(t, st, v1alpha1.ConditionAssignmentValid, tc.valid, tc.validReason, "")
 				wantCond(t, st, v1alpha1.ConditionAccepted, tc.accepted, tc.acceptReason, "")
 			}
-			wantFixedPoint(t, tc.spec, st, 3*time.Minute, map[string]Observation{})
+			wantFixedPoint(t, tc.spec, st, 3*time.Minute, tc.others)
+		})
+	}
+}
+
+// TestRequiredUnmappedAfterASpecChange: the record of a Job whose successPolicy's
+// required indexes were left out while the mapping left one unassigned cannot tell
+// which indexes the policy requires. A spec change clears the problem only when the
+// mapping then assigns every index the Job has; one that assigns more, but not all,
+// leaves it.
+func TestRequiredUnmappedAfterASpecChange(t *testing.T) {
+	roomForIndexLists(t, 2)
+	j := makeJob("j", "uid-j", 8).SuccessPolicy(wrappers.SucceededIndexes("0-3")).Completed("0-3", 4).
+		Condition("SuccessCriteriaMet", "SuccessPolicy", jobCondAt).Complete(jobCondAt)
+	spec := makeSpec("A", "B", "C").AssignJob("j", "0-2", "A", "B", "C").SpecObj()
+	obs := map[string]Observation{"job/j": {Job: j.Facts()}}
+	st := at(spec, nil, 0, obs).Status
+	st = at(spec, &st, time.Minute, map[string]Observation{}).Status
+	if !st.Targets[0].RequiredUnmapped || !slices.Contains(st.Targets[0].IndexesOmitted, "required") {
+		t.Fatalf("record's required = %q (omitted %v, unmapped %t): the case needs them left out, unmapped",
+			st.Targets[0].Required, st.Targets[0].IndexesOmitted, st.Targets[0].RequiredUnmapped)
+	}
+	eight := []string{"A", "B", "C", "D", "E", "F", "G", "H"}
+	cases := []struct {
+		name   string
+		spec   *v1alpha1.BatchAccountSpec
+		valid  metav1.ConditionStatus
+		reason string
+	}{
+		{"every required index assigned, not every index", makeSpec("A", "B", "C", "D").AssignJob("j", "0-3", "A", "B", "C", "D").SpecObj(),
+			metav1.ConditionFalse, v1alpha1.ReasonUnmappedIndexes},
+		{"every index assigned", makeSpec(eight...).AssignJob("j", "0-7", eight...).SpecObj(),
+			metav1.ConditionTrue, v1alpha1.ReasonValid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := at(tc.spec, &st, 2*time.Minute, map[string]Observation{}).Status
+			wantCond(t, got, v1alpha1.ConditionAssignmentValid, tc.valid, tc.reason, "")
+			wantFixedPoint(t, tc.spec, got, 3*time.Minute, map[string]Observation{})
 		})
 	}
 }

@@ -387,6 +387,14 @@ type TargetStatus struct {
 	// +kubebuilder:validation:MaxItems=4
 	IndexesOmitted []string `json:"indexesOmitted,omitempty"`
 
+	// RequiredUnmapped is true when Required was left out (IndexesOmitted) while the
+	// mapping assigned no shard to some of its indexes. A successPolicy's required
+	// indexes are kept nowhere else: once the Job is deleted, its record keeps the
+	// mapping invalid (UnmappedIndexes) on this alone, until the mapping assigns every
+	// index below Completions.
+	// +optional
+	RequiredUnmapped bool `json:"requiredUnmapped,omitempty"`
+
 	// Succeeded is the Job controller's status.succeeded: distinct succeeded indexes,
 	// never attempts.
 	// +optional
