@@ -460,8 +460,8 @@ func Compute(in Input) Output {
 	st.Results = res.summary
 	boundRejections(&st.Results)
 	st.Shards.Progress = progress(st.Shards, in.Spec.RequiresResults())
-	keepRequired := requiredNeeded(states)
-	fitIndexLists(&st, indexBudget(&st, lim, keepRequired), keepRequired)
+	keep := requiredKept{targets: requiredNeeded(states), history: historyRequiredNeeded(&st, states)}
+	fitIndexLists(&st, indexBudget(&st, lim, keep), keep)
 	// Only now, with the lists as they will be written, can a target be compared with
 	// its previous status: an unchanged target keeps its observation point.
 	for i := range st.Targets {
@@ -615,7 +615,8 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 	if prev != nil && prev.UID != "" && prev.UID != uid {
 		// The required indexes of a Job without a successPolicy, left out for size, are
 		// every index below its completions (fromRecord): history keeps them so, not the
-		// policy's of another Job that a record made back from it cannot tell apart.
+		// policy's of another Job that a record made back from it cannot tell apart. A
+		// policy's left out while the mapping left some unassigned stay flagged so.
 		required, omitted := prev.Required, slices.Contains(prev.IndexesOmitted, "required")
 		if back := requiredReadBack(prev.SuccessPolicy, int(prev.Completions)); omitted && !back.IsEmpty() {
 			required, omitted = back.String(), false
@@ -623,7 +624,8 @@ func targetStatus(ts *targetState, prev *v1alpha1.TargetStatus, now metav1.Time,
 		superseded = &v1alpha1.SupersededIdentity{
 			Target: ts.key, Job: prev.Job, UID: prev.UID, RestartAttempt: prev.RestartAttempt,
 			Completions: prev.Completions, CompletedIndexes: prev.CompletedIndexes, CompletedIndexesOmitted: prev.CompletedIndexesOmitted,
-			Terminal: prev.Terminal, NotIndexed: prev.NotIndexed, Required: required, RequiredOmitted: omitted, SupersededAt: now,
+			Terminal: prev.Terminal, NotIndexed: prev.NotIndexed, Required: required, RequiredOmitted: omitted,
+			RequiredUnmapped: omitted && prev.RequiredUnmapped, SupersededAt: now,
 		}
 		prev = nil // a new identity starts with no attempts of its own
 	}

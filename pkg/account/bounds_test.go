@@ -364,7 +364,7 @@ func TestFitIndexListsAtTheBudget(t *testing.T) {
 			Shards:  v1alpha1.ShardSummary{MissingOrdinals: "5"},
 			Targets: []v1alpha1.TargetStatus{{Found: true, Required: "0-9", CompletedIndexes: list(IndexListBudget - len("5") - len("0-9") + over)}},
 		}
-		fitIndexLists(&st, IndexListBudget, nil)
+		fitIndexLists(&st, IndexListBudget, requiredKept{})
 		tg := st.Targets[0]
 		if omitted := tg.CompletedIndexesOmitted; omitted != (over == 1) || (tg.CompletedIndexes == "") != omitted {
 			t.Errorf("%d over the budget: completedIndexesOmitted %v with %d bytes left", over, omitted, len(tg.CompletedIndexes))
@@ -399,7 +399,7 @@ func TestFitIndexListsTruncatesOrdinalsToTheirShare(t *testing.T) {
 		// A deleted record's list goes last, so the ordinals are cut first.
 		Targets: []v1alpha1.TargetStatus{{Deleted: true, CompletedIndexes: list(IndexListBudget / 2)}},
 	}
-	fitIndexLists(&st, IndexListBudget, nil)
+	fitIndexLists(&st, IndexListBudget, requiredKept{})
 	if st.Shards.MissingOrdinals != missing || st.Shards.MissingOrdinalsTruncated {
 		t.Errorf("missing ordinals at their share: %d bytes, truncated %v; want untouched", len(st.Shards.MissingOrdinals), st.Shards.MissingOrdinalsTruncated)
 	}

@@ -79,26 +79,68 @@ func endedRecord(t Target, obs Observation, history []v1alpha1.SupersededIdentit
 		if h.Terminal != "" {
 			return nil, -1
 		}
-		completions := h.Completions
-		if completions == 0 {
-			// Recorded before history kept completions: read the indexes against the
-			// mapping's, which is all coverage reads of them.
-			if max, ok := t.Indexes.Max(); ok {
-				completions = int32(max + 1)
-			}
-		}
 		// Its shape too, which the mapping onto it is checked against (fromRecord): an
 		// entry that does not keep its required indexes (left out for size, or written
-		// before they were kept) has them unchecked, as before.
+		// before they were kept) has them unchecked, as before, but for RequiredUnmapped,
+		// which fromRecord reads as it does a target's.
 		return &v1alpha1.TargetStatus{
-			Name: h.Target, Job: h.Job, UID: h.UID, RestartAttempt: h.RestartAttempt, Completions: completions,
+			Name: h.Target, Job: h.Job, UID: h.UID, RestartAttempt: h.RestartAttempt, Completions: historyCompletions(&h, t.Indexes),
 			CompletedIndexes: h.CompletedIndexes, CompletedIndexesOmitted: h.CompletedIndexesOmitted,
-			NotIndexed: h.NotIndexed, Required: h.Required,
+			NotIndexed: h.NotIndexed, Required: h.Required, RequiredUnmapped: h.RequiredUnmapped,
 			Deleted: true, DeletedAt: h.SupersededAt.DeepCopy(),
 		}, i
 	}
 	return nil, -1
 }
+
+// historyCompletions is the completions a superseded identity's indexes are read
+// against once it is a record again (endedRecord), given the indexes mapped onto its
+// target.
+func historyCompletions(h *v1alpha1.SupersededIdentity, mapped indexset.Set) int32 {
+	if h.Completions == 0 {
+		// Recorded before history kept completions: read the indexes against the
+		// mapping's, which is all coverage reads of them.
+		if max, ok := mapped.Max(); ok {
+			return int32(max + 1)
+		}
+	}
+	return h.Completions
+}
+
+// historyRequiredNeeded marks, by position in st.History, the superseded identities a
+// target still needs (pendingHistory) whose required indexes the mapping onto the target
+// does not all assign. The record endedRecord makes of one reads no required indexes
+// back once they are left out (history keeps no successPolicy): nothing but the list,
+// or RequiredUnmapped in its place, says the mapping leaves one unassigned
+// (UnmappedIndexes) if the JobSet ends.
+func historyRequiredNeeded(st *v1alpha1.BatchAccountStatus, states []*targetState) []bool {
+	mapped := make(map[string]indexset.Set, len(states))
+	for _, ts := range states {
+		mapped[ts.key] = ts.mapped
+	}
+	pending := pendingHistory(st)
+	out := make([]bool, len(st.History))
+	for i := range st.History {
+		h := &st.History[i]
+		m, ok := mapped[h.Target]
+		if !pending[i] || !ok || h.NotIndexed {
+			continue
+		}
+		required, _ := indexset.ParseJobStatus(h.Required, int(historyCompletions(h, m)))
+		out[i] = !required.Difference(m).IsEmpty()
+	}
+	return out
+}
+
+// requiredKept marks, by position, the targets (requiredNeeded) and the superseded
+// identities (historyRequiredNeeded) whose required indexes a record could not read back
+// once left out: those left out are flagged RequiredUnmapped.
+type requiredKept struct {
+	targets, history []bool
+}
+
+func (k requiredKept) target(i int) bool { return i < len(k.targets) && k.targets[i] }
+func (k requiredKept) entry(i int) bool  { return i < len(k.history) && k.history[i] }
 
 // revivedIdentity is the position in history of job's identity when it is the one target
 // t had superseded last and the previous status holds none: a child whose Job or worker
@@ -332,12 +374,13 @@ func requiredReadBack(successPolicy string, completions int) indexset.Set {
 // completed indexes of the records coverage still reads: the deleted records', the
 // terminated targets' (each is its record once its Job is deleted, and a verdict reached
 // on it must stand then) and the identities a restart in progress superseded
-// (pendingHistory); after them, the required indexes of the targets keepRequired marks
-// (by position in st.Targets), and those of the superseded identities still needed.
-// Everything left out is flagged; a marked target whose required indexes are left out
-// is also flagged RequiredUnmapped, which its record reads back in their place.
+// (pendingHistory); after them, the required indexes of the targets keep marks
+// (keep.targets), and those of the superseded identities still needed. Everything left
+// out is flagged; a marked target or superseded identity (keep.history) whose required
+// indexes are left out is also flagged RequiredUnmapped, which its record reads back in
+// their place.
 //
-// keepRequired marks the targets whose record, once their Job is deleted, would judge
+// keep.targets marks the targets whose record, once their Job is deleted, would judge
 // the mapping otherwise without its list of required indexes (requiredNeeded): a
 // successPolicy's indexes the mapping does not all assign (UnmappedIndexes), which the
 // record would read as none, so that the deletion alone would turn the account valid,
@@ -347,7 +390,7 @@ func requiredReadBack(successPolicy string, completions int) indexset.Set {
 // The order makes the result a fixed point of Compute: what is left out of a list
 // carried over from the previous status (history, admissions, records) stays out, and
 // it goes first, so recomputing from the written status makes the same choices.
-func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keepRequired []bool) {
+func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keep requiredKept) {
 	size := indexListBytes(st)
 	over := func() bool { return size > budget }
 	if !over() {
@@ -417,13 +460,12 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keepRequired []b
 			t.IndexesOmitted = append(t.IndexesOmitted, name)
 		}
 	}
-	kept := func(i int) bool { return i < len(keepRequired) && keepRequired[i] }
 	if over() {
 		for i := range st.Targets {
 			t := &st.Targets[i]
 			omit(t, "failedIndexes", &t.FailedIndexes)
 			omit(t, "repeatedIndexes", &t.RepeatedIndexes)
-			if !kept(i) {
+			if !keep.target(i) {
 				omit(t, "required", &t.Required)
 			}
 		}
@@ -450,7 +492,7 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keepRequired []b
 			break
 		}
 		t := &st.Targets[i]
-		if t.Required != "" && kept(i) {
+		if t.Required != "" && keep.target(i) {
 			t.RequiredUnmapped = true
 		}
 		omit(t, "required", &t.Required)
@@ -459,7 +501,11 @@ func fitIndexLists(st *v1alpha1.BatchAccountStatus, budget int, keepRequired []b
 		if !over() {
 			break
 		}
-		omitRequired(&st.History[i])
+		h := &st.History[i]
+		if h.Required != "" && keep.entry(i) {
+			h.RequiredUnmapped = true
+		}
+		omitRequired(h)
 	}
 }
 
@@ -760,10 +806,10 @@ const conditionsReserve = 8 * (MaxConditionMessage + 512)
 // status holds, at most IndexListBudget. Everything else is measured with every index
 // list and every flag saying one was left out cleared, and the keys and flags those
 // lists may cost are reserved, so the budget does not depend on which lists are left
-// out: recomputing from a written status makes the same choices. keepRequired is
-// fitIndexLists': a marked target's required indexes may be left out flagged
-// RequiredUnmapped.
-func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits, keepRequired []bool) int {
+// out: recomputing from a written status makes the same choices. marked is
+// fitIndexLists': a marked target's or superseded identity's required indexes may be
+// left out flagged RequiredUnmapped.
+func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits, marked requiredKept) int {
 	type saved struct {
 		s    *string
 		flag *bool
@@ -797,21 +843,27 @@ func indexBudget(st *v1alpha1.BatchAccountStatus, lim limits, keepRequired []boo
 	keep(&st.Shards.MissingOrdinals, &st.Shards.MissingOrdinalsTruncated, truncatedCost)
 	keep(&st.Results.MissingOrdinals, &st.Results.OrdinalsTruncated, truncatedCost)
 	keep(&st.Results.RejectedOrdinals, nil, truncatedCost)
+	// unmappedFlag clears a RequiredUnmapped flag and reserves its bytes when it is set,
+	// or may be (its required indexes kept now, marked): called before keep clears them.
+	unmappedFlag := func(flag *bool, mayBeSet bool) {
+		if *flag || mayBeSet {
+			reserve += len(`,"requiredUnmapped":true`)
+		}
+		if *flag {
+			unmapped = append(unmapped, flag)
+			*flag = false
+		}
+	}
 	for i := range st.History {
-		keep(&st.History[i].CompletedIndexes, &st.History[i].CompletedIndexesOmitted, completedCost)
-		keep(&st.History[i].Required, &st.History[i].RequiredOmitted, requiredCost)
+		h := &st.History[i]
+		unmappedFlag(&h.RequiredUnmapped, h.Required != "" && marked.entry(i))
+		keep(&h.CompletedIndexes, &h.CompletedIndexesOmitted, completedCost)
+		keep(&h.Required, &h.RequiredOmitted, requiredCost)
 	}
 	for i := range st.Targets {
 		t := &st.Targets[i]
 		keep(&t.CompletedIndexes, &t.CompletedIndexesOmitted, completedCost)
-		// Measured before keep clears Required below.
-		if t.RequiredUnmapped || t.Required != "" && i < len(keepRequired) && keepRequired[i] {
-			reserve += len(`,"requiredUnmapped":true`)
-		}
-		if t.RequiredUnmapped {
-			unmapped = append(unmapped, &t.RequiredUnmapped)
-			t.RequiredUnmapped = false
-		}
+		unmappedFlag(&t.RequiredUnmapped, t.Required != "" && marked.target(i))
 		any := len(t.IndexesOmitted) > 0
 		for _, l := range []struct {
 			name string

@@ -147,7 +147,7 @@ func TestHistoryRequiredWithinBudget(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := status()
-			fitIndexLists(&st, tc.budget, nil)
+			fitIndexLists(&st, tc.budget, requiredKept{})
 			for i, h := range st.History {
 				if h.Required != tc.want[i] || h.RequiredOmitted != (tc.want[i] == "") {
 					t.Errorf("history[%d] required = %q (omitted %t); want %q", i, h.Required, h.RequiredOmitted, tc.want[i])
@@ -159,6 +159,74 @@ func TestHistoryRequiredWithinBudget(t *testing.T) {
 			if tc.want[1] == "" && st.Targets[1].CompletedIndexes != "" {
 				t.Errorf("the needed identity's required indexes were left out before a record's completed ones")
 			}
+		})
+	}
+}
+
+// TestEndedRecordKeepsAPolicysUnassignedIndex: a JobSet child deleted while its JobSet
+// runs is superseded into history, and is the target's record again if the JobSet ends
+// instead of recreating it. A successPolicy's required indexes left out for size, while
+// the child ran or once it was superseded, are kept nowhere else: the unassigned index
+// must keep the account invalid through history, not turn it valid, and Accepted, once
+// the JobSet ends. One whose mapping assigns them all still reaches Accepted.
+func TestEndedRecordKeepsAPolicysUnassignedIndex(t *testing.T) {
+	key := "jobset/ts/w/0"
+	child := makeJob("ts-w-0", "uid-x", 8).SuccessPolicy(wrappers.SucceededIndexes("0-3")).Completed("0-3", 4)
+	// A repair Job covers the shards once the child's completed indexes are lost with
+	// them: only the mapping's validity then stands between the account and Accepted.
+	unassigned := makeCompactSpec("s", 3).AssignJobSet("ts", "w", 0, "0-2", "0-2").Repair("r", "0-2", "s0", "s1", "s2").SpecObj()
+	assigned := makeCompactSpec("s", 4).AssignJobSet("ts", "w", 0, "0-3", "0-3").Repair("r", "0-3", "s0", "s1", "s2", "s3").SpecObj()
+	cases := []struct {
+		name string
+		// running and superseded are the index list bytes the status has while the child
+		// runs and from when it is superseded: 3 for the child's required "0-3" (its
+		// completed indexes go first), 2 for none of its lists.
+		running, superseded int
+		spec                *v1alpha1.BatchAccountSpec
+		repair              int32
+		valid               metav1.ConditionStatus
+		validReason         string
+		accepted            metav1.ConditionStatus
+		acceptReason        string
+	}{
+		{"left out while it ran, a required index unassigned", 2, 2, unassigned, 3,
+			metav1.ConditionFalse, v1alpha1.ReasonUnmappedIndexes, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
+		{"left out from history, a required index unassigned", 3, 2, unassigned, 3,
+			metav1.ConditionFalse, v1alpha1.ReasonUnmappedIndexes, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid},
+		{"left out while it ran, every required index assigned", 2, 2, assigned, 4,
+			metav1.ConditionTrue, v1alpha1.ReasonValid, metav1.ConditionTrue, v1alpha1.ReasonAccepted},
+		{"left out from history, every required index assigned", 3, 2, assigned, 4,
+			metav1.ConditionTrue, v1alpha1.ReasonValid, metav1.ConditionTrue, v1alpha1.ReasonAccepted},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			step := func(childObs Observation) map[string]Observation {
+				return map[string]Observation{key: childObs, "job/r": {Job: completeJob("r", "uid-r", tc.repair).Facts()}}
+			}
+			roomForIndexLists(t, tc.running)
+			running := step(Observation{Job: child.Facts(), ChildOwner: OwnerRunning})
+			st := at(tc.spec, nil, 0, running).Status
+			// Left out early when the mapping assigns them all, else only with no room.
+			wantOmitted := tc.running < 3 || tc.valid == metav1.ConditionTrue
+			if omitted := slices.Contains(st.Targets[0].IndexesOmitted, "required"); omitted != wantOmitted {
+				t.Fatalf("child's required = %q (omitted %t): the case needs them omitted %t", st.Targets[0].Required, omitted, wantOmitted)
+			}
+			roomForIndexLists(t, tc.superseded)
+			// The child is gone, its JobSet not ended yet: a restart in progress.
+			restarting := step(Observation{ChildOwner: OwnerRunning})
+			st = at(tc.spec, &st, time.Minute, restarting).Status
+			if len(st.History) != 1 || !st.History[0].RequiredOmitted {
+				t.Fatalf("history = %+v; want the child superseded, its required indexes left out", st.History)
+			}
+			wantFixedPoint(t, tc.spec, st, 2*time.Minute, restarting)
+			ended := step(Observation{OwnerEnded: "Failed", ChildOwner: "Failed"})
+			st = at(tc.spec, &st, 3*time.Minute, ended).Status
+			if len(st.History) != 0 || st.Targets[0].UID != "uid-x" {
+				t.Fatalf("target = %+v, history = %+v; want the child's record back", st.Targets[0], st.History)
+			}
+			wantCond(t, st, v1alpha1.ConditionAssignmentValid, tc.valid, tc.validReason, "")
+			wantCond(t, st, v1alpha1.ConditionAccepted, tc.accepted, tc.acceptReason, "")
+			wantFixedPoint(t, tc.spec, st, 4*time.Minute, ended)
 		})
 	}
 }

@@ -625,9 +625,16 @@ type SupersededIdentity struct {
 	// +optional
 	Required string `json:"required,omitempty"`
 	// RequiredOmitted is true when Required was left out to keep the status within its
-	// index budget: the required indexes are then not checked.
+	// index budget: the required indexes are then not checked, but for RequiredUnmapped.
 	// +optional
 	RequiredOmitted bool `json:"requiredOmitted,omitempty"`
+	// RequiredUnmapped is true when Required was left out (RequiredOmitted), here or in
+	// the target's status before it was superseded, while the mapping assigned no shard
+	// to some of its indexes. Once the identity is the target's record again (a JobSet
+	// that ended instead of recreating the child), it keeps the mapping invalid
+	// (UnmappedIndexes) on this alone, as TargetStatus.RequiredUnmapped does.
+	// +optional
+	RequiredUnmapped bool `json:"requiredUnmapped,omitempty"`
 	// SupersededAt is when the replacement was observed.
 	SupersededAt metav1.Time `json:"supersededAt"`
 }
