@@ -88,8 +88,8 @@ type JobRecorder struct {
 	APIs *ServedAPIs
 	// APIReader reads a held Job that left the cache (nil: none is read): one whose
 	// scope label was taken off, which nothing would otherwise ever release. It also
-	// reads the pods of a Job deleted before it terminated (trackedPods): no cache
-	// holds the running pods of the coverage scope, and a cache may lag the count.
+	// reads the pods of a Job deleted before it terminated (relations.TrackedPods): no
+	// cache holds the running pods of the coverage scope, and a cache may lag the count.
 	APIReader client.Reader
 	// CoveragePods, when set, is the cache of the coverage scope's succeeded pods
 	// (Reconciler.CoveragePods): a scoped Job's coverage-scope successes the Job
@@ -435,11 +435,6 @@ func recordsEnd(st *v1alpha1.BatchAccountStatus, job *batchv1.Job) bool {
 	return false
 }
 
-// trackingRecheck is how soon a Job deleted before it terminated is looked at again
-// while pods of it carry the Job controller's tracking finalizer: the Job controller
-// takes it off a running pod without writing the Job, so no event says it did.
-const trackingRecheck = 5 * time.Second
-
 // countingSuccess reports whether the Job controller may still count a success of job,
 // deleted before it terminated, and how soon to look again (0: on the Job's next change).
 // The Job controller counts a pod of a Job being deleted while it exists, but only one
@@ -454,54 +449,22 @@ const trackingRecheck = 5 * time.Second
 // without their end, under background deletion too.
 //
 // With an APIReader, and for a Job the Job controller manages, the pods are read from
-// the API server (trackedPods). Without one, only the successes a cache shows are waited
-// for (uncountedSuccessInCaches).
+// the API server (relations.TrackedPods). Without one, only the successes a cache shows
+// are waited for (uncountedSuccessInCaches).
 func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bool, time.Duration, error) {
 	if job.DeletionTimestamp == nil || jobTerminal(job) != "" {
 		return false, 0, nil // running: nothing ends yet; terminated: the Job controller counts no more
 	}
-	if r.APIReader != nil && countedByJobController(job) {
-		tracked, err := r.trackedPods(ctx, job)
+	if r.APIReader != nil && relations.CountedByJobController(job) {
+		tracked, err := relations.TrackedPods(ctx, r.APIReader, job)
 		if err != nil || tracked {
-			return tracked, trackingRecheck, err
+			return tracked, relations.TrackingRecheck, err
 		}
 		// A non-indexed success not yet in the counters: their write wakes the recorder.
 		return UncountedSuccess(job, nil), 0, nil
 	}
 	counting, err := r.uncountedSuccessInCaches(ctx, job)
 	return counting, 0, err
-}
-
-// countedByJobController reports whether the built-in Job controller counts job's pods:
-// not one another controller manages (a Job MultiKueue dispatched runs on a worker).
-func countedByJobController(job *batchv1.Job) bool {
-	return job.Spec.ManagedBy == nil || *job.Spec.ManagedBy == batchv1.JobControllerName
-}
-
-// trackedPods reports whether a pod job controls still carries the Job controller's
-// tracking finalizer, read from the API server (their metadata alone, selected as the
-// Job controller selects them). An orphan (a deletion with propagationPolicy Orphan)
-// does not count: a Job being deleted adopts no pod, and the Job controller takes an
-// orphan's finalizer off uncounted.
-func (r *JobRecorder) trackedPods(ctx context.Context, job *batchv1.Job) (bool, error) {
-	selector := labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(job.UID)})
-	if job.Spec.Selector != nil {
-		var err error
-		if selector, err = metav1.LabelSelectorAsSelector(job.Spec.Selector); err != nil {
-			return false, err
-		}
-	}
-	list := relations.PodMetadataList()
-	if err := r.APIReader.List(ctx, list, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
-		return false, err
-	}
-	for i := range list.Items {
-		p := &list.Items[i]
-		if owner := metav1.GetControllerOf(p); owner != nil && owner.UID == job.UID && slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // uncountedSuccessInCaches reports whether an index pod of job a cache holds (the

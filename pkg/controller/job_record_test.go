@@ -23,6 +23,7 @@ import (
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -264,7 +265,7 @@ func TestJobRecorderReleases(t *testing.T) {
 			apiPods: []client.Object{
 				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
 			wantFinalizers:   []string{record},
-			wantRequeueAfter: trackingRecheck,
+			wantRequeueAfter: relations.TrackingRecheck,
 		},
 		{
 			// No cache holds a coverage pod that has not succeeded: the pod may succeed
@@ -275,7 +276,7 @@ func TestJobRecorderReleases(t *testing.T) {
 			apiPods: []client.Object{
 				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer).Obj()},
 			wantFinalizers:   []string{record},
-			wantRequeueAfter: trackingRecheck,
+			wantRequeueAfter: relations.TrackingRecheck,
 		},
 		{
 			// Background deletion: the pod runs on until the Job is gone, but the Job

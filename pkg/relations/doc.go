@@ -6,8 +6,9 @@
 // NewestWorkload), which pods are succeeded index pods of a Job (SucceededIndexOf) and of a
 // target under any of its identities (TargetPodIndex), which accounts capture a pod's
 // result (CapturedBy), the accounts naming a Job (AccountsNamingJob) and the opt-in
-// scope they give its pods (AccountsScope), and the account the short-form annotations of a Job or JobSet declare
-// (ShortForm) with the scope it gives (ShortFormScope).
+// scope they give its pods (AccountsScope), the account the short-form annotations of a Job or JobSet declare
+// (ShortForm) with the scope it gives (ShortFormScope), and whether the Job controller
+// may still count a pod of a Job being deleted (TrackedPods).
 //
 // Two kinds of functions live here. Most are pure: they take objects and answer from
 // their fields, and are tested with tables. The lookups take a client.Reader; they read

@@ -1,0 +1,58 @@
+package relations
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TrackingRecheck is how soon a Job deleted before it terminated is looked at again
+// while pods of it carry the Job controller's tracking finalizer (TrackedPods): the Job
+// controller takes it off a running pod without writing the Job, so no event says it
+// did.
+const TrackingRecheck = 5 * time.Second
+
+// CountedByJobController reports whether the built-in Job controller counts job's pods:
+// not one another controller manages (spec.managedBy). A Job MultiKueue dispatched is
+// managed by MultiKueue on the manager; the copy it runs as on a worker (or the JobSet
+// whose children run there) has managedBy cleared, and the worker's Job controller
+// counts it.
+func CountedByJobController(job *batchv1.Job) bool {
+	return job.Spec.ManagedBy == nil || *job.Spec.ManagedBy == batchv1.JobControllerName
+}
+
+// TrackedPods reports whether a pod job controls still carries the Job controller's
+// tracking finalizer (batchv1.JobTrackingFinalizer), as r (the API server: a cache may
+// lag, or hold none of the pods) lists their metadata, selected as the Job controller
+// selects them. For a Job being deleted this is whether the Job controller may still
+// count a success: the first sync that sees the deletion writes the successes among the
+// pods it tracks to the Job's status, then takes the finalizer off every pod of it,
+// running or not (canRemoveFinalizer); once none carries it, the Job's counts are final.
+// An orphan (a deletion with propagationPolicy Orphan) does not count: a Job being
+// deleted adopts no pod, and the Job controller takes an orphan's finalizer off
+// uncounted.
+func TrackedPods(ctx context.Context, r client.Reader, job *batchv1.Job) (bool, error) {
+	selector := labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(job.UID)})
+	if job.Spec.Selector != nil {
+		var err error
+		if selector, err = metav1.LabelSelectorAsSelector(job.Spec.Selector); err != nil {
+			return false, err
+		}
+	}
+	list := PodMetadataList()
+	if err := r.List(ctx, list, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return false, err
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if owner := metav1.GetControllerOfNoCopy(p); owner != nil && owner.UID == job.UID && slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

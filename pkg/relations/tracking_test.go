@@ -1,0 +1,71 @@
+package relations
+
+import (
+	"context"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
+)
+
+// TestTrackedPods: a Job's pods are tracked while one it controls carries the Job
+// controller's tracking finalizer, selected by the Job's selector (a manual one too,
+// without the controller-uid label); a pod without it, an orphan, or a pod of another
+// Job does not count.
+func TestTrackedPods(t *testing.T) {
+	j := job("j")
+	manual := job("manual")
+	manual.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "manual"}}
+	manual.Spec.Template.Labels = map[string]string{"app": "manual"}
+	tracked := func(job *batchv1.Job, name string) *wrappers.PodWrapper {
+		return wrappers.MakeIndexPod(job, name, 0).Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer)
+	}
+	for _, tc := range []struct {
+		name string
+		job  *batchv1.Job
+		pods []client.Object
+		want bool
+	}{
+		{name: "no pod", job: j},
+		{name: "a pod it controls still tracked", job: j, pods: []client.Object{tracked(j, "p").Obj()}, want: true},
+		{name: "its pods' finalizers taken off", job: j, pods: []client.Object{wrappers.MakeIndexPod(j, "p", 0).Phase(corev1.PodRunning).Obj()}},
+		{name: "an orphan still tracked", job: j, pods: []client.Object{tracked(j, "p").NoOwner().Obj()}},
+		{name: "another Job's pod tracked", job: j, pods: []client.Object{tracked(job("other"), "p").Obj()}},
+		{name: "manual selector, a pod it controls still tracked", job: manual,
+			pods: []client.Object{tracked(manual, "p").NoLabel(batchv1.ControllerUidLabel).Obj()}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := TrackedPods(context.Background(), reader(t, tc.pods...), tc.job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("TrackedPods = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCountedByJobController: the built-in Job controller counts a Job no other
+// controller manages.
+func TestCountedByJobController(t *testing.T) {
+	for _, tc := range []struct {
+		managedBy *string
+		want      bool
+	}{
+		{want: true},
+		{managedBy: ptr.To(batchv1.JobControllerName), want: true},
+		{managedBy: ptr.To("kueue.x-k8s.io/multikueue")},
+	} {
+		j := job("j")
+		j.Spec.ManagedBy = tc.managedBy
+		if got := CountedByJobController(j); got != tc.want {
+			t.Errorf("managedBy %v: CountedByJobController = %v, want %v", ptr.Deref(tc.managedBy, "<nil>"), got, tc.want)
+		}
+	}
+}
