@@ -31,6 +31,7 @@ import (
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/webhook"
 )
 
@@ -151,6 +152,12 @@ func attribution(ctx context.Context, r client.Reader, job *batchv1.Job) (multik
 // start, when later).
 type JobRecorder struct {
 	client.Client
+	// APIReader reads from the API server the pods of a Job deleted before it terminated
+	// (relations.TrackedPods): the worker role caches only the results scope's pods, and
+	// its cache may still show running a pod that has just succeeded. nil: SetupWithManager
+	// sets the manager's; a recorder without one waits only for the successes its cache
+	// shows.
+	APIReader client.Reader
 	// MaxHold bounds how long a deleted Job is kept for its record, from its deletion or
 	// the recorder's start when later (the pods' MaxHold; 0:
 	// controller.DefaultMaxResultHold, as for the pods, never no hold at all).
@@ -208,10 +215,10 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, recordErr
 	}
 	// A Job deleted before it terminated is released once recorded, but not while the Job
-	// controller has yet to count a success of it: gone, the Job would never record it.
-	counting := false
+	// controller may still count a success of it: gone, the Job would never record it.
+	counting, countRecheck := false, time.Duration(0)
 	if recordErr == nil && ok && !unrecordable {
-		if counting, err = countingSuccess(ctx, r.Client, &job); err != nil {
+		if counting, countRecheck, err = r.countingSuccess(ctx, &job); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -237,7 +244,7 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 				if recordErr != nil {
 					ctrl.LoggerFrom(ctx).Error(recordErr, "recording a Job in a namespace being deleted")
 				}
-				return ctrl.Result{RequeueAfter: left}, nil
+				return ctrl.Result{RequeueAfter: soonest(left, countRecheck)}, nil
 			}
 			ctrl.LoggerFrom(ctx).Info("releasing a deleted Job unrecorded: its namespace is being deleted", "error", recordErr)
 		} else {
@@ -251,7 +258,7 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			}
 			left := cmp.Or(r.MaxHold, controller.DefaultMaxResultHold) - r.now().Sub(from)
 			if left > 0 {
-				return ctrl.Result{RequeueAfter: left}, recordErr
+				return ctrl.Result{RequeueAfter: soonest(left, countRecheck)}, recordErr
 			}
 			ctrl.LoggerFrom(ctx).Info("releasing a deleted Job unrecorded: MaxHold passed", "error", recordErr)
 		}
@@ -263,23 +270,45 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	return ctrl.Result{}, errors.Join(recordErr, releaseJob(ctx, r.Client, &job))
 }
 
-// countingSuccess reports whether the Job controller has yet to count a success of job,
-// deleted before it terminated (as controller.JobRecorder's hold, on the manager): a
-// non-indexed success in uncountedTerminatedPods, or an index pod of it (of the results
-// scope: the pods the worker role caches) Succeeded with the Job controller's tracking
-// finalizer still on and its index not in completedIndexes. The Job controller counts
-// such a pod while the Job exists, being deleted or not, and then writes the Job's
-// status, which wakes the recorder again.
-func countingSuccess(ctx context.Context, c client.Reader, job *batchv1.Job) (bool, error) {
+// countingSuccess reports whether the Job controller may still count a success of job,
+// deleted before it terminated (as controller.JobRecorder's hold, on the manager), and
+// how soon to look again (0: on the Job's next change). The worker's Job controller
+// counts the worker's copy: MultiKueue clears the managedBy of the JobSet it copies here,
+// and the JobSet controller creates the children (relations.CountedByJobController).
+//
+// With an APIReader, it may while a pod the Job controls carries the tracking finalizer
+// (relations.TrackedPods): the first sync that sees the deletion counts the successes
+// among those pods, then takes the finalizer off all of them, running or not, and no
+// Job write says it did. The cache would miss a pod that succeeded a moment ago and
+// still shows Running, and holds no pod outside the results scope. Without one, the Job
+// is held only for a success the cache shows: an index pod Succeeded with the tracking
+// finalizer still on and its index not in completedIndexes. Either way it is held for a
+// non-indexed success in uncountedTerminatedPods, whose count writes the Job.
+func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bool, time.Duration, error) {
 	if job.DeletionTimestamp == nil || terminal(job) {
-		return false, nil
+		return false, 0, nil
+	}
+	if r.APIReader != nil && relations.CountedByJobController(job) {
+		tracked, err := relations.TrackedPods(ctx, r.APIReader, job)
+		if err != nil || tracked {
+			return tracked, relations.TrackingRecheck, err
+		}
+		return controller.UncountedSuccess(job, nil), 0, nil
 	}
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(job.Namespace),
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace),
 		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}, client.UnsafeDisableDeepCopy); err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return controller.UncountedSuccess(job, pods.Items), nil
+	return controller.UncountedSuccess(job, pods.Items), 0, nil
+}
+
+// soonest is the sooner of two requeue delays, 0 meaning none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // record creates or updates job's WorkerJob when what it says changed.
@@ -302,8 +331,10 @@ func (r *JobRecorder) record(ctx context.Context, job *batchv1.Job, d multikueue
 	return r.Update(ctx, want)
 }
 
-// releaseJob removes the worker role's finalizer from job, pinned to its UID and the
-// finalizers read (a JSON patch test), so that a concurrent change is read again.
+// releaseJob removes the worker role's finalizer from job, pinned to the resourceVersion
+// read (an optimistic lock), so that a concurrent change is read again: the copy
+// recorded may predate the Job controller's last count, written before it took off the
+// tracking finalizers that countingSuccess found gone.
 func releaseJob(ctx context.Context, c client.Client, job *batchv1.Job) error {
 	keep := slices.DeleteFunc(slices.Clone(job.Finalizers), func(f string) bool { return f == v1alpha1.WorkerJobFinalizer })
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -342,6 +373,9 @@ func holdsJob(o metav1.Object) bool {
 // (worker-job-record); and the WorkerJobs' retention (worker-job-retention, given
 // retention).
 func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager, expire reconcile.Func) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&batchv1.Job{}, builder.WithPredicates(childOrHeld))
 	if err := controller.WatchNamespaceDeletions(b, r.heldJobsOfNamespace).Named("worker-job-record").Complete(r); err != nil {

@@ -30,6 +30,7 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/multikueue"
+	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/webhook"
@@ -90,6 +91,12 @@ func succeededPod(idx int, finalizers ...string) *corev1.Pod {
 	job := child(copyOfJS().Obj(), 2).Obj()
 	return wrappers.MakeIndexPod(job, fmt.Sprintf("%s-%d", job.Name, idx), idx).Finalizers(finalizers...).
 		Succeeded(testNow.Add(-2*time.Minute), "{}").Obj()
+}
+
+// runningPod is succeededPod(idx, finalizers...) still Running.
+func runningPod(idx int, finalizers ...string) *corev1.Pod {
+	job := child(copyOfJS().Obj(), 2).Obj()
+	return wrappers.MakeIndexPod(job, fmt.Sprintf("%s-%d", job.Name, idx), idx).Finalizers(finalizers...).Phase(corev1.PodRunning).Obj()
 }
 
 // refuseWorkerJobs fails every WorkerJob's creation with err, as an API server that
@@ -309,6 +316,118 @@ func TestJobRecorderRecordsDispatchedChildren(t *testing.T) {
 				t.Errorf("held = %v, want %v", held, tc.wantHeld)
 			}
 		})
+	}
+}
+
+// TestJobRecorderWaitsForTheJobControllersCount: a child Job deleted before it terminated
+// is held, and read again soon, while the API server shows a pod it controls with the Job
+// controller's tracking finalizer, whatever the worker role's cache shows of it (still
+// Running a moment after it succeeded, or nothing: the cache holds the results scope's
+// pods only). The Job controller counts such a pod in the sync that takes the tracking
+// finalizers off; released before, the Job could be gone with the index unrecorded. Once
+// no pod it controls carries the finalizer (an orphan's does not count), the Job is
+// released, even if the cache still shows an uncounted success; a Job another controller
+// manages is judged by the cache alone; MaxHold still bounds the hold.
+func TestJobRecorderWaitsForTheJobControllersCount(t *testing.T) {
+	deleted := func(ago time.Duration) *wrappers.JobWrapper {
+		return child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-ago))
+	}
+	for _, tc := range []struct {
+		name string
+		job  *batchv1.Job
+		// cached are the Job's pods as the worker role's cache shows them; apiPods as the
+		// API server holds them (APIReader).
+		cached, apiPods  []client.Object
+		wantHeld         bool
+		wantRequeueAfter time.Duration
+	}{
+		{name: "a success the cache shows running, still tracked: held, read again soon",
+			job:      deleted(time.Minute).Obj(),
+			cached:   []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)},
+			apiPods:  []client.Object{succeededPod(1, batchv1.JobTrackingFinalizer)},
+			wantHeld: true, wantRequeueAfter: relations.TrackingRecheck},
+		{name: "a running pod not in the cache, still tracked: held, read again soon",
+			job:      deleted(time.Minute).Obj(),
+			apiPods:  []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)},
+			wantHeld: true, wantRequeueAfter: relations.TrackingRecheck},
+		{name: "still tracked, MaxHold almost passed: held for the rest of it",
+			job:      deleted(maxHold - time.Second).Obj(),
+			apiPods:  []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)},
+			wantHeld: true, wantRequeueAfter: time.Second},
+		{name: "still tracked past MaxHold: released",
+			job:     deleted(maxHold + time.Second).Obj(),
+			apiPods: []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)}},
+		{name: "its running pod no longer tracked: released",
+			job:     deleted(time.Minute).Obj(),
+			cached:  []client.Object{runningPod(1)},
+			apiPods: []client.Object{runningPod(1)}},
+		{name: "the cache still shows an uncounted success the API server shows counted: released",
+			job:     deleted(time.Minute).Obj(),
+			cached:  []client.Object{succeededPod(1, batchv1.JobTrackingFinalizer)},
+			apiPods: []client.Object{succeededPod(1)}},
+		{name: "an orphan still tracked: released",
+			job:     deleted(time.Minute).Obj(),
+			apiPods: []client.Object{wrappers.MakeIndexPod(deleted(0).Obj(), "js-workers-1-1", 1).NoOwner().Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer).Obj()}},
+		{name: "a non-indexed success not counted yet, nothing tracked: held for the count",
+			job: func() *batchv1.Job {
+				j := deleted(time.Minute).Obj()
+				j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"p-uid"}}
+				return j
+			}(),
+			apiPods:  []client.Object{succeededPod(1)},
+			wantHeld: true, wantRequeueAfter: maxHold - time.Minute},
+		{name: "managed by another controller: only the cache's successes are waited for",
+			job:     deleted(time.Minute).ManagedBy("example.com/other").Obj(),
+			apiPods: []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, c := newJobRecorder(interceptor.Funcs{}, append([]client.Object{copyOfJS().Obj(), tc.job}, tc.cached...)...)
+			r.APIReader = fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.apiPods...).Build()
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)})
+			if err != nil {
+				t.Fatalf("Reconcile error = %v", err)
+			}
+			if held := heldJob(c, tc.job); held != tc.wantHeld {
+				t.Errorf("held = %v, want %v", held, tc.wantHeld)
+			}
+			if res.RequeueAfter != tc.wantRequeueAfter {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeueAfter)
+			}
+		})
+	}
+}
+
+// TestJobRecorderReleasesOnlyTheStateRecorded: the Job controller counts a last index of
+// a child Job deleted before it terminated, then takes its pods' tracking finalizers off,
+// right after the recorder read the Job from its cache. The pods say nothing is left to
+// count, the stale copy (recorded) says index 1 is not complete: releasing it would let
+// the Job go with index 1 never recorded. The release is pinned to the resourceVersion
+// read, fails, and the Job stays held for the retry.
+func TestJobRecorderReleasesOnlyTheStateRecorded(t *testing.T) {
+	job := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj()
+	counted := false
+	countsOnRead := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if err := c.Get(ctx, key, obj, opts...); err != nil || counted {
+			return err
+		}
+		if _, ok := obj.(*batchv1.Job); !ok {
+			return nil
+		}
+		counted = true
+		var now batchv1.Job
+		if err := c.Get(ctx, key, &now); err != nil {
+			return err
+		}
+		now.Status.CompletedIndexes, now.Status.Succeeded = "0-2", 3
+		return c.Update(ctx, &now)
+	}}
+	r, c := newJobRecorder(countsOnRead, copyOfJS().Obj(), job)
+	r.APIReader = fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(succeededPod(1)).Build()
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err == nil {
+		t.Errorf("released from a copy older than the Job controller's last count; want the release refused and retried")
+	}
+	if !heldJob(c, job) {
+		t.Errorf("the Job was released: index 1 never recorded")
 	}
 }
 
