@@ -170,7 +170,8 @@ func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.Resta
 
 // Resolve implements kinds.Kind: the current child of the JobSet the TrainJob renders;
 // none for a TrainJob MultiKueue dispatches, nor of a JobSet Trainer rendered again after
-// the TrainJob ended (its terminal condition, or Kueue's finish of its Workload). A JobSet of the TrainJob's name that the
+// the TrainJob ended (its terminal condition, or Kueue's finish of its Workload: then only
+// the JobSet that recorded that end is followed). A JobSet of the TrainJob's name that the
 // TrainJob (by UID, when it is read) does not control is none of its; while that JobSet
 // is gone, its children left behind are judged by their JobSet's name alone, as a JobSet
 // target's are, and, when the TrainJob is read, by being created while it ran (give or
@@ -204,15 +205,19 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 			// the TrainJob's terminal condition while the cache still shows it (Trainer
 			// takes a failure off in the reconcile that renders the JobSet again, so
 			// the new JobSet and its children may be seen first), else Kueue's finish
-			// of its Workload (workloadEnd). Compared without the skew allowance, and
-			// in the same second too (timestamps have no finer grain; Trainer renders
-			// again at once): the JobSet that ran was made a whole run before it ended,
-			// and before Kueue made the Workload at all.
+			// of its Workload (workloadEnd), which only a JobSet that recorded that end
+			// itself was rendered for (endedBatch). Compared without the skew
+			// allowance, and in the same second too (timestamps have no finer grain;
+			// Trainer renders again at once): the JobSet that ran was made a whole run
+			// before it ended, and before Kueue made the Workload at all.
 			end := terminalCondition(&tj)
 			if end == nil {
 				var err error
 				if end, err = workloadEnd(ctx, r, &tj); err != nil {
 					return nil, 0, err
+				}
+				if end != nil && !endedBatch(&js, end) {
+					return nil, 0, nil
 				}
 			}
 			if end != nil && !js.CreationTimestamp.Before(&end.LastTransitionTime) {
@@ -244,6 +249,20 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 		until = end.LastTransitionTime.Add(kinds.ClockSkewAllowance)
 	}
 	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
+}
+
+// endedBatch reports whether js, rendered by a TrainJob without a terminal condition whose
+// Workload finished at wlEnd (workloadEnd), is the JobSet whose end that was: it recorded
+// its own end (Completed, Failed) by then, give or take kinds.ClockSkewAllowance. Trainer
+// never takes Complete off a TrainJob, and takes a failure off only once the JobSet it
+// copied it from is gone, so the JobSet that ran is still there only while the cache has
+// yet to show the TrainJob's condition, and then shows its own end, which came first. A
+// JobSet rendered again has none: Kueue finishes the Workload from the TrainJob it read,
+// which may be after Trainer took the failure off and rendered the JobSet again, so its
+// creation before the Workload's finish does not make it the JobSet that ran.
+func endedBatch(js *jobsetapi.JobSet, wlEnd *metav1.Condition) bool {
+	c := kinds.TrueCondition(js.Status.Conditions, string(jobsetapi.JobSetCompleted), string(jobsetapi.JobSetFailed))
+	return c != nil && !kinds.AfterBeyondSkew(c.LastTransitionTime.Time, wlEnd.LastTransitionTime.Time)
 }
 
 // renders reports whether js is rendered by the TrainJob named name (by uid, when known).

@@ -78,6 +78,13 @@ func TestResolve(t *testing.T) {
 		js.CreationTimestamp = metav1.NewTime(created)
 		return js
 	}
+	// endedAt is the JobSet rendered at created that recorded its own end (typ) at ended.
+	endedAt := func(created time.Time, typ string, ended time.Time) *jobsetapi.JobSet {
+		js := renderedAt(created)
+		js.Status.Conditions = []metav1.Condition{{Type: typ, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(ended)}}
+		return js
+	}
+	ranAndFailed := endedAt(t0.Add(-time.Hour), string(jobsetapi.JobSetFailed), t0.Add(-time.Second))
 	cases := []struct {
 		name string
 		objs []client.Object
@@ -92,7 +99,18 @@ func TestResolve(t *testing.T) {
 		// failed JobSet was gone; Kueue finished the Workload at t0.
 		{"its JobSet rendered again after its Workload finished: no child", []client.Object{tj, renderedAt(t0.Add(time.Second)), node(renderedAt(t0.Add(time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
 		{"its JobSet rendered again in the second its Workload finished: no child", []client.Object{tj, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
-		{"its JobSet rendered before its Workload finished (the cache has yet to see it fail)", []client.Object{tj, renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, "n0"},
+		// The cache may show Kueue's finish before the TrainJob's condition, which Trainer
+		// copied from the JobSet's own end, recorded before either.
+		{"its JobSet that failed, the TrainJob not seen Failed yet: the child", []client.Object{tj, ranAndFailed, node(ranAndFailed, 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, "n0"},
+		{"its JobSet that completed, the TrainJob not seen Complete yet: the child", []client.Object{tj, endedAt(t0.Add(-time.Hour), string(jobsetapi.JobSetCompleted), t0.Add(-time.Second)),
+			node(renderedAt(t0.Add(-time.Hour)), 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)}, "n0"},
+		// Kueue read the TrainJob's failure from its cache and finished the Workload only
+		// after Trainer took the failure off and rendered the JobSet again: the JobSet
+		// rendered again is created before the Workload finished, and has no end of its own
+		// (or one after the Workload's).
+		{"its JobSet rendered again before Kueue finished its Workload: no child", []client.Object{tj, renderedAt(t0.Add(-2 * time.Second)), node(renderedAt(t0.Add(-2*time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
+		{"its JobSet rendered again before Kueue finished its Workload, failed since: no child", []client.Object{tj, endedAt(t0.Add(-2*time.Second), string(jobsetapi.JobSetFailed), t0.Add(time.Hour)),
+			node(renderedAt(t0.Add(-2*time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
 		// Trainer takes the failure off in the same reconcile that renders the JobSet
 		// again: the cache may show the new JobSet (and its child) while the TrainJob is
 		// still Failed, with or without its Workload's end.
