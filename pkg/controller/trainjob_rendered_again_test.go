@@ -20,7 +20,8 @@ import (
 // Failed, node 0 having completed index 0), and its JobSet was deleted. Trainer v2.2
 // takes the failure off the TrainJob in the reconcile that renders the JobSet again,
 // writing the TrainJob's status after the JobSet: the cache may show the new JobSet and
-// its child while the TrainJob still reads Failed. Kueue finished the Workload; the new
+// its child while the TrainJob still reads Failed. Kueue finished the Workload (from a
+// cache that may show the failure late, after the JobSet was rendered again); the new
 // child never runs. Whichever the cache shows first, the account keeps the failed run's
 // child as the target's record (what it completed stays covered), and follows no child
 // of the JobSet rendered after the end.
@@ -50,6 +51,10 @@ func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
 	finishedWL := wrappers.MakeWorkload("trainjob-tj-1a2b3", "ns").UID("wl-uid").ControlledBy(tj, tjGVK).
 		Label(kueueconstants.JobUIDLabel, string(tj.UID)).
 		Condition(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: kueue.WorkloadFinishedReasonFailed, LastTransitionTime: metav1.NewTime(failedAt)}).Obj()
+	// Kueue finishes the Workload from the TrainJob its cache shows: read Failed late, its
+	// finish may come after Trainer took the failure off and rendered the JobSet again.
+	finishedLate := finishedWL.DeepCopy()
+	finishedLate.Status.Conditions[0].LastTransitionTime = metav1.NewTime(testNow.Add(-2 * time.Second))
 	cases := []struct {
 		name string
 		// then is what the cache shows once the failed JobSet is gone and Trainer
@@ -59,6 +64,7 @@ func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
 		{"the TrainJob still shows the failure", []client.Object{failed, again, againChild, finishedWL}},
 		{"the TrainJob still shows the failure, its Workload not seen finished yet", []client.Object{failed, again, againChild}},
 		{"the failure taken off, the Workload finished", []client.Object{tj, again, againChild, finishedWL}},
+		{"the failure taken off, the Workload finished after the JobSet was rendered again", []client.Object{tj, again, againChild, finishedLate}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
