@@ -45,7 +45,7 @@ func runWorker(ctx context.Context, c *config, restCfg *rest.Config, scheme *run
 	if err := capture.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the capture: %w", err)
 	}
-	jobs := &workerrole.JobRecorder{Client: mgr.GetClient(), MaxHold: c.maxResultHold}
+	jobs := &workerrole.JobRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), MaxHold: c.maxResultHold}
 	if err := jobs.SetupWithManager(mgr, capture.ExpireJobs); err != nil {
 		return fmt.Errorf("setting up the JobSet child Jobs' records: %w", err)
 	}

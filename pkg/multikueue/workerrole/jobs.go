@@ -154,9 +154,8 @@ type JobRecorder struct {
 	client.Client
 	// APIReader reads from the API server the pods of a Job deleted before it terminated
 	// (relations.TrackedPods): the worker role caches only the results scope's pods, and
-	// its cache may still show running a pod that has just succeeded. nil: SetupWithManager
-	// sets the manager's; a recorder without one waits only for the successes its cache
-	// shows.
+	// its cache may still show running a pod that has just succeeded. nil: the recorder
+	// waits only for the successes its cache shows.
 	APIReader client.Reader
 	// MaxHold bounds how long a deleted Job is kept for its record, from its deletion or
 	// the recorder's start when later (the pods' MaxHold; 0:
@@ -373,9 +372,6 @@ func holdsJob(o metav1.Object) bool {
 // (worker-job-record); and the WorkerJobs' retention (worker-job-retention, given
 // retention).
 func (r *JobRecorder) SetupWithManager(mgr ctrl.Manager, expire reconcile.Func) error {
-	if r.APIReader == nil {
-		r.APIReader = mgr.GetAPIReader()
-	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&batchv1.Job{}, builder.WithPredicates(childOrHeld))
 	if err := controller.WatchNamespaceDeletions(b, r.heldJobsOfNamespace).Named("worker-job-record").Complete(r); err != nil {
