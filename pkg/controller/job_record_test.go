@@ -24,6 +24,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/relations"
+	"batchledger.dev/batchledger/pkg/testing/interceptors"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -489,24 +490,7 @@ func uncounted(job *batchv1.Job) *batchv1.Job {
 func TestJobRecorderReleasesOnlyTheStateRecorded(t *testing.T) {
 	job := jobAt(record).Completed("0", 1).Deleting(testNow.Add(-time.Minute)).Obj()
 	f := newFixture(t, hooks{}, job, recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "j-uid", Found: true, CompletedIndexes: "0"}))
-	counted := false
-	stale := interceptor.NewClient(f.c, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil || counted {
-				return err
-			}
-			if _, ok := obj.(*batchv1.Job); !ok {
-				return nil
-			}
-			counted = true
-			var now batchv1.Job
-			if err := c.Get(ctx, key, &now); err != nil {
-				return err
-			}
-			now.Status.CompletedIndexes, now.Status.Succeeded = "0,1", 2
-			return c.Update(ctx, &now)
-		},
-	})
+	stale := interceptor.NewClient(f.c, interceptors.CountedRightAfterFirstRead("0,1", 2))
 	r := &JobRecorder{Client: stale, APIReader: newFixture(t, hooks{}).c, MaxHold: time.Hour,
 		Now: func() time.Time { return testNow }, started: testNow.Add(-time.Hour)}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err == nil {

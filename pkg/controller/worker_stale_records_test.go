@@ -106,6 +106,15 @@ func TestWorkerJobsOfAnEarlierJobSetOfTheWorkloadsName(t *testing.T) {
 	}
 }
 
+// evictedWorkerRecord is a worker's record of pod uid of job-j, which finished at
+// finished reporting shard's result at index idx.
+func evictedWorkerRecord(t *testing.T, uid string, idx int, shard string, finished time.Time) v1alpha1.WorkerResult {
+	t.Helper()
+	r := workerRecordAt("job-j", idx, reportOf(t, shard), finished)
+	r.Name, r.PodUID = uid, types.UID(uid)
+	return r
+}
+
 // TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne: a dispatched Job runs on
 // worker-a, is evicted there, and MultiKueue dispatches its Workload to worker-b, where
 // its new copy runs every index again (the manager's Job's status is worker-b's copy's).
@@ -116,13 +125,10 @@ func TestWorkerJobsOfAnEarlierJobSetOfTheWorkloadsName(t *testing.T) {
 // worker-b's copy completed, where worker-b's own result does. A minute of clock skew is
 // allowed.
 func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
-	msg := func(shard string) string { return reportOf(t, shard) }
 	ok := multikueue.WorkerState{Configured: true, Synced: true}
 	evicted := testNow.Add(-2 * time.Hour)
 	rec := func(uid string, idx int, shard string, finished time.Time) v1alpha1.WorkerResult {
-		r := workerRecordAt("job-j", idx, msg(shard), finished)
-		r.Name, r.PodUID = uid, types.UID(uid)
-		return r
+		return evictedWorkerRecord(t, uid, idx, shard, finished)
 	}
 	aBefore := rec("a-0", 0, "A", evicted.Add(-time.Minute))
 	aLate := rec("a-1", 1, "B", evicted.Add(10*time.Minute))
@@ -207,13 +213,10 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 // read it from, and Kubernetes' default of 30 s would drop the result. A status written
 // before the grace period was recorded reads as Kubernetes' default.
 func TestLateRecordOfADeletedJobWithinItsGrace(t *testing.T) {
-	msg := func(shard string) string { return reportOf(t, shard) }
 	ok := multikueue.WorkerState{Configured: true, Synced: true}
 	evicted := testNow.Add(-2 * time.Hour)
 	rec := func(uid string, idx int, shard string, finished time.Time) v1alpha1.WorkerResult {
-		r := workerRecordAt("job-j", idx, msg(shard), finished)
-		r.Name, r.PodUID = uid, types.UID(uid)
-		return r
+		return evictedWorkerRecord(t, uid, idx, shard, finished)
 	}
 	aBefore := rec("a-0", 0, "A", evicted.Add(-time.Minute))
 	for _, tc := range []struct {

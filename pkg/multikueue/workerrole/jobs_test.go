@@ -32,6 +32,7 @@ import (
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/interceptors"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 	"batchledger.dev/batchledger/pkg/webhook"
 )
@@ -405,23 +406,7 @@ func TestJobRecorderWaitsForTheJobControllersCount(t *testing.T) {
 // read, fails, and the Job stays held for the retry.
 func TestJobRecorderReleasesOnlyTheStateRecorded(t *testing.T) {
 	job := child(copyOfJS().Obj(), 2).Finalizers(v1alpha1.WorkerJobFinalizer).Completed("0,2", 2).Deleting(testNow.Add(-time.Minute)).Obj()
-	counted := false
-	countsOnRead := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-		if err := c.Get(ctx, key, obj, opts...); err != nil || counted {
-			return err
-		}
-		if _, ok := obj.(*batchv1.Job); !ok {
-			return nil
-		}
-		counted = true
-		var now batchv1.Job
-		if err := c.Get(ctx, key, &now); err != nil {
-			return err
-		}
-		now.Status.CompletedIndexes, now.Status.Succeeded = "0-2", 3
-		return c.Update(ctx, &now)
-	}}
-	r, c := newJobRecorder(countsOnRead, copyOfJS().Obj(), job)
+	r, c := newJobRecorder(interceptors.CountedRightAfterFirstRead("0-2", 3), copyOfJS().Obj(), job)
 	r.APIReader = fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(succeededPod(1)).Build()
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)}); err == nil {
 		t.Errorf("released from a copy older than the Job controller's last count; want the release refused and retried")
