@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/multikueue"
@@ -115,6 +116,25 @@ func evictedWorkerRecord(t *testing.T, uid string, idx int, shard string, finish
 	return r
 }
 
+// movedFromWorkerA is a dispatched Job j, Complete, whose pods' termination grace period
+// is grace (as the manager's cache holds it), its Workload now on worker-b, and the
+// account's admissions of it: on worker-a, evicted at evicted, then on worker-b.
+func movedFromWorkerA(t *testing.T, grace *int64, evicted time.Time) (*batchv1.Job, *kueue.Workload, []v1alpha1.Admission) {
+	t.Helper()
+	job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
+	job.Spec.Template.Spec.TerminationGracePeriodSeconds = grace
+	// As the manager's cache holds it: the reconciler reads the Job from there.
+	cached, err := jobTransform(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job = cached.(*batchv1.Job)
+	return job, workloadOfJ(job).DispatchedTo("worker-b").Obj(), []v1alpha1.Admission{
+		{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
+			EvictedAt: &metav1.Time{Time: evicted}, EvictionReason: "Preempted"},
+		{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-b", AdmittedAt: metav1.NewTime(testNow.Add(-time.Hour))}}
+}
+
 // TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne: a dispatched Job runs on
 // worker-a, is evicted there, and MultiKueue dispatches its Workload to worker-b, where
 // its new copy runs every index again (the manager's Job's status is worker-b's copy's).
@@ -167,19 +187,7 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 			a: []v1alpha1.WorkerResult{aBefore, rec("a-1", 1, "B", testNow.Add(-30*time.Minute))}, wantAccept: "False ResultsPending", want: []string{"a-0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
-			job.Spec.Template.Spec.TerminationGracePeriodSeconds = tc.grace
-			// As the manager's cache holds it: the reconciler reads the Job from there.
-			cached, err := jobTransform(job)
-			if err != nil {
-				t.Fatal(err)
-			}
-			job = cached.(*batchv1.Job)
-			wl := workloadOfJ(job).DispatchedTo("worker-b").Obj()
-			admissions := []v1alpha1.Admission{
-				{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
-					EvictedAt: &metav1.Time{Time: evicted}, EvictionReason: "Preempted"},
-				{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-b", AdmittedAt: metav1.NewTime(testNow.Add(-time.Hour))}}
+			job, wl, admissions := movedFromWorkerA(t, tc.grace, evicted)
 			if tc.unseen {
 				admissions = admissions[:1]
 				admissions[0].EvictedAt, admissions[0].EvictionReason = nil, ""
@@ -242,20 +250,9 @@ func TestLateRecordOfADeletedJobWithinItsGrace(t *testing.T) {
 			unrecorded: true, wantRecorded: ptr.To[int64](300), want: []string{"a-0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job := jobJ(v1alpha1.ScopeResults).ManagedBy(multikueue.ManagedBy).Completed("0-1", 2).Complete(testNow).Obj()
-			job.Spec.Template.Spec.TerminationGracePeriodSeconds = tc.grace
-			// As the manager's cache holds it: the reconciler reads the Job from there.
-			cached, err := jobTransform(job)
-			if err != nil {
-				t.Fatal(err)
-			}
-			job = cached.(*batchv1.Job)
-			wl := workloadOfJ(job).DispatchedTo("worker-b").Obj()
+			job, wl, admissions := movedFromWorkerA(t, tc.grace, evicted)
 			acct := accountOfJ().Revisions("D", "m").RequireResults("").TargetStatus(v1alpha1.TargetStatus{
-				Name: "job/j", Job: "j", UID: job.UID, Found: true, Admissions: []v1alpha1.Admission{
-					{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-a", AdmittedAt: metav1.NewTime(evicted.Add(-time.Hour)),
-						EvictedAt: &metav1.Time{Time: evicted}, EvictionReason: "Preempted"},
-					{Workload: "job-j", ClusterQueue: "gpu", Cluster: "worker-b", AdmittedAt: metav1.NewTime(testNow.Add(-time.Hour))}}})
+				Name: "job/j", Job: "j", UID: job.UID, Found: true, Admissions: admissions})
 			f := newFixture(t, hooks{}, acct.Obj(), job, wl)
 			r := f.reconciler()
 			workers := fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
