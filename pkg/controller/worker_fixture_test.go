@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -165,6 +167,19 @@ func recordedResults(t *testing.T, c client.Client) []v1alpha1.RecordedResult {
 		got = append(got, ch.Results...)
 	}
 	return got
+}
+
+// recordedPods are the pods (UIDs) of the results the account's chunks record, in
+// recording order.
+func recordedPods(t *testing.T, c client.Client) []string {
+	t.Helper()
+	got := recordedResults(t, c)
+	slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
+	var pods []string
+	for _, rr := range got {
+		pods = append(pods, string(rr.PodUID))
+	}
+	return pods
 }
 
 // workerRecordAt is the WorkerResult the worker role writes, for the manager Workload

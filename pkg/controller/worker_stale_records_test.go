@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"testing"
@@ -198,13 +197,7 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 			st := f.reconcileWorkers(t, f.reconciler(), fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": ok, "worker-b": ok},
 				records: map[string][]v1alpha1.WorkerResult{"worker-a": tc.a, "worker-b": tc.b}}).Status
 			wantAccepted(t, st, tc.wantAccept)
-			got := recordedResults(t, f.c)
-			slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
-			var pods []string
-			for _, rr := range got {
-				pods = append(pods, string(rr.PodUID))
-			}
-			if !slices.Equal(pods, tc.want) {
+			if pods := recordedPods(t, f.c); !slices.Equal(pods, tc.want) {
 				t.Errorf("recorded the results of %v, want %v", pods, tc.want)
 			}
 		})
@@ -277,13 +270,7 @@ func TestLateRecordOfADeletedJobWithinItsGrace(t *testing.T) {
 			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted) == "True Accepted"; got != tc.wantAccepted {
 				t.Errorf("Accepted = %v (%s), want %v", got, apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted).Message, tc.wantAccepted)
 			}
-			got := recordedResults(t, f.c)
-			slices.SortFunc(got, func(a, b v1alpha1.RecordedResult) int { return cmp.Compare(a.Sequence, b.Sequence) })
-			var pods []string
-			for _, rr := range got {
-				pods = append(pods, string(rr.PodUID))
-			}
-			if !slices.Equal(pods, tc.want) {
+			if pods := recordedPods(t, f.c); !slices.Equal(pods, tc.want) {
 				t.Errorf("recorded the results of %v, want %v", pods, tc.want)
 			}
 		})
