@@ -133,7 +133,7 @@ func TestLateJobPodsComeFromOneCacheOfTheJob(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], false)
+		o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], "", false)
 		if err != nil {
 			t.Fatal(err)
 		}

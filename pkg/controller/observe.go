@@ -47,13 +47,14 @@ type observed struct {
 	retainedOn [2]string
 }
 
-// observeTarget reads a target's current Job (relations.ResolveTarget), its successful
+// observeTarget reads a target's current Job (resolveFollowed), its successful
 // pods and its Workload from the cache. A target that does not exist yields an empty
 // observation, with, when the account captures results, the pods its deleted identities
 // left (a Job deleted, or between a JobSet restart's delete and create), whose results
 // are still captured, the last state of a Job seen deleted (DeletedJob), and for a JobSet
-// child whether its JobSet ended (OwnerEnded).
-func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
+// child whether its JobSet ended (OwnerEnded). followed is the UID of the Job the
+// account's status follows for t ("" for none).
+func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, followed types.UID, results bool) (observed, error) {
 	if api, ok := unservedAPI(r.APIs, t.Ref); ok {
 		if elsewhere, err := dispatchedWithout(ctx, r.Client, namespace, t.Ref, api); err != nil || elsewhere {
 			// What it needs of that API is on a worker cluster: it is observed from the
@@ -61,7 +62,7 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 			if err != nil {
 				return observed{}, err
 			}
-			return r.observeTargetServed(ctx, namespace, t, results)
+			return r.observeTargetServed(ctx, namespace, t, followed, results)
 		}
 		// Nothing of its kind is watched or cached (a read would fail). Pods of its Jobs
 		// may still be held, from before the API went away: their results are recorded
@@ -74,7 +75,23 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 		}
 		return o, err
 	}
-	return r.observeTargetServed(ctx, namespace, t, results)
+	return r.observeTargetServed(ctx, namespace, t, followed, results)
+}
+
+// followedResolver is a kind whose resolution of a target depends on the Job the account
+// follows for it (trainjob.Kind.ResolveObserved).
+type followedResolver interface {
+	ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed types.UID) (*batchv1.Job, int32, error)
+}
+
+// resolveFollowed is relations.ResolveTarget, told the UID of the Job the account follows
+// for ref (followed) when its kind asks for it (followedResolver).
+func resolveFollowed(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef, followed types.UID) (*batchv1.Job, int32, error) {
+	k, ok := relations.KindOf(ref).(followedResolver)
+	if !ok || followed == "" || ref.Namespace != "" && ref.Namespace != namespace {
+		return relations.ResolveTarget(ctx, c, namespace, ref)
+	}
+	return k.ResolveObserved(ctx, c, namespace, ref, followed)
 }
 
 // dispatchedWithout reports whether ref's kind reads api, which this cluster does not
@@ -92,10 +109,10 @@ func dispatchedWithout(ctx context.Context, c client.Reader, namespace string, r
 
 // observeTargetServed is observeTarget for a target whose kind's APIs it reads are served,
 // or whose unserved one it does not read here (dispatchedWithout).
-func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, t account.Target, results bool) (observed, error) {
+func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, t account.Target, followed types.UID, results bool) (observed, error) {
 	// A JobSet child being deleted that the record finalizer holds is observed until its
 	// end is recorded (jobset.CurrentChild).
-	job, attempt, err := relations.ResolveTarget(ctx, r.Client, namespace, t.Ref)
+	job, attempt, err := resolveFollowed(ctx, r.Client, namespace, t.Ref, followed)
 	if err == nil && job == nil {
 		// Not in the cache: a Job without the scope label on its metadata, which
 		// stampTarget adds once this finds it.

@@ -76,7 +76,7 @@ func TestObserveReadsPodsFromTheCacheOfTheirScope(t *testing.T) {
 			}
 			ba := accountOfJ().Obj()
 			m := account.Compile(ba.Namespace, &ba.Spec)
-			o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], tc.results)
+			o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], "", tc.results)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -235,7 +235,7 @@ func TestTargetsOutsideTheCache(t *testing.T) {
 			ba := b.Obj()
 			target := account.Compile(ba.Namespace, &ba.Spec).Targets[0]
 			for i := range max(tc.observes, 1) {
-				o, err := r.observeTarget(context.Background(), ba.Namespace, target, tc.results)
+				o, err := r.observeTarget(context.Background(), ba.Namespace, target, "", tc.results)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -136,6 +136,48 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// TestResolveObserved: at an end read from the TrainJob's Workload alone, a JobSet that
+// has not recorded its own end is the one that ran with the cache yet to show its end, or
+// one Trainer rendered again: its child is followed only when it is the Job the account
+// follows; a TrainJob's own end or a JobSet's own end answers as Resolve does.
+func TestResolveObserved(t *testing.T) {
+	tj := trainJb().Obj()
+	ranAt := func(created time.Time) *jobsetapi.JobSet {
+		js := rendered(tj, "js-uid")
+		js.CreationTimestamp = metav1.NewTime(created)
+		return js
+	}
+	ran, again, after := ranAt(t0.Add(-time.Hour)), ranAt(t0.Add(-2*time.Second)), ranAt(t0.Add(time.Second))
+	finished := workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)
+	cases := []struct {
+		name     string
+		objs     []client.Object
+		observed types.UID
+		want     types.UID
+	}{
+		{"the JobSet's end not seen yet, its child the one followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, "n0", "n0"},
+		{"the JobSet's end not seen yet, nothing followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, "", ""},
+		{"its JobSet rendered again before Kueue finished its Workload, the failed run's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, "n0", ""},
+		{"its JobSet rendered again after the TrainJob's end, its child followed: none, as Resolve", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0).Obj(), after, node(after, 0, "n1")}, "n1", ""},
+		{"no end: its child, whichever is followed", []client.Object{tj, ran, node(ran, 0, "n1")}, "n0", "n1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job, _, err := Kind{}.ResolveObserved(context.Background(), reader(t, tc.objs...), ns, ref, tc.observed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := types.UID("")
+			if job != nil {
+				got = job.UID
+			}
+			if got != tc.want {
+				t.Errorf("ResolveObserved(%q) = %q, want %q", tc.observed, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestWorkloadOwner: a TrainJob target's Job runs under the Workload of the TrainJob its
 // JobSet descends from, by UID, never under a TrainJob that only has its name now.
 func TestWorkloadOwner(t *testing.T) {
