@@ -458,7 +458,7 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 	if r.APIReader != nil && relations.CountedByJobController(job) {
 		tracked, err := relations.TrackedPods(ctx, r.APIReader, job)
 		if err != nil || tracked {
-			return tracked, relations.TrackingRecheck, err
+			return tracked, relations.TrackingRecheck(r.now().Sub(job.DeletionTimestamp.Time)), err
 		}
 		// A non-indexed success not yet in the counters: their write wakes the recorder.
 		return UncountedSuccess(job, nil), 0, nil

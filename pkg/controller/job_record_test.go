@@ -23,7 +23,6 @@ import (
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
-	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/interceptors"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -266,7 +265,7 @@ func TestJobRecorderReleases(t *testing.T) {
 			apiPods: []client.Object{
 				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Succeeded(testNow.Add(-time.Second), "").Finalizers(batchv1.JobTrackingFinalizer).Obj()},
 			wantFinalizers:   []string{record},
-			wantRequeueAfter: relations.TrackingRecheck,
+			wantRequeueAfter: 15 * time.Second,
 		},
 		{
 			// No cache holds a coverage pod that has not succeeded: the pod may succeed
@@ -277,7 +276,7 @@ func TestJobRecorderReleases(t *testing.T) {
 			apiPods: []client.Object{
 				wrappers.MakeIndexPod(jobAt().Obj(), "j-1", 1).Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer).Obj()},
 			wantFinalizers:   []string{record},
-			wantRequeueAfter: relations.TrackingRecheck,
+			wantRequeueAfter: 15 * time.Second,
 		},
 		{
 			// Background deletion: the pod runs on until the Job is gone, but the Job

@@ -11,11 +11,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// TrackingRecheck is how soon a Job deleted before it terminated is looked at again
-// while pods of it carry the Job controller's tracking finalizer (TrackedPods): the Job
-// controller takes it off a running pod without writing the Job, so no event says it
-// did.
-const TrackingRecheck = 5 * time.Second
+// TrackingRecheck is how soon a Job deleted deletedFor ago, before it terminated, is
+// looked at again while pods of it carry the Job controller's tracking finalizer
+// (TrackedPods): the Job controller takes it off a running pod without writing the Job,
+// so no event says it did. Soon at first (the Job controller's first sync after the
+// deletion takes it off), then a quarter of the time since the deletion, at most a
+// minute: while the Job controller is down, the pods are not listed every few seconds
+// until MaxHold.
+func TrackingRecheck(deletedFor time.Duration) time.Duration {
+	return min(max(deletedFor/4, 5*time.Second), time.Minute)
+}
 
 // CountedByJobController reports whether the built-in Job controller counts job's pods:
 // not one another controller manages (spec.managedBy). A Job MultiKueue dispatched is

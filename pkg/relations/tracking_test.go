@@ -3,6 +3,7 @@ package relations
 import (
 	"context"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -66,6 +67,24 @@ func TestCountedByJobController(t *testing.T) {
 		j.Spec.ManagedBy = tc.managedBy
 		if got := CountedByJobController(j); got != tc.want {
 			t.Errorf("managedBy %v: CountedByJobController = %v, want %v", ptr.Deref(tc.managedBy, "<nil>"), got, tc.want)
+		}
+	}
+}
+
+// TestTrackingRecheck: a Job deleted a moment ago is read again soon, then less often as
+// its deletion ages, never less often than a minute.
+func TestTrackingRecheck(t *testing.T) {
+	for _, tc := range []struct {
+		deletedFor, want time.Duration
+	}{
+		{0, 5 * time.Second},
+		{10 * time.Second, 5 * time.Second},
+		{time.Minute, 15 * time.Second},
+		{4 * time.Minute, time.Minute},
+		{time.Hour, time.Minute},
+	} {
+		if got := TrackingRecheck(tc.deletedFor); got != tc.want {
+			t.Errorf("TrackingRecheck(%v) = %v, want %v", tc.deletedFor, got, tc.want)
 		}
 	}
 }

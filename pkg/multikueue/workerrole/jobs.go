@@ -290,7 +290,7 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 	if r.APIReader != nil && relations.CountedByJobController(job) {
 		tracked, err := relations.TrackedPods(ctx, r.APIReader, job)
 		if err != nil || tracked {
-			return tracked, relations.TrackingRecheck, err
+			return tracked, relations.TrackingRecheck(r.now().Sub(job.DeletionTimestamp.Time)), err
 		}
 		return controller.UncountedSuccess(job, nil), 0, nil
 	}

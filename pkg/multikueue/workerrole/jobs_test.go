@@ -30,7 +30,6 @@ import (
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/controller"
 	"batchledger.dev/batchledger/pkg/multikueue"
-	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/scheme"
 	"batchledger.dev/batchledger/pkg/testing/interceptors"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -346,11 +345,11 @@ func TestJobRecorderWaitsForTheJobControllersCount(t *testing.T) {
 			job:      deleted(time.Minute).Obj(),
 			cached:   []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)},
 			apiPods:  []client.Object{succeededPod(1, batchv1.JobTrackingFinalizer)},
-			wantHeld: true, wantRequeueAfter: relations.TrackingRecheck},
+			wantHeld: true, wantRequeueAfter: 15 * time.Second},
 		{name: "a running pod not in the cache, still tracked: held, read again soon",
 			job:      deleted(time.Minute).Obj(),
 			apiPods:  []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)},
-			wantHeld: true, wantRequeueAfter: relations.TrackingRecheck},
+			wantHeld: true, wantRequeueAfter: 15 * time.Second},
 		{name: "still tracked, MaxHold almost passed: held for the rest of it",
 			job:      deleted(maxHold - time.Second).Obj(),
 			apiPods:  []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)},
