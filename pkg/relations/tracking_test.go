@@ -23,6 +23,9 @@ func TestTrackedPods(t *testing.T) {
 	manual := job("manual")
 	manual.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "manual"}}
 	manual.Spec.Template.Labels = map[string]string{"app": "manual"}
+	// neighbour's pods carry the labels manual's selector matches.
+	neighbour := job("neighbour")
+	neighbour.Spec.Template.Labels = manual.Spec.Template.Labels
 	tracked := func(job *batchv1.Job, name string) *wrappers.PodWrapper {
 		return wrappers.MakeIndexPod(job, name, 0).Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer)
 	}
@@ -39,6 +42,8 @@ func TestTrackedPods(t *testing.T) {
 		{name: "another Job's pod tracked", job: j, pods: []client.Object{tracked(job("other"), "p").Obj()}},
 		{name: "manual selector, a pod it controls still tracked", job: manual,
 			pods: []client.Object{tracked(manual, "p").NoLabel(batchv1.ControllerUidLabel).Obj()}, want: true},
+		{name: "manual selector, another Job's pod it selects, tracked", job: manual,
+			pods: []client.Object{tracked(neighbour, "p").Obj()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := TrackedPods(context.Background(), reader(t, tc.pods...), tc.job)
