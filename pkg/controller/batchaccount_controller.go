@@ -273,9 +273,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccount, m *account.Mapping) (map[string]account.Observation, map[string]observed, error) {
 	obs := make(map[string]account.Observation, len(m.Targets))
 	seen := make(map[string]observed, len(m.Targets))
-	followed := make(map[string]types.UID, len(ba.Status.Targets))
+	followed := make(map[string]kinds.Followed, len(ba.Status.Targets))
 	for _, ts := range ba.Status.Targets {
-		followed[ts.Name] = ts.UID
+		followed[ts.Name] = kinds.Followed{UID: ts.UID, RestartAttempt: ts.RestartAttempt}
 	}
 	for _, t := range m.Targets {
 		o, err := r.observeTarget(ctx, ba.Namespace, t, followed[t.Key], ba.Spec.RequiresResults())

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/account"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -133,7 +134,7 @@ func TestLateJobPodsComeFromOneCacheOfTheJob(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], "", false)
+		o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], kinds.Followed{}, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,9 +52,9 @@ type observed struct {
 // observation, with, when the account captures results, the pods its deleted identities
 // left (a Job deleted, or between a JobSet restart's delete and create), whose results
 // are still captured, the last state of a Job seen deleted (DeletedJob), and for a JobSet
-// child whether its JobSet ended (OwnerEnded). followed is the UID of the Job the
-// account's status follows for t ("" for none).
-func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, followed types.UID, results bool) (observed, error) {
+// child whether its JobSet ended (OwnerEnded). followed is the identity the account's
+// status follows for t (the zero value: none).
+func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t account.Target, followed kinds.Followed, results bool) (observed, error) {
 	if api, ok := unservedAPI(r.APIs, t.Ref); ok {
 		if elsewhere, err := dispatchedWithout(ctx, r.Client, namespace, t.Ref, api); err != nil || elsewhere {
 			// What it needs of that API is on a worker cluster: it is observed from the
@@ -78,17 +78,17 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	return r.observeTargetServed(ctx, namespace, t, followed, results)
 }
 
-// followedResolver is a kind whose resolution of a target depends on the Job the account
-// follows for it (trainjob.Kind.ResolveObserved).
+// followedResolver is a kind whose resolution of a target depends on the identity the
+// account follows for it (trainjob.Kind.ResolveObserved).
 type followedResolver interface {
-	ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed types.UID) (*batchv1.Job, int32, error)
+	ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error)
 }
 
-// resolveFollowed is relations.ResolveTarget, told the UID of the Job the account follows
-// for ref (followed) when its kind asks for it (followedResolver).
-func resolveFollowed(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef, followed types.UID) (*batchv1.Job, int32, error) {
+// resolveFollowed is relations.ResolveTarget, told the identity the account follows for
+// ref (followed) when its kind asks for it (followedResolver).
+func resolveFollowed(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef, followed kinds.Followed) (*batchv1.Job, int32, error) {
 	k, ok := relations.KindOf(ref).(followedResolver)
-	if !ok || followed == "" || ref.Namespace != "" && ref.Namespace != namespace {
+	if !ok || followed.UID == "" || ref.Namespace != "" && ref.Namespace != namespace {
 		return relations.ResolveTarget(ctx, c, namespace, ref)
 	}
 	return k.ResolveObserved(ctx, c, namespace, ref, followed)
@@ -109,7 +109,7 @@ func dispatchedWithout(ctx context.Context, c client.Reader, namespace string, r
 
 // observeTargetServed is observeTarget for a target whose kind's APIs it reads are served,
 // or whose unserved one it does not read here (dispatchedWithout).
-func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, t account.Target, followed types.UID, results bool) (observed, error) {
+func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, t account.Target, followed kinds.Followed, results bool) (observed, error) {
 	// A JobSet child being deleted that the record finalizer holds is observed until its
 	// end is recorded (jobset.CurrentChild).
 	job, attempt, err := resolveFollowed(ctx, r.Client, namespace, t.Ref, followed)

@@ -18,6 +18,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
@@ -76,7 +77,7 @@ func TestObserveReadsPodsFromTheCacheOfTheirScope(t *testing.T) {
 			}
 			ba := accountOfJ().Obj()
 			m := account.Compile(ba.Namespace, &ba.Spec)
-			o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], "", tc.results)
+			o, err := r.observeTarget(context.Background(), ba.Namespace, m.Targets[0], kinds.Followed{}, tc.results)
 			if err != nil {
 				t.Fatal(err)
 			}

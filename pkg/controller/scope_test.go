@@ -22,6 +22,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -235,7 +236,7 @@ func TestTargetsOutsideTheCache(t *testing.T) {
 			ba := b.Obj()
 			target := account.Compile(ba.Namespace, &ba.Spec).Targets[0]
 			for i := range max(tc.observes, 1) {
-				o, err := r.observeTarget(context.Background(), ba.Namespace, target, "", tc.results)
+				o, err := r.observeTarget(context.Background(), ba.Namespace, target, kinds.Followed{}, tc.results)
 				if err != nil {
 					t.Fatal(err)
 				}

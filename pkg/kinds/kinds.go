@@ -260,6 +260,13 @@ type Cached interface {
 	CacheTransform(obj any) (any, error)
 }
 
+// Followed is the identity an account's status follows for a target: its Job's UID and
+// its owner's restart attempt (the zero value: none).
+type Followed struct {
+	UID            types.UID
+	RestartAttempt int32
+}
+
 // ClockSkewAllowance is how far a child Job's creation time (the API server's clock) may
 // be after its owner's terminal condition (its controller's clock) and the child still be
 // taken for one the owner created before it ended; and how far before its owner's

@@ -177,21 +177,23 @@ func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.Resta
 // target's are, and, when the TrainJob is read, by being created while it ran (give or
 // take kinds.ClockSkewAllowance), and only once it ended after a JobSet of it ran.
 func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
-	return resolve(ctx, r, namespace, ref, "")
+	return resolve(ctx, r, namespace, ref, kinds.Followed{})
 }
 
-// ResolveObserved is Resolve for a target whose account follows the Job of UID observed.
+// ResolveObserved is Resolve for a target whose account follows the identity observed.
 // The controller's caches lag independently: one may show the TrainJob's Workload
 // finished while the JobSet that ran shows its own end, and the TrainJob its condition,
-// only later. That JobSet is followed while its child is that Job: a JobSet rendered
-// again after the end has children of other UIDs. Answering no child there would record
-// the Job as deleted before it terminated, and a final verdict its TTL may act on.
-func (Kind) ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed types.UID) (*batchv1.Job, int32, error) {
+// only later. That JobSet is followed while its child is the Job followed, or a later
+// restart attempt of it: a JobSet rendered again after the end starts again at attempt 0
+// with children of other UIDs, and Kueue keeps it from running, so from restarting.
+// Answering no child there would record the Job as deleted before it terminated, and a
+// final verdict its TTL may act on.
+func (Kind) ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error) {
 	return resolve(ctx, r, namespace, ref, observed)
 }
 
-// resolve is Resolve, following the child of UID observed as ResolveObserved does.
-func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed types.UID) (*batchv1.Job, int32, error) {
+// resolve is Resolve, following the identity observed as ResolveObserved does.
+func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error) {
 	var tj trainer.TrainJob
 	var trainJobUID types.UID
 	var since, until time.Time
@@ -266,14 +268,15 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
 }
 
-// observedChild is the child of js, created since, when it is the Job of UID observed
-// (ResolveObserved); none otherwise, and none when observed is "".
-func observedChild(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, js *jobsetapi.JobSet, since time.Time, observed types.UID) (*batchv1.Job, int32, error) {
-	if observed == "" {
+// observedChild is the child of js, created since, when it is the Job observed follows or
+// a later restart attempt (ResolveObserved); none otherwise, and none when observed
+// follows nothing.
+func observedChild(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, js *jobsetapi.JobSet, since time.Time, observed kinds.Followed) (*batchv1.Job, int32, error) {
+	if observed.UID == "" {
 		return nil, 0, nil
 	}
 	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, js, since, time.Time{})
-	if err != nil || job == nil || job.UID != observed {
+	if err != nil || job == nil || job.UID != observed.UID && attempt <= observed.RestartAttempt {
 		return nil, 0, err
 	}
 	return job, attempt, nil

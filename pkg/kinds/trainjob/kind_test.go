@@ -149,17 +149,24 @@ func TestResolveObserved(t *testing.T) {
 	}
 	ran, again, after := ranAt(t0.Add(-time.Hour)), ranAt(t0.Add(-2*time.Second)), ranAt(t0.Add(time.Second))
 	finished := workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)
+	followed := func(uid string, attempt int32) kinds.Followed {
+		return kinds.Followed{UID: types.UID(uid), RestartAttempt: attempt}
+	}
 	cases := []struct {
 		name     string
 		objs     []client.Object
-		observed types.UID
+		observed kinds.Followed
 		want     types.UID
 	}{
-		{"the JobSet's end not seen yet, its child the one followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, "n0", "n0"},
-		{"the JobSet's end not seen yet, nothing followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, "", ""},
-		{"its JobSet rendered again before Kueue finished its Workload, the failed run's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, "n0", ""},
-		{"its JobSet rendered again after the TrainJob's end, its child followed: none, as Resolve", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0).Obj(), after, node(after, 0, "n1")}, "n1", ""},
-		{"no end: its child, whichever is followed", []client.Object{tj, ran, node(ran, 0, "n1")}, "n0", "n1"},
+		{"the JobSet's end not seen yet, its child the one followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, followed("n0", 0), "n0"},
+		{"the JobSet's end not seen yet, nothing followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, kinds.Followed{}, ""},
+		// The JobSet restarted (attempt 1) and failed before the account saw the new child:
+		// a restart keeps the JobSet, whose attempts only grow.
+		{"the JobSet's end not seen yet, a restart since the child followed: the later attempt", []client.Object{tj, ran, node(ran, 1, "n0b"), finished}, followed("n0", 0), "n0b"},
+		{"its JobSet rendered again before Kueue finished its Workload, the failed run's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0", 0), ""},
+		{"its JobSet rendered again before Kueue finished its Workload, a restart's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0b", 1), ""},
+		{"its JobSet rendered again after the TrainJob's end, its child followed: none, as Resolve", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0).Obj(), after, node(after, 0, "n1")}, followed("n1", 0), ""},
+		{"no end: its child, whichever is followed", []client.Object{tj, ran, node(ran, 0, "n1")}, followed("n0", 0), "n1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,7 +179,7 @@ func TestResolveObserved(t *testing.T) {
 				got = job.UID
 			}
 			if got != tc.want {
-				t.Errorf("ResolveObserved(%q) = %q, want %q", tc.observed, got, tc.want)
+				t.Errorf("ResolveObserved(%+v) = %q, want %q", tc.observed, got, tc.want)
 			}
 		})
 	}
