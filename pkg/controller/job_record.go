@@ -456,9 +456,8 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 		return false, 0, nil // running: nothing ends yet; terminated: the Job controller counts no more
 	}
 	if r.APIReader != nil && relations.CountedByJobController(job) {
-		tracked, err := relations.TrackedPods(ctx, r.APIReader, job)
-		if err != nil || tracked {
-			return tracked, relations.TrackingRecheck(r.now().Sub(job.DeletionTimestamp.Time)), err
+		if tracked, recheck := relations.StillTracked(ctx, r.APIReader, job, r.now()); tracked {
+			return true, recheck, nil
 		}
 		// A non-indexed success not yet in the counters: their write wakes the recorder.
 		return UncountedSuccess(job, nil), 0, nil

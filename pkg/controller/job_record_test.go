@@ -100,8 +100,10 @@ func TestJobRecorderReleases(t *testing.T) {
 		// apiPods, when set, are the Job's pods as the API server holds them (APIReader:
 		// the Job controller's tracking finalizers are read there).
 		apiPods []client.Object
-		h       hooks
-		apis    *ServedAPIs
+		// listRefused makes the API server refuse the pods' list (a role without it).
+		listRefused bool
+		h           hooks
+		apis        *ServedAPIs
 
 		wantErr          bool
 		wantFinalizers   []string // nil: the Job is gone
@@ -289,6 +291,21 @@ func TestJobRecorderReleases(t *testing.T) {
 			wantPatches: 1, wantReleased: 1,
 		},
 		{
+			// Not known: held as if tracked, within MaxHold, rather than failing before it.
+			name: "deleted before it terminated, the pods' list refused: held, read again soon",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
+			objs: []client.Object{recordedRunning}, listRefused: true,
+			wantFinalizers:   []string{record},
+			wantRequeueAfter: 15 * time.Second,
+		},
+		{
+			name: "deleted before it terminated, the pods' list refused past MaxHold: released with a Warning",
+			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(maxHold + time.Second)).Obj(),
+			objs: []client.Object{recordedRunning}, listRefused: true,
+			wantPatches: 1, wantReleased: 1, wantExpired: 1,
+			wantEvents: []string{"Warning RecordNotWritten"},
+		},
+		{
 			name: "deleted orphaning its pods before it terminated, an orphan still tracked: released",
 			job:  jobAt(record).Completed("0", 1).Deleting(deletedAgo(time.Minute)).Obj(),
 			objs: []client.Object{recordedRunning},
@@ -425,8 +442,14 @@ func TestJobRecorderReleases(t *testing.T) {
 			if tc.coveragePods != nil {
 				r.CoveragePods = newFixture(t, hooks{}, tc.coveragePods...).c
 			}
-			if tc.apiPods != nil {
-				r.APIReader = newFixture(t, hooks{}, tc.apiPods...).c
+			if tc.apiPods != nil || tc.listRefused {
+				h := hooks{}
+				if tc.listRefused {
+					h.list = func(client.ObjectList) error {
+						return apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("pods is forbidden"))
+					}
+				}
+				r.APIReader = newFixture(t, h, tc.apiPods...).c
 			}
 			if tc.latePods != nil {
 				late := newFixture(t, hooks{}, tc.latePods...).c

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // TrackingRecheck is how soon a Job deleted deletedFor ago, before it terminated, is
@@ -20,6 +21,22 @@ import (
 // until MaxHold.
 func TrackingRecheck(deletedFor time.Duration) time.Duration {
 	return min(max(deletedFor/4, 5*time.Second), time.Minute)
+}
+
+// StillTracked reports whether job, deleted before it terminated, still has a pod the Job
+// controller tracks (TrackedPods, read with r) at now, and how soon to look again
+// (TrackingRecheck). A read that fails is logged and taken for tracked: the Job is held,
+// within its recorder's MaxHold, rather than the reconcile failing before that bound is
+// looked at (a role without pods list would hold the Job for good).
+func StillTracked(ctx context.Context, r client.Reader, job *batchv1.Job, now time.Time) (bool, time.Duration) {
+	recheck := TrackingRecheck(now.Sub(job.DeletionTimestamp.Time))
+	tracked, err := TrackedPods(ctx, r, job)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "reading the pods of a Job deleted before it terminated; holding it as if the Job controller may still count them",
+			"job", client.ObjectKeyFromObject(job))
+		return true, recheck
+	}
+	return tracked, recheck
 }
 
 // CountedByJobController reports whether the built-in Job controller counts job's pods:

@@ -288,9 +288,8 @@ func (r *JobRecorder) countingSuccess(ctx context.Context, job *batchv1.Job) (bo
 		return false, 0, nil
 	}
 	if r.APIReader != nil && relations.CountedByJobController(job) {
-		tracked, err := relations.TrackedPods(ctx, r.APIReader, job)
-		if err != nil || tracked {
-			return tracked, relations.TrackingRecheck(r.now().Sub(job.DeletionTimestamp.Time)), err
+		if tracked, recheck := relations.StillTracked(ctx, r.APIReader, job, r.now()); tracked {
+			return true, recheck, nil
 		}
 		return controller.UncountedSuccess(job, nil), 0, nil
 	}

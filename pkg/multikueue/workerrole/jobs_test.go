@@ -337,7 +337,9 @@ func TestJobRecorderWaitsForTheJobControllersCount(t *testing.T) {
 		job  *batchv1.Job
 		// cached are the Job's pods as the worker role's cache shows them; apiPods as the
 		// API server holds them (APIReader).
-		cached, apiPods  []client.Object
+		cached, apiPods []client.Object
+		// listRefused makes the API server refuse the pods' list (a role without it).
+		listRefused      bool
 		wantHeld         bool
 		wantRequeueAfter time.Duration
 	}{
@@ -357,6 +359,10 @@ func TestJobRecorderWaitsForTheJobControllersCount(t *testing.T) {
 		{name: "still tracked past MaxHold: released",
 			job:     deleted(maxHold + time.Second).Obj(),
 			apiPods: []client.Object{runningPod(1, batchv1.JobTrackingFinalizer)}},
+		{name: "the pods' list refused: held as if tracked, read again soon",
+			job: deleted(time.Minute).Obj(), listRefused: true, wantHeld: true, wantRequeueAfter: 15 * time.Second},
+		{name: "the pods' list refused past MaxHold: released",
+			job: deleted(maxHold + time.Second).Obj(), listRefused: true},
 		{name: "its running pod no longer tracked: released",
 			job:     deleted(time.Minute).Obj(),
 			cached:  []client.Object{runningPod(1)},
@@ -382,7 +388,13 @@ func TestJobRecorderWaitsForTheJobControllersCount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, c := newJobRecorder(interceptor.Funcs{}, append([]client.Object{copyOfJS().Obj(), tc.job}, tc.cached...)...)
-			r.APIReader = fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.apiPods...).Build()
+			api := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.apiPods...)
+			if tc.listRefused {
+				api = api.WithInterceptorFuncs(interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+					return apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("pods is forbidden"))
+				}})
+			}
+			r.APIReader = api.Build()
 			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc.job)})
 			if err != nil {
 				t.Fatalf("Reconcile error = %v", err)
