@@ -67,14 +67,24 @@ func TrackedPods(ctx context.Context, r client.Reader, job *batchv1.Job) (bool, 
 		}
 	}
 	list := PodMetadataList()
-	if err := r.List(ctx, list, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
-		return false, err
-	}
-	for i := range list.Items {
-		p := &list.Items[i]
-		if owner := metav1.GetControllerOfNoCopy(p); owner != nil && owner.UID == job.UID && slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
-			return true, nil
+	for {
+		if err := r.List(ctx, list, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: selector},
+			client.Limit(trackedPodsPage), client.Continue(list.Continue)); err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if owner := metav1.GetControllerOfNoCopy(p); owner != nil && owner.UID == job.UID && slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+				return true, nil
+			}
+		}
+		if list.Continue == "" {
+			return false, nil
 		}
 	}
-	return false, nil
 }
+
+// trackedPodsPage is how many pods' metadata one list of TrackedPods reads: a Job of
+// thousands of pods is read in pages, as client-go's pager does, not in one response the
+// API server and the controller hold whole.
+const trackedPodsPage = 500

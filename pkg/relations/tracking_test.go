@@ -2,12 +2,17 @@ package relations
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,6 +60,82 @@ func TestTrackedPods(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTrackedPodsReadsEveryPage: the pods are read in pages, each asked with a limit, and
+// a tracked pod on a later page counts, as one on the first does.
+func TestTrackedPodsReadsEveryPage(t *testing.T) {
+	j := job("j")
+	untracked := func(name string) client.Object {
+		return wrappers.MakeIndexPod(j, name, 0).Phase(corev1.PodRunning).Obj()
+	}
+	tracked := wrappers.MakeIndexPod(j, "p3", 0).Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer).Obj()
+	for _, tc := range []struct {
+		name      string
+		pods      []client.Object
+		want      bool
+		wantPages int
+	}{
+		{name: "tracked pod on the last page", pods: []client.Object{untracked("p1"), untracked("p2"), tracked}, want: true, wantPages: 3},
+		{name: "no tracked pod on any page", pods: []client.Object{untracked("p1"), untracked("p2"), untracked("p3")}, wantPages: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &pagedReader{Reader: reader(t, tc.pods...), pageSize: 1}
+			got, err := TrackedPods(context.Background(), r, j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("TrackedPods = %v, want %v", got, tc.want)
+			}
+			if len(r.limits) != tc.wantPages {
+				t.Errorf("read %d pages, want %d", len(r.limits), tc.wantPages)
+			}
+			for i, l := range r.limits {
+				if l <= 0 {
+					t.Errorf("page %d asked without a limit", i)
+				}
+			}
+		})
+	}
+}
+
+// pagedReader answers a list as an API server paging it does: at most pageSize items
+// (fewer than the limit asked, as a server may), in name order, with a continue token.
+type pagedReader struct {
+	client.Reader
+	pageSize int
+	limits   []int64
+}
+
+func (r *pagedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	r.limits = append(r.limits, o.Limit)
+	start := 0
+	if o.Continue != "" {
+		var err error
+		if start, err = strconv.Atoi(o.Continue); err != nil {
+			return err
+		}
+	}
+	o.Limit, o.Continue = 0, ""
+	if err := r.Reader.List(ctx, list, o); err != nil {
+		return err
+	}
+	items, err := apimeta.ExtractList(list)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(items, func(a, b runtime.Object) int {
+		return strings.Compare(a.(metav1.Object).GetName(), b.(metav1.Object).GetName())
+	})
+	end := min(start+r.pageSize, len(items))
+	next := ""
+	if end < len(items) {
+		next = strconv.Itoa(end)
+	}
+	list.SetContinue(next)
+	return apimeta.SetList(list, items[start:end])
 }
 
 // TestCountedByJobController: the built-in Job controller counts a Job no other
