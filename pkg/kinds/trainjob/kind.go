@@ -306,12 +306,15 @@ func renders(js *jobsetapi.JobSet, name string, uid types.UID) bool {
 }
 
 // Ended implements kinds.Kind: the TrainJob gone (account.OwnerDeleted), being deleted
-// (account.OwnerBeingDeleted), or terminal (Complete, Failed); else its JobSet's own
-// terminal condition (Completed, Failed), which Trainer turns into the TrainJob's, or
-// how that JobSet lacks the child ref names (jobset.Lacks: a replicatedJob its runtime
-// does not render). A TrainJob without its JobSet has not ended: Trainer renders it
-// again. A TrainJob MultiKueue dispatches ends by its own condition alone: its JobSet is
-// the worker's.
+// (account.OwnerBeingDeleted), or terminal (Complete, Failed); else Kueue's finish of
+// its Workload (workloadEnd); else its JobSet's own terminal condition (Completed,
+// Failed), which Trainer turns into the TrainJob's, or how that JobSet lacks the child
+// ref names (jobset.Lacks: a replicatedJob its runtime does not render). A TrainJob
+// without its JobSet has not ended: Trainer renders it again. A TrainJob MultiKueue
+// dispatches ends by its own condition or its Workload's finish alone: its JobSet is the
+// worker's. Kueue finishes that Workload (the manager's) when the worker's finishes, and
+// copies the worker's TrainJob status back once more, from which Trainer on the worker
+// may have taken the failure off already (workloadEnd).
 func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error) {
 	var tj trainer.TrainJob
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj); {
@@ -325,16 +328,16 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 	if t := terminal(&tj); t != "" {
 		return t, nil
 	}
-	if dispatched(&tj) {
-		// Its JobSet runs on a worker cluster, whose end Kueue copies back onto the
-		// TrainJob: a JobSet of its name here is none of its (anyone may make one).
-		return "", nil
-	}
 	if end, err := workloadEnd(ctx, r, &tj); err != nil || end != nil {
 		if end == nil {
 			return "", err
 		}
 		return end.Type, nil
+	}
+	if dispatched(&tj) {
+		// Its JobSet runs on a worker cluster: a JobSet of its name here is none of its
+		// (anyone may make one).
+		return "", nil
 	}
 	var js jobsetapi.JobSet
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &js); {

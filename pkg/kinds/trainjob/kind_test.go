@@ -214,8 +214,10 @@ func TestWorkloadOwner(t *testing.T) {
 	}
 }
 
-// TestEnded: the owner of a TrainJob target ends with the TrainJob, or with its JobSet's
-// terminal condition; a TrainJob whose JobSet is gone will render it again.
+// TestEnded: the owner of a TrainJob target ends with the TrainJob, with the finish of the
+// Workload it controls, or with its JobSet's terminal condition; a TrainJob whose JobSet
+// is gone will render it again. A dispatched TrainJob ends with itself or its Workload
+// alone: a JobSet of its name here is not its own.
 func TestEnded(t *testing.T) {
 	tj := trainJb().Obj()
 	deleting := trainJb().Obj()
@@ -225,6 +227,11 @@ func TestEnded(t *testing.T) {
 	failedJS.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue}}
 	foreignWL := workloadOf(trainJb().UID("other-uid").Obj(), kueue.WorkloadFinishedReasonFailed, t0)
 	foreignWL.Labels[kueueconstants.JobUIDLabel] = string(tj.UID)
+	dispatchedTj := dispatchedTJ(trainJb().Obj())
+	admittedWL := wrappers.MakeWorkload("trainjob-llm-1a2b3", ns).ControlledBy(dispatchedTj, tjGVK).
+		Label(kueueconstants.JobUIDLabel, string(dispatchedTj.UID)).Admitted("cq", t0).DispatchedTo("worker-1").Obj()
+	foreignJS := rendered(dispatchedTj, "js-uid")
+	foreignJS.Status.Conditions = failedJS.Status.Conditions
 	cases := []struct {
 		name string
 		objs []client.Object
@@ -245,6 +252,12 @@ func TestEnded(t *testing.T) {
 		{"its failure taken off, its JobSet not rendered again yet", []client.Object{tj, workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, trainer.TrainJobFailed},
 		{"its Workload succeeded", []client.Object{tj, js, workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)}, trainer.TrainJobComplete},
 		{"a finished Workload labelled with its UID that another TrainJob controls", []client.Object{tj, js, foreignWL}, ""},
+		// MultiKueue copies the worker's TrainJob status back as Kueue finishes the
+		// Workload; Trainer on the worker may have taken the failure off by then.
+		{"dispatched, its condition not copied back: its Workload succeeded", []client.Object{dispatchedTj, workloadOf(dispatchedTj, kueue.WorkloadFinishedReasonSucceeded, t0)}, trainer.TrainJobComplete},
+		{"dispatched, its failure taken off on the worker: its Workload failed", []client.Object{dispatchedTj, workloadOf(dispatchedTj, kueue.WorkloadFinishedReasonFailed, t0)}, trainer.TrainJobFailed},
+		{"dispatched, a finished Workload labelled with its UID that another TrainJob controls", []client.Object{dispatchedTj, foreignWL}, ""},
+		{"dispatched, its Workload running: a failed JobSet of its name here is not its end", []client.Object{dispatchedTj, foreignJS, admittedWL}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
