@@ -64,6 +64,44 @@ func reader(t *testing.T, objs ...client.Object) client.Client {
 	return fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(objs...).Build()
 }
 
+// resolveCase is a case of a Resolve table: the objects read, the identity the account
+// follows (nil: Resolve is called, else ResolveObserved with it), and the UID of the
+// child Job wanted ("": none).
+type resolveCase struct {
+	name     string
+	objs     []client.Object
+	observed *kinds.Followed
+	want     types.UID
+}
+
+// runResolve runs each case as a subtest.
+func runResolve(t *testing.T, cases []resolveCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, call := reader(t, tc.objs...), "Resolve"
+			var job *batchv1.Job
+			var err error
+			if tc.observed == nil {
+				job, _, err = Kind{}.Resolve(context.Background(), r, ns, ref)
+			} else {
+				call = fmt.Sprintf("ResolveObserved(%+v)", *tc.observed)
+				job, _, err = Kind{}.ResolveObserved(context.Background(), r, ns, ref, *tc.observed)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := types.UID("")
+			if job != nil {
+				got = job.UID
+			}
+			if got != tc.want {
+				t.Errorf("%s = %q, want %q", call, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestResolve: a TrainJob target follows the child of the JobSet the TrainJob renders,
 // never that of a JobSet of its name it does not control.
 func TestResolve(t *testing.T) {
@@ -85,55 +123,36 @@ func TestResolve(t *testing.T) {
 		return js
 	}
 	ranAndFailed := endedAt(t0.Add(-time.Hour), string(jobsetapi.JobSetFailed), t0.Add(-time.Second))
-	cases := []struct {
-		name string
-		objs []client.Object
-		want types.UID
-	}{
-		{"the rendered JobSet's child", []client.Object{tj, js, node(js, 0, "n0")}, "n0"},
-		{"a JobSet of its name it does not control", []client.Object{tj, foreign, node(foreign, 0, "n0")}, ""},
-		{"a JobSet rendered by an earlier TrainJob of the name", []client.Object{tj, rendered(other, "js-uid"), node(rendered(other, "js-uid"), 0, "n0")}, ""},
-		{"the TrainJob gone: its JobSet's children still answer", []client.Object{js, node(js, 0, "n0")}, "n0"},
-		{"no child yet", []client.Object{tj, js}, ""},
+	runResolve(t, []resolveCase{
+		{"the rendered JobSet's child", []client.Object{tj, js, node(js, 0, "n0")}, nil, "n0"},
+		{"a JobSet of its name it does not control", []client.Object{tj, foreign, node(foreign, 0, "n0")}, nil, ""},
+		{"a JobSet rendered by an earlier TrainJob of the name", []client.Object{tj, rendered(other, "js-uid"), node(rendered(other, "js-uid"), 0, "n0")}, nil, ""},
+		{"the TrainJob gone: its JobSet's children still answer", []client.Object{js, node(js, 0, "n0")}, nil, "n0"},
+		{"no child yet", []client.Object{tj, js}, nil, ""},
 		// Trainer renders a JobSet again for a TrainJob whose failure it took off once the
 		// failed JobSet was gone; Kueue finished the Workload at t0.
-		{"its JobSet rendered again after its Workload finished: no child", []client.Object{tj, renderedAt(t0.Add(time.Second)), node(renderedAt(t0.Add(time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
-		{"its JobSet rendered again in the second its Workload finished: no child", []client.Object{tj, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
+		{"its JobSet rendered again after its Workload finished: no child", []client.Object{tj, renderedAt(t0.Add(time.Second)), node(renderedAt(t0.Add(time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, ""},
+		{"its JobSet rendered again in the second its Workload finished: no child", []client.Object{tj, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, ""},
 		// The cache may show Kueue's finish before the TrainJob's condition, which Trainer
 		// copied from the JobSet's own end, recorded before either.
-		{"its JobSet that failed, the TrainJob not seen Failed yet: the child", []client.Object{tj, ranAndFailed, node(ranAndFailed, 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, "n0"},
+		{"its JobSet that failed, the TrainJob not seen Failed yet: the child", []client.Object{tj, ranAndFailed, node(ranAndFailed, 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, "n0"},
 		{"its JobSet that completed, the TrainJob not seen Complete yet: the child", []client.Object{tj, endedAt(t0.Add(-time.Hour), string(jobsetapi.JobSetCompleted), t0.Add(-time.Second)),
-			node(renderedAt(t0.Add(-time.Hour)), 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)}, "n0"},
+			node(renderedAt(t0.Add(-time.Hour)), 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)}, nil, "n0"},
 		// Kueue read the TrainJob's failure from its cache and finished the Workload only
 		// after Trainer took the failure off and rendered the JobSet again: the JobSet
 		// rendered again is created before the Workload finished, and has no end of its own
 		// (or one after the Workload's).
-		{"its JobSet rendered again before Kueue finished its Workload: no child", []client.Object{tj, renderedAt(t0.Add(-2 * time.Second)), node(renderedAt(t0.Add(-2*time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
+		{"its JobSet rendered again before Kueue finished its Workload: no child", []client.Object{tj, renderedAt(t0.Add(-2 * time.Second)), node(renderedAt(t0.Add(-2*time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, ""},
 		{"its JobSet rendered again before Kueue finished its Workload, failed since: no child", []client.Object{tj, endedAt(t0.Add(-2*time.Second), string(jobsetapi.JobSetFailed), t0.Add(time.Hour)),
-			node(renderedAt(t0.Add(-2*time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
+			node(renderedAt(t0.Add(-2*time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, ""},
 		// Trainer takes the failure off in the same reconcile that renders the JobSet
 		// again: the cache may show the new JobSet (and its child) while the TrainJob is
 		// still Failed, with or without its Workload's end.
-		{"its JobSet rendered again after its failure, the TrainJob still Failed: no child", []client.Object{failed, renderedAt(t0.Add(time.Second)), node(renderedAt(t0.Add(time.Second)), 0, "n1")}, ""},
-		{"its JobSet rendered again in the second it failed, the TrainJob still Failed: no child", []client.Object{failed, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, ""},
-		{"the TrainJob Failed, its JobSet that ran still there: the child", []client.Object{failed, renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0")}, "n0"},
-		{"the TrainJob Complete, its JobSet that ran still there: the child", []client.Object{trainJb().Condition(trainer.TrainJobComplete, t0).Obj(), renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0")}, "n0"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			job, _, err := Kind{}.Resolve(context.Background(), reader(t, tc.objs...), ns, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := types.UID("")
-			if job != nil {
-				got = job.UID
-			}
-			if got != tc.want {
-				t.Errorf("Resolve = %q, want %q", got, tc.want)
-			}
-		})
-	}
+		{"its JobSet rendered again after its failure, the TrainJob still Failed: no child", []client.Object{failed, renderedAt(t0.Add(time.Second)), node(renderedAt(t0.Add(time.Second)), 0, "n1")}, nil, ""},
+		{"its JobSet rendered again in the second it failed, the TrainJob still Failed: no child", []client.Object{failed, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, ""},
+		{"the TrainJob Failed, its JobSet that ran still there: the child", []client.Object{failed, renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0")}, nil, "n0"},
+		{"the TrainJob Complete, its JobSet that ran still there: the child", []client.Object{trainJb().Condition(trainer.TrainJobComplete, t0).Obj(), renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0")}, nil, "n0"},
+	})
 }
 
 // TestResolveObserved: at an end read from the TrainJob's Workload alone, a JobSet that
@@ -149,17 +168,12 @@ func TestResolveObserved(t *testing.T) {
 	}
 	ran, again, after := ranAt(t0.Add(-time.Hour)), ranAt(t0.Add(-2*time.Second)), ranAt(t0.Add(time.Second))
 	finished := workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)
-	followed := func(uid string, attempt int32) kinds.Followed {
-		return kinds.Followed{UID: types.UID(uid), RestartAttempt: attempt}
+	followed := func(uid string, attempt int32) *kinds.Followed {
+		return &kinds.Followed{UID: types.UID(uid), RestartAttempt: attempt}
 	}
-	cases := []struct {
-		name     string
-		objs     []client.Object
-		observed kinds.Followed
-		want     types.UID
-	}{
+	runResolve(t, []resolveCase{
 		{"the JobSet's end not seen yet, its child the one followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, followed("n0", 0), "n0"},
-		{"the JobSet's end not seen yet, nothing followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, kinds.Followed{}, ""},
+		{"the JobSet's end not seen yet, nothing followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, &kinds.Followed{}, ""},
 		// The JobSet restarted (attempt 1) and failed before the account saw the new child:
 		// a restart keeps the JobSet, whose attempts only grow.
 		{"the JobSet's end not seen yet, a restart since the child followed: the later attempt", []client.Object{tj, ran, node(ran, 1, "n0b"), finished}, followed("n0", 0), "n0b"},
@@ -167,22 +181,7 @@ func TestResolveObserved(t *testing.T) {
 		{"its JobSet rendered again before Kueue finished its Workload, a restart's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0b", 1), ""},
 		{"its JobSet rendered again after the TrainJob's end, its child followed: none, as Resolve", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0).Obj(), after, node(after, 0, "n1")}, followed("n1", 0), ""},
 		{"no end: its child, whichever is followed", []client.Object{tj, ran, node(ran, 0, "n1")}, followed("n0", 0), "n1"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			job, _, err := Kind{}.ResolveObserved(context.Background(), reader(t, tc.objs...), ns, ref, tc.observed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := types.UID("")
-			if job != nil {
-				got = job.UID
-			}
-			if got != tc.want {
-				t.Errorf("ResolveObserved(%+v) = %q, want %q", tc.observed, got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // TestWorkloadOwner: a TrainJob target's Job runs under the Workload of the TrainJob its
@@ -463,35 +462,17 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 	// JobSet: a restart JobSet made meanwhile, or by the API server's clock a little
 	// ahead, is created after that condition.
 	late := childAt("late", t0.Add(time.Hour+10*time.Second))
-	for _, tc := range []struct {
-		name string
-		objs []client.Object
-		want types.UID
-	}{
-		{"not rendered yet: a Job made since is no child", []client.Object{tj().Obj(), made}, ""},
-		{"Failed unrendered: no child either", []client.Object{tj().Condition(trainer.TrainJobFailed, t0).Obj(), made}, ""},
-		{"running, its JobSet gone: no child", []client.Object{ran(tj()), left}, ""},
-		{"Failed at its deadline, its JobSet deleted: the child left behind", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left}, "left"},
-		{"Failed at its deadline: a child its JobSet made as Trainer read the deadline is followed", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), late}, "late"},
-		{"Failed at its deadline: a Job made since is no child", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), made}, ""},
-		{"its failure taken off, its JobSet gone: the child left behind before its Workload finished", []client.Object{ran(tj()), left, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, "left"},
-		{"its failure taken off: a Job made since its Workload finished is no child", []client.Object{ran(tj()), made, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, ""},
-		{"the TrainJob gone: a child of its JobSet's name still answers", []client.Object{made}, "made"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			job, _, err := Kind{}.Resolve(context.Background(), reader(t, tc.objs...), ns, ref)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := types.UID("")
-			if job != nil {
-				got = job.UID
-			}
-			if got != tc.want {
-				t.Errorf("Resolve = %q, want %q", got, tc.want)
-			}
-		})
-	}
+	runResolve(t, []resolveCase{
+		{"not rendered yet: a Job made since is no child", []client.Object{tj().Obj(), made}, nil, ""},
+		{"Failed unrendered: no child either", []client.Object{tj().Condition(trainer.TrainJobFailed, t0).Obj(), made}, nil, ""},
+		{"running, its JobSet gone: no child", []client.Object{ran(tj()), left}, nil, ""},
+		{"Failed at its deadline, its JobSet deleted: the child left behind", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left}, nil, "left"},
+		{"Failed at its deadline: a child its JobSet made as Trainer read the deadline is followed", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), late}, nil, "late"},
+		{"Failed at its deadline: a Job made since is no child", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), made}, nil, ""},
+		{"its failure taken off, its JobSet gone: the child left behind before its Workload finished", []client.Object{ran(tj()), left, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, nil, "left"},
+		{"its failure taken off: a Job made since its Workload finished is no child", []client.Object{ran(tj()), made, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, nil, ""},
+		{"the TrainJob gone: a child of its JobSet's name still answers", []client.Object{made}, nil, "made"},
+	})
 }
 
 // TestChildSelector: the selector of a TrainJob's children selects the children of the
