@@ -465,6 +465,7 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 	runResolve(t, []resolveCase{
 		{"not rendered yet: a Job made since is no child", []client.Object{tj().Obj(), made}, nil, ""},
 		{"Failed unrendered: no child either", []client.Object{tj().Condition(trainer.TrainJobFailed, t0).Obj(), made}, nil, ""},
+		{"Failed an hour in, never rendered: a Job made before is no child", []client.Object{tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour)).Obj(), left}, nil, ""},
 		{"running, its JobSet gone: no child", []client.Object{ran(tj()), left}, nil, ""},
 		{"Failed at its deadline, its JobSet deleted: the child left behind", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left}, nil, "left"},
 		{"Failed at its deadline: a child its JobSet made as Trainer read the deadline is followed", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), late}, nil, "late"},
