@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,11 +20,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueac "sigs.k8s.io/kueue/client-go/applyconfiguration/kueue/v1beta2"
+	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/scheme"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 // The reconcilers' unit tests run them against controller-runtime's fake client, as the
@@ -308,4 +312,40 @@ func sweptAndReconciled(t *testing.T, what string, want int, sweep func(context.
 	}
 	slices.Sort(sent)
 	return sent
+}
+
+// renderedTrainJob is TrainJob tj (UID tj-uid, two nodes of the runtime
+// torch-distributed), created three hours before testNow and running, with what Trainer
+// and Kueue make for it: the JobSets it renders and tj's Workload.
+type renderedTrainJob struct{ tj *trainer.TrainJob }
+
+// newRenderedTrainJob builds TrainJob tj.
+func newRenderedTrainJob() renderedTrainJob {
+	w := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").NumNodes(2)
+	w.CreationTimestamp = metav1.NewTime(testNow.Add(-3 * time.Hour))
+	return renderedTrainJob{tj: w.Obj()}
+}
+
+// jobSet is JobSet tj of one replicatedJob node, as Trainer renders it for tj: of UID
+// uid, created at created. Its children are nodeChild's.
+func (r renderedTrainJob) jobSet(uid string, created time.Time) *jobsetapi.JobSet {
+	js := wrappers.MakeJobSet(r.tj.Name, r.tj.Namespace).ReplicatedJob(wrappers.MakeReplicatedJob("node").Obj()).
+		ControlledBy(r.tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), uid).Obj()
+	js.CreationTimestamp = metav1.NewTime(created)
+	return js
+}
+
+// workload is tj's Workload trainjob-tj-1a2b3 (UID wl-uid) as Kueue makes it: controlled
+// by tj and labelled with tj's UID; admit or finish it on the wrapper.
+func (r renderedTrainJob) workload() *wrappers.WorkloadWrapper {
+	return wrappers.MakeWorkload("trainjob-tj-1a2b3", r.tj.Namespace).UID("wl-uid").
+		ControlledBy(r.tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).Label(kueueconstants.JobUIDLabel, string(r.tj.UID))
+}
+
+// nodeChild is child 0 (attempt 0) of replicatedJob node of JobSet js: Job <js>-node-0
+// of UID uid, indexed with two completions, it and its pods in the coverage scope.
+func nodeChild(js *jobsetapi.JobSet, uid string) *wrappers.JobWrapper {
+	return wrappers.MakeJob(js.Name+"-node-0", js.Namespace).UID(uid).Indexed(2).
+		Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
+		JobSetChild(js, "node", 0, 0)
 }

@@ -10,9 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
-	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -27,29 +25,16 @@ import (
 // of the JobSet rendered after the end.
 func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
 	failedAt := testNow.Add(-time.Minute)
-	tjGVK := trainer.GroupVersion.WithKind(trainer.TrainJobKind)
-	running := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").NumNodes(2)
-	running.CreationTimestamp = metav1.NewTime(testNow.Add(-3 * time.Hour))
-	tj := running.Obj()
+	rendered := newRenderedTrainJob()
+	tj := rendered.tj
 	failed := tj.DeepCopy()
 	failed.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: "FailedJobs", LastTransitionTime: metav1.NewTime(failedAt)}}
-	rendered := func(uid string, created time.Time) *jobsetapi.JobSet {
-		js := wrappers.MakeJobSet("tj", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("node").Obj()).ControlledBy(tj, tjGVK, uid).Obj()
-		js.CreationTimestamp = metav1.NewTime(created)
-		return js
-	}
-	ran := rendered("js-ran", testNow.Add(-2*time.Hour))
+	ran := rendered.jobSet("js-ran", testNow.Add(-2*time.Hour))
 	ran.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, Reason: "FailedJobs", LastTransitionTime: metav1.NewTime(failedAt)}}
-	child := func(js *jobsetapi.JobSet, uid string, created time.Time) *wrappers.JobWrapper {
-		return wrappers.MakeJob("tj-node-0", "ns").UID(uid).Indexed(2).Created(created).
-			Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-			JobSetChild(js, "node", 0, 0)
-	}
-	ranChild := child(ran, "child-ran", testNow.Add(-2*time.Hour)).Completed("0", 1).Failed("BackoffLimitExceeded", failedAt).Obj()
-	again := rendered("js-again", testNow.Add(-10*time.Second))
-	againChild := child(again, "child-again", testNow.Add(-5*time.Second)).Obj()
-	finishedWL := wrappers.MakeWorkload("trainjob-tj-1a2b3", "ns").UID("wl-uid").ControlledBy(tj, tjGVK).
-		Label(kueueconstants.JobUIDLabel, string(tj.UID)).
+	ranChild := nodeChild(ran, "child-ran").Created(testNow.Add(-2*time.Hour)).Completed("0", 1).Failed("BackoffLimitExceeded", failedAt).Obj()
+	again := rendered.jobSet("js-again", testNow.Add(-10*time.Second))
+	againChild := nodeChild(again, "child-again").Created(testNow.Add(-5 * time.Second)).Obj()
+	finishedWL := rendered.workload().
 		Condition(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: kueue.WorkloadFinishedReasonFailed, LastTransitionTime: metav1.NewTime(failedAt)}).Obj()
 	// Kueue finishes the Workload from the TrainJob its cache shows: read Failed late, its
 	// finish may come after Trainer took the failure off and rendered the JobSet again.

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
@@ -33,19 +32,10 @@ import (
 // keeps once the caches caught up.
 func TestTrainJobWorkloadEndSeenBeforeItsJobSetEnd(t *testing.T) {
 	endedAt := testNow.Add(-time.Minute)
-	tjGVK := trainer.GroupVersion.WithKind(trainer.TrainJobKind)
-	running := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").NumNodes(2)
-	running.CreationTimestamp = metav1.NewTime(testNow.Add(-3 * time.Hour))
-	tj := running.Obj()
-	js := wrappers.MakeJobSet("tj", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("node").Obj()).ControlledBy(tj, tjGVK, "js-uid").Obj()
-	js.CreationTimestamp = metav1.NewTime(testNow.Add(-2 * time.Hour))
-	child := func() *wrappers.JobWrapper {
-		return wrappers.MakeJob("tj-node-0", "ns").UID("child-uid").Indexed(2).Created(testNow.Add(-2*time.Hour)).
-			Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-			JobSetChild(js, "node", 0, 0)
-	}
-	wl := wrappers.MakeWorkload("trainjob-tj-1a2b3", "ns").UID("wl-uid").ControlledBy(tj, tjGVK).
-		Label(kueueconstants.JobUIDLabel, string(tj.UID)).Admitted("cq", testNow.Add(-2*time.Hour)).Obj()
+	rendered := newRenderedTrainJob()
+	tj, js := rendered.tj, rendered.jobSet("js-uid", testNow.Add(-2*time.Hour))
+	child := func() *wrappers.JobWrapper { return nodeChild(js, "child-uid").Created(testNow.Add(-2 * time.Hour)) }
+	wl := rendered.workload().Admitted("cq", testNow.Add(-2*time.Hour)).Obj()
 	completed := child().Completed("0-1", 2).Complete(endedAt).Obj()
 	failed := child().Completed("0", 1).FailedIndexes("1").Failed("BackoffLimitExceeded", endedAt).Obj()
 	cases := []struct {

@@ -424,9 +424,7 @@ func TestPublishLooksAgainForAnotherAccountsVerdict(t *testing.T) {
 func TestRecreatedTrainJobWorkloadGetsNoVerdictOfItsPredecessor(t *testing.T) {
 	oldJS := wrappers.MakeJobSet("tj", "ns").Obj()
 	oldJS.UID = "js-old"
-	oldChild := wrappers.MakeJob("tj-node-0", "ns").UID("child-old").Indexed(2).
-		Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-		JobSetChild(oldJS, "node", 0, 0).Completed("0-1", 2).Complete(testNow.Add(-time.Hour)).
+	oldChild := nodeChild(oldJS, "child-old").Completed("0-1", 2).Complete(testNow.Add(-time.Hour)).
 		Finalizers(v1alpha1.RecordFinalizer).Deleting(testNow.Add(-time.Second)).Obj()
 	newTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-new").NumNodes(2).Suspend(true).Obj()
 	newWL := wrappers.MakeWorkload("trainjob-tj-new", "ns").UID("wl-new").Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
