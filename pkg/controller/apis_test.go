@@ -463,12 +463,10 @@ func TestDispatchedTrainJobWithoutJobSetAPI(t *testing.T) {
 		{name: "not dispatched", wantAccepted: "False APINotServed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
-			wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-				Admitted("gpu", testNow.Add(-time.Hour))
+			tj := makeTJ().Condition(trainer.TrainJobComplete, testNow).Obj()
+			wl := trainJobWorkload(tj)
 			if tc.dispatched {
-				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-				wl = wl.DispatchedTo("worker-a")
+				wl = trainJobDispatchedToWorkerA(tj)
 			}
 			ba := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").ShardCount("s", 2).AssignTrainJob("tj", "workers", 0, "0-1", "0-1").Obj()
 			f := newFixture(t, hooks{}, ba, tj, wl.Obj())

@@ -38,6 +38,9 @@ import (
 // testNow is the clock of the reconcile tests.
 var testNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
+// trainJobGVK is the kind a TrainJob's controller references name.
+var trainJobGVK = trainer.GroupVersion.WithKind(trainer.TrainJobKind)
+
 // emitted is one event a reconciler emitted, with the kind and name of the object it
 // regards.
 type emitted struct {
@@ -314,6 +317,18 @@ func sweptAndReconciled(t *testing.T, what string, want int, sweep func(context.
 	return sent
 }
 
+// makeTJ is TrainJob tj (UID tj-uid) of the runtime torch-distributed; finish it on the
+// wrapper.
+func makeTJ() *wrappers.TrainJobWrapper {
+	return wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid")
+}
+
+// jobSetOf is a JobSet of TrainJob tj's name, of UID uid and controlled by tj, with no
+// replicatedJob: add them on the wrapper.
+func jobSetOf(tj *trainer.TrainJob, uid string) *wrappers.JobSetWrapper {
+	return wrappers.MakeJobSet(tj.Name, tj.Namespace).ControlledBy(tj, trainJobGVK, uid)
+}
+
 // renderedTrainJob is TrainJob tj (UID tj-uid, two nodes of the runtime
 // torch-distributed), created three hours before testNow and running, with what Trainer
 // and Kueue make for it: the JobSets it renders and tj's Workload.
@@ -321,7 +336,7 @@ type renderedTrainJob struct{ tj *trainer.TrainJob }
 
 // newRenderedTrainJob builds TrainJob tj.
 func newRenderedTrainJob() renderedTrainJob {
-	w := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").NumNodes(2)
+	w := makeTJ().NumNodes(2)
 	w.CreationTimestamp = metav1.NewTime(testNow.Add(-3 * time.Hour))
 	return renderedTrainJob{tj: w.Obj()}
 }
@@ -329,8 +344,7 @@ func newRenderedTrainJob() renderedTrainJob {
 // jobSet is JobSet tj of one replicatedJob node, as Trainer renders it for tj: of UID
 // uid, created at created. Its children are nodeChild's.
 func (r renderedTrainJob) jobSet(uid string, created time.Time) *jobsetapi.JobSet {
-	js := wrappers.MakeJobSet(r.tj.Name, r.tj.Namespace).ReplicatedJob(wrappers.MakeReplicatedJob("node").Obj()).
-		ControlledBy(r.tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), uid).Obj()
+	js := jobSetOf(r.tj, uid).ReplicatedJob(wrappers.MakeReplicatedJob("node").Obj()).Obj()
 	js.CreationTimestamp = metav1.NewTime(created)
 	return js
 }
@@ -339,7 +353,7 @@ func (r renderedTrainJob) jobSet(uid string, created time.Time) *jobsetapi.JobSe
 // by tj and labelled with tj's UID; admit or finish it on the wrapper.
 func (r renderedTrainJob) workload() *wrappers.WorkloadWrapper {
 	return wrappers.MakeWorkload("trainjob-tj-1a2b3", r.tj.Namespace).UID("wl-uid").
-		ControlledBy(r.tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).Label(kueueconstants.JobUIDLabel, string(r.tj.UID))
+		ControlledBy(r.tj, trainJobGVK).Label(kueueconstants.JobUIDLabel, string(r.tj.UID))
 }
 
 // nodeChild is child 0 (attempt 0) of replicatedJob node of JobSet js: Job <js>-node-0

@@ -271,6 +271,13 @@ func reconcileTwice(t *testing.T, f *fixture, name string) *v1alpha1.BatchAccoun
 	return f.account(t, name)
 }
 
+// forgedJobSet is a namespace editor's JobSet of TrainJob tj's name, of UID
+// forged-js-uid and controlled by tj's real UID, with no replicatedJob: add them on the
+// wrapper.
+func forgedJobSet(tj *trainer.TrainJob) *wrappers.JobSetWrapper {
+	return jobSetOf(tj, "forged-js-uid")
+}
+
 // checkNotFollowed fails t when ba follows the Job of uid (job names it in the error)
 // or is Accepted=True.
 func checkNotFollowed(t *testing.T, ba *v1alpha1.BatchAccount, uid types.UID, job string) {
@@ -326,11 +333,9 @@ func TestJobOfAChildNameOfADispatchedOwner(t *testing.T) {
 			var owner *jobset.JobSet
 			var wl *kueue.Workload
 			if tc.trainJob {
-				tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Obj()
-				tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-				owner = wrappers.MakeJobSet("tj", "ns").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "forged-js-uid").Obj()
-				wl = wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-					Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+				tj := makeTJ().Obj()
+				wl = trainJobDispatchedToWorkerA(tj).Obj()
+				owner = forgedJobSet(tj).Obj()
 				ba = ba.AssignTrainJob("tj", "workers", 0, "0-1", "0-1")
 				objs = append(objs, tj, owner)
 			} else {
@@ -378,10 +383,8 @@ func TestJobOfAChildNameOfADispatchedOwner(t *testing.T) {
 // on the worker only: that JobSet says nothing of tj's children, which are neither never
 // created nor deleted before they terminated while tj runs.
 func TestJobSetOfADispatchedTrainJobsNameEndsNothing(t *testing.T) {
-	tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Obj()
-	tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-	wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-		Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
+	tj := makeTJ().Obj()
+	wl := trainJobDispatchedToWorkerA(tj).Obj()
 	running := workerChild("tj", 0, 0, "0")
 	d := multikueue.Dispatch{Workload: "trainjob-tj", JobSet: "tj", TrainJob: "tj"}
 	for _, tc := range []struct {
@@ -389,14 +392,12 @@ func TestJobSetOfADispatchedTrainJobsNameEndsNothing(t *testing.T) {
 		js      *jobset.JobSet
 		records []v1alpha1.WorkerJob
 	}{
-		{name: "lacking the replicatedJob, child not recorded yet",
-			js: wrappers.MakeJobSet("tj", "ns").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "forged-js-uid").Obj()},
+		{name: "lacking the replicatedJob, child not recorded yet", js: forgedJobSet(tj).Obj()},
 		{name: "lacking the replicatedJob, child running", records: []v1alpha1.WorkerJob{*multikueue.NewJobRecord(running, d)},
-			js: wrappers.MakeJobSet("tj", "ns").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "forged-js-uid").Obj()},
+			js: forgedJobSet(tj).Obj()},
 		{name: "Failed, child running", records: []v1alpha1.WorkerJob{*multikueue.NewJobRecord(running, d)},
 			js: func() *jobset.JobSet {
-				js := wrappers.MakeJobSet("tj", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).
-					ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "forged-js-uid").Obj()
+				js := forgedJobSet(tj).ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 				js.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Forged",
 					LastTransitionTime: metav1.NewTime(testNow)}}
 				return js

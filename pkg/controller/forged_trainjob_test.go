@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,7 +39,7 @@ func TestForgedChildOfTrainJobGetsNoWorkload(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			vic := wrappers.MakeTrainJob("vic", "ns", "torch-distributed").UID("vic-uid").Obj()
 			w := wrappers.MakeWorkload("trainjob-vic", "ns").UID("vic-wl").
-				ControlledBy(vic, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).Admitted("h100-queue", testNow.Add(-time.Hour))
+				ControlledBy(vic, trainJobGVK).Admitted("h100-queue", testNow.Add(-time.Hour))
 			if tc.label {
 				w = w.Label(kueueconstants.JobUIDLabel, string(vic.UID))
 			}
@@ -55,8 +54,7 @@ func TestForgedChildOfTrainJobGetsNoWorkload(t *testing.T) {
 			ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob(x.Name, "0-1", "A", "B").Obj()
 			objs := []client.Object{vic, wl, x, ba}
 			if tc.rendered {
-				objs = append(objs, wrappers.MakeJobSet("vic", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("node").Obj()).
-					ControlledBy(vic, trainer.GroupVersion.WithKind(trainer.TrainJobKind), "vic-js-uid").Obj())
+				objs = append(objs, jobSetOf(vic, "vic-js-uid").ReplicatedJob(wrappers.MakeReplicatedJob("node").Obj()).Obj())
 			}
 			f := newFixture(t, hooks{}, objs...)
 			checkWorkloadNotTaken(t, f, reconcileTwice(t, f, "mine"), wl)

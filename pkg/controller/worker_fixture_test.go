@@ -62,11 +62,22 @@ func dispatchedToWorkerA(js *jobsetapi.JobSet, admitted time.Time) *wrappers.Wor
 // dispatchedTrainJob is TrainJob tj, Complete at testNow, managed by MultiKueue, and its
 // Workload trainjob-tj, admitted an hour before testNow and dispatched to worker-a.
 func dispatchedTrainJob() (*trainer.TrainJob, *kueue.Workload) {
-	tj := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-uid").Condition(trainer.TrainJobComplete, testNow).Obj()
+	tj := makeTJ().Condition(trainer.TrainJobComplete, testNow).Obj()
+	return tj, trainJobDispatchedToWorkerA(tj).Obj()
+}
+
+// trainJobWorkload is TrainJob tj's Workload trainjob-tj (UID wl-uid), controlled by tj
+// and admitted on gpu an hour before testNow.
+func trainJobWorkload(tj *trainer.TrainJob) *wrappers.WorkloadWrapper {
+	return wrappers.MakeWorkload("trainjob-"+tj.Name, tj.Namespace).UID("wl-uid").ControlledBy(tj, trainJobGVK).
+		Admitted("gpu", testNow.Add(-time.Hour))
+}
+
+// trainJobDispatchedToWorkerA makes tj managed by MultiKueue and returns its Workload
+// trainjob-tj, admitted an hour before testNow and dispatched to worker-a.
+func trainJobDispatchedToWorkerA(tj *trainer.TrainJob) *wrappers.WorkloadWrapper {
 	tj.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-	wl := wrappers.MakeWorkload("trainjob-tj", "ns").UID("wl-uid").ControlledBy(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
-		Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
-	return tj, wl
+	return trainJobWorkload(tj).DispatchedTo("worker-a")
 }
 
 // workerRead is the state of a worker whose records the manager reads.
