@@ -11,10 +11,12 @@ import (
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -362,4 +364,18 @@ func nodeChild(js *jobsetapi.JobSet, uid string) *wrappers.JobWrapper {
 	return wrappers.MakeJob(js.Name+"-node-0", js.Namespace).UID(uid).Indexed(2).
 		Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
 		JobSetChild(js, "node", 0, 0)
+}
+
+// forgedChild is a namespace editor's Job <js>-<rj>-0 (UID x-uid, indexed with two
+// completions, both complete at done, its pods in scope) named, labelled and
+// controller-referenced as child 0 of replicatedJob rj of a JobSet js of UID jsUID,
+// which need not exist. The reference's apiVersion is one the garbage collector cannot
+// resolve, so it keeps the Job whatever becomes of js.
+func forgedChild(js, rj string, jsUID types.UID, scope string, done time.Time) *batchv1.Job {
+	named := wrappers.MakeJobSet(js, "ns").Obj()
+	named.UID = jsUID
+	x := wrappers.MakeJob(js+"-"+rj+"-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, scope).
+		JobSetChild(named, rj, 0, 0).Completed("0-1", 2).Complete(done).Obj()
+	x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+	return x
 }

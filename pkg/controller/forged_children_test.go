@@ -216,12 +216,7 @@ func TestForgedChildOfAbsentJobSetGetsNoWorkload(t *testing.T) {
 	// absent is the editor's Job evil-w-0: child 0 of replicatedJob w of a JobSet evil that
 	// does not exist, its controller reference naming evil with vic's UID.
 	absent := func(vic *jobset.JobSet) *batchv1.Job {
-		evil := wrappers.MakeJobSet("evil", "ns").Obj()
-		evil.UID = vic.UID
-		x := wrappers.MakeJob("evil-w-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-			JobSetChild(evil, "w", 0, 0).Completed("0-1", 2).Complete(testNow).Obj()
-		x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
-		return x
+		return forgedChild("evil", "w", vic.UID, v1alpha1.ScopeCoverage, testNow)
 	}
 	// lacking is the editor's Job vic-zzz-0: child 0 of a replicatedJob zzz vic does not
 	// have, its controller reference naming vic by its real name and UID (both readable).

@@ -44,13 +44,9 @@ func TestForgedChildOfTrainJobGetsNoWorkload(t *testing.T) {
 				w = w.Label(kueueconstants.JobUIDLabel, string(vic.UID))
 			}
 			wl := w.Obj()
-			// The JobSet vic the editor's reference names: it does not exist, and its UID
-			// is the TrainJob's.
-			named := wrappers.MakeJobSet("vic", "ns").Obj()
-			named.UID = vic.UID
-			x := wrappers.MakeJob("vic-node-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-				JobSetChild(named, "node", 0, 0).Completed("0-1", 2).Complete(testNow).Obj()
-			x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+			// The JobSet vic the editor's reference names does not exist, and its UID is
+			// the TrainJob's.
+			x := forgedChild("vic", "node", vic.UID, v1alpha1.ScopeCoverage, testNow)
 			ba := wrappers.MakeBatchAccount("mine", "ns").Shards("A", "B").AssignJob(x.Name, "0-1", "A", "B").Obj()
 			objs := []client.Object{vic, wl, x, ba}
 			if tc.rendered {
@@ -78,11 +74,7 @@ func TestChildOfAnAbsentOwnerNotFollowed(t *testing.T) {
 		{name: "TrainJob", trainJob: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			named := wrappers.MakeJobSet("vic", "ns").Obj()
-			named.UID = "unknown-uid"
-			x := wrappers.MakeJob("vic-node-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
-				JobSetChild(named, "node", 0, 0).Completed("0-1", 2).Complete(testNow.Add(-time.Minute)).Obj()
-			x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+			x := forgedChild("vic", "node", "unknown-uid", v1alpha1.ScopeResults, testNow.Add(-time.Minute))
 			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).RequireResults("result.valid == result.records")
 			if tc.trainJob {
 				ba = ba.AssignTrainJob("vic", "node", 0, "0-1", "0-1")
@@ -123,11 +115,7 @@ func TestJobMadeBeforeItsTrainJobNotFollowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			vic := wrappers.MakeTrainJob("vic", "ns", "torch-distributed").UID("vic-uid").Obj()
 			vic.CreationTimestamp = metav1.NewTime(testNow.Add(-10 * time.Minute))
-			named := wrappers.MakeJobSet("vic", "ns").Obj()
-			named.UID = "unknown-uid"
-			x := wrappers.MakeJob("vic-node-0", "ns").Indexed(2).UID("x-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
-				JobSetChild(named, "node", 0, 0).Completed("0-1", 2).Complete(testNow.Add(-time.Hour)).Obj()
-			x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
+			x := forgedChild("vic", "node", "unknown-uid", v1alpha1.ScopeResults, testNow.Add(-time.Hour))
 			x.CreationTimestamp = metav1.NewTime(testNow.Add(-2 * time.Hour))
 			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).RequireResults("result.valid == result.records").
 				AssignTrainJob("vic", "node", 0, "0-1", "0-1").Obj()
