@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,7 +143,7 @@ func TestClusterRoleGrantsOnlyWhatTheCodeUses(t *testing.T) {
 	tj.UID = "llm-uid"
 	tjs := wrappers.MakeJobSet("llm", "ns").Suspend(true).ReplicatedJob(wrappers.MakeReplicatedJob("node").Replicas(1).Obj()).Obj()
 	tjs.UID = "llm-js-uid"
-	tjs.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainer.GroupVersion.WithKind(trainer.TrainJobKind))}
+	tjs.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tj, trainJobGVK)}
 	node := suspended(withUID(wrappers.MakeJob("llm-node-0", "ns").Indexed(2).Label(jobsetapi.JobSetNameKey, "llm").
 		Label(jobsetapi.ReplicatedJobNameKey, "node").Label(jobsetapi.JobIndexKey, "0").Obj(), "llm-node-0-uid"))
 	node.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tjs, jobsetapi.SchemeGroupVersion.WithKind("JobSet"))}

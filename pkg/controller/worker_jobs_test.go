@@ -312,7 +312,7 @@ func TestRecreatedDispatchedTrainJobIsNotCoveredByItsPredecessor(t *testing.T) {
 		records: map[string][]v1alpha1.WorkerResult{"worker-a": append(childResults(t, t0, "trainjob-tj-old", "A", "B"), childResults(t, t1, "trainjob-tj-old", "C", "D")...)}}
 	oldTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-old").Condition(trainer.TrainJobComplete, testNow).Obj()
 	oldTJ.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-	oldWL := wrappers.MakeWorkload("trainjob-tj-old", "ns").UID("wl-old").ControlledBy(oldTJ, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).
+	oldWL := wrappers.MakeWorkload("trainjob-tj-old", "ns").UID("wl-old").ControlledBy(oldTJ, trainJobGVK).
 		Admitted("gpu", testNow.Add(-time.Hour)).DispatchedTo("worker-a").Obj()
 	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B", "C", "D").Revisions("D", "m").RequireResults("").
 		AssignTrainJob("tj", "workers", 0, "0-1", "0-1").AssignTrainJob("tj", "workers", 1, "0-1", "2-3")
@@ -334,7 +334,7 @@ func TestRecreatedDispatchedTrainJobIsNotCoveredByItsPredecessor(t *testing.T) {
 	}
 	newTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-new").Suspend(true).Obj()
 	newTJ.Spec.ManagedBy = ptr.To(multikueue.ManagedBy)
-	newWL := wrappers.MakeWorkload("trainjob-tj-new", "ns").UID("wl-new").ControlledBy(newTJ, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).Obj()
+	newWL := wrappers.MakeWorkload("trainjob-tj-new", "ns").UID("wl-new").ControlledBy(newTJ, trainJobGVK).Obj()
 	for _, o := range []client.Object{newTJ, newWL} {
 		if err := f.c.Create(ctx, o); err != nil {
 			t.Fatal(err)

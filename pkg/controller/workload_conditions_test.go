@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -428,7 +427,7 @@ func TestRecreatedTrainJobWorkloadGetsNoVerdictOfItsPredecessor(t *testing.T) {
 		Finalizers(v1alpha1.RecordFinalizer).Deleting(testNow.Add(-time.Second)).Obj()
 	newTJ := wrappers.MakeTrainJob("tj", "ns", "torch-distributed").UID("tj-new").NumNodes(2).Suspend(true).Obj()
 	newWL := wrappers.MakeWorkload("trainjob-tj-new", "ns").UID("wl-new").Label(v1alpha1.LabelScope, v1alpha1.ScopeCoverage).
-		ControlledBy(newTJ, trainer.GroupVersion.WithKind(trainer.TrainJobKind)).Obj()
+		ControlledBy(newTJ, trainJobGVK).Obj()
 	acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
 		AssignTrainJob("tj", "node", 0, "0-1", "0-1")
 	f := newFixture(t, hooks{}, oldChild, newTJ, newWL, acct.Obj())
