@@ -41,8 +41,10 @@ func TestTrainJobScopeSurvivesTrainerReapplies(t *testing.T) {
 	skipWithoutTrainJobs(t, f)
 	tj, wl := admittedTwoNodeTrainJob(t, f)
 
+	// Trainer renders the JobSet once it reconciles the admitted TrainJob: it may not
+	// exist yet when Kueue's admission shows.
 	js := &jobset.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: tj.Name}}
-	f.Get(js)
+	framework.WaitFor(t, js, framework.DefaultTimeout, "rendered by Trainer", func(*jobset.JobSet) bool { return true })
 	wantJobSetScope(t, js, "as rendered")
 	// Trainer names itself in the controller reference by its one served version; the
 	// account finds the TrainJob's Workload through it (checked at the end).
@@ -177,8 +179,10 @@ func TestTrainJobSuspendedByItsUserAfterItRan(t *testing.T) {
 	framework.WaitFor(t, job, framework.DefaultTimeout, "child Job suspended in place", func(j *batchv1.Job) bool {
 		return ptr.Deref(j.Spec.Suspend, false) && apimeta.IsStatusConditionTrue(jobConds(j), string(batchv1.JobSuspended))
 	})
+	// Trainer renders the JobSet once it reconciles the admitted TrainJob: it may not
+	// exist yet when Kueue's admission shows.
 	js := &jobset.JobSet{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: tj.Name}}
-	f.Get(js)
+	framework.WaitFor(t, js, framework.DefaultTimeout, "rendered by Trainer", func(*jobset.JobSet) bool { return true })
 	if !ptr.Deref(js.Spec.Suspend, false) || js.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels[v1alpha1.LabelScope] != v1alpha1.ScopeCoverage {
 		t.Errorf("JobSet suspend %v, pod template labels %v; want suspended, scope %s kept", js.Spec.Suspend, js.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels, v1alpha1.ScopeCoverage)
 	}
