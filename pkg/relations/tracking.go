@@ -6,6 +6,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,9 +68,19 @@ func TrackedPods(ctx context.Context, r client.Reader, job *batchv1.Job) (bool, 
 		}
 	}
 	list := PodMetadataList()
+	limit := int64(trackedPodsPage)
 	for {
-		if err := r.List(ctx, list, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: selector},
-			client.Limit(trackedPodsPage), client.Continue(list.Continue)); err != nil {
+		err := r.List(ctx, list, client.InNamespace(job.Namespace), client.MatchingLabelsSelector{Selector: selector},
+			client.Limit(limit), client.Continue(list.Continue))
+		if apierrors.IsResourceExpired(err) && list.Continue != "" {
+			// The continue token outlived the API server's compaction (410 Gone). As
+			// client-go's pager does, read the rest as one whole list from the start:
+			// the pages read so far held no tracked pod, and paging again could
+			// expire again.
+			list.Continue, limit = "", 0
+			continue
+		}
+		if err != nil {
 			return false, err
 		}
 		for i := range list.Items {

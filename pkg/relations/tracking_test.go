@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,24 +64,34 @@ func TestTrackedPods(t *testing.T) {
 }
 
 // TestTrackedPodsReadsEveryPage: the pods are read in pages, each asked with a limit, and
-// a tracked pod on a later page counts, as one on the first does.
+// a tracked pod on a later page counts, as one on the first does. A continue token the
+// API server no longer honours (410 Gone) is followed by one whole list, as client-go's
+// pager does, not by an error that would hold the Job until the next recheck.
 func TestTrackedPodsReadsEveryPage(t *testing.T) {
 	j := job("j")
 	untracked := func(name string) client.Object {
 		return wrappers.MakeIndexPod(j, name, 0).Phase(corev1.PodRunning).Obj()
 	}
 	tracked := wrappers.MakeIndexPod(j, "p3", 0).Phase(corev1.PodRunning).Finalizers(batchv1.JobTrackingFinalizer).Obj()
+	page := int64(trackedPodsPage)
 	for _, tc := range []struct {
-		name      string
-		pods      []client.Object
-		want      bool
-		wantPages int
+		name       string
+		pods       []client.Object
+		expire     bool
+		want       bool
+		wantLimits []int64
 	}{
-		{name: "tracked pod on the last page", pods: []client.Object{untracked("p1"), untracked("p2"), tracked}, want: true, wantPages: 3},
-		{name: "no tracked pod on any page", pods: []client.Object{untracked("p1"), untracked("p2"), untracked("p3")}, wantPages: 3},
+		{name: "tracked pod on the last page", pods: []client.Object{untracked("p1"), untracked("p2"), tracked},
+			want: true, wantLimits: []int64{page, page, page}},
+		{name: "no tracked pod on any page", pods: []client.Object{untracked("p1"), untracked("p2"), untracked("p3")},
+			wantLimits: []int64{page, page, page}},
+		{name: "continue expired, tracked pod on a later page", pods: []client.Object{untracked("p1"), untracked("p2"), tracked},
+			expire: true, want: true, wantLimits: []int64{page, page, 0}},
+		{name: "continue expired, no tracked pod", pods: []client.Object{untracked("p1"), untracked("p2"), untracked("p3")},
+			expire: true, wantLimits: []int64{page, page, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &pagedReader{Reader: reader(t, tc.pods...), pageSize: 1}
+			r := &pagedReader{Reader: reader(t, tc.pods...), pageSize: 1, expireContinue: tc.expire}
 			got, err := TrackedPods(context.Background(), r, j)
 			if err != nil {
 				t.Fatal(err)
@@ -88,24 +99,22 @@ func TestTrackedPodsReadsEveryPage(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("TrackedPods = %v, want %v", got, tc.want)
 			}
-			if len(r.limits) != tc.wantPages {
-				t.Errorf("read %d pages, want %d", len(r.limits), tc.wantPages)
-			}
-			for i, l := range r.limits {
-				if l <= 0 {
-					t.Errorf("page %d asked without a limit", i)
-				}
+			if !slices.Equal(r.limits, tc.wantLimits) {
+				t.Errorf("lists asked with limits %v, want %v", r.limits, tc.wantLimits)
 			}
 		})
 	}
 }
 
 // pagedReader answers a list as an API server paging it does: at most pageSize items
-// (fewer than the limit asked, as a server may), in name order, with a continue token.
+// (fewer than the limit asked, as a server may), in name order, with a continue token;
+// a list without a limit whole. With expireContinue, a list given a continue token fails
+// as one whose token the API server compacted away.
 type pagedReader struct {
 	client.Reader
-	pageSize int
-	limits   []int64
+	pageSize       int
+	expireContinue bool
+	limits         []int64
 }
 
 func (r *pagedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -113,11 +122,15 @@ func (r *pagedReader) List(ctx context.Context, list client.ObjectList, opts ...
 	r.limits = append(r.limits, o.Limit)
 	start := 0
 	if o.Continue != "" {
+		if r.expireContinue {
+			return apierrors.NewResourceExpired("The provided continue parameter is too old")
+		}
 		var err error
 		if start, err = strconv.Atoi(o.Continue); err != nil {
 			return err
 		}
 	}
+	limit := o.Limit
 	o.Limit, o.Continue = 0, ""
 	if err := r.Reader.List(ctx, list, o); err != nil {
 		return err
@@ -129,7 +142,10 @@ func (r *pagedReader) List(ctx context.Context, list client.ObjectList, opts ...
 	slices.SortFunc(items, func(a, b runtime.Object) int {
 		return strings.Compare(a.(metav1.Object).GetName(), b.(metav1.Object).GetName())
 	})
-	end := min(start+r.pageSize, len(items))
+	end := len(items)
+	if limit > 0 {
+		end = min(start+r.pageSize, len(items))
+	}
 	next := ""
 	if end < len(items) {
 		next = strconv.Itoa(end)
