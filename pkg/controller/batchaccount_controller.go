@@ -134,6 +134,16 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// CacheLagWait is how long after the later of two writes an account waits for caches
+// that disagree on them (kinds.CacheLagError) before it takes them as they are. Informers
+// catch up in well under a second; the rest allows for the clocks the writes were
+// stamped by, and a busy API server.
+const CacheLagWait = 10 * time.Second
+
+// CacheLagRecheck is how soon an account waiting for its caches (CacheLagWait) looks
+// again, if no event woke it before.
+const CacheLagRecheck = time.Second
+
 // ResultsUnreadableRecheck is how soon an account whose results could not be read (the
 // signing key did not load) tries again.
 const ResultsUnreadableRecheck = 30 * time.Second
@@ -157,6 +167,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	m := r.Mappings.Get(&ba)
 	obs, seen, err := r.observeAccount(ctx, &ba, m)
+	if lag := (*kinds.CacheLagError)(nil); errors.As(err, &lag) {
+		// Nothing is written from caches that may not have caught up; a write of the
+		// object they lag on wakes the account, and CacheLagRecheck bounds the wait.
+		log.V(2).Info("account waits for the caches", "reason", lag.Reason)
+		return ctrl.Result{RequeueAfter: CacheLagRecheck}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -85,10 +86,10 @@ type followedResolver interface {
 }
 
 // resolveFollowed is relations.ResolveTarget, told the identity the account follows for
-// ref (followed) when its kind asks for it (followedResolver).
+// ref (followed, none yet too) when its kind asks for it (followedResolver).
 func resolveFollowed(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef, followed kinds.Followed) (*batchv1.Job, int32, error) {
 	k, ok := relations.KindOf(ref).(followedResolver)
-	if !ok || followed.UID == "" || ref.Namespace != "" && ref.Namespace != namespace {
+	if !ok || ref.Namespace != "" && ref.Namespace != namespace {
 		return relations.ResolveTarget(ctx, c, namespace, ref)
 	}
 	return k.ResolveObserved(ctx, c, namespace, ref, followed)
@@ -113,6 +114,11 @@ func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, 
 	// A JobSet child being deleted that the record finalizer holds is observed until its
 	// end is recorded (jobset.CurrentChild).
 	job, attempt, err := resolveFollowed(ctx, r.Client, namespace, t.Ref, followed)
+	if lag := (*kinds.CacheLagError)(nil); errors.As(err, &lag) && !r.now().Before(lag.Since.Add(CacheLagWait)) {
+		// Caches that disagree this long after the later write do not lag: they show
+		// what there is.
+		job, attempt, err = nil, 0, nil
+	}
 	if err == nil && job == nil {
 		// Not in the cache: a Job without the scope label on its metadata, which
 		// stampTarget adds once this finds it.

@@ -75,27 +75,12 @@ func TestTrainJobWorkloadEndSeenBeforeItsJobSetEnd(t *testing.T) {
 					t.Fatalf("before the end: target %q, want the child %s", got.UID, tc.seen.UID)
 				}
 				ctx := context.Background()
-				// update writes what the cache shows next of o (read back, changed by change).
-				update := func(o client.Object, change func(), status bool) {
-					t.Helper()
-					if err := f.c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
-						t.Fatal(err)
-					}
-					change()
-					write := func() error { return f.c.Update(ctx, o) }
-					if status {
-						write = func() error { return f.c.Status().Update(ctx, o) }
-					}
-					if err := write(); err != nil {
-						t.Fatal(err)
-					}
-				}
 				var job batchv1.Job
 				job.Name, job.Namespace = tc.ended.Name, tc.ended.Namespace
-				update(&job, func() { job.Status = tc.ended.Status }, true)
+				f.update(t, &job, func() { job.Status = tc.ended.Status }, true)
 				var w kueue.Workload
 				w.Name, w.Namespace = wl.Name, wl.Namespace
-				update(&w, func() {
+				f.update(t, &w, func() {
 					apimeta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue,
 						Reason: tc.finished, LastTransitionTime: metav1.NewTime(endedAt)})
 				}, true)
@@ -114,16 +99,7 @@ func TestTrainJobWorkloadEndSeenBeforeItsJobSetEnd(t *testing.T) {
 				}
 
 				// The caches caught up.
-				var set jobsetapi.JobSet
-				set.Name, set.Namespace = js.Name, js.Namespace
-				update(&set, func() {
-					set.Status.Conditions = wrappers.MakeJobSet("x", "ns").Condition(tc.jobSetEnd, endedAt).Obj().Status.Conditions
-				}, false)
-				var train trainer.TrainJob
-				train.Name, train.Namespace = tj.Name, tj.Namespace
-				update(&train, func() {
-					train.Status.Conditions = wrappers.MakeTrainJob("x", "ns", "r").Condition(tc.trainJobEnd, endedAt).Obj().Status.Conditions
-				}, false)
+				f.showEnds(t, js, tc.jobSetEnd, tj, tc.trainJobEnd, endedAt)
 				for range 2 {
 					if _, err := f.reconcile("acct"); err != nil && !apierrors.IsNotFound(err) {
 						t.Fatal(err)
@@ -141,6 +117,115 @@ func TestTrainJobWorkloadEndSeenBeforeItsJobSetEnd(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestTrainJobFirstObservationWaitsForTheCaches: an account created once TrainJob tj's
+// batch ended (a pipeline's, late) is first reconciled when its caches show the Workload
+// finished and the JobSet and the TrainJob not ended yet. That JobSet may be the one that
+// ran, or one Trainer rendered again before Kueue finished the Workload; the account
+// follows nothing yet to tell them apart. Within kinds' lag bound of the finish it
+// writes nothing (no verdict its TTL would act on, no event) and looks again; once the
+// caches caught up it follows the child that ran. Past the bound, the caches are taken
+// as they are: a JobSet rendered again, no child.
+func TestTrainJobFirstObservationWaitsForTheCaches(t *testing.T) {
+	rendered := newRenderedTrainJob()
+	tj, js := rendered.tj, rendered.jobSet("js-uid", testNow.Add(-2*time.Hour))
+	child := nodeChild(js, "child-uid").Created(testNow.Add(-2 * time.Hour))
+	for _, ttl := range []bool{false, true} {
+		t.Run(fmt.Sprintf("within the bound, TTL 0 %v", ttl), func(t *testing.T) {
+			endedAt := testNow.Add(-2 * time.Second)
+			spec := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
+				AssignTrainJob("tj", "node", 0, "0-1", "0-1")
+			if ttl {
+				spec = spec.TTLSecondsAfterFinished(0)
+			}
+			wl := rendered.workload().Admitted("cq", testNow.Add(-2*time.Hour)).
+				Finished(endedAt).Obj()
+			f := newFixture(t, hooks{}, spec.Obj(), tj, js, child.Completed("0-1", 2).Complete(endedAt).Obj(), wl)
+			res, err := f.reconcile("acct")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.RequeueAfter != CacheLagRecheck {
+				t.Errorf("RequeueAfter %v while the caches may lag, want %v", res.RequeueAfter, CacheLagRecheck)
+			}
+			if st := f.account(t, "acct").Status; len(st.Targets) != 0 || len(st.Conditions) != 0 {
+				t.Errorf("status written while the caches may lag: %+v", st)
+			}
+			if w := f.writesOf("update"); len(w) != 0 {
+				t.Errorf("writes while the caches may lag: %v", w)
+			}
+			if e := f.eventsOf("BatchAccount"); len(e) != 0 {
+				t.Errorf("events while the caches may lag: %v", e)
+			}
+
+			f.showEnds(t, js, string(jobsetapi.JobSetCompleted), tj, trainer.TrainJobComplete, endedAt)
+			for range 2 {
+				if _, err := f.reconcile("acct"); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
+			var ba v1alpha1.BatchAccount
+			switch err := f.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "acct"}, &ba); {
+			case err == nil && !ttl:
+				checkFollowedThroughTheEnd(t, f, &ba, "child-uid", "Complete", "0,1", "True Accepted", "once the caches caught up")
+			case err == nil:
+				t.Errorf("the account kept after its final verdict with TTL 0")
+			case !apierrors.IsNotFound(err) || !ttl:
+				t.Fatalf("the account once the caches caught up: %v", err)
+			}
+		})
+	}
+	t.Run("past the bound: a JobSet rendered again", func(t *testing.T) {
+		endedAt := testNow.Add(-CacheLagWait)
+		acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
+			AssignTrainJob("tj", "node", 0, "0-1", "0-1").Obj()
+		wl := rendered.workload().Admitted("cq", testNow.Add(-2*time.Hour)).
+			Condition(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue,
+				Reason: kueue.WorkloadFinishedReasonFailed, LastTransitionTime: metav1.NewTime(endedAt)}).Obj()
+		f := newFixture(t, hooks{}, acct, tj, js, child.Obj(), wl)
+		if res, err := f.reconcile("acct"); err != nil || res.RequeueAfter == CacheLagRecheck {
+			t.Fatalf("Reconcile = %+v, %v; want the caches taken as they are", res, err)
+		}
+		st := f.account(t, "acct").Status
+		if len(st.Targets) != 1 || st.Targets[0].UID != "" {
+			t.Errorf("targets %+v, want tj's child not followed (rendered again)", st.Targets)
+		}
+	})
+}
+
+// update writes what the fake API server shows next of o: o read back, changed by
+// change, and written (its status when status is set).
+func (f *fixture) update(t *testing.T, o client.Object, change func(), status bool) {
+	t.Helper()
+	ctx := context.Background()
+	if err := f.c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+		t.Fatal(err)
+	}
+	change()
+	write := func() error { return f.c.Update(ctx, o) }
+	if status {
+		write = func() error { return f.c.Status().Update(ctx, o) }
+	}
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// showEnds records, at endedAt, the end jobSetEnd on JobSet js and trainJobEnd on
+// TrainJob tj, as JobSet and then Trainer record them.
+func (f *fixture) showEnds(t *testing.T, js *jobsetapi.JobSet, jobSetEnd string, tj *trainer.TrainJob, trainJobEnd string, endedAt time.Time) {
+	t.Helper()
+	var set jobsetapi.JobSet
+	set.Name, set.Namespace = js.Name, js.Namespace
+	f.update(t, &set, func() {
+		set.Status.Conditions = wrappers.MakeJobSet("x", "ns").Condition(jobSetEnd, endedAt).Obj().Status.Conditions
+	}, false)
+	var train trainer.TrainJob
+	train.Name, train.Namespace = tj.Name, tj.Namespace
+	f.update(t, &train, func() {
+		train.Status.Conditions = wrappers.MakeTrainJob("x", "ns", "r").Condition(trainJobEnd, endedAt).Obj().Status.Conditions
+	}, false)
 }
 
 // checkFollowedThroughTheEnd fails t unless ba follows the child of uid with its record

@@ -267,6 +267,18 @@ type Followed struct {
 	RestartAttempt int32
 }
 
+// CacheLagError is a kind's answer that the objects its reader shows disagree in a way
+// only caches that have yet to catch up explain (each informer sees the writes of its own
+// kind in order, but not in order with another's), and that it cannot answer until they
+// agree. Since is when the later write was made, by its writer's clock. The caller looks
+// again, for a bounded time after Since, and then takes what the reader shows as it is.
+type CacheLagError struct {
+	Since  time.Time
+	Reason string
+}
+
+func (e *CacheLagError) Error() string { return "the caches may not have caught up: " + e.Reason }
+
 // ClockSkewAllowance is how far a child Job's creation time (the API server's clock) may
 // be after its owner's terminal condition (its controller's clock) and the child still be
 // taken for one the owner created before it ended; and how far before its owner's

@@ -177,7 +177,7 @@ func (Kind) RestartAttempt(job metav1.Object) int32 { return jobset.Kind{}.Resta
 // target's are, and, when the TrainJob is read, by being created while it ran (give or
 // take kinds.ClockSkewAllowance), and only once it ended after a JobSet of it ran.
 func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
-	return resolve(ctx, r, namespace, ref, kinds.Followed{})
+	return resolve(ctx, r, namespace, ref, kinds.Followed{}, false)
 }
 
 // ResolveObserved is Resolve for a target whose account follows the identity observed.
@@ -187,13 +187,15 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 // restart attempt of it: a JobSet rendered again after the end starts again at attempt 0
 // with children of other UIDs, and Kueue keeps it from running, so from restarting.
 // Answering no child there would record the Job as deleted before it terminated, and a
-// final verdict its TTL may act on.
+// final verdict its TTL may act on. An account that follows nothing yet (its first
+// observation) cannot tell that JobSet from one rendered again before Kueue finished the
+// Workload: it is answered a kinds.CacheLagError, which its caller waits out.
 func (Kind) ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error) {
-	return resolve(ctx, r, namespace, ref, observed)
+	return resolve(ctx, r, namespace, ref, observed, true)
 }
 
-// resolve is Resolve, following the identity observed as ResolveObserved does.
-func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error) {
+// resolve is Resolve, and, observing, ResolveObserved following the identity observed.
+func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed, observing bool) (*batchv1.Job, int32, error) {
 	var tj trainer.TrainJob
 	var trainJobUID types.UID
 	var since, until time.Time
@@ -234,6 +236,10 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 					return nil, 0, err
 				}
 				if end != nil && !endedBatch(&js, end) {
+					if observing && observed.UID == "" {
+						return nil, 0, &kinds.CacheLagError{Since: end.LastTransitionTime.Time,
+							Reason: fmt.Sprintf("TrainJob %s/%s: its Workload finished, its JobSet shows no end", namespace, ref.TrainJob)}
+					}
 					return observedChild(ctx, r, namespace, ref, &js, since, observed)
 				}
 			}
@@ -270,7 +276,7 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 
 // observedChild is the child of js, created since, when it is the Job observed follows or
 // a later restart attempt (ResolveObserved); none otherwise, and none when observed
-// follows nothing.
+// follows nothing (Resolve).
 func observedChild(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, js *jobsetapi.JobSet, since time.Time, observed kinds.Followed) (*batchv1.Job, int32, error) {
 	if observed.UID == "" {
 		return nil, 0, nil

@@ -3,6 +3,7 @@ package trainjob
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -91,12 +92,8 @@ func runResolve(t *testing.T, cases []resolveCase) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := types.UID("")
-			if job != nil {
-				got = job.UID
-			}
-			if got != tc.want {
-				t.Errorf("%s = %q, want %q", call, got, tc.want)
+			if got := uidOf(job); got != tc.want {
+				t.Errorf("%s = %q, want %q", call, uidOf(job), tc.want)
 			}
 		})
 	}
@@ -173,7 +170,6 @@ func TestResolveObserved(t *testing.T) {
 	}
 	runResolve(t, []resolveCase{
 		{"the JobSet's end not seen yet, its child the one followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, followed("n0", 0), "n0"},
-		{"the JobSet's end not seen yet, nothing followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, &kinds.Followed{}, ""},
 		// The JobSet restarted (attempt 1) and failed before the account saw the new child:
 		// a restart keeps the JobSet, whose attempts only grow.
 		{"the JobSet's end not seen yet, a restart since the child followed: the later attempt", []client.Object{tj, ran, node(ran, 1, "n0b"), finished}, followed("n0", 0), "n0b"},
@@ -182,6 +178,67 @@ func TestResolveObserved(t *testing.T) {
 		{"its JobSet rendered again after the TrainJob's end, its child followed: none, as Resolve", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0).Obj(), after, node(after, 0, "n1")}, followed("n1", 0), ""},
 		{"no end: its child, whichever is followed", []client.Object{tj, ran, node(ran, 0, "n1")}, followed("n0", 0), "n1"},
 	})
+}
+
+// TestResolveObservedCacheLag: an account that follows nothing yet, shown a TrainJob whose
+// Workload finished and a JobSet of it without an end, cannot tell the JobSet that ran
+// (its end not seen yet) from one Trainer rendered again before Kueue finished the
+// Workload: it is told the caches may lag, since the Workload's finish. Resolve, which
+// follows no account, answers none, as before; the JobSet that shows its end is answered.
+func TestResolveObservedCacheLag(t *testing.T) {
+	tj := trainJb().Obj()
+	ranAt := func(created time.Time, end string) *jobsetapi.JobSet {
+		js := rendered(tj, "js-uid")
+		js.CreationTimestamp = metav1.NewTime(created)
+		if end != "" {
+			js.Status.Conditions = []metav1.Condition{{Type: end, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-time.Second))}}
+		}
+		return js
+	}
+	ran, again, ended := ranAt(t0.Add(-time.Hour), ""), ranAt(t0.Add(-2*time.Second), ""), ranAt(t0.Add(-time.Hour), string(jobsetapi.JobSetFailed))
+	finished := workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)
+	for _, tc := range []struct {
+		name      string
+		objs      []client.Object
+		wantLag   bool
+		wantChild types.UID
+	}{
+		{name: "the JobSet that ran, its end not seen yet", objs: []client.Object{tj, ran, node(ran, 0, "n0"), finished}, wantLag: true},
+		{name: "a JobSet rendered again before Kueue finished the Workload", objs: []client.Object{tj, again, node(again, 0, "n1"), finished}, wantLag: true},
+		{name: "the JobSet that ran, its end seen", objs: []client.Object{tj, ended, node(ended, 0, "n0"), finished}, wantChild: "n0"},
+		{name: "the Workload's finish not seen yet", objs: []client.Object{tj, ran, node(ran, 0, "n0")}, wantChild: "n0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := reader(t, tc.objs...)
+			job, _, err := Kind{}.ResolveObserved(context.Background(), r, ns, ref, kinds.Followed{})
+			var lag *kinds.CacheLagError
+			switch {
+			case tc.wantLag && !errors.As(err, &lag):
+				t.Fatalf("ResolveObserved(nothing followed) = %v, %v; want a CacheLagError", job, err)
+			case tc.wantLag && !lag.Since.Equal(t0):
+				t.Errorf("CacheLagError.Since = %v, want the Workload's finish %v", lag.Since, t0)
+			case !tc.wantLag && err != nil:
+				t.Fatal(err)
+			case !tc.wantLag && (job == nil || job.UID != tc.wantChild):
+				t.Errorf("ResolveObserved(nothing followed) = %v, want child %q", job, tc.wantChild)
+			}
+			plain, _, err := Kind{}.Resolve(context.Background(), r, ns, ref)
+			if err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			if got := uidOf(plain); got != tc.wantChild {
+				t.Errorf("Resolve = %q, want %q", got, tc.wantChild)
+			}
+		})
+	}
+}
+
+// uidOf is job's UID; "" for none.
+func uidOf(job *batchv1.Job) types.UID {
+	if job == nil {
+		return ""
+	}
+	return job.UID
 }
 
 // TestWorkloadOwner: a TrainJob target's Job runs under the Workload of the TrainJob its
