@@ -117,7 +117,7 @@ func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, 
 	if lag := (*kinds.CacheLagError)(nil); errors.As(err, &lag) && !r.now().Before(lag.Since.Add(CacheLagWait)) {
 		// Caches that disagree this long after the later write do not lag: they show
 		// what there is.
-		job, attempt, err = nil, 0, nil
+		job, attempt, err = lag.Job, lag.RestartAttempt, nil
 	}
 	if err == nil && job == nil {
 		// Not in the cache: a Job without the scope label on its metadata, which

@@ -22,7 +22,9 @@ import (
 // cache that may show the failure late, after the JobSet was rendered again); the new
 // child never runs. Whichever the cache shows first, the account keeps the failed run's
 // child as the target's record (what it completed stays covered), and follows no child
-// of the JobSet rendered after the end.
+// of the JobSet rendered after the end. When the cache shows neither the failure nor the
+// Workload's finish, the new child is taken for no run's only once that finish is seen:
+// until then (within CacheLagWait of the JobSet's creation) the account writes nothing.
 func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
 	failedAt := testNow.Add(-time.Minute)
 	rendered := newRenderedTrainJob()
@@ -32,7 +34,7 @@ func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
 	ran := rendered.jobSet("js-ran", testNow.Add(-2*time.Hour))
 	ran.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, Reason: "FailedJobs", LastTransitionTime: metav1.NewTime(failedAt)}}
 	ranChild := nodeChild(ran, "child-ran").Created(testNow.Add(-2*time.Hour)).Completed("0", 1).Failed("BackoffLimitExceeded", failedAt).Obj()
-	again := rendered.jobSet("js-again", testNow.Add(-10*time.Second))
+	again := rendered.jobSet("js-again", testNow.Add(-6*time.Second))
 	againChild := nodeChild(again, "child-again").Created(testNow.Add(-5 * time.Second)).Obj()
 	finishedWL := rendered.workload().
 		Condition(metav1.Condition{Type: kueue.WorkloadFinished, Status: metav1.ConditionTrue, Reason: kueue.WorkloadFinishedReasonFailed, LastTransitionTime: metav1.NewTime(failedAt)}).Obj()
@@ -43,13 +45,14 @@ func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
 	cases := []struct {
 		name string
 		// then is what the cache shows once the failed JobSet is gone and Trainer
-		// rendered it again.
-		then []client.Object
+		// rendered it again; later, what it shows next.
+		then, later []client.Object
 	}{
-		{"the TrainJob still shows the failure", []client.Object{failed, again, againChild, finishedWL}},
-		{"the TrainJob still shows the failure, its Workload not seen finished yet", []client.Object{failed, again, againChild}},
-		{"the failure taken off, the Workload finished", []client.Object{tj, again, againChild, finishedWL}},
-		{"the failure taken off, the Workload finished after the JobSet was rendered again", []client.Object{tj, again, againChild, finishedLate}},
+		{name: "the TrainJob still shows the failure", then: []client.Object{failed, again, againChild, finishedWL}},
+		{name: "the TrainJob still shows the failure, its Workload not seen finished yet", then: []client.Object{failed, again, againChild}},
+		{name: "the failure taken off, the Workload finished", then: []client.Object{tj, again, againChild, finishedWL}},
+		{name: "the failure taken off, the Workload finished after the JobSet was rendered again", then: []client.Object{tj, again, againChild, finishedLate}},
+		{name: "the failure taken off, the Workload not seen finished yet", then: []client.Object{tj, again, againChild}, later: []client.Object{finishedLate}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,28 +71,96 @@ func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, o := range tc.then {
-				o = o.DeepCopyObject().(client.Object)
-				o.SetResourceVersion("")
+			for _, shown := range [][]client.Object{tc.then, tc.later} {
+				for _, o := range shown {
+					o = o.DeepCopyObject().(client.Object)
+					o.SetResourceVersion("")
+					if err := f.c.Create(ctx, o); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range 2 {
+					if _, err := f.reconcile("acct"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				st := f.account(t, "acct").Status
+				got := st.Targets[0]
+				if got.UID != ranChild.UID || got.CompletedIndexes != "0" || got.Terminal != "Failed" {
+					t.Errorf("target %s (completed %q, terminal %q), want the failed run's record %s (completed 0, Failed)", got.UID, got.CompletedIndexes, got.Terminal, ranChild.UID)
+				}
+				if len(st.History) != 0 {
+					t.Errorf("history %+v, want none: the JobSet rendered after the end ran nothing of the batch", st.History)
+				}
+				if st.Shards.Covered != 1 {
+					t.Errorf("%d shards covered, want 1 (A, by the failed run's index 0)", st.Shards.Covered)
+				}
+			}
+		})
+	}
+}
+
+// TestRunningTrainJobFollowsItsJobSetMadeAgain: the JobSet of running TrainJob tj is
+// deleted (by a user) while its Workload stays admitted, and Trainer renders it again: its
+// new child is the target's next identity, the one that ran superseded. The cache shows
+// the TrainJob and its Workload as after a failure Trainer took off before Kueue's finish
+// was seen, so the account writes nothing for CacheLagWait after the new JobSet was made;
+// then it follows the new child.
+func TestRunningTrainJobFollowsItsJobSetMadeAgain(t *testing.T) {
+	rendered := newRenderedTrainJob()
+	tj := rendered.tj
+	ran := rendered.jobSet("js-ran", testNow.Add(-2*time.Hour))
+	ranChild := nodeChild(ran, "child-ran").Created(testNow.Add(-2*time.Hour)).Completed("0", 1).Obj()
+	wl := rendered.workload().Admitted("cq", testNow.Add(-2*time.Hour)).Obj()
+	for _, tc := range []struct {
+		name string
+		// made is how long before now the new JobSet was made.
+		made time.Duration
+		// wantUID is the child the account follows; wantHistory whether the one that
+		// ran is in its history.
+		wantUID     string
+		wantHistory bool
+	}{
+		{name: "within the bound: nothing written", made: 6 * time.Second, wantUID: "child-ran"},
+		{name: "past the bound: the new child", made: CacheLagWait, wantUID: "child-again", wantHistory: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
+				AssignTrainJob("tj", "node", 0, "0-1", "0-1").Obj()
+			f := newFixture(t, hooks{}, acct, tj, ran, ranChild, wl)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.account(t, "acct").Status.Targets[0]; got.UID != ranChild.UID {
+				t.Fatalf("first: target %s, want the running child %s", got.UID, ranChild.UID)
+			}
+			ctx := context.Background()
+			for _, o := range []client.Object{ranChild, ran} {
+				if err := f.c.Delete(ctx, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			again := rendered.jobSet("js-again", testNow.Add(-tc.made))
+			for _, o := range []client.Object{again, nodeChild(again, "child-again").Created(testNow.Add(-tc.made)).Obj()} {
 				if err := f.c.Create(ctx, o); err != nil {
 					t.Fatal(err)
 				}
 			}
-			for range 2 {
-				if _, err := f.reconcile("acct"); err != nil {
-					t.Fatal(err)
-				}
+			f.reset()
+			res, err := f.reconcile("acct")
+			if err != nil {
+				t.Fatal(err)
+			}
+			written := f.writesOf("status-update")
+			if waits := res.RequeueAfter == CacheLagRecheck && len(written) == 0; waits != !tc.wantHistory {
+				t.Errorf("RequeueAfter %v, status writes %v; want waiting for the caches %v", res.RequeueAfter, written, !tc.wantHistory)
 			}
 			st := f.account(t, "acct").Status
-			got := st.Targets[0]
-			if got.UID != ranChild.UID || got.CompletedIndexes != "0" || got.Terminal != "Failed" {
-				t.Errorf("target %s (completed %q, terminal %q), want the failed run's record %s (completed 0, Failed)", got.UID, got.CompletedIndexes, got.Terminal, ranChild.UID)
+			if got := st.Targets[0].UID; string(got) != tc.wantUID {
+				t.Errorf("target %s, want %s", got, tc.wantUID)
 			}
-			if len(st.History) != 0 {
-				t.Errorf("history %+v, want none: the JobSet rendered after the end ran nothing of the batch", st.History)
-			}
-			if st.Shards.Covered != 1 {
-				t.Errorf("%d shards covered, want 1 (A, by the failed run's index 0)", st.Shards.Covered)
+			if got := len(st.History) == 1 && st.History[0].UID == ranChild.UID; got != tc.wantHistory {
+				t.Errorf("history %+v, want the child that ran in it: %v", st.History, tc.wantHistory)
 			}
 		})
 	}

@@ -152,7 +152,7 @@ func TestTrainJobFirstObservationWaitsForTheCaches(t *testing.T) {
 			if st := f.account(t, "acct").Status; len(st.Targets) != 0 || len(st.Conditions) != 0 {
 				t.Errorf("status written while the caches may lag: %+v", st)
 			}
-			if w := f.writesOf("update"); len(w) != 0 {
+			if w := append(f.writesOf("status-update"), f.writesOf("status-apply")...); len(w) != 0 {
 				t.Errorf("writes while the caches may lag: %v", w)
 			}
 			if e := f.eventsOf("BatchAccount"); len(e) != 0 {

@@ -271,10 +271,13 @@ type Followed struct {
 // only caches that have yet to catch up explain (each informer sees the writes of its own
 // kind in order, but not in order with another's), and that it cannot answer until they
 // agree. Since is when the later write was made, by its writer's clock. The caller looks
-// again, for a bounded time after Since, and then takes what the reader shows as it is.
+// again, for a bounded time after Since, and then takes what the reader shows as it is:
+// Job (nil for none) at RestartAttempt.
 type CacheLagError struct {
-	Since  time.Time
-	Reason string
+	Since          time.Time
+	Reason         string
+	Job            *batchv1.Job
+	RestartAttempt int32
 }
 
 func (e *CacheLagError) Error() string { return "the caches may not have caught up: " + e.Reason }

@@ -243,6 +243,9 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 					return observedChild(ctx, r, namespace, ref, &js, since, observed)
 				}
 			}
+			if end == nil && observing && observed.UID != "" {
+				return unendedChild(ctx, r, namespace, ref, &js, since, observed)
+			}
 			if end != nil && !js.CreationTimestamp.Before(&end.LastTransitionTime) {
 				return nil, 0, nil
 			}
@@ -286,6 +289,23 @@ func observedChild(ctx context.Context, r client.Reader, namespace string, ref v
 		return nil, 0, err
 	}
 	return job, attempt, nil
+}
+
+// unendedChild is the child of js, created since, for an account that follows observed,
+// while the caches show neither the TrainJob's end nor its Workload's. A child other than
+// the one followed, at no later restart attempt, is one of a JobSet rendered again after
+// the JobSet that ran was deleted (a JobSet restart only raises the attempt): while the
+// batch runs (a new run under the same admission, the child to follow), or once it failed
+// and Trainer took the failure off, before the cache shows Kueue's finish of the Workload
+// (the child of no run). Only that finish tells them apart: a kinds.CacheLagError, since
+// the JobSet was made, whose answer as the caches show it is that child.
+func unendedChild(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, js *jobsetapi.JobSet, since time.Time, observed kinds.Followed) (*batchv1.Job, int32, error) {
+	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, js, since, time.Time{})
+	if err != nil || job == nil || job.UID == observed.UID || attempt > observed.RestartAttempt {
+		return job, attempt, err
+	}
+	return nil, 0, &kinds.CacheLagError{Since: js.CreationTimestamp.Time, Job: job, RestartAttempt: attempt,
+		Reason: fmt.Sprintf("TrainJob %s/%s: its JobSet was made again, its Workload shows no finish", namespace, ref.TrainJob)}
 }
 
 // endedBatch reports whether js, rendered by a TrainJob without a terminal condition whose

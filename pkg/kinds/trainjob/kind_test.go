@@ -67,13 +67,17 @@ func reader(t *testing.T, objs ...client.Object) client.Client {
 
 // resolveCase is a case of a Resolve table: the objects read, the identity the account
 // follows (nil: Resolve is called, else ResolveObserved with it), and the UID of the
-// child Job wanted ("": none).
+// child Job wanted ("": none; afterLag: a kinds.CacheLagError answering it).
 type resolveCase struct {
 	name     string
 	objs     []client.Object
 	observed *kinds.Followed
 	want     types.UID
 }
+
+// afterLag is the want of a resolveCase answered a kinds.CacheLagError whose answer, the
+// caches taken as they are, is the child of uid.
+func afterLag(uid types.UID) types.UID { return "after the caches' lag: " + uid }
 
 // runResolve runs each case as a subtest.
 func runResolve(t *testing.T, cases []resolveCase) {
@@ -89,11 +93,15 @@ func runResolve(t *testing.T, cases []resolveCase) {
 				call = fmt.Sprintf("ResolveObserved(%+v)", *tc.observed)
 				job, _, err = Kind{}.ResolveObserved(context.Background(), r, ns, ref, *tc.observed)
 			}
+			got := uidOf(job)
+			if lag := (*kinds.CacheLagError)(nil); errors.As(err, &lag) {
+				got, err = afterLag(uidOf(lag.Job)), nil
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := uidOf(job); got != tc.want {
-				t.Errorf("%s = %q, want %q", call, uidOf(job), tc.want)
+			if got != tc.want {
+				t.Errorf("%s = %q, want %q", call, got, tc.want)
 			}
 		})
 	}
@@ -176,7 +184,13 @@ func TestResolveObserved(t *testing.T) {
 		{"its JobSet rendered again before Kueue finished its Workload, the failed run's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0", 0), ""},
 		{"its JobSet rendered again before Kueue finished its Workload, a restart's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0b", 1), ""},
 		{"its JobSet rendered again after the TrainJob's end, its child followed: none, as Resolve", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0).Obj(), after, node(after, 0, "n1")}, followed("n1", 0), ""},
-		{"no end: its child, whichever is followed", []client.Object{tj, ran, node(ran, 0, "n1")}, followed("n0", 0), "n1"},
+		// Another child at the attempt followed: of a JobSet made again, for a new run or
+		// after a failure whose Workload's finish is not seen yet.
+		{"no end: another child at the attempt followed", []client.Object{tj, ran, node(ran, 0, "n1")}, followed("n0", 0), afterLag("n1")},
+		{"no end: another child at an attempt before the one followed", []client.Object{tj, ran, node(ran, 0, "n1")}, followed("n0", 1), afterLag("n1")},
+		{"no end: the child followed", []client.Object{tj, ran, node(ran, 0, "n0")}, followed("n0", 0), "n0"},
+		{"no end: a restart since the child followed", []client.Object{tj, ran, node(ran, 1, "n0b")}, followed("n0", 0), "n0b"},
+		{"no end, nothing followed: its child", []client.Object{tj, ran, node(ran, 0, "n1")}, &kinds.Followed{}, "n1"},
 	})
 }
 
@@ -215,6 +229,8 @@ func TestResolveObservedCacheLag(t *testing.T) {
 			switch {
 			case tc.wantLag && !errors.As(err, &lag):
 				t.Fatalf("ResolveObserved(nothing followed) = %v, %v; want a CacheLagError", job, err)
+			case tc.wantLag && lag.Job != nil:
+				t.Errorf("CacheLagError answers child %q as the caches show it, want none", lag.Job.UID)
 			case tc.wantLag && !lag.Since.Equal(t0):
 				t.Errorf("CacheLagError.Since = %v, want the Workload's finish %v", lag.Since, t0)
 			case !tc.wantLag && err != nil:
