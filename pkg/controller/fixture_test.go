@@ -379,3 +379,15 @@ func forgedChild(js, rj string, jsUID types.UID, scope string, done time.Time) *
 	x.OwnerReferences[0].APIVersion = "jobset.x-k8s.io/v9"
 	return x
 }
+
+// reportedPods are n index pods f-0..f-<n-1> of job, index i each, held by the result
+// finalizer and succeeded at succeeded with a report for shard s<i>.
+func reportedPods(t *testing.T, job *batchv1.Job, n int, succeeded time.Time) []client.Object {
+	t.Helper()
+	pods := make([]client.Object, 0, n)
+	for i := range n {
+		pods = append(pods, wrappers.MakeIndexPod(job, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
+			Succeeded(succeeded, report(t, fmt.Sprintf("s%d", i))).Obj())
+	}
+	return pods
+}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,10 +113,7 @@ func TestJobOfAChildNameAfterItsJobSetEnded(t *testing.T) {
 		JobSetChild(js, "workers", 0, 0).Completed("0-3", 4).Complete(testNow.Add(-time.Minute)).Obj()
 	forged.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
 	objs := []client.Object{js, wl, ba, forged}
-	for i := range 4 {
-		objs = append(objs, wrappers.MakeIndexPod(forged, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
-			Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
-	}
+	objs = append(objs, reportedPods(t, forged, 4, testNow.Add(-2*time.Minute))...)
 	f := newFixture(t, hooks{}, objs...)
 	checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "the Job created after its JobSet ended")
 	var w kueue.Workload
@@ -147,10 +143,7 @@ func TestJobOfAChildNameAfterItsJobSetWasDeleted(t *testing.T) {
 		JobSetChild(js, "workers", 0, 0).Completed("0-3", 4).Complete(testNow.Add(-time.Minute)).Obj()
 	forged.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
 	objs := []client.Object{ba, forged}
-	for i := range 4 {
-		objs = append(objs, wrappers.MakeIndexPod(forged, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
-			Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
-	}
+	objs = append(objs, reportedPods(t, forged, 4, testNow.Add(-2*time.Minute))...)
 	f := newFixture(t, hooks{}, objs...)
 	checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "the Job created after its JobSet was deleted")
 }
@@ -347,10 +340,7 @@ func TestJobOfAChildNameOfADispatchedOwner(t *testing.T) {
 				JobSetChild(owner, "workers", 0, 0).Completed("0-1", 2).Complete(testNow.Add(-time.Minute)).Obj()
 			forged.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
 			objs = append(objs, wl, ba.Obj(), forged)
-			for i := range 2 {
-				objs = append(objs, wrappers.MakeIndexPod(forged, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
-					Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
-			}
+			objs = append(objs, reportedPods(t, forged, 2, testNow.Add(-2*time.Minute))...)
 			f := newFixture(t, hooks{}, objs...)
 			r := f.reconciler()
 			r.WorkerResults = fakeWorkers{states: map[string]multikueue.WorkerState{"worker-a": {Configured: true, Synced: true}}}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -82,10 +81,7 @@ func TestChildOfAnAbsentOwnerNotFollowed(t *testing.T) {
 				ba = ba.AssignJobSet("vic", "node", 0, "0-1", "0-1")
 			}
 			objs := []client.Object{x, ba.Obj()}
-			for i := range 2 {
-				objs = append(objs, wrappers.MakeIndexPod(x, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
-					Succeeded(testNow.Add(-2*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
-			}
+			objs = append(objs, reportedPods(t, x, 2, testNow.Add(-2*time.Minute))...)
 			f := newFixture(t, hooks{}, objs...)
 			got := reconcileTwice(t, f, "train")
 			checkNotFollowed(t, got, x.UID, "a Job of the child's name of an owner never there")
@@ -120,10 +116,7 @@ func TestJobMadeBeforeItsTrainJobNotFollowed(t *testing.T) {
 			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).RequireResults("result.valid == result.records").
 				AssignTrainJob("vic", "node", 0, "0-1", "0-1").Obj()
 			objs := []client.Object{vic, x, ba}
-			for i := range 2 {
-				objs = append(objs, wrappers.MakeIndexPod(x, fmt.Sprintf("f-%d", i), i).Finalizers(v1alpha1.ResultFinalizer).
-					Succeeded(testNow.Add(-90*time.Minute), report(t, fmt.Sprintf("s%d", i))).Obj())
-			}
+			objs = append(objs, reportedPods(t, x, 2, testNow.Add(-90*time.Minute))...)
 			f := newFixture(t, hooks{}, objs...)
 			got := reconcileTwice(t, f, "train")
 			if tc.deleted {
