@@ -600,7 +600,7 @@ func TestStandingResults(t *testing.T) {
 		{"no list for the target: not checked", []Result{first, ofB}, map[string]indexset.Set{}, []string{first.Pod, ofB.Pod}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := StandingResults(m, spec, map[string]types.UID{"job/j": "uid-j"}, tc.completed, tc.results)
+			got := StandingResults(m, spec, map[string]types.UID{"job/j": "uid-j"}, nil, tc.completed, tc.results)
 			var pods []string
 			for o := range len(spec.Shards.Names) {
 				if r, ok := got[o]; ok {

@@ -46,28 +46,28 @@ type sharedIdentities struct {
 // record, and its superseded identities in history) across targets. It costs O(targets +
 // history) when no two targets share a Job.
 func findSharedIdentities(m *Mapping, states []*targetState, history []v1alpha1.SupersededIdentity) sharedIdentities {
-	position := make(map[string]int, len(states))
-	for i, ts := range states {
-		position[ts.key] = i
+	current := make(map[string]types.UID, len(states))
+	for _, ts := range states {
+		current[ts.key] = ts.uid()
 	}
+	return sharedOfRecorded(m, current, history)
+}
+
+// sharedOfRecorded finds the completion identities two targets of the mapping reach:
+// through each target's current Job UID or record (current, by target key) and the
+// superseded identities in history. Compute and the readers of an account's status (the
+// CLI) alike.
+func sharedOfRecorded(m *Mapping, current map[string]types.UID, history []v1alpha1.SupersededIdentity) sharedIdentities {
 	reachedBy := map[types.UID][]int{}
-	for i, ts := range states {
-		reach(reachedBy, ts.uid(), i)
+	position := make(map[string]int, len(m.Targets))
+	for i, t := range m.Targets {
+		position[t.Key] = i
+		reach(reachedBy, current[t.Key], i)
 	}
 	for _, h := range history {
 		if i, ok := position[h.Target]; ok {
 			reach(reachedBy, h.UID, i)
 		}
-	}
-	return sharedAmong(m, reachedBy)
-}
-
-// sharedOfCurrent is findSharedIdentities for readers that know only each target's
-// current Job UID (by target key), such as the CLI reading an account's status.
-func sharedOfCurrent(m *Mapping, current map[string]types.UID) sharedIdentities {
-	reachedBy := map[types.UID][]int{}
-	for i, t := range m.Targets {
-		reach(reachedBy, current[t.Key], i)
 	}
 	return sharedAmong(m, reachedBy)
 }

@@ -265,6 +265,7 @@ func TestStandingResultsOfASharedIdentity(t *testing.T) {
 		name    string
 		spec    *wrappers.BatchAccountWrapper
 		current map[string]types.UID
+		history []v1alpha1.SupersededIdentity
 		results []Result
 		want    []int // shard ordinals with a standing result
 	}{
@@ -282,6 +283,23 @@ func TestStandingResultsOfASharedIdentity(t *testing.T) {
 			want:    []int{0},
 		},
 		{
+			// A JobSet restart: the Job by name keeps the Job as its record, the child
+			// target put it in history and follows nothing yet.
+			name:    "one Job by name and, in history, as the JobSet's child: its result stands for neither shard",
+			spec:    makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(0)).RequireResults(""),
+			current: map[string]types.UID{byName: "uid-tw-w-0"},
+			history: []v1alpha1.SupersededIdentity{{Target: asChild, UID: "uid-tw-w-0"}},
+			results: []Result{result(byName, "uid-tw-w-0", 0, "A")},
+		},
+		{
+			name:    "another target's history holds another Job: the result stands",
+			spec:    makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(0)).RequireResults(""),
+			current: map[string]types.UID{byName: "uid-tw-w-0"},
+			history: []v1alpha1.SupersededIdentity{{Target: asChild, UID: "uid-earlier"}},
+			results: []Result{result(byName, "uid-tw-w-0", 0, "A")},
+			want:    []int{0},
+		},
+		{
 			name:    "two children of the JobSet are two Jobs: both stand",
 			spec:    makeSpec("A", "B").AssignJob("tw-w-0", "0", "A").AssignJob("", "0", "B").Target(childRef(1)).RequireResults(""),
 			current: map[string]types.UID{byName: "uid-tw-w-0", "jobset/tw/w/1": "uid-tw-w-1"},
@@ -292,7 +310,7 @@ func TestStandingResultsOfASharedIdentity(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec.SpecObj()
-			got := slices.Sorted(maps.Keys(StandingResults(Compile("ml-team", spec), spec, tc.current, nil, tc.results)))
+			got := slices.Sorted(maps.Keys(StandingResults(Compile("ml-team", spec), spec, tc.current, tc.history, nil, tc.results)))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("standing shards %v, want %v", got, tc.want)
 			}

@@ -284,12 +284,13 @@ func (ts *targetState) reportingIndexes() indexset.Set {
 // StandingResults returns, per shard ordinal, the result that stands for the shard: the
 // first result, in recording order, of the shard's current identity (current maps target
 // keys to Job UIDs) that claims the assigned shard on the account's revisions and passed
-// decoding and the rule, that no other target reaches (DuplicateIndex), and whose index
-// its identity completed (completed, by target key: CompletedIndexes). It is the rule
-// Compute applies, for readers of recorded results.
-func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, completed map[string]indexset.Set, results []Result) map[int]Result {
+// decoding and the rule, that no other target reaches, currently or through its
+// superseded identities in history (DuplicateIndex), and whose index its identity
+// completed (completed, by target key: CompletedIndexes). It is the rule Compute
+// applies, for readers of recorded results.
+func StandingResults(m *Mapping, spec *v1alpha1.BatchAccountSpec, current map[string]types.UID, history []v1alpha1.SupersededIdentity, completed map[string]indexset.Set, results []Result) map[int]Result {
 	// A completion identity two targets reach stands for no shard, as in Compute.
-	results = sharedOfCurrent(m, current).rejectResults(results)
+	results = sharedOfRecorded(m, current, history).rejectResults(results)
 	rs := judge(m, spec, spec.Judging(), current, completed, results)
 	out := make(map[int]Result, len(rs.standing))
 	for o, i := range rs.standing {

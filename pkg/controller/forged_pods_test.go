@@ -102,7 +102,7 @@ func TestHandMadePodResultDoesNotStand(t *testing.T) {
 	suspended := jobJ(v1alpha1.ScopeResults).Obj()
 	ba, chunks := runHandMadeThenReal(t, handMadePod(suspended, "evil", 1, msg))
 	m := account.Compile("ns", &ba.Spec)
-	standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{"job/j": "j-uid"}, nil, account.RecordedInOrder(chunks))
+	standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{"job/j": "j-uid"}, nil, nil, account.RecordedInOrder(chunks))
 	if b := standing[1]; b.Pod == "evil" {
 		t.Errorf("Accepted = %q, and shard B stands on the hand-made pod's result (output %s, digest %s); the Job's own pod j-1 is recorded as %s",
 			conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted), b.Output, b.Digest, rejectionOf(ba, "j-1"))
@@ -181,7 +181,7 @@ func TestHandMadePodDoesNotTurnARejectedShardAccepted(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := account.Compile("ns", &ba.Spec)
-		b := account.StandingResults(m, &ba.Spec, map[string]types.UID{"job/j": "j-uid"}, nil, account.RecordedInOrder(chunks.Items))[1]
+		b := account.StandingResults(m, &ba.Spec, map[string]types.UID{"job/j": "j-uid"}, nil, nil, account.RecordedInOrder(chunks.Items))[1]
 		t.Errorf("a hand-made pod turned the verdict: Accepted = %q, shard B stands on pod %s (output %s, digest %s)", got, b.Pod, b.Output, b.Digest)
 	}
 }

@@ -387,7 +387,7 @@ func TestFirstSuccessOfAnIndexStands(t *testing.T) {
 				t.Errorf("recorded %v, want %v: the first success of the index first", order, tc.wantOrder)
 			}
 			m := account.Compile(ba.Namespace, &ba.Spec)
-			standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{results[0].Target: j.UID}, nil, results)
+			standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{results[0].Target: j.UID}, nil, nil, results)
 			if got := standing[0].Digest; got != tc.wantDigest {
 				t.Errorf("standing digest %q, want %q (the first success's)", got, tc.wantDigest)
 			}
@@ -449,7 +449,7 @@ func TestResultReadFromAnEarlierContainerIsCapturedAgain(t *testing.T) {
 				t.Fatalf("results %+v; want the pod captured again from container %q", results, tc.now)
 			}
 			m := account.Compile(ba.Namespace, &ba.Spec)
-			standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{results[0].Target: j.UID}, nil, results)
+			standing := account.StandingResults(m, &ba.Spec, map[string]types.UID{results[0].Target: j.UID}, nil, nil, results)
 			got, ok := standing[0]
 			switch wantAccepted := tc.now == "reporter"; {
 			case wantAccepted && (!ok || got.Pod != "j-0" || got.Sequence != 2):
@@ -534,7 +534,7 @@ func TestEvictionSparesFollowedIdentities(t *testing.T) {
 			}
 			m := account.Compile(ba.Namespace, &ba.Spec)
 			current := map[string]types.UID{"job/j": j.UID, "job/r": "r-uid"}
-			if got, ok := account.StandingResults(m, &ba.Spec, current, nil, results)[0]; !ok || got.JobUID != "r-uid" {
+			if got, ok := account.StandingResults(m, &ba.Spec, current, nil, nil, results)[0]; !ok || got.JobUID != "r-uid" {
 				t.Errorf("standing for A: %+v (found %v); want the repair's accepted result", got, ok)
 			}
 		})
@@ -570,7 +570,7 @@ func TestFirstSuccessOfAShardStandsAcrossTargets(t *testing.T) {
 			}
 			m := account.Compile(ba.Namespace, &ba.Spec)
 			current := map[string]types.UID{"job/j": j.UID, "job/r": r.UID}
-			if got := account.StandingResults(m, &ba.Spec, current, nil, results)[0].Digest; got != tc.wantDgst {
+			if got := account.StandingResults(m, &ba.Spec, current, nil, nil, results)[0].Digest; got != tc.wantDgst {
 				t.Errorf("standing digest %q, want %q (the first success's)", got, tc.wantDgst)
 			}
 		})

@@ -548,7 +548,7 @@ func acceptedResults(ba *v1alpha1.BatchAccount, m *account.Mapping, targets Obse
 		current[key] = ts.UID
 	}
 	// A chunk labelled for the account but not owned by it is no record of the manager's.
-	standing := account.StandingResults(m, &ba.Spec, current, account.CompletedIndexes(&ba.Status), account.RecordedInOrder(v1alpha1.OwnedChunks(ba, chunks)))
+	standing := account.StandingResults(m, &ba.Spec, current, ba.Status.History, account.CompletedIndexes(&ba.Status), account.RecordedInOrder(v1alpha1.OwnedChunks(ba, chunks)))
 	ordinals := slices.Sorted(maps.Keys(standing))
 	out := make([]v1alpha1.RecordedResult, 0, len(ordinals))
 	for _, o := range ordinals {

@@ -195,7 +195,7 @@ func judgeShardResults(ba *v1alpha1.BatchAccount, m *account.Mapping, chunks []v
 	// A chunk labelled for the account but not owned by it is no record of the manager's.
 	results := account.RecordedInOrder(v1alpha1.OwnedChunks(ba, chunks))
 	completed := account.CompletedIndexes(&ba.Status)
-	standing := account.StandingResults(m, &ba.Spec, current, completed, results)
+	standing := account.StandingResults(m, &ba.Spec, current, ba.Status.History, completed, results)
 	for o := range standing {
 		if o < len(states) && states[o] != stateMissing {
 			states[o] = stateAccepted
@@ -212,7 +212,7 @@ func judgeShardResults(ba *v1alpha1.BatchAccount, m *account.Mapping, chunks []v
 		case stands:
 			// A further result for an accepted shard: a conflict when it would have been
 			// accepted on its own and disagrees with the one that stands.
-			alone := account.StandingResults(m, &ba.Spec, current, completed, []account.Result{r})
+			alone := account.StandingResults(m, &ba.Spec, current, ba.Status.History, completed, []account.Result{r})
 			if _, ok := alone[o]; ok && r.Digest != s.Digest {
 				states[o] = stateConflict
 			}
