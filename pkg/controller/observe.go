@@ -85,14 +85,22 @@ type followedResolver interface {
 	ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error)
 }
 
-// resolveFollowed is relations.ResolveTarget, told the identity the account follows for
-// ref (followed, none yet too) when its kind asks for it (followedResolver).
-func resolveFollowed(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef, followed kinds.Followed) (*batchv1.Job, int32, error) {
+// resolveFollowed is relations.ResolveTarget through c, told the identity the account
+// follows for ref (followed, none yet too) when its kind asks for it (followedResolver).
+// A kinds.CacheLagError is returned until CacheLagWait after the later write it names;
+// then what the caches show is taken as it is.
+func (r *Reconciler) resolveFollowed(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef, followed kinds.Followed) (*batchv1.Job, int32, error) {
 	k, ok := relations.KindOf(ref).(followedResolver)
 	if !ok || ref.Namespace != "" && ref.Namespace != namespace {
 		return relations.ResolveTarget(ctx, c, namespace, ref)
 	}
-	return k.ResolveObserved(ctx, c, namespace, ref, followed)
+	job, attempt, err := k.ResolveObserved(ctx, c, namespace, ref, followed)
+	if lag := (*kinds.CacheLagError)(nil); errors.As(err, &lag) && !r.now().Before(lag.Since.Add(CacheLagWait)) {
+		// Caches that disagree this long after the later write do not lag: they show
+		// what there is.
+		return lag.Job, lag.RestartAttempt, nil
+	}
+	return job, attempt, err
 }
 
 // dispatchedWithout reports whether ref's kind reads api, which this cluster does not
@@ -113,16 +121,11 @@ func dispatchedWithout(ctx context.Context, c client.Reader, namespace string, r
 func (r *Reconciler) observeTargetServed(ctx context.Context, namespace string, t account.Target, followed kinds.Followed, results bool) (observed, error) {
 	// A JobSet child being deleted that the record finalizer holds is observed until its
 	// end is recorded (jobset.CurrentChild).
-	job, attempt, err := resolveFollowed(ctx, r.Client, namespace, t.Ref, followed)
-	if lag := (*kinds.CacheLagError)(nil); errors.As(err, &lag) && !r.now().Before(lag.Since.Add(CacheLagWait)) {
-		// Caches that disagree this long after the later write do not lag: they show
-		// what there is.
-		job, attempt, err = lag.Job, lag.RestartAttempt, nil
-	}
+	job, attempt, err := r.resolveFollowed(ctx, r.Client, namespace, t.Ref, followed)
 	if err == nil && job == nil {
 		// Not in the cache: a Job without the scope label on its metadata, which
 		// stampTarget adds once this finds it.
-		job, attempt, err = r.resolveLive(ctx, namespace, t.Ref)
+		job, attempt, err = r.resolveLive(ctx, namespace, t.Ref, followed)
 	}
 	if err != nil {
 		return observed{}, err

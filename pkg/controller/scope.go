@@ -17,6 +17,7 @@ import (
 
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 )
@@ -113,13 +114,14 @@ func (r *Reconciler) stampTarget(ctx context.Context, ba *v1alpha1.BatchAccount,
 // account, before this version, or while the scope webhook failed open). Only the Jobs
 // are read live (relations.JobsFrom); a JobSet or TrainJob is read from the cache. Once
 // stampTarget labelled the Job, the cache and its watch carry it and this read is not
-// made again. A Job target seen deleted is not looked for.
-func (r *Reconciler) resolveLive(ctx context.Context, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
+// made again. A Job target seen deleted is not looked for. It follows the identity the
+// account follows (followed) as the cached read does (resolveFollowed).
+func (r *Reconciler) resolveLive(ctx context.Context, namespace string, ref v1alpha1.TargetRef, followed kinds.Followed) (*batchv1.Job, int32, error) {
 	if r.APIReader == nil || (!ref.IsChild() && r.deletedJobs.get(namespace, ref.Job, r.now()) != nil) {
 		return nil, 0, nil
 	}
 	r.Metrics.liveRead(cachedJob)
-	return relations.ResolveTarget(ctx, relations.JobsFrom(r.APIReader, r.Client), namespace, ref)
+	return r.resolveFollowed(ctx, relations.JobsFrom(r.APIReader, r.Client), namespace, ref, followed)
 }
 
 // Bounds of unfoundRecheck: the default of Reconciler.UnfoundRecheck, and the longest.

@@ -2,15 +2,18 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
+	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -105,7 +108,9 @@ func TestFailedTrainJobKeepsItsRecordWhenRenderedAgain(t *testing.T) {
 // new child is the target's next identity, the one that ran superseded. The cache shows
 // the TrainJob and its Workload as after a failure Trainer took off before Kueue's finish
 // was seen, so the account writes nothing for CacheLagWait after the new JobSet was made;
-// then it follows the new child.
+// then it follows the new child. So too when the new child carries no scope label (the
+// scope webhook failed open), and the cache does not hold it: read from the API server,
+// it waits as long.
 func TestRunningTrainJobFollowsItsJobSetMadeAgain(t *testing.T) {
 	rendered := newRenderedTrainJob()
 	tj := rendered.tj
@@ -124,44 +129,54 @@ func TestRunningTrainJobFollowsItsJobSetMadeAgain(t *testing.T) {
 		{name: "within the bound: nothing written", made: 6 * time.Second, wantUID: "child-ran"},
 		{name: "past the bound: the new child", made: CacheLagWait, wantUID: "child-again", wantHistory: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
-				AssignTrainJob("tj", "node", 0, "0-1", "0-1").Obj()
-			f := newFixture(t, hooks{}, acct, tj, ran, ranChild, wl)
-			if _, err := f.reconcile("acct"); err != nil {
-				t.Fatal(err)
-			}
-			if got := f.account(t, "acct").Status.Targets[0]; got.UID != ranChild.UID {
-				t.Fatalf("first: target %s, want the running child %s", got.UID, ranChild.UID)
-			}
-			ctx := context.Background()
-			for _, o := range []client.Object{ranChild, ran} {
-				if err := f.c.Delete(ctx, o); err != nil {
-					t.Fatal(err)
+		for _, unlabelled := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, the new child unlabelled %v", tc.name, unlabelled), func(t *testing.T) {
+				acct := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).Shards("A", "B").Revisions("D", "m").
+					AssignTrainJob("tj", "node", 0, "0-1", "0-1").Obj()
+				f := newFixture(t, hooks{}, acct, tj, ran, ranChild, wl)
+				r := f.cachedReconciler()
+				reconcile := func() ctrl.Result {
+					t.Helper()
+					res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return res
 				}
-			}
-			again := rendered.jobSet("js-again", testNow.Add(-tc.made))
-			for _, o := range []client.Object{again, nodeChild(again, "child-again").Created(testNow.Add(-tc.made)).Obj()} {
-				if err := f.c.Create(ctx, o); err != nil {
-					t.Fatal(err)
+				reconcile()
+				if got := f.account(t, "acct").Status.Targets[0]; got.UID != ranChild.UID {
+					t.Fatalf("first: target %s, want the running child %s", got.UID, ranChild.UID)
 				}
-			}
-			f.reset()
-			res, err := f.reconcile("acct")
-			if err != nil {
-				t.Fatal(err)
-			}
-			written := f.writesOf("status-update")
-			if waits := res.RequeueAfter == CacheLagRecheck && len(written) == 0; waits != !tc.wantHistory {
-				t.Errorf("RequeueAfter %v, status writes %v; want waiting for the caches %v", res.RequeueAfter, written, !tc.wantHistory)
-			}
-			st := f.account(t, "acct").Status
-			if got := st.Targets[0].UID; string(got) != tc.wantUID {
-				t.Errorf("target %s, want %s", got, tc.wantUID)
-			}
-			if got := len(st.History) == 1 && st.History[0].UID == ranChild.UID; got != tc.wantHistory {
-				t.Errorf("history %+v, want the child that ran in it: %v", st.History, tc.wantHistory)
-			}
-		})
+				ctx := context.Background()
+				for _, o := range []client.Object{ranChild, ran} {
+					if err := f.c.Delete(ctx, o); err != nil {
+						t.Fatal(err)
+					}
+				}
+				again := rendered.jobSet("js-again", testNow.Add(-tc.made))
+				againChild := nodeChild(again, "child-again").Created(testNow.Add(-tc.made)).Obj()
+				if unlabelled {
+					delete(againChild.Labels, v1alpha1.LabelScope)
+				}
+				for _, o := range []client.Object{again, againChild} {
+					if err := f.c.Create(ctx, o); err != nil {
+						t.Fatal(err)
+					}
+				}
+				f.reset()
+				res := reconcile()
+				written := f.writesOf("status-update")
+				if waits := res.RequeueAfter == CacheLagRecheck && len(written) == 0; waits != !tc.wantHistory {
+					t.Errorf("RequeueAfter %v, status writes %v; want waiting for the caches %v", res.RequeueAfter, written, !tc.wantHistory)
+				}
+				st := f.account(t, "acct").Status
+				if got := st.Targets[0].UID; string(got) != tc.wantUID {
+					t.Errorf("target %s, want %s", got, tc.wantUID)
+				}
+				if got := len(st.History) == 1 && st.History[0].UID == ranChild.UID; got != tc.wantHistory {
+					t.Errorf("history %+v, want the child that ran in it: %v", st.History, tc.wantHistory)
+				}
+			})
+		}
 	}
 }
