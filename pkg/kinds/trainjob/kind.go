@@ -236,11 +236,17 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 					return nil, 0, err
 				}
 				if end != nil && !endedBatch(&js, end) {
+					if !js.CreationTimestamp.Before(&end.LastTransitionTime) {
+						// Made once the Workload finished, as below: a JobSet rendered
+						// again, whatever restart attempt its children's label says
+						// (anyone who may update Jobs may write it).
+						return nil, 0, nil
+					}
 					if observing && observed.UID == "" {
 						return nil, 0, &kinds.CacheLagError{Since: end.LastTransitionTime.Time,
 							Reason: fmt.Sprintf("TrainJob %s/%s: its Workload finished, its JobSet shows no end", namespace, ref.TrainJob)}
 					}
-					return observedChild(ctx, r, namespace, ref, &js, since, observed)
+					return observedChild(ctx, r, namespace, ref, &js, since, end.LastTransitionTime.Add(kinds.ClockSkewAllowance), observed)
 				}
 			}
 			if end == nil && observing && observed.UID != "" {
@@ -277,14 +283,18 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
 }
 
-// observedChild is the child of js, created since, when it is the Job observed follows or
-// a later restart attempt (ResolveObserved); none otherwise, and none when observed
-// follows nothing (Resolve).
-func observedChild(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, js *jobsetapi.JobSet, since time.Time, observed kinds.Followed) (*batchv1.Job, int32, error) {
+// observedChild is the child of js, created since and no later than until (the
+// Workload's finish, give or take kinds.ClockSkewAllowance), when it is the Job observed
+// follows or a later restart attempt (ResolveObserved); none otherwise, and none when
+// observed follows nothing (Resolve). The JobSet that ran made every child of the batch
+// before it ended, so before Kueue finished the Workload: a child made later is one of a
+// JobSet rendered again before that finish (a restart of it, or a Job made again under
+// the child's name), which holds no admission.
+func observedChild(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, js *jobsetapi.JobSet, since, until time.Time, observed kinds.Followed) (*batchv1.Job, int32, error) {
 	if observed.UID == "" {
 		return nil, 0, nil
 	}
-	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, js, since, time.Time{})
+	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, js, since, until)
 	if err != nil || job == nil || job.UID != observed.UID && attempt <= observed.RestartAttempt {
 		return nil, 0, err
 	}

@@ -173,6 +173,12 @@ func TestResolveObserved(t *testing.T) {
 	}
 	ran, again, after := ranAt(t0.Add(-time.Hour)), ranAt(t0.Add(-2*time.Second)), ranAt(t0.Add(time.Second))
 	finished := workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)
+	// nodeAt is node, created at created.
+	nodeAt := func(js *jobsetapi.JobSet, attempt int, uid string, created time.Time) *batchv1.Job {
+		j := node(js, attempt, uid)
+		j.CreationTimestamp = metav1.NewTime(created)
+		return j
+	}
 	followed := func(uid string, attempt int32) *kinds.Followed {
 		return &kinds.Followed{UID: types.UID(uid), RestartAttempt: attempt}
 	}
@@ -183,6 +189,14 @@ func TestResolveObserved(t *testing.T) {
 		{"the JobSet's end not seen yet, a restart since the child followed: the later attempt", []client.Object{tj, ran, node(ran, 1, "n0b"), finished}, followed("n0", 0), "n0b"},
 		{"its JobSet rendered again before Kueue finished its Workload, the failed run's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0", 0), ""},
 		{"its JobSet rendered again before Kueue finished its Workload, a restart's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0b", 1), ""},
+		// A JobSet rendered again holds no admission, but its child may be of a later
+		// attempt: a restart before Kueue suspended it, a Job made again under the child's
+		// name, or a restart-attempt label raised by anyone who may update Jobs. It is
+		// none of the JobSet that ran, whose children were all made before the Workload
+		// finished.
+		{"its JobSet rendered again after Kueue finished its Workload, a later attempt: none", []client.Object{tj, after, nodeAt(after, 1, "n1b", t0.Add(2*time.Second)), finished}, followed("n0", 0), ""},
+		{"its JobSet rendered again before Kueue finished its Workload, restarted since: none", []client.Object{tj, again, nodeAt(again, 1, "n1b", t0.Add(2*time.Minute)), finished}, followed("n0", 0), ""},
+		{"the JobSet's end not seen yet, a restart before the Workload finished: the later attempt", []client.Object{tj, ran, nodeAt(ran, 1, "n0b", t0.Add(-time.Minute)), finished}, followed("n0", 0), "n0b"},
 		{"its JobSet rendered again after the TrainJob's end, its child followed: none, as Resolve", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0).Obj(), after, node(after, 0, "n1")}, followed("n1", 0), ""},
 		// Another child at the attempt followed: of a JobSet made again, for a new run or
 		// after a failure whose Workload's finish is not seen yet.
