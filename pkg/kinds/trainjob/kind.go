@@ -285,11 +285,11 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 
 // observedChild is the child of js, created since and no later than until (the
 // Workload's finish, give or take kinds.ClockSkewAllowance), when it is the Job observed
-// follows or a later restart attempt (ResolveObserved); none otherwise, and none when
-// observed follows nothing (Resolve). The JobSet that ran made every child of the batch
-// before it ended, so before Kueue finished the Workload: a child made later is one of a
-// JobSet rendered again before that finish (a restart of it, or a Job made again under
-// the child's name), which holds no admission.
+// follows or a later restart attempt that js counted (ResolveObserved); none otherwise,
+// and none when observed follows nothing (Resolve). The JobSet that ran made every child
+// of the batch before it ended, so before Kueue finished the Workload: a child made later
+// is one of a JobSet rendered again before that finish (a restart of it, or a Job made
+// again under the child's name), which holds no admission.
 func observedChild(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, js *jobsetapi.JobSet, since, until time.Time, observed kinds.Followed) (*batchv1.Job, int32, error) {
 	if observed.UID == "" {
 		return nil, 0, nil
@@ -297,6 +297,13 @@ func observedChild(ctx context.Context, r client.Reader, namespace string, ref v
 	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, js, since, until)
 	if err != nil || job == nil || job.UID != observed.UID && attempt <= observed.RestartAttempt {
 		return nil, 0, err
+	}
+	if job.UID != observed.UID && attempt > js.Status.Restarts {
+		// JobSet labels a child with the restarts its status counted first: a label beyond
+		// them is js shown late by its cache, or written by hand (anyone who may update
+		// Jobs may) on the child of a JobSet rendered again. Once the caches agree, none.
+		return nil, 0, &kinds.CacheLagError{Since: job.CreationTimestamp.Time,
+			Reason: fmt.Sprintf("TrainJob %s/%s: its JobSet counts fewer restarts than its child's attempt %d", namespace, ref.TrainJob, attempt)}
 	}
 	return job, attempt, nil
 }

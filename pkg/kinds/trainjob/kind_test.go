@@ -172,6 +172,8 @@ func TestResolveObserved(t *testing.T) {
 		return js
 	}
 	ran, again, after := ranAt(t0.Add(-time.Hour)), ranAt(t0.Add(-2*time.Second)), ranAt(t0.Add(time.Second))
+	restarted := ranAt(t0.Add(-time.Hour))
+	restarted.Status.Restarts = 1
 	finished := workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)
 	// nodeAt is node, created at created.
 	nodeAt := func(js *jobsetapi.JobSet, attempt int, uid string, created time.Time) *batchv1.Job {
@@ -186,7 +188,7 @@ func TestResolveObserved(t *testing.T) {
 		{"the JobSet's end not seen yet, its child the one followed", []client.Object{tj, ran, node(ran, 0, "n0"), finished}, followed("n0", 0), "n0"},
 		// The JobSet restarted (attempt 1) and failed before the account saw the new child:
 		// a restart keeps the JobSet, whose attempts only grow.
-		{"the JobSet's end not seen yet, a restart since the child followed: the later attempt", []client.Object{tj, ran, node(ran, 1, "n0b"), finished}, followed("n0", 0), "n0b"},
+		{"the JobSet's end not seen yet, a restart since the child followed: the later attempt", []client.Object{tj, restarted, node(restarted, 1, "n0b"), finished}, followed("n0", 0), "n0b"},
 		{"its JobSet rendered again before Kueue finished its Workload, the failed run's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0", 0), ""},
 		{"its JobSet rendered again before Kueue finished its Workload, a restart's child followed", []client.Object{tj, again, node(again, 0, "n1"), finished}, followed("n0b", 1), ""},
 		// A JobSet rendered again holds no admission, but its child may be of a later
@@ -196,7 +198,13 @@ func TestResolveObserved(t *testing.T) {
 		// finished.
 		{"its JobSet rendered again after Kueue finished its Workload, a later attempt: none", []client.Object{tj, after, nodeAt(after, 1, "n1b", t0.Add(2*time.Second)), finished}, followed("n0", 0), ""},
 		{"its JobSet rendered again before Kueue finished its Workload, restarted since: none", []client.Object{tj, again, nodeAt(again, 1, "n1b", t0.Add(2*time.Minute)), finished}, followed("n0", 0), ""},
-		{"the JobSet's end not seen yet, a restart before the Workload finished: the later attempt", []client.Object{tj, ran, nodeAt(ran, 1, "n0b", t0.Add(-time.Minute)), finished}, followed("n0", 0), "n0b"},
+		{"the JobSet's end not seen yet, a restart before the Workload finished: the later attempt", []client.Object{tj, restarted, nodeAt(restarted, 1, "n0b", t0.Add(-time.Minute)), finished}, followed("n0", 0), "n0b"},
+		// JobSet labels a child with the restarts its status counted before: a label beyond
+		// them is a JobSet the cache shows late, or a label raised by hand on the child of a
+		// JobSet rendered again, made before Kueue finished the Workload. Past the caches'
+		// lag it is no child.
+		{"its JobSet rendered again before Kueue finished its Workload, its child's attempt label raised: none", []client.Object{tj, again, nodeAt(again, 1, "n1", t0.Add(-time.Second)), finished}, followed("n0", 0), afterLag("")},
+		{"the JobSet's end not seen yet, nor its restart: not before the caches agree", []client.Object{tj, ran, nodeAt(ran, 1, "n0b", t0.Add(-time.Minute)), finished}, followed("n0", 0), afterLag("")},
 		{"its JobSet rendered again after the TrainJob's end, its child followed: none, as Resolve", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0).Obj(), after, node(after, 0, "n1")}, followed("n1", 0), ""},
 		// Another child at the attempt followed: of a JobSet made again, for a new run or
 		// after a failure whose Workload's finish is not seen yet.
