@@ -310,15 +310,17 @@ func observedChild(ctx context.Context, r client.Reader, namespace string, ref v
 
 // unendedChild is the child of js, created since, for an account that follows observed,
 // while the caches show neither the TrainJob's end nor its Workload's. A child other than
-// the one followed, at no later restart attempt, is one of a JobSet rendered again after
-// the JobSet that ran was deleted (a JobSet restart only raises the attempt): while the
+// the one followed, at no later restart attempt that js counted, is one of a JobSet
+// rendered again after the JobSet that ran was deleted (a JobSet restart only raises the
+// attempt, and labels the child with the restarts its status counted first; a label
+// beyond them is the JobSet shown late, or written by hand on such a child): while the
 // batch runs (a new run under the same admission, the child to follow), or once it failed
 // and Trainer took the failure off, before the cache shows Kueue's finish of the Workload
 // (the child of no run). Only that finish tells them apart: a kinds.CacheLagError, since
 // the JobSet was made, whose answer as the caches show it is that child.
 func unendedChild(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, js *jobsetapi.JobSet, since time.Time, observed kinds.Followed) (*batchv1.Job, int32, error) {
 	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, js, since, time.Time{})
-	if err != nil || job == nil || job.UID == observed.UID || attempt > observed.RestartAttempt {
+	if err != nil || job == nil || job.UID == observed.UID || attempt > observed.RestartAttempt && attempt <= js.Status.Restarts {
 		return job, attempt, err
 	}
 	return nil, 0, &kinds.CacheLagError{Since: js.CreationTimestamp.Time, Job: job, RestartAttempt: attempt,

@@ -211,7 +211,10 @@ func TestResolveObserved(t *testing.T) {
 		{"no end: another child at the attempt followed", []client.Object{tj, ran, node(ran, 0, "n1")}, followed("n0", 0), afterLag("n1")},
 		{"no end: another child at an attempt before the one followed", []client.Object{tj, ran, node(ran, 0, "n1")}, followed("n0", 1), afterLag("n1")},
 		{"no end: the child followed", []client.Object{tj, ran, node(ran, 0, "n0")}, followed("n0", 0), "n0"},
-		{"no end: a restart since the child followed", []client.Object{tj, ran, node(ran, 1, "n0b")}, followed("n0", 0), "n0b"},
+		{"no end: a restart since the child followed", []client.Object{tj, restarted, node(restarted, 1, "n0b")}, followed("n0", 0), "n0b"},
+		// A later attempt its JobSet does not count: the JobSet shown late, or the label
+		// raised by hand on the child of a JobSet made again, which waits as any other.
+		{"no end: a later attempt its JobSet does not count", []client.Object{tj, ran, node(ran, 1, "n1")}, followed("n0", 0), afterLag("n1")},
 		{"no end, nothing followed: its child", []client.Object{tj, ran, node(ran, 0, "n1")}, &kinds.Followed{}, "n1"},
 	})
 }
