@@ -223,18 +223,18 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 			// admission: none of its children is the batch's, which ended. The end is
 			// the TrainJob's terminal condition while the cache still shows it (Trainer
 			// takes a failure off in the reconcile that renders the JobSet again, so
-			// the new JobSet and its children may be seen first), else Kueue's finish
-			// of its Workload (workloadEnd), which only a JobSet that recorded that end
-			// itself was rendered for (endedBatch). Compared without the skew
-			// allowance, and in the same second too (timestamps have no finer grain;
-			// Trainer renders again at once): the JobSet that ran was made a whole run
-			// before it ended, and before Kueue made the Workload at all.
-			end := terminalCondition(&tj)
-			if end == nil {
-				var err error
-				if end, err = workloadEnd(ctx, r, &tj); err != nil {
-					return nil, 0, err
-				}
+			// the new JobSet and its children may be seen first), or Kueue's finish of
+			// its Workload when earlier or alone (batchEnd); alone, only a JobSet that
+			// recorded that end itself was rendered for it (endedBatch). Compared
+			// without the skew allowance, and in the same second too (timestamps have
+			// no finer grain; Trainer renders again at once): the JobSet that ran was
+			// made a whole run before it ended, and before Kueue made the Workload.
+			end, err := batchEnd(ctx, r, &tj)
+			if err != nil {
+				return nil, 0, err
+			}
+			if terminalCondition(&tj) == nil {
+				// The Workload's finish alone.
 				if end != nil && !endedBatch(&js, end) {
 					if !js.CreationTimestamp.Before(&end.LastTransitionTime) {
 						// Made once the Workload finished, as below: a JobSet rendered
@@ -268,12 +268,9 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 		// the TrainJob), or renders it again: no child. The end is Trainer's clock (or
 		// JobSet's), read before it deletes the JobSet, which may create a child until
 		// then: a child's creation, the API server's clock, is allowed the skew.
-		end := terminalCondition(&tj)
-		if end == nil {
-			var err error
-			if end, err = workloadEnd(ctx, r, &tj); err != nil {
-				return nil, 0, err
-			}
+		end, err := batchEnd(ctx, r, &tj)
+		if err != nil {
+			return nil, 0, err
 		}
 		if end == nil || len(tj.Status.JobsStatus) == 0 {
 			return nil, 0, nil
@@ -396,9 +393,23 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 	return cmp.Or(jobset.Terminal(&js), jobset.Lacks(&js, ref)), nil
 }
 
-// workloadEnd is, for a TrainJob without a terminal condition, the Finished condition of
-// its Kueue Workload, as the TrainJob's own (type Complete when the Workload succeeded,
-// else Failed); nil when Kueue manages no Workload of it that finished. Trainer v2.2.0
+// batchEnd is when tj's batch ended: its terminal condition, or Kueue's finish of its
+// Workload (workloadEnd) when that is earlier or the TrainJob has none. A failure Trainer
+// took off may come back, copied from the JobSet it rendered again, which holds no
+// admission and failed in turn (its pods failed before Kueue suspended it, or pods made
+// by hand that the Job controller counts): the batch ended before, at the finish.
+func batchEnd(ctx context.Context, r client.Reader, tj *trainer.TrainJob) (*metav1.Condition, error) {
+	end := terminalCondition(tj)
+	wlEnd, err := workloadEnd(ctx, r, tj)
+	if err != nil || wlEnd == nil || end != nil && !wlEnd.LastTransitionTime.Before(&end.LastTransitionTime) {
+		return end, err
+	}
+	return wlEnd, nil
+}
+
+// workloadEnd is the Finished condition of the TrainJob's Kueue Workload, as the
+// TrainJob's own (type Complete when the Workload succeeded, else Failed); nil when
+// Kueue manages no Workload of it that finished. Trainer v2.2.0
 // keeps a Failed condition only for its own deadline: once the failed JobSet is gone
 // (deleted by hand, or by its TTL), it takes the failure off the TrainJob and renders the
 // JobSet again, unsuspended, while Kueue keeps the Workload finished, admits nothing more

@@ -157,6 +157,13 @@ func TestResolve(t *testing.T) {
 		{"its JobSet rendered again in the second it failed, the TrainJob still Failed: no child", []client.Object{failed, renderedAt(t0), node(renderedAt(t0), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, ""},
 		{"the TrainJob Failed, its JobSet that ran still there: the child", []client.Object{failed, renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0")}, nil, "n0"},
 		{"the TrainJob Complete, its JobSet that ran still there: the child", []client.Object{trainJb().Condition(trainer.TrainJobComplete, t0).Obj(), renderedAt(t0.Add(-time.Hour)), node(renderedAt(t0.Add(-time.Hour)), 0, "n0")}, nil, "n0"},
+		// The JobSet rendered again after the failure Trainer took off failed in turn (its
+		// child's pods failed before Kueue suspended it, or pods made by hand that the Job
+		// controller counts), and Trainer copied that failure onto the TrainJob: the batch
+		// ended at the Workload's finish, before.
+		{"its JobSet rendered again after its Workload finished failed, the TrainJob Failed since: no child", []client.Object{trainJb().Condition(trainer.TrainJobFailed, t0.Add(time.Hour)).Obj(),
+			endedAt(t0.Add(time.Second), string(jobsetapi.JobSetFailed), t0.Add(time.Hour)), node(renderedAt(t0.Add(time.Second)), 0, "n1"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, ""},
+		{"the TrainJob Failed, its JobSet that ran still there, its Workload finished: the child", []client.Object{failed, ranAndFailed, node(ranAndFailed, 0, "n0"), workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, nil, "n0"},
 	})
 }
 
