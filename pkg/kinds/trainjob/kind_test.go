@@ -179,8 +179,13 @@ func TestResolveObserved(t *testing.T) {
 		return js
 	}
 	ran, again, after := ranAt(t0.Add(-time.Hour)), ranAt(t0.Add(-2*time.Second)), ranAt(t0.Add(time.Second))
-	restarted := ranAt(t0.Add(-time.Hour))
-	restarted.Status.Restarts = 1
+	// restartedAt is the JobSet made at created, restarted once.
+	restartedAt := func(created time.Time) *jobsetapi.JobSet {
+		js := ranAt(created)
+		js.Status.Restarts = 1
+		return js
+	}
+	restarted, againRestarted, afterRestarted := restartedAt(t0.Add(-time.Hour)), restartedAt(t0.Add(-2*time.Second)), restartedAt(t0.Add(time.Second))
 	finished := workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)
 	// nodeAt is node, created at created.
 	nodeAt := func(js *jobsetapi.JobSet, attempt int, uid string, created time.Time) *batchv1.Job {
@@ -203,8 +208,8 @@ func TestResolveObserved(t *testing.T) {
 		// name, or a restart-attempt label raised by anyone who may update Jobs. It is
 		// none of the JobSet that ran, whose children were all made before the Workload
 		// finished.
-		{"its JobSet rendered again after Kueue finished its Workload, a later attempt: none", []client.Object{tj, after, nodeAt(after, 1, "n1b", t0.Add(2*time.Second)), finished}, followed("n0", 0), ""},
-		{"its JobSet rendered again before Kueue finished its Workload, restarted since: none", []client.Object{tj, again, nodeAt(again, 1, "n1b", t0.Add(2*time.Minute)), finished}, followed("n0", 0), ""},
+		{"its JobSet rendered again after Kueue finished its Workload, a later attempt: none", []client.Object{tj, afterRestarted, nodeAt(afterRestarted, 1, "n1b", t0.Add(2*time.Second)), finished}, followed("n0", 0), ""},
+		{"its JobSet rendered again before Kueue finished its Workload, restarted since: none", []client.Object{tj, againRestarted, nodeAt(againRestarted, 1, "n1b", t0.Add(2*time.Minute)), finished}, followed("n0", 0), ""},
 		{"the JobSet's end not seen yet, a restart before the Workload finished: the later attempt", []client.Object{tj, restarted, nodeAt(restarted, 1, "n0b", t0.Add(-time.Minute)), finished}, followed("n0", 0), "n0b"},
 		// JobSet labels a child with the restarts its status counted before: a label beyond
 		// them is a JobSet the cache shows late, or a label raised by hand on the child of a
