@@ -62,7 +62,7 @@ func TestJobRecorderReleases(t *testing.T) {
 	other := wrappers.MakeBatchAccount("other", "ns").UID("other-uid").Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()
 	deletedAccount := accountOfJ().Obj()
 	deletedAccount.Finalizers = []string{"example.com/keep"}
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	js.UID = "ts-uid"
 	earlierJS := js.DeepCopy()
 	earlierJS.UID = "earlier-ts-uid"
@@ -532,7 +532,7 @@ func TestJobRecorderReleasesOnlyTheStateRecorded(t *testing.T) {
 // to a Job no account names, one already held, one being deleted, or one whose end every
 // account recorded.
 func TestJobRecorderHolds(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	child := wrappers.MakeJob("ts-workers-0", "ns").Indexed(2).UID("child-uid").JobSetChild(js, "workers", 0, 0).Obj()
 	train := wrappers.MakeBatchAccount("train", "ns").Shards("W").AssignJobSet("ts", "workers", 0, "0", "0").Obj()
 	recordedComplete := recordingAccount(v1alpha1.TargetStatus{Job: "j", UID: "j-uid", Found: true, CompletedIndexes: "0,1", Terminal: "Complete"})
@@ -647,7 +647,7 @@ func TestHeldJobChangedPassesWhatMayReleaseIt(t *testing.T) {
 // it changed; a spec change or deletion every Job named before and after, JobSet
 // children from the cache.
 func TestAccountEventsWakeTheJobsTheyRecord(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	child := wrappers.MakeJob("ts-workers-0", "ns").UID("child-uid").JobSetChild(js, "workers", 0, 0).Obj()
 	f := newFixture(t, hooks{}, child)
 	r := &JobRecorder{Client: f.c}

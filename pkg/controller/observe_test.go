@@ -97,7 +97,7 @@ func TestObserveReadsPodsFromTheCacheOfTheirScope(t *testing.T) {
 // wake none of its accounts, and their pods' results are not captured for it (so the pod
 // releaser holds none of them for it either).
 func TestObserveFollowsOnlyTheJobSetsChildren(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	js.UID = "ts-uid"
 	indexed := func(name, uid string, attempt int) *wrappers.JobWrapper {
 		return wrappers.MakeJob(name, "ns").Indexed(1).UID(uid).JobSetChild(js, "workers", 0, attempt).

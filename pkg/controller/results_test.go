@@ -232,7 +232,7 @@ func TestEachIdentityKeepsItsResults(t *testing.T) {
 // in more restart attempts than the shard keeps results of (MaxResultsPerShardTotal),
 // each superseded, still has the current attempt's result recorded and accepted.
 func TestCurrentAttemptResultKeptAfterManyRestarts(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	js.UID = "ts-uid"
 	child := func(attempt int) *wrappers.JobWrapper {
 		return wrappers.MakeJob("ts-workers-0", "ns").Indexed(1).UID(fmt.Sprintf("child-a%d-uid", attempt)).

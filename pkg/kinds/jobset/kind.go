@@ -444,13 +444,15 @@ func ChildJobName(jobSet, replicatedJob string, jobIndex int) string {
 // attempt: it is followed until its end is recorded, so that what it completed before a
 // restart (or its owner's end) deleted it is its record. Among equal attempts the first
 // wins. A candidate that is no child is never followed, whatever its restart attempt. It
-// returns nil when no child is left, and for an owner MultiKueue dispatches (Dispatched):
-// its children run on a worker cluster, none here.
+// returns nil when no child is left, for an owner MultiKueue dispatches (Dispatched): its
+// children run on a worker cluster, none here; and for an owner that lacks the child
+// (Lacks): no replicatedJob of its name, or too few replicas.
 func CurrentChild(jobSet string, ref v1alpha1.TargetRef, owner *jobsetapi.JobSet, jobs []batchv1.Job) (*batchv1.Job, int32) {
-	if owner != nil && Dispatched(owner) {
-		// The JobSet controller here leaves a dispatched JobSet alone, so no real child
-		// ever takes a child's name here: a Job of that name is anyone's (its controller
-		// reference and labels are writable), and its coverage the worker records.
+	if owner != nil && (Dispatched(owner) || Lacks(owner, ref) != "") {
+		// The JobSet controller makes no child here for a dispatched JobSet, nor one its
+		// replicatedJobs (immutable) do not have: a Job of that name is anyone's, its
+		// controller reference and labels being writable by whoever may create Jobs.
+		// A dispatched JobSet's coverage the worker records.
 		return nil, 0
 	}
 	var jobSetUID types.UID

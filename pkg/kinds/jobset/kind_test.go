@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -37,7 +38,7 @@ import (
 func TestCurrentChildOfAJobSetBeingDeleted(t *testing.T) {
 	t0 := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
 	ref := v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "w"}
-	js := wrappers.MakeJobSet("t", "ns").Obj()
+	js := wrappers.MakeJobSet("t", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).Obj()
 	js.UID = "t-uid"
 	deleting := js.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
@@ -65,6 +66,40 @@ func TestCurrentChildOfAJobSetBeingDeleted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _ := jobset.CurrentChild(ref.JobSet, ref, tc.owner, tc.jobs)
+			var uid types.UID
+			if got != nil {
+				uid = got.UID
+			}
+			if uid != tc.want {
+				t.Errorf("CurrentChild = %q, want %q", uid, tc.want)
+			}
+		})
+	}
+}
+
+// TestCurrentChildOfAChildTheJobSetLacks: a JobSet makes children only of its
+// replicatedJobs, up to their replicas, which JobSet's webhook keeps immutable. A Job of
+// a child's name, labels and controller reference (the JobSet's UID, readable by anyone)
+// for a replicatedJob it does not have, or a jobIndex beyond its replicas, is anyone's:
+// the target does not follow it.
+func TestCurrentChildOfAChildTheJobSetLacks(t *testing.T) {
+	js := wrappers.MakeJobSet("t", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("w").Replicas(2).Obj()).Obj()
+	js.UID = "t-uid"
+	child := func(rj string, idx int) batchv1.Job {
+		return *wrappers.MakeJob(jobset.ChildJobName("t", rj, idx), "ns").UID("x-uid").JobSetChild(js, rj, idx, 0).Obj()
+	}
+	for _, tc := range []struct {
+		name string
+		ref  v1alpha1.TargetRef
+		job  batchv1.Job
+		want types.UID
+	}{
+		{"a replicatedJob it has, a jobIndex within its replicas", v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "w", JobIndex: ptr.To(int32(1))}, child("w", 1), "x-uid"},
+		{"a jobIndex beyond its replicas", v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "w", JobIndex: ptr.To(int32(2))}, child("w", 2), ""},
+		{"a replicatedJob it does not have", v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "launcher"}, child("launcher", 0), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _ := jobset.CurrentChild("t", tc.ref, js, []batchv1.Job{tc.job})
 			var uid types.UID
 			if got != nil {
 				uid = got.UID
