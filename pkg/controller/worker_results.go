@@ -137,11 +137,14 @@ func (r *Reconciler) workerSources(ctx context.Context, ba *v1alpha1.BatchAccoun
 			return nil, err
 		}
 		var ended *metav1.Time
+		var ranBefore map[types.UID]bool
 		if !fromRecord {
 			ended = admissionEnded(ba, t.Key, identity, p, o.workload)
+			ranBefore = copiesRunningBefore(recs, ended)
 		}
 		for i := range recs {
-			if recs[i].Job != name || !fromRecord && (finishedBeforeCreated(&recs[i], o.job) || finishedAfter(&recs[i], ended, grace)) {
+			if recs[i].Job != name || !fromRecord && (finishedBeforeCreated(&recs[i], o.job) || finishedAfter(&recs[i], ended, grace) ||
+				madeAfterItsEnd(&recs[i], ended, ranBefore)) {
 				continue
 			}
 			// A Job dispatched itself is the manager's identity; a dispatched JobSet's
@@ -173,6 +176,35 @@ func finishedBeforeCreated(rec *v1alpha1.WorkerResult, job *batchv1.Job) bool {
 	created := job.CreationTimestamp
 	before := func(t metav1.Time) bool { return kinds.BeforeBeyondSkew(t.Time, created.Time) }
 	return !created.IsZero() && before(rec.FinishedAt) && (rec.CreationTimestamp.IsZero() || before(rec.CreationTimestamp))
+}
+
+// copiesRunningBefore are the worker Jobs (their UIDs, as the worker reports them) of
+// which recs hold a pod that finished before ended, the end of the admission on recs'
+// worker: copies that ran during the admission. nil when it has not ended.
+func copiesRunningBefore(recs []v1alpha1.WorkerResult, ended *metav1.Time) map[types.UID]bool {
+	if ended == nil {
+		return nil
+	}
+	out := map[types.UID]bool{}
+	for i := range recs {
+		if recs[i].FinishedAt.Before(ended) {
+			out[recs[i].JobUID] = true
+		}
+	}
+	return out
+}
+
+// madeAfterItsEnd reports whether rec's pod finished after ended, the end of the
+// admission on rec's worker (within its pods' termination grace period and
+// kinds.ClockSkewAllowance: finishedAfter takes the later ones), in a Job of which no
+// pod finished before (ranBefore). A Job of the copy's name can be made there only once
+// Kueue deleted the copy at the eviction: its pods all finish after the end, so it is a
+// namespace user's, not the copy. The copy's pods ending in their termination count when
+// another pod of it finished during the admission; when none did, the next worker runs
+// every index again and records its own results. A record naming no Job UID (of an
+// earlier worker role) is taken as before.
+func madeAfterItsEnd(rec *v1alpha1.WorkerResult, ended *metav1.Time, ranBefore map[types.UID]bool) bool {
+	return ended != nil && rec.JobUID != "" && !ranBefore[rec.JobUID] && !rec.FinishedAt.Before(ended)
 }
 
 // admissionEnded is when the identity uid of target key last ran on worker at[0] under

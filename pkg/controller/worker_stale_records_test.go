@@ -142,7 +142,9 @@ func movedFromWorkerA(t *testing.T, grace *int64, evicted time.Time) (*batchv1.J
 // its termination, or a Job of the copy's name and marks a worker-a namespace user made
 // once Kueue deleted the copy) is not a result of it: it must not stand for the index
 // worker-b's copy completed, where worker-b's own result does. A minute of clock skew is
-// allowed.
+// allowed, and the pods' termination grace period, but only to pods of a worker Job
+// (the worker's jobUID) of which a pod finished during the admission: that namespace
+// user's Job, made once the copy was gone, has none.
 func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 	ok := multikueue.WorkerState{Configured: true, Synced: true}
 	evicted := testNow.Add(-2 * time.Hour)
@@ -153,6 +155,12 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 	aLate := rec("a-1", 1, "B", evicted.Add(10*time.Minute))
 	aSkewed := rec("a-1", 1, "B", evicted.Add(30*time.Second))
 	b0, b1 := rec("b-0", 0, "A", testNow.Add(-time.Minute)), rec("b-1", 1, "B", testNow.Add(-time.Minute))
+	// forged is r recorded of a pod of another Job than worker-a's copy: one of the
+	// copy's name and marks a namespace user made there once Kueue deleted the copy.
+	forged := func(r v1alpha1.WorkerResult) v1alpha1.WorkerResult {
+		r.JobUID = "forged-j-uid"
+		return r
+	}
 	for _, tc := range []struct {
 		name    string
 		a, b    []v1alpha1.WorkerResult
@@ -178,6 +186,14 @@ func TestLateRecordsOfAnEvictedWorkerDoNotStandForTheNextOne(t *testing.T) {
 			a: []v1alpha1.WorkerResult{aBefore, aLate}, wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
 		{name: "late past its pods' termination grace period: does not stand", grace: ptr.To[int64](300),
 			a: []v1alpha1.WorkerResult{aBefore, aLate}, wantAccept: "False ResultsPending", want: []string{"a-0"}},
+		{name: "another Job's pod, finished within the clock skew allowance after the end: does not stand",
+			a: []v1alpha1.WorkerResult{aBefore, forged(aSkewed)}, wantAccept: "False ResultsPending", want: []string{"a-0"}},
+		{name: "another Job's pod, finished within the termination grace period after the end: does not stand", grace: ptr.To[int64](900),
+			a: []v1alpha1.WorkerResult{aBefore, forged(aLate)}, wantAccept: "False ResultsPending", want: []string{"a-0"}},
+		{name: "another Job's pod beside worker-b's: worker-b's stands", a: []v1alpha1.WorkerResult{aBefore, forged(aSkewed)},
+			b: []v1alpha1.WorkerResult{b0, b1}, wantAccept: "True Accepted", want: []string{"a-0", "b-0", "b-1"}},
+		{name: "no pod of the copy finished before the end: its index runs again on worker-b", a: []v1alpha1.WorkerResult{aSkewed},
+			b: []v1alpha1.WorkerResult{b0, b1}, wantAccept: "True Accepted", want: []string{"b-0", "b-1"}},
 		{name: "admissions left out of the status: worker-a's end unknown, its records count", dropped: 1,
 			a: []v1alpha1.WorkerResult{aBefore, aLate}, wantAccept: "True Accepted", want: []string{"a-0", "a-1"}},
 		{name: "the move unseen: worker-a's record of before worker-b's admission counts", unseen: true,
