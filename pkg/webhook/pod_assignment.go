@@ -203,8 +203,9 @@ func assignmentOf(name string, spec *v1alpha1.BatchAccountSpec, m *account.Mappi
 // controller creates from it has that object's name. A short form whose name a live
 // account has already declares nothing: that account stands, and is asked first.
 func shortFormAssignment(ctx context.Context, r client.Reader, pod *corev1.Pod, keys []v1alpha1.TargetKey, index int) (Assignment, bool, error) {
-	// PodTargets found a Job controlling the pod.
-	jobName := metav1.GetControllerOfNoCopy(pod).Name
+	// PodTargets found the pod's Job: its controller, or for a pod with none the Job its
+	// index-pod mark names, which has no controller reference to read.
+	jobName := relations.IndexPodJob(pod).Name
 	var declarers []client.Object
 	var names []string
 	for _, ref := range all.Kinds.PodTargets(jobName, pod.Labels) {

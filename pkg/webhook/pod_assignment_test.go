@@ -179,6 +179,13 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 		{"short-form JobSet child before its account", []client.Object{shortJS},
 			pod(job(jobsetkind.ChildJobName("sjs", "w", 1), 2).JobSetChild(shortJS, "w", 1, 0), 0), told("0", "p-2", "D", "m", "sjs"), ""},
 		{"a pod no Job controls", []client.Object{ij245}, wrappers.MakePod("bare", ns).Obj(), nil, ""},
+		// A pod with no controller whose index-pod mark names its Job is that Job's to
+		// PodTargets; when no account assigns it, the Job its mark names is asked for a
+		// short form (its creator's mark is taken off).
+		{"an ownerless marked pod, no account, no short form", nil, wrappers.MakeIndexPod(job("lone", 1).Obj(), "lone-x", 0).NoOwner().Obj(),
+			map[string]string{batchv1.JobCompletionIndexAnnotation: "0"}, ""},
+		{"an ownerless marked pod of a short-form Job", []client.Object{shortJob.Obj()}, wrappers.MakeIndexPod(shortJob.Obj(), "short-x", 2).NoOwner().Obj(),
+			told("2", "Z", "D", "m", "short"), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
