@@ -32,7 +32,9 @@ import (
 // A Job the cache holds is read live too: the cache's copy may still show it suspended
 // after it started.
 func TestMappingFreezeSeesJobsTheCacheDoesNotHold(t *testing.T) {
-	js := wrappers.MakeJobSet("train", "ml").Obj()
+	// The JobSet has the child's replicatedJob: a child of one it lacks is followed by no
+	// target (jobset.Lacks), so nothing of it would freeze the mapping.
+	js := wrappers.MakeJobSet("train", "ml").ReplicatedJob(jobsetapi.ReplicatedJob{Name: "workers", Replicas: 1}).Obj()
 	js.UID = "js-uid"
 	running := wrappers.MakeJob("j", "ml").Indexed(4).Suspend(false).Obj()
 	suspended := wrappers.MakeJob("j", "ml").Indexed(4).Suspend(true).Obj()
