@@ -64,7 +64,7 @@ func TestResolveTarget(t *testing.T) {
 	handMade := impostor("train-workers-1-retry", "train", "workers", 1, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "train", "train-uid"))
 	ofOldJobSet := namedChild("train", "workers", 2, 8)
 	ofOldJobSet.OwnerReferences = []metav1.OwnerReference{jobSetOwner("jobset.x-k8s.io/v1alpha2", "train", "train-old-uid")}
-	train := wrappers.MakeJobSet("train", ns).Obj()
+	train := wrappers.MakeJobSet("train", ns).ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(4).Obj()).Obj()
 	train.UID = "train-uid"
 	c := reader(t, job("j"), cur, deleting, namedChild("train", "workers", 0, 5), handMade, train, ofOldJobSet,
 		// JobSet "gone" no longer exists; its child is still followed (its UID is unknown).

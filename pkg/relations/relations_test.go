@@ -225,7 +225,8 @@ func TestCurrentChild(t *testing.T) {
 	handMade := impostor("t-w-0", "t", "w", 0, 9)
 	otherName := impostor("t-w-0-retry", "t", "w", 0, 9, jobSetOwner("jobset.x-k8s.io/v1alpha2", "t", "t-uid"))
 	ofOldJobSet := impostor("t-w-0", "t", "w", 0, 8, jobSetOwner("jobset.x-k8s.io/v1alpha2", "t", "t-old-uid"))
-	running := &jobsetapi.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: ns, UID: "t-uid"}}
+	running := &jobsetapi.JobSet{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: ns, UID: "t-uid"},
+		Spec: jobsetapi.JobSetSpec{ReplicatedJobs: []jobsetapi.ReplicatedJob{{Name: "w", Replicas: 1}}}}
 	ended := running.DeepCopy()
 	ended.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
 	afterItEnded := namedChild("t", "w", 0, 3)
