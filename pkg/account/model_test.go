@@ -11,7 +11,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -897,7 +896,7 @@ func runModel(t *testing.T, seed uint64) []string {
 // required may still be accepted later), or the identity of a target.
 func checkStaysFinal(prev, st *v1alpha1.BatchAccountStatus) []string {
 	var errs []string
-	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c == nil || c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionAccepted); c == nil || c.Status != metav1.ConditionTrue {
 		errs = append(errs, fmt.Sprintf("Accepted %+v after Accepted True under the same spec", c))
 	}
 	if st.Shards.Covered < prev.Shards.Covered || st.Shards.Accepted < prev.Shards.Accepted {
