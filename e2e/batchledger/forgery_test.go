@@ -322,6 +322,62 @@ func TestForgedJobSetChildNotFollowed(t *testing.T) {
 	}
 }
 
+// TestForgedChildOfAReplicatedJobTheJobSetLacks: a user bound to the edit role creates
+// the Job a JobSet would make as child 0 of a replicatedJob it does not have, with the
+// child's labels and a controller reference to the JobSet, and runs it to completion.
+// JobSet's replicatedJobs are immutable, so the JobSet never makes that child: the
+// account follows none for the target and covers none of its shards, while the real
+// child's completions count. (JobSet v0.11.1 counts any successful Job it controls
+// towards its success policy: with two replicas, the forged one does not complete it.)
+func TestForgedChildOfAReplicatedJobTheJobSetLacks(t *testing.T) {
+	f := framework.New(t)
+	h100Queue(f, "8")
+	const erin = "erin"
+	bindInNamespace(f, erin, "ClusterRole", "edit")
+	worker := wrappers.MakeJob("", "").Indexed(2).Parallelism(2).GPU(1).Obj()
+	js := wrappers.MakeJobSet("train", f.Namespace).Queue("default").
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(worker).Obj()).Obj()
+	f.Create(wrappers.MakeBatchAccount("train", f.Namespace).ShardCount("s", 4).
+		AssignJobSet("train", "workers", 0, "0-1", "0-1").AssignJobSet("train", "launcher", 0, "0-1", "2-3").Obj())
+	f.Create(js)
+	real := childJob(t, f, "train-workers-0", "")
+	framework.RunningPods(t, real, 2)
+	f.Get(js)
+
+	forged := wrappers.MakeJob("train-launcher-0", f.Namespace).Indexed(2).Parallelism(2).JobSetChild(js, "launcher", 0, 0).Obj()
+	forged.OwnerReferences[0].BlockOwnerDeletion = nil
+	user := impersonating(t, erin)
+	framework.Eventually(t, framework.DefaultTimeout, "erin (edit) creates the forged child", func() (bool, string, error) {
+		err := user.Create(f.Ctx, forged)
+		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err), nil
+	})
+	framework.RunningPods(t, forged, 2)
+	framework.FinishIndexPod(t, forged, 0, 0, "")
+	framework.FinishIndexPod(t, forged, 1, 0, "")
+	framework.Eventually(t, framework.DefaultTimeout, "the forged Job completes", func() (bool, string, error) {
+		j := jobStatus(t, f, forged.Name)
+		return j.Status.CompletionTime != nil, fmt.Sprintf("completed %q", j.Status.CompletedIndexes), nil
+	})
+
+	// The real child completes after the forged Job did: the account's Jobs cache shows
+	// both once it shows the real child's end.
+	framework.FinishIndexPod(t, real, 0, 0, "")
+	framework.FinishIndexPod(t, real, 1, 0, "")
+	ba := waitAccount(t, f, "train", "the real child Complete", func(ba *v1alpha1.BatchAccount) bool {
+		tg := target(ba, "jobset/train/workers/0")
+		return tg != nil && tg.UID == real.UID && tg.Terminal == "Complete"
+	})
+	if tg := target(ba, "jobset/train/launcher/0"); tg == nil || tg.UID != "" || tg.Found {
+		t.Errorf("target launcher[0] %+v; want no Job followed (the JobSet has no replicatedJob launcher)", tg)
+	}
+	if got := ba.Status.Shards.Covered; got != 2 {
+		t.Errorf("%d shards covered, want 2 (s0, s1 by the real child; s2, s3 by no child of the JobSet)", got)
+	}
+	if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ""); !ok {
+		t.Errorf("Accepted: %s; want False", state)
+	}
+}
+
 // The index-pod policy's name (config/policy and the chart).
 const indexPodPolicySuffix = "index-pod"
 
