@@ -299,15 +299,7 @@ func TestForgedJobSetChildNotFollowed(t *testing.T) {
 	f.Get(js)
 
 	forged := wrappers.MakeJob("mallory", f.Namespace).Indexed(2).Parallelism(2).JobSetChild(js, "workers", 0, 99).Obj()
-	forged.OwnerReferences[0].BlockOwnerDeletion = nil
-	user := impersonating(t, erin)
-	framework.Eventually(t, framework.DefaultTimeout, "erin (edit) creates the forged child", func() (bool, string, error) {
-		err := user.Create(f.Ctx, forged)
-		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err), nil
-	})
-	framework.RunningPods(t, forged, 2)
-	framework.FinishIndexPod(t, forged, 0, 0, "")
-	framework.FinishIndexPod(t, forged, 1, 0, "")
+	runForgedChild(t, f, erin, forged)
 
 	ba := waitAccount(t, f, "train", "the real child deleted by its JobSet's end", func(ba *v1alpha1.BatchAccount) bool {
 		tg := target(ba, "jobset/train/workers/0")
@@ -345,15 +337,7 @@ func TestForgedChildOfAReplicatedJobTheJobSetLacks(t *testing.T) {
 	f.Get(js)
 
 	forged := wrappers.MakeJob("train-launcher-0", f.Namespace).Indexed(2).Parallelism(2).JobSetChild(js, "launcher", 0, 0).Obj()
-	forged.OwnerReferences[0].BlockOwnerDeletion = nil
-	user := impersonating(t, erin)
-	framework.Eventually(t, framework.DefaultTimeout, "erin (edit) creates the forged child", func() (bool, string, error) {
-		err := user.Create(f.Ctx, forged)
-		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err), nil
-	})
-	framework.RunningPods(t, forged, 2)
-	framework.FinishIndexPod(t, forged, 0, 0, "")
-	framework.FinishIndexPod(t, forged, 1, 0, "")
+	runForgedChild(t, f, erin, forged)
 	framework.Eventually(t, framework.DefaultTimeout, "the forged Job completes", func() (bool, string, error) {
 		j := jobStatus(t, f, forged.Name)
 		return j.Status.CompletionTime != nil, fmt.Sprintf("completed %q", j.Status.CompletedIndexes), nil
@@ -376,6 +360,22 @@ func TestForgedChildOfAReplicatedJobTheJobSetLacks(t *testing.T) {
 	if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ""); !ok {
 		t.Errorf("Accepted: %s; want False", state)
 	}
+}
+
+// runForgedChild creates forged, a two-index Job posing as a JobSet child (its controller
+// reference to the JobSet without blockOwnerDeletion, which edit may not set), as user
+// (bound to edit), and runs both its index pods to success.
+func runForgedChild(t *testing.T, f *framework.Framework, user string, forged *batchv1.Job) {
+	t.Helper()
+	forged.OwnerReferences[0].BlockOwnerDeletion = nil
+	as := impersonating(t, user)
+	framework.Eventually(t, framework.DefaultTimeout, user+" (edit) creates the forged child", func() (bool, string, error) {
+		err := as.Create(f.Ctx, forged)
+		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err), nil
+	})
+	framework.RunningPods(t, forged, 2)
+	framework.FinishIndexPod(t, forged, 0, 0, "")
+	framework.FinishIndexPod(t, forged, 1, 0, "")
 }
 
 // The index-pod policy's name (config/policy and the chart).
