@@ -229,11 +229,11 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 			// without the skew allowance, and in the same second too (timestamps have
 			// no finer grain; Trainer renders again at once): the JobSet that ran was
 			// made a whole run before it ended, and before Kueue made the Workload.
-			end, err := batchEnd(ctx, r, &tj)
+			end, recorded, err := batchEnd(ctx, r, &tj)
 			if err != nil {
 				return nil, 0, err
 			}
-			if terminalCondition(&tj) == nil {
+			if !recorded {
 				// The Workload's finish alone.
 				if end != nil && !endedBatch(&js, end) {
 					if !js.CreationTimestamp.Before(&end.LastTransitionTime) {
@@ -268,7 +268,7 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 		// the TrainJob), or renders it again: no child. The end is Trainer's clock (or
 		// JobSet's), read before it deletes the JobSet, which may create a child until
 		// then: a child's creation, the API server's clock, is allowed the skew.
-		end, err := batchEnd(ctx, r, &tj)
+		end, _, err := batchEnd(ctx, r, &tj)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -348,8 +348,9 @@ func renders(js *jobsetapi.JobSet, name string, uid types.UID) bool {
 }
 
 // Ended implements kinds.Kind: the TrainJob gone (account.OwnerDeleted), being deleted
-// (account.OwnerBeingDeleted), or terminal (Complete, Failed); else Kueue's finish of
-// its Workload (workloadEnd); else its JobSet's own terminal condition (Completed,
+// (account.OwnerBeingDeleted), or its batch's end (batchEnd: its terminal condition,
+// Complete or Failed, or Kueue's finish of its Workload, whichever came first, as
+// ResolveObserved takes it); else its JobSet's own terminal condition (Completed,
 // Failed), which Trainer turns into the TrainJob's, or how that JobSet lacks the child
 // ref names (jobset.Lacks: a replicatedJob its runtime does not render). A TrainJob
 // without its JobSet has not ended: Trainer renders it again. A TrainJob MultiKueue
@@ -367,13 +368,10 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 	case tj.DeletionTimestamp != nil:
 		return account.OwnerBeingDeleted, nil
 	}
-	if t := terminal(&tj); t != "" {
-		return t, nil
-	}
-	if end, err := workloadEnd(ctx, r, &tj); err != nil || end != nil {
-		if end == nil {
-			return "", err
-		}
+	switch end, _, err := batchEnd(ctx, r, &tj); {
+	case err != nil:
+		return "", err
+	case end != nil:
 		return end.Type, nil
 	}
 	if dispatched(&tj) {
@@ -394,17 +392,18 @@ func (Kind) Ended(ctx context.Context, r client.Reader, namespace string, ref v1
 }
 
 // batchEnd is when tj's batch ended: its terminal condition, or Kueue's finish of its
-// Workload (workloadEnd) when that is earlier or the TrainJob has none. A failure Trainer
-// took off may come back, copied from the JobSet it rendered again, which holds no
-// admission and failed in turn (its pods failed before Kueue suspended it, or pods made
-// by hand that the Job controller counts): the batch ended before, at the finish.
-func batchEnd(ctx context.Context, r client.Reader, tj *trainer.TrainJob) (*metav1.Condition, error) {
-	end := terminalCondition(tj)
+// Workload (workloadEnd) when that is earlier or the TrainJob has none; recorded reports
+// whether the TrainJob shows a terminal condition at all. A failure Trainer took off may
+// come back, copied from the JobSet it rendered again, which holds no admission and
+// failed in turn (its pods failed before Kueue suspended it, or pods made by hand that
+// the Job controller counts): the batch ended before, at the finish.
+func batchEnd(ctx context.Context, r client.Reader, tj *trainer.TrainJob) (end *metav1.Condition, recorded bool, err error) {
+	own := terminalCondition(tj)
 	wlEnd, err := workloadEnd(ctx, r, tj)
-	if err != nil || wlEnd == nil || end != nil && !wlEnd.LastTransitionTime.Before(&end.LastTransitionTime) {
-		return end, err
+	if err != nil || wlEnd == nil || own != nil && !wlEnd.LastTransitionTime.Before(&own.LastTransitionTime) {
+		return own, own != nil, err
 	}
-	return wlEnd, nil
+	return wlEnd, own != nil, nil
 }
 
 // workloadEnd is the Finished condition of the TrainJob's Kueue Workload, as the

@@ -361,6 +361,11 @@ func TestEnded(t *testing.T) {
 		{"its failure taken off, its JobSet not rendered again yet", []client.Object{tj, workloadOf(tj, kueue.WorkloadFinishedReasonFailed, t0)}, trainer.TrainJobFailed},
 		{"its Workload succeeded", []client.Object{tj, js, workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)}, trainer.TrainJobComplete},
 		{"a finished Workload labelled with its UID that another TrainJob controls", []client.Object{tj, js, foreignWL}, ""},
+		// A JobSet rendered again after the batch that fails in turn has its failure
+		// copied onto the TrainJob: the batch ended first, as ResolveObserved takes it.
+		{"its Workload succeeded before a failure copied from a JobSet rendered again", []client.Object{
+			trainJb().Condition(trainer.TrainJobFailed, t0.Add(time.Minute)).Obj(), js,
+			workloadOf(tj, kueue.WorkloadFinishedReasonSucceeded, t0)}, trainer.TrainJobComplete},
 		// MultiKueue copies the worker's TrainJob status back as Kueue finishes the
 		// Workload; Trainer on the worker may have taken the failure off by then.
 		{"dispatched, its condition not copied back: its Workload succeeded", []client.Object{dispatchedTj, workloadOf(dispatchedTj, kueue.WorkloadFinishedReasonSucceeded, t0)}, trainer.TrainJobComplete},
