@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
@@ -282,12 +283,7 @@ func TestForgedLedgerRefused(t *testing.T) {
 // the batch is not Accepted.
 func TestForgedJobSetChildNotFollowed(t *testing.T) {
 	f := framework.New(t)
-	h100Queue(f, "8")
-	const erin = "erin"
-	bindInNamespace(f, erin, "ClusterRole", "edit")
-	worker := wrappers.MakeJob("", "").Indexed(2).Parallelism(2).GPU(1).Obj()
-	js := wrappers.MakeJobSet("train", f.Namespace).Queue("default").
-		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(1).Job(worker).Obj()).Obj()
+	erin, js := forgeryJobSet(f, 1)
 	f.Create(js)
 	f.Create(wrappers.MakeBatchAccount("train", f.Namespace).ShardCount("s", 2).AssignJobSet("train", "workers", 0, "0-1", "0-1").Obj())
 	real := childJob(t, f, "train-workers-0", "")
@@ -323,12 +319,7 @@ func TestForgedJobSetChildNotFollowed(t *testing.T) {
 // towards its success policy: with two replicas, the forged one does not complete it.)
 func TestForgedChildOfAReplicatedJobTheJobSetLacks(t *testing.T) {
 	f := framework.New(t)
-	h100Queue(f, "8")
-	const erin = "erin"
-	bindInNamespace(f, erin, "ClusterRole", "edit")
-	worker := wrappers.MakeJob("", "").Indexed(2).Parallelism(2).GPU(1).Obj()
-	js := wrappers.MakeJobSet("train", f.Namespace).Queue("default").
-		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(2).Job(worker).Obj()).Obj()
+	erin, js := forgeryJobSet(f, 2)
 	f.Create(wrappers.MakeBatchAccount("train", f.Namespace).ShardCount("s", 4).
 		AssignJobSet("train", "workers", 0, "0-1", "0-1").AssignJobSet("train", "launcher", 0, "0-1", "2-3").Obj())
 	f.Create(js)
@@ -360,6 +351,18 @@ func TestForgedChildOfAReplicatedJobTheJobSetLacks(t *testing.T) {
 	if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ""); !ok {
 		t.Errorf("Accepted: %s; want False", state)
 	}
+}
+
+// forgeryJobSet readies the namespace of a forged-child test: queue default, and a user
+// bound to the edit role (returned). JobSet train, returned for the test to create when it
+// chooses, runs replicas two-index children of replicatedJob workers.
+func forgeryJobSet(f *framework.Framework, replicas int32) (string, *jobset.JobSet) {
+	h100Queue(f, "8")
+	const erin = "erin"
+	bindInNamespace(f, erin, "ClusterRole", "edit")
+	worker := wrappers.MakeJob("", "").Indexed(2).Parallelism(2).GPU(1).Obj()
+	return erin, wrappers.MakeJobSet("train", f.Namespace).Queue("default").
+		ReplicatedJob(wrappers.MakeReplicatedJob("workers").Replicas(replicas).Job(worker).Obj()).Obj()
 }
 
 // runForgedChild creates forged, a two-index Job posing as a JobSet child (its controller
