@@ -85,8 +85,10 @@ func batchFinished(ba *v1alpha1.BatchAccount) (time.Time, bool) {
 }
 
 // resultsAwaited reports whether ResultsAccepted waits for results of covered shards
-// (ResultsPending: covered shards with no result recorded yet, none of them missing or
-// rejected; the signing key did not load) or keeps them for a fixed rule (RuleInvalid).
+// (covered shards with no result recorded yet, none of them missing or rejected; the
+// signing key did not load) or keeps them for a fixed rule (RuleInvalid). ResultsAccepted
+// too names the first thing wrong: a result rejected (ResultRejected) or missing
+// (MissingResult) hides the results of other covered shards still to be recorded.
 func resultsAwaited(st *v1alpha1.BatchAccountStatus) bool {
 	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionResultsAccepted)
 	if c == nil || c.Status != metav1.ConditionFalse {
@@ -95,9 +97,16 @@ func resultsAwaited(st *v1alpha1.BatchAccountStatus) bool {
 	switch c.Reason {
 	case v1alpha1.ReasonRuleInvalid:
 		return true
-	case v1alpha1.ReasonResultsPending:
-		rejected, _ := indexset.Parse(st.Results.RejectedOrdinals)
-		return int(st.Shards.Covered) > int(st.Shards.Accepted)+int(st.Results.Missing)+rejected.Count()
+	case v1alpha1.ReasonResultsPending, v1alpha1.ReasonResultRejected, v1alpha1.ReasonMissingResult:
+		listed, _ := indexset.Parse(st.Results.RejectedOrdinals)
+		rejected := listed.Count()
+		if st.Results.OrdinalsTruncated {
+			// The list names only the lowest rejected shards: count them by the rejected
+			// results, at least one each, so that a batch with nothing left to record is
+			// still finished.
+			rejected = max(rejected, int(st.Results.Rejected))
+		}
+		return int(st.Shards.Covered) > int(st.Shards.Accepted)+int(st.Results.Missing)+rejected
 	}
 	return false
 }

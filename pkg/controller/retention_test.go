@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -131,6 +132,19 @@ func TestBatchFinished(t *testing.T) {
 			account: base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "", testNow).
 				TargetStatus(ended(testNow)).Obj(),
 			wantAt: testNow, finished: true},
+		{name: "results rejected, every covered shard decided, their ordinals listed only in part: finished",
+			account: withResults(base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "", testNow).
+				Condition(v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "", testNow).
+				TargetStatus(ended(testNow)).Obj(), 10, 4, v1alpha1.ResultSummary{Rejected: 6, RejectedOrdinals: "1,3", OrdinalsTruncated: true}),
+			wantAt: testNow, finished: true},
+		{name: "a result rejected, another covered shard's still to come: a wait",
+			account: withResults(base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "", testNow).
+				Condition(v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonResultRejected, "", testNow).
+				TargetStatus(ended(testNow)).Obj(), 10, 8, v1alpha1.ResultSummary{Rejected: 1, RejectedOrdinals: "1"})},
+		{name: "a result missing, another covered shard's still to come: a wait",
+			account: withResults(base().Condition(accepted, metav1.ConditionFalse, v1alpha1.ReasonMissingResult, "", testNow).
+				Condition(v1alpha1.ConditionResultsAccepted, metav1.ConditionFalse, v1alpha1.ReasonMissingResult, "", testNow).
+				TargetStatus(ended(testNow)).Obj(), 10, 8, v1alpha1.ResultSummary{Missing: 1, MissingOrdinals: "1"})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,26 +156,63 @@ func TestBatchFinished(t *testing.T) {
 	}
 }
 
+// withResults sets ba's covered and accepted shard counts and its result summary.
+func withResults(ba *v1alpha1.BatchAccount, covered, accepted int32, results v1alpha1.ResultSummary) *v1alpha1.BatchAccount {
+	ba.Status.Shards.Covered, ba.Status.Shards.Accepted, ba.Status.Results = covered, accepted, results
+	return ba
+}
+
 // TestRetentionWaitsForResultsOfCoveredShards: an account whose batch is blocked (a shard
-// missing: the Job failed) while the result of a covered shard is still to be recorded
-// (the signing key did not load, a rule that does not compile) is not finished: its
-// retention would delete it, the garbage collector its chunks, and the releaser would let
-// the held pod go, so the result is lost that a repair's verdict needs.
+// missing: the Job failed; a result rejected or missing) while the result of a covered
+// shard is still to be recorded (the signing key did not load, a rule that does not
+// compile, a pod the Job controller counted succeeded that the pod cache does not show
+// finished yet) is not finished: its retention would delete it, the garbage collector its
+// chunks, and the releaser would let the held pod go, so the result is lost that a
+// repair's verdict needs.
 func TestRetentionWaitsForResultsOfCoveredShards(t *testing.T) {
 	failed := jobJ(v1alpha1.ScopeResults).Completed("0", 1).FailedIndexes("1").Failed("BackoffLimitExceeded", testNow).Obj()
+	complete := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+	// j1Finishing is index 1's pod, counted by the Job controller, still running in the
+	// pod cache: its result is still to come.
+	j1Finishing := func(*testing.T) *corev1.Pod {
+		return wrappers.MakeIndexPod(complete, "j-1", 1).Finalizers(v1alpha1.ResultFinalizer).Phase(corev1.PodRunning).Obj()
+	}
 	for _, tc := range []struct {
 		name    string
 		account *v1alpha1.BatchAccount
+		job     *batchv1.Job
+		pods    []func(*testing.T) *corev1.Pod
 		ledger  func(f *fixture) *Ledger
+		// wantResults is ResultsAccepted after the first reconcile.
+		wantResults string
 	}{
-		{name: "the signing key did not load", account: accountOfJ().RequireResults("").TTLSecondsAfterFinished(60).Obj(),
-			ledger: func(*fixture) *Ledger { return &Ledger{Source: missingKey{}} }},
-		{name: "the rule does not compile", account: accountOfJ().RequireResults("result.nope(").TTLSecondsAfterFinished(60).Obj(),
-			ledger: func(f *fixture) *Ledger { return &f.ledger }},
+		{name: "the signing key did not load", account: accountOfJ().RequireResults("").TTLSecondsAfterFinished(60).Obj(), job: failed,
+			pods: []func(*testing.T) *corev1.Pod{func(t *testing.T) *corev1.Pod {
+				return wrappers.MakeIndexPod(failed, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), reportOf(t, "A")).Obj()
+			}},
+			ledger: func(*fixture) *Ledger { return &Ledger{Source: missingKey{}} }, wantResults: "False ResultsPending"},
+		{name: "the rule does not compile", account: accountOfJ().RequireResults("result.nope(").TTLSecondsAfterFinished(60).Obj(), job: failed,
+			pods: []func(*testing.T) *corev1.Pod{func(t *testing.T) *corev1.Pod {
+				return wrappers.MakeIndexPod(failed, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), reportOf(t, "A")).Obj()
+			}},
+			ledger: func(f *fixture) *Ledger { return &f.ledger }, wantResults: "False RuleInvalid"},
+		{name: "a result rejected, another still to come", account: accountOfJ().RequireResults("").TTLSecondsAfterFinished(0).Obj(), job: complete,
+			pods: []func(*testing.T) *corev1.Pod{func(t *testing.T) *corev1.Pod {
+				// Index 0 claims shard B, which is index 1's.
+				return wrappers.MakeIndexPod(complete, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), reportOf(t, "B")).Obj()
+			}, j1Finishing},
+			ledger: func(f *fixture) *Ledger { return &f.ledger }, wantResults: "False ResultRejected"},
+		{name: "a result missing, another still to come", account: accountOfJ().RequireResults("").TTLSecondsAfterFinished(0).Obj(), job: complete,
+			// Index 0's pod is gone, its result never recorded.
+			pods:   []func(*testing.T) *corev1.Pod{j1Finishing},
+			ledger: func(f *fixture) *Ledger { return &f.ledger }, wantResults: "False MissingResult"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := wrappers.MakeIndexPod(failed, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), reportOf(t, "A")).Obj()
-			f := newFixture(t, hooks{}, tc.account, failed, pod, workloadOfJ(failed).Obj())
+			objs := []client.Object{tc.account, tc.job, workloadOfJ(tc.job).Obj()}
+			for _, pod := range tc.pods {
+				objs = append(objs, pod(t))
+			}
+			f := newFixture(t, hooks{}, objs...)
 			r := f.reconciler()
 			r.Ledger = tc.ledger(f)
 			req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "acct"}}
@@ -169,12 +220,15 @@ func TestRetentionWaitsForResultsOfCoveredShards(t *testing.T) {
 				t.Fatal(err)
 			}
 			ba := f.account(t, "acct")
+			if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted); got != tc.wantResults {
+				t.Fatalf("ResultsAccepted = %q, want %q", got, tc.wantResults)
+			}
 			r.Now = func() time.Time { return testNow.Add(time.Hour) }
 			if _, err := r.Reconcile(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}
 			if err := f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{}); apierrors.IsNotFound(err) {
-				t.Fatalf("account deleted with shard A's result never recorded (Accepted %s, ResultsAccepted %s)",
+				t.Fatalf("account deleted with a covered shard's result never recorded (Accepted %s, ResultsAccepted %s)",
 					conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted), conditionOf(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted))
 			}
 		})
