@@ -1211,7 +1211,7 @@ func terminatedCondition(m *Mapping, states []*targetState, cov coverageState) m
 	case len(lost) > 0:
 		msg := listNames(lost) + " deleted before " + plural(len(lost), "it", "they") + " terminated: can no longer complete; repair " + plural(len(lost), "its", "their") + " missing shards"
 		if len(waiting) > 0 {
-			msg += "; not terminated: " + listNames(waiting)
+			msg += notTerminatedMark + listNames(waiting)
 		}
 		return cond(t, false, v1alpha1.ReasonTargetDeleted, msg)
 	case len(waiting) > 0:

@@ -1,6 +1,8 @@
 package account
 
 import (
+	"strings"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,6 +27,24 @@ func Blocker(st *v1alpha1.BatchAccountStatus) *metav1.Condition {
 		return c
 	}
 	return nil
+}
+
+// notTerminatedMark introduces, in the message of Terminated False TargetDeleted, the
+// targets that have not terminated besides those deleted before they did
+// (AwaitsTermination).
+const notTerminatedMark = "; not terminated: "
+
+// AwaitsTermination reports whether the status says a target of the batch has not
+// terminated yet (a Job still running, a JobSet or TrainJob child its owner may still
+// restart): Terminated is AwaitingTermination, or TargetDeleted, which names first a target
+// deleted before it terminated, while it names others still to terminate.
+func AwaitsTermination(st *v1alpha1.BatchAccountStatus) bool {
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated)
+	if c == nil || c.Status == metav1.ConditionTrue {
+		return false
+	}
+	return c.Reason == v1alpha1.ReasonAwaitingTermination ||
+		c.Reason == v1alpha1.ReasonTargetDeleted && strings.Contains(c.Message, notTerminatedMark)
 }
 
 // ResultsUnjudged reports whether the status judged no recorded result: the acceptance

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
 	"batchledger.dev/batchledger/pkg/kinds"
@@ -39,7 +40,7 @@ var blockedReasons = map[string]bool{
 // Final means the status judges the current spec (observedGeneration), every target's
 // Job recorded its terminal condition or was deleted, or its owner ended without creating
 // it (TargetStatus.OwnerEndedSeen), and the batch awaits no termination
-// (Terminated is not AwaitingTermination), and Accepted is True or False for
+// (account.AwaitsTermination), and Accepted is True or False for
 // a reason of blockedReasons: the verdict can no longer change without a repair. It was
 // reached at the latest of Accepted's last transition and the targets' ends, so that a
 // verdict that stood False since the batch began counts from when its last Job ended.
@@ -53,8 +54,9 @@ func batchFinished(ba *v1alpha1.BatchAccount) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	// A target may have recorded its end while the batch has not (a JobSet child that
-	// Failed, which its JobSet may restart).
-	if t := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated); t != nil && t.Reason == v1alpha1.ReasonAwaitingTermination {
+	// Failed, which its JobSet may restart), also beside a target deleted before it
+	// terminated, which Terminated names first.
+	if account.AwaitsTermination(st) {
 		return time.Time{}, false
 	}
 	// Accepted says the first thing wrong: a shard missing, or a target deleted, hides

@@ -10,12 +10,15 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobset "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
+	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobkind "batchledger.dev/batchledger/pkg/kinds/job"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -230,6 +233,47 @@ func TestRetentionWaitsForResultsOfCoveredShards(t *testing.T) {
 			if err := f.c.Get(context.Background(), req.NamespacedName, &v1alpha1.BatchAccount{}); apierrors.IsNotFound(err) {
 				t.Fatalf("account deleted with a covered shard's result never recorded (Accepted %s, ResultsAccepted %s)",
 					conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted), conditionOf(ba.Status.Conditions, v1alpha1.ConditionResultsAccepted))
+			}
+		})
+	}
+}
+
+// TestRetentionWaitsForAChildBesideALostTarget: a Job target deleted before it
+// terminated is named first (Terminated and Accepted TargetDeleted: its shards need a
+// repair), but a JobSet child that Failed while its JobSet runs may still be restarted,
+// and its new identity cover its shards and report their results: the batch is not
+// finished, and retention keeps the account. Once the JobSet ended the verdict is final.
+func TestRetentionWaitsForAChildBesideALostTarget(t *testing.T) {
+	ba := wrappers.MakeBatchAccount("acct", "ns").UID("acct-uid").Generation(1).ShardCount("s", 4).TTLSecondsAfterFinished(0).
+		AssignJobOrdinals("a", "0-1", "0-1").AssignJobSet("train", "workers", 0, "0-1", "2-3").Obj()
+	a := jobkind.Facts(wrappers.MakeJob("a", "ns").Indexed(2).UID("uid-a").Completed("0", 1).Obj())
+	child := jobkind.Facts(wrappers.MakeJob("train-workers-0", "ns").Indexed(2).UID("uid-w0").Completed("0", 1).
+		Failed("BackoffLimitExceeded", testNow).Obj())
+	const childKey = "jobset/train/workers/0"
+	compute := func(prev *v1alpha1.BatchAccountStatus, obs map[string]account.Observation) v1alpha1.BatchAccountStatus {
+		return account.Compute(account.Input{Namespace: "ns", Generation: 1, Spec: &ba.Spec, Previous: prev,
+			Observations: obs, Now: metav1.NewTime(testNow)}).Status
+	}
+	seen := compute(nil, map[string]account.Observation{"job/a": {Job: a}, childKey: {Job: child, ChildOwner: account.OwnerRunning}})
+	for _, tc := range []struct {
+		name         string
+		childOwner   string
+		wantFinished bool
+	}{
+		{name: "the JobSet runs: it may restart the child", childOwner: account.OwnerRunning},
+		{name: "the JobSet Failed: final", childOwner: string(jobset.JobSetFailed), wantFinished: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := compute(seen.DeepCopy(), map[string]account.Observation{"job/a": {DeletedJob: a},
+				childKey: {Job: child, ChildOwner: tc.childOwner, OwnerEnded: map[bool]string{true: tc.childOwner}[tc.wantFinished]}})
+			if got := conditionOf(st.Conditions, v1alpha1.ConditionAccepted); got != "False "+v1alpha1.ReasonTargetDeleted {
+				t.Fatalf("Accepted = %q, want False TargetDeleted", got)
+			}
+			acct := ba.DeepCopy()
+			acct.Status = st
+			if _, finished := batchFinished(acct); finished != tc.wantFinished {
+				t.Errorf("batchFinished = %v, want %v (Terminated %q)", finished, tc.wantFinished,
+					apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated).Message)
 			}
 		})
 	}
