@@ -228,6 +228,23 @@ func TestStillNeededChildrenByOwner(t *testing.T) {
 	}
 }
 
+// TestStillNeededChildBesideALostJob: Terminated names a Job deleted before it terminated
+// first (TargetDeleted), and a JobSet child it awaits after it: while the JobSet runs,
+// the advice for the child's shard is the JobSet's restart, not that it ended.
+func TestStillNeededChildBesideALostJob(t *testing.T) {
+	w := wrappers.MakeBatchAccount("train", clitest.Namespace).ShardCount("s", 4).Generation(1).
+		AssignJobOrdinals("j", "0-1", "0-1").AssignJobSet("train", "node", 0, "0-1", "2-3").Obj()
+	j := jobkind.Facts(clitest.SeedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").Obj())
+	child := account.Observation{Job: jobkind.Facts(clitest.SeedJob("train-node-0", "uid-n0", 2).Completed("0", 1).ResourceVersion("9").
+		Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()), ChildOwner: account.OwnerRunning}
+	ba := clitest.Compute(w, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: j}, "jobset/train/node/0": child})
+	ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {DeletedJob: j}, "jobset/train/node/0": child})
+	needed := strings.Join(BuildExplanation(ba, nil, 0).StillNeeded, "\n")
+	if want := "a JobSet restart re-runs its children under new identities"; !strings.Contains(needed, want) {
+		t.Errorf("still needed lacks %q:\n%s", want, needed)
+	}
+}
+
 // TestStillNeededAbsentTargets: a shard assigned to a Job that does not exist waits for it
 // to be created. A JobSet or TrainJob child counts only when its owner creates it (a Job
 // created by hand under its name is no child), so the advice names the owner to create,

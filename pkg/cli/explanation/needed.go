@@ -152,9 +152,7 @@ func groupMissing(ba *v1alpha1.BatchAccount, m *account.Mapping) missingGroups {
 		lost:      newShardGroup(func(Identity) bool { return true }),
 		childLost: map[string]*shardGroup{},
 	}
-	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated); c == nil || c.Reason != v1alpha1.ReasonAwaitingTermination {
-		g.ownersEnded = true
-	}
+	g.ownersEnded = !account.AwaitsTermination(st)
 	for _, sg := range []*shardGroup{g.pending, g.absent, g.lost} {
 		sg.name = m.Shards.Name
 	}

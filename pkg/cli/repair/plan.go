@@ -199,8 +199,7 @@ func NewPlan(in Input) (*Plan, error) {
 		// While the controller awaits a child's owner it may restart the child; an owner
 		// that ended recreates none (the status names the awaited ones only in words, so
 		// this holds for all, as in explain and watch).
-		c := meta.FindStatusCondition(ba.Status.Conditions, v1alpha1.ConditionTerminated)
-		ownersRun := c != nil && c.Reason == v1alpha1.ReasonAwaitingTermination
+		ownersRun := account.AwaitsTermination(&ba.Status)
 		names := make([]string, len(childKinds))
 		for i, k := range childKinds {
 			names[i] = explanation.OwnerName(k)

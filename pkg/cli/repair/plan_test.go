@@ -241,6 +241,16 @@ func TestPlanRepairRefuses(t *testing.T) {
 			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"jobset/train/workers/0": {Job: jobkind.Facts(w0), ChildOwner: account.OwnerRunning}})
 			return Input{Account: ba, Jobs: clitest.JobsByName(w0)}
 		}, "repair creates follow-up Jobs for plain Job targets only; a JobSet restart re-runs its children under new identities; otherwise append a repair assignment to spec.repairs by hand"},
+		{"a JobSet child while the JobSet runs, beside a Job deleted before it terminated", func() Input {
+			// Terminated names the deleted Job first (TargetDeleted), the awaited child after.
+			ba := wrappers.MakeBatchAccount("mixed", ns).ShardCount("s", 4).AssignJobOrdinals("j", "0-1", "0-1").
+				AssignJobSet("train", "workers", 0, "0-1", "2-3").Generation(1).Obj()
+			pj := clitest.SeedJob("j", "uid-j", 2).Completed("0", 1).ResourceVersion("9").Obj()
+			w0 := clitest.SeedJob("train-workers-0", "uid-w0", 2).Completed("0", 1).ResourceVersion("9").Failed(batchv1.JobReasonBackoffLimitExceeded, clitest.FailedAt.Time).Obj()
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {Job: jobkind.Facts(pj)}, "jobset/train/workers/0": {Job: jobkind.Facts(w0), ChildOwner: account.OwnerRunning}})
+			ba = clitest.Compute(ba, clitest.FailedAt.Time, map[string]account.Observation{"job/j": {DeletedJob: jobkind.Facts(pj)}, "jobset/train/workers/0": {Job: jobkind.Facts(w0), ChildOwner: account.OwnerRunning}})
+			return Input{Account: ba, Jobs: clitest.JobsByName(w0)}
+		}, "a JobSet restart re-runs its children under new identities"},
 		{"plain Job and JobSet targets", func() Input {
 			ba := wrappers.MakeBatchAccount("mixed", ns).ShardCount("s", 4).AssignJobOrdinals("j", "0-1", "0-1").
 				AssignJobSet("train", "workers", 0, "0-1", "2-3").Generation(1).Obj()

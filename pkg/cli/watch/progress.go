@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/cli/explanation"
@@ -144,8 +142,7 @@ func outcomeOf(ba *v1alpha1.BatchAccount, ex *explanation.Explanation) (watchOut
 	// ended, its owner runs and may restart it under a new identity: no repair is needed
 	// for its shards yet. (The status says which targets are awaited only in words, so
 	// children count as restartable while any target is awaited.)
-	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionTerminated)
-	childrenMayRestart := c != nil && c.Reason == v1alpha1.ReasonAwaitingTermination
+	childrenMayRestart := account.AwaitsTermination(st)
 	var lost []explanation.MissingShard
 	missing.Each(func(o int) bool {
 		if o >= m.Shards.Count() {
