@@ -32,7 +32,7 @@ import (
 // the child's name, controlled by the JobSet's UID. The account stays not Accepted, and
 // the record controller does not hold the Job for it.
 func TestForgedHeldChildNotFollowed(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	js.UID = "ts-uid"
 	js.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Test",
 		LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}
@@ -100,7 +100,7 @@ func TestForgedChildGetsNoWorkload(t *testing.T) {
 // marked. A JobSet that ended creates no Job: the account never follows it, and neither
 // the account nor the JobSet's Workload turns Accepted.
 func TestJobOfAChildNameAfterItsJobSetEnded(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").Obj()
+	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	js.UID = "ts-uid"
 	js.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Test",
 		LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}
