@@ -98,30 +98,45 @@ func TestForgedChildGetsNoWorkload(t *testing.T) {
 // labels and a controller reference to ts's real UID (readable), which completes every
 // index with outputs that pass the rule: the Job controller made its pods, so they are
 // marked. A JobSet that ended creates no Job: the account never follows it, and neither
-// the account nor the JobSet's Workload turns Accepted.
+// the account nor the JobSet's Workload turns Accepted; also when the Job is made within
+// kinds.ClockSkewAllowance of the end, which a child's creation may be taken for before
+// it, at the restart attempt of the child followed or one the JobSet never reached.
 func TestJobOfAChildNameAfterItsJobSetEnded(t *testing.T) {
-	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
-	js.UID = "ts-uid"
-	js.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Test",
-		LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}
-	wl := wrappers.MakeWorkload("jobset-ts", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-2*time.Hour)).Obj()
-	ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 4).AssignJobSet("ts", "workers", 0, "0-3", "0-3").
-		RequireResults("result.valid == result.records").
-		TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "real-child-uid", Found: true,
-			Completions: 4, CompletedIndexes: "0-2", Terminal: "Failed", Required: "0-3"}).Obj()
-	forged := wrappers.MakeJob("ts-workers-0", "ns").Indexed(4).UID("forged-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
-		JobSetChild(js, "workers", 0, 0).Completed("0-3", 4).Complete(testNow.Add(-time.Minute)).Obj()
-	forged.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
-	objs := []client.Object{js, wl, ba, forged}
-	objs = append(objs, reportedPods(t, forged, 4, testNow.Add(-2*time.Minute))...)
-	f := newFixture(t, hooks{}, objs...)
-	checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "the Job created after its JobSet ended")
-	var w kueue.Workload
-	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &w); err != nil {
-		t.Fatal(err)
-	}
-	if c := apimeta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkloadConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
-		t.Errorf("the JobSet's Workload shows %s=True: %s", c.Type, c.Message)
+	ended := testNow.Add(-time.Hour)
+	for _, tc := range []struct {
+		name    string
+		created time.Time
+		attempt int
+	}{
+		{"half an hour after the end", ended.Add(30 * time.Minute), 0},
+		{"within the clock skew allowance of the end", ended.Add(30 * time.Second), 0},
+		{"within the clock skew allowance, of an attempt the JobSet never reached", ended.Add(30 * time.Second), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
+			js.UID = "ts-uid"
+			js.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Test",
+				LastTransitionTime: metav1.NewTime(ended)}}
+			wl := wrappers.MakeWorkload("jobset-ts", "ns").UID("wl-uid").ForJobSet(js).Admitted("gpu", testNow.Add(-2*time.Hour)).Obj()
+			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 4).AssignJobSet("ts", "workers", 0, "0-3", "0-3").
+				RequireResults("result.valid == result.records").
+				TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "real-child-uid", Found: true,
+					Completions: 4, CompletedIndexes: "0-2", Terminal: "Failed", Required: "0-3"}).Obj()
+			forged := wrappers.MakeJob("ts-workers-0", "ns").Indexed(4).UID("forged-uid").PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+				JobSetChild(js, "workers", 0, tc.attempt).Completed("0-3", 4).Complete(testNow.Add(-time.Minute)).Obj()
+			forged.CreationTimestamp = metav1.NewTime(tc.created)
+			objs := []client.Object{js, wl, ba, forged}
+			objs = append(objs, reportedPods(t, forged, 4, testNow.Add(-2*time.Minute))...)
+			f := newFixture(t, hooks{}, objs...)
+			checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "the Job created after its JobSet ended")
+			var w kueue.Workload
+			if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(wl), &w); err != nil {
+				t.Fatal(err)
+			}
+			if c := apimeta.FindStatusCondition(w.Status.Conditions, v1alpha1.WorkloadConditionAccepted); c != nil && c.Status == metav1.ConditionTrue {
+				t.Errorf("the JobSet's Workload shows %s=True: %s", c.Type, c.Message)
+			}
+		})
 	}
 }
 

@@ -80,7 +80,7 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 }
 
 // followedResolver is a kind whose resolution of a target depends on the identity the
-// account follows for it (trainjob.Kind.ResolveObserved).
+// account follows for it (jobset.Kind.ResolveObserved, trainjob.Kind.ResolveObserved).
 type followedResolver interface {
 	ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error)
 }

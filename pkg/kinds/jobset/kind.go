@@ -119,7 +119,13 @@ func (Kind) RestartAttempt(job metav1.Object) int32 {
 
 // Resolve implements kinds.Kind: the CurrentChild among the Jobs with the target's
 // ChildLabels, judged against the JobSet when it exists.
-func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
+func (k Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
+	return k.ResolveObserved(ctx, r, namespace, ref, kinds.Followed{})
+}
+
+// ResolveObserved is Resolve for an account that follows the identity observed (the zero
+// value: none): of the Job Resolve finds, only one that MaySucceed observed.
+func (Kind) ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error) {
 	var js jobsetapi.JobSet
 	var owner *jobsetapi.JobSet
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.JobSet}, &js, client.UnsafeDisableDeepCopy); {
@@ -128,7 +134,38 @@ func (Kind) Resolve(ctx context.Context, r client.Reader, namespace string, ref 
 	case !apierrors.IsNotFound(err):
 		return nil, 0, err
 	}
-	return ResolveChild(ctx, r, namespace, ref.JobSet, ref, owner, time.Time{}, time.Time{})
+	job, attempt, err := ResolveChild(ctx, r, namespace, ref.JobSet, ref, owner, time.Time{}, time.Time{})
+	if err != nil || job == nil || owner == nil || MaySucceed(owner, job, observed) {
+		return job, attempt, err
+	}
+	return nil, 0, nil
+}
+
+// MaySucceed reports whether job, a child CurrentChild picked of owner, may be the child
+// a target following observed (the zero value: none) follows now. CurrentChild takes a
+// child created up to kinds.ClockSkewAllowance after owner ended, since two clocks write
+// the two times, and within that a namespace editor may delete a child and make a Job of
+// its name, labels and controller reference. Owner ended (its terminal condition, or its
+// deletion) restarts no more, so a child made about its end is of its last restart
+// attempt (status.restarts, which JobSet raises before it makes that attempt's children)
+// and, when the account follows another identity already, of a later attempt than that
+// one's: JobSet makes each child once per attempt, and leaves an ended JobSet's alone.
+// Any other child is as the owner was running: MaySucceed.
+func MaySucceed(owner *jobsetapi.JobSet, job *batchv1.Job, observed kinds.Followed) bool {
+	var end time.Time
+	switch c := terminalCondition(owner); {
+	case c != nil:
+		end = c.LastTransitionTime.Time
+	case owner.DeletionTimestamp != nil:
+		end = owner.DeletionTimestamp.Time
+	default:
+		return true
+	}
+	if job.UID == observed.UID || kinds.BeforeBeyondSkew(job.CreationTimestamp.Time, end) {
+		return true
+	}
+	a := (Kind{}).RestartAttempt(job)
+	return a <= owner.Status.Restarts && (observed.UID == "" || a > observed.RestartAttempt)
 }
 
 // ResolveChild is the CurrentChild, among the Jobs in namespace with ChildLabels(jobSet,

@@ -111,6 +111,67 @@ func TestCurrentChildOfAChildTheJobSetLacks(t *testing.T) {
 	}
 }
 
+// TestResolveObservedAboutTheJobSetsEnd: JobSet t ended (Failed, or its deletion
+// started) at t0 after restart attempt 1, and CurrentChild takes a Job created up to
+// kinds.ClockSkewAllowance later for a child. In that minute a namespace editor can delete
+// the child the account follows (let go once its end is recorded) and create a Job of its
+// name, labels and controller reference (t's UID), with any restart-attempt label: it
+// is followed only as a child of t's last attempt, later than the one followed. A Job
+// created before the end (beyond the allowance) is judged as while t ran.
+func TestResolveObservedAboutTheJobSetsEnd(t *testing.T) {
+	t0 := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	ref := v1alpha1.TargetRef{JobSet: "t", ReplicatedJob: "w"}
+	running := wrappers.MakeJobSet("t", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("w").Obj()).Obj()
+	running.UID, running.Status.Restarts = "t-uid", 1
+	failed := running.DeepCopy()
+	failed.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Test",
+		LastTransitionTime: metav1.NewTime(t0)}}
+	deleting := running.DeepCopy()
+	deleting.DeletionTimestamp, deleting.Finalizers = &metav1.Time{Time: t0}, []string{"example.com/keep"}
+	childAt := func(uid string, attempt int, created time.Time) *batchv1.Job {
+		j := wrappers.MakeJob(jobset.ChildJobName("t", "w", 0), "ns").UID(uid).JobSetChild(running, "w", 0, attempt).Obj()
+		j.CreationTimestamp = metav1.NewTime(created)
+		return j
+	}
+	inWindow := t0.Add(30 * time.Second)
+	last := kinds.Followed{UID: "real-uid", RestartAttempt: 1}
+	earlier := kinds.Followed{UID: "real-uid", RestartAttempt: 0}
+	for _, tc := range []struct {
+		name     string
+		owner    *jobsetapi.JobSet
+		job      *batchv1.Job
+		observed kinds.Followed
+		want     types.UID
+	}{
+		{"running: a Job of the child's name is followed", running, childAt("x-uid", 1, inWindow), last, "x-uid"},
+		{"Failed: the child followed", failed, childAt("real-uid", 1, t0.Add(-time.Hour)), last, "real-uid"},
+		{"Failed: a Job created before the end, the account not told of it", failed, childAt("x-uid", 1, t0.Add(-time.Hour)), last, "x-uid"},
+		{"Failed: a Job made about the end, of the attempt followed", failed, childAt("x-uid", 1, inWindow), last, ""},
+		{"Failed: a Job made about the end, of an earlier attempt", failed, childAt("x-uid", 0, inWindow), last, ""},
+		{"Failed: a Job made about the end, of an attempt the JobSet never reached", failed, childAt("x-uid", 2, inWindow), earlier, ""},
+		{"Failed: a Job made about the end, of an attempt never reached, nothing followed", failed, childAt("x-uid", 2, inWindow), kinds.Followed{}, ""},
+		{"Failed: the last attempt's child, made about the end, an earlier one followed", failed, childAt("next-uid", 1, t0.Add(-10*time.Second)), earlier, "next-uid"},
+		{"Failed: the last attempt's child, made about the end, nothing followed", failed, childAt("next-uid", 1, inWindow), kinds.Followed{}, "next-uid"},
+		{"being deleted: a Job made in the second it started, of the attempt followed", deleting, childAt("x-uid", 1, t0), last, ""},
+		{"being deleted: the last attempt's child, made in that second, an earlier one followed", deleting, childAt("next-uid", 1, t0), earlier, "next-uid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme.Must()).WithObjects(tc.owner, tc.job).Build()
+			got, _, err := jobset.Kind{}.ResolveObserved(context.Background(), c, "ns", ref, tc.observed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var uid types.UID
+			if got != nil {
+				uid = got.UID
+			}
+			if uid != tc.want {
+				t.Errorf("ResolveObserved = %q, want %q", uid, tc.want)
+			}
+		})
+	}
+}
+
 // TestCacheTransformKeepsWhatBatchledgerReads: a cached JobSet loses its replicatedJobs'
 // templates' pod specs and its managed fields, and keeps the rest: the templates' labels
 // (the opt-in scope) and annotations, the rest of its spec, and its status.
