@@ -8,9 +8,11 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	jobsetkind "batchledger.dev/batchledger/pkg/kinds/jobset"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -126,6 +128,50 @@ func TestJobMadeBeforeItsTrainJobNotFollowed(t *testing.T) {
 				got = reconcileTwice(t, f, "train")
 			}
 			checkNotFollowed(t, got, x.UID, "a Job made before its TrainJob")
+		})
+	}
+}
+
+// TestJobOfAChildNameAboutItsTrainJobsEnd: TrainJob tj Failed an hour ago, as its JobSet
+// did (Trainer copies the JobSet's failure), its child tj-node-0 covering index 0 of
+// 0-1; the account recorded it, not Accepted. A namespace editor deletes the child (its
+// end is recorded, so it goes at once) and, 30 s after the end (within
+// kinds.ClockSkewAllowance, which a child's creation is allowed after its JobSet's end),
+// creates a Job of its name, labels and controller reference (the JobSet's UID), at the
+// child's restart attempt or one the JobSet never reached, which completes every index
+// with outputs that pass the rule. The JobSet that ended makes no child: the account
+// does not follow the Job and is not Accepted, with or without tj's Workload.
+func TestJobOfAChildNameAboutItsTrainJobsEnd(t *testing.T) {
+	ended := testNow.Add(-time.Hour)
+	for _, tc := range []struct {
+		name     string
+		attempt  string
+		workload bool
+	}{
+		{name: "the child's attempt", attempt: "0"},
+		{name: "the child's attempt, tj's Workload admitted", attempt: "0", workload: true},
+		{name: "an attempt the JobSet never reached", attempt: "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRenderedTrainJob()
+			r.tj.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(ended)}}
+			js := r.jobSet("js-uid", testNow.Add(-3*time.Hour))
+			js.Status.Conditions = []metav1.Condition{{Type: string(jobsetapi.JobSetFailed), Status: metav1.ConditionTrue, Reason: "Test",
+				LastTransitionTime: metav1.NewTime(ended)}}
+			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).AssignTrainJob("tj", "node", 0, "0-1", "0-1").
+				RequireResults("result.valid == result.records").
+				TargetStatus(v1alpha1.TargetStatus{Name: "trainjob/tj/node/0", Job: "tj-node-0", UID: "real-child-uid", Found: true,
+					Completions: 2, CompletedIndexes: "0", Terminal: "Failed", Required: "0-1"}).Obj()
+			forged := nodeChild(js, "forged-uid").Label(jobsetkind.LabelRestartAttempt, tc.attempt).PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).
+				Completed("0-1", 2).Complete(testNow.Add(-time.Minute)).Obj()
+			forged.CreationTimestamp = metav1.NewTime(ended.Add(30 * time.Second))
+			objs := []client.Object{r.tj, js, ba, forged}
+			if tc.workload {
+				objs = append(objs, r.workload().Admitted("gpu", testNow.Add(-2*time.Hour)).Obj())
+			}
+			objs = append(objs, reportedPods(t, forged, 2, testNow.Add(-2*time.Minute))...)
+			f := newFixture(t, hooks{}, objs...)
+			checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "a Job made about its TrainJob's end")
 		})
 	}
 }

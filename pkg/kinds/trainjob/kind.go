@@ -277,7 +277,14 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 		}
 		until = end.LastTransitionTime.Add(kinds.ClockSkewAllowance)
 	}
-	return jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
+	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
+	if err != nil || job == nil || owner == nil || jobset.MaySucceed(owner, job, observed) {
+		return job, attempt, err
+	}
+	// Made about the end of the JobSet that ran, and not of its last restart attempt
+	// after the one followed: a Job of the child's name, labels and controller reference
+	// made by hand once that child was let go.
+	return nil, 0, nil
 }
 
 // observedChild is the child of js, created since and no later than until (the
