@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetapi "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	kueueconstants "sigs.k8s.io/kueue/pkg/controller/constants"
@@ -172,6 +174,41 @@ func TestJobOfAChildNameAboutItsTrainJobsEnd(t *testing.T) {
 			objs = append(objs, reportedPods(t, forged, 2, testNow.Add(-2*time.Minute))...)
 			f := newFixture(t, hooks{}, objs...)
 			checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "a Job made about its TrainJob's end")
+		})
+	}
+}
+
+// TestJobOfAChildNameOnceItsTrainJobsJobSetIsGone: TrainJob tj Failed at its deadline an
+// hour ago and Trainer deleted its JobSet; the account recorded the child tj-node-0
+// (index 0 of 0-1 covered), not Accepted. A namespace editor's Job of the child's name
+// and labels, whose controller reference names a JobSet tj (a made-up UID, an apiVersion
+// the garbage collector cannot resolve), completes every index with outputs that pass
+// the rule: made 30 s after the end, or while the JobSet ran, in the name the editor
+// took from the child by deleting it. With the JobSet gone no UID tells its children
+// apart: the account follows only the child it followed, and is not Accepted.
+func TestJobOfAChildNameOnceItsTrainJobsJobSetIsGone(t *testing.T) {
+	ended := testNow.Add(-time.Hour)
+	for _, tc := range []struct {
+		name    string
+		created time.Time
+	}{
+		{"made 30 s after the end", ended.Add(30 * time.Second)},
+		{"made while the JobSet ran", ended.Add(-30 * time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRenderedTrainJob()
+			r.tj.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue, Reason: "DeadlineExceeded", LastTransitionTime: metav1.NewTime(ended)}}
+			r.tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Failed: ptr.To[int32](1)}}
+			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).AssignTrainJob("tj", "node", 0, "0-1", "0-1").
+				RequireResults("result.valid == result.records").
+				TargetStatus(v1alpha1.TargetStatus{Name: "trainjob/tj/node/0", Job: "tj-node-0", UID: "real-child-uid", Found: true,
+					Completions: 2, CompletedIndexes: "0", Terminal: "Failed", Required: "0-1"}).Obj()
+			forged := forgedChild("tj", "node", "made-up-uid", v1alpha1.ScopeResults, testNow.Add(-time.Minute))
+			forged.CreationTimestamp = metav1.NewTime(tc.created)
+			objs := []client.Object{r.tj, ba, forged}
+			objs = append(objs, reportedPods(t, forged, 2, testNow.Add(-2*time.Minute))...)
+			f := newFixture(t, hooks{}, objs...)
+			checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "a Job of the child's name once the JobSet is gone")
 		})
 	}
 }

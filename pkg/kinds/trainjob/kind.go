@@ -278,8 +278,22 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 		until = end.LastTransitionTime.Add(kinds.ClockSkewAllowance)
 	}
 	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
-	if err != nil || job == nil || owner == nil || jobset.MaySucceed(owner, job, observed) {
+	if err != nil || job == nil {
 		return job, attempt, err
+	}
+	if owner == nil {
+		// The JobSet is gone, its UID with it: a Job of the child's name and labels
+		// whose controller reference names a JobSet of that name (an apiVersion the
+		// garbage collector cannot resolve keeps it) is anyone's. A child left behind is
+		// one the account followed while the JobSet was there; once it follows one, no
+		// other Job is that JobSet's.
+		if observed.UID != "" && job.UID != observed.UID {
+			return nil, 0, nil
+		}
+		return job, attempt, nil
+	}
+	if jobset.MaySucceed(owner, job, observed) {
+		return job, attempt, nil
 	}
 	// Made about the end of the JobSet that ran, and not of its last restart attempt
 	// after the one followed: a Job of the child's name, labels and controller reference

@@ -551,8 +551,9 @@ func TestPodTargetAndKeys(t *testing.T) {
 // the rule: while Trainer has yet to render the JobSet, or never will (a runtime it cannot
 // render fails the TrainJob), it is no child, nor once the TrainJob ended. Only a TrainJob
 // that ended after a JobSet of it ran (Trainer deletes it at the deadline) leaves
-// children behind, created before it ended; once the TrainJob is gone too, a child of its
-// JobSet's name still answers (the account follows none it first sees then).
+// children behind, created before it ended, and of those only the child the account
+// follows once it follows one; once the TrainJob is gone too, a child of its JobSet's
+// name still answers (the account follows none it first sees then).
 func TestResolveWithoutItsJobSet(t *testing.T) {
 	tj := func() *wrappers.TrainJobWrapper {
 		w := trainJb()
@@ -585,6 +586,14 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 		{"Failed at its deadline, its JobSet deleted: the child left behind", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left}, nil, "left"},
 		{"Failed at its deadline: a child its JobSet made as Trainer read the deadline is followed", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), late}, nil, "late"},
 		{"Failed at its deadline: a Job made since is no child", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), made}, nil, ""},
+		// Once the account follows a child, no other Job answers: the JobSet's UID went with
+		// it, and a namespace editor may make one of the child's name once it is let go.
+		{"Failed at its deadline, its JobSet deleted: the child followed, left behind", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left},
+			&kinds.Followed{UID: "left"}, "left"},
+		{"Failed at its deadline, its JobSet deleted: another Job than the child followed", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), left},
+			&kinds.Followed{UID: "real"}, ""},
+		{"Failed at its deadline: another Job than the child followed, made as Trainer read the deadline", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), late},
+			&kinds.Followed{UID: "real"}, ""},
 		{"its failure taken off, its JobSet gone: the child left behind before its Workload finished", []client.Object{ran(tj()), left, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, nil, "left"},
 		{"its failure taken off: a Job made since its Workload finished is no child", []client.Object{ran(tj()), made, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, nil, ""},
 		{"the TrainJob gone: a child of its JobSet's name still answers", []client.Object{made}, nil, "made"},
