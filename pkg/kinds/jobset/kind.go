@@ -124,7 +124,7 @@ func (k Kind) Resolve(ctx context.Context, r client.Reader, namespace string, re
 }
 
 // ResolveObserved is Resolve for an account that follows the identity observed (the zero
-// value: none): of the Job Resolve finds, only one that MaySucceed observed.
+// value: none): of the Job Resolve finds, only one that MayBeFollowed observed.
 func (Kind) ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error) {
 	var js jobsetapi.JobSet
 	var owner *jobsetapi.JobSet
@@ -135,13 +135,13 @@ func (Kind) ResolveObserved(ctx context.Context, r client.Reader, namespace stri
 		return nil, 0, err
 	}
 	job, attempt, err := ResolveChild(ctx, r, namespace, ref.JobSet, ref, owner, time.Time{}, time.Time{})
-	if err != nil || job == nil || owner == nil || MaySucceed(owner, job, observed) {
+	if err != nil || job == nil || owner == nil || MayBeFollowed(owner, job, observed) {
 		return job, attempt, err
 	}
 	return nil, 0, nil
 }
 
-// MaySucceed reports whether job, a child CurrentChild picked of owner, may be the child
+// MayBeFollowed reports whether job, a child CurrentChild picked of owner, may be the child
 // a target following observed (the zero value: none) follows now. CurrentChild takes a
 // child created up to kinds.ClockSkewAllowance after owner ended, since two clocks write
 // the two times, and within that a namespace editor may delete a child and make a Job of
@@ -150,8 +150,8 @@ func (Kind) ResolveObserved(ctx context.Context, r client.Reader, namespace stri
 // attempt (status.restarts, which JobSet raises before it makes that attempt's children)
 // and, when the account follows another identity already, of a later attempt than that
 // one's: JobSet makes each child once per attempt, and leaves an ended JobSet's alone.
-// Any other child is as the owner was running: MaySucceed.
-func MaySucceed(owner *jobsetapi.JobSet, job *batchv1.Job, observed kinds.Followed) bool {
+// Any other child may be followed, as while owner ran.
+func MayBeFollowed(owner *jobsetapi.JobSet, job *batchv1.Job, observed kinds.Followed) bool {
 	var end time.Time
 	switch c := terminalCondition(owner); {
 	case c != nil:

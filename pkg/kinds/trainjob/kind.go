@@ -292,7 +292,7 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 		}
 		return job, attempt, nil
 	}
-	if jobset.MaySucceed(owner, job, observed) {
+	if jobset.MayBeFollowed(owner, job, observed) {
 		return job, attempt, nil
 	}
 	// Made about the end of the JobSet that ran, and not of its last restart attempt
