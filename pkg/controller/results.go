@@ -44,6 +44,13 @@ const (
 	MaxUnassignedResults = 256
 )
 
+// The most results and dropped pods one ShardResults may list: the CRD's maxItems, past
+// which the API server refuses the chunk on every write.
+const (
+	maxChunkResults = 4096
+	maxChunkDropped = 16384
+)
+
 // chunkKey names the span of results a shard ordinal's result goes to: the ordinal's
 // block of v1alpha1.ResultsPerChunk, or "u" for identities assigned no shard.
 func chunkKey(ordinal int) (string, int32) {
@@ -167,8 +174,11 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 		limit = MaxUnassignedResults
 	}
 	slot := slotOf(&res)
+	// evicted is the pod of a result evictOther took out of a chunk with no room left for
+	// it as a dropped pod: it is listed with this result instead.
+	var evicted types.UID
 	keep := rc.kept[slot] < limit &&
-		(res.Ordinal < 0 || rc.perShard[res.Ordinal] < MaxResultsPerShardTotal || current && rc.evictOther(span, slot))
+		(res.Ordinal < 0 || rc.perShard[res.Ordinal] < MaxResultsPerShardTotal || current && rc.evictOther(span, slot, &evicted))
 	var size int
 	if keep {
 		res.Sequence = rc.nextSeq
@@ -178,6 +188,9 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 	} else {
 		size = len(res.PodUID) + 3
 	}
+	if evicted != "" {
+		size += len(evicted) + 3
+	}
 	cs := rc.spans[span]
 	var c *v1alpha1.ShardResults
 	if len(cs) > 0 {
@@ -186,7 +199,7 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 			b, _ := json.Marshal(c)
 			rc.sizes[c] = len(b)
 		}
-		if rc.sizes[c]+size > ChunkByteBudget || len(c.Results) >= 4096 || len(c.DroppedPods) >= 16384 {
+		if rc.sizes[c]+size > ChunkByteBudget || len(c.Results) >= maxChunkResults || len(c.DroppedPods) >= maxChunkDropped {
 			c = nil
 		}
 	}
@@ -209,6 +222,10 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 	} else {
 		c.DroppedPods = append(c.DroppedPods, res.PodUID)
 	}
+	if evicted != "" {
+		// c has room for one more dropped pod: a chunk at maxChunkDropped is replaced above.
+		c.DroppedPods = append(c.DroppedPods, evicted)
+	}
 	rc.sizes[c] += size
 	rc.recorded[res.PodUID] = true
 	rc.dirty[c] = true
@@ -219,8 +236,10 @@ func (rc *resultChunks) add(res v1alpha1.RecordedResult, current bool) {
 // (never counted for the shard: StaleIdentity) becomes a dropped pod, so that the
 // shard's results stay within MaxResultsPerShardTotal. Another target's followed
 // identity (a repair's, the original's) is kept: its result may stand for the shard.
-// False when there is none.
-func (rc *resultChunks) evictOther(span string, slot resultSlot) bool {
+// False when there is none. The pod is listed as dropped in the result's chunk, or, when
+// that chunk lists maxChunkDropped already, set in evicted for add to list: any chunk of
+// the account records it, and one past the CRD's maxItems would never be written again.
+func (rc *resultChunks) evictOther(span string, slot resultSlot, evicted *types.UID) bool {
 	var oldest *v1alpha1.ShardResults
 	at := -1
 	for _, c := range rc.spans[span] {
@@ -237,7 +256,11 @@ func (rc *resultChunks) evictOther(span string, slot resultSlot) bool {
 	}
 	r := oldest.Results[at]
 	oldest.Results = slices.Delete(oldest.Results, at, at+1)
-	oldest.DroppedPods = append(oldest.DroppedPods, r.PodUID)
+	if len(oldest.DroppedPods) < maxChunkDropped {
+		oldest.DroppedPods = append(oldest.DroppedPods, r.PodUID)
+	} else {
+		*evicted = r.PodUID
+	}
 	rc.kept[slotOf(&r)]--
 	rc.perShard[r.Ordinal]--
 	delete(rc.sizes, oldest) // measured again before the next append

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/result"
+	"batchledger.dev/batchledger/pkg/testing/crdschema"
 	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
@@ -635,6 +637,64 @@ func TestAcceptedAccountCapturesNoReRun(t *testing.T) {
 			}
 			if !slices.Equal(recorded, tc.want) {
 				t.Errorf("chunks hold %v, want %v", recorded, tc.want)
+			}
+		})
+	}
+}
+
+// TestEvictionKeepsChunksValid: the identity a target follows makes room for its result
+// by turning the oldest result of a superseded identity into a dropped pod. When the
+// chunk holding that result already lists as many dropped pods as a chunk may (the CRD's
+// maxItems), the API server would refuse it on every write from then on, and no result of
+// the account would be recorded again: the dropped pod goes to a chunk with room, and
+// every chunk stays one the API server admits.
+func TestEvictionKeepsChunksValid(t *testing.T) {
+	sv := crdschema.Validator(t, "batchledger.dev_shardresults.yaml")
+	const maxDropped = 16384 // the CRD's maxItems of droppedPods
+	for _, tc := range []struct {
+		name    string
+		dropped int // dropped pods the oldest result's chunk lists already
+	}{
+		{name: "the oldest result's chunk has room", dropped: 0},
+		{name: "the oldest result's chunk lists all the dropped pods it may", dropped: maxDropped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ba := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 1).Obj()
+			ba.UID = "acct-uid"
+			full := newChunk(ba, chunkName(ba.UID, "0", 0), 0)
+			for i := range MaxResultsPerShardTotal {
+				uid := types.UID(fmt.Sprintf("j-old-%d", i))
+				full.Results = append(full.Results, v1alpha1.RecordedResult{Ordinal: 0, Target: "job/j", JobUID: uid, Pod: string(uid),
+					PodUID: uid + "-pod", RecordedAt: metav1.NewTime(testNow), Sequence: int64(i + 1)})
+			}
+			for i := range tc.dropped {
+				full.DroppedPods = append(full.DroppedPods, types.UID(fmt.Sprintf("dropped-%d", i)))
+			}
+			rc := loadChunks(ba, []v1alpha1.ShardResults{*full})
+			rc.followed = map[identityKey]bool{{"job/j", "j-uid"}: true}
+			rc.add(v1alpha1.RecordedResult{Ordinal: 0, Target: "job/j", JobUID: "j-uid", Pod: "j-0", PodUID: "j-0-uid", RecordedAt: metav1.NewTime(testNow)}, true)
+
+			kept, dropped := false, map[types.UID]bool{}
+			for _, c := range rc.all() {
+				c.APIVersion, c.Kind = v1alpha1.GroupVersion.String(), "ShardResults"
+				b, err := json.Marshal(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var obj map[string]any
+				if err := json.Unmarshal(b, &obj); err != nil {
+					t.Fatal(err)
+				}
+				if errs := validation.ValidateCustomResource(nil, obj, sv); len(errs) > 0 {
+					t.Errorf("the API server refuses chunk %s (%d results, %d dropped pods): %v", c.Name, len(c.Results), len(c.DroppedPods), errs.ToAggregate())
+				}
+				kept = kept || slices.ContainsFunc(c.Results, func(r v1alpha1.RecordedResult) bool { return r.PodUID == "j-0-uid" })
+				for _, uid := range c.DroppedPods {
+					dropped[uid] = true
+				}
+			}
+			if !kept || !dropped["j-old-0-pod"] {
+				t.Errorf("the followed identity's result kept: %v, the oldest result's pod dropped: %v; want both", kept, dropped["j-old-0-pod"])
 			}
 		})
 	}
