@@ -418,3 +418,48 @@ func wantVerdictWithoutPod(t *testing.T, f *fixture, wantAccepted string, wantRe
 		}
 	}
 }
+
+// TestRewrittenAssignmentAnnotationsMoveNoClaim: a namespace editor may rewrite the
+// annotations the pod webhook told a pod its assignment with (batchledger.dev/shard, the
+// revisions, the account: nothing keeps them), before its worker reads them or after. The
+// account judges a result against its own mapping and revisions, never against the pod's
+// annotations: a worker that did the rewritten shard's work on the rewritten revisions is
+// rejected, and one that did the assigned work stands whatever the annotations say now.
+func TestRewrittenAssignmentAnnotationsMoveNoClaim(t *testing.T) {
+	onOldRevisions, err := result.Encode(result.Report{Shard: "A", InputRevision: "C", ModelRevision: "m-2026-10",
+		Output: "s3://b/A", Digest: "sha256:A-old", Records: 10, Valid: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		msg          string // what index 1's worker reports
+		wantAccepted string
+		wantB        string // the pod whose result stands for shard B ("" for none)
+		wantReason   string // the rejection of index 1's pod
+	}{
+		{name: "the worker did what the rewritten annotations say", msg: onOldRevisions,
+			wantAccepted: "False " + v1alpha1.ReasonResultRejected, wantReason: v1alpha1.RejectionForgedClaim},
+		{name: "the worker did its assigned shard", msg: report(t, "B"),
+			wantAccepted: "True " + v1alpha1.ReasonAccepted, wantB: "j-1", wantReason: "not rejected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+			pod0 := wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-2*time.Minute), report(t, "A")).Obj()
+			pod1 := wrappers.MakeIndexPod(j, "j-1", 1).Finalizers(v1alpha1.ResultFinalizer).
+				Annotation(v1alpha1.AnnotationShard, "A").Annotation(v1alpha1.AnnotationInputRev, "C").
+				Annotation(v1alpha1.AnnotationModelRev, "m-2026-10").Annotation(v1alpha1.AnnotationAccount, "other").
+				Succeeded(testNow.Add(-time.Minute), tc.msg).Obj()
+			f := newFixture(t, hooks{}, accountOfJ().RequireResults("result.valid == result.records").Obj(), j, pod0, pod1)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			ba := f.account(t, "acct")
+			m := account.Compile("ns", &ba.Spec)
+			b := account.StandingResults(m, &ba.Spec, map[string]types.UID{"job/j": j.UID}, nil, nil, account.RecordedInOrder(chunksOf(t, f.c)))[1]
+			if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != tc.wantAccepted || b.Pod != tc.wantB || rejectionOf(ba, "j-1") != tc.wantReason {
+				t.Errorf("Accepted = %q, shard B stands on pod %q, j-1 %s; want %q, %q, %s", got, b.Pod, rejectionOf(ba, "j-1"), tc.wantAccepted, tc.wantB, tc.wantReason)
+			}
+		})
+	}
+}
