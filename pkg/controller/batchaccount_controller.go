@@ -243,14 +243,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Events follow only the write that recorded the change: the update carries the
 		// resourceVersion read, so a replica with a stale cache, or a second replica
 		// after a leader change, conflicts above instead of repeating them.
+		// A condition message may be 32 KiB (a long rule or claim quoted in it), a note
+		// maxEventNote bytes: a longer event would be refused, and the verdict go unsaid.
 		for _, e := range accountEvents(prev, out.Changed) {
-			r.Recorder.Eventf(&ba, nil, e.Type, e.Reason, EventActionVerdict, "%s", e.Note)
+			r.Recorder.Eventf(&ba, nil, e.Type, e.Reason, EventActionVerdict, "%s", clip(e.Note, maxEventNote))
 		}
 		// An account being deleted speaks for no Workload (workloadAccounts).
 		if evs := workloadEvents(prev, out.Changed); len(evs) > 0 && ba.DeletionTimestamp == nil {
 			for _, wl := range workloads {
 				for _, e := range evs {
-					r.Recorder.Eventf(wl, &ba, e.Type, e.Reason, EventActionVerdict, "BatchAccount %s: %s", ba.Name, e.Note)
+					r.Recorder.Eventf(wl, &ba, e.Type, e.Reason, EventActionVerdict, "%s", clip("BatchAccount "+ba.Name+": "+e.Note, maxEventNote))
 				}
 			}
 		}

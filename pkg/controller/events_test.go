@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -9,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
+	"batchledger.dev/batchledger/pkg/result"
+	"batchledger.dev/batchledger/pkg/testing/wrappers"
 )
 
 func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
@@ -190,5 +194,53 @@ func TestEventReasonsOneToOne(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestVerdictEventNotesFitTheAPI: a condition message may be up to 32 KiB, an event's
+// note at most maxEventNote bytes (the API server refuses a longer event). A result that
+// claims a shard of a long name, or fails a long rule, makes the ResultsAccepted and
+// Accepted messages long; their Warnings, on the account and on the Workload, must still
+// be events the API server takes, not be dropped.
+func TestVerdictEventNotesFitTheAPI(t *testing.T) {
+	longClaim, err := result.Encode(result.Report{Shard: strings.Repeat("B", 2000), InputRevision: "D", ModelRevision: "m-2026-11",
+		Digest: "sha256:B", Records: 10, Valid: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failingB, err := result.Encode(result.Report{Shard: "B", InputRevision: "D", ModelRevision: "m-2026-11",
+		Digest: "sha256:B", Records: 10, Valid: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	longRule := "result.valid == result.records" + strings.Repeat(" && result.records >= 0", 60)
+	for _, tc := range []struct {
+		name, rule, msg1 string
+	}{
+		{name: "a claim of a long shard name", rule: "result.valid == result.records", msg1: longClaim},
+		{name: "a long rule not met", rule: longRule, msg1: failingB},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := jobJ(v1alpha1.ScopeResults).Completed("0-1", 2).Complete(testNow).Obj()
+			pod0 := wrappers.MakeIndexPod(j, "j-0", 0).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-2*time.Minute), report(t, "A")).Obj()
+			pod1 := wrappers.MakeIndexPod(j, "j-1", 1).Finalizers(v1alpha1.ResultFinalizer).Succeeded(testNow.Add(-time.Minute), tc.msg1).Obj()
+			f := newFixture(t, hooks{}, accountOfJ().RequireResults(tc.rule).Obj(), j, workloadOfJ(j).Obj(), pod0, pod1)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			if got := conditionOf(f.account(t, "acct").Status.Conditions, v1alpha1.ConditionAccepted); got != "False "+v1alpha1.ReasonResultRejected {
+				t.Fatalf("Accepted = %q, want False %s", got, v1alpha1.ReasonResultRejected)
+			}
+			warned := false
+			for _, e := range f.events {
+				warned = warned || e.Type == corev1.EventTypeWarning && e.Kind == "Workload"
+				if len(e.Note) > maxEventNote {
+					t.Errorf("%s %s event on %s %s: note of %d bytes, over the API server's %d", e.Type, e.Reason, e.Kind, e.Name, len(e.Note), maxEventNote)
+				}
+			}
+			if !warned {
+				t.Errorf("no Warning on the Workload; events %+v", f.events)
+			}
+		})
 	}
 }
