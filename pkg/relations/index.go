@@ -5,7 +5,6 @@ import (
 
 	"context"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -96,16 +95,16 @@ func FollowedKeys(ba *v1alpha1.BatchAccount) []IndexKey {
 // carries a JobSet's labels wakes no account of the JobSet.
 func JobKeys(job metav1.Object) []IndexKey { return all.Kinds.JobKeys(job) }
 
-// PodKeys are the index keys a Job's pod answers to: its Job (the job-name label the Job
-// controller puts on pods), and the owner of the child target it belongs to
+// PodKeys are the index keys a Job's pod answers to: its Job (IndexPodJob, as PodTargets
+// reads it: the job-name label is on a pod only when the API server generated its Job's
+// selector, not with manualSelector), and the owner of the child target it belongs to
 // (Kind.PodTarget); none for a pod of no Job.
 func PodKeys(pod client.Object) []IndexKey {
-	labels := pod.GetLabels()
-	name := labels[batchv1.JobNameLabel]
-	if name == "" {
+	job := IndexPodJob(pod)
+	if job == nil {
 		return nil
 	}
-	refs := all.Kinds.PodTargets(name, labels)
+	refs := all.Kinds.PodTargets(job.Name, pod.GetLabels())
 	keys := make([]IndexKey, len(refs))
 	for i, ref := range refs {
 		keys[i] = kinds.TargetKey(ref)

@@ -190,6 +190,9 @@ func TestCapturedBy(t *testing.T) {
 		{"pod of a deleted Job the account never observed", wrappers.MakeIndexPod(unseen, "p", 0), []string{"needs-unseen"}},
 		{"pod no Job controls", wrappers.MakeIndexPod(j, "p", 0).NotByJobController().NoOwner(), nil},
 		{"pod orphaned from the named Job (propagationPolicy Orphan)", wrappers.MakeIndexPod(j, "p", 0).NoOwner(), []string{"needs-j"}},
+		// The API server labels a Job's pod template only when it generates the selector.
+		{"pod of a Job with a manual selector: no job-name or controller-uid label",
+			wrappers.MakeIndexPod(j, "p", 0).NoLabel(batchv1.JobNameLabel).NoLabel(batchv1.ControllerUidLabel), []string{"needs-j"}},
 		{"pod with a malformed index", wrappers.MakeIndexPod(j, "p", 0).Annotation(batchv1.JobCompletionIndexAnnotation, "x"), nil},
 		{"pod the Job controller did not create", wrappers.MakeIndexPod(j, "p", 0).NotByJobController().Created(legacyBefore), nil},
 		{"unmarked pod created before batchledger marked pods", wrappers.MakeIndexPod(j, "p", 0).NotByJobController().Created(legacyBefore.Add(-time.Second)), []string{"needs-j"}},

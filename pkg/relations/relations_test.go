@@ -104,6 +104,8 @@ func TestIndexKeys(t *testing.T) {
 		{"pod of a JobSet child", PodKeys(wrappers.MakeIndexPod(namedChild("train", "workers", 1, 0), "p", 0).Obj()), []IndexKey{"job/train-workers-1", "jobset/train", "trainjob/train"}},
 		{"pod of a Job with a child's labels and another name: its Job only",
 			PodKeys(wrappers.MakeIndexPod(impostor("fake", "train", "workers", 1, 9), "p", 0).Obj()), []IndexKey{"job/fake"}},
+		{"pod of a Job with a manual selector, without the job-name label: its Job",
+			PodKeys(wrappers.MakeIndexPod(job("j"), "j-0", 0).NoLabel(batchv1.JobNameLabel).NoLabel(batchv1.ControllerUidLabel).Obj()), []IndexKey{"job/j"}},
 		{"pod of no Job", PodKeys(&corev1.Pod{}), nil},
 		{"Workload: its own name, its Job and JobSet owners; other owners ignored", WorkloadKeys(&kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "wl",
 			OwnerReferences: []metav1.OwnerReference{owner("Job", "j", false), owner("ConfigMap", "c", false), owner("JobSet", "train", false)}}}),

@@ -144,6 +144,10 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 	shortDeleting.DeletionTimestamp, shortDeleting.Finalizers = ptr.To(metav1.Now()), []string{"keep"}
 	withTemplate := pod(job("ij245", 4), 1)
 	withTemplate.Annotations[v1alpha1.AnnotationShard] = "hand-copied"
+	// The API server labels a Job's pod template only when it generates the selector.
+	manualSelector := pod(job("ij245", 4), 2)
+	delete(manualSelector.Labels, batchv1.JobNameLabel)
+	delete(manualSelector.Labels, batchv1.ControllerUidLabel)
 
 	cases := []struct {
 		name    string
@@ -157,6 +161,7 @@ func TestPodAssignmentAnnotator(t *testing.T) {
 		{"compact population", []client.Object{compact}, pod(job("big", 100), 42), told("42", "part-42", "in-7", "m-9", "big"), ""},
 		{"JobSet child 1", []client.Object{childAccount, js}, pod(child(1), 1), told("1", "s3", "D", "m-2026-11", "train"), ""},
 		{"the template's hand-copied shard is replaced", []client.Object{ij245}, withTemplate, told("1", "B", "D", "m-2026-11", "ij245"), ""},
+		{"a Job with a manual selector: its pod has no job-name label", []client.Object{ij245}, manualSelector, told("2", "C", "D", "m-2026-11", "ij245"), ""},
 		{"two accounts that agree", []client.Object{ij245, agrees}, pod(job("ij245", 4), 2), told("2", "C", "D", "m-2026-11", "ij245,ij245-audit"), ""},
 		{"two accounts that disagree: not told", []client.Object{ij245, differs}, pod(job("ij245", 4), 2),
 			map[string]string{batchv1.JobCompletionIndexAnnotation: "2"}, "accounts ij245, other assign its Job index differently"},
