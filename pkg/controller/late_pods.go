@@ -9,13 +9,14 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"batchledger.dev/batchledger/pkg/relations"
 )
 
 // LatePodsIdle is how long a late Job's pod cache lives without a reconcile reading it.
@@ -45,7 +46,7 @@ const LatePodsIdle = 10 * time.Minute
 type LatePods struct {
 	// NewCache creates the cache of one Job's succeeded pods; NewLatePods sets it to
 	// newLateJobCache.
-	NewCache func(namespace string, uid types.UID) (cache.Cache, error)
+	NewCache func(job *batchv1.Job) (cache.Cache, error)
 	// Idle is how long an unread cache lives (LatePodsIdle when 0).
 	Idle time.Duration
 	// Now is the clock; tests may replace it.
@@ -67,18 +68,24 @@ type lateJob struct {
 // NewLatePods creates the registry of late Jobs' pod caches, each sharing base's HTTP
 // client, scheme and RESTMapper.
 func NewLatePods(cfg *rest.Config, base cache.Options) *LatePods {
-	return &LatePods{NewCache: func(namespace string, uid types.UID) (cache.Cache, error) {
-		return newLateJobCache(cfg, base, namespace, uid)
+	return &LatePods{NewCache: func(job *batchv1.Job) (cache.Cache, error) {
+		return newLateJobCache(cfg, base, job)
 	}}
 }
 
-// newLateJobCache is the cache of one Job's succeeded pods.
-func newLateJobCache(cfg *rest.Config, base cache.Options, namespace string, uid types.UID) (cache.Cache, error) {
-	base.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+// newLateJobCache is the cache of one Job's succeeded pods, selected by the Job's own
+// selector (relations.JobPodSelector: a manualSelector Job's pods carry no controller-uid
+// label).
+func newLateJobCache(cfg *rest.Config, base cache.Options, job *batchv1.Job) (cache.Cache, error) {
+	selector, err := relations.JobPodSelector(job)
+	if err != nil {
+		return nil, err
+	}
+	base.DefaultNamespaces = map[string]cache.Config{job.Namespace: {}}
 	base.DefaultTransform = cache.TransformStripManagedFields()
 	base.ByObject = map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {
-			Label:     labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(uid)}),
+			Label:     selector,
 			Field:     succeededSelector(),
 			Transform: podTransform,
 		},
@@ -168,7 +175,7 @@ func (l *LatePods) cacheOf(job *batchv1.Job) (cache.Cache, error) {
 		j.lastRead = l.now()
 		return j.cache, nil
 	}
-	c, err := l.NewCache(job.Namespace, job.UID)
+	c, err := l.NewCache(job)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func (r *countingReader) List(_ context.Context, list client.ObjectList, _ ...cl
 
 // startedLatePods is a LatePods whose caches are created by newCache, started under a
 // context the test ends.
-func startedLatePods(t *testing.T, now *time.Time, newCache func(string, types.UID) (cache.Cache, error)) *LatePods {
+func startedLatePods(t *testing.T, now *time.Time, newCache func(*batchv1.Job) (cache.Cache, error)) *LatePods {
 	t.Helper()
 	l := &LatePods{NewCache: newCache, Now: func() time.Time { return *now }}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -120,8 +120,8 @@ func TestLateJobPodsComeFromOneCacheOfTheJob(t *testing.T) {
 	store := newFixture(t, hooks{}, pod0)
 	now := testNow
 	var created []types.UID
-	l := startedLatePods(t, &now, func(_ string, uid types.UID) (cache.Cache, error) {
-		created = append(created, uid)
+	l := startedLatePods(t, &now, func(job *batchv1.Job) (cache.Cache, error) {
+		created = append(created, job.UID)
 		return newFakeJobCache(store.c), nil
 	})
 	api := &countingReader{}
@@ -158,7 +158,7 @@ func TestLateJobPodArrivalIsAnEvent(t *testing.T) {
 	pod := wrappers.MakeIndexPod(job, "j-0", 0).Succeeded(testNow, "").Obj()
 	now := testNow
 	c := newFakeJobCache(newFixture(t, hooks{}).c)
-	l := startedLatePods(t, &now, func(string, types.UID) (cache.Cache, error) { return c, nil })
+	l := startedLatePods(t, &now, func(*batchv1.Job) (cache.Cache, error) { return c, nil })
 	if _, err := l.SucceededPods(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestIdleLateJobCacheStops(t *testing.T) {
 	job.Namespace, job.Name, job.UID = "ns", "j", "j-uid"
 	now := testNow
 	var caches []*fakeJobCache
-	l := startedLatePods(t, &now, func(string, types.UID) (cache.Cache, error) {
+	l := startedLatePods(t, &now, func(*batchv1.Job) (cache.Cache, error) {
 		c := newFakeJobCache(newFixture(t, hooks{}).c)
 		caches = append(caches, c)
 		return c, nil

@@ -382,9 +382,13 @@ const livePodsPage = 500
 // reconciler's read without LatePods.
 func (r *Reconciler) succeededPodsLive(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
 	namespace := job.Namespace
+	selector, err := relations.JobPodSelector(job)
+	if err != nil {
+		return nil, err
+	}
 	var all []corev1.Pod
 	opts := []client.ListOption{client.InNamespace(namespace),
-		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)},
+		client.MatchingLabelsSelector{Selector: selector},
 		client.MatchingFieldsSelector{Selector: succeededSelector()},
 		client.Limit(livePodsPage)}
 	for cont := ""; ; {

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/pkg/account"
@@ -695,6 +697,45 @@ func TestEvictionKeepsChunksValid(t *testing.T) {
 			}
 			if !kept || !dropped["j-old-0-pod"] {
 				t.Errorf("the followed identity's result kept: %v, the oldest result's pod dropped: %v; want both", kept, dropped["j-old-0-pod"])
+			}
+		})
+	}
+}
+
+// TestResultsOfAJobReadLive: the succeeded pods of a Job no scope cache holds (it ran
+// before its account required results) are read from the API server by the Job's own
+// selector: a Job with manualSelector gives its pods neither the controller-uid nor the
+// job-name label (the API server adds them only to a selector it generates), and its
+// pods' results must be read all the same.
+func TestResultsOfAJobReadLive(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		manual bool
+	}{
+		{name: "a generated selector"},
+		{name: "a manual selector", manual: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := jobJ("").PodLabel("app", "infer").Completed("0-1", 2).Complete(testNow).Obj()
+			if tc.manual {
+				j.Spec.ManualSelector = ptr.To(true)
+				j.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "infer"}}
+			}
+			objs := []client.Object{accountOfJ().RequireResults("").Obj(), j}
+			for i, shard := range []string{"A", "B"} {
+				p := wrappers.MakeIndexPod(j, fmt.Sprintf("j-%d", i), i).Succeeded(testNow.Add(-time.Minute), report(t, shard))
+				if tc.manual {
+					p.NoLabel(batchv1.JobNameLabel).NoLabel(batchv1.ControllerUidLabel)
+				}
+				objs = append(objs, p.Obj())
+			}
+			f := newFixture(t, hooks{}, objs...)
+			if _, err := f.reconcile("acct"); err != nil {
+				t.Fatal(err)
+			}
+			ba := f.account(t, "acct")
+			if got := conditionOf(ba.Status.Conditions, v1alpha1.ConditionAccepted); got != "True "+v1alpha1.ReasonAccepted || ba.Status.Results.Recorded != 2 {
+				t.Errorf("Accepted = %q with %d results recorded; want True %s with 2", got, ba.Status.Results.Recorded, v1alpha1.ReasonAccepted)
 			}
 		})
 	}

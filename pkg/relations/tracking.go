@@ -49,6 +49,18 @@ func CountedByJobController(job *batchv1.Job) bool {
 	return job.Spec.ManagedBy == nil || *job.Spec.ManagedBy == batchv1.JobControllerName
 }
 
+// JobPodSelector selects job's pods as the Job controller does: by its spec.selector, or
+// the controller-uid label when it has none (a Job not read from the API server). A Job
+// with manualSelector gives its pods neither the controller-uid nor the job-name label:
+// only its own selector finds them. The selector may match other Jobs' pods too; their
+// owner tells them apart (IndexPodJob).
+func JobPodSelector(job *batchv1.Job) (labels.Selector, error) {
+	if job.Spec.Selector == nil {
+		return labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(job.UID)}), nil
+	}
+	return metav1.LabelSelectorAsSelector(job.Spec.Selector)
+}
+
 // TrackedPods reports whether a pod job controls still carries the Job controller's
 // tracking finalizer (batchv1.JobTrackingFinalizer), as r (the API server: a cache may
 // lag, or hold none of the pods) lists their metadata, selected as the Job controller
@@ -60,12 +72,9 @@ func CountedByJobController(job *batchv1.Job) bool {
 // deleted adopts no pod, and the Job controller takes an orphan's finalizer off
 // uncounted.
 func TrackedPods(ctx context.Context, r client.Reader, job *batchv1.Job) (bool, error) {
-	selector := labels.SelectorFromSet(labels.Set{batchv1.ControllerUidLabel: string(job.UID)})
-	if job.Spec.Selector != nil {
-		var err error
-		if selector, err = metav1.LabelSelectorAsSelector(job.Spec.Selector); err != nil {
-			return false, err
-		}
+	selector, err := JobPodSelector(job)
+	if err != nil {
+		return false, err
 	}
 	list := PodMetadataList()
 	limit := int64(trackedPodsPage)
