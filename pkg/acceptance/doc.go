@@ -7,9 +7,9 @@
 //
 // # Where the result is read
 //
-// The result is read from the container named by the pod annotation
-// batchledger.dev/result-container (v1alpha1.AnnotationResultContainer), else by the
-// account's spec.acceptance.resultContainer, else by the pod annotation
+// The result is read from the container the account's spec.acceptance.resultContainer
+// names, else the pod annotation batchledger.dev/result-container
+// (v1alpha1.AnnotationResultContainer), else the pod annotation
 // kubectl.kubernetes.io/default-container, else from the pod's first container, and
 // only once the pod has Succeeded: a failed or running pod has not completed its index,
 // whatever it wrote.

@@ -16,22 +16,23 @@ import (
 // repeated here rather than linking kubectl for one string).
 const DefaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 
-// ResultContainer returns the name of the container that reports pod's result: the one
-// named by v1alpha1.AnnotationResultContainer, else named (the account's
-// spec.acceptance.resultContainer), else the one DefaultContainerAnnotation names (a pod
-// that tells kubectl which container is its own tells batchledger too), else the first
-// container of the pod spec. It returns
+// ResultContainer returns the name of the container that reports pod's result: named
+// (the account's spec.acceptance.resultContainer, part of what judges its results, so no
+// pod overrides it: anyone who may update a queued Job may edit its pod template's
+// annotations), else the one v1alpha1.AnnotationResultContainer names, else the one
+// DefaultContainerAnnotation names (a pod that tells kubectl which container is its own
+// tells batchledger too), else the first container of the pod spec. It returns
 // "" when the pod has no spec to tell: the order of container statuses is no substitute,
 // since a real kubelet sorts them by name (an "istio-proxy" sidecar before "worker").
 func ResultContainer(pod *corev1.Pod, named string) string {
 	if pod == nil {
 		return ""
 	}
-	if name := pod.Annotations[v1alpha1.AnnotationResultContainer]; name != "" {
-		return name
-	}
 	if named != "" {
 		return named
+	}
+	if name := pod.Annotations[v1alpha1.AnnotationResultContainer]; name != "" {
+		return name
 	}
 	if name := pod.Annotations[DefaultContainerAnnotation]; name != "" {
 		return name

@@ -66,7 +66,9 @@ func TestMessageOf(t *testing.T) {
 		{"annotation names the container", workerPod(named,
 			corev1.ContainerStatus{Name: "worker", State: terminated("worker says", 0)},
 			corev1.ContainerStatus{Name: "proxy", State: terminated("proxy says", 0)}), "", "proxy says", true},
-		{"annotation overrides the account", workerPod(named, proxyFirst...), "worker", "envoy: shutting down", true},
+		// The account's container is part of what judges its results: a pod template's
+		// annotations are anyone's to edit who may update a queued Job.
+		{"the account wins over the annotation", workerPod(named, proxyFirst...), "worker", "worker says", true},
 		{"default-container annotation names the container", workerPod(defaultProxy, proxyFirst...), "", "envoy: shutting down", true},
 		{"the account wins over default-container", workerPod(defaultProxy, proxyFirst...), "worker", "worker says", true},
 		{"result-container wins over default-container", workerPod(map[string]string{v1alpha1.AnnotationResultContainer: "worker", DefaultContainerAnnotation: "proxy"}, proxyFirst...), "", "worker says", true},

@@ -56,7 +56,7 @@ func TestRecordJudgedAsThePod(t *testing.T) {
 		"not a result":          {pod: wrappers.MakeIndexPod(job, "p", 3).Succeeded(at, "done").Obj()},
 		"status order by name":  {pod: wrappers.MakeIndexPod(job, "p", 3).Sidecar("proxy").Succeeded(at, "").ContainerStatuses(proxyStatus("x"), workerStatus(ok)).Obj()},
 		"account names sidecar": {pod: wrappers.MakeIndexPod(job, "p", 3).Sidecar("proxy").Succeeded(at, "").ContainerStatuses(proxyStatus(ok), workerStatus("x")).Obj(), resultContainer: "proxy"},
-		"pod annotation wins": {pod: wrappers.MakeIndexPod(job, "p", 3).Sidecar("proxy").Annotation(v1alpha1.AnnotationResultContainer, "proxy").
+		"the account wins over the pod annotation": {pod: wrappers.MakeIndexPod(job, "p", 3).Sidecar("proxy").Annotation(v1alpha1.AnnotationResultContainer, "proxy").
 			Succeeded(at, "").ContainerStatuses(proxyStatus(ok), workerStatus("x")).Obj(), resultContainer: "worker"},
 		"default container": {pod: wrappers.MakeIndexPod(job, "p", 3).Sidecar("proxy").Annotation(acceptance.DefaultContainerAnnotation, "proxy").
 			Succeeded(at, "").ContainerStatuses(proxyStatus(ok), workerStatus("x")).Obj()},

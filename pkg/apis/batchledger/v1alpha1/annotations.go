@@ -31,8 +31,8 @@ const (
 const AnnotationShortFormCreated = "batchledger.dev/short-form-created"
 
 // AnnotationResultContainer on a worker pod (set it in the Job's pod template) names the
-// container whose termination message carries the result; it overrides the account's
-// spec.acceptance.resultContainer for that pod.
+// container whose termination message carries the result, when the account's
+// spec.acceptance.resultContainer names none.
 const AnnotationResultContainer = "batchledger.dev/result-container"
 
 // Annotations on a repair Job (kubectl batchledger repair), pointing back at what it repairs.

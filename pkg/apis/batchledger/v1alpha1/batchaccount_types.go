@@ -227,10 +227,10 @@ type AcceptanceCriterion struct {
 
 	// ResultContainer names the container whose termination message carries a worker's
 	// result, e.g. "worker" beside an injected "istio-proxy". It may name a native sidecar
-	// (an init container with restartPolicy Always). Default: the container the pod
-	// annotation kubectl.kubernetes.io/default-container names, else the first container
-	// of the pod spec. A pod annotation batchledger.dev/result-container overrides it per
-	// pod. Requires RequireResults.
+	// (an init container with restartPolicy Always); no pod annotation overrides it.
+	// Default: per pod, the container the pod annotation batchledger.dev/result-container
+	// names, else the one kubectl.kubernetes.io/default-container names, else the first
+	// container of the pod spec. Requires RequireResults.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	ResultContainer string `json:"resultContainer,omitempty"`
