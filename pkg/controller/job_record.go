@@ -163,8 +163,9 @@ func (r *JobRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 			return ctrl.Result{RequeueAfter: soonest(left, recheck)}, nil
 		}
 		if r.Recorder != nil {
-			r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release",
-				"released %s after its deletion started, for accounts that never recorded its end: %v (see their status and the controller's log)", r.maxHold(), pending)
+			// Many accounts' names would make a note the API server refuses.
+			r.Recorder.Eventf(&job, nil, corev1.EventTypeWarning, v1alpha1.EventReasonRecordNotWritten, "Release", "%s",
+				clip(fmt.Sprintf("released %s after its deletion started, for accounts that never recorded its end (see their status and the controller's log): %v", r.maxHold(), pending), maxEventNote))
 		}
 		r.Metrics.holdExpired()
 	}

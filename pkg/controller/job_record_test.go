@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +64,13 @@ func TestJobRecorderReleases(t *testing.T) {
 	other := wrappers.MakeBatchAccount("other", "ns").UID("other-uid").Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj()
 	deletedAccount := accountOfJ().Obj()
 	deletedAccount.Finalizers = []string{"example.com/keep"}
+	// Accounts enough, with names long enough, that their list alone is over an event
+	// note's bound.
+	var manyPending []client.Object
+	for i := range 30 {
+		name := fmt.Sprintf("%s-%d", strings.Repeat("a", 55), i)
+		manyPending = append(manyPending, wrappers.MakeBatchAccount(name, "ns").UID(name).Shards("A", "B").AssignJob("j", "0-1", "A", "B").Obj())
+	}
 	js := wrappers.MakeJobSet("ts", "ns").ReplicatedJob(wrappers.MakeReplicatedJob("workers").Obj()).Obj()
 	js.UID = "ts-uid"
 	earlierJS := js.DeepCopy()
@@ -413,6 +422,13 @@ func TestJobRecorderReleases(t *testing.T) {
 			wantEvents: []string{"Warning RecordNotWritten"},
 		},
 		{
+			name:           "held past MaxHold after its deletion, never recorded by many accounts: released with a Warning",
+			job:            complete().Deleting(deletedAgo(maxHold + time.Second)).Obj(),
+			objs:           manyPending,
+			wantFinalizers: []string{foreground}, wantPatches: 1, wantReleased: 1, wantExpired: 1,
+			wantEvents: []string{"Warning RecordNotWritten"},
+		},
+		{
 			name: "the patch's test fails (the finalizers changed): retried",
 			job:  complete().Obj(),
 			objs: []client.Object{recordedComplete},
@@ -486,6 +502,11 @@ func TestJobRecorderReleases(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantEvents, f.eventsOf("Job")); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			for _, e := range f.events {
+				if len(e.Note) > maxEventNote {
+					t.Errorf("%s %s event: note of %d bytes, over the API server's %d", e.Type, e.Reason, len(e.Note), maxEventNote)
+				}
 			}
 			if got := testutil.ToFloat64(m.Releases); got != tc.wantReleased {
 				t.Errorf("releases = %v, want %v", got, tc.wantReleased)
