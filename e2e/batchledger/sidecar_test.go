@@ -1,11 +1,14 @@
 package batchledger
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"batchledger.dev/batchledger/e2e/framework"
 	"batchledger.dev/batchledger/internal/testsupport/kwok"
@@ -58,5 +61,53 @@ func TestResultFromTheWorkerBesideASidecar(t *testing.T) {
 	for _, tc := range cases {
 		c := waitAccountCondition(t, f, tc.account, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted)
 		t.Logf("%s: %s", tc.account, c.Message)
+	}
+}
+
+// TestPodTemplateCannotMoveTheResultContainer: an account names the container its results
+// are read from. While the Job is suspended and has never started, Kubernetes lets anyone
+// who may update Jobs edit its pod template's annotations: a user bound to the edit role
+// points batchledger.dev/result-container at the Job's sidecar, whose message reports a
+// passing result (here kwok's; in a cluster, preset with exec), and starts the Job. The
+// account still reads the container it names, whose message is no result: the batch is
+// not Accepted.
+func TestPodTemplateCannotMoveTheResultContainer(t *testing.T) {
+	f := framework.New(t)
+	const erin = "erin"
+	bindInNamespace(f, erin, "ClusterRole", "edit")
+	f.Create(wrappers.MakeBatchAccount("named", f.Namespace).Shards("A").AssignJob("j", "0", "A").RequireResults(seedRule).ResultContainer("worker").Obj())
+	waitAccount(t, f, "named", "the account observed by the controller", func(ba *v1alpha1.BatchAccount) bool { return len(ba.Status.Conditions) > 0 })
+	// Suspended without a queue: Kueue leaves it alone until erin starts it.
+	job := wrappers.MakeJob("j", f.Namespace).Indexed(1).Suspend(true).GPU(1).
+		Container("worker", wrappers.DefaultImage).Sidecar("istio-proxy", wrappers.DefaultImage).
+		PodAnnotation(kwok.MessageContainerAnnotation, "istio-proxy").Obj()
+	f.Create(job)
+
+	as := impersonating(t, erin)
+	for _, patch := range []string{
+		fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:"istio-proxy"}}}}}`, v1alpha1.AnnotationResultContainer),
+		`{"spec":{"suspend":false}}`,
+	} {
+		if err := as.Patch(f.Ctx, job.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatalf("%s (edit) patches the Job with %s: %v", erin, patch, err)
+		}
+	}
+	job = jobStatus(t, f, "j")
+	if got := job.Spec.Template.Annotations[v1alpha1.AnnotationResultContainer]; got != "istio-proxy" {
+		t.Fatalf("the Job's template names result container %q, want istio-proxy", got)
+	}
+	framework.RunningPods(t, job, 1)
+	pod := framework.FinishIndexPod(t, job, 0, 0, report(t, "A", "m-2026-11", "sha256:A"))
+	if pod.Annotations[v1alpha1.AnnotationResultContainer] != "istio-proxy" {
+		t.Fatalf("the pod's annotations %v do not name the sidecar", pod.Annotations)
+	}
+	ba := waitAccount(t, f, "named", "the pod's result recorded", func(ba *v1alpha1.BatchAccount) bool {
+		return ba.Status.Results.Recorded == 1
+	})
+	if ok, state := condIs(ba.Status.Conditions, v1alpha1.ConditionAccepted, metav1.ConditionFalse, ""); !ok {
+		t.Errorf("Accepted: %s; want False (the worker container's message is no result)", state)
+	}
+	if ba.Status.Shards.Accepted != 0 {
+		t.Errorf("%d shards accepted, want 0", ba.Status.Shards.Accepted)
 	}
 }
