@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -37,6 +38,7 @@ import (
 	"batchledger.dev/batchledger/pkg/account"
 	"batchledger.dev/batchledger/pkg/apis/batchledger/v1alpha1"
 	"batchledger.dev/batchledger/pkg/indexset"
+	"batchledger.dev/batchledger/pkg/kinds"
 	"batchledger.dev/batchledger/pkg/multikueue"
 	"batchledger.dev/batchledger/pkg/relations"
 	"batchledger.dev/batchledger/pkg/release"
@@ -357,10 +359,13 @@ func (r *JobRecorder) observedBy(ba *v1alpha1.BatchAccount, job *batchv1.Job) []
 // observes reports whether ba observes job, being deleted, so that it records its end: ba
 // followed it already (its UID is in ba's targets or history) and its owner was not
 // replaced since (relations.OwnerReplaced), or one of refs, the
-// targets naming it (observedBy), resolves to it now (relations.ResolveTarget: a Job target by
-// name; a child target only to a child its JobSet created, while no live child is left).
-// A Job left by an earlier JobSet of the name, or made by a namespace editor with a
-// child's name after the JobSet ended, is followed by no target.
+// targets naming it (observedBy), resolves to it now as the reconciler resolves it for
+// ba, told the identity ba follows (relations.ResolveFollowed: a Job target by name; a
+// child target only to a child its JobSet created, while no live child is left, and
+// about the JobSet's end only to a later child than the one followed). A Job left by an
+// earlier JobSet of the name, or made by a namespace editor with a child's name after
+// the JobSet ended, is followed by no target. While the caches lag (a
+// kinds.CacheLagError, which the reconciler waits out CacheLagWait), ba may yet follow it.
 func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, job *batchv1.Job, refs []v1alpha1.TargetRef) (bool, error) {
 	if account.OnRecord(&ba.Status, job.UID) {
 		// Unless its owner was deleted and created again since: ba follows the new owner's
@@ -378,7 +383,13 @@ func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, j
 		if !ref.IsChild() {
 			return true, nil
 		}
-		followed, _, err := relations.ResolveTarget(ctx, r.Client, job.Namespace, ref)
+		followed, _, err := relations.ResolveFollowed(ctx, r.Client, job.Namespace, ref, followedFor(&ba.Status, ref))
+		if lag := (*kinds.CacheLagError)(nil); errors.As(err, &lag) {
+			if r.now().Before(lag.Since.Add(CacheLagWait)) {
+				return true, nil
+			}
+			followed, err = lag.Job, nil
+		}
 		if err != nil {
 			return false, err
 		}
@@ -387,6 +398,18 @@ func (r *JobRecorder) observes(ctx context.Context, ba *v1alpha1.BatchAccount, j
 		}
 	}
 	return false, nil
+}
+
+// followedFor is the identity st follows for the target ref (the zero value: none), as
+// the reconciler reads it from the account's targets.
+func followedFor(st *v1alpha1.BatchAccountStatus, ref v1alpha1.TargetRef) kinds.Followed {
+	key := string(ref.Key())
+	for _, ts := range st.Targets {
+		if ts.Name == key {
+			return kinds.Followed{UID: ts.UID, RestartAttempt: ts.RestartAttempt}
+		}
+	}
+	return kinds.Followed{}
 }
 
 // recordsEnd reports whether the account status st records job's end: an entry of its

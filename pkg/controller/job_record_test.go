@@ -84,6 +84,14 @@ func TestJobRecorderReleases(t *testing.T) {
 	endedJS.Status.Conditions = []metav1.Condition{{Type: string(jobset.JobSetFailed), Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}
 	madeAfterTheEnd := childOf(endedJS)
 	madeAfterTheEnd.CreationTimestamp = metav1.NewTime(testNow.Add(-30 * time.Minute))
+	// Made 30 s after the end, within the clock skew allowance: of the restart attempt of
+	// the child the account followed (and recorded), which the reconciler never follows
+	// (jobset.MayBeFollowed).
+	madeAboutTheEnd := childOf(endedJS)
+	madeAboutTheEnd.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Hour + 30*time.Second))
+	followedTheChild := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 2).AssignJobSet("ts", "workers", 0, "0-1", "0-1").
+		TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "real-child-uid", Found: true,
+			CompletedIndexes: "0", Terminal: "Failed", Deleted: true}).Obj()
 	followedBefore := wrappers.MakeBatchAccount("acct", "ns").ShardCount("s", 2).AssignJobSet("ts", "workers", 0, "0-1", "0-1").
 		TargetStatus(v1alpha1.TargetStatus{Name: "jobset/ts/workers/0", Job: "ts-workers-0", UID: "child-uid", Found: true, CompletedIndexes: "0"}).Obj()
 	deletedAccount.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
@@ -394,6 +402,12 @@ func TestJobRecorderReleases(t *testing.T) {
 			name:        "a Job of a child's name created after its JobSet ended (no target follows it): released",
 			job:         madeAfterTheEnd,
 			objs:        []client.Object{endedJS, childAccount},
+			wantPatches: 1, wantReleased: 1,
+		},
+		{
+			name:        "a Job of a child's name made about its JobSet's end, another child of its attempt followed (no target follows it): released",
+			job:         madeAboutTheEnd,
+			objs:        []client.Object{endedJS, followedTheChild},
 			wantPatches: 1, wantReleased: 1,
 		},
 		{

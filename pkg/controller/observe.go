@@ -79,22 +79,12 @@ func (r *Reconciler) observeTarget(ctx context.Context, namespace string, t acco
 	return r.observeTargetServed(ctx, namespace, t, followed, results)
 }
 
-// followedResolver is a kind whose resolution of a target depends on the identity the
-// account follows for it (jobset.Kind.ResolveObserved, trainjob.Kind.ResolveObserved).
-type followedResolver interface {
-	ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error)
-}
-
-// resolveFollowed is relations.ResolveTarget through c, told the identity the account
-// follows for ref (followed, none yet too) when its kind asks for it (followedResolver).
-// A kinds.CacheLagError is returned until CacheLagWait after the later write it names;
-// then what the caches show is taken as it is.
+// resolveFollowed is relations.ResolveFollowed through c: the target's Job as the
+// account that follows followed for ref (none yet too) follows it. A kinds.CacheLagError
+// is returned until CacheLagWait after the later write it names; then what the caches
+// show is taken as it is.
 func (r *Reconciler) resolveFollowed(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.TargetRef, followed kinds.Followed) (*batchv1.Job, int32, error) {
-	k, ok := relations.KindOf(ref).(followedResolver)
-	if !ok || ref.Namespace != "" && ref.Namespace != namespace {
-		return relations.ResolveTarget(ctx, c, namespace, ref)
-	}
-	job, attempt, err := k.ResolveObserved(ctx, c, namespace, ref, followed)
+	job, attempt, err := relations.ResolveFollowed(ctx, c, namespace, ref, followed)
 	if lag := (*kinds.CacheLagError)(nil); errors.As(err, &lag) && !r.now().Before(lag.Since.Add(CacheLagWait)) {
 		// Caches that disagree this long after the later write do not lag: they show
 		// what there is.

@@ -32,6 +32,27 @@ func ResolveTarget(ctx context.Context, r client.Reader, namespace string, ref v
 	return k.Resolve(ctx, r, namespace, ref)
 }
 
+// ResolveFollowed is ResolveTarget for an account that follows the identity followed for
+// ref (the zero value: none), for the kinds whose answer depends on it (their
+// ResolveObserved: a Job made about its owner's end is followed only as a later child
+// than the one followed, jobset.MayBeFollowed). The reconciler observes through it, and
+// the Job recorder asks it whether the account will record a Job being deleted: held for
+// an account that never follows it, the Job would wait MaxHold for a record no one
+// writes. It may return a kinds.CacheLagError, which the caller waits out.
+func ResolveFollowed(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, followed kinds.Followed) (*batchv1.Job, int32, error) {
+	k, ok := KindOf(ref).(followedResolver)
+	if !ok || ref.Namespace != "" && ref.Namespace != namespace {
+		return ResolveTarget(ctx, r, namespace, ref)
+	}
+	return k.ResolveObserved(ctx, r, namespace, ref, followed)
+}
+
+// followedResolver is a kind whose resolution of a target depends on the identity the
+// account follows for it (jobset.Kind.ResolveObserved, trainjob.Kind.ResolveObserved).
+type followedResolver interface {
+	ResolveObserved(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed) (*batchv1.Job, int32, error)
+}
+
 // TargetEnded says why the owner of a child target will create no more Jobs for it
 // (Kind.Ended); always "" for a Job target.
 func TargetEnded(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (string, error) {
