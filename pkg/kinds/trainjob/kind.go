@@ -198,7 +198,7 @@ func (Kind) ResolveObserved(ctx context.Context, r client.Reader, namespace stri
 func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef, observed kinds.Followed, observing bool) (*batchv1.Job, int32, error) {
 	var tj trainer.TrainJob
 	var trainJobUID types.UID
-	var since, until time.Time
+	var since, until, ended time.Time
 	switch err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.TrainJob}, &tj, client.UnsafeDisableDeepCopy); {
 	case err == nil && dispatched(&tj):
 		// Trainer renders a dispatched TrainJob's JobSet on a worker cluster, none here:
@@ -275,7 +275,8 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 		if end == nil || len(tj.Status.JobsStatus) == 0 {
 			return nil, 0, nil
 		}
-		until = end.LastTransitionTime.Add(kinds.ClockSkewAllowance)
+		ended = end.LastTransitionTime.Time
+		until = ended.Add(kinds.ClockSkewAllowance)
 	}
 	job, attempt, err := jobset.ResolveChild(ctx, r, namespace, ref.TrainJob, ref, owner, since, until)
 	if err != nil || job == nil {
@@ -285,9 +286,10 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 		// The JobSet is gone, its UID with it: a Job of the child's name and labels
 		// whose controller reference names a JobSet of that name (an apiVersion the
 		// garbage collector cannot resolve keeps it) is anyone's. A child left behind is
-		// one the account followed while the JobSet was there; once it follows one, no
-		// other Job is that JobSet's.
-		if observed.UID != "" && job.UID != observed.UID {
+		// one the account followed while the JobSet was there, or one the JobSet made
+		// before the batch ended that the account never saw (leftBehind); once it
+		// follows one, no other Job is that JobSet's.
+		if observed.UID != "" && job.UID != observed.UID && !leftBehind(job, ended) {
 			return nil, 0, nil
 		}
 		return job, attempt, nil
@@ -299,6 +301,24 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 	// after the one followed: a Job of the child's name, labels and controller reference
 	// made by hand once that child was let go.
 	return nil, 0, nil
+}
+
+// leftBehind reports whether job, a Job of a child's name, labels and controller
+// reference whose JobSet is gone, was that JobSet's child when the TrainJob's batch
+// ended at end (zero: unknown), though the account followed another: a restart made it
+// after the account last looked (the manager down, or its reconcile failing, from the
+// restart to Trainer's deletion of the JobSet at the deadline). It was made before the
+// end beyond kinds.ClockSkewAllowance, so while the JobSet ran, and its controller
+// reference is of the API version JobSet writes, which the garbage collector resolves:
+// a Job made then under another UID than the JobSet's is collected while the JobSet is
+// there (and, being deleted, followed by no account, released), while one under the
+// JobSet's own UID is its child, as CurrentChild takes it while the JobSet runs. A Job
+// made about the end, or kept by an apiVersion the garbage collector cannot resolve, is
+// anyone's.
+func leftBehind(job *batchv1.Job, end time.Time) bool {
+	ref := metav1.GetControllerOfNoCopy(job)
+	return !end.IsZero() && kinds.BeforeBeyondSkew(job.CreationTimestamp.Time, end) &&
+		ref != nil && ref.APIVersion == jobsetapi.SchemeGroupVersion.String()
 }
 
 // observedChild is the child of js, created since and no later than until (the

@@ -573,6 +573,18 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 		return j
 	}
 	left := childAt("left", t0.Add(time.Minute))
+	restarted := node(gone, 1, "restarted")
+	restarted.CreationTimestamp = metav1.NewTime(t0.Add(30 * time.Minute))
+	restarted.DeletionTimestamp, restarted.Finalizers = &metav1.Time{Time: t0.Add(time.Hour)}, []string{v1alpha1.RecordFinalizer}
+	// A namespace editor's Jobs of the child's name, as the garbage collector leaves them
+	// once the JobSet is gone, held too: one made while the JobSet ran, which survived it
+	// only through an apiVersion the garbage collector cannot resolve (with that of
+	// JobSet's API and another UID than the JobSet's, it collects it while the JobSet is
+	// there), and one made about the end.
+	unresolvable := restarted.DeepCopy()
+	unresolvable.UID, unresolvable.OwnerReferences[0].APIVersion = "unresolvable", "jobset.x-k8s.io/v9"
+	aboutTheEnd := restarted.DeepCopy()
+	aboutTheEnd.UID, aboutTheEnd.CreationTimestamp = "about-the-end", metav1.NewTime(t0.Add(time.Hour-30*time.Second))
 	made := childAt("made", t0.Add(2*time.Hour))
 	// Trainer writes the deadline's Failed condition by its own clock, then deletes the
 	// JobSet: a restart JobSet made meanwhile, or by the API server's clock a little
@@ -594,6 +606,18 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 			&kinds.Followed{UID: "real"}, ""},
 		{"Failed at its deadline: another Job than the child followed, made as Trainer read the deadline", []client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), late},
 			&kinds.Followed{UID: "real"}, ""},
+		// Another child than the one followed, which the JobSet made before it ended
+		// (beyond the allowance) under the controller reference JobSet writes: the JobSet
+		// restarted (attempt 1) after the account followed the failed child of attempt 0,
+		// and the account did not reconcile again until Trainer had deleted the JobSet at
+		// the deadline; the garbage collector deletes the child, the record finalizer
+		// holds it.
+		{"Failed at its deadline, its JobSet deleted: the held child of a later restart, the earlier attempt's followed",
+			[]client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), restarted}, &kinds.Followed{UID: "real", RestartAttempt: 0}, "restarted"},
+		{"Failed at its deadline, its JobSet deleted: a Job that survived it by an apiVersion the garbage collector cannot resolve",
+			[]client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), unresolvable}, &kinds.Followed{UID: "real", RestartAttempt: 0}, ""},
+		{"Failed at its deadline, its JobSet deleted: a Job made about the end, another followed",
+			[]client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), aboutTheEnd}, &kinds.Followed{UID: "real", RestartAttempt: 0}, ""},
 		{"its failure taken off, its JobSet gone: the child left behind before its Workload finished", []client.Object{ran(tj()), left, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, nil, "left"},
 		{"its failure taken off: a Job made since its Workload finished is no child", []client.Object{ran(tj()), made, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, nil, ""},
 		{"the TrainJob gone: a child of its JobSet's name still answers", []client.Object{made}, nil, "made"},
