@@ -899,3 +899,38 @@ func TestHeldJobsOfNamespaceWoken(t *testing.T) {
 		})
 	}
 }
+
+// TestJobRecorderHoldsWhileTheCachesLag: TrainJob tj's Workload finished, its JobSet
+// shows no end yet, and the account has followed no child: the reconciler cannot tell
+// the JobSet that ran from one Trainer rendered again until the caches agree
+// (kinds.CacheLagError), and may then follow the child being deleted and record its end.
+// The recorder holds the child while the reconciler waits (CacheLagWait); past that,
+// the caches are taken as they are, as the reconciler takes them: no child, released.
+func TestJobRecorderHoldsWhileTheCachesLag(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		finished     time.Time
+		wantReleased bool
+	}{
+		{"the Workload finished 5 s ago: held", testNow.Add(-5 * time.Second), false},
+		{"the Workload finished an hour ago: released", testNow.Add(-time.Hour), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rendered := newRenderedTrainJob()
+			js := rendered.jobSet("js-uid", testNow.Add(-2*time.Hour))
+			wl := rendered.workload().Admitted("cq", testNow.Add(-2*time.Hour)).Finished(tc.finished).Obj()
+			child := nodeChild(js, "child-uid").Created(testNow.Add(-2*time.Hour)).Completed("0", 1).
+				Finalizers(record).Deleting(testNow.Add(-time.Second)).Obj()
+			acct := wrappers.MakeBatchAccount("acct", "ns").Shards("A", "B").AssignTrainJob("tj", "node", 0, "0-1", "0-1").Obj()
+			f := newFixture(t, hooks{}, rendered.tj, js, wl, child, acct)
+			r := &JobRecorder{Client: f.c, Now: func() time.Time { return testNow }, started: testNow.Add(-time.Hour)}
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(child)}); err != nil {
+				t.Fatal(err)
+			}
+			err := f.c.Get(context.Background(), client.ObjectKeyFromObject(child), &batchv1.Job{})
+			if released := apierrors.IsNotFound(err); released != tc.wantReleased {
+				t.Errorf("released = %v (%v), want %v", released, err, tc.wantReleased)
+			}
+		})
+	}
+}
