@@ -212,3 +212,34 @@ func TestJobOfAChildNameOnceItsTrainJobsJobSetIsGone(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartChildOnceItsTrainJobsJobSetIsGone: TrainJob tj's JobSet restarted after the
+// account recorded the failed child of attempt 0 (index 0 of 0-1 covered), and the
+// manager did not reconcile the account again until after tj Failed at its deadline and
+// Trainer deleted the JobSet: the garbage collector deletes the child of attempt 1, which
+// the record finalizer holds, with every index complete and reported. That child was
+// made while the JobSet ran, under the controller reference JobSet writes: the account
+// follows it, and its results are recorded, not lost.
+func TestRestartChildOnceItsTrainJobsJobSetIsGone(t *testing.T) {
+	ended := testNow.Add(-time.Hour)
+	r := newRenderedTrainJob()
+	r.tj.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue, Reason: "DeadlineExceeded", LastTransitionTime: metav1.NewTime(ended)}}
+	r.tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Failed: ptr.To[int32](1)}}
+	ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).AssignTrainJob("tj", "node", 0, "0-1", "0-1").
+		RequireResults("result.valid == result.records").
+		TargetStatus(v1alpha1.TargetStatus{Name: "trainjob/tj/node/0", Job: "tj-node-0", UID: "real-child-uid", Found: true,
+			Completions: 2, CompletedIndexes: "0", Terminal: "Failed", Required: "0-1"}).Obj()
+	restarted := nodeChild(r.jobSet("js-uid", testNow.Add(-3*time.Hour)), "restarted-uid").Label(jobsetkind.LabelRestartAttempt, "1").
+		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Created(ended.Add(-30*time.Minute)).
+		Completed("0-1", 2).Complete(ended.Add(-10 * time.Minute)).Finalizers(v1alpha1.RecordFinalizer).Deleting(ended).Obj()
+	objs := []client.Object{r.tj, ba, restarted}
+	objs = append(objs, reportedPods(t, restarted, 2, ended.Add(-10*time.Minute))...)
+	f := newFixture(t, hooks{}, objs...)
+	got := reconcileTwice(t, f, "train")
+	if tg := got.Status.Targets[0]; tg.UID != restarted.UID || tg.CompletedIndexes != "0,1" {
+		t.Errorf("target follows %s with %q completed; want the restart's child %s with 0,1", tg.UID, tg.CompletedIndexes, restarted.UID)
+	}
+	if res := got.Status.Results; res.Recorded != 2 || res.Rejected != 0 || res.Missing != 0 {
+		t.Errorf("results %+v; want both of the restart's child recorded, none rejected", res)
+	}
+}
