@@ -21,9 +21,9 @@ func NamesJob(ref v1alpha1.TargetRef, job metav1.Object) bool { return all.Kinds
 
 // ResolveTarget finds the Job a target names in namespace, and its restart attempt
 // (Kind.Resolve). It returns nil when no such Job exists, when the target names another
-// namespace, or names no kind. The reconciler (what it observes and captures), the pod
-// releaser (what it holds) and the CLI resolve targets with it, so that they never
-// disagree about which Job an account is following.
+// namespace, or names no kind. It answers for an account that follows no identity yet:
+// the reconciler and the Job recorder resolve through ResolveFollowed, told the one the
+// account follows, so that they never disagree about which Job an account is following.
 func ResolveTarget(ctx context.Context, r client.Reader, namespace string, ref v1alpha1.TargetRef) (*batchv1.Job, int32, error) {
 	k := KindOf(ref)
 	if k == nil || (ref.Namespace != "" && ref.Namespace != namespace) {
