@@ -311,13 +311,16 @@ func resolve(ctx context.Context, r client.Reader, namespace string, ref v1alpha
 // end beyond kinds.ClockSkewAllowance, so while the JobSet ran, and its controller
 // reference is of the API version JobSet writes, which the garbage collector resolves:
 // a Job made then under another UID than the JobSet's is collected while the JobSet is
-// there (and, being deleted, followed by no account, released), while one under the
-// JobSet's own UID is its child, as CurrentChild takes it while the JobSet runs. A Job
-// made about the end, or kept by an apiVersion the garbage collector cannot resolve, is
-// anyone's.
+// there, so its deletion started before the end (held by the record finalizer only
+// until the recorder finds no account follows it), while one under the JobSet's own UID
+// is its child, as CurrentChild takes it while the JobSet runs, and is collected once
+// the JobSet is deleted, at or after the end. A Job made about the end, kept by an
+// apiVersion the garbage collector cannot resolve, or being deleted since before the
+// end, is anyone's.
 func leftBehind(job *batchv1.Job, end time.Time) bool {
 	ref := metav1.GetControllerOfNoCopy(job)
 	return !end.IsZero() && kinds.BeforeBeyondSkew(job.CreationTimestamp.Time, end) &&
+		(job.DeletionTimestamp == nil || !kinds.BeforeBeyondSkew(job.DeletionTimestamp.Time, end)) &&
 		ref != nil && ref.APIVersion == jobsetapi.SchemeGroupVersion.String()
 }
 

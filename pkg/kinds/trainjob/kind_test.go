@@ -583,6 +583,8 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 	// there), and one made about the end.
 	unresolvable := restarted.DeepCopy()
 	unresolvable.UID, unresolvable.OwnerReferences[0].APIVersion = "unresolvable", "jobset.x-k8s.io/v9"
+	collected := restarted.DeepCopy()
+	collected.UID, collected.DeletionTimestamp = "collected", &metav1.Time{Time: t0.Add(30*time.Minute + time.Second)}
 	aboutTheEnd := restarted.DeepCopy()
 	aboutTheEnd.UID, aboutTheEnd.CreationTimestamp = "about-the-end", metav1.NewTime(t0.Add(time.Hour-30*time.Second))
 	made := childAt("made", t0.Add(2*time.Hour))
@@ -616,6 +618,8 @@ func TestResolveWithoutItsJobSet(t *testing.T) {
 			[]client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), restarted}, &kinds.Followed{UID: "real", RestartAttempt: 0}, "restarted"},
 		{"Failed at its deadline, its JobSet deleted: a Job that survived it by an apiVersion the garbage collector cannot resolve",
 			[]client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), unresolvable}, &kinds.Followed{UID: "real", RestartAttempt: 0}, ""},
+		{"Failed at its deadline, its JobSet deleted: a Job under another UID, collected while the JobSet ran, still held",
+			[]client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), collected}, &kinds.Followed{UID: "real", RestartAttempt: 0}, ""},
 		{"Failed at its deadline, its JobSet deleted: a Job made about the end, another followed",
 			[]client.Object{ran(tj().Condition(trainer.TrainJobFailed, t0.Add(time.Hour))), aboutTheEnd}, &kinds.Followed{UID: "real", RestartAttempt: 0}, ""},
 		{"its failure taken off, its JobSet gone: the child left behind before its Workload finished", []client.Object{ran(tj()), left, workloadOf(tj().Obj(), kueue.WorkloadFinishedReasonFailed, t0.Add(time.Hour))}, nil, "left"},
