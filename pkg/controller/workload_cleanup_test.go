@@ -41,6 +41,12 @@ func TestWorkloadCleanupRemovesConditionsNoAccountSpeaksFor(t *testing.T) {
 	js.UID = "js-uid"
 	ofJob := func(w *wrappers.WorkloadWrapper) *wrappers.WorkloadWrapper { return w.ForJob(job) }
 	ofJobSet := func(w *wrappers.WorkloadWrapper) *wrappers.WorkloadWrapper { return w.ForJobSet(js) }
+	// moved names Job k now; its status, not rewritten yet, still observed j under job-j:
+	// the cleanup runs on the spec change's event, before the account's next status.
+	moved := wrappers.MakeBatchAccount("moved", "ns").AssignJob("k", "0-1", "A", "B").Generation(2).
+		TargetStatus(v1alpha1.TargetStatus{Name: "job/j", Job: "j", UID: "j-uid", Workload: &v1alpha1.WorkloadObservation{Name: "job-j", UID: "job-j-uid"}}).
+		Condition(v1alpha1.ConditionAccepted, metav1.ConditionFalse, v1alpha1.ReasonAssignmentInvalid, "", testNow.Add(-time.Minute)).Obj()
+	moved.Status.ObservedGeneration = 1
 	deleting := wrappers.MakeBatchAccount("leaving", "ns").AssignJob("j", "0-1", "A", "B").Obj()
 	deleting.Finalizers = []string{"test.example/hold"}
 	deleting.DeletionTimestamp = &metav1.Time{Time: testNow}
@@ -62,6 +68,12 @@ func TestWorkloadCleanupRemovesConditionsNoAccountSpeaksFor(t *testing.T) {
 		name:       "the only account names another Job now",
 		workload:   publishedWorkload("job-j", ofJob),
 		objs:       []client.Object{wrappers.MakeBatchAccount("moved", "ns").AssignJob("k", "0-1", "A", "B").Obj()},
+		wantTypes:  kueueOnly,
+		wantEvents: []string{"Normal " + EventReasonConditionsRemoved},
+	}, {
+		name:       "the only account names another Job now, its status not rewritten yet",
+		workload:   publishedWorkload("job-j", ofJob),
+		objs:       []client.Object{moved},
 		wantTypes:  kueueOnly,
 		wantEvents: []string{"Normal " + EventReasonConditionsRemoved},
 	}, {

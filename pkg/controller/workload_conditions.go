@@ -138,14 +138,35 @@ func (r *Reconciler) workloadAccounts(ctx context.Context, wl *kueue.Workload, b
 	return out, nil
 }
 
-// speaksFor reports whether the verdict of ba, an account naming the Workload's owner,
-// is about wl (account.Follows). An Accepted account follows none but the identities on
-// its record: the Workload of a Job re-run under a target's name, which its record does
-// not name, is another batch's, and the account publishes nothing there
+// speaksFor reports whether the verdict of ba, an account the index finds for the
+// Workload, is about wl: its spec still names a target running under wl (namesWorkload)
+// and it follows wl (account.Follows). An Accepted account follows none but the
+// identities on its record: the Workload of a Job re-run under a target's name, which its
+// record does not name, is another batch's, and the account publishes nothing there
 // (followedWorkloads). Nor may another account's publish, or a cleanup waiting for it to
 // republish, count it there.
 func speaksFor(ba *v1alpha1.BatchAccount, wl *kueue.Workload) bool {
-	return account.Follows(ba, account.RunRef{WorkloadUID: wl.UID, WorkloadName: wl.Name})
+	return namesWorkload(ba, wl) && account.Follows(ba, account.RunRef{WorkloadUID: wl.UID, WorkloadName: wl.Name})
+}
+
+// namesWorkload reports whether ba's spec names a target that runs under wl: wl's owner
+// (one of its WorkloadKeys), or a target its status observed under wl (a JobSet's child
+// named by its Job name). The index also finds an account by a Workload its status names
+// for a target its spec no longer has (its spec changed, its status not rewritten yet):
+// such an account publishes nothing more there, and waiting for it would leave its last
+// verdict on the Workload for good.
+func namesWorkload(ba *v1alpha1.BatchAccount, wl *kueue.Workload) bool {
+	owners := relations.WorkloadKeys(wl)
+	if slices.ContainsFunc(relations.AccountKeys(ba), func(k relations.IndexKey) bool { return slices.Contains(owners, k) }) {
+		return true
+	}
+	named := map[string]bool{}
+	for _, a := range ba.Spec.AllAssignments() {
+		named[string(a.Target.Key())] = true
+	}
+	return slices.ContainsFunc(ba.Status.Targets, func(t v1alpha1.TargetStatus) bool {
+		return named[t.Name] && t.Workload != nil && t.Workload.Name == wl.Name
+	})
 }
 
 // VerdictPendingRecheck is how soon an account publishing on a Workload looks again when
