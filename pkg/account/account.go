@@ -348,7 +348,26 @@ func recordStands(t Target, p *v1alpha1.TargetStatus, obs Observation, final, in
 	if final && t.Ref.IsChild() && obs.Job == nil && !recorded && obs.OwnerEnded == "" {
 		obs.OwnerEnded = cmp.Or(obs.ChildOwner, OwnerDeleted)
 	}
+	if final && obs.Job == nil && obs.Workload != nil && !recordedWorkload(p, obs.Workload) {
+		// A Workload observed without a Job (a dispatched child's owner's) that is not
+		// the record's is that of an owner created again under the name: the batch ran
+		// under the one on record, and this one, and where it runs, is another batch's.
+		obs.Workload = nil
+		obs.Redispatched, obs.ResultsOnWorker, obs.WorkerProblem = false, false, ""
+	}
 	return obs
+}
+
+// recordedWorkload reports whether w is the Workload target status p records (by UID, or
+// by name for a record written without it).
+func recordedWorkload(p *v1alpha1.TargetStatus, w *v1alpha1.WorkloadObservation) bool {
+	if p == nil || p.Workload == nil {
+		return false
+	}
+	if p.Workload.UID != "" {
+		return p.Workload.UID == w.UID
+	}
+	return p.Workload.Name == w.Name
 }
 
 // Compute derives the account status from its input.

@@ -116,6 +116,12 @@ func TestAcceptedKeepsItsIdentities(t *testing.T) {
 		return Observation{Job: makeJob(name, "uid-again", 4).Facts(), ChildOwner: OwnerRunning}
 	}
 	one := func(key string, o Observation) map[string]Observation { return map[string]Observation{key: o} }
+	// A TrainJob MultiKueue dispatched ran under wOld; created again under its name, it
+	// runs under wNew on worker-a, whose records are not read: no child is observed,
+	// and its copy counts as replaced (Redispatched).
+	wOld := &v1alpha1.WorkloadObservation{Name: "trainjob-llm-old", UID: "wl-old", Admitted: true, ClusterQueue: "gpu", Cluster: "worker-a"}
+	wNew := &v1alpha1.WorkloadObservation{Name: "trainjob-llm-new", UID: "wl-new", Admitted: true, ClusterQueue: "gpu", Cluster: "worker-a"}
+	unread := Observation{ChildOwner: OwnerRunning, Workload: wNew, ResultsOnWorker: true, WorkerProblem: "worker-a not reachable", Redispatched: true}
 	cases := []struct {
 		name     string
 		spec     *v1alpha1.BatchAccountSpec
@@ -138,6 +144,9 @@ func TestAcceptedKeepsItsIdentities(t *testing.T) {
 			[]map[string]Observation{one("job/j", Observation{}), one("job/j", Observation{Job: makeJob("j", "uid-again", 4).Completed("0", 1).Facts()})}},
 		{"a Job replaced at once", jobSpec, one("job/j", Observation{Job: completeJob("j", "uid-j", 4).Facts()}),
 			[]map[string]Observation{one("job/j", Observation{Job: makeJob("j", "uid-again", 4).Facts()})}},
+		{"a dispatched TrainJob created again, on a worker not read", trainSpec,
+			one("trainjob/llm/node/0", Observation{Job: node, ChildOwner: "Complete", Workload: wOld}),
+			[]map[string]Observation{one("trainjob/llm/node/0", unread)}},
 		{"a child never created, its JobSet applied again", repairedSpec,
 			map[string]Observation{
 				w0:      {Job: completeJob("train-workers-0", "uid-w0", 2).Facts(), ChildOwner: "Failed"},
@@ -154,9 +163,9 @@ func TestAcceptedKeepsItsIdentities(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := at(tc.spec, nil, 0, tc.accepted).Status
 			wantCond(t, st, v1alpha1.ConditionAccepted, metav1.ConditionTrue, v1alpha1.ReasonAccepted, "")
-			uids := map[string]types.UID{}
+			uids, workloads := map[string]types.UID{}, map[string]*v1alpha1.WorkloadObservation{}
 			for _, tg := range st.Targets {
-				uids[tg.Name] = tg.UID
+				uids[tg.Name], workloads[tg.Name] = tg.UID, tg.Workload
 			}
 			for i, obs := range tc.later {
 				out := at(tc.spec, &st, time.Duration(i+1)*time.Minute, obs)
@@ -167,6 +176,9 @@ func TestAcceptedKeepsItsIdentities(t *testing.T) {
 				for _, tg := range st.Targets {
 					if tg.UID != uids[tg.Name] {
 						t.Errorf("step %d: target %s follows %q; want its identity on record %q", i, tg.Name, tg.UID, uids[tg.Name])
+					}
+					if w, rec := tg.Workload, workloads[tg.Name]; (w == nil) != (rec == nil) || w != nil && w.UID != rec.UID {
+						t.Errorf("step %d: target %s records Workload %+v; want the one on record %+v", i, tg.Name, w, rec)
 					}
 				}
 				if len(st.History) != 0 || st.Shards.Covered != 4 {
