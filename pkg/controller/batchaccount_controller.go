@@ -210,7 +210,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if ba.Spec.RequiresResults() {
 		out.Status.Results.IgnoredChunks = r.ledger().IgnoredChunks(ba.UID)
 	}
-	workloads := followedWorkloads(seen, &out.Status)
+	workloads := followedWorkloads(&ba, seen, &out.Status)
 	changed := !equality.Semantic.DeepEqual(out.Status, ba.Status)
 	// due is when deferred progress (of the account, of a Workload) brings it back.
 	var due time.Duration
@@ -310,19 +310,23 @@ func (r *Reconciler) observeAccount(ctx context.Context, ba *v1alpha1.BatchAccou
 	return obs, seen, nil
 }
 
-// followedWorkloads are the Workloads of the observed targets (seen) that the account
+// followedWorkloads are the Workloads of the observed targets (seen) that the account ba
 // speaks for, with the status st just computed: not the Workload of a Job the account
 // does not follow, which runs another batch (a Job of a target's name after an Accepted
 // verdict, account.Final; one made under a child's name after its JobSet was gone). A
-// Workload observed without a Job (a dispatched child's owner's) stays.
-func followedWorkloads(seen map[string]observed, st *v1alpha1.BatchAccountStatus) map[types.UID]*kueue.Workload {
+// Workload observed without a Job (a dispatched child's owner's) stays, unless the
+// account is Accepted and its record names another (account.Follows): an owner created
+// again under the name and dispatched runs another batch under it.
+func followedWorkloads(ba *v1alpha1.BatchAccount, seen map[string]observed, st *v1alpha1.BatchAccountStatus) map[types.UID]*kueue.Workload {
 	uids := make(map[string]types.UID, len(st.Targets))
 	for _, t := range st.Targets {
 		uids[t.Name] = t.UID
 	}
+	computed := &v1alpha1.BatchAccount{ObjectMeta: ba.ObjectMeta, Spec: ba.Spec, Status: *st}
 	out := map[types.UID]*kueue.Workload{}
 	for key, o := range seen {
-		if o.workload == nil || o.job != nil && o.job.UID != uids[key] {
+		if o.workload == nil || o.job != nil && o.job.UID != uids[key] ||
+			!account.Follows(computed, account.RunRef{WorkloadUID: o.workload.UID, WorkloadName: o.workload.Name}) {
 			continue
 		}
 		out[o.workload.UID] = o.workload

@@ -489,6 +489,12 @@ func (r *Reconciler) observeDispatchedChild(ctx context.Context, ba *v1alpha1.Ba
 		if err := r.unreadWorker(ctx, ba.Namespace, last, d.workload, o); err != nil || o.obs.WorkerProblem == "" {
 			return err
 		}
+		if d.workload != nil && !account.Follows(ba, account.RunRef{WorkloadUID: d.workload.UID, WorkloadName: d.workload.Name}) {
+			// An Accepted account follows only the Workloads on its record: the owner's
+			// Workload now is another run's (the owner created again under its name),
+			// and the record's identity is no child of it.
+			return nil
+		}
 		// The worker's records are not read now (the manager restarted, its kubeconfig
 		// is gone): that is no news of the child, and no restart superseded it. The
 		// identity the account last observed stands as it was observed.
