@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,11 +37,17 @@ import (
 //   - an account being deleted, reconciled while a finalizer keeps it, publishes the
 //     verdict of the others without its own, or removes ours when none is left
 //     (workloadAccounts, planPublish): a publish of it that read it before its deletion
-//     may land after the first two.
+//     may land after the first two, so the cleanup looks again (WorkloadCleanupRecheck).
 
 // WorkloadCleanupControllerName names the controller that removes our conditions from
 // Workloads no account names any more.
 const WorkloadCleanupControllerName = "workload-conditions"
+
+// WorkloadCleanupRecheck is when the cleanup looks at a former account's Workloads again,
+// after its first look BatchPeriod after the account's deletion or spec change: a
+// Workload apply the account's reconcile sent before it may land after that first look,
+// and no Workload update wakes the cleanup.
+const WorkloadCleanupRecheck = 10 * time.Second
 
 // EventReasonConditionsRemoved is the reason of the event on a Workload whose batchledger
 // conditions were removed because no account names its Job or JobSet any more.
@@ -134,8 +141,11 @@ func (r *Reconciler) formerWorkloads() handler.EventHandler {
 		}
 		for _, wl := range wls {
 			// After BatchPeriod, as the accounts woken by the same event: they republish
-			// first when they still name the Workload.
-			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: wl.Namespace, Name: wl.Name}}, BatchPeriod)
+			// first when they still name the Workload. And once more later: a publish of
+			// the account that read it before the change may land after the first look.
+			req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: wl.Namespace, Name: wl.Name}}
+			q.AddAfter(req, BatchPeriod)
+			q.AddAfter(req, WorkloadCleanupRecheck)
 		}
 	}
 	return handler.Funcs{

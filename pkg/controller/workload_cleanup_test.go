@@ -148,9 +148,17 @@ func TestWorkloadCleanupOfAGoneWorkload(t *testing.T) {
 type recordingQueue struct {
 	workqueue.TypedRateLimitingInterface[reconcile.Request]
 	added []string
+	// delays are the delays of every AddAfter, by name.
+	delays map[string][]time.Duration
 }
 
-func (q *recordingQueue) AddAfter(r reconcile.Request, _ time.Duration) { q.Add(r) }
+func (q *recordingQueue) AddAfter(r reconcile.Request, d time.Duration) {
+	if q.delays == nil {
+		q.delays = map[string][]time.Duration{}
+	}
+	q.delays[r.Name] = append(q.delays[r.Name], d)
+	q.Add(r)
+}
 func (q *recordingQueue) Add(r reconcile.Request) {
 	if !slices.Contains(q.added, r.Name) {
 		q.added = append(q.added, r.Name)
@@ -216,6 +224,13 @@ func TestAccountChangesWakeWhoPublishesForItsWorkloads(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantWorkloads, workloads.added); diff != "" {
 				t.Errorf("Workloads to clean up (-want +got):\n%s", diff)
+			}
+			// Looked at again later: a publish sent before the change may land after the
+			// first look.
+			for _, wl := range tc.wantWorkloads {
+				if got, want := workloads.delays[wl], []time.Duration{BatchPeriod, WorkloadCleanupRecheck}; !slices.Equal(got, want) {
+					t.Errorf("Workload %s looked at after %v, want %v", wl, got, want)
+				}
 			}
 		})
 	}
