@@ -196,13 +196,7 @@ func TestJobOfAChildNameOnceItsTrainJobsJobSetIsGone(t *testing.T) {
 		{"made while the JobSet ran", ended.Add(-30 * time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRenderedTrainJob()
-			r.tj.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue, Reason: "DeadlineExceeded", LastTransitionTime: metav1.NewTime(ended)}}
-			r.tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Failed: ptr.To[int32](1)}}
-			ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).AssignTrainJob("tj", "node", 0, "0-1", "0-1").
-				RequireResults("result.valid == result.records").
-				TargetStatus(v1alpha1.TargetStatus{Name: "trainjob/tj/node/0", Job: "tj-node-0", UID: "real-child-uid", Found: true,
-					Completions: 2, CompletedIndexes: "0", Terminal: "Failed", Required: "0-1"}).Obj()
+			r, ba := failedAtDeadline(ended)
 			forged := forgedChild("tj", "node", "made-up-uid", v1alpha1.ScopeResults, testNow.Add(-time.Minute))
 			forged.CreationTimestamp = metav1.NewTime(tc.created)
 			objs := []client.Object{r.tj, ba, forged}
@@ -211,6 +205,19 @@ func TestJobOfAChildNameOnceItsTrainJobsJobSetIsGone(t *testing.T) {
 			checkNotFollowed(t, reconcileTwice(t, f, "train"), forged.UID, "a Job of the child's name once the JobSet is gone")
 		})
 	}
+}
+
+// failedAtDeadline is TrainJob tj, Failed at its deadline at ended (its JobSet gone, as
+// Trainer deletes it then), and account train, results required, that recorded tj's
+// attempt-0 child real-child-uid Failed with index 0 of 0-1 covered.
+func failedAtDeadline(ended time.Time) (renderedTrainJob, *v1alpha1.BatchAccount) {
+	r := newRenderedTrainJob()
+	r.tj.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue, Reason: "DeadlineExceeded", LastTransitionTime: metav1.NewTime(ended)}}
+	r.tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Failed: ptr.To[int32](1)}}
+	return r, wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).AssignTrainJob("tj", "node", 0, "0-1", "0-1").
+		RequireResults("result.valid == result.records").
+		TargetStatus(v1alpha1.TargetStatus{Name: "trainjob/tj/node/0", Job: "tj-node-0", UID: "real-child-uid", Found: true,
+			Completions: 2, CompletedIndexes: "0", Terminal: "Failed", Required: "0-1"}).Obj()
 }
 
 // TestRestartChildOnceItsTrainJobsJobSetIsGone: TrainJob tj's JobSet restarted after the
@@ -222,13 +229,7 @@ func TestJobOfAChildNameOnceItsTrainJobsJobSetIsGone(t *testing.T) {
 // follows it, and its results are recorded, not lost.
 func TestRestartChildOnceItsTrainJobsJobSetIsGone(t *testing.T) {
 	ended := testNow.Add(-time.Hour)
-	r := newRenderedTrainJob()
-	r.tj.Status.Conditions = []metav1.Condition{{Type: "Failed", Status: metav1.ConditionTrue, Reason: "DeadlineExceeded", LastTransitionTime: metav1.NewTime(ended)}}
-	r.tj.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Failed: ptr.To[int32](1)}}
-	ba := wrappers.MakeBatchAccount("train", "ns").ShardCount("s", 2).AssignTrainJob("tj", "node", 0, "0-1", "0-1").
-		RequireResults("result.valid == result.records").
-		TargetStatus(v1alpha1.TargetStatus{Name: "trainjob/tj/node/0", Job: "tj-node-0", UID: "real-child-uid", Found: true,
-			Completions: 2, CompletedIndexes: "0", Terminal: "Failed", Required: "0-1"}).Obj()
+	r, ba := failedAtDeadline(ended)
 	restarted := nodeChild(r.jobSet("js-uid", testNow.Add(-3*time.Hour)), "restarted-uid").Label(jobsetkind.LabelRestartAttempt, "1").
 		PodLabel(v1alpha1.LabelScope, v1alpha1.ScopeResults).Created(ended.Add(-30*time.Minute)).
 		Completed("0-1", 2).Complete(ended.Add(-10 * time.Minute)).Finalizers(v1alpha1.RecordFinalizer).Deleting(ended).Obj()
